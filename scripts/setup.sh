@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Installs everything wgml needs on Debian 12, idempotently:
+#  - Debian packages: build tools, the Vulkan loader, Mesa's lavapipe from bookworm-backports,
+#    OpenBLAS (double-precision references), PyTorch (CPU references), the default text.
+#  - the pinned wgpu-native from the PyPI wheel `wgpu`, sha256-checked, unpacked into .deps/.
+#  - a Python virtual environment (.deps/venv, with Debian's site packages visible) holding the
+#    PyPI reference packages.
+# Re-running it does only what is missing. Set WGML_SKIP_APT=1 to skip the apt part.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DEPS=$ROOT/.deps
+
+WGPU_VERSION=0.32.0
+WGPU_WHEEL=wgpu-${WGPU_VERSION}-py3-none-manylinux_2_28_x86_64.whl
+WGPU_SHA256=6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568
+
+APT_PACKAGES=(build-essential cmake pkg-config unzip ca-certificates python3 python3-venv python3-pip
+  libvulkan1 vulkan-tools libopenblas-dev python3-numpy python3-torch bible-kjv bible-kjv-text)
+
+log() { printf '[setup] %s\n' "$*"; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_apt() {
+  local src=/etc/apt/sources.list.d/wgml-bookworm-backports.sources
+  local have_bpo=0
+  grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ && have_bpo=1
+  local need=()
+  for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+  local mesa_ok=0
+  case "$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)" in
+    25.*) mesa_ok=1 ;;
+  esac
+  if [ ${#need[@]} -eq 0 ] && [ $mesa_ok = 1 ]; then log "apt packages present"; return; fi
+  if [ $have_bpo = 0 ]; then
+    log "adding bookworm-backports to apt sources"
+    as_root tee "$src" >/dev/null <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  fi
+  as_root apt-get update -q
+  export DEBIAN_FRONTEND=noninteractive
+  [ ${#need[@]} -eq 0 ] || as_root apt-get install -y -q --no-install-recommends "${need[@]}"
+  if [ $mesa_ok = 0 ]; then
+    # Debian 12's own Mesa 22.3 is too old for wgpu; lavapipe 25.0 comes from backports.
+    as_root apt-get install -y -q --no-install-recommends -t bookworm-backports mesa-vulkan-drivers
+  fi
+}
+
+install_wgpu() {
+  local dir=$DEPS/wgpu
+  if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$WGPU_SHA256" ] && [ -f "$dir/libwgpu_native-release.so" ]; then
+    log "wgpu-native (wgpu==$WGPU_VERSION) present"; return
+  fi
+  mkdir -p "$DEPS/dl"
+  local whl=$DEPS/dl/$WGPU_WHEEL
+  if [ ! -f "$whl" ] || [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$WGPU_SHA256" ]; then
+    rm -f "$whl"
+    log "downloading $WGPU_WHEEL from PyPI"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+      --python-version 3.11 --implementation py --abi none "wgpu==$WGPU_VERSION" -d "$DEPS/dl"
+  fi
+  local got; got=$(sha256sum "$whl" | cut -d' ' -f1)
+  if [ "$got" != "$WGPU_SHA256" ]; then
+    echo "setup: $WGPU_WHEEL has sha256 $got, expected $WGPU_SHA256" >&2; exit 1
+  fi
+  rm -rf "$dir" "$DEPS/unz"; mkdir -p "$dir" "$DEPS/unz"
+  unzip -q -o "$whl" 'wgpu/resources/*' -d "$DEPS/unz"
+  cp "$DEPS/unz/wgpu/resources/libwgpu_native-release.so" "$DEPS/unz/wgpu/resources/webgpu.h" \
+     "$DEPS/unz/wgpu/resources/wgpu.h" "$dir/"
+  rm -rf "$DEPS/unz"
+  echo "$WGPU_SHA256" > "$dir/.sha256"
+  log "wgpu-native unpacked into $dir"
+}
+
+install_venv() {
+  local venv=$DEPS/venv
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $venv (Debian python3 with its site packages)"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+  fi
+  local req=$ROOT/scripts/requirements.txt
+  if ! cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+    cp "$req" "$venv/.requirements"
+  fi
+  log "python references in $venv"
+}
+
+[ "${WGML_SKIP_APT:-0}" = 1 ] || install_apt
+install_wgpu
+install_venv
+log "done"

@@ -1,0 +1,933 @@
+#define _POSIX_C_SOURCE 200809L
+/* The WebGPU context: instance, adapter choice, device with the adapter's limits, capability
+ * record, error and device-lost callbacks, buffers, pipelines, submits and readback. */
+#include "gpu/gpu.h"
+#include "gpu/native.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WGML_EXPECTED_WGPU_VERSION 0x1D000101u /* wgpu-native 29.0.1.1 from PyPI wgpu==0.32.0 */
+
+struct gpu_buffer {
+    WGPUBuffer buf;
+    uint64_t size;
+    gpu_buffer *next_free;
+};
+
+struct gpu_pipeline {
+    char *key;
+    WGPUComputePipeline pipeline;
+    WGPUBindGroupLayout layout;
+    int n_bindings;
+    gpu_pipeline *next;
+};
+
+struct gpu_bind_group {
+    WGPUBindGroup bg;
+};
+
+struct wgml_ctx {
+    WGPUInstance instance;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    WGPUAdapterInfo info;
+    WGPULimits limits;
+    gpu_caps caps;
+    double timeout_s;
+    bool poison;
+    int matmul_variant;
+
+    wgml_status status;
+    char error[1024];
+    bool lost;
+    char lost_msg[512];
+    /* errors reported by callbacks between checks */
+    bool pending_error;
+    WGPUErrorType pending_type;
+    char pending_msg[512];
+
+    gpu_buffer *free_buffers;
+    gpu_pipeline *pipelines;
+    WGPUQuerySet timestamps;
+    WGPUBuffer ts_resolve, ts_read;
+    uint64_t submits;
+    wgml_graph *eager;
+};
+
+/* ------------------------------------------------------------------ errors */
+
+static char create_error[1024];
+
+const char *wgml_create_error(void) { return create_error; }
+
+wgml_status wgml_set_error(wgml_ctx *ctx, wgml_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (ctx) {
+        vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+        ctx->status = s;
+    } else {
+        vsnprintf(create_error, sizeof create_error, fmt, ap);
+    }
+    va_end(ap);
+    return s;
+}
+
+const char *wgml_last_error(const wgml_ctx *ctx) { return ctx ? ctx->error : create_error; }
+wgml_status wgml_last_status(const wgml_ctx *ctx) { return ctx ? ctx->status : WGML_ERR_ARG; }
+void wgml_clear_error(wgml_ctx *ctx) {
+    if (!ctx) return;
+    ctx->error[0] = 0;
+    ctx->status = ctx->lost ? WGML_ERR_DEVICE_LOST : WGML_OK;
+}
+
+const char *wgml_status_name(wgml_status s) {
+    static const char *names[] = {"ok", "bad argument", "shape mismatch", "wrong dtype",
+                                  "over a device limit", "out of device memory", "GPU error",
+                                  "device lost", "timeout", "no adapter", "wrong wgpu-native version",
+                                  "I/O error", "malformed file", "unsupported", "wrong state"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
+}
+
+static void sv_copy(char *dst, size_t n, WGPUStringView v) {
+    size_t len = v.data ? (v.length == WGPU_STRLEN ? strlen(v.data) : v.length) : 0;
+    if (len >= n) len = n - 1;
+    if (len) memcpy(dst, v.data, len);
+    dst[len] = 0;
+}
+
+static WGPUStringView sv(const char *s) { return (WGPUStringView){s, s ? strlen(s) : 0}; }
+
+static void on_device_lost(WGPUDevice const *device, WGPUDeviceLostReason reason, WGPUStringView msg,
+                           void *u1, void *u2) {
+    (void)device; (void)u2;
+    wgml_ctx *ctx = u1;
+    if (!ctx || reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    ctx->lost = true;
+    sv_copy(ctx->lost_msg, sizeof ctx->lost_msg, msg);
+}
+
+static void on_uncaptured(WGPUDevice const *device, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
+    (void)device; (void)u2;
+    wgml_ctx *ctx = u1;
+    if (!ctx || ctx->pending_error) return; /* keep the first */
+    ctx->pending_error = true;
+    ctx->pending_type = type;
+    sv_copy(ctx->pending_msg, sizeof ctx->pending_msg, msg);
+}
+
+wgml_status gpu_check_alive(wgml_ctx *ctx) {
+    if (ctx->lost)
+        return wgml_set_error(ctx, WGML_ERR_DEVICE_LOST, "the GPU device was lost: %s", ctx->lost_msg);
+    return WGML_OK;
+}
+
+/* Turns an error reported by a callback since the last check into the context's error. */
+static wgml_status take_pending(wgml_ctx *ctx, const char *during) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    if (!ctx->pending_error) return WGML_OK;
+    ctx->pending_error = false;
+    s = ctx->pending_type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU;
+    return wgml_set_error(ctx, s, "%s: %s", during, ctx->pending_msg);
+}
+
+/* Error scopes: push before creating something, pop after to learn whether it failed.
+ * (wgpu-native panics on the Internal filter; internal errors reach the uncaptured callback.) */
+typedef struct scope_result {
+    bool done;
+    WGPUErrorType type;
+    char msg[512];
+} scope_result;
+
+static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
+    (void)u2;
+    scope_result *r = u1;
+    r->done = true;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_NoError;
+    sv_copy(r->msg, sizeof r->msg, msg);
+}
+
+static void scope_push(wgml_ctx *ctx) {
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_OutOfMemory);
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
+}
+
+static wgml_status scope_pop(wgml_ctx *ctx, const char *during) {
+    scope_result r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowProcessEvents;
+        cb.callback = on_pop;
+        cb.userdata1 = &r[i];
+        wgpuDevicePopErrorScope(ctx->device, cb);
+    }
+    for (int spin = 0; spin < 1000 && !(r[0].done && r[1].done); spin++)
+        native_poll(ctx->device, false);
+    for (int i = 0; i < 2; i++) {
+        if (r[i].done && r[i].type != WGPUErrorType_NoError) {
+            wgml_status s = r[i].type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU;
+            return wgml_set_error(ctx, s, "%s: %s", during, r[i].msg);
+        }
+    }
+    return take_pending(ctx, during);
+}
+
+/* ------------------------------------------------------------------ time and waiting */
+
+uint64_t gpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+/* Polls until *flag is set (a callback sets it) or the queue drains, within the timeout. */
+static wgml_status wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what) {
+    uint64_t start = gpu_now_ns();
+    long nap = 1;
+    for (;;) {
+        bool empty = native_poll(ctx->device, false);
+        if (ctx->lost) return gpu_check_alive(ctx);
+        if (flag ? *flag : empty) return WGML_OK;
+        double waited = (double)(gpu_now_ns() - start) * 1e-9;
+        if (waited > ctx->timeout_s)
+            return wgml_set_error(ctx, WGML_ERR_TIMEOUT, "%s: the GPU did not finish within %.0f s", what,
+                                  ctx->timeout_s);
+        nap_us(nap);
+        if (nap < 500) nap *= 2;
+    }
+}
+
+wgml_status gpu_wait_idle(wgml_ctx *ctx) {
+    wgml_status s = wait_flag(ctx, NULL, "waiting for the GPU");
+    return s ? s : take_pending(ctx, "GPU work");
+}
+
+/* ------------------------------------------------------------------ context */
+
+static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void *u1, void *u2) {
+    (void)msg; (void)u2;
+    if (status == WGPURequestAdapterStatus_Success) *(WGPUAdapter *)u1 = adapter;
+}
+
+static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2) {
+    if (status == WGPURequestDeviceStatus_Success) *(WGPUDevice *)u1 = device;
+    else sv_copy(u2, 512, msg);
+}
+
+static int adapter_rank(WGPUAdapterType t) {
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return 0;
+    case WGPUAdapterType_IntegratedGPU: return 1;
+    case WGPUAdapterType_Unknown: return 2;
+    case WGPUAdapterType_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static bool contains_ci(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && (p[i] | 32) == (needle[i] | 32)) i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
+
+static WGPUAdapter choose_adapter(wgml_ctx *ctx, const char *want, char *names, size_t names_n) {
+    WGPUAdapter list[32];
+    size_t n = native_enumerate_adapters(ctx->instance, list, 32);
+    WGPUAdapter best = NULL;
+    int best_rank = 99;
+    names[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+        char name[256] = "";
+        if (wgpuAdapterGetInfo(list[i], &info) == WGPUStatus_Success) {
+            sv_copy(name, sizeof name, info.device);
+            int rank = adapter_rank(info.adapterType);
+            wgpuAdapterInfoFreeMembers(info);
+            size_t used = strlen(names);
+            snprintf(names + used, names_n - used, "%s'%s'", used ? ", " : "", name);
+            bool ok = want ? contains_ci(name, want) : true;
+            if (ok && rank < best_rank) {
+                if (best) wgpuAdapterRelease(best);
+                best = list[i];
+                best_rank = rank;
+                continue;
+            }
+        }
+        wgpuAdapterRelease(list[i]);
+    }
+    if (!best && !want && n == 0) {
+        /* fall back to the standard request when enumeration finds nothing */
+        WGPURequestAdapterOptions opt = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
+        opt.powerPreference = WGPUPowerPreference_HighPerformance;
+        WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowSpontaneous;
+        cb.callback = on_adapter;
+        cb.userdata1 = &best;
+        wgpuInstanceRequestAdapter(ctx->instance, &opt, cb);
+    }
+    return best;
+}
+
+static bool has_feature(WGPUAdapter a, WGPUFeatureName f) { return wgpuAdapterHasFeature(a, f); }
+
+static wgml_status create_device(wgml_ctx *ctx) {
+    WGPUFeatureName feats[8];
+    size_t nf = 0;
+    ctx->caps.timestamps = has_feature(ctx->adapter, WGPUFeatureName_TimestampQuery);
+    ctx->caps.f16 = has_feature(ctx->adapter, WGPUFeatureName_ShaderF16);
+    ctx->caps.subgroups = has_feature(ctx->adapter, WGPUFeatureName_Subgroups);
+    ctx->caps.f32_atomics = has_feature(ctx->adapter, native_feature_f32_atomics());
+    if (ctx->caps.timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
+    if (ctx->caps.f16) feats[nf++] = WGPUFeatureName_ShaderF16;
+    if (ctx->caps.subgroups) feats[nf++] = WGPUFeatureName_Subgroups;
+    if (ctx->caps.f32_atomics) feats[nf++] = native_feature_f32_atomics();
+
+    WGPULimits lim = WGPU_LIMITS_INIT;
+    if (wgpuAdapterGetLimits(ctx->adapter, &lim) != WGPUStatus_Success)
+        return wgml_set_error(NULL, WGML_ERR_GPU, "could not read the adapter's limits");
+    lim.nextInChain = NULL;
+
+    WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
+    dd.label = sv("wgml");
+    dd.requiredFeatureCount = nf;
+    dd.requiredFeatures = feats;
+    dd.requiredLimits = &lim; /* every limit as the adapter offers it */
+    dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+    dd.deviceLostCallbackInfo.callback = on_device_lost;
+    dd.deviceLostCallbackInfo.userdata1 = ctx;
+    dd.uncapturedErrorCallbackInfo.callback = on_uncaptured;
+    dd.uncapturedErrorCallbackInfo.userdata1 = ctx;
+    char msg[512] = "";
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowSpontaneous;
+    cb.callback = on_device;
+    cb.userdata1 = &ctx->device;
+    cb.userdata2 = msg;
+    wgpuAdapterRequestDevice(ctx->adapter, &dd, cb);
+    for (int i = 0; i < 1000 && !ctx->device && !msg[0]; i++) {
+        wgpuInstanceProcessEvents(ctx->instance);
+        nap_us(100);
+    }
+    if (!ctx->device) return wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", msg);
+    ctx->queue = wgpuDeviceGetQueue(ctx->device);
+    ctx->limits = (WGPULimits)WGPU_LIMITS_INIT;
+    wgpuDeviceGetLimits(ctx->device, &ctx->limits);
+    const WGPULimits *l = &ctx->limits;
+    gpu_caps *c = &ctx->caps;
+    c->max_storage_binding = l->maxStorageBufferBindingSize;
+    c->max_buffer_size = l->maxBufferSize;
+    c->max_workgroup_storage = l->maxComputeWorkgroupStorageSize;
+    c->max_invocations = l->maxComputeInvocationsPerWorkgroup;
+    c->max_wg_x = l->maxComputeWorkgroupSizeX;
+    c->max_wg_per_dim = l->maxComputeWorkgroupsPerDimension;
+    c->storage_align = l->minStorageBufferOffsetAlignment;
+    c->uniform_align = l->minUniformBufferOffsetAlignment;
+    c->max_storage_per_stage = l->maxStorageBuffersPerShaderStage;
+    c->subgroup_min = ctx->info.subgroupMinSize;
+    c->subgroup_max = ctx->info.subgroupMaxSize;
+    c->is_cpu = ctx->info.adapterType == WGPUAdapterType_CPU;
+    return WGML_OK;
+}
+
+wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out) {
+    if (!out) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_ctx_create: out is NULL");
+    *out = NULL;
+    wgml_ctx_options opt = {0};
+    if (options) opt = *options;
+    uint32_t ver = native_version();
+    if (ver != WGML_EXPECTED_WGPU_VERSION)
+        return wgml_set_error(NULL, WGML_ERR_VERSION,
+                              "wgpu-native version %u.%u.%u.%u found, expected 29.0.1.1 (PyPI wgpu==0.32.0); "
+                              "run scripts/setup.sh",
+                              ver >> 24, (ver >> 16) & 255, (ver >> 8) & 255, ver & 255);
+    wgml_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return wgml_set_error(NULL, WGML_ERR_OOM, "out of host memory");
+    const char *env_timeout = getenv("WGML_TIMEOUT_S");
+    ctx->timeout_s = opt.timeout_s > 0 ? opt.timeout_s : env_timeout ? atof(env_timeout) : 600.0;
+    if (ctx->timeout_s <= 0) ctx->timeout_s = 600.0;
+    ctx->poison = opt.poison_outputs != 0;
+    ctx->matmul_variant = -1;
+    ctx->instance = native_create_instance();
+    if (!ctx->instance) {
+        free(ctx);
+        return wgml_set_error(NULL, WGML_ERR_NO_ADAPTER, "could not create a WebGPU instance");
+    }
+    const char *want = opt.adapter ? opt.adapter : getenv("WGML_ADAPTER");
+    if (want && !*want) want = NULL;
+    char names[1024];
+    ctx->adapter = choose_adapter(ctx, want, names, sizeof names);
+    if (!ctx->adapter) {
+        wgml_status s = want ? wgml_set_error(NULL, WGML_ERR_NO_ADAPTER, "no adapter name contains '%s' (found: %s)",
+                                              want, names[0] ? names : "none")
+                             : wgml_set_error(NULL, WGML_ERR_NO_ADAPTER,
+                                              "no WebGPU adapter found (is a Vulkan driver installed? "
+                                              "lavapipe: mesa-vulkan-drivers)");
+        wgpuInstanceRelease(ctx->instance);
+        free(ctx);
+        return s;
+    }
+    ctx->info = (WGPUAdapterInfo)WGPU_ADAPTER_INFO_INIT;
+    wgpuAdapterGetInfo(ctx->adapter, &ctx->info);
+    wgml_status s = create_device(ctx);
+    if (s) {
+        wgpuAdapterInfoFreeMembers(ctx->info);
+        wgpuAdapterRelease(ctx->adapter);
+        wgpuInstanceRelease(ctx->instance);
+        free(ctx);
+        return s;
+    }
+    if (opt.verbose) wgml_device_print(ctx, stderr);
+    *out = ctx;
+    return WGML_OK;
+}
+
+void graph_eager_destroy(wgml_graph *g); /* graph layer */
+
+void wgml_ctx_destroy(wgml_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->eager) graph_eager_destroy(ctx->eager);
+    ctx->eager = NULL;
+    if (!ctx->lost) native_poll(ctx->device, true);
+    while (ctx->free_buffers) {
+        gpu_buffer *b = ctx->free_buffers;
+        ctx->free_buffers = b->next_free;
+        gpu_buffer_release(b);
+    }
+    while (ctx->pipelines) {
+        gpu_pipeline *p = ctx->pipelines;
+        ctx->pipelines = p->next;
+        wgpuComputePipelineRelease(p->pipeline);
+        wgpuBindGroupLayoutRelease(p->layout);
+        free(p->key);
+        free(p);
+    }
+    if (ctx->timestamps) wgpuQuerySetRelease(ctx->timestamps);
+    if (ctx->ts_resolve) wgpuBufferRelease(ctx->ts_resolve);
+    if (ctx->ts_read) wgpuBufferRelease(ctx->ts_read);
+    wgpuQueueRelease(ctx->queue);
+    wgpuDeviceRelease(ctx->device);
+    wgpuAdapterInfoFreeMembers(ctx->info);
+    wgpuAdapterRelease(ctx->adapter);
+    wgpuInstanceRelease(ctx->instance);
+    free(ctx);
+}
+
+/* Test hook: destroys the device as a driver reset would. */
+void gpu_debug_destroy_device(wgml_ctx *ctx) {
+    wgpuDeviceDestroy(ctx->device);
+    native_poll(ctx->device, false);
+    ctx->lost = true;
+    if (!ctx->lost_msg[0]) snprintf(ctx->lost_msg, sizeof ctx->lost_msg, "device destroyed");
+}
+
+const gpu_caps *gpu_get_caps(const wgml_ctx *ctx) { return &ctx->caps; }
+double gpu_timeout(const wgml_ctx *ctx) { return ctx->timeout_s; }
+bool gpu_poison_outputs(const wgml_ctx *ctx) { return ctx->poison; }
+wgml_graph *gpu_ctx_eager(wgml_ctx *ctx) { return ctx->eager; }
+void gpu_ctx_set_eager(wgml_ctx *ctx, wgml_graph *g) { ctx->eager = g; }
+int gpu_ctx_matmul_variant(const wgml_ctx *ctx) { return ctx->matmul_variant; }
+void wgml_matmul_force_variant(wgml_ctx *ctx, int v) {
+    if (ctx) ctx->matmul_variant = v;
+}
+uint64_t wgml_submit_count(const wgml_ctx *ctx) { return ctx ? ctx->submits : 0; }
+
+static const char *backend_name(WGPUBackendType b) {
+    switch (b) {
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    default: return "unknown";
+    }
+}
+
+static const char *type_name(WGPUAdapterType t) {
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+    }
+}
+
+void wgml_device_get_info(const wgml_ctx *ctx, wgml_device_info *d) {
+    memset(d, 0, sizeof *d);
+    if (!ctx) return;
+    sv_copy(d->adapter, sizeof d->adapter, ctx->info.device);
+    sv_copy(d->vendor, sizeof d->vendor, ctx->info.vendor);
+    sv_copy(d->architecture, sizeof d->architecture, ctx->info.architecture);
+    sv_copy(d->driver, sizeof d->driver, ctx->info.description);
+    snprintf(d->backend, sizeof d->backend, "%s", backend_name(ctx->info.backendType));
+    snprintf(d->type, sizeof d->type, "%s", type_name(ctx->info.adapterType));
+    d->wgpu_version = native_version();
+    const gpu_caps *c = &ctx->caps;
+    d->max_storage_binding = c->max_storage_binding;
+    d->max_buffer_size = c->max_buffer_size;
+    d->max_workgroup_storage = c->max_workgroup_storage;
+    d->max_invocations = c->max_invocations;
+    d->max_workgroup_size_x = c->max_wg_x;
+    d->max_workgroups_per_dim = c->max_wg_per_dim;
+    d->max_storage_buffers_per_stage = c->max_storage_per_stage;
+    d->min_storage_offset_align = c->storage_align;
+    d->min_uniform_offset_align = c->uniform_align;
+    d->has_f16 = c->f16;
+    d->has_subgroups = c->subgroups;
+    d->has_timestamps = c->timestamps;
+    d->has_f32_atomics = c->f32_atomics;
+    d->subgroup_min = c->subgroup_min;
+    d->subgroup_max = c->subgroup_max;
+}
+
+void wgml_device_print(const wgml_ctx *ctx, void *file) {
+    FILE *f = file ? file : stdout;
+    wgml_device_info d;
+    wgml_device_get_info(ctx, &d);
+    fprintf(f, "adapter:     %s\n", d.adapter);
+    fprintf(f, "type:        %s\n", d.type);
+    fprintf(f, "backend:     %s\n", d.backend);
+    fprintf(f, "vendor:      %s (architecture '%s')\n", d.vendor, d.architecture);
+    fprintf(f, "driver:      %s\n", d.driver);
+    fprintf(f, "wgpu-native: %u.%u.%u.%u\n", d.wgpu_version >> 24, (d.wgpu_version >> 16) & 255,
+            (d.wgpu_version >> 8) & 255, d.wgpu_version & 255);
+    fprintf(f, "limits:\n");
+    fprintf(f, "  max storage buffer binding   %llu bytes (%.1f MiB)\n", (unsigned long long)d.max_storage_binding,
+            d.max_storage_binding / 1048576.0);
+    fprintf(f, "  max buffer size              %llu bytes (%.1f MiB)\n", (unsigned long long)d.max_buffer_size,
+            d.max_buffer_size / 1048576.0);
+    fprintf(f, "  workgroup memory             %u bytes\n", d.max_workgroup_storage);
+    fprintf(f, "  invocations per workgroup    %u (x up to %u)\n", d.max_invocations, d.max_workgroup_size_x);
+    fprintf(f, "  workgroups per dimension     %u\n", d.max_workgroups_per_dim);
+    fprintf(f, "  storage buffers per stage    %u\n", d.max_storage_buffers_per_stage);
+    fprintf(f, "  offset alignment             storage %u, uniform %u\n", d.min_storage_offset_align,
+            d.min_uniform_offset_align);
+    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s (size %u..%u), f32 atomics %s\n",
+            d.has_timestamps ? "yes" : "no", d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no",
+            d.subgroup_min, d.subgroup_max, d.has_f32_atomics ? "yes" : "no");
+}
+
+/* ------------------------------------------------------------------ buffers */
+
+static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usage, const char *what) {
+    if (gpu_check_alive(ctx)) return NULL;
+    if (size > ctx->caps.max_buffer_size) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %llu bytes is over the device's buffer size limit of %llu", what,
+                       (unsigned long long)size, (unsigned long long)ctx->caps.max_buffer_size);
+        return NULL;
+    }
+    gpu_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", what);
+        return NULL;
+    }
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.label = sv(what);
+    d.size = size;
+    d.usage = usage;
+    scope_push(ctx);
+    b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
+    char during[160];
+    snprintf(during, sizeof during, "%s: allocating %llu bytes", what, (unsigned long long)size);
+    if (scope_pop(ctx, during) || !b->buf) {
+        if (b->buf) wgpuBufferRelease(b->buf);
+        free(b);
+        if (ctx->status == WGML_OK) wgml_set_error(ctx, WGML_ERR_OOM, "%s", during);
+        return NULL;
+    }
+    b->size = size;
+    return b;
+}
+
+gpu_buffer *gpu_buffer_get(wgml_ctx *ctx, uint64_t size, const char *what) {
+    uint64_t want = (size + 255) & ~255ull;
+    if (want == 0) want = 256;
+    /* best fit among free buffers no larger than twice the request */
+    gpu_buffer **best = NULL;
+    for (gpu_buffer **p = &ctx->free_buffers; *p; p = &(*p)->next_free)
+        if ((*p)->size >= want && (*p)->size <= 2 * want && (!best || (*p)->size < (*best)->size)) best = p;
+    if (best) {
+        gpu_buffer *b = *best;
+        *best = b->next_free;
+        b->next_free = NULL;
+        return b;
+    }
+    return buffer_new(ctx, want, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst, what);
+}
+
+void gpu_buffer_put(wgml_ctx *ctx, gpu_buffer *b) {
+    if (!b) return;
+    b->next_free = ctx->free_buffers;
+    ctx->free_buffers = b;
+}
+
+gpu_buffer *gpu_uniform_create(wgml_ctx *ctx, uint64_t size) {
+    return buffer_new(ctx, (size + 15) & ~15ull, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "uniforms");
+}
+
+void gpu_buffer_release(gpu_buffer *b) {
+    if (!b) return;
+    wgpuBufferRelease(b->buf);
+    free(b);
+}
+
+uint64_t gpu_buffer_size(const gpu_buffer *b) { return b->size; }
+
+wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void *data, uint64_t size) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    if (offset + size > b->size)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "write of %llu bytes at %llu is past the buffer's %llu bytes",
+                              (unsigned long long)size, (unsigned long long)offset, (unsigned long long)b->size);
+    uint64_t whole = size & ~3ull;
+    if (whole) wgpuQueueWriteBuffer(ctx->queue, b->buf, offset, data, whole);
+    if (whole < size) { /* a tail that is not a multiple of 4 bytes: pad it */
+        uint8_t tail[4] = {0};
+        memcpy(tail, (const uint8_t *)data + whole, size - whole);
+        wgpuQueueWriteBuffer(ctx->queue, b->buf, offset + whole, tail, 4);
+    }
+    return take_pending(ctx, "uploading to the GPU");
+}
+
+typedef struct map_result {
+    bool done;
+    WGPUMapAsyncStatus status;
+    char msg[256];
+} map_result;
+
+static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
+    (void)u2;
+    map_result *r = u1;
+    r->status = status;
+    sv_copy(r->msg, sizeof r->msg, msg);
+    r->done = true;
+}
+
+static wgml_status map_read(wgml_ctx *ctx, WGPUBuffer staging, uint64_t size, void *data) {
+    map_result r = {0};
+    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = on_map;
+    cb.userdata1 = &r;
+    wgpuBufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)size, cb);
+    wgml_status s = wait_flag(ctx, &r.done, "reading back from the GPU");
+    if (s) return s;
+    if (r.status != WGPUMapAsyncStatus_Success)
+        return wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: %s", r.msg);
+    const void *p = wgpuBufferGetConstMappedRange(staging, 0, (size_t)size);
+    if (!p) {
+        wgpuBufferUnmap(staging);
+        return wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: no mapped range");
+    }
+    memcpy(data, p, (size_t)size);
+    wgpuBufferUnmap(staging);
+    return WGML_OK;
+}
+
+wgml_status gpu_read(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, void *data, uint64_t size) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    if (size == 0) return WGML_OK;
+    uint64_t start = offset & ~3ull, end = (offset + size + 3) & ~3ull;
+    if (end > b->size)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "read of %llu bytes at %llu is past the buffer's %llu bytes",
+                              (unsigned long long)size, (unsigned long long)offset, (unsigned long long)b->size);
+    uint64_t n = end - start;
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.label = sv("readback");
+    d.size = n;
+    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    scope_push(ctx);
+    WGPUBuffer staging = wgpuDeviceCreateBuffer(ctx->device, &d);
+    if ((s = scope_pop(ctx, "allocating a readback buffer")) || !staging) {
+        if (staging) wgpuBufferRelease(staging);
+        return s ? s : wgml_set_error(ctx, WGML_ERR_OOM, "allocating a readback buffer");
+    }
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, b->buf, start, staging, 0, n);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    ctx->submits++;
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    uint8_t *tmp = malloc((size_t)n);
+    if (!tmp) {
+        wgpuBufferRelease(staging);
+        return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory for a readback of %llu bytes",
+                              (unsigned long long)n);
+    }
+    s = map_read(ctx, staging, n, tmp);
+    if (!s) memcpy(data, tmp + (offset - start), (size_t)size);
+    free(tmp);
+    wgpuBufferRelease(staging);
+    if (!s) s = take_pending(ctx, "reading back from the GPU");
+    return s;
+}
+
+/* ------------------------------------------------------------------ shaders and pipelines */
+
+extern const struct wgml_shader_source {
+    const char *name;
+    const char *source;
+} wgml_shader_sources[];
+
+const char *gpu_shader_source(const char *name) {
+    for (const struct wgml_shader_source *s = wgml_shader_sources; s->name; s++)
+        if (strcmp(s->name, name) == 0) return s->source;
+    return NULL;
+}
+
+/* Returns a copy of code with every "var<storage, read>" made "var<storage, read_write>". */
+static char *rewrite_read_only(const char *code) {
+    static const char from[] = "var<storage, read>", to[] = "var<storage, read_write>";
+    size_t count = 0, nf = sizeof from - 1, nt = sizeof to - 1;
+    for (const char *p = strstr(code, from); p; p = strstr(p + nf, from)) count++;
+    char *out = malloc(strlen(code) + count * (nt - nf) + 1);
+    if (!out) return NULL;
+    char *o = out;
+    const char *p = code;
+    for (const char *q = strstr(p, from); q; q = strstr(p, from)) {
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, to, nt);
+        o += nt;
+        p = q + nf;
+    }
+    strcpy(o, p);
+    return out;
+}
+
+gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude, int n_ro, int n_rw,
+                               bool has_uniform, bool all_writable) {
+    if (gpu_check_alive(ctx)) return NULL;
+    if (!prelude) prelude = "";
+    size_t klen = strlen(shader) + strlen(prelude) + 64;
+    char *key = malloc(klen);
+    if (!key) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    snprintf(key, klen, "%s|%d|%d|%d|%d|%s", shader, n_ro, n_rw, (int)has_uniform, (int)all_writable, prelude);
+    for (gpu_pipeline *p = ctx->pipelines; p; p = p->next)
+        if (strcmp(p->key, key) == 0) {
+            free(key);
+            return p;
+        }
+    const char *src = gpu_shader_source(shader);
+    if (!src) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "no WGSL kernel named '%s' is embedded", shader);
+        free(key);
+        return NULL;
+    }
+    int nb = n_ro + n_rw + (has_uniform ? 1 : 0);
+    if ((uint32_t)(n_ro + n_rw) > ctx->caps.max_storage_per_stage) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s' needs %d storage buffers; the device allows %u", shader,
+                       n_ro + n_rw, ctx->caps.max_storage_per_stage);
+        free(key);
+        return NULL;
+    }
+    size_t n1 = strlen(prelude), n2 = strlen(src);
+    char *code = malloc(n1 + n2 + 2);
+    if (!code) {
+        free(key);
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    memcpy(code, prelude, n1);
+    code[n1] = '\n';
+    memcpy(code + n1 + 1, src, n2 + 1);
+    if (all_writable) {
+        char *rw = rewrite_read_only(code);
+        free(code);
+        code = rw;
+        if (!code) {
+            free(key);
+            wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+            return NULL;
+        }
+    }
+
+    WGPUBindGroupLayoutEntry entries[16];
+    for (int i = 0; i < nb; i++) {
+        WGPUBindGroupLayoutEntry e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+        e.binding = (uint32_t)i;
+        e.visibility = WGPUShaderStage_Compute;
+        e.buffer.type = i < n_ro && !all_writable ? WGPUBufferBindingType_ReadOnlyStorage
+                        : i < n_ro + n_rw ? WGPUBufferBindingType_Storage
+                                          : WGPUBufferBindingType_Uniform;
+        entries[i] = e;
+    }
+    scope_push(ctx);
+    WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+    wgsl.code = sv(code);
+    WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+    md.nextInChain = &wgsl.chain;
+    md.label = sv(shader);
+    WGPUShaderModule mod = wgpuDeviceCreateShaderModule(ctx->device, &md);
+    WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+    ld.entryCount = (size_t)nb;
+    ld.entries = entries;
+    WGPUBindGroupLayout bgl = wgpuDeviceCreateBindGroupLayout(ctx->device, &ld);
+    WGPUPipelineLayoutDescriptor pld = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
+    pld.bindGroupLayoutCount = 1;
+    pld.bindGroupLayouts = &bgl;
+    WGPUPipelineLayout pl = wgpuDeviceCreatePipelineLayout(ctx->device, &pld);
+    WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+    cd.label = sv(shader);
+    cd.layout = pl;
+    cd.compute.module = mod;
+    cd.compute.entryPoint = sv("main");
+    WGPUComputePipeline pipe = wgpuDeviceCreateComputePipeline(ctx->device, &cd);
+    char during[128];
+    snprintf(during, sizeof during, "compiling kernel '%s'", shader);
+    wgml_status s = scope_pop(ctx, during);
+    wgpuPipelineLayoutRelease(pl);
+    wgpuShaderModuleRelease(mod);
+    free(code);
+    if (s || !pipe) {
+        if (pipe) wgpuComputePipelineRelease(pipe);
+        wgpuBindGroupLayoutRelease(bgl);
+        free(key);
+        if (!s) wgml_set_error(ctx, WGML_ERR_GPU, "%s failed", during);
+        return NULL;
+    }
+    gpu_pipeline *p = calloc(1, sizeof *p);
+    if (!p) {
+        wgpuComputePipelineRelease(pipe);
+        wgpuBindGroupLayoutRelease(bgl);
+        free(key);
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    p->key = key;
+    p->pipeline = pipe;
+    p->layout = bgl;
+    p->n_bindings = nb;
+    p->next = ctx->pipelines;
+    ctx->pipelines = p;
+    return p;
+}
+
+gpu_bind_group *gpu_bind_group_create(wgml_ctx *ctx, gpu_pipeline *p, const gpu_range *ranges, int n) {
+    if (n != p->n_bindings) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "bind group has %d entries; the kernel takes %d", n, p->n_bindings);
+        return NULL;
+    }
+    WGPUBindGroupEntry e[16];
+    for (int i = 0; i < n; i++) {
+        WGPUBindGroupEntry x = WGPU_BIND_GROUP_ENTRY_INIT;
+        x.binding = (uint32_t)i;
+        x.buffer = ranges[i].buf->buf;
+        x.offset = ranges[i].offset;
+        x.size = ranges[i].size;
+        e[i] = x;
+    }
+    WGPUBindGroupDescriptor d = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    d.layout = p->layout;
+    d.entryCount = (size_t)n;
+    d.entries = e;
+    gpu_bind_group *bg = calloc(1, sizeof *bg);
+    if (!bg) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    scope_push(ctx);
+    bg->bg = wgpuDeviceCreateBindGroup(ctx->device, &d);
+    if (scope_pop(ctx, "creating a bind group") || !bg->bg) {
+        if (bg->bg) wgpuBindGroupRelease(bg->bg);
+        free(bg);
+        return NULL;
+    }
+    return bg;
+}
+
+void gpu_bind_group_release(gpu_bind_group *bg) {
+    if (!bg) return;
+    wgpuBindGroupRelease(bg->bg);
+    free(bg);
+}
+
+/* ------------------------------------------------------------------ submits */
+
+static wgml_status ensure_timestamps(wgml_ctx *ctx) {
+    if (ctx->timestamps) return WGML_OK;
+    WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+    qd.type = WGPUQueryType_Timestamp;
+    qd.count = 2;
+    ctx->timestamps = wgpuDeviceCreateQuerySet(ctx->device, &qd);
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.size = 16;
+    d.usage = WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc;
+    ctx->ts_resolve = wgpuDeviceCreateBuffer(ctx->device, &d);
+    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    ctx->ts_read = wgpuDeviceCreateBuffer(ctx->device, &d);
+    return take_pending(ctx, "creating timestamp queries");
+}
+
+wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    bool ts = time_out && ctx->caps.timestamps;
+    if (ts && (s = ensure_timestamps(ctx))) return s;
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+    WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+    if (ts) {
+        tw.querySet = ctx->timestamps;
+        tw.beginningOfPassWriteIndex = 0;
+        tw.endOfPassWriteIndex = 1;
+        pd.timestampWrites = &tw;
+    }
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
+    WGPUComputePipeline last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i].pipeline->pipeline != last) {
+            wgpuComputePassEncoderSetPipeline(pass, d[i].pipeline->pipeline);
+            last = d[i].pipeline->pipeline;
+        }
+        wgpuComputePassEncoderSetBindGroup(pass, 0, d[i].bind_group->bg, 0, NULL);
+        wgpuComputePassEncoderDispatchWorkgroups(pass, d[i].x, d[i].y, d[i].z);
+    }
+    wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+    if (ts) {
+        wgpuCommandEncoderResolveQuerySet(enc, ctx->timestamps, 0, 2, ctx->ts_resolve, 0);
+        wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16);
+    }
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    uint64_t t0 = gpu_now_ns();
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    ctx->submits++;
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    if ((s = take_pending(ctx, "submitting GPU work"))) return s;
+    if (!time_out) return WGML_OK;
+    if ((s = gpu_wait_idle(ctx))) return s;
+    double wall = (double)(gpu_now_ns() - t0) * 1e-9;
+    if (!ts) {
+        *time_out = wall;
+        return WGML_OK;
+    }
+    uint64_t stamps[2];
+    if ((s = map_read(ctx, ctx->ts_read, 16, stamps))) return s;
+    double period = native_timestamp_period(ctx->queue);
+    *time_out = stamps[1] > stamps[0] ? (double)(stamps[1] - stamps[0]) * period * 1e-9 : wall;
+    return WGML_OK;
+}

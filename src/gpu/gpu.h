@@ -1,0 +1,87 @@
+/* The GPU layer: the only part of wgml that includes webgpu.h.
+ * Context and errors, buffers and a pool, pipelines (cached), bind groups, one-pass submits,
+ * readback and timestamps. Layers above see opaque handles only. */
+#ifndef WGML_GPU_H
+#define WGML_GPU_H
+
+#include "wgml.h"
+#include <stdarg.h>
+#include <stdbool.h>
+
+/* ---- errors (kept on the context) ---- */
+wgml_status wgml_set_error(wgml_ctx *ctx, wgml_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* WGML_OK, or the sticky device-lost status. */
+wgml_status gpu_check_alive(wgml_ctx *ctx);
+
+/* ---- capabilities ---- */
+typedef struct gpu_caps {
+    uint64_t max_storage_binding, max_buffer_size;
+    uint32_t max_workgroup_storage, max_invocations, max_wg_x, max_wg_per_dim;
+    uint32_t storage_align, uniform_align, max_storage_per_stage;
+    bool f16, subgroups, timestamps, f32_atomics, is_cpu;
+    uint32_t subgroup_min, subgroup_max;
+} gpu_caps;
+const gpu_caps *gpu_get_caps(const wgml_ctx *ctx);
+double gpu_timeout(const wgml_ctx *ctx);
+bool gpu_poison_outputs(const wgml_ctx *ctx);
+
+/* ---- buffers ---- */
+typedef struct gpu_buffer gpu_buffer;
+/* A storage buffer (also copy source/destination) of at least size bytes, from the pool. */
+gpu_buffer *gpu_buffer_get(wgml_ctx *ctx, uint64_t size, const char *what);
+/* Back to the pool. */
+void gpu_buffer_put(wgml_ctx *ctx, gpu_buffer *b);
+/* A uniform buffer (not pooled); release with gpu_buffer_release. */
+gpu_buffer *gpu_uniform_create(wgml_ctx *ctx, uint64_t size);
+void gpu_buffer_release(gpu_buffer *b);
+uint64_t gpu_buffer_size(const gpu_buffer *b);
+wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void *data, uint64_t size);
+/* Submits a copy of b[offset, offset+size) into a staging buffer and waits for it. */
+wgml_status gpu_read(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, void *data, uint64_t size);
+
+/* ---- pipelines ---- */
+typedef struct gpu_pipeline gpu_pipeline;
+/* The compute pipeline of WGSL file `shader` (entry point "main") with `prelude` (WGSL text,
+ * typically `const X: u32 = ...;` lines that pick a variant) prepended. Bindings: n_ro
+ * read-only storage buffers at 0.., then n_rw read-write storage buffers, then, when
+ * has_uniform, one uniform buffer. Cached by (shader, prelude, bindings).
+ * With all_writable every storage binding is read-write (the WGSL's `var<storage, read>` is
+ * rewritten): WebGPU forbids one buffer bound read-only and writable in one dispatch, which
+ * happens when inputs and outputs share a graph's arena. */
+gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude,
+                               int n_ro, int n_rw, bool has_uniform, bool all_writable);
+
+/* ---- bind groups and dispatches ---- */
+typedef struct gpu_bind_group gpu_bind_group;
+typedef struct gpu_range {
+    gpu_buffer *buf;
+    uint64_t offset, size;
+} gpu_range;
+gpu_bind_group *gpu_bind_group_create(wgml_ctx *ctx, gpu_pipeline *p, const gpu_range *ranges, int n);
+void gpu_bind_group_release(gpu_bind_group *bg);
+
+typedef struct gpu_dispatch {
+    gpu_pipeline *pipeline;
+    gpu_bind_group *bind_group;
+    uint32_t x, y, z;
+} gpu_dispatch;
+
+/* Records all dispatches into one compute pass of one command buffer and submits it once.
+ * With time_out != NULL, waits and writes the GPU time of the pass in seconds (timestamps;
+ * wall time when the device has none). */
+wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out);
+/* Waits until the queue is empty (bounded by the context's timeout). */
+wgml_status gpu_wait_idle(wgml_ctx *ctx);
+
+/* ---- shaders ---- */
+/* The embedded WGSL source of a kernel file (name without .wgsl), or NULL. */
+const char *gpu_shader_source(const char *name);
+
+/* ---- context internals shared with the graph layer ---- */
+wgml_graph *gpu_ctx_eager(wgml_ctx *ctx);
+void gpu_ctx_set_eager(wgml_ctx *ctx, wgml_graph *g);
+int gpu_ctx_matmul_variant(const wgml_ctx *ctx);
+uint64_t gpu_now_ns(void);
+
+#endif

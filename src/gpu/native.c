@@ -1,0 +1,37 @@
+/* wgpu-native specifics: instance options, adapter enumeration, polling. */
+#include "gpu/native.h"
+#include <wgpu.h>
+
+WGPUInstance native_create_instance(void) {
+    WGPUInstanceExtras extras = {0};
+    extras.chain.sType = (WGPUSType)WGPUSType_InstanceExtras;
+    extras.backends = WGPUInstanceBackend_Primary;
+    extras.flags = WGPUInstanceFlag_Default;
+    WGPUInstanceDescriptor d = WGPU_INSTANCE_DESCRIPTOR_INIT;
+    d.nextInChain = &extras.chain;
+    return wgpuCreateInstance(&d);
+}
+
+size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t max) {
+    WGPUInstanceEnumerateAdapterOptions opt = {0};
+    opt.backends = WGPUInstanceBackend_Primary;
+    size_t n = wgpuInstanceEnumerateAdapters(instance, &opt, NULL);
+    if (n == 0) return 0;
+    WGPUAdapter all[64];
+    if (n > 64) n = 64;
+    n = wgpuInstanceEnumerateAdapters(instance, &opt, all);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kept < max) out[kept++] = all[i];
+        else wgpuAdapterRelease(all[i]);
+    }
+    return kept;
+}
+
+bool native_poll(WGPUDevice device, bool wait) { return wgpuDevicePoll(device, wait, NULL); }
+
+WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)WGPUNativeFeature_ShaderFloat32Atomic; }
+
+uint32_t native_version(void) { return wgpuGetVersion(); }
+
+float native_timestamp_period(WGPUQueue queue) { return wgpuQueueGetTimestampPeriod(queue); }

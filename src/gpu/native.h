@@ -1,0 +1,17 @@
+/* The only place that calls wgpu-native's own extensions (wgpu.h). Another implementation of
+ * webgpu.h (Dawn) would replace native.c and nothing else. */
+#ifndef WGML_GPU_NATIVE_H
+#define WGML_GPU_NATIVE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <webgpu.h>
+
+WGPUInstance native_create_instance(void);
+size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t max);
+/* Processes callbacks; with wait, blocks until the queue is empty. True when it is empty. */
+bool native_poll(WGPUDevice device, bool wait);
+WGPUFeatureName native_feature_f32_atomics(void);
+uint32_t native_version(void);
+/* Nanoseconds per timestamp tick. */
+float native_timestamp_period(WGPUQueue queue);
+#endif

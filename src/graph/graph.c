@@ -1,0 +1,546 @@
+#define _POSIX_C_SOURCE 200809L
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct graph_node {
+    const char *op;
+    const char *shader;
+    char *prelude;
+    gpu_pipeline *pipeline;
+    int n_ro, n_rw;
+    wgml_tensor *t[GRAPH_MAX_BINDINGS]; /* built graphs: tensors, resolved at compile */
+    gpu_range r[GRAPH_MAX_BINDINGS];    /* eager: ranges, fixed at record time */
+    uint8_t uniform[GRAPH_MAX_UNIFORM];
+    uint32_t ubytes;
+    uint32_t x, y;
+} graph_node;
+
+struct wgml_graph {
+    wgml_ctx *ctx;
+    bool eager;
+    bool compiled;
+    graph_node *nodes;
+    size_t n_nodes, cap_nodes;
+    wgml_tensor *tensors; /* list of every tensor the graph owns */
+    gpu_buffer *arena;
+    uint64_t arena_bytes;
+    gpu_buffer *uniforms;
+    gpu_dispatch *dispatches;
+    size_t n_dispatches;
+};
+
+#define EAGER_BATCH 256
+
+wgml_ctx *graph_ctx(const wgml_graph *g) { return g ? g->ctx : NULL; }
+bool graph_is_eager(const wgml_graph *g) { return g->eager; }
+
+/* ------------------------------------------------------------------ lifetime */
+
+static wgml_graph *graph_alloc(wgml_ctx *ctx, bool eager) {
+    wgml_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    g->ctx = ctx;
+    g->eager = eager;
+    return g;
+}
+
+wgml_graph *wgml_eager(wgml_ctx *ctx) {
+    if (!ctx) return NULL;
+    wgml_graph *g = gpu_ctx_eager(ctx);
+    if (!g) {
+        g = graph_alloc(ctx, true);
+        gpu_ctx_set_eager(ctx, g);
+    }
+    return g;
+}
+
+wgml_graph *wgml_graph_new(wgml_ctx *ctx) { return ctx ? graph_alloc(ctx, false) : NULL; }
+
+static void release_compiled(wgml_graph *g) {
+    for (size_t i = 0; i < g->n_dispatches; i++) gpu_bind_group_release(g->dispatches[i].bind_group);
+    free(g->dispatches);
+    g->dispatches = NULL;
+    g->n_dispatches = 0;
+    if (g->uniforms) gpu_buffer_release(g->uniforms);
+    g->uniforms = NULL;
+    if (g->arena) gpu_buffer_put(g->ctx, g->arena);
+    g->arena = NULL;
+    g->compiled = false;
+}
+
+static void clear_nodes(wgml_graph *g) {
+    for (size_t i = 0; i < g->n_nodes; i++) free(g->nodes[i].prelude);
+    g->n_nodes = 0;
+}
+
+static void unlink_tensor(wgml_tensor *t) {
+    wgml_graph *g = t->graph;
+    if (t->prev) t->prev->next = t->next;
+    else g->tensors = t->next;
+    if (t->next) t->next->prev = t->prev;
+}
+
+static void free_tensors(wgml_graph *g) {
+    while (g->tensors) {
+        wgml_tensor *t = g->tensors;
+        g->tensors = t->next;
+        if (t->persistent && t->buf) gpu_buffer_put(g->ctx, t->buf);
+        free(t);
+    }
+}
+
+void wgml_graph_free(wgml_graph *g) {
+    if (!g || g->eager) return; /* the eager graph belongs to its context */
+    release_compiled(g);
+    clear_nodes(g);
+    free(g->nodes);
+    free_tensors(g);
+    free(g);
+}
+
+void graph_eager_destroy(wgml_graph *g) {
+    if (!g) return;
+    clear_nodes(g);
+    free(g->nodes);
+    free_tensors(g);
+    free(g);
+}
+
+/* ------------------------------------------------------------------ tensors */
+
+static wgml_status eager_flush(wgml_graph *g);
+
+/* Queue writes land before the next submit, so eager work recorded before a write must be
+ * submitted first: it may still use a pooled buffer that the write is about to fill. */
+static wgml_status flush_before_write(wgml_ctx *ctx) {
+    wgml_graph *e = gpu_ctx_eager(ctx);
+    return e ? eager_flush(e) : gpu_check_alive(ctx);
+}
+
+static wgml_status poison_now(wgml_ctx *ctx, wgml_tensor *t) {
+    wgml_status s = flush_before_write(ctx);
+    if (s) return s;
+    uint64_t n = tensor_binding_size(t);
+    void *bits = malloc((size_t)n);
+    if (!bits) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    memset(bits, 0xFF, (size_t)n);
+    s = gpu_write(ctx, t->buf, t->offset, bits, n);
+    free(bits);
+    return s;
+}
+
+static wgml_tensor *tensor_alloc(wgml_graph *g, const char *op, wgml_dtype dtype, int rank, const int64_t *shape,
+                                 bool persistent) {
+    wgml_ctx *ctx = g->ctx;
+    if (check_shape(ctx, op, rank, shape)) return NULL;
+    if ((unsigned)dtype > WGML_BOOL) {
+        wgml_set_error(ctx, WGML_ERR_DTYPE, "%s: unknown dtype %d", op, (int)dtype);
+        return NULL;
+    }
+    int64_t numel = shape_numel(rank, shape);
+    uint64_t nbytes = (uint64_t)numel * wgml_dtype_size(dtype);
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    if (((nbytes + 3) & ~3ull) > caps->max_storage_binding) {
+        char b[SHAPE_STR_LEN];
+        wgml_set_error(ctx, WGML_ERR_LIMIT,
+                       "%s: a %s tensor of shape %s needs %llu bytes, over the device's %llu-byte storage binding limit",
+                       op, wgml_dtype_name(dtype), shape_str(b, sizeof b, rank, shape), (unsigned long long)nbytes,
+                       (unsigned long long)caps->max_storage_binding);
+        return NULL;
+    }
+    wgml_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+        return NULL;
+    }
+    t->graph = g;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
+    t->numel = numel;
+    t->nbytes = nbytes;
+    t->persistent = persistent || g->eager;
+    t->first_use = t->last_use = -1;
+    if (t->persistent) {
+        t->buf = gpu_buffer_get(ctx, tensor_binding_size(t), op);
+        if (!t->buf) {
+            free(t);
+            return NULL;
+        }
+    }
+    t->next = g->tensors;
+    if (g->tensors) g->tensors->prev = t;
+    g->tensors = t;
+    if (t->persistent && gpu_poison_outputs(ctx)) {
+        /* in a built graph a recorded fill would re-run every time: poison now, through the
+         * eager graph's path */
+        wgml_status s = g->eager ? graph_fill_bits(g, t, 0xFFFFFFFFu) : poison_now(ctx, t);
+        if (s) {
+            unlink_tensor(t);
+            gpu_buffer_put(ctx, t->buf);
+            free(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+wgml_tensor *wgml_tensor_new(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape) {
+    if (!g) return NULL;
+    if (g->compiled) {
+        wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_tensor_new: the graph is already compiled");
+        return NULL;
+    }
+    return tensor_alloc(g, "wgml_tensor_new", dtype, rank, shape, true);
+}
+
+wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int rank, const int64_t *shape) {
+    if (g->compiled) {
+        wgml_set_error(g->ctx, WGML_ERR_STATE, "%s: the graph is already compiled; build a new one", op);
+        return NULL;
+    }
+    return tensor_alloc(g, op, dtype, rank, shape, false);
+}
+
+void wgml_tensor_free(wgml_tensor *t) {
+    if (!t || !t->graph->eager) return;
+    /* dispatches already recorded hold the buffer range, not the tensor; the pool hands the
+     * buffer out again only to later dispatches, which run after them */
+    unlink_tensor(t);
+    gpu_buffer_put(t->graph->ctx, t->buf);
+    free(t);
+}
+
+wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_tensor_write: tensor is NULL");
+    wgml_ctx *ctx = t->graph->ctx;
+    if (!data) return wgml_set_error(ctx, WGML_ERR_ARG, "wgml_tensor_write: data is NULL");
+    if (bytes != t->nbytes)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "wgml_tensor_write: %zu bytes given for a %s tensor %s of %llu bytes",
+                              bytes, wgml_dtype_name(t->dtype), tshape(t), (unsigned long long)t->nbytes);
+    if (!t->buf)
+        return wgml_set_error(ctx, WGML_ERR_STATE,
+                              "wgml_tensor_write: %s is an intermediate of a graph that is not compiled", tshape(t));
+    wgml_status s = flush_before_write(ctx);
+    return s ? s : gpu_write(ctx, t->buf, t->offset, data, bytes);
+}
+
+wgml_status wgml_tensor_read(wgml_tensor *t, void *data, size_t bytes) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_tensor_read: tensor is NULL");
+    wgml_ctx *ctx = t->graph->ctx;
+    if (!data) return wgml_set_error(ctx, WGML_ERR_ARG, "wgml_tensor_read: data is NULL");
+    if (bytes != t->nbytes)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "wgml_tensor_read: %zu bytes asked of a %s tensor %s of %llu bytes",
+                              bytes, wgml_dtype_name(t->dtype), tshape(t), (unsigned long long)t->nbytes);
+    if (!t->buf)
+        return wgml_set_error(ctx, WGML_ERR_STATE,
+                              "wgml_tensor_read: %s is an intermediate of a graph that is not compiled", tshape(t));
+    if (!t->persistent && !t->keep)
+        return wgml_set_error(ctx, WGML_ERR_STATE,
+                              "wgml_tensor_read: %s is an intermediate whose memory is reused; mark it with "
+                              "wgml_graph_keep before compiling",
+                              tshape(t));
+    wgml_status s = t->graph->eager ? eager_flush(t->graph) : WGML_OK;
+    return s ? s : gpu_read(ctx, t->buf, t->offset, data, bytes);
+}
+
+wgml_status wgml_graph_keep(wgml_graph *g, wgml_tensor *t) {
+    if (!g || !t) return wgml_set_error(g ? g->ctx : NULL, WGML_ERR_ARG, "wgml_graph_keep: NULL argument");
+    if (t->graph != g) return wgml_set_error(g->ctx, WGML_ERR_ARG, "wgml_graph_keep: tensor of another graph");
+    if (g->compiled) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_keep: the graph is already compiled");
+    t->keep = true;
+    return WGML_OK;
+}
+
+/* ------------------------------------------------------------------ recording */
+
+static wgml_status push_node(wgml_graph *g, graph_node *n) {
+    if (g->n_nodes == g->cap_nodes) {
+        size_t cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        graph_node *p = realloc(g->nodes, cap * sizeof *p);
+        if (!p) return wgml_set_error(g->ctx, WGML_ERR_OOM, "out of host memory");
+        g->nodes = p;
+        g->cap_nodes = cap;
+    }
+    g->nodes[g->n_nodes++] = *n;
+    return WGML_OK;
+}
+
+wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
+                           wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
+                           const void *uniform, size_t ubytes, uint64_t workgroups) {
+    wgml_ctx *ctx = g->ctx;
+    if (g->compiled) return wgml_set_error(ctx, WGML_ERR_STATE, "%s: the graph is already compiled", op);
+    if (n_ro + n_rw + (ubytes ? 1 : 0) > GRAPH_MAX_BINDINGS || ubytes > GRAPH_MAX_UNIFORM)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: too many bindings or uniform bytes", op);
+    if (workgroups == 0) return WGML_OK;
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint64_t maxd = caps->max_wg_per_dim;
+    uint64_t x = workgroups < maxd ? workgroups : maxd;
+    uint64_t y = (workgroups + x - 1) / x;
+    if (y > maxd)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %llu workgroups is more than one dispatch can hold", op,
+                              (unsigned long long)workgroups);
+    graph_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.shader = shader;
+    n.n_ro = n_ro;
+    n.n_rw = n_rw;
+    n.x = (uint32_t)x;
+    n.y = (uint32_t)y;
+    n.ubytes = (uint32_t)ubytes;
+    if (ubytes) memcpy(n.uniform, uniform, ubytes);
+    for (int i = 0; i < n_ro + n_rw; i++) {
+        wgml_tensor *t = i < n_ro ? ro[i] : rw[i - n_ro];
+        if (!t || t->graph != g)
+            return wgml_set_error(ctx, WGML_ERR_ARG, "%s: binding %d is %s", op, i,
+                                  t ? "a tensor of another graph" : "NULL");
+        n.t[i] = t;
+        n.r[i] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
+    }
+    n.pipeline = gpu_pipeline_get(ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
+    if (!n.pipeline) return wgml_last_status(ctx);
+    n.prelude = strdup(prelude ? prelude : "");
+    if (!n.prelude) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    if (g->eager) /* eager nodes keep ranges only: their tensors may be freed before the flush */
+        for (int i = 0; i < n_ro + n_rw; i++) n.t[i] = NULL;
+    wgml_status s = push_node(g, &n);
+    if (s) {
+        free(n.prelude);
+        return s;
+    }
+    if (g->eager && g->n_nodes >= EAGER_BATCH) return eager_flush(g);
+    return WGML_OK;
+}
+
+/* ------------------------------------------------------------------ running */
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* Uniforms of all nodes in one buffer, bind groups, dispatch list. Ranges must be resolved. */
+static wgml_status make_dispatches(wgml_graph *g, gpu_buffer **uniforms_out, gpu_dispatch **out) {
+    wgml_ctx *ctx = g->ctx;
+    uint64_t ua = gpu_get_caps(ctx)->uniform_align;
+    if (ua < 16) ua = 16;
+    uint64_t ubytes = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].ubytes) ubytes += align_up(g->nodes[i].ubytes, ua);
+    gpu_buffer *ubuf = NULL;
+    uint8_t *host = NULL;
+    wgml_status s = WGML_OK;
+    if (ubytes) {
+        ubuf = gpu_uniform_create(ctx, ubytes);
+        host = calloc(1, (size_t)ubytes);
+        if (!ubuf || !host) {
+            gpu_buffer_release(ubuf);
+            free(host);
+            return ubuf ? wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory") : wgml_last_status(ctx);
+        }
+    }
+    gpu_dispatch *d = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *d);
+    if (!d) {
+        gpu_buffer_release(ubuf);
+        free(host);
+        return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    }
+    uint64_t uoff = 0;
+    size_t i = 0;
+    for (; i < g->n_nodes; i++) {
+        graph_node *n = &g->nodes[i];
+        int nb = n->n_ro + n->n_rw;
+        gpu_range r[GRAPH_MAX_BINDINGS];
+        memcpy(r, n->r, sizeof(gpu_range) * (size_t)nb);
+        if (n->ubytes) {
+            memcpy(host + uoff, n->uniform, n->ubytes);
+            r[nb++] = (gpu_range){ubuf, uoff, align_up(n->ubytes, 16)};
+            uoff += align_up(n->ubytes, ua);
+        }
+        /* one buffer bound read-only and writable in one dispatch is invalid: use the
+         * all-writable form of the kernel then */
+        bool conflict = false;
+        for (int a = 0; a < n->n_ro && !conflict; a++)
+            for (int b = n->n_ro; b < n->n_ro + n->n_rw; b++)
+                if (n->r[a].buf == n->r[b].buf) conflict = true;
+        gpu_pipeline *p = n->pipeline;
+        if (conflict) p = gpu_pipeline_get(ctx, n->shader, n->prelude, n->n_ro, n->n_rw, n->ubytes > 0, true);
+        if (!p) {
+            s = wgml_last_status(ctx);
+            break;
+        }
+        d[i].pipeline = p;
+        d[i].bind_group = gpu_bind_group_create(ctx, p, r, nb);
+        if (!d[i].bind_group) {
+            s = wgml_last_status(ctx);
+            wgml_set_error(ctx, s, "%s: %s", n->op, wgml_last_error(ctx));
+            break;
+        }
+        d[i].x = n->x;
+        d[i].y = n->y;
+        d[i].z = 1;
+    }
+    if (!s && ubytes) s = gpu_write(ctx, ubuf, 0, host, ubytes);
+    free(host);
+    if (s) {
+        for (size_t j = 0; j < i; j++) gpu_bind_group_release(d[j].bind_group);
+        free(d);
+        gpu_buffer_release(ubuf);
+        return s;
+    }
+    *uniforms_out = ubuf;
+    *out = d;
+    return WGML_OK;
+}
+
+static wgml_status eager_flush(wgml_graph *g) {
+    wgml_status s = gpu_check_alive(g->ctx);
+    if (s || g->n_nodes == 0) {
+        clear_nodes(g);
+        return s;
+    }
+    gpu_buffer *ubuf = NULL;
+    gpu_dispatch *d = NULL;
+    s = make_dispatches(g, &ubuf, &d);
+    if (!s) s = gpu_submit(g->ctx, d, g->n_nodes, NULL);
+    if (d)
+        for (size_t i = 0; i < g->n_nodes; i++) gpu_bind_group_release(d[i].bind_group);
+    free(d);
+    gpu_buffer_release(ubuf); /* the submitted work keeps what it uses alive */
+    clear_nodes(g);
+    return s;
+}
+
+wgml_status wgml_sync(wgml_ctx *ctx) {
+    if (!ctx) return WGML_ERR_ARG;
+    wgml_graph *g = wgml_eager(ctx);
+    wgml_status s = g ? eager_flush(g) : wgml_last_status(ctx);
+    return s ? s : gpu_wait_idle(ctx);
+}
+
+/* Liveness-based placement of the graph's intermediate tensors in one arena: tensors are
+ * placed in order of first use, each at the lowest offset that no live tensor occupies. */
+typedef struct placed {
+    uint64_t lo, hi;
+    int last_use;
+} placed;
+
+static wgml_status plan_memory(wgml_graph *g) {
+    wgml_ctx *ctx = g->ctx;
+    uint64_t align = gpu_get_caps(ctx)->storage_align;
+    if (align < 256) align = 256;
+    for (wgml_tensor *t = g->tensors; t; t = t->next) t->first_use = t->last_use = -1;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
+            wgml_tensor *t = g->nodes[i].t[b];
+            if (t->first_use < 0) t->first_use = (int)i;
+            t->last_use = (int)i;
+        }
+    size_t n = 0;
+    for (wgml_tensor *t = g->tensors; t; t = t->next)
+        if (!t->persistent) n++;
+    wgml_tensor **order = calloc(n ? n : 1, sizeof *order);
+    placed *live = calloc(n ? n : 1, sizeof *live);
+    if (!order || !live) {
+        free(order);
+        free(live);
+        return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    }
+    n = 0;
+    for (wgml_tensor *t = g->tensors; t; t = t->next)
+        if (!t->persistent) {
+            if (t->keep || t->first_use < 0) { /* kept, or made but never used: live throughout */
+                if (t->first_use < 0) t->first_use = 0;
+                t->last_use = (int)g->n_nodes;
+            }
+            order[n++] = t;
+        }
+    /* insertion sort by first use (stable; graphs are built in order, so nearly sorted) */
+    for (size_t i = 1; i < n; i++) {
+        wgml_tensor *t = order[i];
+        size_t j = i;
+        while (j > 0 && order[j - 1]->first_use > t->first_use) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = t;
+    }
+    size_t n_live = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        wgml_tensor *t = order[i];
+        size_t k = 0; /* drop tensors whose last use is before this one's first */
+        for (size_t j = 0; j < n_live; j++)
+            if (live[j].last_use >= t->first_use) live[k++] = live[j];
+        n_live = k;
+        for (size_t a = 1; a < n_live; a++) { /* keep live sorted by offset */
+            placed p = live[a];
+            size_t b = a;
+            while (b > 0 && live[b - 1].lo > p.lo) {
+                live[b] = live[b - 1];
+                b--;
+            }
+            live[b] = p;
+        }
+        uint64_t size = align_up(tensor_binding_size(t), align), at = 0;
+        for (size_t j = 0; j < n_live; j++) {
+            if (live[j].lo >= at + size) break;
+            if (live[j].hi > at) at = live[j].hi;
+        }
+        t->offset = at;
+        live[n_live++] = (placed){at, at + size, t->last_use};
+        if (at + size > total) total = at + size;
+    }
+    free(order);
+    free(live);
+    g->arena_bytes = total;
+    if (total) {
+        g->arena = gpu_buffer_get(ctx, total, "graph arena");
+        if (!g->arena) return wgml_last_status(ctx);
+    }
+    for (wgml_tensor *t = g->tensors; t; t = t->next)
+        if (!t->persistent) t->buf = g->arena;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
+            wgml_tensor *t = g->nodes[i].t[b];
+            g->nodes[i].r[b] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
+        }
+    return WGML_OK;
+}
+
+wgml_status wgml_graph_compile(wgml_graph *g) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_graph_compile: graph is NULL");
+    if (g->eager) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_compile: the eager graph runs by itself");
+    if (g->compiled) return WGML_OK;
+    wgml_status s = gpu_check_alive(g->ctx);
+    if (s) return s;
+    if ((s = plan_memory(g)) || (s = make_dispatches(g, &g->uniforms, &g->dispatches))) {
+        release_compiled(g);
+        for (wgml_tensor *t = g->tensors; t; t = t->next)
+            if (!t->persistent) t->buf = NULL;
+        return s;
+    }
+    g->n_dispatches = g->n_nodes;
+    g->compiled = true;
+    return WGML_OK;
+}
+
+wgml_status wgml_graph_run(wgml_graph *g) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_graph_run: graph is NULL");
+    if (!g->compiled) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_run: compile the graph first");
+    return gpu_submit(g->ctx, g->dispatches, g->n_dispatches, NULL);
+}
+
+wgml_status wgml_graph_run_timed(wgml_graph *g, double *seconds) {
+    if (!g || !seconds) return wgml_set_error(g ? g->ctx : NULL, WGML_ERR_ARG, "wgml_graph_run_timed: NULL argument");
+    if (!g->compiled) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_run_timed: compile the graph first");
+    return gpu_submit(g->ctx, g->dispatches, g->n_dispatches, seconds);
+}
+
+size_t wgml_graph_dispatch_count(const wgml_graph *g) { return g ? g->n_nodes : 0; }
+uint64_t wgml_graph_arena_bytes(const wgml_graph *g) { return g ? g->arena_bytes : 0; }

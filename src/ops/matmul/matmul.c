@@ -1,0 +1,197 @@
+/* fp32 matrix products: mm, bmm, linear, addmm and the transposed-operand forms, all through
+ * one tiled kernel (matmul.wgsl) whose tile shape is chosen from the problem's shape. */
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct matmul_variant {
+    const char *name;
+    uint32_t bm, bn, bk, tm, tn;
+} matmul_variant;
+
+/* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). */
+static const matmul_variant VARIANTS[] = {
+    {"tile128x128_k8_r8x8", 128, 128, 8, 8, 8},
+    {"tile64x64_k16_r4x4", 64, 64, 16, 4, 4},
+    {"tile32x32_k16_r4x4", 32, 32, 16, 4, 4},
+};
+#define N_VARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
+
+int wgml_matmul_variant_count(void) { return N_VARIANTS; }
+const char *wgml_matmul_variant_name(int v) { return v >= 0 && v < N_VARIANTS ? VARIANTS[v].name : "auto"; }
+
+static int choose_variant(wgml_ctx *ctx, int64_t m, int64_t n) {
+    int forced = gpu_ctx_matmul_variant(ctx);
+    if (forced >= 0 && forced < N_VARIANTS) return forced;
+    if (m >= 512 && n >= 512) return 0;
+    if (m >= 64 && n >= 64) return 1;
+    return 2;
+}
+
+typedef struct matmul_args {
+    wgml_tensor *a, *b, *c;
+    int trans_a, trans_b;
+    int64_t batch, m, n, k;
+    int64_t a_bs, b_bs;            /* batch strides in elements (0: broadcast) */
+    int64_t c_bs, c_sm, c_sn;      /* strides of C over (batch, m, n) */
+    float alpha, beta;
+} matmul_args;
+
+static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
+                                  const int64_t *out_shape) {
+    wgml_ctx *ctx = graph_ctx(g);
+    const matmul_variant *v = &VARIANTS[choose_variant(ctx, x->m, x->n)];
+    /* vec4 loads when the operand's contiguous dimension (and so every row and batch start)
+     * is a multiple of 4 */
+    int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
+    int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
+    char prelude[768];
+    snprintf(prelude, sizeof prelude,
+             "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const VA: u32 = %du; const VB: u32 = %du;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s;\n"
+             "alias AV = %s; alias BV = %s;\n"
+             "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
+             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
+             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, x->trans_a ? "true" : "false",
+             x->trans_b ? "true" : "false", x->c ? "true" : "false", va == 4 ? "vec4<f32>" : "f32",
+             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+    int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
+    struct {
+        uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
+        float alpha, beta;
+    } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
+                (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
+                (uint32_t)tiles_n, (uint32_t)tiles_m, x->alpha, x->beta};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, out_rank, out_shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[3] = {x->a, x->b, x->c ? x->c : x->a};
+    uint64_t groups = (uint64_t)(tiles_m * tiles_n * x->batch);
+    if (graph_dispatch(g, op, "matmul", prelude, ro, 3, &out, 1, &params, sizeof params, groups)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Checks shared by every form: tensors present, f32, same graph. */
+static wgml_status check_operands(wgml_ctx *ctx, const char *op, wgml_tensor *a, const char *an, wgml_tensor *b,
+                                  const char *bn) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, an, a)) || (s = check_tensor(ctx, op, bn, b))) return s;
+    if ((s = check_dtype(ctx, op, an, a, WGML_F32)) || (s = check_dtype(ctx, op, bn, b, WGML_F32))) return s;
+    return check_same_graph(ctx, op, a, b);
+}
+
+static wgml_ctx *ctx_of(wgml_graph *g) { return graph_ctx(g); }
+
+wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    const char *op = "matmul";
+    if (check_operands(ctx, op, a, "a", b, "b") || check_rank(ctx, op, "a", a, 2, 3) ||
+        check_rank(ctx, op, "b", b, 2, 3))
+        return NULL;
+    int64_t ba = a->rank == 3 ? a->shape[0] : 1, bb = b->rank == 3 ? b->shape[0] : 1;
+    const int64_t *as = a->shape + (a->rank - 2), *bs = b->shape + (b->rank - 2);
+    int64_t m = trans_a ? as[1] : as[0], ka = trans_a ? as[0] : as[1];
+    int64_t kb = trans_b ? bs[1] : bs[0], n = trans_b ? bs[0] : bs[1];
+    if (ka != kb) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a %s%s and b %s%s: inner dimensions differ (%lld vs %lld)", op,
+                       tshape(a), trans_a ? "ᵀ" : "", tshape(b), trans_b ? "ᵀ" : "", (long long)ka, (long long)kb);
+        return NULL;
+    }
+    if (ba != bb && ba != 1 && bb != 1) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a %s and b %s: batch sizes %lld and %lld do not broadcast", op,
+                       tshape(a), tshape(b), (long long)ba, (long long)bb);
+        return NULL;
+    }
+    int64_t batch = ba > bb ? ba : bb;
+    matmul_args x = {a, b, NULL, trans_a != 0, trans_b != 0, batch, m, n, ka,
+                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f};
+    int64_t shape3[3] = {batch, m, n};
+    int rank = (a->rank == 3 || b->rank == 3) ? 3 : 2;
+    return matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1);
+}
+
+wgml_tensor *wgml_mm(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    if (check_operands(ctx, "mm", a, "a", b, "b") || check_rank(ctx, "mm", "a", a, 2, 2) ||
+        check_rank(ctx, "mm", "b", b, 2, 2))
+        return NULL;
+    if (a->shape[1] != b->shape[0]) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "mm: a %s and b %s: inner dimensions differ (%lld vs %lld)", tshape(a),
+                       tshape(b), (long long)a->shape[1], (long long)b->shape[0]);
+        return NULL;
+    }
+    return wgml_matmul(g, a, b, 0, 0);
+}
+
+wgml_tensor *wgml_bmm(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    if (check_operands(ctx, "bmm", a, "a", b, "b") || check_rank(ctx, "bmm", "a", a, 3, 3) ||
+        check_rank(ctx, "bmm", "b", b, 3, 3))
+        return NULL;
+    if (a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "bmm: a %s and b %s do not fit ([B, M, K] and [B, K, N])", tshape(a),
+                       tshape(b));
+        return NULL;
+    }
+    return wgml_matmul(g, a, b, 0, 0);
+}
+
+wgml_tensor *wgml_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    const char *op = "linear";
+    if (check_operands(ctx, op, x, "x", w, "w") || check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) ||
+        check_rank(ctx, op, "w", w, 2, 2))
+        return NULL;
+    int64_t k = x->shape[x->rank - 1], n = w->shape[0];
+    if (w->shape[1] != k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "linear: x %s and w %s: w must be [N, %lld]", tshape(x), tshape(w),
+                       (long long)k);
+        return NULL;
+    }
+    if (bias) {
+        if (check_operands(ctx, op, x, "x", bias, "bias")) return NULL;
+        if (bias->rank != 1 || bias->shape[0] != n) {
+            wgml_set_error(ctx, WGML_ERR_SHAPE, "linear: bias %s must be [%lld] for w %s", tshape(bias), (long long)n,
+                           tshape(w));
+            return NULL;
+        }
+    }
+    int64_t m = x->numel / k;
+    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f};
+    int64_t shape[WGML_MAX_RANK];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    shape[x->rank - 1] = n;
+    return matmul_record(g, op, &a, x->rank, shape);
+}
+
+wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b, float beta, float alpha) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    const char *op = "addmm";
+    if (check_operands(ctx, op, a, "a", b, "b") || check_operands(ctx, op, a, "a", c, "c") ||
+        check_rank(ctx, op, "a", a, 2, 2) || check_rank(ctx, op, "b", b, 2, 2) || check_rank(ctx, op, "c", c, 1, 2))
+        return NULL;
+    int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
+    if (b->shape[0] != k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "addmm: a %s and b %s: inner dimensions differ (%lld vs %lld)", tshape(a),
+                       tshape(b), (long long)k, (long long)b->shape[0]);
+        return NULL;
+    }
+    int64_t cr = c->rank == 2 ? c->shape[0] : 1, cc = c->shape[c->rank - 1];
+    if ((cr != 1 && cr != m) || (cc != 1 && cc != n)) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "addmm: c %s does not broadcast to [%lld, %lld]", tshape(c), (long long)m,
+                       (long long)n);
+        return NULL;
+    }
+    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta};
+    int64_t shape[2] = {m, n};
+    return matmul_record(g, op, &x, 2, shape);
+}

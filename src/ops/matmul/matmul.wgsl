@@ -1,0 +1,118 @@
+// matmul: O[b] = alpha * op(A[b]) * op(B[b]) + beta * C  (C broadcast through strides; bias is
+// C with a zero row stride). op() transposes when TRANS_A / TRANS_B.
+//
+// Tile: each workgroup computes a BM x BN block of O, stepping K by BK through workgroup
+// memory (As, Bs stored k-major). (BM/TM) x (BN/TN) threads; each thread owns a TM x TN
+// register tile at rows ty + i*(BM/TM) and columns tx + j*(BN/TN): strided ownership keeps
+// workgroup-memory reads free of bank conflicts and global writes coalesced.
+// Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C, the aliases AV/BV and
+// their component readers a_at/b_at.
+struct Params {
+    M: u32, N: u32, K: u32, batch: u32,
+    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32, c_sn: u32,
+    tiles_n: u32, tiles_m: u32, alpha: f32, beta: f32,
+}
+
+@group(0) @binding(0) var<storage, read> A: array<AV>;
+@group(0) @binding(1) var<storage, read> B: array<BV>;
+@group(0) @binding(2) var<storage, read> C: array<f32>;
+@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const WX: u32 = BN / TN;
+const WY: u32 = BM / TM;
+const THREADS: u32 = WX * WY;
+
+var<workgroup> As: array<f32, BK * BM>;
+var<workgroup> Bs: array<f32, BK * BN>;
+
+fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
+    for (var e = lid; e < BM * BK / VA; e += THREADS) {
+        if (TRANS_A) { // A stored [K, M]: contiguous along m
+            let kr = e / (BM / VA);
+            let mv = (e % (BM / VA)) * VA;
+            let gk = k0 + kr;
+            let gm = m0 + mv;
+            var v = AV();
+            if (gk < p.K && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
+            for (var c = 0u; c < VA; c++) { As[kr * BM + mv + c] = a_at(v, c); }
+        } else { // A stored [M, K]: contiguous along k
+            let r = e / (BK / VA);
+            let kv = (e % (BK / VA)) * VA;
+            let gm = m0 + r;
+            let gk = k0 + kv;
+            var v = AV();
+            if (gm < p.M && gk < p.K) { v = A[(a_base + gm * p.K + gk) / VA]; }
+            for (var c = 0u; c < VA; c++) { As[(kv + c) * BM + r] = a_at(v, c); }
+        }
+    }
+}
+
+fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
+    for (var e = lid; e < BN * BK / VB; e += THREADS) {
+        if (TRANS_B) { // B stored [N, K]: contiguous along k
+            let r = e / (BK / VB);
+            let kv = (e % (BK / VB)) * VB;
+            let gn = n0 + r;
+            let gk = k0 + kv;
+            var v = BV();
+            if (gn < p.N && gk < p.K) { v = B[(b_base + gn * p.K + gk) / VB]; }
+            for (var c = 0u; c < VB; c++) { Bs[(kv + c) * BN + r] = b_at(v, c); }
+        } else { // B stored [K, N]: contiguous along n
+            let kr = e / (BN / VB);
+            let nv = (e % (BN / VB)) * VB;
+            let gk = k0 + kr;
+            let gn = n0 + nv;
+            var v = BV();
+            if (gk < p.K && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
+            for (var c = 0u; c < VB; c++) { Bs[kr * BN + nv + c] = b_at(v, c); }
+        }
+    }
+}
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    let tiles = p.tiles_n * p.tiles_m;
+    if (wg >= tiles * p.batch) { return; }
+    let b = wg / tiles;
+    let t = wg % tiles;
+    let m0 = (t / p.tiles_n) * BM;
+    let n0 = (t % p.tiles_n) * BN;
+    let tx = lid % WX;
+    let ty = lid / WX;
+    let a_base = b * p.a_bs;
+    let b_base = b * p.b_bs;
+
+    var acc: array<array<f32, TN>, TM>;
+    for (var k0 = 0u; k0 < p.K; k0 += BK) {
+        load_a(a_base, m0, k0, lid);
+        load_b(b_base, n0, k0, lid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk++) {
+            var av: array<f32, TM>;
+            var bv: array<f32, TN>;
+            for (var i = 0u; i < TM; i++) { av[i] = As[kk * BM + ty + i * WY]; }
+            for (var j = 0u; j < TN; j++) { bv[j] = Bs[kk * BN + tx + j * WX]; }
+            for (var i = 0u; i < TM; i++) {
+                for (var j = 0u; j < TN; j++) { acc[i][j] = fma(av[i], bv[j], acc[i][j]); }
+            }
+        }
+        workgroupBarrier();
+    }
+
+    let o_base = b * p.M * p.N;
+    for (var i = 0u; i < TM; i++) {
+        let gm = m0 + ty + i * WY;
+        if (gm >= p.M) { continue; }
+        for (var j = 0u; j < TN; j++) {
+            let gn = n0 + tx + j * WX;
+            if (gn >= p.N) { continue; }
+            var v = p.alpha * acc[i][j];
+            if (HAS_C) { v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn]; }
+            O[o_base + gm * p.N + gn] = v;
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/* Tensors: shape, dtype, storage, and the argument checks every op shares. */
+#ifndef WGML_TENSOR_H
+#define WGML_TENSOR_H
+
+#include "gpu/gpu.h"
+
+struct wgml_tensor {
+    wgml_graph *graph;
+    wgml_dtype dtype;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    int64_t numel;
+    uint64_t nbytes;     /* numel * element size */
+    bool persistent;     /* owns its buffer; keeps contents across runs */
+    bool keep;           /* arena tensor kept alive to the end of each run */
+    gpu_buffer *buf;     /* NULL for an arena tensor until its graph is compiled */
+    uint64_t offset;     /* byte offset in buf */
+    int first_use, last_use; /* node indices (graph planning) */
+    wgml_tensor *prev, *next; /* the graph's list of tensors */
+};
+
+/* Storage bytes a binding of t covers: nbytes rounded up to whole 4-byte words. */
+static inline uint64_t tensor_binding_size(const wgml_tensor *t) { return (t->nbytes + 3) & ~3ull; }
+
+/* Validation shared by every op. Each returns WGML_OK or sets the context's error with a
+ * message that starts with the op's name. */
+wgml_ctx *tensor_ctx(const wgml_tensor *t);
+wgml_status check_tensor(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t);
+wgml_status check_dtype(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t, wgml_dtype want);
+wgml_status check_rank(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t, int lo, int hi);
+wgml_status check_same_graph(wgml_ctx *ctx, const char *op, const wgml_tensor *a, const wgml_tensor *b);
+wgml_status check_shape(wgml_ctx *ctx, const char *op, int rank, const int64_t *shape);
+/* "[2, 3, 4]" into buf; returns buf. */
+char *shape_str(char *buf, size_t n, int rank, const int64_t *shape);
+#define SHAPE_STR_LEN 128
+/* Shape of t as text, in a small rotating buffer (valid for a few calls). */
+const char *tshape(const wgml_tensor *t);
+int64_t shape_numel(int rank, const int64_t *shape);
+/* NumPy broadcast of two shapes; WGML_ERR_SHAPE on mismatch. */
+wgml_status broadcast_shapes(int ra, const int64_t *a, int rb, const int64_t *b, int *rank_out, int64_t *out);
+
+#endif

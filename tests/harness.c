@@ -1,0 +1,152 @@
+#include "harness.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+th T;
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void th_init(const char *suite) {
+    const char *env = getenv("WGML_SEED");
+    T.seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    T.rng = T.seed;
+    printf("%s: seed %llu (rerun with WGML_SEED=%llu)\n", suite, (unsigned long long)T.seed,
+           (unsigned long long)T.seed);
+    wgml_ctx_options opt = {0};
+    opt.poison_outputs = 1;
+    wgml_status s = wgml_ctx_create(&opt, &T.ctx);
+    if (s) {
+        printf("FAIL: no context: %s\n", wgml_create_error());
+        printf("0 passed, 1 failed\n");
+        exit(1);
+    }
+    wgml_device_info info;
+    wgml_device_get_info(T.ctx, &info);
+    printf("%s: adapter %s (%s, %s)\n", suite, info.adapter, info.backend, info.type);
+    T.g = wgml_eager(T.ctx);
+}
+
+int th_done(void) {
+    wgml_ctx_destroy(T.ctx);
+    printf("%d passed, %d failed\n", T.passed, T.failed);
+    return T.failed ? 1 : 0;
+}
+
+double th_uniform(double lo, double hi) { return lo + (hi - lo) * ((splitmix(&T.rng) >> 11) * (1.0 / 9007199254740992.0)); }
+
+void th_fill_uniform(float *x, size_t n, double lo, double hi) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)th_uniform(lo, hi);
+}
+
+float *th_random(size_t n, double lo, double hi) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    if (x) th_fill_uniform(x, n, lo, hi);
+    return x;
+}
+
+static wgml_tensor *upload(wgml_dtype dt, int rank, const int64_t *shape, const void *data) {
+    wgml_tensor *t = wgml_tensor_new(T.g, dt, rank, shape);
+    if (!t) {
+        th_check(false, "creating a tensor: %s", wgml_last_error(T.ctx));
+        return NULL;
+    }
+    if (wgml_tensor_write(t, data, wgml_tensor_nbytes(t))) {
+        th_check(false, "uploading a tensor: %s", wgml_last_error(T.ctx));
+        wgml_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+wgml_tensor *th_tensor_f32(int rank, const int64_t *shape, const float *data) { return upload(WGML_F32, rank, shape, data); }
+wgml_tensor *th_tensor_i32(int rank, const int64_t *shape, const int32_t *data) { return upload(WGML_I32, rank, shape, data); }
+
+float *th_read_f32(wgml_tensor *t) {
+    if (!t) {
+        th_check(false, "reading a NULL tensor: %s", wgml_last_error(T.ctx));
+        return NULL;
+    }
+    float *h = malloc(wgml_tensor_nbytes(t));
+    if (h && wgml_tensor_read(t, h, wgml_tensor_nbytes(t))) {
+        th_check(false, "reading back: %s", wgml_last_error(T.ctx));
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+bool th_check(bool ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (ok) {
+        T.passed++;
+    } else {
+        T.failed++;
+        printf("FAIL: ");
+        vprintf(fmt, ap);
+        printf("\n");
+    }
+    va_end(ap);
+    return ok;
+}
+
+bool th_close(const char *name, const float *got, const double *ref, size_t n, double atol, double rtol) {
+    if (!got) return th_check(false, "%s: no result", name);
+    size_t bad = 0, first = 0;
+    double worst_abs = 0, worst_rel = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        double ae = fabs(g - r), re = ae / (fabs(r) > 0 ? fabs(r) : 1e-30);
+        bool fail;
+        if (isnan(r)) fail = !isnan(g);
+        else if (isinf(r)) fail = g != r;
+        else if (isnan(g) || isinf(g)) fail = true;
+        else fail = ae > atol && re > rtol;
+        if (fail) {
+            if (!bad) first = i;
+            bad++;
+        }
+        if (!isnan(ae) && ae > worst_abs) worst_abs = ae;
+        if (!isnan(re) && ae > atol && re > worst_rel) worst_rel = re;
+    }
+    if (bad)
+        return th_check(false, "%s: %zu of %zu elements off (first at %zu: got %.9g, want %.9g); worst abs %.3g",
+                        name, bad, n, first, (double)got[first], ref[first], worst_abs);
+    printf("  ok %-48s n=%-8zu max abs err %.3g\n", name, n, worst_abs);
+    return th_check(true, "%s", name);
+}
+
+bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, size_t n) {
+    if (!got) return th_check(false, "%s: no result", name);
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != ref[i])
+            return th_check(false, "%s: element %zu is 0x%08x, want 0x%08x", name, i, got[i], ref[i]);
+    printf("  ok %-48s n=%zu exact\n", name, n);
+    return th_check(true, "%s", name);
+}
+
+bool th_expect_error(const char *name, bool failed, wgml_status want, ...) {
+    const char *msg = wgml_last_error(T.ctx);
+    wgml_status got = wgml_last_status(T.ctx);
+    bool ok = failed && got == want;
+    va_list ap;
+    va_start(ap, want);
+    for (const char *sub = va_arg(ap, const char *); sub; sub = va_arg(ap, const char *))
+        if (!strstr(msg, sub)) ok = false;
+    va_end(ap);
+    if (ok) printf("  ok %-48s error: %s\n", name, msg);
+    th_check(ok, "%s: want failure '%s', got %s '%s'", name, wgml_status_name(want),
+             failed ? wgml_status_name(got) : "success", msg);
+    wgml_clear_error(T.ctx);
+    return ok;
+}

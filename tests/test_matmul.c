@@ -1,0 +1,242 @@
+/* fp32 matmuls (mm, bmm, linear, addmm, transposed forms) against OpenBLAS cblas_dgemm in
+ * double precision, on every kernel variant, eager and in a built graph; and bad input. */
+#include "harness.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+static double tol_abs(int64_t k) { return 1e-4 * fmax(1.0, sqrt((double)k) / 8.0); }
+#define RTOL 1e-3
+
+/* out[b] = op(a[b]) op(b[b]) for batch entries (stride 0 broadcasts), reference in fp64. */
+static void ref_matmul(const float *a, const float *b, double *out, int64_t batch, int64_t m, int64_t n, int64_t k,
+                       int ta, int tb, int64_t a_bs, int64_t b_bs) {
+    for (int64_t i = 0; i < batch; i++) {
+        double *da = to_double(a + i * a_bs, (size_t)(m * k));
+        double *db = to_double(b + i * b_bs, (size_t)(k * n));
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, 1.0, da, ta ? (int)m : (int)k, db, tb ? (int)k : (int)n, 0.0, out + i * m * n, (int)n);
+        free(da);
+        free(db);
+    }
+}
+
+/* One matmul case: shapes from (batch_a, batch_b, m, n, k, transposes); rank 3 when batch > 0. */
+static void case_matmul(const char *label, int64_t ba, int64_t bb, int64_t m, int64_t n, int64_t k, int ta, int tb) {
+    int64_t sa[3] = {ba, ta ? k : m, ta ? m : k}, sb[3] = {bb, tb ? n : k, tb ? k : n};
+    int64_t na = (ba ? ba : 1) * m * k, nb = (bb ? bb : 1) * k * n;
+    float *ha = th_random((size_t)na, -1, 1), *hb = th_random((size_t)nb, -1, 1);
+    wgml_tensor *a = th_tensor_f32(ba ? 3 : 2, ba ? sa : sa + 1, ha);
+    wgml_tensor *b = th_tensor_f32(bb ? 3 : 2, bb ? sb : sb + 1, hb);
+    int64_t batch = ba > bb ? ba : bb;
+    if (batch == 0) batch = 1;
+    wgml_tensor *o = wgml_matmul(T.g, a, b, ta, tb);
+    float *got = th_read_f32(o);
+    double *ref = malloc(sizeof(double) * (size_t)(batch * m * n));
+    ref_matmul(ha, hb, ref, batch, m, n, k, ta, tb, ba > 1 ? m * k : 0, bb > 1 ? k * n : 0);
+    char name[160];
+    snprintf(name, sizeof name, "%s %lldx%lldx%lld b%lld/%lld t%d%d", label, (long long)m, (long long)n, (long long)k,
+             (long long)ba, (long long)bb, ta, tb);
+    th_close(name, got, ref, (size_t)(batch * m * n), tol_abs(k), RTOL);
+    free(ha); free(hb); free(got); free(ref);
+    wgml_tensor_free(a); wgml_tensor_free(b); wgml_tensor_free(o);
+}
+
+static void test_shapes_all_variants(void) {
+    static const int64_t shapes[][3] = {
+        {64, 64, 64},   /* square */
+        {129, 37, 65},  /* partial tiles in M, N and K */
+        {7, 5, 3},      /* smaller than a tile */
+        {33, 17, 1},    /* K = 1 */
+        {300, 6, 20},   /* tall and skinny */
+        {5, 260, 12},   /* short and wide */
+        {132, 136, 36}, /* vec4 path on both operands, partial tiles */
+    };
+    for (int v = -1; v < wgml_matmul_variant_count(); v++) {
+        wgml_matmul_force_variant(T.ctx, v);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int t = 0; t < 4; t++)
+                case_matmul(wgml_matmul_variant_name(v), 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
+    }
+    wgml_matmul_force_variant(T.ctx, -1);
+    case_matmul("long K", 0, 0, 16, 20, 4096, 0, 0);
+    case_matmul("long K", 0, 0, 12, 8, 4096, 1, 1);
+    case_matmul("batched", 3, 3, 33, 17, 29, 0, 0);
+    case_matmul("batched", 4, 4, 20, 24, 16, 1, 0);
+    case_matmul("batch broadcast a", 1, 5, 9, 11, 13, 0, 1);
+    case_matmul("batch broadcast b", 5, 0, 9, 11, 13, 0, 0);
+}
+
+static void test_huge_grid(void) {
+    /* 70,000 batch entries of 2x2x3: one workgroup each, more than 65,535 in one dimension */
+    wgml_matmul_force_variant(T.ctx, 2);
+    case_matmul("grid > 65535 workgroups", 70000, 70000, 2, 2, 3, 0, 0);
+    wgml_matmul_force_variant(T.ctx, -1);
+}
+
+static void test_mm_bmm(void) {
+    int64_t m = 23, n = 31, k = 19, B = 3;
+    float *ha = th_random((size_t)(B * m * k), -2, 2), *hb = th_random((size_t)(B * k * n), -2, 2);
+    int64_t sa[3] = {B, m, k}, sb[3] = {B, k, n};
+    wgml_tensor *a2 = th_tensor_f32(2, sa + 1, ha), *b2 = th_tensor_f32(2, sb + 1, hb);
+    wgml_tensor *a3 = th_tensor_f32(3, sa, ha), *b3 = th_tensor_f32(3, sb, hb);
+    double *ref = malloc(sizeof(double) * (size_t)(B * m * n));
+    ref_matmul(ha, hb, ref, B, m, n, k, 0, 0, m * k, k * n);
+    float *o = th_read_f32(wgml_mm(T.g, a2, b2));
+    th_close("mm 23x31x19", o, ref, (size_t)(m * n), tol_abs(k), RTOL);
+    free(o);
+    wgml_tensor *ob = wgml_bmm(T.g, a3, b3);
+    th_check(ob && wgml_tensor_rank(ob) == 3 && wgml_tensor_dim(ob, 0) == B && wgml_tensor_dim(ob, 2) == n,
+             "bmm output shape");
+    o = th_read_f32(ob);
+    th_close("bmm 3x23x31x19", o, ref, (size_t)(B * m * n), tol_abs(k), RTOL);
+    free(o); free(ha); free(hb); free(ref);
+}
+
+static void test_linear(void) {
+    int64_t xs[3] = {2, 3, 37}, ws[2] = {19, 37}, bs[1] = {19};
+    int64_t m = 6, k = 37, n = 19;
+    float *hx = th_random((size_t)(m * k), -1, 1), *hw = th_random((size_t)(n * k), -1, 1), *hb = th_random((size_t)n, -1, 1);
+    wgml_tensor *x = th_tensor_f32(3, xs, hx), *w = th_tensor_f32(2, ws, hw), *b = th_tensor_f32(1, bs, hb);
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    ref_matmul(hx, hw, ref, 1, m, n, k, 0, 1, 0, 0);
+    wgml_tensor *o = wgml_linear(T.g, x, w, NULL);
+    th_check(o && wgml_tensor_rank(o) == 3 && wgml_tensor_dim(o, 0) == 2 && wgml_tensor_dim(o, 1) == 3 &&
+                 wgml_tensor_dim(o, 2) == n,
+             "linear keeps leading dims: [2, 3, 19]");
+    float *got = th_read_f32(o);
+    th_close("linear no bias [2,3,37]x[19,37]", got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+    free(got);
+    for (int64_t i = 0; i < m * n; i++) ref[i] += hb[i % n];
+    got = th_read_f32(wgml_linear(T.g, x, w, b));
+    th_close("linear with bias", got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+    free(got); free(hx); free(hw); free(hb); free(ref);
+}
+
+static void test_addmm(void) {
+    int64_t m = 17, n = 12, k = 9;
+    float *ha = th_random((size_t)(m * k), -1, 1), *hb = th_random((size_t)(k * n), -1, 1);
+    float *hc = th_random((size_t)(m * n), -1, 1);
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    wgml_tensor *a = th_tensor_f32(2, sa, ha), *b = th_tensor_f32(2, sb, hb);
+    double *ab = malloc(sizeof(double) * (size_t)(m * n)), *ref = malloc(sizeof(double) * (size_t)(m * n));
+    ref_matmul(ha, hb, ab, 1, m, n, k, 0, 0, 0, 0);
+    const float beta = 0.5f, alpha = -2.0f;
+    /* c as [M, N], [N], [1, N], [M, 1] */
+    int64_t cshapes[4][2] = {{m, n}, {n, 0}, {1, n}, {m, 1}};
+    int cranks[4] = {2, 1, 2, 2};
+    const char *names[4] = {"addmm c [M,N]", "addmm c [N]", "addmm c [1,N]", "addmm c [M,1]"};
+    for (int c = 0; c < 4; c++) {
+        wgml_tensor *ct = th_tensor_f32(cranks[c], cshapes[c], hc);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double cv = c == 0 ? hc[i * n + j] : c == 3 ? hc[i] : hc[j];
+                ref[i * n + j] = beta * cv + alpha * ab[i * n + j];
+            }
+        float *got = th_read_f32(wgml_addmm(T.g, ct, a, b, beta, alpha));
+        th_close(names[c], got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+        free(got);
+    }
+    free(ha); free(hb); free(hc); free(ab); free(ref);
+}
+
+/* A built graph: x -> linear -> mm -> linear, intermediates in the arena, run twice with new
+ * inputs; the arena is smaller than the sum of the intermediates. */
+static void test_graph(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t m = 40, k = 24, h = 36, n = 20;
+    int64_t xs[2] = {m, k}, w1s[2] = {h, k}, w2s[2] = {h, h}, w3s[2] = {n, h};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *w1 = wgml_tensor_new(g, WGML_F32, 2, w1s);
+    wgml_tensor *w2 = wgml_tensor_new(g, WGML_F32, 2, w2s), *w3 = wgml_tensor_new(g, WGML_F32, 2, w3s);
+    wgml_tensor *h1 = wgml_linear(g, x, w1, NULL);
+    wgml_tensor *h2 = wgml_mm(g, h1, w2);
+    wgml_tensor *h3 = wgml_mm(g, h2, w2);
+    wgml_tensor *out = wgml_linear(g, h3, w3, NULL);
+    th_check(out && !wgml_graph_keep(g, out) && !wgml_graph_compile(g), "graph builds and compiles: %s",
+             wgml_last_error(T.ctx));
+    uint64_t sum = wgml_tensor_nbytes(h1) + wgml_tensor_nbytes(h2) + wgml_tensor_nbytes(h3) + wgml_tensor_nbytes(out);
+    /* h1 and h3, h2 and out are never live together: two slots suffice */
+    th_check(wgml_graph_arena_bytes(g) < sum && wgml_graph_arena_bytes(g) >= wgml_tensor_nbytes(h1) + wgml_tensor_nbytes(h2),
+             "arena reuses memory (%llu bytes for 4 intermediates of %llu)",
+             (unsigned long long)wgml_graph_arena_bytes(g), (unsigned long long)sum);
+    float *hw1 = th_random((size_t)(h * k), -1, 1), *hw2 = th_random((size_t)(h * h), -1, 1);
+    float *hw3 = th_random((size_t)(n * h), -1, 1);
+    wgml_tensor_write(w1, hw1, wgml_tensor_nbytes(w1));
+    wgml_tensor_write(w2, hw2, wgml_tensor_nbytes(w2));
+    wgml_tensor_write(w3, hw3, wgml_tensor_nbytes(w3));
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1);
+        wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
+        uint64_t before = wgml_submit_count(T.ctx);
+        th_check(!wgml_graph_run(g), "graph run: %s", wgml_last_error(T.ctx));
+        th_check(wgml_submit_count(T.ctx) == before + 1, "a run is one submit");
+        double *r1 = malloc(sizeof(double) * (size_t)(m * h)), *r2 = malloc(sizeof(double) * (size_t)(m * h));
+        double *r3 = malloc(sizeof(double) * (size_t)(m * h)), *ro = malloc(sizeof(double) * (size_t)(m * n));
+        double *dw2 = to_double(hw2, (size_t)(h * h)), *dw3 = to_double(hw3, (size_t)(n * h));
+        ref_matmul(hx, hw1, r1, 1, m, h, k, 0, 1, 0, 0);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)h, (int)h, 1, r1, (int)h, dw2, (int)h, 0, r2, (int)h);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)h, (int)h, 1, r2, (int)h, dw2, (int)h, 0, r3, (int)h);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)h, 1, r3, (int)h, dw3, (int)h, 0, ro, (int)n);
+        float *got = malloc(wgml_tensor_nbytes(out));
+        th_check(!wgml_tensor_read(out, got, wgml_tensor_nbytes(out)), "read graph output");
+        th_close(run ? "graph run 2" : "graph run 1", got, ro, (size_t)(m * n), 4 * tol_abs(h), RTOL);
+        free(got); free(hx); free(r1); free(r2); free(r3); free(ro); free(dw2); free(dw3);
+    }
+    float *buf = malloc(wgml_tensor_nbytes(h1));
+    th_expect_error("reading an intermediate that was not kept", wgml_tensor_read(h1, buf, wgml_tensor_nbytes(h1)) != 0,
+                    WGML_ERR_STATE, "wgml_graph_keep", NULL);
+    free(buf);
+    th_expect_error("adding to a compiled graph", wgml_mm(g, h1, w2) == NULL, WGML_ERR_STATE, "compiled", NULL);
+    free(hw1); free(hw2); free(hw3);
+    wgml_graph_free(g);
+}
+
+static void test_bad_input(void) {
+    int64_t s23[2] = {2, 3}, s45[2] = {4, 5}, s0[2] = {2, 0}, s333[3] = {3, 3, 3}, s233[3] = {2, 3, 3};
+    float z[64] = {0};
+    wgml_tensor *a = th_tensor_f32(2, s23, z), *b = th_tensor_f32(2, s45, z);
+    th_expect_error("mm inner mismatch", wgml_mm(T.g, a, b) == NULL, WGML_ERR_SHAPE, "mm", "[2, 3]", "[4, 5]", NULL);
+    th_expect_error("mm NULL b", wgml_mm(T.g, a, NULL) == NULL, WGML_ERR_ARG, "mm", "b is NULL", NULL);
+    th_expect_error("zero-size dim", wgml_tensor_new(T.g, WGML_F32, 2, s0) == NULL, WGML_ERR_SHAPE, "zero", "[2, 0]", NULL);
+    int32_t zi[16] = {0};
+    wgml_tensor *ai = th_tensor_i32(2, s23, zi);
+    wgml_tensor *c = th_tensor_f32(2, (int64_t[]){3, 4}, z);
+    th_expect_error("mm wrong dtype", wgml_mm(T.g, ai, c) == NULL, WGML_ERR_DTYPE, "mm", "a must be f32", "i32", NULL);
+    wgml_tensor *a3 = th_tensor_f32(3, s333, z), *b3 = th_tensor_f32(3, s233, z);
+    th_expect_error("bmm batch mismatch", wgml_bmm(T.g, a3, b3) == NULL, WGML_ERR_SHAPE, "bmm", "[3, 3, 3]", NULL);
+    th_expect_error("mm rank", wgml_mm(T.g, a3, c) == NULL, WGML_ERR_SHAPE, "mm", "rank 2", NULL);
+    wgml_tensor *w = th_tensor_f32(2, (int64_t[]){4, 3}, z), *bias = th_tensor_f32(1, (int64_t[]){5}, z);
+    th_expect_error("linear bias shape", wgml_linear(T.g, a, w, bias) == NULL, WGML_ERR_SHAPE, "linear", "bias [5]", NULL);
+    th_expect_error("linear w shape", wgml_linear(T.g, a, b, NULL) == NULL, WGML_ERR_SHAPE, "linear", "[4, 5]", NULL);
+    wgml_tensor *cc = th_tensor_f32(2, (int64_t[]){3, 3}, z);
+    th_expect_error("addmm c broadcast", wgml_addmm(T.g, cc, a, c, 1, 1) == NULL, WGML_ERR_SHAPE, "addmm", "[3, 3]", NULL);
+    th_expect_error("write size", wgml_tensor_write(a, z, 4) != 0, WGML_ERR_ARG, "24 bytes", NULL);
+    th_expect_error("rank 9", wgml_tensor_new(T.g, WGML_F32, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}) == NULL,
+                    WGML_ERR_SHAPE, "rank 9", NULL);
+    /* the context still works after all of that */
+    float *got = th_read_f32(wgml_mm(T.g, a, c));
+    double ref[8] = {0};
+    th_close("mm after errors", got, ref, 8, 1e-6, 1e-6);
+    free(got);
+}
+
+int main(void) {
+    th_init("test_matmul");
+    test_shapes_all_variants();
+    test_mm_bmm();
+    test_linear();
+    test_addmm();
+    test_graph();
+    test_huge_grid();
+    test_bad_input();
+    return th_done();
+}

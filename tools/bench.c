@@ -1,0 +1,166 @@
+/* wgml bench: GPU throughput of the kernels, timed with timestamp queries.
+ * Each timed run is a built graph of `reps` identical dispatches in one submit, so the
+ * figure is kernel time, not launch or host time. */
+#include "wgml.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct shape3 {
+    int64_t m, n, k;
+} shape3;
+
+static const shape3 DEFAULT_GPU[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 1536, 576},
+                                     {4096, 576, 1536},  {2048, 2048, 2048}, {1024, 1024, 1024}};
+static const shape3 DEFAULT_CPU[] = {{256, 256, 256}, {512, 512, 512}};
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static wgml_tensor *random_tensor(wgml_graph *g, int64_t r, int64_t c, float **host) {
+    int64_t shape[2] = {r, c};
+    wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 2, shape);
+    float *h = malloc(sizeof(float) * (size_t)(r * c));
+    if (!t || !h) {
+        free(h);
+        return NULL;
+    }
+    for (int64_t i = 0; i < r * c; i++) h[i] = frand();
+    wgml_tensor_write(t, h, sizeof(float) * (size_t)(r * c));
+    if (host) *host = h;
+    else free(h);
+    return t;
+}
+
+/* Spot-checks `samples` entries of out = a·b against a double-precision dot product. */
+static double spot_check(const float *a, const float *b, const float *out, shape3 s, int samples) {
+    double worst = 0;
+    for (int i = 0; i < samples; i++) {
+        int64_t m = (int64_t)((frand() * 0.5f + 0.5f) * (float)(s.m - 1));
+        int64_t n = (int64_t)((frand() * 0.5f + 0.5f) * (float)(s.n - 1));
+        double ref = 0;
+        for (int64_t k = 0; k < s.k; k++) ref += (double)a[m * s.k + k] * (double)b[k * s.n + n];
+        double err = fabs(ref - out[m * s.n + n]) / (sqrt((double)s.k) * 1e-4 + 1e-3 * fabs(ref));
+        if (err > worst || isnan(err)) worst = isnan(err) ? INFINITY : err;
+    }
+    return worst; /* <= 1: within the fp32 matmul tolerance */
+}
+
+static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int reps, int check, const char *variant) {
+    printf("%-22s %-22s %10s %10s %s\n", "shape MxNxK", "variant", "ms", "GFLOP/s", check ? "check" : "");
+    int failed = 0;
+    for (int i = 0; i < n_shapes; i++) {
+        shape3 s = shapes[i];
+        wgml_graph *g = wgml_graph_new(ctx);
+        float *ha = NULL, *hb = NULL;
+        wgml_tensor *a = random_tensor(g, s.m, s.k, check ? &ha : NULL);
+        wgml_tensor *b = random_tensor(g, s.k, s.n, check ? &hb : NULL);
+        wgml_tensor *out = NULL;
+        for (int r = 0; r < reps; r++) out = wgml_mm(g, a, b);
+        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g)) {
+            fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
+            free(ha);
+            free(hb);
+            wgml_graph_free(g);
+            return 1;
+        }
+        double t = 0, best = INFINITY;
+        wgml_graph_run_timed(g, &t); /* warm-up */
+        for (int trial = 0; trial < 3; trial++) {
+            if (wgml_graph_run_timed(g, &t)) {
+                fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
+                break;
+            }
+            if (t < best) best = t;
+        }
+        double per = best / reps;
+        double gflops = 2.0 * (double)s.m * (double)s.n * (double)s.k / per * 1e-9;
+        char name[64];
+        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m, (long long)s.n, (long long)s.k);
+        char verdict[32] = "";
+        if (check) {
+            float *ho = malloc(sizeof(float) * (size_t)(s.m * s.n));
+            if (ho && !wgml_tensor_read(out, ho, sizeof(float) * (size_t)(s.m * s.n))) {
+                double w = spot_check(ha, hb, ho, s, 64);
+                snprintf(verdict, sizeof verdict, "%s", w <= 1 ? "ok" : "FAIL");
+                if (w > 1) failed = 1;
+            }
+            free(ho);
+        }
+        printf("%-22s %-22s %10.3f %10.1f %s\n", name, variant, per * 1e3, gflops, verdict);
+        fflush(stdout);
+        free(ha);
+        free(hb);
+        wgml_graph_free(g);
+    }
+    return failed;
+}
+
+int bench_main(wgml_ctx *ctx, int argc, char **argv) {
+    if (argc < 1 || strcmp(argv[0], "matmul") != 0) {
+        fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n");
+        return 2;
+    }
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    int cpu = strcmp(info.type, "CPU") == 0;
+    shape3 shapes[64];
+    int n = 0;
+    int reps = cpu ? 2 : 10, check = 0;
+    const char *variant = "auto";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
+            char *p = argv[++i];
+            while (*p && n < 64) {
+                long long m, nn, k;
+                int used = 0;
+                if (sscanf(p, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || m <= 0 || nn <= 0 || k <= 0) {
+                    fprintf(stderr, "bench: bad shape list '%s' (want MxNxK[,MxNxK...])\n", argv[i]);
+                    return 2;
+                }
+                shapes[n++] = (shape3){m, nn, k};
+                p += used;
+                if (*p == ',') p++;
+            }
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > 1000) {
+                fprintf(stderr, "bench: --reps must be 1..1000\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+            const char *want = argv[++i];
+            int v = -1;
+            for (int j = 0; j < wgml_matmul_variant_count(); j++)
+                if (!strcmp(want, wgml_matmul_variant_name(j))) v = j;
+            if (v < 0 && strcmp(want, "auto")) {
+                fprintf(stderr, "bench: unknown variant '%s'; one of: auto", want);
+                for (int j = 0; j < wgml_matmul_variant_count(); j++) fprintf(stderr, " %s", wgml_matmul_variant_name(j));
+                fprintf(stderr, "\n");
+                return 2;
+            }
+            wgml_matmul_force_variant(ctx, v);
+            variant = want;
+        } else if (!strcmp(argv[i], "--check")) {
+            check = 1;
+        } else {
+            fprintf(stderr, "bench: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (n == 0) {
+        const shape3 *d = cpu ? DEFAULT_CPU : DEFAULT_GPU;
+        n = cpu ? (int)(sizeof DEFAULT_CPU / sizeof *d) : (int)(sizeof DEFAULT_GPU / sizeof *d);
+        memcpy(shapes, d, sizeof(shape3) * (size_t)n);
+    }
+    printf("adapter: %s (%s, %s), timing: %s, %d reps per submit\n", info.adapter, info.backend, info.type,
+           info.has_timestamps ? "GPU timestamps" : "wall clock", reps);
+    return bench_matmul(ctx, shapes, n, reps, check, variant);
+}
