@@ -16,6 +16,57 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+static const char *dump_dir;
+
+void th_init_args(const char *suite, int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--dump")) dump_dir = argv[i + 1];
+    th_init(suite);
+}
+
+bool th_dumping(void) { return dump_dir != NULL; }
+
+void th_dump(const char *case_name, const char *name, wgml_dtype dtype, int rank, const int64_t *shape, const void *data) {
+    if (!dump_dir) return;
+    char path[1024];
+    size_t n = wgml_dtype_size(dtype);
+    for (int i = 0; i < rank; i++) n *= (size_t)shape[i];
+    snprintf(path, sizeof path, "%s/%s.%s.bin", dump_dir, case_name, name);
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(data, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    snprintf(path, sizeof path, "%s/manifest.txt", dump_dir);
+    FILE *m = fopen(path, "a");
+    if (m) {
+        fprintf(m, "%s %s %s %d", case_name, name, wgml_dtype_name(dtype), rank);
+        for (int i = 0; i < rank; i++) fprintf(m, " %lld", (long long)shape[i]);
+        fprintf(m, "\n");
+        ok = fclose(m) == 0 && ok;
+    } else {
+        ok = false;
+    }
+    th_check(ok, "dumping %s.%s into %s", case_name, name, dump_dir);
+}
+
+void th_dump_tensor(const char *case_name, const char *name, wgml_tensor *t) {
+    if (!dump_dir) return;
+    if (!t) {
+        th_check(false, "dumping %s.%s: tensor is NULL (%s)", case_name, name, wgml_last_error(T.ctx));
+        return;
+    }
+    void *h = malloc(wgml_tensor_nbytes(t) ? wgml_tensor_nbytes(t) : 1);
+    if (!h || wgml_tensor_read(t, h, wgml_tensor_nbytes(t))) {
+        th_check(false, "dumping %s.%s: %s", case_name, name, wgml_last_error(T.ctx));
+        free(h);
+        return;
+    }
+    int64_t shape[WGML_MAX_RANK];
+    int rank = wgml_tensor_rank(t);
+    for (int i = 0; i < rank; i++) shape[i] = wgml_tensor_dim(t, i);
+    th_dump(case_name, name, wgml_tensor_dtype(t), rank, shape, h);
+    free(h);
+}
+
 void th_init(const char *suite) {
     const char *env = getenv("WGML_SEED");
     T.seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);

@@ -43,4 +43,17 @@ bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, si
  * the NULL-terminated substrings; then clears the error. */
 bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
 
+/* PyTorch comparisons. A test run as `test_x --dump DIR` (th_init reads argv) writes, for
+ * each case it chooses, its inputs and wgml's outputs into DIR with th_dump; the script
+ * tests/py/test_torch_<family>.py runs the test that way and recomputes every case with
+ * PyTorch in float64 (tests/py/wgml_dump.py reads the files). th_dump does nothing when the
+ * test was not asked to dump. */
+void th_init_args(const char *suite, int argc, char **argv);
+bool th_dumping(void);
+/* Writes DIR/<case>.<name>.bin (raw little-endian) and a line in DIR/manifest.txt:
+ * "<case> <name> <dtype> <rank> <d0> <d1> ..." ; params go in as a rank-1 f32 array. */
+void th_dump(const char *case_name, const char *name, wgml_dtype dtype, int rank, const int64_t *shape, const void *data);
+/* Dumps a tensor's contents (reads it back). */
+void th_dump_tensor(const char *case_name, const char *name, wgml_tensor *t);
+
 #endif

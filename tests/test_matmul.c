@@ -229,8 +229,8 @@ static void test_bad_input(void) {
     free(got);
 }
 
-int main(void) {
-    th_init("test_matmul");
+int main(int argc, char **argv) {
+    th_init_args("test_matmul", argc, argv);
     test_shapes_all_variants();
     test_mm_bmm();
     test_linear();

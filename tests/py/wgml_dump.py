@@ -1,0 +1,74 @@
+"""Reads what a C test wrote with th_dump, and runs a C test in dump mode.
+
+A case is a dict {name: numpy array}. Used by tests/py/test_torch_*.py, which recompute each
+case with PyTorch in float64 and compare with wgml's outputs."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32, "bool": np.uint8}
+
+
+def run_dump(build_dir, test_name, extra_env=None):
+    """Runs build_dir/tests/<test_name> --dump into a temporary folder; returns {case: {name: array}}."""
+    exe = os.path.join(build_dir, "tests", test_name)
+    out = tempfile.mkdtemp(prefix="wgml-dump-")
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    proc = subprocess.run([exe, "--dump", out], env=env, capture_output=True, text=True)
+    sys.stdout.write(proc.stdout[-4000:])
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stderr[-4000:])
+        raise SystemExit(f"{test_name} --dump failed with exit code {proc.returncode}")
+    return load(out)
+
+
+def load(folder):
+    cases = {}
+    with open(os.path.join(folder, "manifest.txt")) as f:
+        for line in f:
+            parts = line.split()
+            case, name, dtype, rank = parts[0], parts[1], parts[2], int(parts[3])
+            shape = tuple(int(x) for x in parts[4:4 + rank])
+            data = np.fromfile(os.path.join(folder, f"{case}.{name}.bin"), dtype=DTYPES[dtype])
+            cases.setdefault(case, {})[name] = data.reshape(shape)
+    return cases
+
+
+class Checker:
+    """Counts passes and failures; an element fails only when both abs and rel error exceed
+    the tolerance; NaN in the result always fails."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def close(self, name, got, ref, atol, rtol):
+        got = np.asarray(got, dtype=np.float64)
+        ref = np.asarray(ref, dtype=np.float64)
+        if got.shape != ref.shape:
+            print(f"FAIL: {name}: shape {got.shape}, want {ref.shape}")
+            self.failed += 1
+            return False
+        err = np.abs(got - ref)
+        rel = err / np.maximum(np.abs(ref), 1e-30)
+        bad = (np.isnan(got) & ~np.isnan(ref)) | ((err > atol) & (rel > rtol))
+        if bad.any():
+            i = int(np.argmax(bad.reshape(-1)))
+            print(f"FAIL: {name}: {int(bad.sum())} of {bad.size} off; first at {i}: "
+                  f"got {got.reshape(-1)[i]!r}, want {ref.reshape(-1)[i]!r}")
+            self.failed += 1
+            return False
+        print(f"  ok {name:50s} max abs err {float(np.nanmax(err)) if err.size else 0:.3g}")
+        self.passed += 1
+        return True
+
+    def done(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        if self.passed == 0:
+            print("FAIL: no case was compared")
+            return 1
+        return 1 if self.failed else 0
