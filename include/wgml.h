@@ -151,6 +151,10 @@ wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tens
  *   rank 2 or 3 (batched; a batch of 1 broadcasts). */
 wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b);
 
+/* Weight gradient of a linear layer: dw[N,K] = Σ_m d_out[m,N]ᵀ x[m,K] (leading dims of d_out
+ * and x flatten to the same M), written into dw, or added to it when accumulate is set. */
+wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wgml_tensor *dw, int accumulate);
+
 /* Kernel variant selection for tests and benchmarks: -1 automatic (default), else an index
  * into the matmul variant table (see wgml_matmul_variant_name). */
 void wgml_matmul_force_variant(wgml_ctx *ctx, int variant);

@@ -149,6 +149,26 @@ static void test_addmm(void) {
     free(ha); free(hb); free(hc); free(ab); free(ref);
 }
 
+static void test_linear_dw(void) {
+    int64_t m = 37, n = 21, k = 18;
+    int64_t ds[3] = {37, 1, 21}, xs[2] = {37, 18}, ws[2] = {21, 18};
+    float *hd = th_random((size_t)(m * n), -1, 1), *hx = th_random((size_t)(m * k), -1, 1);
+    float *hw = th_random((size_t)(n * k), -1, 1);
+    wgml_tensor *d = th_tensor_f32(3, ds, hd), *x = th_tensor_f32(2, xs, hx), *w = th_tensor_f32(2, ws, hw);
+    double *ref = malloc(sizeof(double) * (size_t)(n * k));
+    ref_matmul(hd, hx, ref, 1, n, k, m, 1, 0, 0, 0);
+    th_check(!wgml_linear_dw(T.g, d, x, w, 0), "linear_dw overwrite: %s", wgml_last_error(T.ctx));
+    float *got = th_read_f32(w);
+    th_close("linear_dw overwrite", got, ref, (size_t)(n * k), tol_abs(m), RTOL);
+    free(got);
+    for (int64_t i = 0; i < n * k; i++) ref[i] *= 2;
+    th_check(!wgml_linear_dw(T.g, d, x, w, 1), "linear_dw accumulate: %s", wgml_last_error(T.ctx));
+    got = th_read_f32(w);
+    th_close("linear_dw accumulate (twice the gradient)", got, ref, (size_t)(n * k), tol_abs(m), RTOL);
+    th_expect_error("linear_dw shape", wgml_linear_dw(T.g, x, d, w, 0) != 0, WGML_ERR_SHAPE, "linear_dw", NULL);
+    free(got); free(hd); free(hx); free(hw); free(ref);
+}
+
 /* A built graph: x -> linear -> mm -> linear, intermediates in the arena, run twice with new
  * inputs; the arena is smaller than the sum of the intermediates. */
 static void test_graph(void) {
@@ -235,6 +255,7 @@ int main(int argc, char **argv) {
     test_mm_bmm();
     test_linear();
     test_addmm();
+    test_linear_dw();
     test_graph();
     test_huge_grid();
     test_bad_input();

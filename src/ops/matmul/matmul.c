@@ -36,6 +36,8 @@ typedef struct matmul_args {
     int64_t a_bs, b_bs;            /* batch strides in elements (0: broadcast) */
     int64_t c_bs, c_sm, c_sn;      /* strides of C over (batch, m, n) */
     float alpha, beta;
+    wgml_tensor *into;             /* write into this tensor instead of a new one */
+    bool accumulate;               /* into = alpha·op(a)·op(b) + beta·into */
 } matmul_args;
 
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
@@ -50,12 +52,13 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     snprintf(prelude, sizeof prelude,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
-             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
              "alias AV = %s; alias BV = %s;\n"
              "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
              "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
              v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, x->trans_a ? "true" : "false",
-             x->trans_b ? "true" : "false", x->c ? "true" : "false", va == 4 ? "vec4<f32>" : "f32",
+             x->trans_b ? "true" : "false", x->c ? "true" : "false", x->accumulate ? "true" : "false",
+             va == 4 ? "vec4<f32>" : "f32",
              vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
     int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
     struct {
@@ -64,12 +67,12 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
                 (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
                 (uint32_t)tiles_n, (uint32_t)tiles_m, x->alpha, x->beta};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, out_rank, out_shape);
+    wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *ro[3] = {x->a, x->b, x->c ? x->c : x->a};
     uint64_t groups = (uint64_t)(tiles_m * tiles_n * x->batch);
     if (graph_dispatch(g, op, "matmul", prelude, ro, 3, &out, 1, &params, sizeof params, groups)) {
-        wgml_tensor_free(out);
+        if (!x->into) wgml_tensor_free(out);
         return NULL;
     }
     return out;
@@ -109,7 +112,7 @@ wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int tran
     }
     int64_t batch = ba > bb ? ba : bb;
     matmul_args x = {a, b, NULL, trans_a != 0, trans_b != 0, batch, m, n, ka,
-                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f};
+                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f, NULL, false};
     int64_t shape3[3] = {batch, m, n};
     int rank = (a->rank == 3 || b->rank == 3) ? 3 : 2;
     return matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1);
@@ -165,7 +168,7 @@ wgml_tensor *wgml_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_ten
         }
     }
     int64_t m = x->numel / k;
-    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f};
+    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f, NULL, false};
     int64_t shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = n;
@@ -191,7 +194,30 @@ wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tens
                        (long long)n);
         return NULL;
     }
-    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta};
+    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta, NULL, false};
     int64_t shape[2] = {m, n};
     return matmul_record(g, op, &x, 2, shape);
+}
+
+wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wgml_tensor *dw, int accumulate) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "linear_dw: graph is NULL");
+    wgml_ctx *ctx = ctx_of(g);
+    const char *op = "linear_dw";
+    wgml_status s;
+    if ((s = check_operands(ctx, op, d_out, "d_out", x, "x")) || (s = check_operands(ctx, op, d_out, "d_out", dw, "dw")))
+        return s;
+    if ((s = check_rank(ctx, op, "d_out", d_out, 1, WGML_MAX_RANK)) || (s = check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK)) ||
+        (s = check_rank(ctx, op, "dw", dw, 2, 2)))
+        return s;
+    int64_t n = d_out->shape[d_out->rank - 1], k = x->shape[x->rank - 1];
+    int64_t m = d_out->numel / n;
+    if (x->numel / k != m)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "linear_dw: d_out %s and x %s have different row counts (%lld vs %lld)",
+                              tshape(d_out), tshape(x), (long long)m, (long long)(x->numel / k));
+    if (dw->shape[0] != n || dw->shape[1] != k)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "linear_dw: dw %s must be [%lld, %lld] for d_out %s and x %s", tshape(dw),
+                              (long long)n, (long long)k, tshape(d_out), tshape(x));
+    /* dW[N,K] = d_outᵀ[N,M] · x[M,K]: d_out read as a transposed [M,N] operand */
+    matmul_args a = {d_out, x, NULL, 1, 0, 1, n, k, m, 0, 0, 0, 0, 0, 1.0f, accumulate ? 1.0f : 0.0f, dw, accumulate != 0};
+    return matmul_record(g, op, &a, 2, dw->shape) ? WGML_OK : wgml_last_status(ctx);
 }

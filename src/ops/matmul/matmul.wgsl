@@ -6,8 +6,9 @@
 // register tile at rows ty + i*(BM/TM) and columns tx + j*(BN/TN): strided ownership keeps
 // workgroup-memory reads free of bank conflicts and global writes coalesced.
 // Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
-// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C, the aliases AV/BV and
-// their component readers a_at/b_at.
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT, the aliases
+// AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C before
+// it is overwritten (accumulation in place: each element is read and written by one thread).
 struct Params {
     M: u32, N: u32, K: u32, batch: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32, c_sn: u32,
@@ -111,7 +112,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let gn = n0 + tx + j * WX;
             if (gn >= p.N) { continue; }
             var v = p.alpha * acc[i][j];
-            if (HAS_C) { v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn]; }
+            if (C_IS_OUT) {
+                v += p.beta * O[o_base + gm * p.N + gn];
+            } else if (HAS_C) {
+                v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
+            }
             O[o_base + gm * p.N + gn] = v;
         }
     }
