@@ -1,0 +1,28 @@
+"""Joins wgml's and the peer's numbers from a bench/h200.sh run folder into one table."""
+import os
+import re
+import sys
+
+out = sys.argv[1]
+
+
+def read(name):
+    p = os.path.join(out, name)
+    return open(p).read() if os.path.exists(p) else ""
+
+
+wgml = {}
+for line in read("wgml_matmul.txt").splitlines():
+    m = re.match(r"(\d+)x(\d+)x(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
+    if m:
+        wgml[f"matmul_{m.group(1)}x{m.group(2)}x{m.group(3)}"] = (float(m.group(6)), m.group(7))
+peer = {}
+for line in read("peer_matmul.txt").splitlines():
+    m = re.match(r"peer (\S+) ([\d.]+)", line)
+    if m:
+        peer[m.group(1)] = float(m.group(2))
+print(f"{'key':28s} {'wgml GFLOP/s':>13s} {'cuBLAS fp32':>12s} {'check':>6s} {'ratio':>7s}")
+for key, (g, check) in wgml.items():
+    p = peer.get(key)
+    ratio = f"{g / p:.3f}" if p else "-"
+    print(f"{key:28s} {g:13.1f} {p if p else float('nan'):12.1f} {check:>6s} {ratio:>7s}")

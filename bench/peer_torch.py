@@ -1,0 +1,53 @@
+"""The peer side of bench/h200.sh: PyTorch on the same GPU, same shapes, timed with CUDA
+events (median of repeated runs after a warm-up). Prints one line per measurement:
+  peer <key> <value> <unit>
+fp32 matmuls run with TF32 off (torch.backends.cuda.matmul.allow_tf32 = False), i.e. cuBLAS
+plain fp32 (SGEMM)."""
+import sys
+
+import torch
+
+
+def median_ms(fn, reps=20, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def matmul(shapes):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda")
+        b = torch.randn(k, n, device="cuda")
+        out = torch.empty(m, n, device="cuda")
+        ms = median_ms(lambda: torch.mm(a, b, out=out))
+        print(f"peer matmul_{m}x{n}x{k} {2.0 * m * n * k / (ms * 1e-3) * 1e-9:.1f} GFLOP/s", flush=True)
+
+
+def copy(nbytes):
+    n = nbytes // 4
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    ms = median_ms(lambda: y.copy_(x))
+    print(f"peer copy_{nbytes} {2.0 * nbytes / (ms * 1e-3) * 1e-9:.1f} GB/s", flush=True)
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "matmul":
+        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[2].split(",")]
+        matmul(shapes)
+    elif what == "copy":
+        copy(int(sys.argv[2]))
+    print(f"torch {torch.__version__}, cuda {torch.version.cuda}, device {torch.cuda.get_device_name()}")
