@@ -42,14 +42,14 @@ wgml_status wgml_fill(wgml_graph *g, wgml_tensor *t, double value) {
     wgml_status s = check_tensor(ctx, "fill", "t", t);
     if (s) return s;
     if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "fill: t belongs to another graph");
-    uint32_t bits;
+    uint32_t bits = 0;
     if ((s = value_bits(ctx, "fill", t->dtype, value, &bits))) return s;
     return graph_fill_bits(g, t, bits);
 }
 
 wgml_tensor *wgml_full(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape, double value) {
     if (!g) return NULL;
-    uint32_t bits;
+    uint32_t bits = 0;
     if (value_bits(graph_ctx(g), "full", dtype, value, &bits)) return NULL;
     wgml_tensor *t = graph_output(g, "full", dtype, rank, shape);
     if (t && graph_fill_bits(g, t, bits)) {
