@@ -61,6 +61,9 @@ typedef struct wgml_ctx_options {
     int poison_outputs;       /* fill every newly allocated tensor with NaN bits (tests) */
     double timeout_s;         /* longest wait for the GPU before WGML_ERR_TIMEOUT; 0: $WGML_TIMEOUT_S or 600 */
     int verbose;              /* log the adapter and the limits obtained to stderr */
+    int checked_shaders;      /* compile kernels with naga's runtime checks (bounds clamping, loop
+                                 bounding); also $WGML_SHADER_CHECKS=1. Default: trusted kernels,
+                                 which the tests run in both modes */
 } wgml_ctx_options;
 
 wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out);

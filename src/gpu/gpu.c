@@ -40,6 +40,7 @@ struct wgml_ctx {
     gpu_caps caps;
     double timeout_s;
     bool poison;
+    bool checked_shaders;
     int matmul_variant;
 
     wgml_status status;
@@ -362,6 +363,8 @@ wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out) {
     ctx->timeout_s = opt.timeout_s > 0 ? opt.timeout_s : env_timeout ? atof(env_timeout) : 600.0;
     if (ctx->timeout_s <= 0) ctx->timeout_s = 600.0;
     ctx->poison = opt.poison_outputs != 0;
+    const char *env_checks = getenv("WGML_SHADER_CHECKS");
+    ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
     ctx->matmul_variant = -1;
     ctx->instance = native_create_instance();
     if (!ctx->instance) {
@@ -519,6 +522,8 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
     fprintf(f, "  storage buffers per stage    %u\n", d.max_storage_buffers_per_stage);
     fprintf(f, "  offset alignment             storage %u, uniform %u\n", d.min_storage_offset_align,
             d.min_uniform_offset_align);
+    fprintf(f, "shaders:     %s\n", ctx->checked_shaders ? "checked (naga bounds checks and loop bounding on)"
+                                                        : "trusted (runtime checks off; WGML_SHADER_CHECKS=1 turns them on)");
     fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s (size %u..%u), f32 atomics %s\n",
             d.has_timestamps ? "yes" : "no", d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no",
             d.subgroup_min, d.subgroup_max, d.has_f32_atomics ? "yes" : "no");
@@ -780,7 +785,7 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
     md.nextInChain = &wgsl.chain;
     md.label = sv(shader);
-    WGPUShaderModule mod = wgpuDeviceCreateShaderModule(ctx->device, &md);
+    WGPUShaderModule mod = native_create_shader_module(ctx->device, &md, ctx->checked_shaders);
     WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
     ld.entryCount = (size_t)nb;
     ld.entries = entries;

@@ -35,3 +35,8 @@ WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)WGPUN
 uint32_t native_version(void) { return wgpuGetVersion(); }
 
 float native_timestamp_period(WGPUQueue queue) { return wgpuQueueGetTimestampPeriod(queue); }
+
+WGPUShaderModule native_create_shader_module(WGPUDevice device, const WGPUShaderModuleDescriptor *d, bool checked) {
+    if (checked) return wgpuDeviceCreateShaderModule(device, d);
+    return wgpuDeviceCreateShaderModuleTrusted(device, d, WGPUShaderRuntimeChecks_None);
+}

@@ -12,6 +12,10 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
 bool native_poll(WGPUDevice device, bool wait);
 WGPUFeatureName native_feature_f32_atomics(void);
 uint32_t native_version(void);
+/* A shader module; with checked false, without naga's runtime checks (index clamping and loop
+ * bounding), which otherwise stop the driver from unrolling loops and keeping register tiles
+ * in registers. */
+WGPUShaderModule native_create_shader_module(WGPUDevice device, const WGPUShaderModuleDescriptor *d, bool checked);
 /* Nanoseconds per timestamp tick. */
 float native_timestamp_period(WGPUQueue queue);
 #endif

@@ -10,11 +10,14 @@ typedef struct matmul_variant {
     uint32_t bm, bn, bk, tm, tn;
 } matmul_variant;
 
-/* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). */
+/* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). TM and TN are
+ * multiples of 4 (the kernel reads workgroup memory as vec4). */
 static const matmul_variant VARIANTS[] = {
     {"tile128x128_k8_r8x8", 128, 128, 8, 8, 8},
     {"tile64x64_k16_r4x4", 64, 64, 16, 4, 4},
     {"tile32x32_k16_r4x4", 32, 32, 16, 4, 4},
+    {"tile128x128_k16_r8x8", 128, 128, 16, 8, 8},
+    {"tile128x64_k16_r8x4", 128, 64, 16, 8, 4},
 };
 #define N_VARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
 

@@ -2,9 +2,10 @@
 // C with a zero row stride). op() transposes when TRANS_A / TRANS_B.
 //
 // Tile: each workgroup computes a BM x BN block of O, stepping K by BK through workgroup
-// memory (As, Bs stored k-major). (BM/TM) x (BN/TN) threads; each thread owns a TM x TN
-// register tile at rows ty + i*(BM/TM) and columns tx + j*(BN/TN): strided ownership keeps
-// workgroup-memory reads free of bank conflicts and global writes coalesced.
+// memory (As, Bs stored k-major as vec4). (BM/TM) x (BN/TN) threads; each thread owns a
+// TM x TN register tile made of groups of 4 rows and 4 columns strided by the thread grid
+// (see main): vec4 workgroup reads without bank conflicts, coalesced global writes.
+// TM and TN are multiples of 4.
 // Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
 // The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT, the aliases
 // AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C before
@@ -24,9 +25,15 @@ struct Params {
 const WX: u32 = BN / TN;
 const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
+const TM4: u32 = TM / 4u;
+const TN4: u32 = TN / 4u;
 
-var<workgroup> As: array<f32, BK * BM>;
-var<workgroup> Bs: array<f32, BK * BN>;
+// k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
+var<workgroup> As: array<vec4<f32>, BK * BM / 4u>;
+var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;
+
+fn put_a(k: u32, m: u32, v: f32) { As[(k * BM + m) / 4u][m % 4u] = v; }
+fn put_b(k: u32, n: u32, v: f32) { Bs[(k * BN + n) / 4u][n % 4u] = v; }
 
 fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
     for (var e = lid; e < BM * BK / VA; e += THREADS) {
@@ -37,7 +44,7 @@ fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
             let gm = m0 + mv;
             var v = AV();
             if (gk < p.K && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
-            for (var c = 0u; c < VA; c++) { As[kr * BM + mv + c] = a_at(v, c); }
+            for (var c = 0u; c < VA; c++) { put_a(kr, mv + c, a_at(v, c)); }
         } else { // A stored [M, K]: contiguous along k
             let r = e / (BK / VA);
             let kv = (e % (BK / VA)) * VA;
@@ -45,7 +52,7 @@ fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
             let gk = k0 + kv;
             var v = AV();
             if (gm < p.M && gk < p.K) { v = A[(a_base + gm * p.K + gk) / VA]; }
-            for (var c = 0u; c < VA; c++) { As[(kv + c) * BM + r] = a_at(v, c); }
+            for (var c = 0u; c < VA; c++) { put_a(kv + c, r, a_at(v, c)); }
         }
     }
 }
@@ -59,7 +66,7 @@ fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
             let gk = k0 + kv;
             var v = BV();
             if (gn < p.N && gk < p.K) { v = B[(b_base + gn * p.K + gk) / VB]; }
-            for (var c = 0u; c < VB; c++) { Bs[(kv + c) * BN + r] = b_at(v, c); }
+            for (var c = 0u; c < VB; c++) { put_b(kv + c, r, b_at(v, c)); }
         } else { // B stored [K, N]: contiguous along n
             let kr = e / (BN / VB);
             let nv = (e % (BN / VB)) * VB;
@@ -67,11 +74,14 @@ fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
             let gn = n0 + nv;
             var v = BV();
             if (gk < p.K && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
-            for (var c = 0u; c < VB; c++) { Bs[kr * BN + nv + c] = b_at(v, c); }
+            for (var c = 0u; c < VB; c++) { put_b(kr, nv + c, b_at(v, c)); }
         }
     }
 }
 
+// Thread (tx, ty) owns rows (g*WY + ty)*4 + r for g < TM/4, r < 4 and columns
+// (h*WX + tx)*4 + c for h < TN/4, c < 4: groups of four, strided by the thread grid, so each
+// workgroup-memory read is one vec4 and neighbouring threads read neighbouring vec4s.
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -87,18 +97,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a_base = b * p.a_bs;
     let b_base = b * p.b_bs;
 
-    var acc: array<array<f32, TN>, TM>;
+    var acc: array<array<vec4<f32>, TN4>, TM>;
     for (var k0 = 0u; k0 < p.K; k0 += BK) {
         load_a(a_base, m0, k0, lid);
         load_b(b_base, n0, k0, lid);
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
-            var av: array<f32, TM>;
-            var bv: array<f32, TN>;
-            for (var i = 0u; i < TM; i++) { av[i] = As[kk * BM + ty + i * WY]; }
-            for (var j = 0u; j < TN; j++) { bv[j] = Bs[kk * BN + tx + j * WX]; }
-            for (var i = 0u; i < TM; i++) {
-                for (var j = 0u; j < TN; j++) { acc[i][j] = fma(av[i], bv[j], acc[i][j]); }
+            var av: array<vec4<f32>, TM4>;
+            var bv: array<vec4<f32>, TN4>;
+            for (var g = 0u; g < TM4; g++) { av[g] = As[kk * (BM / 4u) + g * WY + ty]; }
+            for (var h = 0u; h < TN4; h++) { bv[h] = Bs[kk * (BN / 4u) + h * WX + tx]; }
+            for (var g = 0u; g < TM4; g++) {
+                for (var r = 0u; r < 4u; r++) {
+                    let a = av[g][r];
+                    for (var h = 0u; h < TN4; h++) {
+                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
+                    }
+                }
             }
         }
         workgroupBarrier();
@@ -106,18 +121,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     let o_base = b * p.M * p.N;
     for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ty + i * WY;
+        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
-        for (var j = 0u; j < TN; j++) {
-            let gn = n0 + tx + j * WX;
-            if (gn >= p.N) { continue; }
-            var v = p.alpha * acc[i][j];
-            if (C_IS_OUT) {
-                v += p.beta * O[o_base + gm * p.N + gn];
-            } else if (HAS_C) {
-                v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
+        for (var h = 0u; h < TN4; h++) {
+            let gn0 = n0 + (h * WX + tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gn = gn0 + c;
+                if (gn >= p.N) { break; }
+                var v = p.alpha * acc[i][h][c];
+                if (C_IS_OUT) {
+                    v += p.beta * O[o_base + gm * p.N + gn];
+                } else if (HAS_C) {
+                    v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
+                }
+                O[o_base + gm * p.N + gn] = v;
             }
-            O[o_base + gm * p.N + gn] = v;
         }
     }
 }
