@@ -24,11 +24,17 @@ static const matmul_variant VARIANTS[] = {
 int wgml_matmul_variant_count(void) { return N_VARIANTS; }
 const char *wgml_matmul_variant_name(int v) { return v >= 0 && v < N_VARIANTS ? VARIANTS[v].name : "auto"; }
 
-static int choose_variant(wgml_ctx *ctx, int64_t m, int64_t n) {
+/* The largest tile that still gives the GPU enough workgroups: on an H200, 128x64 tiles ran
+ * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
+ * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
+ * 13 TFLOP/s); bench/NOTES.md has the sweep. */
+static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
     int forced = gpu_ctx_matmul_variant(ctx);
     if (forced >= 0 && forced < N_VARIANTS) return forced;
-    if (m >= 512 && n >= 512) return 0;
-    if (m >= 64 && n >= 64) return 1;
+    int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
+    int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
+    if (tiles_128x64 >= 256) return 4;
+    if (tiles_64x64 >= 32 || (m >= 64 && n >= 64)) return 1;
     return 2;
 }
 
@@ -46,7 +52,7 @@ typedef struct matmul_args {
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
                                   const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
-    const matmul_variant *v = &VARIANTS[choose_variant(ctx, x->m, x->n)];
+    const matmul_variant *v = &VARIANTS[choose_variant(ctx, x->batch, x->m, x->n)];
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch start)
      * is a multiple of 4 */
     int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
