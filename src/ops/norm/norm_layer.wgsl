@@ -51,7 +51,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mean = comp(shift, 0u) + ms;
     let rstd = inverseSqrt(vr + p.eps);
     for (var j = lid; j < cnt; j += WG) {
-        var y = (x[base + j] - V(mean)) * rstd;
+        // (x - K) is exact for x near K; subtracting the small mean shift next keeps the
+        // output free of the rounding of mean itself (which matters when |mean| >> spread)
+        var y = ((x[base + j] - shift) - V(ms)) * rstd;
         if (HAS_W) { y = y * w[j]; }
         if (HAS_B) { y = y + b[j]; }
         out[base + j] = y;
