@@ -150,6 +150,19 @@ static void test_reductions(void) {
     case_reduce(K_SUM, 2, sh, dm1, 1, 1, 0);
     case_reduce(K_MAX, 2, sh, dm1, 1, 0, 0);
     case_reduce(K_ARGMAX, 2, sh, dm1, 1, 0, 2);
+    /* few outputs, long reductions: split into chunks and merged in a second dispatch
+     * (contiguous vec4 and scalar, one strided block, two blocks) */
+    const int64_t sv4[2] = {3, 40000}, sodd[3] = {129, 37, 37}, sblk[3] = {2, 40000, 3}, s2b[3] = {300, 3, 129};
+    const int d1[] = {1};
+    for (int k = K_SUM; k <= K_ARGMAX; k++) {
+        double q = k == K_ARGMAX ? 2 : 0;
+        case_reduce(k, 2, sv4, dm1, 1, 0, q);
+        case_reduce(k, 3, sblk, d1, 1, 1, q);
+        if (k != K_ARGMAX) {
+            case_reduce(k, 3, sodd, NULL, 0, 0, 0);
+            case_reduce(k, 3, s2b, d02, 2, 0, 0);
+        }
+    }
     /* 70,000 rows of 37: a workgroup per row, more than 65,535 workgroups */
     const int64_t many[2] = {70000, 37};
     case_reduce(K_SUM, 2, many, dm1, 1, 0, 0);
@@ -172,8 +185,8 @@ static void test_argmax(void) {
     case_reduce(K_ARGMAX, 2, v4, &dl, 1, 0, 2);
     case_reduce(K_ARGMAX, 3, mid, &d1, 1, 0, 2);
     case_reduce(K_ARGMAX, 2, big, &dl, 1, 0, 0);
-    /* ties far apart in one long row: the maximum at several places that different threads
-     * (and different vec4 lanes) own; the first must win */
+    /* ties far apart in one long row: the maximum at several places that different threads,
+     * vec4 lanes and chunks of a split reduction own; the first must win */
     int64_t n = 4100, shape[2] = {3, 4100};
     float *hx = th_random((size_t)(3 * n), -1, 1);
     const int64_t at[3][3] = {{4099, 17, 2050}, {300, 301, 4000}, {3, 2, 1}};

@@ -3,6 +3,7 @@
  *   reduce_rows.wgsl         one workgroup per output element, tree merge in workgroup memory
  *                            (trailing contiguous block: vec4 rows; otherwise index decomposition
  *                            through kept/reduced shapes and strides in the uniform);
+ *   reduce_pairs.wgsl        second stage of a split reduction (few outputs, long reductions);
  *   reduce_cols.wgsl         one thread per output of an [outer, red, inner] view;
  *   reduce_softmax.wgsl      one workgroup per row, online (max, sum) pairs merged in a tree;
  *   reduce_softmax_cols.wgsl one thread per row, for strided rows and very short rows. */
@@ -16,6 +17,9 @@ enum { OP_SUM = 0, OP_MAX = 1, OP_ARGMAX = 2 };
 
 /* Rows at most this long (trailing contiguous) go to the thread-per-row kernels. */
 #define SHORT_ROW 16
+/* Split reductions: at least this many elements per chunk; aim for this many workgroups. */
+#define SPLIT_MIN 2048
+#define SPLIT_TARGET 512
 
 /* Workgroup size for a workgroup-per-row kernel: about 4 elements per thread, 32..256. */
 static uint32_t row_workgroup(uint64_t n) {
@@ -119,7 +123,7 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
     wgml_tensor *out = graph_output(g, op, kind == OP_ARGMAX ? WGML_I32 : WGML_F32, orank, oshape);
     if (!out) return NULL;
     float scale = mean ? (float)(1.0 / (double)n_red) : 1.0f;
-    char prelude[768], extra[64];
+    char prelude[768], extra[160];
     wgml_status s;
     /* the [outer, red, inner] view when the reduced dims form one block */
     int64_t outer = 1, inner = 1;
@@ -144,7 +148,7 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
             uint32_t kshape[8], kstride[8], rshape[8], rstride[8];
             uint32_t n_out, n_red, nk, nr;
             float scale, ninf;
-            uint32_t pad[2];
+            uint32_t chunk, parts;
         } p;
         memset(&p, 0, sizeof p);
         p.n_out = (uint32_t)n_out;
@@ -166,9 +170,39 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
             p.nr = (uint32_t)nr;
         }
         int vw = contig && n_red % 4 == 0 ? 4 : 1;
-        snprintf(extra, sizeof extra, "const OP: u32 = %du; const CONTIG: bool = %s;\n", kind, contig ? "true" : "false");
-        vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)n_red), vw, extra);
-        s = graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)n_out);
+        /* Few outputs with long reductions: cut each reduction into chunks of >= SPLIT_MIN
+         * elements so that about SPLIT_TARGET workgroups share the work, then merge the
+         * per-chunk pairs in a second dispatch (fixed order: still deterministic). */
+        uint64_t chunk = (uint64_t)n_red, parts = 1;
+        if (n_out < SPLIT_TARGET && n_red >= 2 * SPLIT_MIN) {
+            uint64_t want = (SPLIT_TARGET + (uint64_t)n_out - 1) / (uint64_t)n_out;
+            chunk = ((uint64_t)n_red + want - 1) / want;
+            if (chunk < SPLIT_MIN) chunk = SPLIT_MIN;
+            chunk = (chunk + 3) & ~3ull; /* whole vec4s */
+            parts = ((uint64_t)n_red + chunk - 1) / chunk;
+        }
+        p.chunk = (uint32_t)chunk;
+        p.parts = (uint32_t)parts;
+        snprintf(extra, sizeof extra, "const OP: u32 = %du; const CONTIG: bool = %s; const SPLIT: bool = %s;\n", kind,
+                 contig ? "true" : "false", parts > 1 ? "true" : "false");
+        vec_prelude(prelude, sizeof prelude, row_workgroup(chunk), vw, extra);
+        if (parts == 1) {
+            s = graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)n_out);
+        } else {
+            int64_t pshape[1] = {2 * n_out * (int64_t)parts};
+            wgml_tensor *pairs = graph_output(g, op, WGML_U32, 1, pshape);
+            s = pairs ? graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &pairs, 1, &p, sizeof p,
+                                       (uint64_t)n_out * parts)
+                      : wgml_last_status(ctx);
+            if (!s) {
+                struct { uint32_t n_out, parts; float scale, ninf; } q = {(uint32_t)n_out, (uint32_t)parts, scale,
+                                                                          neg_inf()};
+                snprintf(prelude, sizeof prelude, "const WG: u32 = %uu; const OP: u32 = %du;\n",
+                         row_workgroup(parts), kind);
+                s = graph_dispatch(g, op, "reduce_pairs", prelude, &pairs, 1, &out, 1, &q, sizeof q, (uint64_t)n_out);
+            }
+            wgml_tensor_free(pairs); /* eager: released after the recorded dispatches */
+        }
     }
     if (s) {
         wgml_tensor_free(out);
@@ -214,7 +248,7 @@ static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, w
     if (!out) return NULL;
     struct { uint32_t n_rows, n, inner; float ninf; } p = {(uint32_t)(outer * inner), (uint32_t)n, (uint32_t)inner,
                                                          neg_inf()};
-    char prelude[768], extra[64];
+    char prelude[768], extra[160];
     snprintf(extra, sizeof extra, "const LOG: bool = %s;\n", log_form ? "true" : "false");
     wgml_status s;
     if ((inner == 1 && n <= SHORT_ROW) || (inner > 1 && (n <= 1024 || outer * inner >= 4096))) {
