@@ -167,11 +167,13 @@ const char *wgml_matmul_variant_name(int variant);
  * negative dims count from the end; a repeated or out-of-range dim is an error; n_dims = 0
  * reduces over every dim). keepdim keeps the reduced dims with size 1; without it they are
  * removed (reducing every dim gives a rank-0 tensor of one element).
- * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum (f32 outputs). */
+ * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
+ * outputs). Deterministic: the same input gives the same bits every run. */
 wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
-/* Index (i32) of the maximum of f32 x along dim; ties take the first index. */
+/* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as
+ * the maximum (the first NaN wins). */
 wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim);
 /* softmax / log_softmax of f32 x along dim (negative counts from the end), max-stable (online
  * max and sum); output has x's shape. -inf entries give 0 (softmax) / -inf (log_softmax). */

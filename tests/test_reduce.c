@@ -209,6 +209,37 @@ static void test_argmax(void) {
     wgml_tensor_free(x); wgml_tensor_free(xt);
 }
 
+/* NaN and infinities: amax propagates NaN and argmax takes the first NaN (as torch does); a
+ * row of -inf has maximum -inf at index 0; +inf wins. Rows of 37 (a workgroup per row), 7 (a
+ * thread per row) and 5000 (split into chunks). */
+static void test_nan_inf(void) {
+    const int64_t lens[3] = {37, 7, 5000};
+    for (int li = 0; li < 3; li++) {
+        int64_t n = lens[li], shape[2] = {4, n};
+        float *hx = th_random((size_t)(4 * n), -1, 1);
+        hx[0 * n + 5] = NAN;
+        hx[0 * n + n - 1] = NAN;
+        for (int64_t j = 0; j < n; j++) hx[1 * n + j] = -INFINITY;
+        hx[2 * n + 3] = INFINITY;
+        hx[2 * n + n - 2] = INFINITY;
+        double rmax[4] = {NAN, -INFINITY, INFINITY, -INFINITY};
+        uint32_t ridx[4] = {5, 0, 3, 0};
+        for (int64_t j = 0; j < n; j++)
+            if (hx[3 * n + j] > rmax[3]) { rmax[3] = hx[3 * n + j]; ridx[3] = (uint32_t)j; }
+        wgml_tensor *x = th_tensor_f32(2, shape, hx);
+        int dl = -1;
+        char name[80];
+        float *gm = th_read_f32(wgml_amax(T.g, x, &dl, 1, 0));
+        snprintf(name, sizeof name, "amax with NaN / ±inf, rows of %lld", (long long)n);
+        th_close(name, gm, rmax, 4, 0, 0);
+        uint32_t *gi = (uint32_t *)th_read_f32(wgml_argmax(T.g, x, -1, 0));
+        snprintf(name, sizeof name, "argmax with NaN / ±inf, rows of %lld", (long long)n);
+        th_exact_u32(name, gi, ridx, 4);
+        free(gm); free(gi); free(hx);
+        wgml_tensor_free(x);
+    }
+}
+
 /* Softmax reference in double: m = max, s = Σ exp(x - m). */
 static void ref_softmax(const float *x, double *out, int64_t outer, int64_t n, int64_t inner, bool log_form) {
     for (int64_t o = 0; o < outer; o++)
@@ -384,6 +415,7 @@ int main(int argc, char **argv) {
     printf("reductions: %.1f s\n", now() - t0);
     t0 = now();
     test_argmax();
+    test_nan_inf();
     printf("argmax: %.1f s\n", now() - t0);
     t0 = now();
     test_softmax();

@@ -13,7 +13,9 @@ const NONE: u32 = 0xffffffffu;
 var<workgroup> sv: array<f32, WG>;
 var<workgroup> si: array<u32, WG>;
 
-fn gt(a: f32, b: f32) -> bool { return a > b || (a != a && b == b); }
+// NaN tested on the bits (a compiler may assume a == a for floats)
+fn is_nan(a: f32) -> bool { return (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u; }
+fn gt(a: f32, b: f32) -> bool { return a > b || (is_nan(a) && !is_nan(b)); }
 
 fn better(av: f32, ai: u32, bv: f32, bi: u32) -> bool {
     if (bi == NONE) { return false; }

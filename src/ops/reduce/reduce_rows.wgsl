@@ -26,8 +26,10 @@ const NONE: u32 = 0xffffffffu;
 var<workgroup> sv: array<f32, WG>;
 var<workgroup> si: array<u32, WG>;
 
-// a is greater than b, NaN counting as the greatest value
-fn gt(a: f32, b: f32) -> bool { return a > b || (a != a && b == b); }
+// a is greater than b, NaN counting as the greatest value (as torch.amax / argmax do)
+// NaN tested on the bits (a compiler may assume a == a for floats)
+fn is_nan(a: f32) -> bool { return (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u; }
+fn gt(a: f32, b: f32) -> bool { return a > b || (is_nan(a) && !is_nan(b)); }
 
 // Merge (bv, bi) into (av, ai): max keeps the greater value and, on a tie, the lower index.
 fn better(av: f32, ai: u32, bv: f32, bi: u32) -> bool {
