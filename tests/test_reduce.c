@@ -329,12 +329,16 @@ static void test_graph(void) {
     wgml_tensor *mn = wgml_mean(g, ls, d1, 1, 1);  /* [5, 1, 12] */
     wgml_tensor *mx = wgml_amax(g, x, NULL, 0, 0); /* [] */
     wgml_tensor *am = wgml_argmax(g, x, 1, 0);     /* [5, 12] */
-    th_check(s && mn && mx && am && !wgml_graph_keep(g, s) && !wgml_graph_keep(g, mn) && !wgml_graph_keep(g, mx) &&
-                 !wgml_graph_keep(g, am) && !wgml_graph_compile(g),
+    int64_t yshape[2] = {64, 700};
+    wgml_tensor *y = wgml_tensor_new(g, WGML_F32, 2, yshape);
+    wgml_tensor *ys = wgml_sum(g, y, NULL, 0, 1); /* [1, 1]: a split reduction (two dispatches) */
+    th_check(s && mn && mx && am && ys && !wgml_graph_keep(g, s) && !wgml_graph_keep(g, mn) &&
+                 !wgml_graph_keep(g, mx) && !wgml_graph_keep(g, am) && !wgml_graph_keep(g, ys) && !wgml_graph_compile(g),
              "reduce graph builds and compiles: %s", wgml_last_error(T.ctx));
     for (int run = 0; run < 2; run++) {
-        float *hx = th_random((size_t)n, -3, 3);
+        float *hx = th_random((size_t)n, -3, 3), *hy = th_random(64 * 700, -1, 1);
         wgml_tensor_write(x, hx, sizeof(float) * (size_t)n);
+        wgml_tensor_write(y, hy, sizeof(float) * 64 * 700);
         th_check(!wgml_graph_run(g), "reduce graph run: %s", wgml_last_error(T.ctx));
         double *rsm = malloc(sizeof(double) * (size_t)n), *rls = malloc(sizeof(double) * (size_t)n);
         ref_softmax(hx, rsm, 45, 12, 1, false);
@@ -367,6 +371,13 @@ static void test_graph(void) {
         th_close(run ? "graph run 2: mean" : "graph run 1: mean", gmn, rmn, 60, 1e-5, 1e-4);
         th_close(run ? "graph run 2: amax" : "graph run 1: amax", &gmx, &rmx, 1, 0, 0);
         th_exact_u32(run ? "graph run 2: argmax" : "graph run 1: argmax", gam, ram, 60);
+        double rys = 0;
+        float gys = NAN;
+        for (int i = 0; i < 64 * 700; i++) rys += hy[i];
+        th_check(!wgml_tensor_read(ys, &gys, sizeof gys), "read split sum: %s", wgml_last_error(T.ctx));
+        th_close(run ? "graph run 2: sum over 44800 (split)" : "graph run 1: sum over 44800 (split)", &gys, &rys, 1,
+                 2e-6 * sqrt(44800.0) * 8, 1e-5);
+        free(hy);
         free(hx); free(rsm); free(rls); free(fsm);
     }
     wgml_graph_free(g);

@@ -4,10 +4,11 @@
 
 #include <stdio.h>
 
-/* Workgroup size for a row of n elements: about 4 per thread, 32..256. */
+/* Workgroup size for a row of n loads (vec4 or scalar): at least about 4 loads per thread,
+ * 32..256 threads. */
 static uint32_t row_workgroup(uint64_t n) {
     uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 4 < n) wg *= 2;
+    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
     return wg;
 }
 
@@ -18,7 +19,7 @@ static void norm_prelude(char *buf, size_t n, int64_t d, bool has_w, bool has_b)
              "fn hsum(v: V) -> f32 { return %s; }\n"
              "fn comp(v: V, c: u32) -> f32 { return %s; }\n"
              "const HAS_W: bool = %s; const HAS_B: bool = %s;\n",
-             row_workgroup((uint64_t)d), v4 ? 4 : 1, v4 ? "vec4<f32>" : "f32", v4 ? "dot(v, V(1.0))" : "v",
+             row_workgroup((uint64_t)(v4 ? d / 4 : d)), v4 ? 4 : 1, v4 ? "vec4<f32>" : "f32", v4 ? "dot(v, V(1.0))" : "v",
              v4 ? "v[c]" : "v", has_w ? "true" : "false", has_b ? "true" : "false");
 }
 

@@ -21,10 +21,11 @@ enum { OP_SUM = 0, OP_MAX = 1, OP_ARGMAX = 2 };
 #define SPLIT_MIN 2048
 #define SPLIT_TARGET 512
 
-/* Workgroup size for a workgroup-per-row kernel: about 4 elements per thread, 32..256. */
+/* Workgroup size for a workgroup-per-row kernel over n loads (vec4 or scalar): at least about
+ * 4 loads per thread, 32..256 threads. */
 static uint32_t row_workgroup(uint64_t n) {
     uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 4 < n) wg *= 2;
+    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
     return wg;
 }
 
@@ -185,7 +186,7 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
         p.parts = (uint32_t)parts;
         snprintf(extra, sizeof extra, "const OP: u32 = %du; const CONTIG: bool = %s; const SPLIT: bool = %s;\n", kind,
                  contig ? "true" : "false", parts > 1 ? "true" : "false");
-        vec_prelude(prelude, sizeof prelude, row_workgroup(chunk), vw, extra);
+        vec_prelude(prelude, sizeof prelude, row_workgroup(chunk / (uint64_t)vw), vw, extra);
         if (parts == 1) {
             s = graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)n_out);
         } else {
@@ -256,7 +257,7 @@ static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, w
                            ((uint64_t)(outer * inner) + 255) / 256);
     } else {
         int vw = inner == 1 && n % 4 == 0 ? 4 : 1;
-        vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)n), vw, extra);
+        vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)n / (uint64_t)vw), vw, extra);
         s = graph_dispatch(g, op, "reduce_softmax", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)(outer * inner));
     }
     if (s) {
