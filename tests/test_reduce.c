@@ -298,7 +298,7 @@ static void case_softmax(bool log_form, int rank, const int64_t *shape, int dim,
 
 static void test_softmax(void) {
     const int64_t s3[3] = {7, 37, 129}, longr[2] = {3, 49152}, longo[2] = {2, 49153}, shortr[2] = {1000, 7},
-                  strided[3] = {2, 2000, 3}, many[2] = {70000, 37};
+                  strided[3] = {2, 2000, 3}, many[2] = {70000, 37}, v36[2] = {129, 36}, v132[2] = {37, 132};
     for (int lf = 0; lf < 2; lf++) {
         for (int d = -1; d < 3; d++) case_softmax(lf, 3, s3, d, 4, 0);
         case_softmax(lf, 3, s3, 2, 40, 0);
@@ -308,10 +308,12 @@ static void test_softmax(void) {
         case_softmax(lf, 2, longr, 1, 40, 0);  /* a vocabulary-long row, vec4 */
         case_softmax(lf, 2, longo, -1, 80, 97); /* odd length: scalar path, -inf entries */
         case_softmax(lf, 2, shortr, 1, 40, 0); /* short rows: a thread per row */
+        case_softmax(lf, 2, v36, 1, 40, 13);   /* vec4 rows, 64 rows of 4 threads per workgroup */
+        case_softmax(lf, 2, v132, -1, 80, 0);  /* vec4 rows, 32 rows of 8 threads per workgroup */
         case_softmax(lf, 3, strided, 1, 40, 0); /* long rows at a stride: a workgroup per row */
         case_softmax(lf, 1, strided + 1, 0, 1000, 0); /* rank 1, far beyond ±40 */
     }
-    case_softmax(false, 2, many, 1, 40, 0); /* 70,000 rows: more than 65,535 workgroups */
+    case_softmax(false, 2, many, 1, 40, 0); /* 70,000 rows (2,188 workgroups of 32 rows) */
     case_softmax(true, 2, many, -1, 40, 0);
 }
 

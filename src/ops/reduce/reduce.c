@@ -5,7 +5,8 @@
  *                            through kept/reduced shapes and strides in the uniform);
  *   reduce_pairs.wgsl        second stage of a split reduction (few outputs, long reductions);
  *   reduce_cols.wgsl         one thread per output of an [outer, red, inner] view;
- *   reduce_softmax.wgsl      one workgroup per row, online (max, sum) pairs merged in a tree;
+ *   reduce_softmax.wgsl      T threads per row (a workgroup per long row, several short rows per
+ *                            workgroup), online (max, sum) pairs merged in a tree;
  *   reduce_softmax_cols.wgsl one thread per row, for strided rows and very short rows. */
 #include "graph/graph.h"
 
@@ -19,6 +20,8 @@ enum { OP_SUM = 0, OP_MAX = 1, OP_ARGMAX = 2 };
 #define SHORT_ROW 16
 /* Split reductions: at least this many elements per chunk; aim for this many workgroups. */
 #define SPLIT_MIN 2048
+/* Threads of a softmax workgroup (shared by 256 / T rows of T threads each). */
+#define SOFTMAX_WG 256
 #define SPLIT_TARGET 512
 
 /* Workgroup size for a workgroup-per-row kernel over n loads (vec4 or scalar): at least about
@@ -256,9 +259,17 @@ static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, w
         s = graph_dispatch(g, op, "reduce_softmax_cols", extra, &x, 1, &out, 1, &p, sizeof p,
                            ((uint64_t)(outer * inner) + 255) / 256);
     } else {
+        /* T threads per row (at least ~4 loads each), 256 / T rows per workgroup */
         int vw = inner == 1 && n % 4 == 0 ? 4 : 1;
-        vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)n / (uint64_t)vw), vw, extra);
-        s = graph_dispatch(g, op, "reduce_softmax", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)(outer * inner));
+        uint64_t loads = (uint64_t)n / (uint64_t)vw;
+        uint32_t t = 4, tshift = 2;
+        while (t < 256 && (uint64_t)t * 8 <= loads) { t *= 2; tshift++; }
+        uint32_t rows_per_wg = SOFTMAX_WG / t;
+        snprintf(extra, sizeof extra, "const LOG: bool = %s; const T: u32 = %uu; const TSHIFT: u32 = %uu;\n",
+                 log_form ? "true" : "false", t, tshift);
+        vec_prelude(prelude, sizeof prelude, SOFTMAX_WG, vw, extra);
+        s = graph_dispatch(g, op, "reduce_softmax", prelude, &x, 1, &out, 1, &p, sizeof p,
+                           ((uint64_t)(outer * inner) + rows_per_wg - 1) / rows_per_wg);
     }
     if (s) {
         wgml_tensor_free(out);
