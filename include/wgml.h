@@ -164,6 +164,34 @@ void wgml_matmul_force_variant(wgml_ctx *ctx, int variant);
 int wgml_matmul_variant_count(void);
 const char *wgml_matmul_variant_name(int variant);
 
+/* ---- reductions and normalisations ---------------------------------------------------- */
+
+/* Reductions of an f32 x over the dims listed in dims[0..n_dims) (any set, in any order;
+ * negative dims count from the end; a repeated or out-of-range dim is an error; n_dims = 0
+ * reduces over every dim). keepdim keeps the reduced dims with size 1; without it they are
+ * removed (reducing every dim gives a rank-0 tensor of one element).
+ * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
+ * outputs). Deterministic: the same input gives the same bits every run. */
+wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+/* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as
+ * the maximum (the first NaN wins). */
+wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim);
+/* softmax / log_softmax of f32 x along dim (negative counts from the end), max-stable (online
+ * max and sum); output has x's shape. -inf entries give 0 (softmax) / -inf (log_softmax). */
+wgml_tensor *wgml_softmax(wgml_graph *g, wgml_tensor *x, int dim);
+wgml_tensor *wgml_log_softmax(wgml_graph *g, wgml_tensor *x, int dim);
+/* out[..., :] = x[..., :] · rsqrt(mean(x[..., :]²) + eps) · w over the last dim of f32 x;
+ * w is f32 [D] or NULL (taken as ones). */
+wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float eps);
+/* out[..., :] = (x[..., :] − mean) · rstd · w + b over the last dim of f32 x, with mean and
+ * the biased variance of the row and rstd = rsqrt(var + eps); w, b are f32 [D] or NULL (ones,
+ * zeros). When mean_out / rstd_out are not NULL they receive the per-row mean and rstd, shaped
+ * like x without its last dim ([1] for a rank-1 x); on error they are set to NULL. */
+wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *b, float eps,
+                             wgml_tensor **mean_out, wgml_tensor **rstd_out);
+
 #ifdef __cplusplus
 }
 #endif
