@@ -100,7 +100,7 @@ static void test_index_select(void) {
 static void run_embedding(wgml_dtype dt, int64_t v, int64_t dm, int irank, const int64_t *is) {
     size_t es = wgml_dtype_size(dt);
     int64_t n = cu_numel(irank, is), ws[2] = {v, dm}, os[WGML_MAX_RANK];
-    memcpy(os, is, sizeof(int64_t) * (size_t)irank);
+    if (irank) memcpy(os, is, sizeof(int64_t) * (size_t)irank);
     os[irank] = dm;
     void *hw = cu_random(dt, v * dm);
     int32_t *hi = random_indices(n, v);
