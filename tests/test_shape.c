@@ -256,6 +256,15 @@ static void test_permute(void) {
     run_permute(WGML_I32, 3, s3, p3b, false, 0, 0);
     run_permute(WGML_BOOL, 3, s3, NULL, true, -1, 0);
     run_permute(WGML_U32, 4, s4, id4, false, 0, 0); /* identity: a clone */
+    /* tiled path (4-byte data, both tile dims >= 16), partial tiles, batch dims around */
+    int64_t t4[4] = {2, 64, 3, 48}, t5[5] = {3, 17, 2, 33, 20};
+    int pt4[4] = {0, 3, 2, 1}, pt4b[4] = {3, 1, 0, 2}, pt5[5] = {0, 4, 2, 3, 1};
+    for (int t = 0; t < 4; t++) {
+        run_permute(CU_DTYPES[t], 4, t4, pt4, false, 0, 0);
+        run_permute(CU_DTYPES[t], 4, t4, pt4b, false, 0, 0);
+        run_permute(CU_DTYPES[t], 5, t5, pt5, false, 0, 0);
+        run_permute(CU_DTYPES[t], 2, t4 + 1, NULL, true, 1, 0);
+    }
 
     wgml_tensor *x = cu_upload(T.g, WGML_F32, 3, s3, NULL);
     int dup[3] = {0, 1, 1}, bad[3] = {0, 1, 3};

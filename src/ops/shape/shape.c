@@ -5,7 +5,9 @@
  *   shape_block.wgsl        rows of whole words (vec4 when 16-byte aligned): clone, cat, slice
  *                           with step 1, for any dtype whose rows start and end on words;
  *   shape_strided.wgsl      any strided view of 4-byte elements (permute, expand, steps);
- *   shape_strided_bool.wgsl the same for bool, one thread per output word. */
+ *   shape_strided_bool.wgsl the same for bool, one thread per output word;
+ * and permutes of 4-byte data that move the last dim (when both tile dims are >= 16) take
+ *   shape_transpose.wgsl    32x32 tiles through workgroup memory, coalesced both ways. */
 #include "graph/graph.h"
 
 #include <stdio.h>
@@ -16,6 +18,12 @@ typedef struct strided_params {
     uint32_t shape[8], istr[8], ostr[8];
     uint32_t n, rank, in_base, out_base, rdim, rlo, rlen, pad;
 } strided_params;
+
+/* Must match the Params struct of shape_transpose.wgsl. */
+typedef struct transpose_params {
+    uint32_t shape[8], istr[8], ostr[8];
+    uint32_t rank, a, tiles_p, tiles_q, n_groups, p0, p1, p2;
+} transpose_params;
 
 typedef struct block_params {
     uint32_t n, row_len, in_stride, out_stride, in_base, out_base, p0, p1;
@@ -105,6 +113,30 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
     p.n = (uint32_t)n;
     uint64_t threads = ((uint64_t)n + STRIDED_PER - 1) / STRIDED_PER;
     return graph_dispatch(g, op, "shape_strided", NULL, &in, 1, &out, 1, &p, sizeof p, (threads + 255) / 256);
+}
+
+/* A permute of 4-byte elements that moves the input's last dim to output dim a (a is not the
+ * last): 32x32 tiles through workgroup memory over output dims a and last (shape_transpose). */
+static wgml_status transpose_tiled(wgml_graph *g, const char *op, wgml_tensor *in, const int64_t *istr,
+                                   wgml_tensor *out, int a) {
+    transpose_params p;
+    memset(&p, 0, sizeof p);
+    int rank = out->rank;
+    int64_t ostr[WGML_MAX_RANK];
+    contiguous_strides(rank, out->shape, ostr);
+    for (int i = 0; i < rank; i++) {
+        p.shape[i] = (uint32_t)out->shape[i];
+        p.istr[i] = (uint32_t)istr[i];
+        p.ostr[i] = (uint32_t)ostr[i];
+    }
+    int64_t P = out->shape[a], Q = out->shape[rank - 1];
+    int64_t tp = (P + 31) / 32, tq = (Q + 31) / 32, batch = out->numel / (P * Q);
+    p.rank = (uint32_t)rank;
+    p.a = (uint32_t)a;
+    p.tiles_p = (uint32_t)tp;
+    p.tiles_q = (uint32_t)tq;
+    p.n_groups = (uint32_t)(batch * tp * tq);
+    return graph_dispatch(g, op, "shape_transpose", NULL, &in, 1, &out, 1, &p, sizeof p, (uint64_t)(batch * tp * tq));
 }
 
 /* The common start of a unary copy: tensor present, in g, small enough. */
@@ -265,6 +297,10 @@ wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims) {
     if (identity) return wgml_clone(g, x);
     wgml_tensor *out = graph_output(g, op, x->dtype, x->rank, shape);
     if (!out) return NULL;
+    int last = x->rank - 1, a = 0;
+    while (dims[a] != last && dims[a] != -1) a++;
+    if (x->dtype != WGML_BOOL && a != last && shape[a] >= 16 && shape[last] >= 16)
+        return finish(out, transpose_tiled(g, op, x, istr, out, a));
     return finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, out->shape[0]));
 }
 
