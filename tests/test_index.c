@@ -18,6 +18,21 @@ static int32_t *random_indices(int64_t n, int64_t size) {
     return p;
 }
 
+/* For the PyTorch comparison (tests/py/test_torch_index.py): x, index, params [dim], out. */
+static void dump_case(const char *op, wgml_dtype dt, int xr, const int64_t *xs, const void *hx, int ir,
+                      const int64_t *is, const int32_t *hi, int dim, wgml_tensor *o) {
+    if (!th_dumping() || !o) return;
+    static int counter;
+    char cn[48];
+    snprintf(cn, sizeof cn, "%s_%d", op, counter++);
+    float prm[1] = {(float)dim};
+    int64_t np = 1;
+    th_dump(cn, "x", dt, xr, xs, hx);
+    th_dump(cn, "index", WGML_I32, ir, is, hi);
+    th_dump(cn, "params", WGML_F32, 1, &np, prm);
+    th_dump_tensor(cn, "out", o);
+}
+
 /* ---------------------------------------------------------------- gather */
 
 static void run_gather(wgml_dtype dt, int rank, const int64_t *xs, int dim, const int64_t *is) {
@@ -38,6 +53,7 @@ static void run_gather(wgml_dtype dt, int rank, const int64_t *xs, int dim, cons
              tshape_host(b2, rank, is));
     wgml_tensor *o = wgml_gather(T.g, x, dim, idx);
     cu_check(name, o, rank, is, ref);
+    dump_case("gather", dt, rank, xs, hx, rank, is, hi, dim, o);
     wgml_tensor_free(o); wgml_tensor_free(x); wgml_tensor_free(idx);
     free(hx); free(hi); free(ref);
 }
@@ -79,6 +95,7 @@ static void run_select(wgml_dtype dt, int rank, const int64_t *xs, int dim, int6
              tshape_host(b1, rank, xs), dim, (long long)nsel, rank0 ? " (rank-0 index)" : "");
     wgml_tensor *o = wgml_index_select(T.g, x, dim, idx);
     cu_check(name, o, rank, os, ref);
+    dump_case("index_select", dt, rank, xs, hx, rank0 ? 0 : 1, &nsel, hi, dim, o);
     wgml_tensor_free(o); wgml_tensor_free(x); wgml_tensor_free(idx);
     free(hx); free(hi); free(ref);
 }
@@ -113,6 +130,7 @@ static void run_embedding(wgml_dtype dt, int64_t v, int64_t dm, int irank, const
              (long long)dm, tshape_host(b1, irank, is));
     wgml_tensor *o = wgml_embedding(T.g, w, idx);
     cu_check(name, o, irank + 1, os, ref);
+    if (n * dm < 1000000) dump_case("embedding", dt, 2, ws, hw, irank, is, hi, 0, o);
     wgml_tensor_free(o); wgml_tensor_free(w); wgml_tensor_free(idx);
     free(hw); free(hi); free(ref);
 }

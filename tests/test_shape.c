@@ -117,6 +117,15 @@ static void test_slice(void) {
                  (long long)c->start, (long long)c->end, (long long)c->step);
         wgml_tensor *o = wgml_slice(T.g, x, c->dim, c->start, c->end, c->step);
         cu_check(name, o, c->rank, os, ref);
+        if (th_dumping() && o) {
+            char cn[32];
+            snprintf(cn, sizeof cn, "slice_%zu", k);
+            float prm[4] = {(float)c->dim, (float)c->start, (float)c->end, (float)c->step};
+            int64_t np = 4;
+            th_dump(cn, "x", c->dt, c->rank, c->shape, h);
+            th_dump(cn, "params", WGML_F32, 1, &np, prm);
+            th_dump_tensor(cn, "out", o);
+        }
         wgml_tensor_free(o);
         wgml_tensor_free(x);
         free(h);
@@ -158,6 +167,19 @@ static void run_cat(const char *label, wgml_dtype dt, int n, int rank, const int
     snprintf(name, sizeof name, "cat %s %s (%d tensors, dim %d)", label, wgml_dtype_name(dt), n, dim);
     wgml_tensor *o = wgml_cat(T.g, t, n, dim);
     cu_check(name, o, rank, os, ref);
+    if (th_dumping() && o) {
+        static int counter;
+        char cn[32], tn[16];
+        snprintf(cn, sizeof cn, "cat_%d", counter++);
+        float prm[2] = {(float)dim, (float)n};
+        int64_t np = 2;
+        for (int i = 0; i < n; i++) {
+            snprintf(tn, sizeof tn, "t%d", i);
+            th_dump(cn, tn, dt, rank, shapes[i], h[i]);
+        }
+        th_dump(cn, "params", WGML_F32, 1, &np, prm);
+        th_dump_tensor(cn, "out", o);
+    }
     wgml_tensor_free(o);
     for (int i = 0; i < n; i++) {
         wgml_tensor_free(t[i]);
@@ -219,6 +241,17 @@ static void run_permute(wgml_dtype dt, int rank, const int64_t *shape, const int
     snprintf(p, 4, ")");
     wgml_tensor *o = as_transpose ? wgml_transpose(T.g, x, d0, d1) : wgml_permute(T.g, x, dims);
     cu_check(name, o, rank, os, ref);
+    if (th_dumping() && o) {
+        static int counter;
+        char cn[32];
+        snprintf(cn, sizeof cn, "permute_%d", counter++);
+        float prm[WGML_MAX_RANK];
+        int64_t np = rank;
+        for (int i = 0; i < rank; i++) prm[i] = (float)pd[i];
+        th_dump(cn, "x", dt, rank, shape, h);
+        th_dump(cn, "params", WGML_F32, 1, &np, prm);
+        th_dump_tensor(cn, "out", o);
+    }
     wgml_tensor_free(o);
     wgml_tensor_free(x);
     free(h);
@@ -288,6 +321,17 @@ static void run_expand(wgml_dtype dt, int xr, const int64_t *xs, int r, const in
     snprintf(name, sizeof name, "expand_copy %s %s -> %s", wgml_dtype_name(dt), tshape_host(b1, xr, xs),
              tshape_host(b2, r, os));
     cu_check(name, o, r, os, ref);
+    if (th_dumping() && o) {
+        static int counter;
+        char cn[32];
+        snprintf(cn, sizeof cn, "expand_%d", counter++);
+        float prm[WGML_MAX_RANK];
+        int64_t np = r;
+        for (int i = 0; i < r; i++) prm[i] = (float)want[i];
+        th_dump(cn, "x", dt, xr, xs, h);
+        th_dump(cn, "params", WGML_F32, 1, &np, prm);
+        th_dump_tensor(cn, "out", o);
+    }
     wgml_tensor_free(o);
     wgml_tensor_free(x);
     free(h);
