@@ -344,6 +344,7 @@ static void test_expand(void) {
     int64_t c[2] = {1, 5}, cw[2] = {7, 5};
     int64_t d[2] = {3, 4}, dw[2] = {-1, -1};
     int64_t e[1] = {1}, ew[4] = {2, 3, 1, 9};
+    int64_t rw1[1] = {16}, rw3[3] = {3, 37, 16}, rx2[2] = {1, 12}, rx3[3] = {7, 5, 12};
     for (int t = 0; t < 4; t++) {
         wgml_dtype dt = CU_DTYPES[t];
         run_expand(dt, 2, a, 3, aw, aw);
@@ -352,6 +353,8 @@ static void test_expand(void) {
         run_expand(dt, 2, d, 2, dw, d); /* no broadcast: a plain copy */
         run_expand(dt, 1, e, 4, ew, ew);
         run_expand(dt, 0, NULL, 2, cw, cw); /* rank 0 to [7, 5] */
+        run_expand(dt, 1, rw1, 3, rw3, rw3); /* whole rows repeated: block path (vec4) */
+        run_expand(dt, 2, rx2, 3, rx3, rx3); /* [1, 12] rows (words for every dtype) */
     }
     wgml_tensor *x = cu_upload(T.g, WGML_F32, 2, a, NULL);
     int64_t bad[2] = {37, 0}, bad2[2] = {36, 4}, lead[3] = {-1, 37, 4};

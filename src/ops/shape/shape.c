@@ -354,6 +354,15 @@ wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int
     if (!out) return NULL;
     if (check_size(ctx, op, out)) return finish(out, WGML_ERR_LIMIT);
     if (!broadcast) return finish(out, copy_block(g, op, x, out, 1, (int64_t)tensor_binding_size(x), 0, 0, 0, 0));
+    /* x repeated as whole rows (a broadcast over leading dims only, e.g. [D] -> [N, D]): the
+     * block kernel with a zero input stride, when the rows are whole words */
+    int64_t es = (int64_t)wgml_dtype_size(x->dtype), tail = 1;
+    int k = rank;
+    while (k > 0 && tail < x->numel) tail *= oshape[--k];
+    bool rows_only = tail == x->numel;
+    for (int i = k; rows_only && i < rank; i++) rows_only = istr[i] != 0 || oshape[i] == 1;
+    if (rows_only && (x->numel * es) % 4 == 0)
+        return finish(out, copy_block(g, op, x, out, out->numel / x->numel, x->numel * es, 0, x->numel * es, 0, 0));
     return finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, rank ? oshape[0] : 1));
 }
 
