@@ -68,7 +68,16 @@ static wgml_status copy_block(wgml_graph *g, const char *op, wgml_tensor *in, wg
                               int64_t row_bytes, int64_t in_stride, int64_t out_stride, int64_t in_base,
                               int64_t out_base) {
     int64_t all = row_bytes | in_stride | out_stride | in_base | out_base;
-    if (rows == 1) all = row_bytes | in_base | out_base;
+    if (rows == 1) {
+        /* one run (clone, cat along dim 0): vec4 units for the bulk when both starts are
+         * 16-byte aligned, then the last 1-3 words in 4-byte units */
+        int64_t bulk = row_bytes & ~(int64_t)15;
+        if ((in_base | out_base) % 16 == 0 && bulk > 0 && bulk != row_bytes) {
+            wgml_status s = copy_block(g, op, in, out, 1, bulk, 0, 0, in_base, out_base);
+            return s ? s : copy_block(g, op, in, out, 1, row_bytes - bulk, 0, 0, in_base + bulk, out_base + bulk);
+        }
+        all = row_bytes | in_base | out_base;
+    }
     int64_t unit = all % 16 == 0 ? 16 : 4;
     block_params p = {(uint32_t)(rows * row_bytes / unit), (uint32_t)(row_bytes / unit), (uint32_t)(in_stride / unit),
                       (uint32_t)(out_stride / unit), (uint32_t)(in_base / unit), (uint32_t)(out_base / unit), 0, 0};
