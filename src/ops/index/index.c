@@ -112,11 +112,10 @@ static wgml_status take(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tens
 
 /* out[o, j, :] = x[o, idx[j], :] with x viewed as [outer, size, inner] (elements). */
 static wgml_status select_rows(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *idx, wgml_tensor *out,
-                               int64_t outer, int64_t size, int64_t inner, int64_t nsel, int dim) {
+                               int64_t outer, int64_t size, int64_t inner, int64_t nsel) {
     if (x->dtype == WGML_BOOL) {
         /* bool: the general kernel (one thread per output word) on the 3-D view */
         int64_t shape[3] = {outer, nsel, inner}, xstr[3] = {size * inner, inner, 1};
-        (void)dim;
         return take(g, op, x, idx, out, 3, shape, xstr, 1, size, 1);
     }
     int64_t w = inner % 4 == 0 ? 4 : 1;
@@ -186,7 +185,7 @@ wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tens
     }
     contiguous_strides(x->rank, x->shape, xstr);
     int64_t inner = xstr[d], size = x->shape[d], outer = x->numel / (size * inner);
-    return finish(out, select_rows(g, op, x, index, out, outer, size, inner, index->numel, d));
+    return finish(out, select_rows(g, op, x, index, out, outer, size, inner, index->numel));
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -209,5 +208,5 @@ wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx
         wgml_set_error(ctx, WGML_ERR_LIMIT, "embedding: output %s has more than 2^31 elements", tshape(out));
         return finish(out, WGML_ERR_LIMIT);
     }
-    return finish(out, select_rows(g, op, weight, idx, out, 1, v, dm, idx->numel, 0));
+    return finish(out, select_rows(g, op, weight, idx, out, 1, v, dm, idx->numel));
 }
