@@ -192,6 +192,46 @@ wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float 
 wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *b, float eps,
                              wgml_tensor **mean_out, wgml_tensor **rstd_out);
 
+/* ---- index and shape ------------------------------------------------------------------ */
+/* Indexing. Index tensors are i32; an index must lie in [-size, size) (negative counts from
+ * the end). In the eager graph the indices are read back (a sync and a small copy) and an
+ * index out of range is an error naming it ("embedding: idx[3] = 50000 is out of range
+ * [-49152, 49152)"). In a built graph indices change per run and are not checked: a negative
+ * index is wrapped by +size and the result clamped into [0, size - 1]; nothing is ever read
+ * outside a tensor. Data tensors may be of any dtype (f32, i32, u32, bool). */
+
+/* out[c] = x[c with c[dim] := index[c]]; index has x's rank and, outside dim, sizes <= x's;
+ * out has index's shape and x's dtype. dim may be negative. */
+wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+/* out[..., :] = weight[idx[...], :]; weight [V, D], idx of rank 0..7; out [idx..., D]. */
+wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx);
+/* x with dim replaced by the entries index[0..n) (index rank 1, or rank 0 as one entry). */
+wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+
+/* Shape ops and copies; every dtype. dims may be negative (count from the end). */
+/* x[..., start:end:step, ...] along dim, PyTorch's rules: negative start/end count from the
+ * end, then both are clamped into [0, size]; step >= 1 (else an error); an empty result is an
+ * error (zero-size tensors are not supported). Use INT64_MAX as end for "to the end". */
+wgml_tensor *wgml_slice(wgml_graph *g, wgml_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+/* Concatenation of tensors[0..n) along dim: same dtype, same shape except in dim. */
+wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim);
+/* out.shape[i] = x.shape[dims[i]], a contiguous copy; dims is a permutation of 0..rank-1. */
+wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims);
+/* Swaps dims d0 and d1 (a copy). */
+wgml_tensor *wgml_transpose(wgml_graph *g, wgml_tensor *x, int d0, int d1);
+/* Materialises x broadcast (NumPy rules) to shape[0..rank); -1 keeps x's size in that dim
+ * (not allowed for new leading dims). */
+wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
+/* A copy of x. */
+wgml_tensor *wgml_clone(wgml_graph *g, wgml_tensor *x);
+
+/* Creation (through wgml_full). Rank 0 is allowed: a rank-0 tensor holds one element. */
+wgml_tensor *wgml_full_like(wgml_graph *g, wgml_tensor *x, double value); /* x's dtype and shape */
+wgml_tensor *wgml_zeros(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
+wgml_tensor *wgml_ones(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
+/* A rank-0 tensor holding value. */
+wgml_tensor *wgml_scalar_tensor(wgml_graph *g, wgml_dtype dtype, double value);
+
 #ifdef __cplusplus
 }
 #endif
