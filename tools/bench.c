@@ -103,11 +103,19 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
     return failed;
 }
 
+int bench_ops_main(wgml_ctx *ctx, int argc, char **argv); /* tools/bench_ops.c */
+
+static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv);
+
 int bench_main(wgml_ctx *ctx, int argc, char **argv) {
-    if (argc < 1 || strcmp(argv[0], "matmul") != 0) {
-        fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n");
-        return 2;
-    }
+    if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
+    if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
+    fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
+                    "       wgml bench ops [--rows N] [--reps N]\n");
+    return 2;
+}
+
+static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     int cpu = strcmp(info.type, "CPU") == 0;

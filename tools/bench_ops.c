@@ -1,0 +1,151 @@
+/* wgml bench ops: effective bandwidth of bandwidth-bound kernels (bytes each must move at the
+ * least / GPU time) next to the WGSL copy (clone), each checked on sampled rows first. */
+#include "wgml.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ops_case {
+    const char *name;
+    double bytes_per_elem; /* fewest bytes moved per element of x */
+} ops_case;
+
+static const ops_case CASES[] = {
+    {"copy (clone)", 8}, {"add (broadcast-free)", 12}, {"softmax (rows of 4096)", 8},
+    {"rms_norm (rows of 4096)", 8}, {"layer_norm (rows of 4096)", 8}, {"sum (rows of 4096)", 4},
+};
+#define N_CASES (int)(sizeof CASES / sizeof CASES[0])
+
+static wgml_tensor *run_case(wgml_graph *g, int c, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w) {
+    int last = -1;
+    switch (c) {
+    case 0: return wgml_clone(g, x);
+    case 1: return wgml_add(g, x, y, 1.0f);
+    case 2: return wgml_softmax(g, x, -1);
+    case 3: return wgml_rms_norm(g, x, w, 1e-5f);
+    case 4: return wgml_layer_norm(g, x, w, NULL, 1e-5f, NULL, NULL);
+    case 5: return wgml_sum(g, x, &last, 1, 0);
+    }
+    return NULL;
+}
+
+/* Reference for row r of case c, in double precision. */
+static void reference_row(int c, const float *x, const float *y, const float *w, int64_t cols, double *out) {
+    double s = 0, mx = -INFINITY, ss = 0;
+    for (int64_t j = 0; j < cols; j++) {
+        s += x[j];
+        ss += (double)x[j] * x[j];
+        if (x[j] > mx) mx = x[j];
+    }
+    double mean = s / cols, var = 0, z = 0;
+    for (int64_t j = 0; j < cols; j++) {
+        var += (x[j] - mean) * (x[j] - mean);
+        z += exp(x[j] - mx);
+    }
+    var /= cols;
+    for (int64_t j = 0; j < cols; j++) {
+        switch (c) {
+        case 0: out[j] = x[j]; break;
+        case 1: out[j] = (double)x[j] + y[j]; break;
+        case 2: out[j] = exp(x[j] - mx) / z; break;
+        case 3: out[j] = x[j] / sqrt(ss / cols + 1e-5) * w[j]; break;
+        case 4: out[j] = (x[j] - mean) / sqrt(var + 1e-5) * w[j]; break;
+        case 5: out[0] = s; return;
+        }
+    }
+}
+
+static float frand(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    int cpu = strcmp(info.type, "CPU") == 0;
+    int64_t cols = 4096, rows = cpu ? 256 : 16384;
+    int reps = cpu ? 2 : 10;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: wgml bench ops [--rows N] [--reps N]\n");
+            return 2;
+        }
+    }
+    if (rows < 1 || reps < 1 || reps > 1000) {
+        fprintf(stderr, "bench ops: --rows must be >= 1 and --reps 1..1000\n");
+        return 2;
+    }
+    int64_t n = rows * cols;
+    float *hx = malloc(sizeof(float) * (size_t)n), *hy = malloc(sizeof(float) * (size_t)n);
+    float *hw = malloc(sizeof(float) * (size_t)cols), *row = malloc(sizeof(float) * (size_t)cols);
+    double *ref = malloc(sizeof(double) * (size_t)cols);
+    if (!hx || !hy || !hw || !row || !ref) {
+        fprintf(stderr, "bench ops: out of host memory\n");
+        free(hx); free(hy); free(hw); free(row); free(ref);
+        return 1;
+    }
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < n; i++) hx[i] = 4.0f * frand(&seed), hy[i] = frand(&seed);
+    for (int64_t j = 0; j < cols; j++) hw[j] = 1.0f + 0.5f * frand(&seed);
+    printf("adapter: %s (%s, %s); x [%lld, %lld] f32 (%.0f MiB); %d reps per submit; %s\n", info.adapter,
+           info.backend, info.type, (long long)rows, (long long)cols, n * 4.0 / 1048576, reps,
+           info.has_timestamps ? "GPU timestamps" : "wall clock");
+    printf("%-28s %10s %10s %8s %s\n", "op", "ms", "GB/s", "of copy", "check");
+    int failed = 0;
+    double copy_gbs = 0;
+    for (int c = 0; c < N_CASES; c++) {
+        wgml_graph *g = wgml_graph_new(ctx);
+        int64_t shape[2] = {rows, cols};
+        wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *y = wgml_tensor_new(g, WGML_F32, 2, shape);
+        wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 1, &cols);
+        if (!x || !y || !w || wgml_tensor_write(x, hx, (size_t)n * 4) || wgml_tensor_write(y, hy, (size_t)n * 4) ||
+            wgml_tensor_write(w, hw, (size_t)cols * 4)) {
+            fprintf(stderr, "bench ops: %s\n", wgml_last_error(ctx));
+            wgml_graph_free(g);
+            failed = 1;
+            break;
+        }
+        wgml_tensor *out = NULL;
+        for (int r = 0; r < reps; r++) out = run_case(g, c, x, y, w);
+        double t = 0, best = INFINITY;
+        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) || wgml_graph_run_timed(g, &t)) {
+            fprintf(stderr, "bench ops: %s: %s\n", CASES[c].name, wgml_last_error(ctx));
+            wgml_graph_free(g);
+            failed = 1;
+            continue;
+        }
+        for (int trial = 0; trial < 3 && !wgml_graph_run_timed(g, &t); trial++)
+            if (t < best) best = t;
+        /* check sampled rows of the last output */
+        size_t out_bytes = wgml_tensor_nbytes(out);
+        float *ho = malloc(out_bytes);
+        int ok = ho && !wgml_tensor_read(out, ho, out_bytes);
+        for (int s = 0; ok && s < 8; s++) {
+            int64_t r = (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(rows - 1));
+            reference_row(c, hx + r * cols, hy + r * cols, hw, cols, ref);
+            int64_t len = c == 5 ? 1 : cols;
+            const float *got = c == 5 ? ho + r : ho + r * cols;
+            for (int64_t j = 0; j < len; j++) {
+                double tol = c == 5 ? 1e-4 * sqrt((double)cols) * 4 : 1e-5 + 1e-4 * fabs(ref[j]);
+                if (!(fabs(got[j] - ref[j]) <= tol)) ok = 0;
+            }
+        }
+        free(ho);
+        double per = best / reps, gbs = CASES[c].bytes_per_elem * (double)n / per * 1e-9;
+        if (c == 0) copy_gbs = gbs;
+        printf("%-28s %10.3f %10.1f %7.2fx %s\n", CASES[c].name, per * 1e3, gbs, copy_gbs > 0 ? gbs / copy_gbs : 0,
+               ok ? "ok" : "FAIL");
+        fflush(stdout);
+        if (!ok) failed = 1;
+        wgml_graph_free(g);
+    }
+    free(hx); free(hy); free(hw); free(row); free(ref);
+    return failed;
+}
