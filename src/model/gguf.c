@@ -646,8 +646,9 @@ wgml_status wgml_gguf_tensor_data(const wgml_gguf *f, int64_t i, const void **da
         return ferr(f, WGML_ERR_ARG, "gguf: %s: tensor index %lld out of range (%lld tensors)", f->path, (long long)i, (long long)f->n_tensors);
     const wgml_gguf_tensor *t = &f->tensors[i];
     if (!wgml_ggml_type_size(t->type, NULL, NULL))
-        return ferr(f, WGML_ERR_FORMAT, "gguf: %s: unsupported tensor type %u (%s) of tensor '%s'", f->path, t->type,
-                    wgml_ggml_type_name(t->type), t->name);
+        return ferr(f, WGML_ERR_FORMAT, "gguf: %s: unsupported tensor type %u (%s) of tensor '%s' (data at offset %llu)",
+                    f->path, t->type, wgml_ggml_type_name(t->type), t->name,
+                    (unsigned long long)(f->data_offset + t->offset));
     /* bounds were checked at open */
     *data = f->map + f->data_offset + t->offset;
     *nbytes = (size_t)t->nbytes;
