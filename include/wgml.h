@@ -301,6 +301,10 @@ typedef struct wgml_chat_msg {
 wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, size_t n_msgs,
                             int add_generation_prompt, char **out, size_t *len);
 
+/* Writes a summary of a GGUF model to file (a FILE*; NULL: stdout): architecture, every
+ * "<arch>.*" hyper-parameter, the tokenizer and a tensor table (name, shape, type, bytes). */
+wgml_status wgml_model_print_info(const char *path, void *file);
+
 #ifdef __cplusplus
 }
 #endif
