@@ -7,6 +7,8 @@
  *                                      tokenizes stdin, prints one id per line
  *   tool_model decode FILE             reads ids (whitespace separated) from stdin, writes bytes
  *   tool_model roundtrip FILE          encode then decode stdin; exit 0 when equal
+ *   tool_model batch FILE [--special] stdin holds NUL-separated records; for each prints two
+ *                                      lines: its ids, and the hex of decode(ids)
  *   tool_model chat FILE [--gen] ROLE CONTENT [ROLE CONTENT ...]
  *                                      writes the chat template applied to the messages
  */
@@ -198,6 +200,31 @@ int main(int argc, char **argv) {
             }
         }
         free(ids);
+    } else if (!strcmp(cmd, "batch")) {
+        text = read_all(stdin, &len);
+        for (size_t a = 0; text && a <= len && rc == 0;) {
+            char *z = memchr(text + a, 0, len - a);
+            size_t b = z ? (size_t)(z - text) : len;
+            int32_t *ids = NULL;
+            size_t n = 0;
+            char *back = NULL;
+            size_t blen = 0;
+            wgml_status s = wgml_tokenizer_encode(t, text + a, b - a, flags, &ids, &n);
+            if (!s) s = wgml_tokenizer_decode(t, ids, n, 0, &back, &blen);
+            if (s) {
+                fprintf(stderr, "error: %s: %s\n", wgml_status_name(s), wgml_tokenizer_error(t));
+                rc = 3;
+            } else {
+                for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+                printf("\n");
+                for (size_t i = 0; i < blen; i++) printf("%02x", (unsigned char)back[i]);
+                printf("\n");
+            }
+            free(ids);
+            free(back);
+            if (!z) break;
+            a = b + 1;
+        }
     } else if (!strcmp(cmd, "decode")) {
         text = read_all(stdin, &len);
         size_t cap = 1024, n = 0;
