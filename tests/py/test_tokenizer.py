@@ -23,6 +23,7 @@ MODEL = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 failures = 0
 passes = 0
+MODEL_OVERRIDE = None  # a GGUF file to use instead of MODEL
 
 
 def check(ok, what):
@@ -38,6 +39,18 @@ def field_str(f, i):
     return bytes(f.parts[f.data[i]]).decode("utf-8")
 
 
+def make_hf(tokens, merges, types, digits):
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tk = Tokenizer(models.BPE(vocab, merges))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) \
+        if digits else byte_level
+    tk.decoder = decoders.ByteLevel()
+    specials = [tokens[i] for i, t in enumerate(types) if t in (3, 4)]
+    tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    return tk, specials
+
+
 def build_hf(path):
     r = GGUFReader(path)
     toks = r.fields["tokenizer.ggml.tokens"]
@@ -49,18 +62,27 @@ def build_hf(path):
     pre = field_str(r.fields["tokenizer.ggml.pre"], 0)
     assert pre == "smollm", pre
     tmpl = field_str(r.fields["tokenizer.chat_template"], 0)
-    vocab = {t: i for i, t in enumerate(tokens)}
-    tk = Tokenizer(models.BPE(vocab, merges))
-    tk.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True),
-         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tk.decoder = decoders.ByteLevel()
-    specials = [tokens[i] for i, t in enumerate(types) if t in (3, 4)]
-    tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
-    return tk, tokens, specials, tmpl
+    tk, specials = make_hf(tokens, merges, types, True)
+    return tk, tokens, merges, types, specials, tmpl
+
+
+def write_gpt2_variant(path, tokens, merges, types):
+    """The same vocabulary with tokenizer.ggml.pre = "gpt2" (the plain GPT-2 pattern)."""
+    from gguf import GGUFValueType as VT, GGUFWriter
+    w = GGUFWriter(path, "llama")
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", "gpt2")
+    w.add_key_value("tokenizer.ggml.tokens", tokens, VT.ARRAY, sub_type=VT.STRING)
+    w.add_key_value("tokenizer.ggml.token_type", types, VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("tokenizer.ggml.merges", [a + " " + b for a, b in merges], VT.ARRAY, sub_type=VT.STRING)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 
 
 def run(tool, args, data):
+    if len(args) > 1 and MODEL_OVERRIDE and args[1] == MODEL:
+        args = [args[0], MODEL_OVERRIDE] + args[2:]
     p = subprocess.run([tool] + args, input=data, capture_output=True)
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
@@ -186,7 +208,7 @@ def main():
         print(f"FAIL: {MODEL} is missing: run scripts/setup.sh")
         return 1
     t0 = time.time()
-    tk, tokens, specials, tmpl = build_hf(MODEL)
+    tk, tokens, merges, types, specials, tmpl = build_hf(MODEL)
     print(f"HF reference: {tk.get_vocab_size()} tokens, {len(specials)} special, built in {time.time() - t0:.2f} s")
 
     texts = []
@@ -213,6 +235,22 @@ def main():
     big = "\n".join(rs)
     compare(tool, tk, "random strings (joined)", big, verbose=True)
     compare_batch(tool, tk, "random", rs, False)
+
+    # the plain GPT-2 pre-tokenizer (tokenizer.ggml.pre = "gpt2") on the same vocabulary
+    global MODEL_OVERRIDE
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        t1 = time.time()
+        MODEL_OVERRIDE = os.path.join(tmp, "gpt2pre.gguf")
+        write_gpt2_variant(MODEL_OVERRIDE, tokens, merges, types)
+        tk2, _ = make_hf(tokens, merges, types, False)
+        for special in (True, False):
+            compare_batch(tool, tk2, "gpt2-pre hard", HARD, special)
+        compare_batch(tool, tk2, "gpt2-pre random", rs, False)
+        if len(texts) > 1:
+            compare(tool, tk2, "gpt2-pre jargon (first 300 KB)", texts[1][1][:300_000], verbose=True)
+        MODEL_OVERRIDE = None
+        print(f"  gpt2 pre-tokenizer variant checked in {time.time() - t1:.1f} s")
 
     # BOS/EOS
     rc, out, _ = run(tool, ["encode", MODEL, "--bos", "--eos"], b"hi")
