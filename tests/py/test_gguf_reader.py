@@ -260,6 +260,47 @@ def rstr(s):
     return struct.pack("<Q", len(s)) + s
 
 
+def check_real_model(tool):
+    """The installed model: every key, value and tensor info as GGUFReader reads them."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    model = os.path.join(root, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(model):
+        check(False, f"{model} missing: run scripts/setup.sh")
+        return
+    t0 = time.time()
+    r = GGUFReader(model)
+    lines = []
+    for name, f in r.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        t = f.types[0]
+        if t == VT.ARRAY:
+            et = f.types[1]
+            if et == VT.STRING:
+                vals = [esc(bytes(f.parts[i])) for i in f.data]
+            else:
+                vals = [fmt(f.parts[i][0].item(), et) for i in f.data]
+            lines.append(f"kv {name} array {TYPE_NAMES[et]}[{','.join(vals)}]")
+        elif t == VT.STRING:
+            lines.append(f"kv {name} string {esc(bytes(f.parts[f.data[0]]))}")
+        else:
+            lines.append(f"kv {name} {TYPE_NAMES[t]} {fmt(f.parts[f.data[0]][0].item(), t)}")
+    data_off = min(t.data_offset for t in r.tensors) if r.tensors else 0
+    for t in r.tensors:
+        dims = ",".join(str(int(d)) for d in t.shape)
+        lines.append(f"tensor {t.name} {t.tensor_type.name} [{dims}] offset {t.data_offset - data_off} bytes {t.n_bytes}")
+    rc, out, err = run_tool(tool, model)
+    got = [(" ".join(l.split(" ")[:-2]) if l.startswith("tensor ") else l) for l in out.splitlines()[3:]]
+    check(rc == 0 and got == lines and out.splitlines()[2] == f"data_offset {data_off}",
+          f"the model's metadata and tensor infos differ from GGUFReader's: {err}")
+    if got != lines:
+        for a, b in zip(got, lines):
+            if a != b:
+                print("  wgml:", a[:200], "\n  want:", b[:200])
+                break
+    print(f"real model: {len(lines)} keys and tensors match GGUFReader ({time.time() - t0:.1f} s)")
+
+
 def main():
     build = sys.argv[1]
     tool = os.path.join(build, "tests", "tool_model")
@@ -392,6 +433,7 @@ def main():
                 pos = rng.randrange(0, end_ti)
                 b[pos] = rng.choice([0, 0xFF, 0x7F, 0x80, rng.randrange(256)])
             expect_clean(tool, tmp, f"flip {i}", bytes(b))
+    check_real_model(tool)
     print(f"{passes} passed, {failures} failed ({time.time() - t0:.1f} s)")
     return 1 if failures else 0
 
