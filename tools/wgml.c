@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  info                 the adapter, backend, driver, limits and features in use\n"
+            "  info --model FILE    a GGUF model: architecture, hyper-parameters, tokenizer, tensors\n"
             "  bench matmul [opts]  fp32 matmul GFLOP/s per shape (GPU time from timestamps)\n"
             "                       --shapes MxNxK[,..]  --reps N  --variant auto|NAME  --check\n"
             "  help                 this text\n"
@@ -39,7 +40,13 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     wgml_ctx *ctx = NULL;
     int rc;
-    if (!strcmp(cmd, "info")) {
+    if (!strcmp(cmd, "info") && argc >= 3) {
+        if (argc != 4 || strcmp(argv[2], "--model")) {
+            fprintf(stderr, "usage: wgml info [--model FILE]\n");
+            return 2;
+        }
+        return wgml_model_print_info(argv[3], stdout) == WGML_OK ? 0 : 1;
+    } else if (!strcmp(cmd, "info")) {
         if (open_ctx(&ctx)) return 1;
         wgml_device_print(ctx, stdout);
         rc = 0;

@@ -1,0 +1,7 @@
+/* GGUF reader (the public API is in include/wgml.h, block "model"). */
+#ifndef WGML_MODEL_GGUF_H
+#define WGML_MODEL_GGUF_H
+
+#include "wgml.h"
+
+#endif

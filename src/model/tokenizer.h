@@ -1,0 +1,7 @@
+/* Byte-level BPE tokenizer built from GGUF metadata (public API in include/wgml.h). */
+#ifndef WGML_MODEL_TOKENIZER_H
+#define WGML_MODEL_TOKENIZER_H
+
+#include "wgml.h"
+
+#endif
