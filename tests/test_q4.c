@@ -660,7 +660,7 @@ static int gguf_check(const char *dir) {
         uint8_t *blocks = read_file(path, &bytes);
         snprintf(path, sizeof path, "%s/%s.x", dir, cname);
         float *x = read_file(path, &xbytes);
-        if (!th_check(blocks && x && xbytes == sizeof(float) * (size_t)(m * k), "%s: inputs", cname)) {
+        if (!th_check(blocks && x && xbytes == sizeof(float) * (size_t)((m ? m : 1) * k), "%s: inputs", cname)) {
             free(blocks);
             free(x);
             continue;
@@ -670,6 +670,12 @@ static int gguf_check(const char *dir) {
                  wgml_last_error(NULL));
         snprintf(path, sizeof path, "%s/%s.deq", dir, cname);
         th_check(write_file(path, deq, sizeof(float) * (size_t)(n * k)), "%s: write deq", cname);
+        if (m == 0) { /* a plain type: host dequantisation only */
+            free(deq);
+            free(blocks);
+            free(x);
+            continue;
+        }
         wgml_q4_weight *w = wgml_q4_upload_gguf(T.g, type, blocks, bytes, n, k);
         int64_t xs[2] = {m, k};
         wgml_tensor *xt = th_tensor_f32(2, xs, x);
