@@ -204,31 +204,33 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
 }
 
 #define GEMV_MAX_M 4
-#define GEMV_ROWS 4 /* output rows per workgroup (64 threads each) */
 
 static wgml_tensor *record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int64_t m,
                                 int rank, const int64_t *shape) {
+    /* threads per row: enough for the row's 32-code blocks, 256 per workgroup in all */
+    int64_t nblk = w->kp / 32;
+    int tpr = nblk >= 48 ? 64 : nblk >= 24 ? 32 : 16, rows = 256 / tpr;
     char prelude[1536];
     int xv = w->k % 4 == 0 ? 4 : 1;
     int len = snprintf(prelude, sizeof prelude,
-                       "const HAS_BIAS: bool = %s; alias XT = %s; const ROWS: u32 = %du;\n"
+                       "const HAS_BIAS: bool = %s; alias XT = %s; const ROWS: u32 = %du; const TPR: u32 = %du;\n"
+                       "const MR: u32 = %du;\n"
                        "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
-                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", GEMV_ROWS,
+                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", rows, tpr, (int)m,
                        xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
                                : "  var v = vec4<f32>(0.0);\n"
                                  "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
                                  "  return v;\n");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    int64_t row_groups = (w->n + GEMV_ROWS - 1) / GEMV_ROWS;
+    int64_t row_groups = (w->n + rows - 1) / rows;
     struct {
         uint32_t m, n, k, vpr, ng, nblk, row_groups;
     } params = {(uint32_t)m, (uint32_t)w->n, (uint32_t)w->k, (uint32_t)(words_per_row(w) / 4),
-                (uint32_t)(w->kp / w->group), (uint32_t)(w->kp / 32), (uint32_t)row_groups};
+                (uint32_t)(w->kp / w->group), (uint32_t)nblk, (uint32_t)row_groups};
     wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
     wgml_tensor *ro[4] = {x, w->codes, w->ab, w->bias ? w->bias : w->ab};
-    if (graph_dispatch(g, op, "q4_gemv", prelude, ro, 4, &out, 1, &params, sizeof params,
-                       (uint64_t)(row_groups * m))) {
+    if (graph_dispatch(g, op, "q4_gemv", prelude, ro, 4, &out, 1, &params, sizeof params, (uint64_t)row_groups)) {
         wgml_tensor_free(out);
         return NULL;
     }
