@@ -179,7 +179,8 @@ const char *wgml_matmul_variant_name(int variant);
  *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: d), or f32 [N, Kp/G, 2] (MIN: d, m pairs),
  *          row-major, so the groups of one output row are contiguous.
  *   bias:  f32 [N] or NULL.
- * A weight is only tensors of one graph; free the struct with wgml_q4_free. */
+ * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
+ * built graph; in a built graph the tensors live as long as the graph). */
 typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2 } wgml_qkind;
 typedef struct wgml_q4_weight {
     wgml_tensor *codes, *ab, *bias;
@@ -223,7 +224,8 @@ wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const 
 wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
 /* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
 wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
-/* Frees the struct and (in the eager graph) its tensors. NULL is fine. */
+/* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
+ * wgml_graph_free of the weight's graph. */
 void wgml_q4_free(wgml_q4_weight *w);
 
 /* Operators (any kind unless said). */
@@ -240,6 +242,9 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
 /* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
  * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
 wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+/* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
+ * an fp32 latent for straight-through training without a host round trip). */
+wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
 /* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
  * graphs of repeated dispatches; writes a table to out (a FILE*). Returns 0 on success. */
 int wgml_q4_bench(wgml_ctx *ctx, void *out);

@@ -409,7 +409,30 @@ static void case_embedding(int kind, int64_t v, int64_t d, int group, int64_t t)
     free_weight(&h);
 }
 
+/* The whole table dequantised on the GPU equals the host dequantisation bit for bit. */
+static void case_dequantize(int kind, int64_t n, int64_t k, int group) {
+    hw h = make_weight(T.g, kind, n, k, group, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    wgml_tensor *o = wgml_q4_dequantize(T.g, h.w);
+    th_check(o && wgml_tensor_rank(o) == 2 && wgml_tensor_dim(o, 0) == n && wgml_tensor_dim(o, 1) == k,
+             "dequantize output shape");
+    float *got = th_read_f32(o);
+    char name[128];
+    snprintf(name, sizeof name, "%s dequantize N=%lld K=%lld G=%d", KIND_NAMES[kind], (long long)n, (long long)k, group);
+    if (got) th_exact_u32(name, (const uint32_t *)got, (const uint32_t *)h.deq, (size_t)(n * k));
+    free(got);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
 static void test_embedding(void) {
+    case_dequantize(0, 37, 77, 32);
+    case_dequantize(0, 20, 300, 128);
+    case_dequantize(1, 33, 96, 32);
+    case_dequantize(2, 33, 96, 32);
     case_embedding(0, 50, 96, 32, 7);
     case_embedding(0, 31, 77, 64, 10); /* partial words and groups */
     case_embedding(1, 40, 64, 32, 12);
@@ -431,11 +454,18 @@ static void test_closed_loop(void) {
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs);
     wgml_tensor *lat = wgml_tensor_new(g, WGML_F32, 2, ls);
     wgml_tensor *x1 = wgml_tensor_new(g, WGML_F32, 1, &k); /* an M = 1 decode row too */
+    int64_t ds[2] = {m, n};
+    wgml_tensor *dout = wgml_tensor_new(g, WGML_F32, 2, ds);
+    wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, ls);
     wgml_tensor *o1 = wgml_q4_linear(g, x, h.w);
+    /* the backward of one step: d_x through the frozen codes, dW for the latent */
+    wgml_tensor *gx = wgml_q4_linear_dx(g, dout, h.w);
+    wgml_status ws = wgml_linear_dw(g, dout, x, dw, 0);
     wgml_status rs = wgml_q4_requant(g, lat, h.w);
     wgml_tensor *o2 = wgml_q4_linear(g, x, h.w);
     wgml_tensor *o3 = wgml_q4_linear(g, x1, h.w);
-    bool ok = h.w && x && lat && o1 && o2 && o3 && rs == WGML_OK && !wgml_graph_keep(g, o1) && !wgml_graph_keep(g, o2) &&
+    bool ok = h.w && x && lat && o1 && o2 && o3 && gx && rs == WGML_OK && ws == WGML_OK && !wgml_graph_keep(g, o1) &&
+              !wgml_graph_keep(g, o2) && !wgml_graph_keep(g, gx) &&
               !wgml_graph_keep(g, o3) && !wgml_graph_compile(g);
     th_check(ok, "closed loop graph built: %s", wgml_last_error(T.ctx));
     if (!ok) {
@@ -456,6 +486,8 @@ static void test_closed_loop(void) {
                 int code = s != 0 ? (int)fminf(fmaxf(nearbyintf(lt[r * k + c] / s), -8.0f), 7.0f) + 8 : 8;
                 deq2[r * k + c] = (float)(code - 8) * s;
             }
+        float *hd = th_random((size_t)(m * n), -1, 1);
+        wgml_tensor_write(dout, hd, sizeof(float) * (size_t)(m * n));
         wgml_tensor_write(x, hx, sizeof(float) * (size_t)(m * k));
         wgml_tensor_write(x1, hx + k, sizeof(float) * (size_t)k);
         wgml_tensor_write(lat, lt, sizeof(float) * (size_t)(n * k));
@@ -465,6 +497,15 @@ static void test_closed_loop(void) {
         th_check(wgml_submit_count(T.ctx) == submits + 1, "closed loop run %d is one submit", run);
         float *g1 = th_read_f32(o1), *g2 = th_read_f32(o2), *g3 = th_read_f32(o3);
         double *r1 = ref_forward(hx, &h, m, n, k);
+        double *rdx = ref_dx(hd, &h, m, n, k); /* the codes before requant */
+        double *rdw = malloc(sizeof(double) * (size_t)(n * k));
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < k; j++) {
+                double acc = 0;
+                for (int64_t r = 0; r < m; r++) acc += (double)hd[r * n + i] * hx[r * k + j];
+                rdw[i * k + j] = acc;
+            }
+        float *gdx = th_read_f32(gx), *gdw = th_read_f32(dw);
         float *keep = h.deq;
         h.deq = deq2;
         double *r2 = ref_forward(hx, &h, m, n, k);
@@ -477,6 +518,11 @@ static void test_closed_loop(void) {
         if (g2) th_close(name, g2, r2, (size_t)(m * n), tol_abs(k), RTOL);
         snprintf(name, sizeof name, "closed loop run %d: M=1 forward after requant", run);
         if (g3) th_close(name, g3, r3, (size_t)n, tol_abs(k), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: d_x (frozen codes)", run);
+        if (gdx) th_close(name, gdx, rdx, (size_t)(m * k), tol_abs(n), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: dW (linear_dw)", run);
+        if (gdw) th_close(name, gdw, rdw, (size_t)(n * k), tol_abs(m), RTOL);
+        free(gdx); free(gdw); free(rdx); free(rdw); free(hd);
         /* the two forwards must differ (the requant changed codes) */
         double diff = 0;
         for (int64_t i = 0; g1 && g2 && i < m * n; i++) diff = fmax(diff, fabs((double)g1[i] - g2[i]));
@@ -601,6 +647,8 @@ static void test_errors(void) {
     th_expect_error("embedding f32 ids", wgml_q4_embedding(T.g, h.w, xg) == NULL, WGML_ERR_DTYPE, "q4_embedding", NULL);
     th_expect_error("embedding NULL table", wgml_q4_embedding(T.g, NULL, xi) == NULL, WGML_ERR_ARG, "q4_embedding",
                     "table is NULL", NULL);
+    th_expect_error("dequantize NULL weight", wgml_q4_dequantize(T.g, NULL) == NULL, WGML_ERR_ARG, "q4_dequantize",
+                    "w is NULL", NULL);
     /* a weight of another graph */
     wgml_graph *g2 = wgml_graph_new(T.ctx);
     wgml_tensor *x2 = wgml_tensor_new(g2, WGML_F32, 2, s2);

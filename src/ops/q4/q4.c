@@ -311,6 +311,30 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
                           sizeof params, (total + 255) / 256);
 }
 
+/* Rows of the table gathered by ids (ids NULL: every row, in order). */
+static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_weight *table, wgml_tensor *ids) {
+    int64_t shape[WGML_MAX_RANK], t = ids ? ids->numel : table->n;
+    int rank = ids ? ids->rank + 1 : 2;
+    if (ids) memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
+    else shape[0] = table->n;
+    shape[rank - 1] = table->k;
+    char prelude[1024];
+    int len = snprintf(prelude, sizeof prelude, "const IDENT: bool = %s;\n", ids ? "false" : "true");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, table);
+    struct {
+        uint32_t t, v, d, wpr, ng;
+    } params = {(uint32_t)t, (uint32_t)table->n, (uint32_t)table->k, (uint32_t)words_per_row(table),
+                (uint32_t)(table->kp / table->group)};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[3] = {ids ? ids : table->codes, table->codes, table->ab};
+    if (graph_dispatch(g, op, "q4_embed", prelude, ro, 3, &out, 1, &params, sizeof params, (uint64_t)t)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
 wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
@@ -323,21 +347,17 @@ wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: ids belongs to another graph", op);
         return NULL;
     }
-    int64_t shape[WGML_MAX_RANK];
-    memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
-    shape[ids->rank] = table->k;
-    char prelude[1024];
-    kind_prelude(prelude, sizeof prelude, table);
-    struct {
-        uint32_t t, v, d, wpr, ng;
-    } params = {(uint32_t)ids->numel, (uint32_t)table->n, (uint32_t)table->k, (uint32_t)words_per_row(table),
-                (uint32_t)(table->kp / table->group)};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, ids->rank + 1, shape);
-    if (!out) return NULL;
-    wgml_tensor *ro[3] = {ids, table->codes, table->ab};
-    if (graph_dispatch(g, op, "q4_embed", prelude, ro, 3, &out, 1, &params, sizeof params, (uint64_t)ids->numel)) {
-        wgml_tensor_free(out);
+    return record_rows(g, op, table, ids);
+}
+
+wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_dequantize";
+    if (!weight_ok(ctx, op, "w", w)) return NULL;
+    if (w->codes->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: the weight belongs to another graph", op);
         return NULL;
     }
-    return out;
+    return record_rows(g, op, w, NULL);
 }

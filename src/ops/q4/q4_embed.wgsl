@@ -2,7 +2,8 @@
 // Workgroup: 64 threads per token (one workgroup per token; the grid folds past 65,535);
 // a thread owns the code words wi = lid, lid + 64, ... of the row and writes their CPW
 // values (exact dequantisation, as on the host). Ids outside [0, V) are clamped into range.
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c).
+// With IDENT the ids are 0..T-1 (IDS is not read): the whole table dequantised (latent init).
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c) and IDENT.
 struct Params { T: u32, V: u32, D: u32, wpr: u32, ng: u32 }
 
 @group(0) @binding(0) var<storage, read> IDS: array<i32>;
@@ -16,7 +17,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let t = wid.x + wid.y * nwg.x;
     if (t >= p.T) { return; }
-    let id = u32(clamp(IDS[t], 0, i32(p.V) - 1));
+    var id = t;
+    if (!IDENT) { id = u32(clamp(IDS[t], 0, i32(p.V) - 1)); }
     let words = (p.D + CPW - 1u) / CPW;
     for (var wi = lid; wi < words; wi += 64u) {
         let word = CODES[id * p.wpr + wi];
