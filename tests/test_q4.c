@@ -202,6 +202,18 @@ static void test_linear(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         case_linear(cases[i].kind, cases[i].m, cases[i].n, cases[i].k, cases[i].group, cases[i].bias, true);
+    /* the 128 x 128 tile (chosen for M, C >= 256), automatically and forced on small shapes */
+    case_linear(0, 300, 260, 96, 32, true, true);
+    case_linear(2, 260, 300, 64, 32, false, true);
+    for (int v = 0; v <= 2; v += 2) {
+        wgml_matmul_force_variant(T.ctx, v);
+        printf("  tile variant forced: %s\n", wgml_matmul_variant_name(v));
+        case_linear(0, 70, 37, 96, 32, true, true);
+        case_linear(0, 9, 40, 77, 64, false, true);
+        case_linear(1, 70, 37, 96, 32, false, true);
+        case_linear(2, 130, 66, 64, 32, false, true);
+    }
+    wgml_matmul_force_variant(T.ctx, -1);
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM). */

@@ -179,14 +179,18 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     int va = r % 4 == 0 ? 4 : 1;
+    int forced = gpu_ctx_matmul_variant(graph_ctx(g)); /* the matmul override picks q4 tiles too */
+    bool big = forced >= 0 ? forced == 0 : (m >= 256 && c >= 256);
+    const uint32_t BM = big ? 128 : 64, BC = BM, BR = big ? 16 : 32, TM = big ? 8 : 4;
     char prelude[1536];
     int len = snprintf(prelude, sizeof prelude,
                        "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du;\n"
+                       "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
+                       "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", bias ? "true" : "false", va, va == 4 ? "vec4<f32>" : "f32",
-                       va == 4 ? "v[c]" : "v");
+                       trans ? "true" : "false", bias ? "true" : "false", va, BM, BC, BR, TM, TM,
+                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    const uint32_t BM = 64, BC = 64;
     int64_t tiles_m = (m + BM - 1) / BM, tiles_c = (c + BC - 1) / BC;
     struct {
         uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp;

@@ -2,13 +2,15 @@
 // memory one tile at a time.
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
-// Tile: a workgroup computes a BM x BC block of O[M, C], stepping the reduction R by BR = 32
-// (one 32-code block: never two groups, since G is a multiple of 32). 16 x 16 threads; each
-// owns a 4 x 4 register tile at rows ty + i*16 and columns tx + j*16 (strided ownership:
-// conflict-free workgroup reads, coalesced stores). Per step the threads load the A tile
-// (vec4 when R % 4 == 0) and dequantise the W tile: one u32 code word (8 or 4 codes) per
-// thread per pass, with its group's (a, b).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, VA, AV, a_at.
+// Tile (prelude constants BM BC BR TM TC): a workgroup computes a BM x BC block of O[M, C],
+// stepping the reduction R by BR (16 or 32; a step never straddles two groups, since G is a
+// multiple of 32). Variants: 64 x 64, BR 32, 4 x 4 registers; 128 x 128, BR 16, 8 x 8
+// registers (large M and C). 16 x 16 threads; each owns a TM x TC register tile at rows
+// ty + i*16 and columns tx + j*16 (strided ownership: conflict-free workgroup reads, coalesced
+// stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
+// tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, VA, AV,
+// a_at and the tile constants.
 struct Params { M: u32, R: u32, C: u32, wpr: u32, ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -18,11 +20,6 @@ struct Params { M: u32, R: u32, C: u32, wpr: u32, ng: u32, tiles_c: u32, tiles_m
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-const BM: u32 = 64u;
-const BC: u32 = 64u;
-const BR: u32 = 32u;
-const TM: u32 = 4u;
-const TC: u32 = 4u;
 const WX: u32 = BC / TC;
 const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
