@@ -150,23 +150,27 @@ static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bo
     }
     char name[160];
     float *hx = th_random((size_t)(m * k), -1, 1);
-    int64_t xs[2] = {m, k};
-    wgml_tensor *x = th_tensor_f32(2, xs, hx);
+    /* even M > 4: x as [2, M/2, K] (leading dims flatten to M) */
+    bool r3 = m > 4 && m % 2 == 0;
+    int64_t xs[3] = {2, m / 2, k}, xs2[2] = {m, k};
+    wgml_tensor *x = r3 ? th_tensor_f32(3, xs, hx) : th_tensor_f32(2, xs2, hx);
     double t1 = now_s();
     wgml_tensor *o = wgml_q4_linear(T.g, x, h.w);
+    th_check(o && wgml_tensor_rank(o) == (r3 ? 3 : 2) && wgml_tensor_dim(o, -1) == n, "linear output shape");
     float *got = th_read_f32(o);
     double t_gpu = now_s() - t1;
     double *ref = ref_forward(hx, &h, m, n, k);
-    snprintf(name, sizeof name, "%s linear M=%lld N=%lld K=%lld G=%d%s", KIND_NAMES[kind], (long long)m, (long long)n,
-             (long long)k, group, bias ? " bias" : "");
+    snprintf(name, sizeof name, "%s linear M=%lld%s N=%lld K=%lld G=%d%s", KIND_NAMES[kind], (long long)m,
+             r3 ? " (rank 3)" : "", (long long)n, (long long)k, group, bias ? " bias" : "");
     if (got) th_close(name, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
     free(got);
     free(ref);
     if (dx) {
         float *hd = th_random((size_t)(m * n), -1, 1);
-        int64_t ds[2] = {m, n};
-        wgml_tensor *d = th_tensor_f32(2, ds, hd);
+        int64_t ds[3] = {2, m / 2, n}, ds2[2] = {m, n};
+        wgml_tensor *d = r3 ? th_tensor_f32(3, ds, hd) : th_tensor_f32(2, ds2, hd);
         wgml_tensor *gx = wgml_q4_linear_dx(T.g, d, h.w);
+        th_check(gx && wgml_tensor_rank(gx) == (r3 ? 3 : 2) && wgml_tensor_dim(gx, -1) == k, "linear_dx shape");
         float *gg = th_read_f32(gx);
         double *rd = ref_dx(hd, &h, m, n, k);
         snprintf(name, sizeof name, "%s linear_dx M=%lld N=%lld K=%lld G=%d", KIND_NAMES[kind], (long long)m,
