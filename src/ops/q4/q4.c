@@ -303,8 +303,17 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
     if (latent->shape[0] != w->n || latent->shape[1] != w->k)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: latent %s must be [%lld, %lld] like the weight", op,
                               tshape(latent), (long long)w->n, (long long)w->k);
-    char prelude[1024];
-    kind_prelude(prelude, sizeof prelude, w);
+    char prelude[1536];
+    bool v4 = w->k % 8 == 0;
+    int len = snprintf(prelude, sizeof prelude, "alias LT = %s;\nfn lat8(b: u32, k0: u32) -> array<f32, 8> {\n%s}\n",
+                       v4 ? "vec4<f32>" : "f32",
+                       v4 ? "  if (k0 >= p.K) { return array<f32, 8>(); } /* a padding word */\n"
+                            "  let a = L[(b + k0) / 4u]; let c = L[(b + k0) / 4u + 1u];\n"
+                            "  return array<f32, 8>(a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);\n"
+                          : "  var v: array<f32, 8>;\n"
+                            "  for (var i = 0u; i < 8u; i++) { if (k0 + i < p.K) { v[i] = L[b + k0 + i]; } }\n"
+                            "  return v;\n");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     uint64_t total = (uint64_t)(w->n * words_per_row(w));
     struct {
         uint32_t n, k, wpr, ng, total;
