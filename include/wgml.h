@@ -376,6 +376,94 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
  * "<arch>.*" hyper-parameter, the tokenizer and a tensor table (name, shape, type, bytes). */
 wgml_status wgml_model_print_info(const char *path, void *file);
 
+/* ---- q4 ---------------------------------------------------------------------------------- */
+/* Frozen 4-bit (and 8-bit) weights W[N, K] (N outputs, K inputs) and the operators on them.
+ *
+ * Meaning (see the 4-bit spec): K is cut into groups of G consecutive elements; each element
+ * has a code c and each (row, group) a pair (a, b):
+ *   WGML_Q4_SYM  w = (c - 8)·scale          (ExecuTorch q4gsw, GGUF Q4_0; a = scale)
+ *   WGML_Q4_MIN  w = c·d + m                (GGUF Q4_1; a = d, b = m)
+ *   WGML_Q8      w = c·d, c a signed int8   (GGUF Q8_0, G = 32; a = d)
+ *
+ * GPU layout (the one layout every 4-bit operator reads and requant writes):
+ *   Kp = K rounded up to G; G is a positive multiple of 32 (so a block of 32 codes never
+ *   straddles two groups).
+ *   codes: u32 [N, Kp/8] for 4 bits: word j of row n holds k = 8j+i in bits 4i..4i+3
+ *          (i = 0..7); codes of the padding k >= K are 8 (SYM) or 0 (MIN).
+ *          u32 [N, Kp/4] for Q8: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
+ *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: d), or f32 [N, Kp/G, 2] (MIN: d, m pairs),
+ *          row-major, so the groups of one output row are contiguous.
+ *   bias:  f32 [N] or NULL.
+ * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
+ * built graph; in a built graph the tensors live as long as the graph). */
+typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2 } wgml_qkind;
+typedef struct wgml_q4_weight {
+    wgml_tensor *codes, *ab, *bias;
+    int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
+    int group;        /* G */
+    int has_min;      /* kind == WGML_Q4_MIN */
+    wgml_qkind kind;
+} wgml_q4_weight;
+
+/* GGUF (ggml) tensor type numbers the 4-bit code knows by name. */
+enum {
+    WGML_GGUF_F32 = 0, WGML_GGUF_F16 = 1, WGML_GGUF_Q4_0 = 2, WGML_GGUF_Q4_1 = 3,
+    WGML_GGUF_Q8_0 = 8, WGML_GGUF_BF16 = 30
+};
+
+/* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
+/* The ggml name of a type number ("Q4_0", ...; "type <n>" in a static buffer when unknown). */
+const char *wgml_gguf_type_name(int type);
+/* Bytes of one row of k elements of a GGUF type (0 when unsupported or k does not fit the
+ * type's block of 32). */
+size_t wgml_gguf_row_bytes(int type, int64_t k);
+/* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
+ * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q8_0); bytes must be n rows' worth. */
+wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
+/* Dequantises ExecuTorch flat q4gsw tensors: codes uint8 [n, ceil(k/2)] (k = 2j low nibble,
+ * k = 2j+1 high nibble), scales f32 [ceil(k/G), round_up(n, 4)]; out f32 [n, k]. */
+wgml_status wgml_q4gsw_dequantize(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group,
+                                  float *out);
+/* Quantises w[n, k] into the flat q4gsw tensors (same shapes as above; scale padding is 0):
+ * per (row, group) scale = max|w| / 7 (fp32), code = clamp(round_half_even(w / scale), -8, 7)
+ * + 8 with the division in fp32; an all-zero group has scale 0 and codes 8. */
+wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group, uint8_t *codes, float *scales);
+
+/* Upload (GPU layout above). Each returns a malloc'ed weight whose tensors are persistent
+ * tensors of g, or NULL with the error on g's context. */
+/* From flat q4gsw: codes [n, ceil(k/2)], scales [ceil(k/G), round_up(n,4)], bias [n] or NULL. */
+wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
+                                     int64_t n, int64_t k, int group);
+/* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1 or Q8_0; k a multiple of 32;
+ * bytes must equal n * wgml_gguf_row_bytes(type, k). */
+wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
+/* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
+wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
+/* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
+ * wgml_graph_free of the weight's graph. */
+void wgml_q4_free(wgml_q4_weight *w);
+
+/* Operators (any kind unless said). */
+/* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 uses
+ * the GEMV kernel, larger M the tiled GEMM kernel. */
+wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
+/* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
+wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
+/* Straight-through requant (4-bit kinds): rewrites w->codes in place from the fp32 latent
+ * [N, K] at the frozen (a, b). SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
+ * scale 0 gives 8. MIN: code = clamp(round_half_even((latent - m) / d), 0, 15), d 0 gives 0
+ * (every code is then the weight m). The weight gradient is wgml_linear_dw. */
+wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w);
+/* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
+ * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
+wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+/* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
+ * an fp32 latent for straight-through training without a host round trip). */
+wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
+/* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
+ * graphs of repeated dispatches; writes a table to out (a FILE*). Returns 0 on success. */
+int wgml_q4_bench(wgml_ctx *ctx, void *out);
+
 #ifdef __cplusplus
 }
 #endif

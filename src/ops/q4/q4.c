@@ -1,0 +1,376 @@
+/* Frozen 4-bit / 8-bit weights on the GPU: upload, forward (GEMV and tiled GEMM), input
+ * gradient, straight-through requant and the quantised embedding lookup.
+ *
+ * GPU layout (one for every 4-bit operator; requant writes exactly what the forward reads):
+ *   Kp = K rounded up to the group size G, G a positive multiple of 32, so a block of 32
+ *   consecutive codes lies in one group and one vec4<u32> (4 bits) or two (8 bits).
+ *   codes  u32 [N, Kp/8]  4-bit: word j of row n holds k = 8j+i in bits 4i..4i+3; padding
+ *                         codes (k >= K) are 8 (symmetric) or 0 (with minimum).
+ *          u32 [N, Kp/4]  Q8_0: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
+ *   ab     f32 [N, Kp/G]     symmetric q4 (scale) and Q8_0 (d): one f32 per (row, group);
+ *          f32 [N, Kp/G, 2]  with minimum (Q4_1): the (d, m) pair.
+ *   The kernels see every kind as w = c·a + b per group: (a, b) = (s, -8s), (d, m) or (d, 0);
+ *   dequantisation of single elements uses the exact forms (c-8)·s, c·d + m and c·d.
+ *   Rows are contiguous in K so that the GEMV reads each row as a stream of vec4<u32>
+ *   (32 codes = 16 bytes per load) plus one scale per group.
+ */
+#include "ops/q4/q4_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ upload */
+
+static wgml_q4_weight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, int64_t n, int64_t k, int group,
+                                  const uint32_t *words, const float *ab, const float *bias) {
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_q4_weight *w = calloc(1, sizeof *w);
+    if (!w) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+        return NULL;
+    }
+    w->n = n;
+    w->k = k;
+    w->group = group;
+    w->kp = (k + group - 1) / group * group;
+    w->kind = kind;
+    w->has_min = kind == WGML_Q4_MIN;
+    int64_t cs[2] = {n, w->kp / (kind == WGML_Q8 ? 4 : 8)};
+    int64_t as[3] = {n, w->kp / group, 2};
+    w->codes = wgml_tensor_new(g, WGML_U32, 2, cs);
+    w->ab = wgml_tensor_new(g, WGML_F32, w->has_min ? 3 : 2, as);
+    if (bias) w->bias = wgml_tensor_new(g, WGML_F32, 1, &n);
+    if (!w->codes || !w->ab || (bias && !w->bias) || wgml_tensor_write(w->codes, words, wgml_tensor_nbytes(w->codes)) ||
+        wgml_tensor_write(w->ab, ab, wgml_tensor_nbytes(w->ab)) ||
+        (bias && wgml_tensor_write(w->bias, bias, wgml_tensor_nbytes(w->bias)))) {
+        wgml_q4_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void wgml_q4_free(wgml_q4_weight *w) {
+    if (!w) return;
+    wgml_tensor_free(w->codes);
+    wgml_tensor_free(w->ab);
+    wgml_tensor_free(w->bias);
+    free(w);
+}
+
+wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
+                                     int64_t n, int64_t k, int group) {
+    if (!g) return NULL;
+    const char *op = "q4_upload_q4gsw";
+    if (q4_check_q4gsw(graph_ctx(g), op, codes, scales, n, k, group)) return NULL;
+    int64_t kp = (k + group - 1) / group * group;
+    uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * kp / 8));
+    float *ab = malloc(sizeof(float) * (size_t)(n * kp / group));
+    wgml_q4_weight *w = NULL;
+    if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
+    else {
+        q4_pack_q4gsw(codes, scales, n, k, group, words, ab);
+        w = weight_new(g, op, WGML_Q4_SYM, n, k, group, words, ab, bias);
+    }
+    free(words);
+    free(ab);
+    return w;
+}
+
+wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k) {
+    if (!g) return NULL;
+    const char *op = "q4_upload_gguf";
+    if (q4_check_gguf(graph_ctx(g), op, type, data, bytes, n, k, true)) return NULL;
+    if (n > (1 << 24) || k > (1 << 26)) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_LIMIT, "%s: shape [%lld, %lld] is too large", op, (long long)n,
+                       (long long)k);
+        return NULL;
+    }
+    wgml_qkind kind = type == WGML_GGUF_Q8_0 ? WGML_Q8 : type == WGML_GGUF_Q4_1 ? WGML_Q4_MIN : WGML_Q4_SYM;
+    uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * k / (kind == WGML_Q8 ? 4 : 8)));
+    float *ab = malloc(sizeof(float) * (size_t)(n * k / 32 * (kind == WGML_Q4_MIN ? 2 : 1)));
+    wgml_q4_weight *w = NULL;
+    if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
+    else {
+        q4_pack_gguf(type, data, n, k, words, ab);
+        w = weight_new(g, op, kind, n, k, 32, words, ab, NULL);
+    }
+    free(words);
+    free(ab);
+    return w;
+}
+
+wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *wf, int64_t n, int64_t k, int group) {
+    if (!g) return NULL;
+    const char *op = "q4_quantize";
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!wf) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: w is NULL", op);
+        return NULL;
+    }
+    if (q4_check_q4gsw(ctx, op, wf, wf, n, k, group)) return NULL;
+    int64_t kb = (k + 1) / 2, pn = (n + 3) / 4 * 4, ng = (k + group - 1) / group;
+    uint8_t *codes = malloc((size_t)(n * kb));
+    float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
+    wgml_q4_weight *w = NULL;
+    if (!codes || !scales) wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    else if (wgml_q4gsw_quantize(wf, n, k, group, codes, scales))
+        wgml_set_error(ctx, wgml_last_status(NULL), "%s", wgml_last_error(NULL));
+    else
+        w = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, group);
+    free(codes);
+    free(scales);
+    return w;
+}
+
+/* ------------------------------------------------------------------ kernels */
+
+/* WGSL lines shared by every q4 kernel: the kind, codes per u32 word (CPW), the group size,
+ * the (a, b) type and readers: group_ab(i) gives (a, b) of w = c·a + b for index
+ * i = n·(Kp/G) + group; code_f(word, i) the i-th code of a word; deq(c, ab) the exact value. */
+static void kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w) {
+    const char *ab_t = w->kind == WGML_Q4_MIN ? "vec2<f32>" : "f32";
+    const char *gab = w->kind == WGML_Q4_SYM   ? "let s = AB[i]; return vec2<f32>(s, -8.0 * s);"
+                      : w->kind == WGML_Q4_MIN ? "return AB[i];"
+                                               : "return vec2<f32>(AB[i], 0.0);";
+    const char *code = w->kind == WGML_Q8 ? "return f32(bitcast<i32>(word << (24u - 8u * i)) >> 24u);"
+                                          : "return f32((word >> (4u * i)) & 15u);";
+    const char *deq = w->kind == WGML_Q4_SYM   ? "return (c - 8.0) * ab.x;"
+                      : w->kind == WGML_Q4_MIN ? "return c * ab.x + ab.y;"
+                                               : "return c * ab.x;";
+    snprintf(buf, cap,
+             "const KIND: u32 = %du; const CPW: u32 = %du; const G: u32 = %du; const BPG: u32 = %du;\n"
+             "alias ABT = %s;\n"
+             "fn group_ab(i: u32) -> vec2<f32> { %s }\n"
+             "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
+             "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n",
+             (int)w->kind, w->kind == WGML_Q8 ? 4 : 8, w->group, w->group / 32, ab_t, gab, code, deq);
+}
+
+static int64_t words_per_row(const wgml_q4_weight *w) { return w->kp / (w->kind == WGML_Q8 ? 4 : 8); }
+
+static bool weight_ok(wgml_ctx *ctx, const char *op, const char *arg, const wgml_q4_weight *w) {
+    if (!w) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, arg);
+        return false;
+    }
+    if (check_tensor(ctx, op, arg, w->codes) || check_tensor(ctx, op, arg, w->ab)) return false;
+    if (w->group <= 0 || w->group % 32 || w->n <= 0 || w->k <= 0 || w->kp % w->group || w->kp < w->k ||
+        wgml_tensor_numel(w->codes) != w->n * words_per_row(w)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is not a valid 4-bit weight", op, arg);
+        return false;
+    }
+    return true;
+}
+
+/* The activations and the weight must be on one graph. */
+static bool same_graph(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t, const wgml_q4_weight *w) {
+    if (t->graph != w->codes->graph) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s %s and the weight belong to different graphs", op, arg, tshape(t));
+        return false;
+    }
+    return true;
+}
+
+/* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
+ * gradient (trans = 1: C = K, reduction over N). */
+static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
+                              int64_t m, int rank, const int64_t *shape) {
+    int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
+    bool bias = !trans && w->bias;
+    int va = r % 4 == 0 ? 4 : 1;
+    int forced = gpu_ctx_matmul_variant(graph_ctx(g)); /* the matmul override picks q4 tiles too */
+    bool big = forced >= 0 ? forced == 0 : (m >= 256 && c >= 256);
+    const uint32_t BM = big ? 128 : 64, BC = BM, BR = big ? 16 : 32, TM = big ? 8 : 4;
+    char prelude[1536];
+    int len = snprintf(prelude, sizeof prelude,
+                       "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du;\n"
+                       "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
+                       "const TC: u32 = %uu;\n"
+                       "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
+                       trans ? "true" : "false", bias ? "true" : "false", va, BM, BC, BR, TM, TM,
+                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    int64_t tiles_m = (m + BM - 1) / BM, tiles_c = (c + BC - 1) / BC;
+    struct {
+        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp;
+    } params = {(uint32_t)m, (uint32_t)r, (uint32_t)c, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
+                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : w->ab};
+    if (graph_dispatch(g, op, "q4_mm", prelude, ro, 4, &out, 1, &params, sizeof params,
+                       (uint64_t)(tiles_m * tiles_c))) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+#define GEMV_MAX_M 4
+
+static wgml_tensor *record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int64_t m,
+                                int rank, const int64_t *shape) {
+    /* threads per row: enough for the row's 32-code blocks, 256 per workgroup in all */
+    int64_t nblk = w->kp / 32;
+    int tpr = nblk >= 48 ? 64 : nblk >= 24 ? 32 : 16, rows = 256 / tpr;
+    char prelude[1536];
+    int xv = w->k % 4 == 0 ? 4 : 1;
+    int len = snprintf(prelude, sizeof prelude,
+                       "const HAS_BIAS: bool = %s; alias XT = %s; const ROWS: u32 = %du; const TPR: u32 = %du;\n"
+                       "const MR: u32 = %du;\n"
+                       "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
+                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", rows, tpr, (int)m,
+                       xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
+                               : "  var v = vec4<f32>(0.0);\n"
+                                 "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
+                                 "  return v;\n");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    int64_t row_groups = (w->n + rows - 1) / rows;
+    struct {
+        uint32_t m, n, k, vpr, ng, nblk, row_groups;
+    } params = {(uint32_t)m, (uint32_t)w->n, (uint32_t)w->k, (uint32_t)(words_per_row(w) / 4),
+                (uint32_t)(w->kp / w->group), (uint32_t)nblk, (uint32_t)row_groups};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[4] = {x, w->codes, w->ab, w->bias ? w->bias : w->ab};
+    if (graph_dispatch(g, op, "q4_gemv", prelude, ro, 4, &out, 1, &params, sizeof params, (uint64_t)row_groups)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_linear";
+    if (check_tensor(ctx, op, "x", x) || !weight_ok(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
+        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || !same_graph(ctx, op, "x", x, w))
+        return NULL;
+    if (x->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
+        return NULL;
+    }
+    if (x->shape[x->rank - 1] != w->k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x %s must end in K = %lld for the weight [%lld, %lld]", op, tshape(x),
+                       (long long)w->k, (long long)w->n, (long long)w->k);
+        return NULL;
+    }
+    int64_t m = x->numel / w->k, shape[WGML_MAX_RANK];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    shape[x->rank - 1] = w->n;
+    if (m <= GEMV_MAX_M) return record_gemv(g, op, x, w, m, x->rank, shape);
+    return record_mm(g, op, x, w, 0, m, x->rank, shape);
+}
+
+wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_linear_dx";
+    if (check_tensor(ctx, op, "d_out", d_out) || !weight_ok(ctx, op, "w", w) ||
+        check_dtype(ctx, op, "d_out", d_out, WGML_F32) || check_rank(ctx, op, "d_out", d_out, 1, WGML_MAX_RANK) ||
+        !same_graph(ctx, op, "d_out", d_out, w))
+        return NULL;
+    if (d_out->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: d_out belongs to another graph", op);
+        return NULL;
+    }
+    if (d_out->shape[d_out->rank - 1] != w->n) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: d_out %s must end in N = %lld for the weight [%lld, %lld]", op,
+                       tshape(d_out), (long long)w->n, (long long)w->n, (long long)w->k);
+        return NULL;
+    }
+    int64_t m = d_out->numel / w->n, shape[WGML_MAX_RANK];
+    memcpy(shape, d_out->shape, sizeof(int64_t) * (size_t)d_out->rank);
+    shape[d_out->rank - 1] = w->k;
+    return record_mm(g, op, d_out, w, 1, m, d_out->rank, shape);
+}
+
+wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "q4_requant: graph is NULL");
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_requant";
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, "latent", latent))) return s;
+    if (!weight_ok(ctx, op, "w", w)) return wgml_last_status(ctx);
+    if ((s = check_dtype(ctx, op, "latent", latent, WGML_F32)) || (s = check_rank(ctx, op, "latent", latent, 2, 2)))
+        return s;
+    if (!same_graph(ctx, op, "latent", latent, w)) return wgml_last_status(ctx);
+    if (latent->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: latent belongs to another graph", op);
+    if (w->kind == WGML_Q8)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: requant of 8-bit (Q8_0) weights is not supported", op);
+    if (latent->shape[0] != w->n || latent->shape[1] != w->k)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: latent %s must be [%lld, %lld] like the weight", op,
+                              tshape(latent), (long long)w->n, (long long)w->k);
+    char prelude[1536];
+    bool v4 = w->k % 8 == 0;
+    int len = snprintf(prelude, sizeof prelude, "alias LT = %s;\nfn lat8(b: u32, k0: u32) -> array<f32, 8> {\n%s}\n",
+                       v4 ? "vec4<f32>" : "f32",
+                       v4 ? "  if (k0 >= p.K) { return array<f32, 8>(); } /* a padding word */\n"
+                            "  let a = L[(b + k0) / 4u]; let c = L[(b + k0) / 4u + 1u];\n"
+                            "  return array<f32, 8>(a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);\n"
+                          : "  var v: array<f32, 8>;\n"
+                            "  for (var i = 0u; i < 8u; i++) { if (k0 + i < p.K) { v[i] = L[b + k0 + i]; } }\n"
+                            "  return v;\n");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    uint64_t total = (uint64_t)(w->n * words_per_row(w));
+    struct {
+        uint32_t n, k, wpr, ng, total;
+    } params = {(uint32_t)w->n, (uint32_t)w->k, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
+                (uint32_t)total};
+    wgml_tensor *ro[2] = {latent, w->ab};
+    return graph_dispatch(g, op, "q4_requant", prelude, ro, 2, (wgml_tensor *const *)&w->codes, 1, &params,
+                          sizeof params, (total + 255) / 256);
+}
+
+/* Rows of the table gathered by ids (ids NULL: every row, in order). */
+static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_weight *table, wgml_tensor *ids) {
+    int64_t shape[WGML_MAX_RANK], t = ids ? ids->numel : table->n;
+    int rank = ids ? ids->rank + 1 : 2;
+    if (ids) memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
+    else shape[0] = table->n;
+    shape[rank - 1] = table->k;
+    char prelude[1024];
+    int len = snprintf(prelude, sizeof prelude, "const IDENT: bool = %s;\n", ids ? "false" : "true");
+    kind_prelude(prelude + len, sizeof prelude - (size_t)len, table);
+    struct {
+        uint32_t t, v, d, wpr, ng;
+    } params = {(uint32_t)t, (uint32_t)table->n, (uint32_t)table->k, (uint32_t)words_per_row(table),
+                (uint32_t)(table->kp / table->group)};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[3] = {ids ? ids : table->codes, table->codes, table->ab};
+    if (graph_dispatch(g, op, "q4_embed", prelude, ro, 3, &out, 1, &params, sizeof params, (uint64_t)t)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_embedding";
+    if (check_tensor(ctx, op, "ids", ids) || !weight_ok(ctx, op, "table", table) ||
+        check_dtype(ctx, op, "ids", ids, WGML_I32) || check_rank(ctx, op, "ids", ids, 1, WGML_MAX_RANK - 1) ||
+        !same_graph(ctx, op, "ids", ids, table))
+        return NULL;
+    if (ids->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: ids belongs to another graph", op);
+        return NULL;
+    }
+    return record_rows(g, op, table, ids);
+}
+
+wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "q4_dequantize";
+    if (!weight_ok(ctx, op, "w", w)) return NULL;
+    if (w->codes->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: the weight belongs to another graph", op);
+        return NULL;
+    }
+    return record_rows(g, op, w, NULL);
+}

@@ -1,0 +1,18 @@
+/* Shared between the host-format code (q4_format.c) and the GPU handler (q4.c). */
+#ifndef WGML_Q4_INTERNAL_H
+#define WGML_Q4_INTERNAL_H
+
+#include "graph/graph.h"
+
+float q4_half_to_float(uint16_t h);
+wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
+                          int64_t k, bool blocks_only);
+wgml_status q4_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, const void *scales, int64_t n, int64_t k,
+                           int group);
+/* Host images of the GPU layout (see include/wgml.h): words [n, kp/8] (Q8: [n, kp/4]) and ab
+ * [n, kp/G] (Q4_1: [n, kp/G, 2]). */
+void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
+                   float *ab);
+void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab);
+
+#endif

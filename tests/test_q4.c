@@ -1,0 +1,792 @@
+#define _POSIX_C_SOURCE 200809L
+/* 4-bit / 8-bit weights: host formats, forward (GEMV and GEMM), input gradient, requant,
+ * embedding, the closed training loop in a built graph, and bad input. References in fp64
+ * (OpenBLAS dgemm on weights dequantised on the host with the spec's rule).
+ *
+ * Extra modes:
+ *   test_q4 --gguf-check DIR  reads DIR/<case>.meta ("type n k") and DIR/<case>.blocks (raw
+ *                             GGUF blocks) for each case listed in DIR/cases.txt, writes the
+ *                             host dequantisation to DIR/<case>.deq, and runs the forward on
+ *                             the GPU from the imported blocks with x = DIR/<case>.x (f32
+ *                             [m, k]) into DIR/<case>.out (used by tests/py/test_gguf_quant.py);
+ *   test_q4 --bench           runs wgml_q4_bench. */
+#include "harness.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* q4.md: tolerance grows with K; K = 8192 allows abs 1e-3 / rel 1e-2 */
+static double tol_abs(int64_t k) { return fmax(1e-4, 1e-3 * sqrt((double)k / 8192.0)); }
+#define RTOL 1e-2
+
+/* ------------------------------------------------------------------ host weights */
+
+/* A weight kept on both sides: the GPU struct and the host dequantisation W[n, k]. */
+typedef struct hw {
+    wgml_q4_weight *w;
+    float *deq;  /* [n, k] */
+    float *bias; /* [n] or NULL */
+    /* flat q4gsw image for the symmetric kind */
+    uint8_t *codes;
+    float *scales;
+    /* GGUF blocks for the other kinds */
+    uint8_t *blocks;
+    size_t nblocks_bytes;
+} hw;
+
+static uint16_t rand_half(int emin, int emax) {
+    int e = emin + (int)th_uniform(0, emax - emin + 1);
+    if (e > emax) e = emax;
+    uint16_t man = (uint16_t)th_uniform(0, 1024) & 0x3FF;
+    uint16_t sign = th_uniform(0, 1) < 0.5 ? 0x8000 : 0;
+    return (uint16_t)(sign | (e << 10) | man);
+}
+
+static int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
+
+/* kind 0: symmetric q4gsw quantised from random fp32 (group G, optional bias);
+ * kind 1: random Q4_1 blocks; kind 2: random Q8_0 blocks (G = 32). */
+static hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, bool bias) {
+    hw h;
+    memset(&h, 0, sizeof h);
+    h.deq = malloc(sizeof(float) * (size_t)(n * k));
+    if (bias) h.bias = th_random((size_t)n, -1, 1);
+    if (kind == 0) {
+        float *wf = th_random((size_t)(n * k), -1, 1);
+        int64_t ng = (k + group - 1) / group;
+        h.codes = malloc((size_t)(n * ((k + 1) / 2)));
+        h.scales = malloc(sizeof(float) * (size_t)(ng * pad4(n)));
+        th_check(wgml_q4gsw_quantize(wf, n, k, group, h.codes, h.scales) == WGML_OK, "quantize %s", wgml_last_error(NULL));
+        th_check(wgml_q4gsw_dequantize(h.codes, h.scales, n, k, group, h.deq) == WGML_OK, "dequantize");
+        h.w = wgml_q4_upload_q4gsw(g, h.codes, h.scales, h.bias, n, k, group);
+        free(wf);
+    } else {
+        int type = kind == 1 ? WGML_GGUF_Q4_1 : WGML_GGUF_Q8_0;
+        size_t bs = kind == 1 ? 20 : 34;
+        int64_t nb = n * k / 32;
+        h.nblocks_bytes = (size_t)nb * bs;
+        h.blocks = malloc(h.nblocks_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *p = h.blocks + b * (int64_t)bs;
+            uint16_t d = kind == 1 ? (uint16_t)(rand_half(9, 12) & 0x7FFF) : (uint16_t)(rand_half(7, 8) & 0x7FFF);
+            p[0] = (uint8_t)d;
+            p[1] = (uint8_t)(d >> 8);
+            size_t q0 = 2;
+            if (kind == 1) {
+                uint16_t m = (uint16_t)(rand_half(11, 13) | 0x8000);
+                p[2] = (uint8_t)m;
+                p[3] = (uint8_t)(m >> 8);
+                q0 = 4;
+            }
+            for (size_t j = q0; j < bs; j++) p[j] = (uint8_t)th_uniform(0, 256);
+        }
+        th_check(wgml_gguf_dequantize(type, h.blocks, h.nblocks_bytes, n, k, h.deq) == WGML_OK, "gguf dequantize %s",
+                 wgml_last_error(NULL));
+        h.w = wgml_q4_upload_gguf(g, type, h.blocks, h.nblocks_bytes, n, k);
+    }
+    th_check(h.w != NULL, "upload kind %d [%lld, %lld]: %s", kind, (long long)n, (long long)k, wgml_last_error(T.ctx));
+    return h;
+}
+
+static void free_weight(hw *h) {
+    wgml_q4_free(h->w);
+    free(h->deq);
+    free(h->bias);
+    free(h->codes);
+    free(h->scales);
+    free(h->blocks);
+}
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+/* ref[m, n] = x[m, :] · W[n, :] + bias */
+static double *ref_forward(const float *x, const hw *h, int64_t m, int64_t n, int64_t k) {
+    double *dx = to_double(x, (size_t)(m * k)), *dw = to_double(h->deq, (size_t)(n * k));
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0, dx, (int)k, dw, (int)k, 0.0, ref,
+                (int)n);
+    if (h->bias)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) ref[i * n + j] += h->bias[j];
+    free(dx);
+    free(dw);
+    return ref;
+}
+
+/* ref[m, k] = d_out[m, :] · W */
+static double *ref_dx(const float *d_out, const hw *h, int64_t m, int64_t n, int64_t k) {
+    double *dd = to_double(d_out, (size_t)(m * n)), *dw = to_double(h->deq, (size_t)(n * k));
+    double *ref = malloc(sizeof(double) * (size_t)(m * k));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0, dd, (int)n, dw, (int)k, 0.0, ref,
+                (int)k);
+    free(dd);
+    free(dw);
+    return ref;
+}
+
+static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8"};
+
+/* Forward and (optionally) input gradient of one weight against fp64. */
+static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, bool dx) {
+    double t0 = now_s();
+    hw h = make_weight(T.g, kind, n, k, group, bias);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    char name[160];
+    float *hx = th_random((size_t)(m * k), -1, 1);
+    /* even M > 4: x as [2, M/2, K] (leading dims flatten to M) */
+    bool r3 = m > 4 && m % 2 == 0;
+    int64_t xs[3] = {2, m / 2, k}, xs2[2] = {m, k};
+    wgml_tensor *x = r3 ? th_tensor_f32(3, xs, hx) : th_tensor_f32(2, xs2, hx);
+    double t1 = now_s();
+    wgml_tensor *o = wgml_q4_linear(T.g, x, h.w);
+    th_check(o && wgml_tensor_rank(o) == (r3 ? 3 : 2) && wgml_tensor_dim(o, -1) == n, "linear output shape");
+    float *got = th_read_f32(o);
+    double t_gpu = now_s() - t1;
+    double *ref = ref_forward(hx, &h, m, n, k);
+    snprintf(name, sizeof name, "%s linear M=%lld%s N=%lld K=%lld G=%d%s", KIND_NAMES[kind], (long long)m,
+             r3 ? " (rank 3)" : "", (long long)n, (long long)k, group, bias ? " bias" : "");
+    if (got) th_close(name, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+    free(got);
+    free(ref);
+    if (dx) {
+        float *hd = th_random((size_t)(m * n), -1, 1);
+        int64_t ds[3] = {2, m / 2, n}, ds2[2] = {m, n};
+        wgml_tensor *d = r3 ? th_tensor_f32(3, ds, hd) : th_tensor_f32(2, ds2, hd);
+        wgml_tensor *gx = wgml_q4_linear_dx(T.g, d, h.w);
+        th_check(gx && wgml_tensor_rank(gx) == (r3 ? 3 : 2) && wgml_tensor_dim(gx, -1) == k, "linear_dx shape");
+        float *gg = th_read_f32(gx);
+        double *rd = ref_dx(hd, &h, m, n, k);
+        snprintf(name, sizeof name, "%s linear_dx M=%lld N=%lld K=%lld G=%d", KIND_NAMES[kind], (long long)m,
+                 (long long)n, (long long)k, group);
+        if (gg) th_close(name, gg, rd, (size_t)(m * k), tol_abs(n), RTOL);
+        free(gg);
+        free(rd);
+        free(hd);
+        wgml_tensor_free(d);
+        wgml_tensor_free(gx);
+    }
+    printf("  %-60s %.2f s (forward on the GPU %.2f s)\n", name, now_s() - t0, t_gpu);
+    free(hx);
+    wgml_tensor_free(x);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
+static void test_linear(void) {
+    /* odd and partial tiles, several groups along K, every G and every kind, M on both paths */
+    static const struct {
+        int kind;
+        int64_t m, n, k;
+        int group;
+        bool bias;
+    } cases[] = {
+        {0, 1, 37, 96, 32, false},   {0, 3, 37, 96, 32, true},    {0, 5, 37, 96, 32, true},
+        {0, 70, 37, 96, 32, false},  {0, 1, 129, 200, 64, true},  {0, 67, 129, 200, 64, false},
+        {0, 2, 65, 384, 128, false}, {0, 33, 65, 384, 128, true}, {0, 9, 40, 77, 32, false},
+        {0, 1, 40, 77, 32, false},   {0, 4, 13, 33, 32, true},    {1, 1, 37, 96, 32, false},
+        {1, 4, 50, 160, 32, false},  {1, 70, 37, 96, 32, false},  {2, 1, 37, 96, 32, false},
+        {2, 2, 50, 160, 32, false},  {2, 70, 37, 96, 32, false},  {2, 130, 66, 64, 32, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        case_linear(cases[i].kind, cases[i].m, cases[i].n, cases[i].k, cases[i].group, cases[i].bias, true);
+    /* the 128 x 128 tile (chosen for M, C >= 256), automatically and forced on small shapes */
+    case_linear(0, 300, 260, 96, 32, true, true);
+    case_linear(2, 260, 300, 64, 32, false, true);
+    for (int v = 0; v <= 2; v += 2) {
+        wgml_matmul_force_variant(T.ctx, v);
+        printf("  tile variant forced: %s\n", wgml_matmul_variant_name(v));
+        case_linear(0, 70, 37, 96, 32, true, true);
+        case_linear(0, 9, 40, 77, 64, false, true);
+        case_linear(1, 70, 37, 96, 32, false, true);
+        case_linear(2, 130, 66, 64, 32, false, true);
+    }
+    wgml_matmul_force_variant(T.ctx, -1);
+}
+
+/* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM). */
+static void test_llama_shapes(void) {
+    static const int64_t shapes[][2] = {{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}}; /* K -> N */
+    for (int i = 0; i < 4; i++) {
+        case_linear(0, 1, shapes[i][1], shapes[i][0], 32, false, false);
+        case_linear(0, 112, shapes[i][1], shapes[i][0], i == 1 ? 64 : 128, false, i == 1);
+    }
+    case_linear(1, 1, 2048, 2048, 32, false, false);
+    case_linear(2, 1, 512, 2048, 32, false, false);
+}
+
+/* ------------------------------------------------------------------ requant */
+
+static const float FRACS[8] = {0.3f, -0.4f, 2.7f, -3.3f, 6.4f, -6.4f, 13.2f, -21.7f};
+
+/* Packs host codes [n, k] (one per byte) into the GPU layout words [n, kp/8] with padding `pad`. */
+static void pack_words(const uint8_t *c, int64_t n, int64_t k, int64_t kp, uint32_t pad, uint32_t *words) {
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < kp / 8; j++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) {
+                int64_t kk = j * 8 + i;
+                w |= (kk < k ? c[r * k + kk] : pad) << (4 * i);
+            }
+            words[r * (kp / 8) + j] = w;
+        }
+}
+
+static uint32_t *read_codes(const wgml_q4_weight *w) {
+    size_t bytes = wgml_tensor_nbytes(w->codes);
+    uint32_t *h = malloc(bytes);
+    if (wgml_tensor_read(w->codes, h, bytes)) {
+        th_check(false, "read codes: %s", wgml_last_error(T.ctx));
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Symmetric requant: latents at scale × FRACS (both clamps), zero scales; then the round trip. */
+static void case_requant_sym(int64_t n, int64_t k, int group) {
+    hw h = make_weight(T.g, 0, n, k, group, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    int64_t ng = (k + group - 1) / group, pn = pad4(n), kp = h.w->kp;
+    /* zero a few scales on the GPU side too: re-upload with them zeroed */
+    for (int64_t r = 0; r < n; r += 5) h.scales[((r / 5) % ng) * pn + r] = 0.0f;
+    wgml_q4_free(h.w);
+    h.w = wgml_q4_upload_q4gsw(T.g, h.codes, h.scales, NULL, n, k, group);
+    float *lat = malloc(sizeof(float) * (size_t)(n * k));
+    uint8_t *want = malloc((size_t)(n * k));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < k; c++) {
+            float s = h.scales[(c / group) * pn + r];
+            float l = th_uniform(0, 1) < 0.05 && s == 0 ? (float)th_uniform(-1, 1)
+                                                         : s * FRACS[(int)th_uniform(0, 8) & 7];
+            lat[r * k + c] = l;
+            int code = 8;
+            if (s != 0) code = (int)fminf(fmaxf(nearbyintf(l / s), -8.0f), 7.0f) + 8;
+            want[r * k + c] = (uint8_t)code;
+        }
+    int64_t ls[2] = {n, k};
+    wgml_tensor *lt = th_tensor_f32(2, ls, lat);
+    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    uint32_t *got = read_codes(h.w);
+    uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * kp / 8));
+    pack_words(want, n, k, kp, 8, ref);
+    char name[128];
+    snprintf(name, sizeof name, "q4sym requant N=%lld K=%lld G=%d", (long long)n, (long long)k, group);
+    if (got) th_exact_u32(name, got, ref, (size_t)(n * kp / 8));
+    free(got);
+    /* the forward now reads the requantised codes: compare with the host dequant of `want` */
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < k; c++) h.deq[r * k + c] = (float)(want[r * k + c] - 8) * h.scales[(c / group) * pn + r];
+    float *hx = th_random((size_t)(3 * k), -1, 1);
+    int64_t xs[2] = {3, k};
+    wgml_tensor *x = th_tensor_f32(2, xs, hx);
+    wgml_tensor *o = wgml_q4_linear(T.g, x, h.w);
+    float *fo = th_read_f32(o);
+    double *fr = ref_forward(hx, &h, 3, n, k);
+    snprintf(name, sizeof name, "q4sym forward after requant N=%lld K=%lld", (long long)n, (long long)k);
+    if (fo) th_close(name, fo, fr, (size_t)(3 * n), tol_abs(k), RTOL);
+    free(fo);
+    free(fr);
+    /* round trip: requant(dequant(W)) gives W's codes back */
+    wgml_tensor_write(lt, h.deq, sizeof(float) * (size_t)(n * k));
+    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    got = read_codes(h.w);
+    snprintf(name, sizeof name, "q4sym requant(dequant(W)) N=%lld K=%lld", (long long)n, (long long)k);
+    if (got) th_exact_u32(name, got, ref, (size_t)(n * kp / 8));
+    free(got);
+    free(ref);
+    free(lat);
+    free(want);
+    free(hx);
+    wgml_tensor_free(lt);
+    wgml_tensor_free(x);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
+/* With-minimum requant (Q4_1 weights): latent = m + d × (offsets around 0..15), clamps both ways. */
+static void case_requant_min(int64_t n, int64_t k) {
+    hw h = make_weight(T.g, 1, n, k, 32, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    int64_t ng = k / 32;
+    float *ab = malloc(wgml_tensor_nbytes(h.w->ab));
+    wgml_tensor_read(h.w->ab, ab, wgml_tensor_nbytes(h.w->ab));
+    /* one zero d per 7 rows */
+    for (int64_t r = 0; r < n; r += 7) ab[2 * (r * ng + (r % ng))] = 0.0f;
+    wgml_tensor_write(h.w->ab, ab, wgml_tensor_nbytes(h.w->ab));
+    static const float OFFS[8] = {0.3f, 2.7f, 6.4f, 13.2f, 15.4f, 21.7f, -0.4f, -3.3f};
+    float *lat = malloc(sizeof(float) * (size_t)(n * k));
+    uint8_t *want = malloc((size_t)(n * k));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < k; c++) {
+            float d = ab[2 * (r * ng + c / 32)], mn = ab[2 * (r * ng + c / 32) + 1];
+            float l = mn + d * OFFS[(int)th_uniform(0, 8) & 7];
+            lat[r * k + c] = l;
+            int code = 0;
+            if (d != 0) code = (int)fminf(fmaxf(nearbyintf((l - mn) / d), 0.0f), 15.0f);
+            want[r * k + c] = (uint8_t)code;
+        }
+    int64_t ls[2] = {n, k};
+    wgml_tensor *lt = th_tensor_f32(2, ls, lat);
+    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    uint32_t *got = read_codes(h.w);
+    uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * k / 8));
+    pack_words(want, n, k, k, 0, ref);
+    char name[128];
+    snprintf(name, sizeof name, "q4min requant N=%lld K=%lld", (long long)n, (long long)k);
+    if (got) th_exact_u32(name, got, ref, (size_t)(n * k / 8));
+    free(got);
+    free(ref);
+    free(ab);
+    free(lat);
+    free(want);
+    wgml_tensor_free(lt);
+    free_weight(&h);
+}
+
+static void test_requant(void) {
+    case_requant_sym(37, 96, 32);
+    case_requant_sym(29, 77, 32);   /* odd K, partial last group */
+    case_requant_sym(16, 333, 64);  /* odd K, 6 groups */
+    case_requant_sym(9, 1000, 128); /* 8 groups, partial */
+    case_requant_min(23, 128);
+    /* round trip on Q4_1: requant(dequant(W)) = W */
+    hw h = make_weight(T.g, 1, 19, 96, 32, false);
+    if (h.w) {
+        uint32_t *before = read_codes(h.w);
+        int64_t ls[2] = {19, 96};
+        wgml_tensor *lt = th_tensor_f32(2, ls, h.deq);
+        wgml_fill(T.g, h.w->codes, 0); /* forget the codes first */
+        th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+        uint32_t *after = read_codes(h.w);
+        if (before && after) th_exact_u32("q4min requant(dequant(W))", after, before, 19 * 96 / 8);
+        free(before);
+        free(after);
+        wgml_tensor_free(lt);
+    }
+    free_weight(&h);
+}
+
+/* ------------------------------------------------------------------ embedding */
+
+static void case_embedding(int kind, int64_t v, int64_t d, int group, int64_t t) {
+    double t0 = now_s();
+    hw h = make_weight(T.g, kind, v, d, group, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)t);
+    for (int64_t i = 0; i < t; i++) ids[i] = (int32_t)th_uniform(0, (double)v) % (int32_t)v;
+    ids[0] = -3;                 /* clamped to 0 */
+    if (t > 1) ids[1] = (int32_t)(v + 5); /* clamped to V-1 */
+    int64_t is[2] = {t > 4 && t % 2 == 0 ? 2 : 1, t > 4 && t % 2 == 0 ? t / 2 : t};
+    wgml_tensor *it = th_tensor_i32(2, is, ids);
+    wgml_tensor *o = wgml_q4_embedding(T.g, h.w, it);
+    th_check(o && wgml_tensor_rank(o) == 3 && wgml_tensor_dim(o, 2) == d, "embedding output shape");
+    float *got = th_read_f32(o);
+    uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(t * d));
+    for (int64_t i = 0; i < t; i++) {
+        int64_t id = ids[i] < 0 ? 0 : ids[i] >= v ? v - 1 : ids[i];
+        memcpy(ref + i * d, h.deq + id * d, sizeof(float) * (size_t)d);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s embedding V=%lld D=%lld T=%lld", KIND_NAMES[kind], (long long)v, (long long)d,
+             (long long)t);
+    if (got) th_exact_u32(name, (const uint32_t *)got, ref, (size_t)(t * d));
+    printf("  %-60s %.2f s\n", name, now_s() - t0);
+    free(got);
+    free(ref);
+    free(ids);
+    wgml_tensor_free(it);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
+/* The whole table dequantised on the GPU equals the host dequantisation bit for bit. */
+static void case_dequantize(int kind, int64_t n, int64_t k, int group) {
+    hw h = make_weight(T.g, kind, n, k, group, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    wgml_tensor *o = wgml_q4_dequantize(T.g, h.w);
+    th_check(o && wgml_tensor_rank(o) == 2 && wgml_tensor_dim(o, 0) == n && wgml_tensor_dim(o, 1) == k,
+             "dequantize output shape");
+    float *got = th_read_f32(o);
+    char name[128];
+    snprintf(name, sizeof name, "%s dequantize N=%lld K=%lld G=%d", KIND_NAMES[kind], (long long)n, (long long)k, group);
+    if (got) th_exact_u32(name, (const uint32_t *)got, (const uint32_t *)h.deq, (size_t)(n * k));
+    free(got);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
+static void test_embedding(void) {
+    case_dequantize(0, 37, 77, 32);
+    case_dequantize(0, 20, 300, 128);
+    case_dequantize(1, 33, 96, 32);
+    case_dequantize(2, 33, 96, 32);
+    case_embedding(0, 50, 96, 32, 7);
+    case_embedding(0, 31, 77, 64, 10); /* partial words and groups */
+    case_embedding(1, 40, 64, 32, 12);
+    case_embedding(2, 40, 96, 32, 12);
+    case_embedding(2, 60, 128, 32, 5);
+    case_embedding(0, 50, 36, 32, 70000); /* 70,000 workgroups: the grid folds into 2-D */
+}
+
+/* ------------------------------------------------------------------ the closed loop */
+
+/* One built graph: out1 = forward(x); requant(latent); out2 = forward(x). The second forward
+ * must read the codes that requant wrote in the same command buffer. Run twice. */
+static void test_closed_loop(void) {
+    const int64_t n = 48, k = 160, m = 6;
+    const int group = 32;
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    hw h = make_weight(g, 0, n, k, group, true);
+    int64_t xs[2] = {m, k}, ls[2] = {n, k};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs);
+    wgml_tensor *lat = wgml_tensor_new(g, WGML_F32, 2, ls);
+    wgml_tensor *x1 = wgml_tensor_new(g, WGML_F32, 1, &k); /* an M = 1 decode row too */
+    int64_t ds[2] = {m, n};
+    wgml_tensor *dout = wgml_tensor_new(g, WGML_F32, 2, ds);
+    wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, ls);
+    wgml_tensor *o1 = wgml_q4_linear(g, x, h.w);
+    /* the backward of one step: d_x through the frozen codes, dW for the latent */
+    wgml_tensor *gx = wgml_q4_linear_dx(g, dout, h.w);
+    wgml_status ws = wgml_linear_dw(g, dout, x, dw, 0);
+    wgml_status rs = wgml_q4_requant(g, lat, h.w);
+    wgml_tensor *o2 = wgml_q4_linear(g, x, h.w);
+    wgml_tensor *o3 = wgml_q4_linear(g, x1, h.w);
+    bool ok = h.w && x && lat && o1 && o2 && o3 && gx && rs == WGML_OK && ws == WGML_OK && !wgml_graph_keep(g, o1) &&
+              !wgml_graph_keep(g, o2) && !wgml_graph_keep(g, gx) &&
+              !wgml_graph_keep(g, o3) && !wgml_graph_compile(g);
+    th_check(ok, "closed loop graph built: %s", wgml_last_error(T.ctx));
+    if (!ok) {
+        free_weight(&h);
+        wgml_graph_free(g);
+        return;
+    }
+    int64_t pn = pad4(n);
+    uint32_t *orig = read_codes(h.w);
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1);
+        float *lt = malloc(sizeof(float) * (size_t)(n * k));
+        float *deq2 = malloc(sizeof(float) * (size_t)(n * k));
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < k; c++) {
+                float s = h.scales[(c / group) * pn + r];
+                lt[r * k + c] = s * FRACS[(int)th_uniform(0, 8) & 7];
+                int code = s != 0 ? (int)fminf(fmaxf(nearbyintf(lt[r * k + c] / s), -8.0f), 7.0f) + 8 : 8;
+                deq2[r * k + c] = (float)(code - 8) * s;
+            }
+        float *hd = th_random((size_t)(m * n), -1, 1);
+        wgml_tensor_write(dout, hd, sizeof(float) * (size_t)(m * n));
+        wgml_tensor_write(x, hx, sizeof(float) * (size_t)(m * k));
+        wgml_tensor_write(x1, hx + k, sizeof(float) * (size_t)k);
+        wgml_tensor_write(lat, lt, sizeof(float) * (size_t)(n * k));
+        wgml_tensor_write(h.w->codes, orig, wgml_tensor_nbytes(h.w->codes)); /* the frozen codes again */
+        uint64_t submits = wgml_submit_count(T.ctx);
+        th_check(wgml_graph_run(g) == WGML_OK, "closed loop run %d: %s", run, wgml_last_error(T.ctx));
+        th_check(wgml_submit_count(T.ctx) == submits + 1, "closed loop run %d is one submit", run);
+        float *g1 = th_read_f32(o1), *g2 = th_read_f32(o2), *g3 = th_read_f32(o3);
+        double *r1 = ref_forward(hx, &h, m, n, k);
+        double *rdx = ref_dx(hd, &h, m, n, k); /* the codes before requant */
+        double *rdw = malloc(sizeof(double) * (size_t)(n * k));
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < k; j++) {
+                double acc = 0;
+                for (int64_t r = 0; r < m; r++) acc += (double)hd[r * n + i] * hx[r * k + j];
+                rdw[i * k + j] = acc;
+            }
+        float *gdx = th_read_f32(gx), *gdw = th_read_f32(dw);
+        float *keep = h.deq;
+        h.deq = deq2;
+        double *r2 = ref_forward(hx, &h, m, n, k);
+        double *r3 = ref_forward(hx + k, &h, 1, n, k);
+        h.deq = keep;
+        char name[96];
+        snprintf(name, sizeof name, "closed loop run %d: forward before requant", run);
+        if (g1) th_close(name, g1, r1, (size_t)(m * n), tol_abs(k), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: forward after requant", run);
+        if (g2) th_close(name, g2, r2, (size_t)(m * n), tol_abs(k), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: M=1 forward after requant", run);
+        if (g3) th_close(name, g3, r3, (size_t)n, tol_abs(k), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: d_x (frozen codes)", run);
+        if (gdx) th_close(name, gdx, rdx, (size_t)(m * k), tol_abs(n), RTOL);
+        snprintf(name, sizeof name, "closed loop run %d: dW (linear_dw)", run);
+        if (gdw) th_close(name, gdw, rdw, (size_t)(n * k), tol_abs(m), RTOL);
+        free(gdx); free(gdw); free(rdx); free(rdw); free(hd);
+        /* the two forwards must differ (the requant changed codes) */
+        double diff = 0;
+        for (int64_t i = 0; g1 && g2 && i < m * n; i++) diff = fmax(diff, fabs((double)g1[i] - g2[i]));
+        th_check(diff > 1e-3, "closed loop run %d: requant changed the forward (max diff %g)", run, diff);
+        free(g1); free(g2); free(g3); free(r1); free(r2); free(r3); free(hx); free(lt); free(deq2);
+    }
+    free(orig);
+    free_weight(&h);
+    wgml_graph_free(g);
+}
+
+/* ------------------------------------------------------------------ host formats */
+
+static void test_host_formats(void) {
+    /* fp16 edge values through Q8_0 blocks: d = 1 (0x3C00), smallest subnormal (0x0001),
+     * largest normal (0x7BFF), -2 (0xC000); codes 1, -1, 127, -128 */
+    static const uint16_t ds[4] = {0x3C00, 0x0001, 0x7BFF, 0xC000};
+    static const float dv[4] = {1.0f, 0x1p-24f, 65504.0f, -2.0f};
+    uint8_t blk[4 * 34];
+    memset(blk, 0, sizeof blk);
+    for (int b = 0; b < 4; b++) {
+        blk[b * 34] = (uint8_t)ds[b];
+        blk[b * 34 + 1] = (uint8_t)(ds[b] >> 8);
+        blk[b * 34 + 2] = 1;
+        blk[b * 34 + 3] = 0xFF;
+        blk[b * 34 + 4] = 127;
+        blk[b * 34 + 5] = 0x80;
+    }
+    float out[4 * 32];
+    th_check(wgml_gguf_dequantize(WGML_GGUF_Q8_0, blk, sizeof blk, 4, 32, out) == WGML_OK, "Q8_0 dequantize");
+    bool ok = true;
+    for (int b = 0; b < 4; b++)
+        ok = ok && out[b * 32] == dv[b] && out[b * 32 + 1] == -dv[b] && out[b * 32 + 2] == 127 * dv[b] &&
+             out[b * 32 + 3] == -128 * dv[b] && out[b * 32 + 4] == 0;
+    th_check(ok, "fp16 d conversion exact (normal, subnormal, max, negative)");
+    /* Q4_0 nibble order: low nibbles are elements 0..15, high nibbles 16..31 */
+    uint8_t q40[18] = {0x00, 0x3C};
+    for (int j = 0; j < 16; j++) q40[2 + j] = (uint8_t)(j | ((15 - j) << 4));
+    th_check(wgml_gguf_dequantize(WGML_GGUF_Q4_0, q40, 18, 1, 32, out) == WGML_OK, "Q4_0 dequantize");
+    ok = true;
+    for (int j = 0; j < 16; j++) ok = ok && out[j] == (float)(j - 8) && out[j + 16] == (float)(7 - j);
+    th_check(ok, "Q4_0 nibble order");
+    /* flat q4gsw nibble order: low nibble is the even k */
+    uint8_t codes[2] = {0x9A, 0x0F};
+    float sc[4] = {0.5f, 0, 0, 0};
+    th_check(wgml_q4gsw_dequantize(codes, sc, 1, 3, 32, out) == WGML_OK, "q4gsw dequantize");
+    th_check(out[0] == 1.0f && out[1] == 0.5f && out[2] == 3.5f, "q4gsw nibble order (%g %g %g)", out[0], out[1], out[2]);
+    /* quantize: max |w| maps to ±7, codes round half to even at the scale */
+    float w[8] = {0.7f, -0.7f, 0.05f, 0.15f, 0.0f, 0.35f, -0.26f, 0.1f};
+    uint8_t qc[4];
+    float qs[4];
+    th_check(wgml_q4gsw_quantize(w, 1, 8, 32, qc, qs) == WGML_OK, "quantize");
+    float back[8];
+    wgml_q4gsw_dequantize(qc, qs, 1, 8, 32, back);
+    th_check(qs[0] == 0.7f / 7.0f && back[0] == 7 * qs[0] && back[1] == -7 * qs[0], "quantize scale max|w|/7 (%g)", qs[0]);
+    ok = true;
+    for (int i = 0; i < 8; i++) ok = ok && fabsf(back[i] - w[i]) <= qs[0] / 2 * 1.0001f;
+    th_check(ok, "quantize error <= scale/2");
+    float zeros[40] = {0};
+    uint8_t zc[20];
+    float zs[8];
+    th_check(wgml_q4gsw_quantize(zeros, 1, 40, 32, zc, zs) == WGML_OK && zs[0] == 0 && zc[0] == 0x88 && zc[19] == 0x88,
+             "an all-zero group gets scale 0 and codes 8");
+    th_check(wgml_gguf_row_bytes(WGML_GGUF_Q4_0, 64) == 36 && wgml_gguf_row_bytes(WGML_GGUF_Q4_1, 64) == 40 &&
+                 wgml_gguf_row_bytes(WGML_GGUF_Q8_0, 64) == 68 && wgml_gguf_row_bytes(WGML_GGUF_Q8_0, 48) == 0,
+             "row bytes");
+}
+
+/* ------------------------------------------------------------------ bad input */
+
+static void test_errors(void) {
+    uint8_t codes[64] = {0};
+    float scales[64] = {0};
+    float w[256] = {0};
+    wgml_q4_weight *q = wgml_q4_upload_q4gsw(T.g, codes, scales, NULL, 4, 48, 48);
+    th_expect_error("G not a multiple of 32", q == NULL, WGML_ERR_ARG, "q4_upload_q4gsw", "G = 48", NULL);
+    q = wgml_q4_upload_q4gsw(T.g, NULL, scales, NULL, 4, 32, 32);
+    th_expect_error("NULL codes", q == NULL, WGML_ERR_ARG, "codes is NULL", NULL);
+    q = wgml_q4_upload_q4gsw(T.g, codes, scales, NULL, 0, 32, 32);
+    th_expect_error("zero N", q == NULL, WGML_ERR_SHAPE, "[0, 32]", NULL);
+    q = wgml_q4_quantize(T.g, w, 2, 64, 16);
+    th_expect_error("quantize G=16", q == NULL, WGML_ERR_ARG, "G = 16", NULL);
+    uint8_t blocks[2 * 34] = {0};
+    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_Q8_0, blocks, sizeof blocks, 1, 48);
+    th_expect_error("GGUF K not whole blocks", q == NULL, WGML_ERR_SHAPE, "Q8_0", "K = 48", NULL);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_Q8_0, blocks, 60, 2, 32);
+    th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
+    q = wgml_q4_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
+    th_expect_error("GGUF unsupported type", q == NULL, WGML_ERR_UNSUPPORTED, "Q4_K", "(12)", NULL);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_F16, blocks, 64, 1, 32);
+    th_expect_error("GGUF F16 is not a block type", q == NULL, WGML_ERR_UNSUPPORTED, "F16", NULL);
+    wgml_status s = wgml_gguf_dequantize(13, blocks, sizeof blocks, 1, 256, w);
+    th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q5_K (13)"),
+             "host dequantize of an unsupported type names it: %s", wgml_last_error(NULL));
+    s = wgml_q4gsw_dequantize(codes, scales, 2, 64, 64, NULL);
+    th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "out is NULL"), "host dequantize NULL out: %s",
+             wgml_last_error(NULL));
+
+    hw h = make_weight(T.g, 0, 8, 64, 32, false);
+    hw h8 = make_weight(T.g, 2, 8, 64, 32, false);
+    int64_t s1[2] = {3, 63}, s2[2] = {3, 64}, s3[2] = {3, 8}, s4[2] = {8, 65};
+    wgml_tensor *xb = wgml_full(T.g, WGML_F32, 2, s1, 1.0);
+    wgml_tensor *xg = wgml_full(T.g, WGML_F32, 2, s2, 1.0);
+    wgml_tensor *xi = wgml_full(T.g, WGML_I32, 2, s2, 1.0);
+    wgml_tensor *dg = wgml_full(T.g, WGML_F32, 2, s3, 1.0);
+    wgml_tensor *lb = wgml_full(T.g, WGML_F32, 2, s4, 1.0);
+    th_expect_error("linear K mismatch", wgml_q4_linear(T.g, xb, h.w) == NULL, WGML_ERR_SHAPE, "q4_linear", "[3, 63]",
+                    "K = 64", NULL);
+    th_expect_error("linear NULL x", wgml_q4_linear(T.g, NULL, h.w) == NULL, WGML_ERR_ARG, "q4_linear", NULL);
+    th_expect_error("linear NULL w", wgml_q4_linear(T.g, xg, NULL) == NULL, WGML_ERR_ARG, "q4_linear", "w is NULL", NULL);
+    th_expect_error("linear i32 x", wgml_q4_linear(T.g, xi, h.w) == NULL, WGML_ERR_DTYPE, "q4_linear", NULL);
+    th_expect_error("linear_dx N mismatch", wgml_q4_linear_dx(T.g, xg, h.w) == NULL, WGML_ERR_SHAPE, "q4_linear_dx",
+                    "N = 8", NULL);
+    th_check(wgml_q4_linear_dx(T.g, dg, h.w) != NULL, "linear_dx good shape");
+    th_expect_error("requant latent shape", wgml_q4_requant(T.g, lb, h.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
+                    "q4_requant", "[8, 65]", "[8, 64]", NULL);
+    th_expect_error("requant NULL latent", wgml_q4_requant(T.g, NULL, h.w) != WGML_OK, WGML_ERR_ARG, "q4_requant", NULL);
+    int64_t s5[2] = {8, 64};
+    wgml_tensor *l8 = wgml_full(T.g, WGML_F32, 2, s5, 0.0);
+    th_expect_error("requant Q8", wgml_q4_requant(T.g, l8, h8.w) == WGML_ERR_UNSUPPORTED, WGML_ERR_UNSUPPORTED,
+                    "q4_requant", "Q8_0", NULL);
+    th_expect_error("embedding f32 ids", wgml_q4_embedding(T.g, h.w, xg) == NULL, WGML_ERR_DTYPE, "q4_embedding", NULL);
+    th_expect_error("embedding NULL table", wgml_q4_embedding(T.g, NULL, xi) == NULL, WGML_ERR_ARG, "q4_embedding",
+                    "table is NULL", NULL);
+    th_expect_error("dequantize NULL weight", wgml_q4_dequantize(T.g, NULL) == NULL, WGML_ERR_ARG, "q4_dequantize",
+                    "w is NULL", NULL);
+    /* a weight of another graph */
+    wgml_graph *g2 = wgml_graph_new(T.ctx);
+    wgml_tensor *x2 = wgml_tensor_new(g2, WGML_F32, 2, s2);
+    th_expect_error("weight of another graph", wgml_q4_linear(g2, x2, h.w) == NULL, WGML_ERR_ARG, "different graphs",
+                    NULL);
+    wgml_graph_free(g2);
+    wgml_tensor_free(xb); wgml_tensor_free(xg); wgml_tensor_free(xi); wgml_tensor_free(dg); wgml_tensor_free(lb);
+    wgml_tensor_free(l8);
+    free_weight(&h);
+    free_weight(&h8);
+    wgml_sync(T.ctx);
+}
+
+/* ------------------------------------------------------------------ --gguf-check */
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (size) *size = (size_t)n;
+    return p;
+}
+
+static bool write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(p, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    return ok;
+}
+
+static int gguf_check(const char *dir) {
+    char path[1024], cname[128];
+    snprintf(path, sizeof path, "%s/cases.txt", dir);
+    FILE *list = fopen(path, "r");
+    if (!list) {
+        printf("FAIL: no %s\n", path);
+        return 1;
+    }
+    while (fscanf(list, "%127s", cname) == 1) {
+        int type;
+        long long n, k, m;
+        snprintf(path, sizeof path, "%s/%s.meta", dir, cname);
+        FILE *mf = fopen(path, "r");
+        bool ok = mf && fscanf(mf, "%d %lld %lld %lld", &type, &n, &k, &m) == 4;
+        if (mf) fclose(mf);
+        if (!th_check(ok, "%s: meta", cname)) continue;
+        size_t bytes = 0, xbytes = 0;
+        snprintf(path, sizeof path, "%s/%s.blocks", dir, cname);
+        uint8_t *blocks = read_file(path, &bytes);
+        snprintf(path, sizeof path, "%s/%s.x", dir, cname);
+        float *x = read_file(path, &xbytes);
+        if (!th_check(blocks && x && xbytes == sizeof(float) * (size_t)((m ? m : 1) * k), "%s: inputs", cname)) {
+            free(blocks);
+            free(x);
+            continue;
+        }
+        float *deq = malloc(sizeof(float) * (size_t)(n * k));
+        th_check(wgml_gguf_dequantize(type, blocks, bytes, n, k, deq) == WGML_OK, "%s: dequantize: %s", cname,
+                 wgml_last_error(NULL));
+        snprintf(path, sizeof path, "%s/%s.deq", dir, cname);
+        th_check(write_file(path, deq, sizeof(float) * (size_t)(n * k)), "%s: write deq", cname);
+        if (m == 0) { /* a plain type: host dequantisation only */
+            free(deq);
+            free(blocks);
+            free(x);
+            continue;
+        }
+        wgml_q4_weight *w = wgml_q4_upload_gguf(T.g, type, blocks, bytes, n, k);
+        int64_t xs[2] = {m, k};
+        wgml_tensor *xt = th_tensor_f32(2, xs, x);
+        wgml_tensor *o = wgml_q4_linear(T.g, xt, w);
+        float *got = th_read_f32(o);
+        snprintf(path, sizeof path, "%s/%s.out", dir, cname);
+        th_check(got && write_file(path, got, sizeof(float) * (size_t)(m * n)), "%s: forward: %s", cname,
+                 wgml_last_error(T.ctx));
+        free(got);
+        wgml_tensor_free(xt);
+        wgml_tensor_free(o);
+        wgml_q4_free(w);
+        free(deq);
+        free(blocks);
+        free(x);
+    }
+    fclose(list);
+    return th_done();
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_q4", argc, argv);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--gguf-check") && i + 1 < argc) return gguf_check(argv[i + 1]);
+        if (!strcmp(argv[i], "--bench")) {
+            th_check(wgml_q4_bench(T.ctx, stdout) == 0, "bench: %s", wgml_last_error(T.ctx));
+            return th_done();
+        }
+    }
+    double t0 = now_s();
+    test_host_formats();
+    test_errors();
+    printf("host formats and errors: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_linear();
+    printf("linear / linear_dx: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_requant();
+    printf("requant: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_embedding();
+    printf("embedding: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_closed_loop();
+    printf("closed loop: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_llama_shapes();
+    printf("Llama-3.2-1B shapes: %.2f s\n", now_s() - t0);
+    return th_done();
+}
