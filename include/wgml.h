@@ -176,6 +176,12 @@ wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, fl
 /* Backward of wgml_rope: dx = dy rotated by -angle (same shapes and arguments). */
 wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
                                 wgml_rope_style style);
+/* Either direction (backward != 0: rotation by -angle) on either layout: WGML_ROPE_BSHD is
+ * x [B, S, H, D] as above; WGML_ROPE_BHSD is x [B, H, S, D], the layout of wgml_sdpa's q and
+ * k, so rope can be applied after the heads are split out without a transpose copy. */
+typedef enum wgml_rope_layout { WGML_ROPE_BSHD = 0, WGML_ROPE_BHSD = 1 } wgml_rope_layout;
+wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
+                          wgml_rope_layout layout, int backward);
 
 /* Scaled dot-product attention with grouped-query heads:
  *   out[b, h] = softmax(q[b, h] · k[b, h / (Hq/Hkv)]ᵀ · scale + mask) · v[b, h / (Hq/Hkv)]

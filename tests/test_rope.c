@@ -112,6 +112,38 @@ static void test_cases(void) {
     wgml_tensor_free(x); wgml_tensor_free(p);
 }
 
+/* The heads-first layout [B, H, S, D] (wgml_rope_ex): the reference transposes to [B, S, H, D]. */
+static void test_heads_first(void) {
+    int64_t B = 2, H = 3, S = 5, D = 16, xs[4] = {B, H, S, D}, ps[2] = {B, S};
+    int64_t n = B * H * S * D;
+    float *hx = th_random((size_t)n, -1, 1), *xt = malloc(sizeof(float) * (size_t)n);
+    int32_t hp[10];
+    for (int i = 0; i < 10; i++) hp[i] = (int32_t)th_uniform(0, 9000);
+    double *rt = malloc(sizeof(double) * (size_t)n), *ref = malloc(sizeof(double) * (size_t)n);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                memcpy(xt + ((b * S + s) * H + h) * D, hx + ((b * H + h) * S + s) * D, sizeof(float) * (size_t)D);
+    wgml_tensor *x = th_tensor_f32(4, xs, hx), *p = th_tensor_i32(2, ps, hp);
+    for (int st = 0; st < 2; st++)
+        for (int bw = 0; bw < 2; bw++) {
+            float *got = th_read_f32(wgml_rope_ex(T.g, x, p, 10000, (wgml_rope_style)st, WGML_ROPE_BHSD, bw));
+            ref_rope(xt, hp, 1, B, S, H, D, 10000, (wgml_rope_style)st, bw ? -1 : 1, rt);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t s = 0; s < S; s++)
+                        memcpy(ref + ((b * H + h) * S + s) * D, rt + ((b * S + s) * H + h) * D, sizeof(double) * (size_t)D);
+            char name[96];
+            snprintf(name, sizeof name, "rope_ex [B,H,S,D] %s%s", style_name((wgml_rope_style)st), bw ? " backward" : "");
+            th_close(name, got, ref, (size_t)n, ROPE_ATOL, ROPE_RTOL);
+            free(got);
+        }
+    th_expect_error("rope_ex bad layout", wgml_rope_ex(T.g, x, p, 10000, WGML_ROPE_HALF, (wgml_rope_layout)3, 0) == NULL,
+                    WGML_ERR_ARG, "rope", "layout", NULL);
+    free(hx); free(xt); free(rt); free(ref);
+    wgml_tensor_free(x); wgml_tensor_free(p);
+}
+
 /* A built graph: q -> rope -> rope_backward(·) with the positions written before each run. */
 static void test_graph(void) {
     wgml_graph *g = wgml_graph_new(T.ctx);
@@ -241,6 +273,7 @@ int main(int argc, char **argv) {
     th_init_args("test_rope", argc, argv);
     double t0 = now();
     test_cases();
+    test_heads_first();
     double t1 = now();
     test_graph();
     double t2 = now();

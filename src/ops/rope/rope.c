@@ -1,6 +1,7 @@
 /* Rotary position embedding (rope) and its backward, through one kernel (rope_apply.wgsl).
  *
- * x is [B, S, H, D] (row-major, D fastest: batch, sequence, head, head dimension), positions
+ * x is [B, S, H, D] (row-major, D fastest: batch, sequence, head, head dimension) or, with
+ * wgml_rope_ex, [B, H, S, D] (the layout attention takes, so no transpose copy), positions
  * an i32 tensor [S] (shared by every batch entry) or [B, S]. Positions live in a tensor so a
  * built decode graph can be replayed with new positions. The per-pair frequency table is made
  * in double precision on the host and uploaded as a small tensor of the graph (see the kernel
@@ -23,9 +24,14 @@ static double trunc_bits(double v, int bits) {
 }
 
 static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *positions, float theta,
-                                wgml_rope_style style, float sign) {
+                                wgml_rope_style style, wgml_rope_layout layout, float sign) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
+    if (layout != WGML_ROPE_BSHD && layout != WGML_ROPE_BHSD) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown layout %d", op, (int)layout);
+        return NULL;
+    }
+    bool hf = layout == WGML_ROPE_BHSD;
     const char *xn = sign > 0 ? "x" : "dy";
     if (check_tensor(ctx, op, xn, x) || check_tensor(ctx, op, "positions", positions) ||
         check_dtype(ctx, op, xn, x, WGML_F32) || check_dtype(ctx, op, "positions", positions, WGML_I32) ||
@@ -36,7 +42,7 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, xn);
         return NULL;
     }
-    int64_t B = x->shape[0], S = x->shape[1], H = x->shape[2], D = x->shape[3];
+    int64_t B = x->shape[0], S = hf ? x->shape[2] : x->shape[1], H = hf ? x->shape[1] : x->shape[2], D = x->shape[3];
     if (D % 2 != 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s: the head dimension D = %lld must be even", op, xn, tshape(x),
                        (long long)D);
@@ -45,8 +51,9 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
     bool per_batch = positions->rank == 2;
     if ((per_batch && (positions->shape[0] != B || positions->shape[1] != S)) ||
         (!per_batch && positions->shape[0] != S)) {
-        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: positions %s must be [%lld] or [%lld, %lld] for %s %s ([B, S, H, D])", op,
-                       tshape(positions), (long long)S, (long long)B, (long long)S, xn, tshape(x));
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: positions %s must be [%lld] or [%lld, %lld] for %s %s (%s)", op,
+                       tshape(positions), (long long)S, (long long)B, (long long)S, xn, tshape(x),
+                       hf ? "[B, H, S, D]" : "[B, S, H, D]");
         return NULL;
     }
     if (!(theta > 0) || !isfinite(theta)) {
@@ -94,8 +101,9 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         float sign;
         uint32_t pad[2];
     } params = {(uint32_t)n_pairs, (uint32_t)H, (uint32_t)S, (uint32_t)half, per_batch ? (uint32_t)S : 0u, sign, {0, 0}};
-    const char *prelude = style == WGML_ROPE_INTERLEAVED ? "const INTERLEAVED: bool = true;\n"
-                                                         : "const INTERLEAVED: bool = false;\n";
+    char prelude[128];
+    snprintf(prelude, sizeof prelude, "const INTERLEAVED: bool = %s;\nconst HEADS_FIRST: bool = %s;\n",
+             style == WGML_ROPE_INTERLEAVED ? "true" : "false", hf ? "true" : "false");
     wgml_tensor *ro[3] = {x, positions, table};
     wgml_status s = graph_dispatch(g, op, "rope_apply", prelude, ro, 3, &out, 1, &params, sizeof params,
                                    ((uint64_t)n_pairs + 63) / 64);
@@ -111,10 +119,16 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
 }
 
 wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style) {
-    return rope_record(g, "rope", x, positions, theta, style, 1.0f);
+    return rope_record(g, "rope", x, positions, theta, style, WGML_ROPE_BSHD, 1.0f);
 }
 
 wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
                                 wgml_rope_style style) {
-    return rope_record(g, "rope_backward", dy, positions, theta, style, -1.0f);
+    return rope_record(g, "rope_backward", dy, positions, theta, style, WGML_ROPE_BSHD, -1.0f);
+}
+
+wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
+                          wgml_rope_layout layout, int backward) {
+    return rope_record(g, backward ? "rope_backward" : "rope", x, positions, theta, style, layout,
+                       backward ? -1.0f : 1.0f);
 }

@@ -1,5 +1,6 @@
-// rope_apply: rotary position embedding (forward, or backward with SIGN = -1) of
-// x [B, S, H, D] (row-major, D fastest) by angle pos[b, s] * theta^(-2i/D) for pair i.
+// rope_apply: rotary position embedding (forward, or backward with sign = -1) of
+// x [B, S, H, D] (row-major, D fastest; [B, H, S, D] when the prelude sets HEADS_FIRST) by
+// the angle pos[b, s] * theta^(-2i/D) for pair i.
 //
 // Workgroup: 64 threads; each thread owns one pair (two elements of one head row):
 // (i, i + D/2) for the half-split style, (2i, 2i + 1) for the interleaved style (the prelude
@@ -28,10 +29,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let idx = (wid.x + wid.y * nwg.x) * 64u + lid;
     if (idx >= p.n_pairs) { return; }
     let i = idx % p.half;
-    let row = idx / p.half;          // (b * S + s) * H + h
-    let bs = row / p.H;
-    let s = bs % p.S;
-    let b = bs / p.S;
+    let row = idx / p.half;          // (b * S + s) * H + h, or (b * H + h) * S + s heads-first
+    var s: u32;
+    var b: u32;
+    if (HEADS_FIRST) {
+        s = row % p.S;
+        b = row / (p.S * p.H);
+    } else {
+        let bs = row / p.H;
+        s = bs % p.S;
+        b = bs / p.S;
+    }
     let position = pos[b * p.pos_bstride + s];
     let g = tab[i];
     let ph = f32(position >> 12u) * 4096.0;

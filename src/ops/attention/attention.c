@@ -1,0 +1,172 @@
+/* Attention: scaled dot-product attention with grouped-query heads (wgml_sdpa), the KV cache
+ * append (wgml_kv_append) and attention over a cache's filled prefix (wgml_sdpa_cached).
+ * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
+#include "graph/graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Checks that t is a present f32 rank-4 tensor of graph g. */
+static wgml_status check_f32_4d(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_F32)) ||
+        (s = check_rank(ctx, op, arg, t, 4, 4)))
+        return s;
+    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    return WGML_OK;
+}
+
+static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_I32))) return s;
+    if (t->numel != 1)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s must hold one element", op, arg, tshape(t));
+    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    return WGML_OK;
+}
+
+/* q [B, Hq, Sq, D] against k, v [B, Hkv, Skv, D]: same B and D, k and v the same shape,
+ * Hq a multiple of Hkv. */
+static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const wgml_tensor *q, const char *kn,
+                             const wgml_tensor *k, const char *vn, const wgml_tensor *v) {
+    wgml_status s;
+    if ((s = check_f32_4d(ctx, g, op, "q", q)) || (s = check_f32_4d(ctx, g, op, kn, k)) ||
+        (s = check_f32_4d(ctx, g, op, vn, v)))
+        return s;
+    if (memcmp(k->shape, v->shape, sizeof(int64_t) * 4) != 0)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s and %s %s must have the same shape", op, kn, tshape(k), vn,
+                              tshape(v));
+    if (q->shape[0] != k->shape[0])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: batch sizes differ", op, tshape(q), kn, tshape(k));
+    if (q->shape[3] != k->shape[3])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: head dimensions D differ", op, tshape(q), kn,
+                              tshape(k));
+    if (q->shape[1] % k->shape[1] != 0)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "%s: q %s has %lld heads, not a multiple of the %lld kv heads of %s %s", op, tshape(q),
+                              (long long)q->shape[1], (long long)k->shape[1], kn, tshape(k));
+    return WGML_OK;
+}
+
+static uint32_t pow2_at_least(int64_t n, uint32_t cap) {
+    uint32_t v = 1;
+    while (v < cap && (int64_t)v < n) v *= 2;
+    return v;
+}
+
+/* Records the attention kernel; len may be NULL (all Skv keys). */
+static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
+                                wgml_tensor *len, int causal, float scale) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3];
+    int64_t Hkv = k->shape[1], Skv = k->shape[2], G = Hq / Hkv;
+    if (!isfinite(scale)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale must be finite, got %g", op, (double)scale);
+        return NULL;
+    }
+    double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
+    /* rows per workgroup: the smallest power of two covering a kv head's rows, at most 16 */
+    int64_t rows = G * Sq;
+    uint32_t bq = pow2_at_least(rows, 16), tpq = 64 / bq, bk = 0;
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
+    /* largest key block (<= 32) whose Qs, Ks, Vs, Ps, Es fit in workgroup memory */
+    for (;;) {
+        for (uint32_t c = 32; c >= 4 && !bk; c /= 2)
+            if (4ull * ((uint64_t)bq * (uint64_t)D + 2ull * c * (uint64_t)D + 2ull * bq * c) + 16 <= limit) bk = c;
+        if (bk || bq == 1) break;
+        bq /= 2;
+        tpq = 64 / bq;
+    }
+    if (!bk) {
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
+                       op, (long long)D, (unsigned long long)limit);
+        return NULL;
+    }
+    int64_t n_blocks = (rows + bq - 1) / bq;
+    uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
+    if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull || (uint64_t)k->numel > 0xFFFFFFFFull) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s or k %s is too large", op, tshape(q), tshape(k));
+        return NULL;
+    }
+    uint32_t dpt = (uint32_t)((D + tpq - 1) / tpq);
+    char prelude[1024];
+    snprintf(prelude, sizeof prelude,
+             "const BQ: u32 = %uu; const TPQ: u32 = %uu; const BK: u32 = %uu; const D: u32 = %lldu; const DPT: u32 = %uu;\n"
+             "const CAUSAL: bool = %s;\n%s",
+             bq, tpq, bk, (long long)D, dpt, causal ? "true" : "false",
+             len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
+                   "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
+                   "@group(0) @binding(5) var<uniform> p: Params;\n"
+                   "fn read_len() -> i32 { return len_buf[0]; }\n"
+                 : "@group(0) @binding(3) var<storage, read_write> out: array<f32>;\n"
+                   "@group(0) @binding(4) var<uniform> p: Params;\n"
+                   "fn read_len() -> i32 { return i32(p.Skv); }\n");
+    struct {
+        uint32_t B, Hkv, G, Sq, Skv, n_blocks;
+        float scale_log2;
+        uint32_t pad;
+    } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
+                (float)(sc * 1.4426950408889634074), 0};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[4] = {q, k, v, len};
+    if (graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, &out, 1, &params, sizeof params, groups)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "sdpa";
+    if (check_qkv(ctx, g, op, q, "k", k, "v", v)) return NULL;
+    if (causal && q->shape[2] > k->shape[2]) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE,
+                       "sdpa: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", tshape(q),
+                       tshape(k));
+        return NULL;
+    }
+    return sdpa_record(g, op, q, k, v, NULL, causal, scale);
+}
+
+wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_tensor *len, int causal, float scale) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "sdpa_cached";
+    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
+        return NULL;
+    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale);
+}
+
+wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "kv_append: graph is NULL");
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "kv_append";
+    wgml_status s;
+    if ((s = check_f32_4d(ctx, g, op, "cache", cache)) || (s = check_f32_4d(ctx, g, op, "new_rows", new_rows)) ||
+        (s = check_scalar_i32(ctx, g, op, "pos", pos)))
+        return s;
+    if (cache == new_rows)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "kv_append: cache and new_rows are the same tensor");
+    if (cache->shape[0] != new_rows->shape[0] || cache->shape[1] != new_rows->shape[1] ||
+        cache->shape[3] != new_rows->shape[3])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "kv_append: new_rows %s must be [%lld, %lld, Snew, %lld] for cache %s ([B, Hkv, Smax, D])",
+                              tshape(new_rows), (long long)cache->shape[0], (long long)cache->shape[1],
+                              (long long)cache->shape[3], tshape(cache));
+    if ((uint64_t)cache->numel > 0xFFFFFFFFull)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "kv_append: cache %s is too large", tshape(cache));
+    struct {
+        uint32_t n, D, Snew, Smax;
+    } params = {(uint32_t)new_rows->numel, (uint32_t)cache->shape[3], (uint32_t)new_rows->shape[2],
+                (uint32_t)cache->shape[2]};
+    wgml_tensor *ro[2] = {new_rows, pos};
+    return graph_dispatch(g, op, "attn_kv_append", NULL, ro, 2, &cache, 1, &params, sizeof params,
+                          ((uint64_t)new_rows->numel + 255) / 256);
+}
