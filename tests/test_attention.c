@@ -283,7 +283,7 @@ static void test_prefill_then_decode(void) {
 
 static void test_bad_input(void) {
     static float z[4096];
-    static int32_t zi[64];
+    static int32_t zi[4096];
     int64_t q9[4] = {1, 9, 2, 8}, k3[4] = {1, 3, 4, 8}, k4[4] = {1, 4, 4, 8}, kd[4] = {1, 3, 4, 16}, k2b[4] = {2, 3, 4, 8};
     int64_t k5[4] = {1, 3, 5, 8}, q9l[4] = {1, 9, 6, 8}, s3[3] = {9, 2, 8}, one[1] = {1}, two[1] = {2};
     wgml_tensor *q = th_tensor_f32(4, q9, z), *k = th_tensor_f32(4, k3, z), *v = th_tensor_f32(4, k3, z);
