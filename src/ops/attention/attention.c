@@ -49,10 +49,31 @@ static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const
     return WGML_OK;
 }
 
-static uint32_t pow2_at_least(int64_t n, uint32_t cap) {
-    uint32_t v = 1;
-    while (v < cap && (int64_t)v < n) v *= 2;
-    return v;
+/* Thread grid and register tile of the attention kernel: WX x WY threads, TM rows x TN keys
+ * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block. */
+typedef struct sdpa_tile {
+    uint32_t wx, wy, tm, tn;
+} sdpa_tile;
+
+/* Candidates, best first, for few rows (decode: one kv head's query heads), a handful, and
+ * many (prefill). The first whose workgroup memory fits the device is used. */
+static const sdpa_tile TILES_FEW[] = {{16, 4, 1, 4}, {16, 4, 1, 2}, {16, 4, 1, 1}, {8, 4, 1, 1}};
+static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+static const sdpa_tile TILES_MANY[] = {{8, 8, 4, 4}, {8, 8, 4, 2}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+
+static uint64_t tile_bytes(const sdpa_tile *t, int64_t D) {
+    uint64_t bq = t->wy * t->tm, bk = t->wx * t->tn;
+    return 4ull * (bq * (uint64_t)D + 2ull * bk * (uint64_t)D + bk * bq + bq * t->wx) + 16;
+}
+
+static const sdpa_tile *choose_tile(int64_t rows, int64_t D, uint64_t limit) {
+    const sdpa_tile *list = rows <= 4 ? TILES_FEW : rows <= 16 ? TILES_MID : TILES_MANY;
+    size_t n = rows <= 4 ? sizeof TILES_FEW / sizeof *TILES_FEW
+               : rows <= 16 ? sizeof TILES_MID / sizeof *TILES_MID
+                            : sizeof TILES_MANY / sizeof *TILES_MANY;
+    for (size_t i = 0; i < n; i++)
+        if (tile_bytes(&list[i], D) <= limit) return &list[i];
+    return NULL;
 }
 
 /* Records the attention kernel; len may be NULL (all Skv keys). */
@@ -66,37 +87,29 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         return NULL;
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
-    /* rows per workgroup: the smallest power of two covering a kv head's rows, at most 16 */
     int64_t rows = G * Sq;
-    uint32_t bq = pow2_at_least(rows, 16), tpq = 64 / bq, bk = 0;
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
-    /* largest key block (<= 32) whose Qs, Ks, Vs, Ps, Es fit in workgroup memory */
-    for (;;) {
-        for (uint32_t c = 32; c >= 4 && !bk; c /= 2)
-            if (4ull * ((uint64_t)bq * (uint64_t)D + 2ull * c * (uint64_t)D + 2ull * bq * c) + 16 <= limit) bk = c;
-        if (bk || bq == 1) break;
-        bq /= 2;
-        tpq = 64 / bq;
-    }
-    if (!bk) {
+    const sdpa_tile *tile = choose_tile(rows, D, limit);
+    if (!tile) {
         wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
                        op, (long long)D, (unsigned long long)limit);
         return NULL;
     }
+    uint32_t bq = tile->wy * tile->tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
     if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull || (uint64_t)k->numel > 0xFFFFFFFFull) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s or k %s is too large", op, tshape(q), tshape(k));
         return NULL;
     }
-    uint32_t dpt = (uint32_t)((D + tpq - 1) / tpq);
+    uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
     char prelude[1024];
     snprintf(prelude, sizeof prelude,
-             "const BQ: u32 = %uu; const TPQ: u32 = %uu; const BK: u32 = %uu; const D: u32 = %lldu; const DPT: u32 = %uu;\n"
-             "const CAUSAL: bool = %s;\n%s",
-             bq, tpq, bk, (long long)D, dpt, causal ? "true" : "false",
+             "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const D: u32 = %lldu; const TD: u32 = %uu; const CAUSAL: bool = %s;\n%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td, causal ? "true" : "false",
              len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
                    "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
                    "@group(0) @binding(5) var<uniform> p: Params;\n"

@@ -1,18 +1,21 @@
 // attn_sdpa: out = softmax(q·kᵀ·scale + mask)·v with grouped-query heads, flash-attention
-// style (online softmax; the score matrix never leaves workgroup memory).
+// style (online softmax; scores never leave the workgroup).
 //
 // One workgroup per (b, kv head, block of BQ query rows). The rows of a kv head are the
 // G = Hq/Hkv query heads that share it times the Sq queries (row = g * Sq + i), so the query
-// heads of a group share every K/V load (decode: one workgroup serves all of them).
-// 64 threads = BQ rows x TPQ threads per row. Keys are streamed in blocks of BK rows through
-// workgroup memory (Ks, Vs). Per block a thread computes the scores of keys c, c + TPQ, ..
-// of its row (c = its lane in the row), then every thread of the row takes the row's new
-// maximum, turns its own scores into probabilities, and updates the output dimensions it
-// owns (d = c, c + TPQ, ..; DPT of them, kept in registers) with the running max m and sum l
-// kept identically by the TPQ threads of a row. Scores are in log2 units (q is pre-scaled by
-// scale·log2(e)) so exp2 is used. A masked score is MASKED and contributes exactly 0.
-// The prelude supplies BQ TPQ BK D DPT CAUSAL, the bindings from 3 on (len buffer when the
-// length comes from a tensor, out, p) and read_len().
+// heads of a group share every K/V load (decode: one workgroup serves the whole group).
+// WX x WY threads. Keys stream through workgroup memory in blocks of BK = WX*TN rows. Thread
+// (tx, ty) owns the rows ty + i*WY (i < TM), strided like the matmul kernel's register tile:
+//   scores: the TM x TN tile of rows x keys tx + j*WX, accumulated over d from Qs and Ks
+//           (both stored d-major, so a step of d reads TM + TN values for TM*TN products);
+//   row max: per-thread partial maxima meet in `red`; every thread of a row derives the same
+//           new max m, turns its scores into probabilities exp2(s - m) (0 where masked) and
+//           writes them to Ps; it keeps its own partial row sum l, summed over tx at the end;
+//   output: the TM x TD tile of rows x dims tx + c*WX (c < TD), rescaled by exp2(m_old - m)
+//           and accumulated from Ps and Vs.
+// Scores are in log2 units (q is pre-scaled by scale·log2(e)), so exp2 is used.
+// The prelude supplies WX WY TM TN D TD CAUSAL, the bindings from 3 on (the len buffer when
+// the length comes from a tensor, out, p) and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, _pad: u32,
@@ -22,17 +25,19 @@ struct Params {
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 
-const NT: u32 = 64u;
+const NT: u32 = WX * WY;
+const BQ: u32 = WY * TM;
+const BK: u32 = WX * TN;
 const MASKED: f32 = -3.0e38;
 
-var<workgroup> Qs: array<f32, BQ * D>;
-var<workgroup> Ks: array<f32, BK * D>;
-var<workgroup> Vs: array<f32, BK * D>;
-var<workgroup> Ps: array<f32, BQ * BK>;
-var<workgroup> Es: array<f32, BQ * BK>;
+var<workgroup> Qs: array<f32, BQ * D>;   // [d][row]
+var<workgroup> Ks: array<f32, BK * D>;   // [d][key]
+var<workgroup> Vs: array<f32, BK * D>;   // [key][d]
+var<workgroup> Ps: array<f32, BK * BQ>;  // [key][row]
+var<workgroup> red: array<f32, BQ * WX>; // [row][tx]
 var<workgroup> len_wg: u32;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WX * WY)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
@@ -43,8 +48,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kvalid = workgroupUniformLoad(&len_wg);   // keys 0 .. kvalid - 1 exist
     let blk = wg % p.n_blocks;
     let bh = wg / p.n_blocks;                     // b * Hkv + hkv
-    let hkv = bh % p.Hkv;
-    let b = bh / p.Hkv;
     let rows = p.G * p.Sq;
     let first = blk * BQ;
     let last = min(rows, first + BQ) - 1u;
@@ -56,85 +59,112 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
         kend = u32(clamp(vis, 0, i32(kvalid)));
     }
+    let tx = lid % WX;
+    let ty = lid / WX;
+    let q_base = bh * p.G * p.Sq;                 // first query row (over heads and positions)
+    let kv_base = bh * p.Skv * D;
 
-    let r = lid / TPQ;
-    let c = lid % TPQ;
-    let row = first + r;
-    let valid_row = row < rows;
-    let gq = row / p.Sq;
-    let iq = row % p.Sq;
-    let qpos = i32(kvalid) - i32(p.Sq) + i32(iq);   // causal: this row sees keys 0 ..= qpos
-    let hq_base = (b * p.Hkv + hkv) * p.G;          // first query head of the group
-
-    // Q block into workgroup memory, pre-scaled
-    for (var e = lid; e < BQ * D; e += NT) {
-        let rr = first + e / D;
-        var val = 0.0;
-        if (rr < rows) {
-            let qrow = (hq_base + rr / p.Sq) * p.Sq + rr % p.Sq;
-            val = q[qrow * D + e % D] * p.scale_log2;
-        }
-        Qs[e] = val;
+    // per owned row: causal limit (sees keys 0 ..= qpos), validity
+    var qpos: array<i32, TM>;
+    var m: array<f32, TM>;
+    var l: array<f32, TM>;
+    var corr: array<f32, TM>;
+    var acc: array<f32, TM * TD>;
+    for (var i = 0u; i < TM; i++) {
+        let row = first + ty + i * WY;
+        qpos[i] = select(-1, i32(kvalid) - i32(p.Sq) + i32(row % p.Sq), row < rows);
+        if (!CAUSAL && row < rows) { qpos[i] = i32(kvalid) - 1; }
+        m[i] = MASKED;
+        l[i] = 0.0;
+        for (var c = 0u; c < TD; c++) { acc[i * TD + c] = 0.0; }
     }
 
-    var m = MASKED;
-    var l = 0.0;
-    var acc: array<f32, DPT>;
-    for (var t = 0u; t < DPT; t++) { acc[t] = 0.0; }
-    let kv_base = bh * p.Skv * D;
+    // Q block into workgroup memory, pre-scaled, d-major
+    for (var e = lid; e < BQ * D; e += NT) {
+        let r = e / D;
+        let d = e % D;
+        var val = 0.0;
+        if (first + r < rows) { val = q[(q_base + first + r) * D + d] * p.scale_log2; }
+        Qs[d * BQ + r] = val;
+    }
 
     for (var kb = 0u; kb < kend; kb += BK) {
         workgroupBarrier();
         for (var e = lid; e < BK * D; e += NT) {
-            let j = kb + e / D;
+            let j = e / D;
+            let d = e % D;
             var kx = 0.0;
             var vx = 0.0;
-            if (j < kend) {
+            if (kb + j < kend) {
                 kx = k[kv_base + kb * D + e];
                 vx = v[kv_base + kb * D + e];
             }
-            Ks[e] = kx;
+            Ks[d * BK + j] = kx;
             Vs[e] = vx;
         }
         workgroupBarrier();
-        for (var jj = c; jj < BK; jj += TPQ) {
-            let j = kb + jj;
-            var s = MASKED;
-            if (valid_row && j < kend && (!CAUSAL || i32(j) <= qpos)) {
-                var dot = 0.0;
-                for (var d = 0u; d < D; d++) { dot += Qs[r * D + d] * Ks[jj * D + d]; }
-                s = dot;
+        var s: array<f32, TM * TN>;
+        for (var t = 0u; t < TM * TN; t++) { s[t] = 0.0; }
+        for (var d = 0u; d < D; d++) {
+            var qv: array<f32, TM>;
+            var kv: array<f32, TN>;
+            for (var i = 0u; i < TM; i++) { qv[i] = Qs[d * BQ + ty + i * WY]; }
+            for (var j = 0u; j < TN; j++) { kv[j] = Ks[d * BK + tx + j * WX]; }
+            for (var i = 0u; i < TM; i++) {
+                for (var j = 0u; j < TN; j++) { s[i * TN + j] += qv[i] * kv[j]; }
             }
-            Ps[r * BK + jj] = s;
+        }
+        for (var i = 0u; i < TM; i++) {
+            var pm = MASKED;
+            for (var j = 0u; j < TN; j++) {
+                let key = i32(kb + tx + j * WX);
+                if (key > qpos[i] || key >= i32(kend)) { s[i * TN + j] = MASKED; }
+                pm = max(pm, s[i * TN + j]);
+            }
+            red[(ty + i * WY) * WX + tx] = pm;
         }
         workgroupBarrier();
-        var mb = m;
-        for (var jj = 0u; jj < BK; jj++) { mb = max(mb, Ps[r * BK + jj]); }
-        for (var jj = c; jj < BK; jj += TPQ) {
-            let s = Ps[r * BK + jj];
-            Es[r * BK + jj] = select(exp2(s - mb), 0.0, s <= MASKED);
+        for (var i = 0u; i < TM; i++) {
+            var mn = m[i];
+            for (var t = 0u; t < WX; t++) { mn = max(mn, red[(ty + i * WY) * WX + t]); }
+            corr[i] = exp2(m[i] - mn);
+            m[i] = mn;
+            var ls = 0.0;
+            for (var j = 0u; j < TN; j++) {
+                let sv = s[i * TN + j];
+                let pv = select(exp2(sv - mn), 0.0, sv <= MASKED);
+                ls += pv;
+                Ps[(tx + j * WX) * BQ + ty + i * WY] = pv;
+            }
+            l[i] = l[i] * corr[i] + ls;
         }
-        let corr = exp2(m - mb);
-        m = mb;
         workgroupBarrier();
-        l *= corr;
-        for (var t = 0u; t < DPT; t++) { acc[t] *= corr; }
-        for (var jj = 0u; jj < BK; jj++) {
-            let pj = Es[r * BK + jj];
-            l += pj;
-            for (var t = 0u; t < DPT; t++) {
-                let d = c + t * TPQ;
-                if (d < D) { acc[t] += pj * Vs[jj * D + d]; }
+        for (var i = 0u; i < TM; i++) {
+            for (var c = 0u; c < TD; c++) { acc[i * TD + c] *= corr[i]; }
+        }
+        for (var j = 0u; j < BK; j++) {
+            var pv: array<f32, TM>;
+            for (var i = 0u; i < TM; i++) { pv[i] = Ps[j * BQ + ty + i * WY]; }
+            for (var c = 0u; c < TD; c++) {
+                let vv = Vs[j * D + min(tx + c * WX, D - 1u)];
+                for (var i = 0u; i < TM; i++) { acc[i * TD + c] += pv[i] * vv; }
             }
         }
     }
 
-    if (valid_row) {
-        let orow = (hq_base + gq) * p.Sq + iq;
-        let inv = select(1.0 / l, 0.0, l == 0.0);
-        for (var t = 0u; t < DPT; t++) {
-            let d = c + t * TPQ;
-            if (d < D) { out[orow * D + d] = acc[t] * inv; }
+    // row sums: partial sums of the WX threads of a row
+    workgroupBarrier();
+    for (var i = 0u; i < TM; i++) { red[(ty + i * WY) * WX + tx] = l[i]; }
+    workgroupBarrier();
+    for (var i = 0u; i < TM; i++) {
+        let r = first + ty + i * WY;
+        if (r >= rows) { continue; }
+        var lsum = 0.0;
+        for (var t = 0u; t < WX; t++) { lsum += red[(ty + i * WY) * WX + t]; }
+        let inv = select(1.0 / lsum, 0.0, lsum == 0.0);
+        for (var c = 0u; c < TD; c++) {
+            let d = tx + c * WX;
+            if (d < D) { out[(q_base + r) * D + d] = acc[i * TD + c] * inv; }
         }
     }
 }
