@@ -49,6 +49,9 @@ static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const
     return WGML_OK;
 }
 
+/* Split the keys of attention with few row blocks until about this many workgroups run. */
+#define SDPA_SPLIT_TARGET 64
+
 /* Thread grid and register tile of the attention kernel: WX x WY threads, TM rows x TN keys
  * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block. */
 typedef struct sdpa_tile {
@@ -105,11 +108,22 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         return NULL;
     }
     uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
+    /* Few row blocks (decode): split the keys into chunks so that about SDPA_SPLIT_TARGET
+     * workgroups share the work; attn_combine merges them. */
+    uint32_t bk = tile->wx * tile->tn;
+    int64_t n_split = 1, chunk = Skv;
+    if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
+        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups, most = (Skv + bk - 1) / bk;
+        n_split = want < most ? want : most;
+        chunk = ((Skv + n_split - 1) / n_split + bk - 1) / bk * bk;
+        n_split = (Skv + chunk - 1) / chunk;
+    }
+    bool split = n_split > 1;
     char prelude[1024];
     snprintf(prelude, sizeof prelude,
              "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const TD: u32 = %uu; const CAUSAL: bool = %s;\n%s",
-             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td, causal ? "true" : "false",
+             "const D: u32 = %lldu; const TD: u32 = %uu; const CAUSAL: bool = %s; const SPLIT: bool = %s;\n%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td, causal ? "true" : "false", split ? "true" : "false",
              len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
                    "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
                    "@group(0) @binding(5) var<uniform> p: Params;\n"
@@ -120,13 +134,29 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
-        uint32_t pad;
+        uint32_t n_split, chunk, pad[3];
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
-                (float)(sc * 1.4426950408889634074), 0};
+                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, {0, 0, 0}};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
     if (!out) return NULL;
+    wgml_tensor *part = NULL;
+    if (split) {
+        int64_t pn = q->numel / D * n_split * (D + 2);
+        if (pn > 0xFFFFFFFFll || !(part = graph_output(g, op, WGML_F32, 1, &pn))) {
+            if (pn > 0xFFFFFFFFll) wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s is too large", op, tshape(q));
+            wgml_tensor_free(out);
+            return NULL;
+        }
+    }
     wgml_tensor *ro[4] = {q, k, v, len};
-    if (graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, &out, 1, &params, sizeof params, groups)) {
+    wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, split ? &part : &out, 1, &params,
+                                   sizeof params, groups * (uint64_t)n_split);
+    if (!s && split) {
+        uint32_t cp[4] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, 0};
+        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)q->numel + 63) / 64);
+    }
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
         wgml_tensor_free(out);
         return NULL;
     }

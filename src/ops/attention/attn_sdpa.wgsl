@@ -14,11 +14,16 @@
 //   output: the TM x TD tile of rows x dims tx + c*WX (c < TD), rescaled by exp2(m_old - m)
 //           and accumulated from Ps and Vs.
 // Scores are in log2 units (q is pre-scaled by scale·log2(e)), so exp2 is used.
-// The prelude supplies WX WY TM TN D TD CAUSAL, the bindings from 3 on (the len buffer when
-// the length comes from a tensor, out, p) and read_len().
+// Split keys (SPLIT, for decode, where there are few row blocks): the keys are cut into
+// chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
+// unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
+// attn_combine.wgsl merges the chunks.
+// The prelude supplies WX WY TM TN D TD CAUSAL SPLIT, the bindings from 3 on (the len buffer
+// when the length comes from a tensor, out, p) and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
-    Skv: u32, n_blocks: u32, scale_log2: f32, _pad: u32,
+    Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
+    chunk: u32, _p0: u32, _p1: u32, _p2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -41,13 +46,14 @@ var<workgroup> len_wg: u32;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    if (wg >= p.B * p.Hkv * p.n_blocks) { return; }
+    if (wg >= p.B * p.Hkv * p.n_blocks * p.n_split) { return; }
     if (lid == 0u) {
         len_wg = u32(clamp(read_len(), 0, i32(p.Skv)));
     }
     let kvalid = workgroupUniformLoad(&len_wg);   // keys 0 .. kvalid - 1 exist
-    let blk = wg % p.n_blocks;
-    let bh = wg / p.n_blocks;                     // b * Hkv + hkv
+    let split = wg % p.n_split;
+    let blk = (wg / p.n_split) % p.n_blocks;
+    let bh = wg / (p.n_split * p.n_blocks);      // b * Hkv + hkv
     let rows = p.G * p.Sq;
     let first = blk * BQ;
     let last = min(rows, first + BQ) - 1u;
@@ -59,6 +65,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
         kend = u32(clamp(vis, 0, i32(kvalid)));
     }
+    let kstart = split * p.chunk;                 // this workgroup's keys: kstart .. kend - 1
+    kend = min(kend, kstart + p.chunk);
     let tx = lid % WX;
     let ty = lid / WX;
     let q_base = bh * p.G * p.Sq;                 // first query row (over heads and positions)
@@ -88,7 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         Qs[d * BQ + r] = val;
     }
 
-    for (var kb = 0u; kb < kend; kb += BK) {
+    for (var kb = kstart; kb < kend; kb += BK) {
         workgroupBarrier();
         for (var e = lid; e < BK * D; e += NT) {
             let j = e / D;
@@ -161,10 +169,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (r >= rows) { continue; }
         var lsum = 0.0;
         for (var t = 0u; t < WX; t++) { lsum += red[(ty + i * WY) * WX + t]; }
-        let inv = select(1.0 / lsum, 0.0, lsum == 0.0);
-        for (var c = 0u; c < TD; c++) {
-            let d = tx + c * WX;
-            if (d < D) { out[(q_base + r) * D + d] = acc[i * TD + c] * inv; }
+        if (SPLIT) {
+            let base = ((q_base + r) * p.n_split + split) * (D + 2u);
+            for (var c = 0u; c < TD; c++) {
+                let d = tx + c * WX;
+                if (d < D) { out[base + d] = acc[i * TD + c]; }
+            }
+            if (tx == 0u) {
+                out[base + D] = m[i];
+                out[base + D + 1u] = lsum;
+            }
+        } else {
+            let inv = select(1.0 / lsum, 0.0, lsum == 0.0);
+            for (var c = 0u; c < TD; c++) {
+                let d = tx + c * WX;
+                if (d < D) { out[(q_base + r) * D + d] = acc[i * TD + c] * inv; }
+            }
         }
     }
 }
