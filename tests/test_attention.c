@@ -187,7 +187,7 @@ static void ref_rope_interleaved(const float *x, int64_t rows, int64_t D, int32_
  * t = 0..5 writing pos, len and new q/k/v each step; each step's output against a fresh
  * reference over the filled prefix. SmolLM2's heads: 9 query heads, 3 kv heads, D = 64. */
 static void test_decode_graph(void) {
-    int64_t B = 2, Hq = 9, Hkv = 3, D = 64, Smax = 8, T_STEPS = 6;
+    int64_t B = 2, Hq = 9, Hkv = 3, D = 64, Smax = 70, T_STEPS = 6; /* Smax 70: keys split in chunks */
     int64_t qs[4] = {B, Hq, 1, D}, ks[4] = {B, Hkv, 1, D}, cs[4] = {B, Hkv, Smax, D}, one[1] = {1};
     int64_t nq = B * Hq * D, nk = B * Hkv * D, nc = B * Hkv * Smax * D;
     wgml_graph *g = wgml_graph_new(T.ctx);
