@@ -97,6 +97,8 @@ static void test_sdpa(void) {
         case_sdpa(1, 2, 1, 16, 33, 64, causal, 0, 4, NULL);     /* large logits */
     }
     case_sdpa(1, 1, 1, 1, 1, 4, 1, 0, 1, NULL);                 /* one key */
+    case_sdpa(1, 9, 3, 1, 2000, 64, 1, 0, 1, NULL);             /* long decode: many key chunks */
+    case_sdpa(1, 9, 3, 37, 300, 64, 1, 0, 1, NULL);             /* prefill chunk after 263 keys */
     case_sdpa(1, 3, 3, 20, 20, 128, 1, 0, 1, "sdpa_d128");     /* D = 128 */
 }
 
