@@ -122,8 +122,10 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     char prelude[1024];
     snprintf(prelude, sizeof prelude,
              "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const TD: u32 = %uu; const CAUSAL: bool = %s; const SPLIT: bool = %s;\n%s",
-             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td, causal ? "true" : "false", split ? "true" : "false",
+             "const D: u32 = %lldu; const TD: u32 = %uu;\n%s%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td,
+             D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
+                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
              len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
                    "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
                    "@group(0) @binding(5) var<uniform> p: Params;\n"
@@ -134,9 +136,9 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
-        uint32_t n_split, chunk, pad[3];
+        uint32_t n_split, chunk, causal, pad[2];
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
-                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, {0, 0, 0}};
+                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u, {0, 0}};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

@@ -1,4 +1,4 @@
-// attn_combine: merges the key chunks of split attention (attn_sdpa.wgsl with SPLIT). part
+// attn_combine: merges the key chunks of split attention (attn_sdpa.wgsl with p.n_split > 1). part
 // holds, per output row and chunk, D unnormalised outputs, the chunk's max m (log2 units)
 // and its sum l. out[row, d] = Σ acc·2^(m - M) / Σ l·2^(m - M) with M the max over chunks;
 // a row whose chunks saw no key gets 0.

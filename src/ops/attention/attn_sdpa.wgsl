@@ -14,21 +14,24 @@
 //   output: the TM x TD tile of rows x dims tx + c*WX (c < TD), rescaled by exp2(m_old - m)
 //           and accumulated from Ps and Vs.
 // Scores are in log2 units (q is pre-scaled by scale·log2(e)), so exp2 is used.
-// Split keys (SPLIT, for decode, where there are few row blocks): the keys are cut into
+// Split keys (p.n_split > 1, for decode, where there are few row blocks): the keys are cut into
 // chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
 // attn_combine.wgsl merges the chunks.
-// The prelude supplies WX WY TM TN D TD CAUSAL SPLIT, the bindings from 3 on (the len buffer
+// Causal masking and splitting are uniform flags (one compiled kernel serves both).
+// The prelude supplies WX WY TM TN D TD KW VT vt_at, the bindings from 3 on (the len buffer
 // when the length comes from a tensor, out, p) and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
-    chunk: u32, _p0: u32, _p1: u32, _p2: u32,
+    chunk: u32, causal: u32, _p1: u32, _p2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
+// q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
+// supplies the element type VT and its component reader vt_at.
+@group(0) @binding(0) var<storage, read> q: array<VT>;
+@group(0) @binding(1) var<storage, read> k: array<VT>;
+@group(0) @binding(2) var<storage, read> v: array<VT>;
 
 const NT: u32 = WX * WY;
 const BQ: u32 = WY * TM;
@@ -58,8 +61,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let first = blk * BQ;
     let last = min(rows, first + BQ) - 1u;
     // keys any row of this block may see (uniform across the workgroup)
+    let causal = p.causal != 0u;
+    let split_out = p.n_split > 1u;
     var kend = kvalid;
-    if (CAUSAL) {
+    if (causal) {
         var imax = last % p.Sq;
         if (first / p.Sq != last / p.Sq) { imax = p.Sq - 1u; }
         let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
@@ -81,34 +86,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = 0u; i < TM; i++) {
         let row = first + ty + i * WY;
         qpos[i] = select(-1, i32(kvalid) - i32(p.Sq) + i32(row % p.Sq), row < rows);
-        if (!CAUSAL && row < rows) { qpos[i] = i32(kvalid) - 1; }
+        if (!causal && row < rows) { qpos[i] = i32(kvalid) - 1; }
         m[i] = MASKED;
         l[i] = 0.0;
         for (var c = 0u; c < TD; c++) { acc[i * TD + c] = 0.0; }
     }
 
     // Q block into workgroup memory, pre-scaled, d-major
-    for (var e = lid; e < BQ * D; e += NT) {
-        let r = e / D;
-        let d = e % D;
-        var val = 0.0;
-        if (first + r < rows) { val = q[(q_base + first + r) * D + d] * p.scale_log2; }
-        Qs[d * BQ + r] = val;
+    for (var e = lid; e < BQ * D / KW; e += NT) {
+        let r = e / (D / KW);
+        let d0 = (e % (D / KW)) * KW;
+        var val = VT();
+        if (first + r < rows) { val = q[(q_base + first) * (D / KW) + e]; }
+        for (var c = 0u; c < KW; c++) { Qs[(d0 + c) * BQ + r] = vt_at(val, c) * p.scale_log2; }
     }
 
     for (var kb = kstart; kb < kend; kb += BK) {
         workgroupBarrier();
-        for (var e = lid; e < BK * D; e += NT) {
-            let j = e / D;
-            let d = e % D;
-            var kx = 0.0;
-            var vx = 0.0;
+        for (var e = lid; e < BK * D / KW; e += NT) {
+            let j = e / (D / KW);
+            let d0 = (e % (D / KW)) * KW;
+            var kx = VT();
+            var vx = VT();
             if (kb + j < kend) {
-                kx = k[kv_base + kb * D + e];
-                vx = v[kv_base + kb * D + e];
+                kx = k[(kv_base + kb * D) / KW + e];
+                vx = v[(kv_base + kb * D) / KW + e];
             }
-            Ks[d * BK + j] = kx;
-            Vs[e] = vx;
+            for (var c = 0u; c < KW; c++) {
+                Ks[(d0 + c) * BK + j] = vt_at(kx, c);
+                Vs[e * KW + c] = vt_at(vx, c);
+            }
         }
         workgroupBarrier();
         var s: array<f32, TM * TN>;
@@ -169,7 +176,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (r >= rows) { continue; }
         var lsum = 0.0;
         for (var t = 0u; t < WX; t++) { lsum += red[(ty + i * WY) * WX + t]; }
-        if (SPLIT) {
+        if (split_out) {
             let base = ((q_base + r) * p.n_split + split) * (D + 2u);
             for (var c = 0u; c < TD; c++) {
                 let d = tx + c * WX;
