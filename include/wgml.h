@@ -464,6 +464,48 @@ wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
  * graphs of repeated dispatches; writes a table to out (a FILE*). Returns 0 on success. */
 int wgml_q4_bench(wgml_ctx *ctx, void *out);
 
+/* ---- rope and attention ------------------------------------------------------------------ */
+
+/* Rotary position embedding. x is f32 [B, S, H, D] (row-major, D fastest: batch, sequence,
+ * head, head dimension; D even); positions is an i32 tensor [S] (every batch entry) or [B, S]
+ * (a tensor, so a built graph can be replayed with new positions). Pair i (0 <= i < D/2) is
+ * rotated by the angle pos * theta^(-2i/D):
+ *   (a, b) -> (a cos - b sin, a sin + b cos).
+ * WGML_ROPE_HALF pairs elements i and i + D/2 (Hugging Face Llama); WGML_ROPE_INTERLEAVED
+ * pairs 2i and 2i + 1 (GGML's normal mode, used with GGUF Llama weights). The angle is reduced
+ * modulo 2pi in extended precision (error ~1e-7 rad for |pos| < 2^24). Returns a new tensor. */
+typedef enum wgml_rope_style { WGML_ROPE_HALF = 0, WGML_ROPE_INTERLEAVED = 1 } wgml_rope_style;
+wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style);
+/* Backward of wgml_rope: dx = dy rotated by -angle (same shapes and arguments). */
+wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
+                                wgml_rope_style style);
+/* Either direction (backward != 0: rotation by -angle) on either layout: WGML_ROPE_BSHD is
+ * x [B, S, H, D] as above; WGML_ROPE_BHSD is x [B, H, S, D], the layout of wgml_sdpa's q and
+ * k, so rope can be applied after the heads are split out without a transpose copy. */
+typedef enum wgml_rope_layout { WGML_ROPE_BSHD = 0, WGML_ROPE_BHSD = 1 } wgml_rope_layout;
+wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
+                          wgml_rope_layout layout, int backward);
+
+/* Scaled dot-product attention with grouped-query heads:
+ *   out[b, h] = softmax(q[b, h] · k[b, h / (Hq/Hkv)]ᵀ · scale + mask) · v[b, h / (Hq/Hkv)]
+ * q f32 [B, Hq, Sq, D], k and v f32 [B, Hkv, Skv, D] with Hq % Hkv == 0; out [B, Hq, Sq, D].
+ * causal: the mask is aligned to the end: query i sits at position Skv - Sq + i and sees keys
+ * 0 .. Skv - Sq + i (needs Sq <= Skv). scale <= 0 means the default 1/sqrt(D). */
+wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale);
+
+/* KV cache for generation. A cache is an f32 tensor [B, Hkv, Smax, D] (made with
+ * wgml_tensor_new). wgml_kv_append writes new [B, Hkv, Snew, D] into cache rows pos .. pos +
+ * Snew - 1, where pos is read on the GPU from the i32 tensor pos (one element), so a built
+ * graph can be replayed with a new position each step. Rows outside 0 .. Smax - 1 are skipped,
+ * never written. */
+wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos);
+/* Attention of q [B, Hq, Sq, D] over the first len rows of the caches k_cache, v_cache
+ * [B, Hkv, Smax, D], len read on the GPU from the i32 tensor len (one element, clamped to
+ * 0 .. Smax). As wgml_sdpa with Skv = len (causal: query i sits at position len - Sq + i); a
+ * query that sees no key (len - Sq + i < 0, or len = 0) gets zeros. */
+wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_tensor *len, int causal, float scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,217 @@
+/* Attention: scaled dot-product attention with grouped-query heads (wgml_sdpa), the KV cache
+ * append (wgml_kv_append) and attention over a cache's filled prefix (wgml_sdpa_cached).
+ * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
+#include "graph/graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Checks that t is a present f32 rank-4 tensor of graph g. */
+static wgml_status check_f32_4d(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_F32)) ||
+        (s = check_rank(ctx, op, arg, t, 4, 4)))
+        return s;
+    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    return WGML_OK;
+}
+
+static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_I32))) return s;
+    if (t->numel != 1)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s must hold one element", op, arg, tshape(t));
+    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    return WGML_OK;
+}
+
+/* q [B, Hq, Sq, D] against k, v [B, Hkv, Skv, D]: same B and D, k and v the same shape,
+ * Hq a multiple of Hkv. */
+static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const wgml_tensor *q, const char *kn,
+                             const wgml_tensor *k, const char *vn, const wgml_tensor *v) {
+    wgml_status s;
+    if ((s = check_f32_4d(ctx, g, op, "q", q)) || (s = check_f32_4d(ctx, g, op, kn, k)) ||
+        (s = check_f32_4d(ctx, g, op, vn, v)))
+        return s;
+    if (memcmp(k->shape, v->shape, sizeof(int64_t) * 4) != 0)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s and %s %s must have the same shape", op, kn, tshape(k), vn,
+                              tshape(v));
+    if (q->shape[0] != k->shape[0])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: batch sizes differ", op, tshape(q), kn, tshape(k));
+    if (q->shape[3] != k->shape[3])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: head dimensions D differ", op, tshape(q), kn,
+                              tshape(k));
+    if (q->shape[1] % k->shape[1] != 0)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "%s: q %s has %lld heads, not a multiple of the %lld kv heads of %s %s", op, tshape(q),
+                              (long long)q->shape[1], (long long)k->shape[1], kn, tshape(k));
+    return WGML_OK;
+}
+
+/* Split the keys of attention with few row blocks until about this many workgroups run. */
+#define SDPA_SPLIT_TARGET 64
+
+/* Thread grid and register tile of the attention kernel: WX x WY threads, TM rows x TN keys
+ * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block. */
+typedef struct sdpa_tile {
+    uint32_t wx, wy, tm, tn;
+} sdpa_tile;
+
+/* Candidates, best first, for few rows (decode: one kv head's query heads), a handful, and
+ * many (prefill). The first whose workgroup memory fits the device is used. */
+static const sdpa_tile TILES_FEW[] = {{16, 4, 1, 4}, {16, 4, 1, 2}, {16, 4, 1, 1}, {8, 4, 1, 1}};
+static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+static const sdpa_tile TILES_MANY[] = {{8, 8, 4, 4}, {8, 8, 4, 2}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+
+static uint64_t tile_bytes(const sdpa_tile *t, int64_t D) {
+    uint64_t bq = t->wy * t->tm, bk = t->wx * t->tn;
+    return 4ull * (bq * (uint64_t)D + 2ull * bk * (uint64_t)D + bk * bq + bq * t->wx) + 16;
+}
+
+static const sdpa_tile *choose_tile(int64_t rows, int64_t D, uint64_t limit) {
+    const sdpa_tile *list = rows <= 4 ? TILES_FEW : rows <= 16 ? TILES_MID : TILES_MANY;
+    size_t n = rows <= 4 ? sizeof TILES_FEW / sizeof *TILES_FEW
+               : rows <= 16 ? sizeof TILES_MID / sizeof *TILES_MID
+                            : sizeof TILES_MANY / sizeof *TILES_MANY;
+    for (size_t i = 0; i < n; i++)
+        if (tile_bytes(&list[i], D) <= limit) return &list[i];
+    return NULL;
+}
+
+/* Records the attention kernel; len may be NULL (all Skv keys). */
+static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
+                                wgml_tensor *len, int causal, float scale) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3];
+    int64_t Hkv = k->shape[1], Skv = k->shape[2], G = Hq / Hkv;
+    if (!isfinite(scale)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale must be finite, got %g", op, (double)scale);
+        return NULL;
+    }
+    double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
+    int64_t rows = G * Sq;
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
+    const sdpa_tile *tile = choose_tile(rows, D, limit);
+    if (!tile) {
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
+                       op, (long long)D, (unsigned long long)limit);
+        return NULL;
+    }
+    uint32_t bq = tile->wy * tile->tm;
+    int64_t n_blocks = (rows + bq - 1) / bq;
+    uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
+    if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull || (uint64_t)k->numel > 0xFFFFFFFFull) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s or k %s is too large", op, tshape(q), tshape(k));
+        return NULL;
+    }
+    uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
+    /* Few row blocks (decode): split the keys into chunks so that about SDPA_SPLIT_TARGET
+     * workgroups share the work; attn_combine merges them. */
+    uint32_t bk = tile->wx * tile->tn;
+    int64_t n_split = 1, chunk = Skv;
+    if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
+        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups, most = (Skv + bk - 1) / bk;
+        n_split = want < most ? want : most;
+        chunk = ((Skv + n_split - 1) / n_split + bk - 1) / bk * bk;
+        n_split = (Skv + chunk - 1) / chunk;
+    }
+    bool split = n_split > 1;
+    char prelude[1024];
+    snprintf(prelude, sizeof prelude,
+             "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const D: u32 = %lldu; const TD: u32 = %uu;\n%s%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td,
+             D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
+                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
+             len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
+                   "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
+                   "@group(0) @binding(5) var<uniform> p: Params;\n"
+                   "fn read_len() -> i32 { return len_buf[0]; }\n"
+                 : "@group(0) @binding(3) var<storage, read_write> out: array<f32>;\n"
+                   "@group(0) @binding(4) var<uniform> p: Params;\n"
+                   "fn read_len() -> i32 { return i32(p.Skv); }\n");
+    struct {
+        uint32_t B, Hkv, G, Sq, Skv, n_blocks;
+        float scale_log2;
+        uint32_t n_split, chunk, causal, pad[2];
+    } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
+                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u, {0, 0}};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
+    if (!out) return NULL;
+    wgml_tensor *part = NULL;
+    if (split) {
+        int64_t pn = q->numel / D * n_split * (D + 2);
+        if (pn > 0xFFFFFFFFll || !(part = graph_output(g, op, WGML_F32, 1, &pn))) {
+            if (pn > 0xFFFFFFFFll) wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s is too large", op, tshape(q));
+            wgml_tensor_free(out);
+            return NULL;
+        }
+    }
+    wgml_tensor *ro[4] = {q, k, v, len};
+    wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, split ? &part : &out, 1, &params,
+                                   sizeof params, groups * (uint64_t)n_split);
+    if (!s && split) {
+        uint32_t cp[4] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, 0};
+        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)q->numel + 63) / 64);
+    }
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "sdpa";
+    if (check_qkv(ctx, g, op, q, "k", k, "v", v)) return NULL;
+    if (causal && q->shape[2] > k->shape[2]) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE,
+                       "sdpa: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", tshape(q),
+                       tshape(k));
+        return NULL;
+    }
+    return sdpa_record(g, op, q, k, v, NULL, causal, scale);
+}
+
+wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_tensor *len, int causal, float scale) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "sdpa_cached";
+    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
+        return NULL;
+    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale);
+}
+
+wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "kv_append: graph is NULL");
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "kv_append";
+    wgml_status s;
+    if ((s = check_f32_4d(ctx, g, op, "cache", cache)) || (s = check_f32_4d(ctx, g, op, "new_rows", new_rows)) ||
+        (s = check_scalar_i32(ctx, g, op, "pos", pos)))
+        return s;
+    if (cache == new_rows)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "kv_append: cache and new_rows are the same tensor");
+    if (cache->shape[0] != new_rows->shape[0] || cache->shape[1] != new_rows->shape[1] ||
+        cache->shape[3] != new_rows->shape[3])
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "kv_append: new_rows %s must be [%lld, %lld, Snew, %lld] for cache %s ([B, Hkv, Smax, D])",
+                              tshape(new_rows), (long long)cache->shape[0], (long long)cache->shape[1],
+                              (long long)cache->shape[3], tshape(cache));
+    if ((uint64_t)cache->numel > 0xFFFFFFFFull)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "kv_append: cache %s is too large", tshape(cache));
+    struct {
+        uint32_t n, D, Snew, Smax;
+    } params = {(uint32_t)new_rows->numel, (uint32_t)cache->shape[3], (uint32_t)new_rows->shape[2],
+                (uint32_t)cache->shape[2]};
+    wgml_tensor *ro[2] = {new_rows, pos};
+    return graph_dispatch(g, op, "attn_kv_append", NULL, ro, 2, &cache, 1, &params, sizeof params,
+                          ((uint64_t)new_rows->numel + 255) / 256);
+}

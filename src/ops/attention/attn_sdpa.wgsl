@@ -1,0 +1,197 @@
+// attn_sdpa: out = softmax(q·kᵀ·scale + mask)·v with grouped-query heads, flash-attention
+// style (online softmax; scores never leave the workgroup).
+//
+// One workgroup per (b, kv head, block of BQ query rows). The rows of a kv head are the
+// G = Hq/Hkv query heads that share it times the Sq queries (row = g * Sq + i), so the query
+// heads of a group share every K/V load (decode: one workgroup serves the whole group).
+// WX x WY threads. Keys stream through workgroup memory in blocks of BK = WX*TN rows. Thread
+// (tx, ty) owns the rows ty + i*WY (i < TM), strided like the matmul kernel's register tile:
+//   scores: the TM x TN tile of rows x keys tx + j*WX, accumulated over d from Qs and Ks
+//           (both stored d-major, so a step of d reads TM + TN values for TM*TN products);
+//   row max: per-thread partial maxima meet in `red`; every thread of a row derives the same
+//           new max m, turns its scores into probabilities exp2(s - m) (0 where masked) and
+//           writes them to Ps; it keeps its own partial row sum l, summed over tx at the end;
+//   output: the TM x TD tile of rows x dims tx + c*WX (c < TD), rescaled by exp2(m_old - m)
+//           and accumulated from Ps and Vs.
+// Scores are in log2 units (q is pre-scaled by scale·log2(e)), so exp2 is used.
+// Split keys (p.n_split > 1, for decode, where there are few row blocks): the keys are cut into
+// chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
+// unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
+// attn_combine.wgsl merges the chunks.
+// Causal masking and splitting are uniform flags (one compiled kernel serves both).
+// The prelude supplies WX WY TM TN D TD KW VT vt_at, the bindings from 3 on (the len buffer
+// when the length comes from a tensor, out, p) and read_len().
+struct Params {
+    B: u32, Hkv: u32, G: u32, Sq: u32,
+    Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
+    chunk: u32, causal: u32, _p1: u32, _p2: u32,
+}
+
+// q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
+// supplies the element type VT and its component reader vt_at.
+@group(0) @binding(0) var<storage, read> q: array<VT>;
+@group(0) @binding(1) var<storage, read> k: array<VT>;
+@group(0) @binding(2) var<storage, read> v: array<VT>;
+
+const NT: u32 = WX * WY;
+const BQ: u32 = WY * TM;
+const BK: u32 = WX * TN;
+const MASKED: f32 = -3.0e38;
+
+var<workgroup> Qs: array<f32, BQ * D>;   // [d][row]
+var<workgroup> Ks: array<f32, BK * D>;   // [d][key]
+var<workgroup> Vs: array<f32, BK * D>;   // [key][d]
+var<workgroup> Ps: array<f32, BK * BQ>;  // [key][row]
+var<workgroup> red: array<f32, BQ * WX>; // [row][tx]
+var<workgroup> len_wg: u32;
+
+@compute @workgroup_size(WX * WY)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.B * p.Hkv * p.n_blocks * p.n_split) { return; }
+    if (lid == 0u) {
+        len_wg = u32(clamp(read_len(), 0, i32(p.Skv)));
+    }
+    let kvalid = workgroupUniformLoad(&len_wg);   // keys 0 .. kvalid - 1 exist
+    let split = wg % p.n_split;
+    let blk = (wg / p.n_split) % p.n_blocks;
+    let bh = wg / (p.n_split * p.n_blocks);      // b * Hkv + hkv
+    let rows = p.G * p.Sq;
+    let first = blk * BQ;
+    let last = min(rows, first + BQ) - 1u;
+    // keys any row of this block may see (uniform across the workgroup)
+    let causal = p.causal != 0u;
+    let split_out = p.n_split > 1u;
+    var kend = kvalid;
+    if (causal) {
+        var imax = last % p.Sq;
+        if (first / p.Sq != last / p.Sq) { imax = p.Sq - 1u; }
+        let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
+        kend = u32(clamp(vis, 0, i32(kvalid)));
+    }
+    let kstart = split * p.chunk;                 // this workgroup's keys: kstart .. kend - 1
+    kend = min(kend, kstart + p.chunk);
+    let tx = lid % WX;
+    let ty = lid / WX;
+    let q_base = bh * p.G * p.Sq;                 // first query row (over heads and positions)
+    let kv_base = bh * p.Skv * D;
+
+    // per owned row: causal limit (sees keys 0 ..= qpos), validity
+    var qpos: array<i32, TM>;
+    var m: array<f32, TM>;
+    var l: array<f32, TM>;
+    var corr: array<f32, TM>;
+    var acc: array<f32, TM * TD>;
+    for (var i = 0u; i < TM; i++) {
+        let row = first + ty + i * WY;
+        qpos[i] = select(-1, i32(kvalid) - i32(p.Sq) + i32(row % p.Sq), row < rows);
+        if (!causal && row < rows) { qpos[i] = i32(kvalid) - 1; }
+        m[i] = MASKED;
+        l[i] = 0.0;
+        for (var c = 0u; c < TD; c++) { acc[i * TD + c] = 0.0; }
+    }
+
+    // Q block into workgroup memory, pre-scaled, d-major
+    for (var e = lid; e < BQ * D / KW; e += NT) {
+        let r = e / (D / KW);
+        let d0 = (e % (D / KW)) * KW;
+        var val = VT();
+        if (first + r < rows) { val = q[(q_base + first) * (D / KW) + e]; }
+        for (var c = 0u; c < KW; c++) { Qs[(d0 + c) * BQ + r] = vt_at(val, c) * p.scale_log2; }
+    }
+
+    for (var kb = kstart; kb < kend; kb += BK) {
+        workgroupBarrier();
+        for (var e = lid; e < BK * D / KW; e += NT) {
+            let j = e / (D / KW);
+            let d0 = (e % (D / KW)) * KW;
+            var kx = VT();
+            var vx = VT();
+            if (kb + j < kend) {
+                kx = k[(kv_base + kb * D) / KW + e];
+                vx = v[(kv_base + kb * D) / KW + e];
+            }
+            for (var c = 0u; c < KW; c++) {
+                Ks[(d0 + c) * BK + j] = vt_at(kx, c);
+                Vs[e * KW + c] = vt_at(vx, c);
+            }
+        }
+        workgroupBarrier();
+        var s: array<f32, TM * TN>;
+        for (var t = 0u; t < TM * TN; t++) { s[t] = 0.0; }
+        for (var d = 0u; d < D; d++) {
+            var qv: array<f32, TM>;
+            var kv: array<f32, TN>;
+            for (var i = 0u; i < TM; i++) { qv[i] = Qs[d * BQ + ty + i * WY]; }
+            for (var j = 0u; j < TN; j++) { kv[j] = Ks[d * BK + tx + j * WX]; }
+            for (var i = 0u; i < TM; i++) {
+                for (var j = 0u; j < TN; j++) { s[i * TN + j] += qv[i] * kv[j]; }
+            }
+        }
+        for (var i = 0u; i < TM; i++) {
+            var pm = MASKED;
+            for (var j = 0u; j < TN; j++) {
+                let key = i32(kb + tx + j * WX);
+                if (key > qpos[i] || key >= i32(kend)) { s[i * TN + j] = MASKED; }
+                pm = max(pm, s[i * TN + j]);
+            }
+            red[(ty + i * WY) * WX + tx] = pm;
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < TM; i++) {
+            var mn = m[i];
+            for (var t = 0u; t < WX; t++) { mn = max(mn, red[(ty + i * WY) * WX + t]); }
+            corr[i] = exp2(m[i] - mn);
+            m[i] = mn;
+            var ls = 0.0;
+            for (var j = 0u; j < TN; j++) {
+                let sv = s[i * TN + j];
+                let pv = select(exp2(sv - mn), 0.0, sv <= MASKED);
+                ls += pv;
+                Ps[(tx + j * WX) * BQ + ty + i * WY] = pv;
+            }
+            l[i] = l[i] * corr[i] + ls;
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < TM; i++) {
+            for (var c = 0u; c < TD; c++) { acc[i * TD + c] *= corr[i]; }
+        }
+        for (var j = 0u; j < BK; j++) {
+            var pv: array<f32, TM>;
+            for (var i = 0u; i < TM; i++) { pv[i] = Ps[j * BQ + ty + i * WY]; }
+            for (var c = 0u; c < TD; c++) {
+                let vv = Vs[j * D + min(tx + c * WX, D - 1u)];
+                for (var i = 0u; i < TM; i++) { acc[i * TD + c] += pv[i] * vv; }
+            }
+        }
+    }
+
+    // row sums: partial sums of the WX threads of a row
+    workgroupBarrier();
+    for (var i = 0u; i < TM; i++) { red[(ty + i * WY) * WX + tx] = l[i]; }
+    workgroupBarrier();
+    for (var i = 0u; i < TM; i++) {
+        let r = first + ty + i * WY;
+        if (r >= rows) { continue; }
+        var lsum = 0.0;
+        for (var t = 0u; t < WX; t++) { lsum += red[(ty + i * WY) * WX + t]; }
+        if (split_out) {
+            let base = ((q_base + r) * p.n_split + split) * (D + 2u);
+            for (var c = 0u; c < TD; c++) {
+                let d = tx + c * WX;
+                if (d < D) { out[base + d] = acc[i * TD + c]; }
+            }
+            if (tx == 0u) {
+                out[base + D] = m[i];
+                out[base + D + 1u] = lsum;
+            }
+        } else {
+            let inv = select(1.0 / lsum, 0.0, lsum == 0.0);
+            for (var c = 0u; c < TD; c++) {
+                let d = tx + c * WX;
+                if (d < D) { out[(q_base + r) * D + d] = acc[i * TD + c] * inv; }
+            }
+        }
+    }
+}
