@@ -1,0 +1,89 @@
+// ew_binary: out = a (op) b for f32 tensors with NumPy broadcasting; b may be a uniform scalar.
+//
+// The prelude (elementwise.c) supplies:
+//   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
+//                          minimum, maximum, pow)
+//   const BCAST: bool      general broadcast path (else the contiguous fast path)
+//   const PT: u32          vectors per thread on the fast path
+//   alias V                vec4<f32> (fast path, numel % 4 == 0) or f32
+//   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the operand
+//   (a splat for a one-element tensor or a uniform scalar); on the broadcast path the element at
+//   offset j.
+//
+// Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors; thread t owns
+// vectors base + t + 256*k (k < PT), so each load/store instruction is coalesced across the
+// workgroup. Broadcast path: one thread owns one output element and computes each operand's
+// offset from the output index with the shapes/strides in the uniform.
+struct Params {
+    shape: array<vec4<u32>, 2>,
+    sa: array<vec4<u32>, 2>,
+    sb: array<vec4<u32>, 2>,
+    n: u32,       // output elements
+    nv: u32,      // output vectors (n / width of V)
+    alpha: f32,
+    scalar: f32,
+    rank: u32,    // rank of the coalesced shape (broadcast path)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(2) var<storage, read_write> out: array<V>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+// x ** y with PyTorch's real-valued semantics: a negative base with an integral exponent keeps
+// the sign of the odd powers; y == 0 gives 1 for every x.
+fn ew_pow(x: V, y: V) -> V {
+    let m = exp2(y * log2(abs(x)));
+    let integral = floor(y) == y;
+    let odd = integral & (abs(y - 2.0 * floor(0.5 * y)) == V(1.0));
+    let neg = x < V(0.0);
+    var r = select(m, -m, neg & odd);
+    // negative base, fractional exponent: no real result (NaN, through the log of a negative)
+    r = select(r, exp2(y * log2(x)), neg & !integral);
+    return select(r, V(1.0), y == V(0.0));
+}
+
+fn apply(x: V, y: V) -> V {
+    switch (OP) {
+        case 0u: { return x + p.alpha * y; }
+        case 1u: { return x - p.alpha * y; }
+        case 2u: { return x * y; }
+        case 3u: { return x / y; }
+        case 4u: { return min(x, y); }
+        case 5u: { return max(x, y); }
+        default: { return ew_pow(x, y); }
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (BCAST) {
+        let i = wg * 256u + lid;
+        if (i >= p.n) {
+            return;
+        }
+        var rem = i;
+        var oa = 0u;
+        var ob = 0u;
+        for (var d = p.rank; d > 0u; d--) {
+            let k = d - 1u;
+            let s = p.shape[k / 4u][k % 4u];
+            let q = rem % s;
+            rem = rem / s;
+            oa += q * p.sa[k / 4u][k % 4u];
+            ob += q * p.sb[k / 4u][k % 4u];
+        }
+        out[i] = apply(ld_a(oa), ld_b(ob));
+    } else {
+        let base = wg * (256u * PT) + lid;
+        for (var k = 0u; k < PT; k++) {
+            let j = base + k * 256u;
+            if (j < p.nv) {
+                out[j] = apply(ld_a(j), ld_b(j));
+            }
+        }
+    }
+}
