@@ -591,6 +591,43 @@ static void test_where(void) {
     printf("  where: %.2f s\n", now_s() - t0);
 }
 
+/* ------------------------------------------------------------------ NaN */
+
+/* NaN propagates through minimum, maximum, clamp and relu (as in PyTorch); comparisons with NaN
+ * are false except ne. */
+static void test_nan(void) {
+    int64_t n = 8;
+    float ha[8] = {NAN, 1, -2, NAN, 0.5f, -8, 0, INFINITY}, hb[8] = {1, NAN, 0.5f, NAN, 3, 1, 0, 1};
+    wgml_tensor *a = th_tensor_f32(1, &n, ha), *b = th_tensor_f32(1, &n, hb);
+    for (int op = B_MIN; op <= B_MAX; op++) {
+        float *got = th_read_f32(call_binary(op, a, b, 1));
+        bool ok = got != NULL;
+        for (int i = 0; ok && i < 8; i++) {
+            bool want_nan = isnan(ha[i]) || isnan(hb[i]);
+            double want = ref_binary(op, ha[i], hb[i], 1);
+            ok = want_nan ? isnan(got[i]) : got[i] == want;
+        }
+        th_check(ok, "%s propagates NaN", BNAME[op]);
+        free(got);
+    }
+    float *got = th_read_f32(wgml_clamp(T.g, a, -1, 1));
+    th_check(got && isnan(got[0]) && isnan(got[3]) && got[1] == 1 && got[2] == -1 && got[7] == 1, "clamp keeps NaN");
+    free(got);
+    got = th_read_f32(wgml_relu(T.g, a));
+    th_check(got && isnan(got[0]) && isnan(got[3]) && got[2] == 0 && got[7] == INFINITY, "relu keeps NaN");
+    free(got);
+    for (int op = 0; op < N_C; op++) {
+        uint8_t ref[8];
+        for (int i = 0; i < 8; i++) ref[i] = ref_cmp(op, ha[i], hb[i]);
+        char name[64];
+        snprintf(name, sizeof name, "%s with NaN operands", CNAME[op]);
+        wgml_tensor *o = call_cmp(op, a, b);
+        check_bool(name, o, ref, 8);
+        wgml_tensor_free(o);
+    }
+    wgml_tensor_free(a); wgml_tensor_free(b);
+}
+
 /* ------------------------------------------------------------------ large grid */
 
 /* 18,000,002 outputs on the broadcast path (256 per workgroup): 70,313 workgroups, more than
@@ -718,6 +755,7 @@ int main(int argc, char **argv) {
     test_compare();
     test_logical();
     test_where();
+    test_nan();
     test_graph();
     test_bad_input();
     if (!th_dumping()) test_huge_grid();

@@ -218,7 +218,8 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     text pre = {.len = 0};
     put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\n", code, bcast ? "true" : "false",
         bcast ? 1 : EW_PT);
-    put(&pre, "alias V = %s;\n", vw == 4 ? "vec4<f32>" : "f32");
+    put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vw == 4 ? "vec4<f32>" : "f32",
+        vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
     for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, vw, vec_ok);
     if (pre.len >= sizeof pre.buf) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: kernel prelude too long", op);
@@ -324,9 +325,9 @@ static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, 
         uint32_t n, nv;
         float lo, hi;
     } params = {(uint32_t)x->numel, (uint32_t)nv, lo, hi};
-    char pre[160];
-    snprintf(pre, sizeof pre, "const OP: u32 = %du;\nconst PT: u32 = %du;\nalias V = %s;\n", code, EW_PT,
-             vw == 4 ? "vec4<f32>" : "f32");
+    char pre[200];
+    snprintf(pre, sizeof pre, "const OP: u32 = %du;\nconst PT: u32 = %du;\nalias V = %s;\nalias VU = %s;\nalias VB = %s;\n",
+             code, EW_PT, vw == 4 ? "vec4<f32>" : "f32", vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
     wgml_tensor *out = graph_output(g, op, WGML_F32, x->rank, x->shape);
     if (!out) return NULL;
     if (graph_dispatch(g, op, "ew_unary", pre, &x, 1, &out, 1, &params, sizeof params,

@@ -5,7 +5,8 @@
 //                          minimum, maximum, pow)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
 //   const PT: u32          vectors per thread on the fast path
-//   alias V                vec4<f32> (fast path, numel % 4 == 0) or f32
+//   alias V                vec4<f32> (fast path, numel % 4 == 0) or f32; VU, VB: the same
+//                          shape of u32 and bool
 //   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the operand
 //   (a splat for a one-element tensor or a uniform scalar); on the broadcast path the element at
 //   offset j.
@@ -44,14 +45,20 @@ fn ew_pow(x: V, y: V) -> V {
     return select(r, V(1.0), y == V(0.0));
 }
 
+// NaN test on the bits (a float comparison x != x may be folded away by the driver's compiler).
+fn ew_isnan(x: V) -> VB {
+    return (bitcast<VU>(x) & VU(0x7fffffffu)) > VU(0x7f800000u);
+}
+
 fn apply(x: V, y: V) -> V {
     switch (OP) {
         case 0u: { return x + p.alpha * y; }
         case 1u: { return x - p.alpha * y; }
         case 2u: { return x * y; }
         case 3u: { return x / y; }
-        case 4u: { return min(x, y); }
-        case 5u: { return max(x, y); }
+        // minimum and maximum propagate NaN (as PyTorch), which the builtins need not do
+        case 4u: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
+        case 5u: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
         default: { return ew_pow(x, y); }
     }
 }

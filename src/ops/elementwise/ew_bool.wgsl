@@ -33,7 +33,7 @@ fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
     let z = vec4<f32>(0.0);
     switch (OP) {
         case 0u: { return x == y; }
-        case 1u: { return x != y; }
+        case 1u: { return !(x == y); } // true for NaN operands (the != of some drivers is ordered)
         case 2u: { return x < y; }
         case 3u: { return x <= y; }
         case 4u: { return x > y; }

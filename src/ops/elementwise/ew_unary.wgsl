@@ -4,7 +4,7 @@
 //   const OP: u32    which function (ew_unary_* order in elementwise.c: relu, sigmoid, silu, gelu,
 //                    gelu_tanh, exp, log, neg, abs, sqrt, rsqrt, tanh, clamp)
 //   const PT: u32    vectors per thread
-//   alias V          vec4<f32> when numel % 4 == 0, else f32
+//   alias V          vec4<f32> when numel % 4 == 0, else f32; VU, VB: the same shape of u32 and bool
 //
 // Workgroup: 256 threads; one workgroup owns 256*PT consecutive vectors; thread t owns vectors
 // base + t + 256*k (k < PT), so every load and store instruction is coalesced.
@@ -18,6 +18,11 @@ struct Params {
 @group(0) @binding(0) var<storage, read> x: array<V>;
 @group(0) @binding(1) var<storage, read_write> out: array<V>;
 @group(0) @binding(2) var<uniform> p: Params;
+
+// NaN test on the bits (a float comparison v != v may be folded away by the driver's compiler).
+fn ew_isnan(v: V) -> VB {
+    return (bitcast<VU>(v) & VU(0x7fffffffu)) > VU(0x7f800000u);
+}
 
 // Logistic function without overflow: exp of -|v| only.
 fn ew_sigmoid(v: V) -> V {
@@ -90,7 +95,7 @@ fn f(v: V) -> V {
         case 9u: { return sqrt(v); }
         case 10u: { return inverseSqrt(v); }
         case 11u: { return ew_tanh(v); }
-        default: { return min(max(v, V(p.lo)), V(p.hi)); } // clamp
+        default: { return select(min(max(v, V(p.lo)), V(p.hi)), v, ew_isnan(v)); } // clamp (NaN passes through)
     }
 }
 
