@@ -216,8 +216,11 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     size_t ubytes = sizeof(uint32_t) * (size_t)(8 + 8 * n + 8);
 
     text pre = {.len = 0};
+    /* broadcast path: 4 consecutive elements per thread when the innermost dimension is long
+     * enough for the step-and-wrap walk to save index arithmetic, else 1 */
+    int pt = !bcast ? EW_PT : L.shape[L.rank - 1] >= 4 ? 4 : 1;
     put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\n", code, bcast ? "true" : "false",
-        bcast ? 1 : EW_PT);
+        pt);
     put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vw == 4 ? "vec4<f32>" : "f32",
         vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
     for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, vw, vec_ok);
@@ -226,9 +229,7 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
         return NULL;
     }
 
-    uint64_t groups = kernel == K_BOOL ? (nv + EW_WG - 1) / EW_WG
-                      : bcast          ? (nv + EW_WG - 1) / EW_WG
-                                       : (nv + EW_WG * EW_PT - 1) / (EW_WG * EW_PT);
+    uint64_t groups = kernel == K_BOOL ? (nv + EW_WG - 1) / EW_WG : (nv + (uint64_t)(EW_WG * pt) - 1) / (uint64_t)(EW_WG * pt);
     wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *ro[EW_MAX_IN];

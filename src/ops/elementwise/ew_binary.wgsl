@@ -4,7 +4,8 @@
 //   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
 //                          minimum, maximum, pow)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
-//   const PT: u32          vectors per thread on the fast path
+//   const PT: u32          vectors per thread on the fast path; elements per thread on the
+//                          broadcast path (4 when the innermost coalesced dim has >= 4, else 1)
 //   alias V                vec4<f32> (fast path, numel % 4 == 0) or f32; VU, VB: the same
 //                          shape of u32 and bool
 //   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the operand
@@ -13,8 +14,9 @@
 //
 // Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors; thread t owns
 // vectors base + t + 256*k (k < PT), so each load/store instruction is coalesced across the
-// workgroup. Broadcast path: one thread owns one output element and computes each operand's
-// offset from the output index with the shapes/strides in the uniform.
+// workgroup. Broadcast path: one thread owns PT consecutive output elements; it computes each
+// operand's offset for the first from the output index with the shapes/strides in the uniform,
+// then steps along the innermost dimension, recomputing only when it wraps.
 struct Params {
     shape: array<vec4<u32>, 2>,
     sa: array<vec4<u32>, 2>,
@@ -50,6 +52,24 @@ fn ew_isnan(x: V) -> VB {
     return (bitcast<VU>(x) & VU(0x7fffffffu)) > VU(0x7f800000u);
 }
 
+// Output element i's coordinate in the innermost dimension and its offsets in a and b.
+fn locate(i: u32) -> vec3<u32> {
+    var rem = i;
+    var r = vec3<u32>(0u);
+    for (var d = p.rank; d > 0u; d--) {
+        let k = d - 1u;
+        let s = p.shape[k / 4u][k % 4u];
+        let q = rem % s;
+        rem = rem / s;
+        if (d == p.rank) {
+            r.x = q;
+        }
+        r.y += q * p.sa[k / 4u][k % 4u];
+        r.z += q * p.sb[k / 4u][k % 4u];
+    }
+    return r;
+}
+
 fn apply(x: V, y: V) -> V {
     switch (OP) {
         case 0u: { return x + p.alpha * y; }
@@ -68,22 +88,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (BCAST) {
-        let i = wg * 256u + lid;
-        if (i >= p.n) {
+        let i0 = (wg * 256u + lid) * PT;
+        if (i0 >= p.n) {
             return;
         }
-        var rem = i;
-        var oa = 0u;
-        var ob = 0u;
-        for (var d = p.rank; d > 0u; d--) {
-            let k = d - 1u;
-            let s = p.shape[k / 4u][k % 4u];
-            let q = rem % s;
-            rem = rem / s;
-            oa += q * p.sa[k / 4u][k % 4u];
-            ob += q * p.sb[k / 4u][k % 4u];
+        let last = p.rank - 1u;
+        let s0 = p.shape[last / 4u][last % 4u];
+        let step = vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(i0);
+        for (var e = 0u; e < PT; e++) {
+            let i = i0 + e;
+            if (i >= p.n) {
+                break;
+            }
+            out[i] = apply(ld_a(loc.y), ld_b(loc.z));
+            loc += step;
+            if (loc.x == s0) {
+                loc = locate(i + 1u);
+            }
         }
-        out[i] = apply(ld_a(oa), ld_b(ob));
     } else {
         let base = wg * (256u * PT) + lid;
         for (var k = 0u; k < PT; k++) {

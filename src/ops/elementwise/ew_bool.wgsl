@@ -11,7 +11,8 @@
 //
 // Output bools are one byte each, four to a u32 word (element i in bits 8*(i%4)..). Workgroup:
 // 256 threads; one thread owns one output word (4 elements) and writes it whole, with the bytes
-// past the last element set to 0.
+// past the last element set to 0. On the broadcast path it locates the word's first element from
+// the output index and steps along the innermost dimension, recomputing only when it wraps.
 struct Params {
     shape: array<vec4<u32>, 2>,
     sa: array<vec4<u32>, 2>,
@@ -28,6 +29,24 @@ struct Params {
 
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
+
+// Output element i's coordinate in the innermost dimension and its offsets in a and b.
+fn locate(i: u32) -> vec3<u32> {
+    var rem = i;
+    var r = vec3<u32>(0u);
+    for (var d = p.rank; d > 0u; d--) {
+        let k = d - 1u;
+        let s = p.shape[k / 4u][k % 4u];
+        let q = rem % s;
+        rem = rem / s;
+        if (d == p.rank) {
+            r.x = q;
+        }
+        r.y += q * p.sa[k / 4u][k % 4u];
+        r.z += q * p.sb[k / 4u][k % 4u];
+    }
+    return r;
+}
 
 fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
     let z = vec4<f32>(0.0);
@@ -54,22 +73,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var x: vec4<f32>;
     var y: vec4<f32>;
     if (BCAST) {
+        let last = p.rank - 1u;
+        let s0 = p.shape[last / 4u][last % 4u];
+        let step = vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(4u * w);
         for (var e = 0u; e < 4u; e++) {
             let i = 4u * w + e;
-            if (i < p.n) {
-                var rem = i;
-                var oa = 0u;
-                var ob = 0u;
-                for (var d = p.rank; d > 0u; d--) {
-                    let k = d - 1u;
-                    let s = p.shape[k / 4u][k % 4u];
-                    let q = rem % s;
-                    rem = rem / s;
-                    oa += q * p.sa[k / 4u][k % 4u];
-                    ob += q * p.sb[k / 4u][k % 4u];
-                }
-                x[e] = el_a(oa);
-                y[e] = el_b(ob);
+            if (i >= p.n) {
+                break;
+            }
+            x[e] = el_a(loc.y);
+            y[e] = el_b(loc.z);
+            loc += step;
+            if (loc.x == s0) {
+                loc = locate(i + 1u);
             }
         }
     } else {

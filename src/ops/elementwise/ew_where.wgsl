@@ -2,15 +2,17 @@
 //
 // The prelude (elementwise.c) supplies:
 //   const BCAST: bool   general broadcast path (else contiguous operands or one-element tensors)
-//   const PT: u32       vectors per thread on the fast path
+//   const PT: u32       vectors per thread on the fast path; elements per thread on the broadcast
+//                       path (4 when the innermost coalesced dim has >= 4, else 1)
 //   alias V             vec4<f32> (fast path, numel % 4 == 0) or f32
 //   bindings 0 (c = cond), 1 (a), 2 (b) and loaders ld_c/ld_a/ld_b(j) -> V: on the fast path
 //   vector j (cond as 0.0 / 1.0; one word of cond per vec4), on the broadcast path the element at
 //   offset j.
 //
 // Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors, thread t owns
-// vectors base + t + 256*k (k < PT). Broadcast path: one thread owns one output element and
-// computes the three operand offsets from the output index.
+// vectors base + t + 256*k (k < PT). Broadcast path: one thread owns PT consecutive output
+// elements; it computes the three operand offsets of the first from the output index, then steps
+// along the innermost dimension, recomputing only when it wraps.
 struct Params {
     shape: array<vec4<u32>, 2>,
     sc: array<vec4<u32>, 2>,
@@ -29,29 +31,49 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<V>;
 @group(0) @binding(4) var<uniform> p: Params;
 
+// Output element i's coordinate in the innermost dimension and its offsets in c, a and b.
+fn locate(i: u32) -> vec4<u32> {
+    var rem = i;
+    var r = vec4<u32>(0u);
+    for (var d = p.rank; d > 0u; d--) {
+        let k = d - 1u;
+        let s = p.shape[k / 4u][k % 4u];
+        let q = rem % s;
+        rem = rem / s;
+        if (d == p.rank) {
+            r.x = q;
+        }
+        r.y += q * p.sc[k / 4u][k % 4u];
+        r.z += q * p.sa[k / 4u][k % 4u];
+        r.w += q * p.sb[k / 4u][k % 4u];
+    }
+    return r;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (BCAST) {
-        let i = wg * 256u + lid;
-        if (i >= p.n) {
+        let i0 = (wg * 256u + lid) * PT;
+        if (i0 >= p.n) {
             return;
         }
-        var rem = i;
-        var oc = 0u;
-        var oa = 0u;
-        var ob = 0u;
-        for (var d = p.rank; d > 0u; d--) {
-            let k = d - 1u;
-            let s = p.shape[k / 4u][k % 4u];
-            let q = rem % s;
-            rem = rem / s;
-            oc += q * p.sc[k / 4u][k % 4u];
-            oa += q * p.sa[k / 4u][k % 4u];
-            ob += q * p.sb[k / 4u][k % 4u];
+        let last = p.rank - 1u;
+        let s0 = p.shape[last / 4u][last % 4u];
+        let step = vec4<u32>(1u, p.sc[last / 4u][last % 4u], p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(i0);
+        for (var e = 0u; e < PT; e++) {
+            let i = i0 + e;
+            if (i >= p.n) {
+                break;
+            }
+            out[i] = select(ld_b(loc.w), ld_a(loc.z), ld_c(loc.y) != V(0.0));
+            loc += step;
+            if (loc.x == s0) {
+                loc = locate(i + 1u);
+            }
         }
-        out[i] = select(ld_b(ob), ld_a(oa), ld_c(oc) != V(0.0));
     } else {
         let base = wg * (256u * PT) + lid;
         for (var k = 0u; k < PT; k++) {
