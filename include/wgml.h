@@ -172,8 +172,8 @@ typedef enum wgml_binary_op {
     WGML_BIN_SUB,     /* a − alpha·b */
     WGML_BIN_MUL,     /* a·b */
     WGML_BIN_DIV,     /* a / b (true division; no special handling of zero) */
-    WGML_BIN_MINIMUM, /* min(a, b) */
-    WGML_BIN_MAXIMUM, /* max(a, b) */
+    WGML_BIN_MINIMUM, /* min(a, b); NaN if either is NaN */
+    WGML_BIN_MAXIMUM, /* max(a, b); NaN if either is NaN */
     WGML_BIN_POW      /* a ** b (a negative base with an integral exponent gives the real power) */
 } wgml_binary_op;
 /* out = a (op) b with broadcasting; alpha is used by add and sub only. */
@@ -207,7 +207,7 @@ typedef enum wgml_unary_op {
     WGML_UN_ABS,
     WGML_UN_SQRT,
     WGML_UN_RSQRT,     /* 1 / sqrt(x) */
-    WGML_UN_TANH       /* exact to f32 rounding for every x (no overflow for large |x|) */
+    WGML_UN_TANH       /* accurate for every x (no overflow to NaN for large |x|) */
 } wgml_unary_op;
 /* out = f(x), same shape. */
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
@@ -223,7 +223,7 @@ wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);
 wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);
 wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);
 wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);
-/* out = min(max(x, lo), hi) (hi wins when lo > hi, as in PyTorch). */
+/* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
 
 typedef enum wgml_compare_op { WGML_CMP_EQ = 0, WGML_CMP_NE, WGML_CMP_LT, WGML_CMP_LE, WGML_CMP_GT, WGML_CMP_GE } wgml_compare_op;

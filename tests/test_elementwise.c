@@ -584,6 +584,8 @@ static void test_where(void) {
         {S(1), S(3, 7), S(7)},             /* one-element cond */
         {S(5, 1), S(3, 1, 1), S(1, 7)},    /* 105 outputs */
         {S(2, 3, 4), S(1), S(2, 3, 4)},    /* one-element a, vec4 */
+        {S(1), S(4, 6), S(4, 6)},          /* one-element cond, vec4 */
+        {S(1, 1), S(37), S(1)},            /* one-element cond and b, scalar lanes */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) case_where(&cases[i][0], &cases[i][1], &cases[i][2], NULL);
     shp c = S(3, 1, 5), a = S(4, 1), b = S(2, 1, 1, 1);
@@ -630,8 +632,8 @@ static void test_nan(void) {
 
 /* ------------------------------------------------------------------ large grid */
 
-/* 18,000,002 outputs on the broadcast path (256 per workgroup): 70,313 workgroups, more than
- * one grid dimension holds. */
+/* 18,000,002 outputs on the broadcast path; the innermost dim (2) is short, so one element per
+ * thread, 256 per workgroup: 70,313 workgroups, more than one grid dimension holds. */
 static void test_huge_grid(void) {
     double t0 = now_s();
     int64_t m = 9000001, sa[2] = {m, 2}, sb[1] = {2};
@@ -657,8 +659,9 @@ static void test_huge_grid(void) {
 
 /* ------------------------------------------------------------------ built graph */
 
-/* y = where(gt(x, 0) and lt(x, 2), silu(x), mul(x, w)) + alpha·relu(x): recorded in a built
- * graph, compiled, run twice with new inputs. */
+/* y = where(not(not(gt(x, 0) and lt(x, 2))), 1.5·silu(x), mul(x, w)) + alpha·relu(x): recorded
+ * in a built graph, compiled, run twice with new inputs. The scalar and one-operand forms read
+ * arena intermediates (their inputs and outputs share the arena: the all-writable bindings). */
 static void test_graph(void) {
     double t0 = now_s();
     wgml_graph *g = wgml_graph_new(T.ctx);
@@ -667,8 +670,8 @@ static void test_graph(void) {
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *w = wgml_tensor_new(g, WGML_F32, 1, ws);
     wgml_tensor *c1 = wgml_gt_scalar(g, x, 0.0f);
     wgml_tensor *c2 = wgml_lt_scalar(g, x, 2.0f);
-    wgml_tensor *c = wgml_logical_and(g, c1, c2);
-    wgml_tensor *s = wgml_silu(g, x);
+    wgml_tensor *c = wgml_logical_not(g, wgml_logical_not(g, wgml_logical_and(g, c1, c2)));
+    wgml_tensor *s = wgml_mul_scalar(g, wgml_silu(g, x), 1.5f);
     wgml_tensor *m = wgml_mul(g, x, w);
     wgml_tensor *y0 = wgml_where(g, c, s, m);
     wgml_tensor *y = wgml_add(g, y0, wgml_relu(g, x), 0.5f);
@@ -683,7 +686,7 @@ static void test_graph(void) {
         double *ref = malloc(sizeof(double) * (size_t)n);
         for (int64_t i = 0; i < n; i++) {
             double v = hx[i];
-            double sel = (v > 0 && v < 2) ? v * ref_sigmoid(v) : v * hw[i % xs[1]];
+            double sel = (v > 0 && v < 2) ? 1.5 * v * ref_sigmoid(v) : v * hw[i % xs[1]];
             ref[i] = sel + 0.5 * (v > 0 ? v : 0);
         }
         float *got = malloc(wgml_tensor_nbytes(y));
