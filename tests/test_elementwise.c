@@ -223,6 +223,9 @@ static void test_binary(void) {
         {S(2, 1, 3, 1, 5), S(4, 1)},    /* mixed rank 5 and 2 */
         {S(2, 1, 2, 1, 3, 1, 2, 3), S(2, 1, 3, 1, 2, 1)}, /* rank 8 */
         {S(3, 1), S(1, 129)},           /* outer product */
+        {S(6, 8), S(6, 1)},             /* vec4 broadcast path, b splat along the row */
+        {S(7, 4), S(4)},                /* vec4 broadcast path, every vector wraps the row */
+        {S(3, 2, 12), S(2, 1)},         /* vec4 broadcast path, rank 3 */
     };
     int np = (int)(sizeof pairs / sizeof pairs[0]);
     for (int op = 0; op < N_B; op++)
@@ -586,6 +589,8 @@ static void test_where(void) {
         {S(2, 3, 4), S(1), S(2, 3, 4)},    /* one-element a, vec4 */
         {S(1), S(4, 6), S(4, 6)},          /* one-element cond, vec4 */
         {S(1, 1), S(37), S(1)},            /* one-element cond and b, scalar lanes */
+        {S(4, 1, 8), S(5, 1), S(8)},       /* vec4 broadcast path: cond words, a splat */
+        {S(3, 4, 1), S(3, 4, 12), S(12)},  /* vec4 broadcast path: cond splat */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) case_where(&cases[i][0], &cases[i][1], &cases[i][2], NULL);
     shp c = S(3, 1, 5), a = S(4, 1), b = S(2, 1, 1, 1);

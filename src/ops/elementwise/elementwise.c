@@ -35,6 +35,7 @@ typedef struct opnd {
     wgml_tensor *t;   /* bound tensor (for OPND_SCALAR: any tensor of the dispatch, unused) */
     wgml_dtype dtype; /* F32 or BOOL */
     opnd_kind kind;
+    bool unit;        /* broadcast path: stride 1 in the innermost (coalesced) dimension */
 } opnd;
 
 typedef struct text {
@@ -53,16 +54,26 @@ static void put(text *t, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* How ld_<x>(j) reads its V (see emit_operand). */
+typedef enum lanes {
+    LANES_ONE,    /* V is f32 (or a splat): the element at j */
+    LANES_VECTOR, /* fast path, V = vec4: vector j, elements 4j..4j+3 */
+    LANES_OFFSET, /* broadcast path, V = vec4: the 4 elements from element offset j (a multiple
+                     of 4) when the operand is contiguous in the innermost dim, else a splat of
+                     the element at j */
+} lanes;
+
 /* Emits operand o's binding and two loaders:
- *   ld_<x>(j) -> V   fast path: the vw elements of vector j (vw = lanes of V); on the broadcast
- *                    path (vw = 1) the element at offset j;
+ *   ld_<x>(j) -> V   as `mode` says;
  *   el_<x>(o) -> f32 the element at offset o.
- * vec_ok: the element count is a multiple of 4, so a FULL f32 operand may bind as vec4. Bools
- * load as 0.0 / 1.0. */
-static void emit_operand(text *t, const opnd *o, int binding, int vw, bool vec_ok) {
+ * vec_ok: the element count is a multiple of 4 (a FULL f32 operand may bind as vec4 on the fast
+ * path). Bools load as 0.0 / 1.0. */
+static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool vec_ok) {
     const char *x = o->name;
     bool is_bool = o->dtype == WGML_BOOL;
-    bool vec_bind = !is_bool && o->kind == OPND_FULL && vw == 4 && vec_ok;
+    bool one = o->kind == OPND_ONE || o->kind == OPND_SCALAR;
+    bool vec_bind = !is_bool && !one &&
+                    ((mode == LANES_VECTOR && o->kind == OPND_FULL && vec_ok) || (mode == LANES_OFFSET && o->unit));
     put(t, "@group(0) @binding(%d) var<storage, read> %s: array<%s>;\n", binding, x,
         is_bool ? "u32" : vec_bind ? "vec4<f32>" : "f32");
     /* one element at an offset expression, as f32 */
@@ -70,6 +81,8 @@ static void emit_operand(text *t, const opnd *o, int binding, int vw, bool vec_o
     if (is_bool) {
         put(t, "fn byte_%s(o: u32) -> f32 { return select(0.0, 1.0, ((%s[o >> 2u] >> ((o & 3u) * 8u)) & 255u) != 0u); }\n",
             x, x);
+        put(t, "fn word_%s(w: u32) -> vec4<f32> { let v = (vec4<u32>(%s[w]) >> vec4<u32>(0u, 8u, 16u, 24u)) & "
+               "vec4<u32>(255u); return select(vec4<f32>(0.0), vec4<f32>(1.0), v != vec4<u32>(0u)); }\n", x, x);
         snprintf(e0, sizeof e0, "byte_%s(0u)", x);
         snprintf(ej, sizeof ej, "byte_%s(j)", x);
         snprintf(eo, sizeof eo, "byte_%s(o)", x);
@@ -92,11 +105,13 @@ static void emit_operand(text *t, const opnd *o, int binding, int vw, bool vec_o
         put(t, "fn el_%s(o: u32) -> f32 { return %s; }\n", x, e0);
         return;
     }
-    if (vw == 1)
+    if (mode == LANES_ONE || (mode == LANES_OFFSET && !o->unit))
         put(t, "fn ld_%s(j: u32) -> V { return V(%s); }\n", x, ej);
+    else if (mode == LANES_OFFSET) /* contiguous in the innermost dim, j a multiple of 4 */
+        put(t, is_bool ? "fn ld_%s(j: u32) -> V { return word_%s(j >> 2u); }\n"
+                       : "fn ld_%s(j: u32) -> V { return %s[j >> 2u]; }\n", x, x);
     else if (is_bool)
-        put(t, "fn ld_%s(j: u32) -> V { let v = (vec4<u32>(%s[j]) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); "
-               "return select(V(0.0), V(1.0), v != vec4<u32>(0u)); }\n", x, x);
+        put(t, "fn ld_%s(j: u32) -> V { return word_%s(j); }\n", x, x);
     else if (vec_bind)
         put(t, "fn ld_%s(j: u32) -> V { return %s[j]; }\n", x, x);
     else /* four elements of a tensor whose count is not a multiple of 4 (bool outputs) */
@@ -191,7 +206,6 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
         if (ops[k].kind == OPND_STRIDED) bcast = true;
     }
     bool vec_ok = numel % 4 == 0;
-    int vw = kernel == K_BOOL ? 4 : (!bcast && vec_ok) ? 4 : 1;
 
     /* uniform: shape, one stride array per operand, then n, nv, alpha, scalar, rank, 3 pads */
     uint32_t u[8 + 8 * EW_MAX_IN + 8];
@@ -205,7 +219,14 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
             u[d] = (uint32_t)L.shape[d];
             for (int k = 0; k < n; k++) u[8 + 8 * k + d] = ops[k].kind == OPND_SCALAR ? 0 : (uint32_t)L.st[k][d];
         }
+        for (int k = 0; k < n; k++) ops[k].unit = ops[k].kind != OPND_SCALAR && L.st[k][L.rank - 1] == 1;
     }
+    int64_t inner = bcast ? L.shape[L.rank - 1] : 0;
+    /* lanes of V: the fast path uses vec4 when the count is a multiple of 4; the broadcast path
+     * of the f32-output kernels when the innermost dim is (so a vec4 never crosses a row); the
+     * bool kernel always packs 4 elements (one output word) per thread */
+    int vw = kernel == K_BOOL ? 4 : !bcast ? (vec_ok ? 4 : 1) : (inner % 4 == 0 ? 4 : 1);
+    lanes mode = vw == 1 ? LANES_ONE : !bcast ? LANES_VECTOR : kernel == K_BOOL ? LANES_ONE : LANES_OFFSET;
     uint64_t nv = kernel == K_BOOL ? (uint64_t)(numel + 3) / 4 : (uint64_t)numel / (uint64_t)vw;
     uint32_t *tail = u + 8 + 8 * n;
     tail[0] = (uint32_t)numel;
@@ -218,12 +239,12 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     text pre = {.len = 0};
     /* broadcast path: 4 consecutive elements per thread when the innermost dimension is long
      * enough for the step-and-wrap walk to save index arithmetic, else 1 */
-    int pt = !bcast ? EW_PT : L.shape[L.rank - 1] >= 4 ? 4 : 1;
-    put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\n", code, bcast ? "true" : "false",
-        pt);
+    int pt = !bcast ? EW_PT : inner >= 4 ? 4 : 1;
+    put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\nconst VW: u32 = %du;\n", code,
+        bcast ? "true" : "false", pt, vw);
     put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vw == 4 ? "vec4<f32>" : "f32",
         vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
-    for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, vw, vec_ok);
+    for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, mode, vec_ok);
     if (pre.len >= sizeof pre.buf) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: kernel prelude too long", op);
         return NULL;
@@ -272,7 +293,7 @@ wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml
     wgml_tensor *ts[2] = {a, b};
     static const char *const names[2] = {"a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
-    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL}, {"b", b, WGML_F32, OPND_FULL}};
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
     return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape);
 }
 
@@ -284,7 +305,7 @@ wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *
     }
     const char *op = BINARY_SCALAR_NAME[opc];
     if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
-    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL}, {"b", NULL, WGML_F32, OPND_SCALAR}};
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
     return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, s, a->rank, a->shape);
 }
 
@@ -386,7 +407,7 @@ static wgml_tensor *bool_binary(wgml_graph *g, const char *op, int code, wgml_te
     wgml_tensor *ts[2] = {a, b};
     static const char *const names[2] = {"a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
-    opnd ops[2] = {{"a", a, dtype, OPND_FULL}, {"b", b, dtype, OPND_FULL}};
+    opnd ops[2] = {{"a", a, dtype, OPND_FULL, false}, {"b", b, dtype, OPND_FULL, false}};
     return ew_record(g, op, K_BOOL, code, ops, 2, 1.0f, 0.0f, rank, shape);
 }
 
@@ -407,7 +428,7 @@ wgml_tensor *wgml_compare_scalar(wgml_graph *g, wgml_compare_op opc, wgml_tensor
     }
     const char *op = COMPARE_SCALAR_NAME[opc];
     if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
-    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL}, {"b", NULL, WGML_F32, OPND_SCALAR}};
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
     return ew_record(g, op, K_BOOL, (int)opc, ops, 2, 1.0f, s, a->rank, a->shape);
 }
 
@@ -437,7 +458,7 @@ wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
 wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a) {
     if (!g) return NULL;
     if (bad_operand(g, "logical_not", "a", a, WGML_BOOL)) return NULL;
-    opnd ops[2] = {{"a", a, WGML_BOOL, OPND_FULL}, {"b", NULL, WGML_F32, OPND_SCALAR}};
+    opnd ops[2] = {{"a", a, WGML_BOOL, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
     return ew_record(g, "logical_not", K_BOOL, BOOL_NOT, ops, 2, 1.0f, 0.0f, a->rank, a->shape);
 }
 
@@ -454,6 +475,6 @@ wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_t
     wgml_tensor *ts[3] = {cond, a, b};
     static const char *const names[3] = {"cond", "a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 3, &rank, shape)) return NULL;
-    opnd ops[3] = {{"c", cond, WGML_BOOL, OPND_FULL}, {"a", a, WGML_F32, OPND_FULL}, {"b", b, WGML_F32, OPND_FULL}};
+    opnd ops[3] = {{"c", cond, WGML_BOOL, OPND_FULL, false}, {"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
     return ew_record(g, op, K_WHERE, 0, ops, 3, 1.0f, 0.0f, rank, shape);
 }

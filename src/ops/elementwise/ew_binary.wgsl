@@ -4,25 +4,28 @@
 //   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
 //                          minimum, maximum, pow)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
-//   const PT: u32          vectors per thread on the fast path; elements per thread on the
-//                          broadcast path (4 when the innermost coalesced dim has >= 4, else 1)
-//   alias V                vec4<f32> (fast path, numel % 4 == 0) or f32; VU, VB: the same
-//                          shape of u32 and bool
-//   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the operand
-//   (a splat for a one-element tensor or a uniform scalar); on the broadcast path the element at
-//   offset j.
+//   const PT: u32          vectors per thread (broadcast path: 4 when the innermost coalesced
+//                          dim has >= 4 elements, else 1)
+//   const VW: u32          lanes of V
+//   alias V                vec4<f32> or f32 (vec4: fast path when numel % 4 == 0; broadcast path
+//                          when the innermost dim is a multiple of 4); VU, VB: the same shape of
+//                          u32 and bool
+//   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the
+//   operand; on the broadcast path the VW elements from element offset j (a splat when the
+//   operand is broadcast along the innermost dim); a splat for a one-element tensor or a
+//   uniform scalar.
 //
 // Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors; thread t owns
 // vectors base + t + 256*k (k < PT), so each load/store instruction is coalesced across the
-// workgroup. Broadcast path: one thread owns PT consecutive output elements; it computes each
-// operand's offset for the first from the output index with the shapes/strides in the uniform,
-// then steps along the innermost dimension, recomputing only when it wraps.
+// workgroup. Broadcast path: one thread owns PT consecutive vectors; it computes each operand's
+// offset for the first from the output index with the shapes/strides in the uniform, then steps
+// along the innermost dimension, recomputing only when it wraps.
 struct Params {
     shape: array<vec4<u32>, 2>,
     sa: array<vec4<u32>, 2>,
     sb: array<vec4<u32>, 2>,
     n: u32,       // output elements
-    nv: u32,      // output vectors (n / width of V)
+    nv: u32,      // output vectors (n / VW)
     alpha: f32,
     scalar: f32,
     rank: u32,    // rank of the coalesced shape (broadcast path)
@@ -88,23 +91,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (BCAST) {
-        let i0 = (wg * 256u + lid) * PT;
-        if (i0 >= p.n) {
+        let j0 = (wg * 256u + lid) * PT;
+        if (j0 >= p.nv) {
             return;
         }
         let last = p.rank - 1u;
         let s0 = p.shape[last / 4u][last % 4u];
-        let step = vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
-        var loc = locate(i0);
+        let step = VW * vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(j0 * VW);
         for (var e = 0u; e < PT; e++) {
-            let i = i0 + e;
-            if (i >= p.n) {
+            let j = j0 + e;
+            if (j >= p.nv) {
                 break;
             }
-            out[i] = apply(ld_a(loc.y), ld_b(loc.z));
+            out[j] = apply(ld_a(loc.y), ld_b(loc.z));
             loc += step;
             if (loc.x == s0) {
-                loc = locate(i + 1u);
+                loc = locate((j + 1u) * VW);
             }
         }
     } else {

@@ -2,17 +2,19 @@
 //
 // The prelude (elementwise.c) supplies:
 //   const BCAST: bool   general broadcast path (else contiguous operands or one-element tensors)
-//   const PT: u32       vectors per thread on the fast path; elements per thread on the broadcast
-//                       path (4 when the innermost coalesced dim has >= 4, else 1)
-//   alias V             vec4<f32> (fast path, numel % 4 == 0) or f32
-//   bindings 0 (c = cond), 1 (a), 2 (b) and loaders ld_c/ld_a/ld_b(j) -> V: on the fast path
-//   vector j (cond as 0.0 / 1.0; one word of cond per vec4), on the broadcast path the element at
-//   offset j.
+//   const PT: u32       vectors per thread (broadcast path: 4 when the innermost coalesced dim
+//                       has >= 4 elements, else 1)
+//   const VW: u32       lanes of V
+//   alias V             vec4<f32> or f32 (vec4: fast path when numel % 4 == 0; broadcast path
+//                       when the innermost dim is a multiple of 4)
+//   bindings 0 (c = cond), 1 (a), 2 (b) and loaders ld_c/ld_a/ld_b(j) -> V (cond as 0.0 / 1.0):
+//   on the fast path vector j (one word of cond per vec4); on the broadcast path the VW
+//   elements from element offset j (a splat when broadcast along the innermost dim).
 //
 // Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors, thread t owns
-// vectors base + t + 256*k (k < PT). Broadcast path: one thread owns PT consecutive output
-// elements; it computes the three operand offsets of the first from the output index, then steps
-// along the innermost dimension, recomputing only when it wraps.
+// vectors base + t + 256*k (k < PT). Broadcast path: one thread owns PT consecutive vectors; it
+// computes the three operand offsets of the first from the output index, then steps along the
+// innermost dimension, recomputing only when it wraps.
 struct Params {
     shape: array<vec4<u32>, 2>,
     sc: array<vec4<u32>, 2>,
@@ -55,23 +57,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (BCAST) {
-        let i0 = (wg * 256u + lid) * PT;
-        if (i0 >= p.n) {
+        let j0 = (wg * 256u + lid) * PT;
+        if (j0 >= p.nv) {
             return;
         }
         let last = p.rank - 1u;
         let s0 = p.shape[last / 4u][last % 4u];
-        let step = vec4<u32>(1u, p.sc[last / 4u][last % 4u], p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
-        var loc = locate(i0);
+        let step = VW * vec4<u32>(1u, p.sc[last / 4u][last % 4u], p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(j0 * VW);
         for (var e = 0u; e < PT; e++) {
-            let i = i0 + e;
-            if (i >= p.n) {
+            let j = j0 + e;
+            if (j >= p.nv) {
                 break;
             }
-            out[i] = select(ld_b(loc.w), ld_a(loc.z), ld_c(loc.y) != V(0.0));
+            out[j] = select(ld_b(loc.w), ld_a(loc.z), ld_c(loc.y) != V(0.0));
             loc += step;
             if (loc.x == s0) {
-                loc = locate(i + 1u);
+                loc = locate((j + 1u) * VW);
             }
         }
     } else {
