@@ -211,23 +211,23 @@ typedef enum wgml_unary_op {
 } wgml_unary_op;
 /* out = f(x), same shape. */
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
-wgml_tensor *wgml_relu(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_sigmoid(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_silu(wgml_graph *g, wgml_tensor *x);
+wgml_tensor *wgml_relu(wgml_graph *g, wgml_tensor *x);    /* max(x, 0) */
+wgml_tensor *wgml_sigmoid(wgml_graph *g, wgml_tensor *x); /* 1 / (1 + exp(−x)) */
+wgml_tensor *wgml_silu(wgml_graph *g, wgml_tensor *x);    /* x·sigmoid(x) */
 /* gelu: the exact erf form, or the tanh approximation when tanh_form is set. */
 wgml_tensor *wgml_gelu(wgml_graph *g, wgml_tensor *x, int tanh_form);
-wgml_tensor *wgml_exp(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_log(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_neg(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);
-wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);
+wgml_tensor *wgml_exp(wgml_graph *g, wgml_tensor *x);     /* e^x */
+wgml_tensor *wgml_log(wgml_graph *g, wgml_tensor *x);     /* ln x */
+wgml_tensor *wgml_neg(wgml_graph *g, wgml_tensor *x);     /* −x */
+wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);     /* |x| */
+wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);    /* √x */
+wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);   /* 1 / √x */
+wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);    /* tanh x */
 /* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
 
 typedef enum wgml_compare_op { WGML_CMP_EQ = 0, WGML_CMP_NE, WGML_CMP_LT, WGML_CMP_LE, WGML_CMP_GT, WGML_CMP_GE } wgml_compare_op;
-/* bool out = a (op) b for f32 a and b, with broadcasting. */
+/* bool out = a (op) b for f32 a and b, with broadcasting (NaN: false, except ne). */
 wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op op, wgml_tensor *a, wgml_tensor *b);
 /* bool out = a (op) s for f32 a, a's shape. */
 wgml_tensor *wgml_compare_scalar(wgml_graph *g, wgml_compare_op op, wgml_tensor *a, float s);
@@ -237,16 +237,16 @@ wgml_tensor *wgml_lt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a < b */
 wgml_tensor *wgml_le(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a <= b */
 wgml_tensor *wgml_gt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a > b */
 wgml_tensor *wgml_ge(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a >= b */
-wgml_tensor *wgml_eq_scalar(wgml_graph *g, wgml_tensor *a, float s);
-wgml_tensor *wgml_ne_scalar(wgml_graph *g, wgml_tensor *a, float s);
-wgml_tensor *wgml_lt_scalar(wgml_graph *g, wgml_tensor *a, float s);
-wgml_tensor *wgml_le_scalar(wgml_graph *g, wgml_tensor *a, float s);
-wgml_tensor *wgml_gt_scalar(wgml_graph *g, wgml_tensor *a, float s);
-wgml_tensor *wgml_ge_scalar(wgml_graph *g, wgml_tensor *a, float s);
+wgml_tensor *wgml_eq_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a == s */
+wgml_tensor *wgml_ne_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a != s */
+wgml_tensor *wgml_lt_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a < s */
+wgml_tensor *wgml_le_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a <= s */
+wgml_tensor *wgml_gt_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a > s */
+wgml_tensor *wgml_ge_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a >= s */
 /* Logical ops on bool tensors (a non-zero byte is true); bool out; and/or broadcast. */
-wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a);
-wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);
-wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);
+wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a);                 /* !a */
+wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a && b */
+wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);  /* a || b */
 /* out = cond ? a : b elementwise; cond bool, a and b f32; the three broadcast together. */
 wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_tensor *b);
 
