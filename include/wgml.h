@@ -506,6 +506,95 @@ wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_r
 wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
                               wgml_tensor *len, int causal, float scale);
 
+/* ---- elementwise ---- */
+/* All f32 unless stated. Two-operand ops broadcast NumPy-style (shapes right-aligned, a missing
+ * or size-1 dimension repeats; rank <= 8); the result has the broadcast shape. A tensor-scalar
+ * form takes the number as a float and keeps a's shape. In a built graph the numbers (alpha,
+ * scalars, clamp bounds) are fixed when the op is recorded. */
+
+typedef enum wgml_binary_op {
+    WGML_BIN_ADD = 0, /* a + alpha·b */
+    WGML_BIN_SUB,     /* a − alpha·b */
+    WGML_BIN_MUL,     /* a·b */
+    WGML_BIN_DIV,     /* a / b (true division; no special handling of zero) */
+    WGML_BIN_MINIMUM, /* min(a, b); NaN if either is NaN */
+    WGML_BIN_MAXIMUM, /* max(a, b); NaN if either is NaN */
+    WGML_BIN_POW      /* a ** b (a negative base with an integral exponent gives the real power) */
+} wgml_binary_op;
+/* out = a (op) b with broadcasting; alpha is used by add and sub only. */
+wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op op, wgml_tensor *a, wgml_tensor *b, float alpha);
+/* out = a (op) s, a tensor and a number (b replaced by s above); alpha: add and sub only. */
+wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op op, wgml_tensor *a, float s, float alpha);
+wgml_tensor *wgml_add(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, float alpha); /* a + alpha·b */
+wgml_tensor *wgml_sub(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, float alpha); /* a − alpha·b */
+wgml_tensor *wgml_mul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);              /* a·b */
+wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);              /* a / b */
+wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* min(a, b) */
+wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* max(a, b) */
+wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);              /* a ** b */
+wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a + alpha·s */
+wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a − alpha·s */
+wgml_tensor *wgml_mul_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a·s */
+wgml_tensor *wgml_div_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a / s */
+wgml_tensor *wgml_minimum_scalar(wgml_graph *g, wgml_tensor *a, float s);          /* min(a, s) */
+wgml_tensor *wgml_maximum_scalar(wgml_graph *g, wgml_tensor *a, float s);          /* max(a, s) */
+wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a ** s */
+
+typedef enum wgml_unary_op {
+    WGML_UN_RELU = 0,  /* max(x, 0) */
+    WGML_UN_SIGMOID,   /* 1 / (1 + exp(−x)) */
+    WGML_UN_SILU,      /* x·sigmoid(x) */
+    WGML_UN_GELU,      /* x·Φ(x) = x/2·(1 + erf(x/√2)), the exact form */
+    WGML_UN_GELU_TANH, /* x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))) */
+    WGML_UN_EXP,
+    WGML_UN_LOG,       /* natural log */
+    WGML_UN_NEG,
+    WGML_UN_ABS,
+    WGML_UN_SQRT,
+    WGML_UN_RSQRT,     /* 1 / sqrt(x) */
+    WGML_UN_TANH       /* accurate for every x (no overflow to NaN for large |x|) */
+} wgml_unary_op;
+/* out = f(x), same shape. */
+wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
+wgml_tensor *wgml_relu(wgml_graph *g, wgml_tensor *x);    /* max(x, 0) */
+wgml_tensor *wgml_sigmoid(wgml_graph *g, wgml_tensor *x); /* 1 / (1 + exp(−x)) */
+wgml_tensor *wgml_silu(wgml_graph *g, wgml_tensor *x);    /* x·sigmoid(x) */
+/* gelu: the exact erf form, or the tanh approximation when tanh_form is set. */
+wgml_tensor *wgml_gelu(wgml_graph *g, wgml_tensor *x, int tanh_form);
+wgml_tensor *wgml_exp(wgml_graph *g, wgml_tensor *x);     /* e^x */
+wgml_tensor *wgml_log(wgml_graph *g, wgml_tensor *x);     /* ln x */
+wgml_tensor *wgml_neg(wgml_graph *g, wgml_tensor *x);     /* −x */
+wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);     /* |x| */
+wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);    /* √x */
+wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);   /* 1 / √x */
+wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);    /* tanh x */
+/* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
+wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
+
+typedef enum wgml_compare_op { WGML_CMP_EQ = 0, WGML_CMP_NE, WGML_CMP_LT, WGML_CMP_LE, WGML_CMP_GT, WGML_CMP_GE } wgml_compare_op;
+/* bool out = a (op) b for f32 a and b, with broadcasting (NaN: false, except ne). */
+wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op op, wgml_tensor *a, wgml_tensor *b);
+/* bool out = a (op) s for f32 a, a's shape. */
+wgml_tensor *wgml_compare_scalar(wgml_graph *g, wgml_compare_op op, wgml_tensor *a, float s);
+wgml_tensor *wgml_eq(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a == b */
+wgml_tensor *wgml_ne(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a != b */
+wgml_tensor *wgml_lt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a < b */
+wgml_tensor *wgml_le(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a <= b */
+wgml_tensor *wgml_gt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a > b */
+wgml_tensor *wgml_ge(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a >= b */
+wgml_tensor *wgml_eq_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a == s */
+wgml_tensor *wgml_ne_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a != s */
+wgml_tensor *wgml_lt_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a < s */
+wgml_tensor *wgml_le_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a <= s */
+wgml_tensor *wgml_gt_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a > s */
+wgml_tensor *wgml_ge_scalar(wgml_graph *g, wgml_tensor *a, float s); /* a >= s */
+/* Logical ops on bool tensors (a non-zero byte is true); bool out; and/or broadcast. */
+wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a);                 /* !a */
+wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /* a && b */
+wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);  /* a || b */
+/* out = cond ? a : b elementwise; cond bool, a and b f32; the three broadcast together. */
+wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_tensor *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,480 @@
+/* Elementwise ops: binary arithmetic with NumPy broadcasting (and tensor-scalar forms), unary
+ * functions, comparisons and logical ops giving bool tensors, and where.
+ *
+ * Four kernels: ew_binary (f32 out), ew_unary, ew_bool (bool out, one thread per u32 word of four
+ * bools) and ew_where. Each one has a contiguous fast path (every operand has the output's shape,
+ * is a one-element tensor, or is a uniform scalar: vec4 when the element count is a multiple of
+ * 4, several vectors per thread) and, for the multi-operand kernels, a broadcast path that
+ * computes each operand's offset from the output index with shapes/strides from the uniform.
+ * Before that the dimensions are coalesced (size-1 dims dropped, neighbours merged when every
+ * operand is contiguous or broadcast across both), so [A, B, C] + [C] runs as rank 2.
+ *
+ * The operands' binding types and loaders (array<vec4<f32>> / array<f32> / bool words, splats of
+ * one-element tensors and of the uniform scalar) come from a prelude generated here, so each
+ * kernel body is written once. */
+#include "graph/graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EW_WG 256 /* threads per workgroup in every elementwise kernel */
+#define EW_PT 4   /* vectors per thread on the fast paths */
+
+/* ------------------------------------------------------------------ operand preludes */
+
+typedef enum opnd_kind {
+    OPND_FULL,    /* the output's shape: read in step with the output */
+    OPND_ONE,     /* a one-element tensor: splat */
+    OPND_SCALAR,  /* a number from the uniform (p.scalar): splat; the binding is a duplicate */
+    OPND_STRIDED, /* broadcast: read at an offset computed from the output index */
+} opnd_kind;
+
+typedef struct opnd {
+    const char *name; /* WGSL suffix: ld_<name>, el_<name>; the binding is named <name> */
+    wgml_tensor *t;   /* bound tensor (for OPND_SCALAR: any tensor of the dispatch, unused) */
+    wgml_dtype dtype; /* F32 or BOOL */
+    opnd_kind kind;
+    bool unit;        /* broadcast path: stride 1 in the innermost (coalesced) dimension */
+} opnd;
+
+typedef struct text {
+    char buf[4096];
+    size_t len;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (t->len < sizeof t->buf) {
+        int k = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
+        if (k > 0) t->len += (size_t)k;
+    }
+    va_end(ap);
+}
+
+/* How ld_<x>(j) reads its V (see emit_operand). */
+typedef enum lanes {
+    LANES_ONE,    /* V is f32 (or a splat): the element at j */
+    LANES_VECTOR, /* fast path, V = vec4: vector j, elements 4j..4j+3 */
+    LANES_OFFSET, /* broadcast path, V = vec4: the 4 elements from element offset j (a multiple
+                     of 4) when the operand is contiguous in the innermost dim, else a splat of
+                     the element at j */
+} lanes;
+
+/* Emits operand o's binding and two loaders:
+ *   ld_<x>(j) -> V   as `mode` says;
+ *   el_<x>(o) -> f32 the element at offset o.
+ * vec_ok: the element count is a multiple of 4 (a FULL f32 operand may bind as vec4 on the fast
+ * path). Bools load as 0.0 / 1.0. */
+static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool vec_ok) {
+    const char *x = o->name;
+    bool is_bool = o->dtype == WGML_BOOL;
+    bool one = o->kind == OPND_ONE || o->kind == OPND_SCALAR;
+    bool vec_bind = !is_bool && !one &&
+                    ((mode == LANES_VECTOR && o->kind == OPND_FULL && vec_ok) || (mode == LANES_OFFSET && o->unit));
+    put(t, "@group(0) @binding(%d) var<storage, read> %s: array<%s>;\n", binding, x,
+        is_bool ? "u32" : vec_bind ? "vec4<f32>" : "f32");
+    /* one element at an offset expression, as f32 */
+    char e0[64], ej[64], eo[64];
+    if (is_bool) {
+        put(t, "fn byte_%s(o: u32) -> f32 { return select(0.0, 1.0, ((%s[o >> 2u] >> ((o & 3u) * 8u)) & 255u) != 0u); }\n",
+            x, x);
+        put(t, "fn word_%s(w: u32) -> vec4<f32> { let v = (vec4<u32>(%s[w]) >> vec4<u32>(0u, 8u, 16u, 24u)) & "
+               "vec4<u32>(255u); return select(vec4<f32>(0.0), vec4<f32>(1.0), v != vec4<u32>(0u)); }\n", x, x);
+        snprintf(e0, sizeof e0, "byte_%s(0u)", x);
+        snprintf(ej, sizeof ej, "byte_%s(j)", x);
+        snprintf(eo, sizeof eo, "byte_%s(o)", x);
+    } else if (vec_bind) {
+        snprintf(e0, sizeof e0, "%s[0u].x", x);
+        snprintf(ej, sizeof ej, "%s[j >> 2u][j & 3u]", x);
+        snprintf(eo, sizeof eo, "%s[o >> 2u][o & 3u]", x);
+    } else {
+        snprintf(e0, sizeof e0, "%s[0u]", x);
+        snprintf(ej, sizeof ej, "%s[j]", x);
+        snprintf(eo, sizeof eo, "%s[o]", x);
+    }
+    if (o->kind == OPND_SCALAR) {
+        put(t, "fn ld_%s(j: u32) -> V { return V(p.scalar); }\n", x);
+        put(t, "fn el_%s(o: u32) -> f32 { return p.scalar; }\n", x);
+        return;
+    }
+    if (o->kind == OPND_ONE) {
+        put(t, "fn ld_%s(j: u32) -> V { return V(%s); }\n", x, e0);
+        put(t, "fn el_%s(o: u32) -> f32 { return %s; }\n", x, e0);
+        return;
+    }
+    if (mode == LANES_ONE || (mode == LANES_OFFSET && !o->unit))
+        put(t, "fn ld_%s(j: u32) -> V { return V(%s); }\n", x, ej);
+    else if (mode == LANES_OFFSET) /* contiguous in the innermost dim, j a multiple of 4 */
+        put(t, is_bool ? "fn ld_%s(j: u32) -> V { return word_%s(j >> 2u); }\n"
+                       : "fn ld_%s(j: u32) -> V { return %s[j >> 2u]; }\n", x, x);
+    else if (is_bool)
+        put(t, "fn ld_%s(j: u32) -> V { return word_%s(j); }\n", x, x);
+    else if (vec_bind)
+        put(t, "fn ld_%s(j: u32) -> V { return %s[j]; }\n", x, x);
+    else /* four elements of a tensor whose count is not a multiple of 4 (bool outputs) */
+        put(t, "fn ld_%s(j: u32) -> V { let m = p.n - 1u; return V(%s[min(4u * j, m)], %s[min(4u * j + 1u, m)], "
+               "%s[min(4u * j + 2u, m)], %s[min(4u * j + 3u, m)]); }\n", x, x, x, x, x);
+    put(t, "fn el_%s(o: u32) -> f32 { return %s; }\n", x, eo);
+}
+
+/* ------------------------------------------------------------------ broadcast layout */
+
+#define EW_MAX_IN 3
+
+/* The output shape and each operand's element strides over it (0 where it broadcasts), with
+ * size-1 dims dropped and neighbouring dims merged where every operand allows. */
+typedef struct layout {
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    int64_t st[EW_MAX_IN][WGML_MAX_RANK];
+} layout;
+
+static void layout_make(layout *L, int rank, const int64_t *shape, wgml_tensor *const *ts, int n) {
+    int64_t st[EW_MAX_IN][WGML_MAX_RANK];
+    for (int k = 0; k < n; k++) {
+        const wgml_tensor *t = ts[k];
+        int64_t stride = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            int td = d - (rank - t->rank);
+            if (td < 0 || t->shape[td] == 1) {
+                st[k][d] = 0;
+            } else {
+                st[k][d] = stride;
+                stride *= t->shape[td];
+            }
+        }
+    }
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] == 1) continue;
+        bool merge = r > 0;
+        for (int k = 0; k < n && merge; k++) merge = L->st[k][r - 1] == st[k][d] * shape[d];
+        if (merge) {
+            L->shape[r - 1] *= shape[d];
+            for (int k = 0; k < n; k++) L->st[k][r - 1] = st[k][d];
+        } else {
+            L->shape[r] = shape[d];
+            for (int k = 0; k < n; k++) L->st[k][r] = st[k][d];
+            r++;
+        }
+    }
+    L->rank = r;
+}
+
+/* ------------------------------------------------------------------ recording */
+
+typedef enum ew_kernel { K_BINARY, K_BOOL, K_WHERE } ew_kernel;
+static const char *const KERNEL_FILE[] = {"ew_binary", "ew_bool", "ew_where"};
+
+/* Output shape of a broadcast of n tensors; on failure an error naming every shape. */
+static wgml_status broadcast_all(wgml_ctx *ctx, const char *op, wgml_tensor *const *ts, const char *const *names,
+                                 int n, int *rank, int64_t *shape) {
+    *rank = ts[0]->rank;
+    memcpy(shape, ts[0]->shape, sizeof(int64_t) * (size_t)ts[0]->rank);
+    for (int k = 1; k < n; k++) {
+        int64_t next[WGML_MAX_RANK];
+        if (broadcast_shapes(*rank, shape, ts[k]->rank, ts[k]->shape, rank, next)) {
+            if (n == 2)
+                return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s and %s %s do not broadcast", op, names[0],
+                                      tshape(ts[0]), names[1], tshape(ts[1]));
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s, %s %s and %s %s do not broadcast", op, names[0],
+                                  tshape(ts[0]), names[1], tshape(ts[1]), names[2], tshape(ts[2]));
+        }
+        memcpy(shape, next, sizeof next);
+    }
+    return WGML_OK;
+}
+
+/* Records one dispatch of a multi-operand kernel. ops[0..n) in binding order (an OPND_SCALAR
+ * operand binds ops[0]'s tensor again); the output has out_shape. */
+static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, int code, opnd *ops, int n,
+                              float alpha, float scalar, int out_rank, const int64_t *out_shape) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t numel = shape_numel(out_rank, out_shape);
+    if (numel >= ((int64_t)1 << 31)) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %lld output elements is more than the kernel indexes", op,
+                       (long long)numel);
+        return NULL;
+    }
+    bool bcast = false;
+    for (int k = 0; k < n; k++) {
+        if (ops[k].kind == OPND_SCALAR) continue;
+        ops[k].kind = ops[k].t->numel == numel ? OPND_FULL : ops[k].t->numel == 1 ? OPND_ONE : OPND_STRIDED;
+        if (ops[k].kind == OPND_STRIDED) bcast = true;
+    }
+    bool vec_ok = numel % 4 == 0;
+
+    /* uniform: shape, one stride array per operand, then n, nv, alpha, scalar, rank, 3 pads */
+    uint32_t u[8 + 8 * EW_MAX_IN + 8];
+    memset(u, 0, sizeof u);
+    layout L = {0};
+    if (bcast) {
+        wgml_tensor *ts[EW_MAX_IN];
+        for (int k = 0; k < n; k++) ts[k] = ops[k].kind == OPND_SCALAR ? ops[0].t : ops[k].t;
+        layout_make(&L, out_rank, out_shape, ts, n);
+        for (int d = 0; d < L.rank; d++) {
+            u[d] = (uint32_t)L.shape[d];
+            for (int k = 0; k < n; k++) u[8 + 8 * k + d] = ops[k].kind == OPND_SCALAR ? 0 : (uint32_t)L.st[k][d];
+        }
+        for (int k = 0; k < n; k++) ops[k].unit = ops[k].kind != OPND_SCALAR && L.st[k][L.rank - 1] == 1;
+    }
+    int64_t inner = bcast ? L.shape[L.rank - 1] : 0;
+    /* lanes of V: the fast path uses vec4 when the count is a multiple of 4; the broadcast path
+     * of the f32-output kernels when the innermost dim is (so a vec4 never crosses a row); the
+     * bool kernel always packs 4 elements (one output word) per thread */
+    int vw = kernel == K_BOOL ? 4 : !bcast ? (vec_ok ? 4 : 1) : (inner % 4 == 0 ? 4 : 1);
+    lanes mode = vw == 1 ? LANES_ONE : !bcast ? LANES_VECTOR : kernel == K_BOOL ? LANES_ONE : LANES_OFFSET;
+    uint64_t nv = kernel == K_BOOL ? (uint64_t)(numel + 3) / 4 : (uint64_t)numel / (uint64_t)vw;
+    uint32_t *tail = u + 8 + 8 * n;
+    tail[0] = (uint32_t)numel;
+    tail[1] = (uint32_t)nv;
+    memcpy(&tail[2], &alpha, 4);
+    memcpy(&tail[3], &scalar, 4);
+    tail[4] = bcast ? (uint32_t)L.rank : 0;
+    size_t ubytes = sizeof(uint32_t) * (size_t)(8 + 8 * n + 8);
+
+    text pre = {.len = 0};
+    /* broadcast path: 4 consecutive elements per thread when the innermost dimension is long
+     * enough for the step-and-wrap walk to save index arithmetic, else 1 */
+    int pt = !bcast ? EW_PT : inner >= 4 ? 4 : 1;
+    put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\nconst VW: u32 = %du;\n", code,
+        bcast ? "true" : "false", pt, vw);
+    put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vw == 4 ? "vec4<f32>" : "f32",
+        vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
+    for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, mode, vec_ok);
+    if (pre.len >= sizeof pre.buf) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: kernel prelude too long", op);
+        return NULL;
+    }
+
+    uint64_t groups = kernel == K_BOOL ? (nv + EW_WG - 1) / EW_WG : (nv + (uint64_t)(EW_WG * pt) - 1) / (uint64_t)(EW_WG * pt);
+    wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : WGML_F32, out_rank, out_shape);
+    if (!out) return NULL;
+    wgml_tensor *ro[EW_MAX_IN];
+    for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? ops[0].t : ops[k].t;
+    if (graph_dispatch(g, op, KERNEL_FILE[kernel], pre.buf, ro, n, &out, 1, u, ubytes, groups)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Shared argument checks: present, of dtype want, recorded in g. */
+static bool bad_operand(wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t, wgml_dtype want) {
+    wgml_ctx *ctx = graph_ctx(g);
+    if (check_tensor(ctx, op, arg, t) || check_dtype(ctx, op, arg, t, want)) return true;
+    if (t->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s %s belongs to another graph", op, arg, tshape(t));
+        return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ binary */
+
+static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow"};
+static const char *const BINARY_SCALAR_NAME[] = {"add_scalar",     "sub_scalar",     "mul_scalar", "div_scalar",
+                                                 "minimum_scalar", "maximum_scalar", "pow_scalar"};
+#define N_BINARY (int)(sizeof BINARY_NAME / sizeof BINARY_NAME[0])
+
+wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml_tensor *b, float alpha) {
+    if (!g) return NULL;
+    if ((unsigned)opc >= (unsigned)N_BINARY) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "binary: unknown op %d", (int)opc);
+        return NULL;
+    }
+    const char *op = BINARY_NAME[opc];
+    if (bad_operand(g, op, "a", a, WGML_F32) || bad_operand(g, op, "b", b, WGML_F32)) return NULL;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    wgml_tensor *ts[2] = {a, b};
+    static const char *const names[2] = {"a", "b"};
+    if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
+    return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape);
+}
+
+wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, float s, float alpha) {
+    if (!g) return NULL;
+    if ((unsigned)opc >= (unsigned)N_BINARY) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "binary_scalar: unknown op %d", (int)opc);
+        return NULL;
+    }
+    const char *op = BINARY_SCALAR_NAME[opc];
+    if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
+    return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, s, a->rank, a->shape);
+}
+
+wgml_tensor *wgml_add(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, float alpha) { return wgml_binary(g, WGML_BIN_ADD, a, b, alpha); }
+wgml_tensor *wgml_sub(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, float alpha) { return wgml_binary(g, WGML_BIN_SUB, a, b, alpha); }
+wgml_tensor *wgml_mul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MUL, a, b, 1.0f); }
+wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_DIV, a, b, 1.0f); }
+wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MINIMUM, a, b, 1.0f); }
+wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MAXIMUM, a, b, 1.0f); }
+wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_POW, a, b, 1.0f); }
+
+wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_ADD, a, s, alpha); }
+wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_SUB, a, s, alpha); }
+wgml_tensor *wgml_mul_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_binary_scalar(g, WGML_BIN_MUL, a, s, 1.0f); }
+wgml_tensor *wgml_div_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_binary_scalar(g, WGML_BIN_DIV, a, s, 1.0f); }
+wgml_tensor *wgml_minimum_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_binary_scalar(g, WGML_BIN_MINIMUM, a, s, 1.0f); }
+wgml_tensor *wgml_maximum_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_binary_scalar(g, WGML_BIN_MAXIMUM, a, s, 1.0f); }
+wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_binary_scalar(g, WGML_BIN_POW, a, s, 1.0f); }
+
+/* ------------------------------------------------------------------ unary */
+
+/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp. */
+static const char *const UNARY_NAME[] = {"relu", "sigmoid", "silu", "gelu", "gelu_tanh", "exp", "log",
+                                         "neg",  "abs",     "sqrt", "rsqrt", "tanh",     "clamp"};
+#define UNARY_CLAMP 12
+
+static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, float hi) {
+    const char *op = UNARY_NAME[code];
+    if (bad_operand(g, op, "x", x, WGML_F32)) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    if (x->numel >= ((int64_t)1 << 31)) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %lld elements is more than the kernel indexes", op,
+                       (long long)x->numel);
+        return NULL;
+    }
+    int vw = x->numel % 4 == 0 ? 4 : 1;
+    uint64_t nv = (uint64_t)x->numel / (uint64_t)vw;
+    struct {
+        uint32_t n, nv;
+        float lo, hi;
+    } params = {(uint32_t)x->numel, (uint32_t)nv, lo, hi};
+    char pre[200];
+    snprintf(pre, sizeof pre, "const OP: u32 = %du;\nconst PT: u32 = %du;\nalias V = %s;\nalias VU = %s;\nalias VB = %s;\n",
+             code, EW_PT, vw == 4 ? "vec4<f32>" : "f32", vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
+    wgml_tensor *out = graph_output(g, op, WGML_F32, x->rank, x->shape);
+    if (!out) return NULL;
+    if (graph_dispatch(g, op, "ew_unary", pre, &x, 1, &out, 1, &params, sizeof params,
+                       (nv + EW_WG * EW_PT - 1) / (EW_WG * EW_PT))) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op opc, wgml_tensor *x) {
+    if (!g) return NULL;
+    if ((unsigned)opc >= (unsigned)UNARY_CLAMP) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "unary: unknown op %d", (int)opc);
+        return NULL;
+    }
+    return ew_unary(g, (int)opc, x, 0.0f, 0.0f);
+}
+
+wgml_tensor *wgml_relu(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_RELU, x); }
+wgml_tensor *wgml_sigmoid(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SIGMOID, x); }
+wgml_tensor *wgml_silu(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SILU, x); }
+wgml_tensor *wgml_gelu(wgml_graph *g, wgml_tensor *x, int tanh_form) {
+    return wgml_unary(g, tanh_form ? WGML_UN_GELU_TANH : WGML_UN_GELU, x);
+}
+wgml_tensor *wgml_exp(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_EXP, x); }
+wgml_tensor *wgml_log(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_LOG, x); }
+wgml_tensor *wgml_neg(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_NEG, x); }
+wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_ABS, x); }
+wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SQRT, x); }
+wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_RSQRT, x); }
+wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_TANH, x); }
+wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi) {
+    if (!g) return NULL;
+    return ew_unary(g, UNARY_CLAMP, x, lo, hi);
+}
+
+/* ------------------------------------------------------------------ bool results */
+
+/* Kernel op codes (ew_bool.wgsl's switch): the comparisons in the public enum's order, then
+ * logical and, or, not. */
+static const char *const COMPARE_NAME[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+static const char *const COMPARE_SCALAR_NAME[] = {"eq_scalar", "ne_scalar", "lt_scalar",
+                                                  "le_scalar", "gt_scalar", "ge_scalar"};
+#define N_COMPARE 6
+#define BOOL_AND 6
+#define BOOL_OR 7
+#define BOOL_NOT 8
+
+static wgml_tensor *bool_binary(wgml_graph *g, const char *op, int code, wgml_tensor *a, wgml_tensor *b,
+                                wgml_dtype dtype) {
+    if (bad_operand(g, op, "a", a, dtype) || bad_operand(g, op, "b", b, dtype)) return NULL;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    wgml_tensor *ts[2] = {a, b};
+    static const char *const names[2] = {"a", "b"};
+    if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
+    opnd ops[2] = {{"a", a, dtype, OPND_FULL, false}, {"b", b, dtype, OPND_FULL, false}};
+    return ew_record(g, op, K_BOOL, code, ops, 2, 1.0f, 0.0f, rank, shape);
+}
+
+wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op opc, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    if ((unsigned)opc >= N_COMPARE) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "compare: unknown op %d", (int)opc);
+        return NULL;
+    }
+    return bool_binary(g, COMPARE_NAME[opc], (int)opc, a, b, WGML_F32);
+}
+
+wgml_tensor *wgml_compare_scalar(wgml_graph *g, wgml_compare_op opc, wgml_tensor *a, float s) {
+    if (!g) return NULL;
+    if ((unsigned)opc >= N_COMPARE) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "compare_scalar: unknown op %d", (int)opc);
+        return NULL;
+    }
+    const char *op = COMPARE_SCALAR_NAME[opc];
+    if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
+    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
+    return ew_record(g, op, K_BOOL, (int)opc, ops, 2, 1.0f, s, a->rank, a->shape);
+}
+
+wgml_tensor *wgml_eq(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_EQ, a, b); }
+wgml_tensor *wgml_ne(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_NE, a, b); }
+wgml_tensor *wgml_lt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_LT, a, b); }
+wgml_tensor *wgml_le(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_LE, a, b); }
+wgml_tensor *wgml_gt(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_GT, a, b); }
+wgml_tensor *wgml_ge(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_compare(g, WGML_CMP_GE, a, b); }
+wgml_tensor *wgml_eq_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_EQ, a, s); }
+wgml_tensor *wgml_ne_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_NE, a, s); }
+wgml_tensor *wgml_lt_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_LT, a, s); }
+wgml_tensor *wgml_le_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_LE, a, s); }
+wgml_tensor *wgml_gt_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_GT, a, s); }
+wgml_tensor *wgml_ge_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgml_compare_scalar(g, WGML_CMP_GE, a, s); }
+
+wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    return bool_binary(g, "logical_and", BOOL_AND, a, b, WGML_BOOL);
+}
+
+wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    return bool_binary(g, "logical_or", BOOL_OR, a, b, WGML_BOOL);
+}
+
+wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a) {
+    if (!g) return NULL;
+    if (bad_operand(g, "logical_not", "a", a, WGML_BOOL)) return NULL;
+    opnd ops[2] = {{"a", a, WGML_BOOL, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
+    return ew_record(g, "logical_not", K_BOOL, BOOL_NOT, ops, 2, 1.0f, 0.0f, a->rank, a->shape);
+}
+
+/* ------------------------------------------------------------------ where */
+
+wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_tensor *b) {
+    if (!g) return NULL;
+    const char *op = "where";
+    if (bad_operand(g, op, "cond", cond, WGML_BOOL) || bad_operand(g, op, "a", a, WGML_F32) ||
+        bad_operand(g, op, "b", b, WGML_F32))
+        return NULL;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    wgml_tensor *ts[3] = {cond, a, b};
+    static const char *const names[3] = {"cond", "a", "b"};
+    if (broadcast_all(graph_ctx(g), op, ts, names, 3, &rank, shape)) return NULL;
+    opnd ops[3] = {{"c", cond, WGML_BOOL, OPND_FULL, false}, {"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
+    return ew_record(g, op, K_WHERE, 0, ops, 3, 1.0f, 0.0f, rank, shape);
+}

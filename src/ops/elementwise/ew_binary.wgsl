@@ -1,0 +1,122 @@
+// ew_binary: out = a (op) b for f32 tensors with NumPy broadcasting; b may be a uniform scalar.
+//
+// The prelude (elementwise.c) supplies:
+//   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
+//                          minimum, maximum, pow)
+//   const BCAST: bool      general broadcast path (else the contiguous fast path)
+//   const PT: u32          vectors per thread (broadcast path: 4 when the innermost coalesced
+//                          dim has >= 4 elements, else 1)
+//   const VW: u32          lanes of V
+//   alias V                vec4<f32> or f32 (vec4: fast path when numel % 4 == 0; broadcast path
+//                          when the innermost dim is a multiple of 4); VU, VB: the same shape of
+//                          u32 and bool
+//   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the
+//   operand; on the broadcast path the VW elements from element offset j (a splat when the
+//   operand is broadcast along the innermost dim); a splat for a one-element tensor or a
+//   uniform scalar.
+//
+// Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors; thread t owns
+// vectors base + t + 256*k (k < PT), so each load/store instruction is coalesced across the
+// workgroup. Broadcast path: one thread owns PT consecutive vectors; it computes each operand's
+// offset for the first from the output index with the shapes/strides in the uniform, then steps
+// along the innermost dimension, recomputing only when it wraps.
+struct Params {
+    shape: array<vec4<u32>, 2>,
+    sa: array<vec4<u32>, 2>,
+    sb: array<vec4<u32>, 2>,
+    n: u32,       // output elements
+    nv: u32,      // output vectors (n / VW)
+    alpha: f32,
+    scalar: f32,
+    rank: u32,    // rank of the coalesced shape (broadcast path)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(2) var<storage, read_write> out: array<V>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+// x ** y with PyTorch's real-valued semantics: a negative base with an integral exponent keeps
+// the sign of the odd powers; y == 0 gives 1 for every x.
+fn ew_pow(x: V, y: V) -> V {
+    let m = exp2(y * log2(abs(x)));
+    let integral = floor(y) == y;
+    let odd = integral & (abs(y - 2.0 * floor(0.5 * y)) == V(1.0));
+    let neg = x < V(0.0);
+    var r = select(m, -m, neg & odd);
+    // negative base, fractional exponent: no real result (NaN, through the log of a negative)
+    r = select(r, exp2(y * log2(x)), neg & !integral);
+    return select(r, V(1.0), y == V(0.0));
+}
+
+// NaN test on the bits (a float comparison x != x may be folded away by the driver's compiler).
+fn ew_isnan(x: V) -> VB {
+    return (bitcast<VU>(x) & VU(0x7fffffffu)) > VU(0x7f800000u);
+}
+
+// Output element i's coordinate in the innermost dimension and its offsets in a and b.
+fn locate(i: u32) -> vec3<u32> {
+    var rem = i;
+    var r = vec3<u32>(0u);
+    for (var d = p.rank; d > 0u; d--) {
+        let k = d - 1u;
+        let s = p.shape[k / 4u][k % 4u];
+        let q = rem % s;
+        rem = rem / s;
+        if (d == p.rank) {
+            r.x = q;
+        }
+        r.y += q * p.sa[k / 4u][k % 4u];
+        r.z += q * p.sb[k / 4u][k % 4u];
+    }
+    return r;
+}
+
+fn apply(x: V, y: V) -> V {
+    switch (OP) {
+        case 0u: { return x + p.alpha * y; }
+        case 1u: { return x - p.alpha * y; }
+        case 2u: { return x * y; }
+        case 3u: { return x / y; }
+        // minimum and maximum propagate NaN (as PyTorch), which the builtins need not do
+        case 4u: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
+        case 5u: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
+        default: { return ew_pow(x, y); }
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (BCAST) {
+        let j0 = (wg * 256u + lid) * PT;
+        if (j0 >= p.nv) {
+            return;
+        }
+        let last = p.rank - 1u;
+        let s0 = p.shape[last / 4u][last % 4u];
+        let step = VW * vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(j0 * VW);
+        for (var e = 0u; e < PT; e++) {
+            let j = j0 + e;
+            if (j >= p.nv) {
+                break;
+            }
+            out[j] = apply(ld_a(loc.y), ld_b(loc.z));
+            loc += step;
+            if (loc.x == s0) {
+                loc = locate((j + 1u) * VW);
+            }
+        }
+    } else {
+        let base = wg * (256u * PT) + lid;
+        for (var k = 0u; k < PT; k++) {
+            let j = base + k * 256u;
+            if (j < p.nv) {
+                out[j] = apply(ld_a(j), ld_b(j));
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+// ew_bool: bool out = a (op) b: comparisons of f32 tensors (or of a tensor with a uniform scalar)
+// and logical not/and/or of bool tensors, with NumPy broadcasting.
+//
+// The prelude (elementwise.c) supplies:
+//   const OP: u32       eq, ne, lt, le, gt, ge, and, or, not (ew_bool_* order in elementwise.c)
+//   const BCAST: bool   general broadcast path (else contiguous operands, one-element tensors or
+//                       a uniform scalar)
+//   alias V = vec4<f32>
+//   bindings 0 (a), 1 (b); ld_a/ld_b(w) -> vec4<f32>: the four elements of word w (fast path);
+//   el_a/el_b(o) -> f32: the element at offset o (broadcast path). Bools load as 0.0 / 1.0.
+//
+// Output bools are one byte each, four to a u32 word (element i in bits 8*(i%4)..). Workgroup:
+// 256 threads; one thread owns one output word (4 elements) and writes it whole, with the bytes
+// past the last element set to 0. On the broadcast path it locates the word's first element from
+// the output index and steps along the innermost dimension, recomputing only when it wraps.
+struct Params {
+    shape: array<vec4<u32>, 2>,
+    sa: array<vec4<u32>, 2>,
+    sb: array<vec4<u32>, 2>,
+    n: u32,       // output elements
+    nv: u32,      // output words
+    alpha: f32,   // unused
+    scalar: f32,  // b when it is a scalar
+    rank: u32,    // rank of the coalesced shape (broadcast path)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+// Output element i's coordinate in the innermost dimension and its offsets in a and b.
+fn locate(i: u32) -> vec3<u32> {
+    var rem = i;
+    var r = vec3<u32>(0u);
+    for (var d = p.rank; d > 0u; d--) {
+        let k = d - 1u;
+        let s = p.shape[k / 4u][k % 4u];
+        let q = rem % s;
+        rem = rem / s;
+        if (d == p.rank) {
+            r.x = q;
+        }
+        r.y += q * p.sa[k / 4u][k % 4u];
+        r.z += q * p.sb[k / 4u][k % 4u];
+    }
+    return r;
+}
+
+fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
+    let z = vec4<f32>(0.0);
+    switch (OP) {
+        case 0u: { return x == y; }
+        case 1u: { return !(x == y); } // true for NaN operands (the != of some drivers is ordered)
+        case 2u: { return x < y; }
+        case 3u: { return x <= y; }
+        case 4u: { return x > y; }
+        case 5u: { return x >= y; }
+        case 6u: { return (x != z) & (y != z); }
+        case 7u: { return (x != z) | (y != z); }
+        default: { return x == z; }
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let w = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (w >= p.nv) {
+        return;
+    }
+    var x: vec4<f32>;
+    var y: vec4<f32>;
+    if (BCAST) {
+        let last = p.rank - 1u;
+        let s0 = p.shape[last / 4u][last % 4u];
+        let step = vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        var loc = locate(4u * w);
+        for (var e = 0u; e < 4u; e++) {
+            let i = 4u * w + e;
+            if (i >= p.n) {
+                break;
+            }
+            x[e] = el_a(loc.y);
+            y[e] = el_b(loc.z);
+            loc += step;
+            if (loc.x == s0) {
+                loc = locate(i + 1u);
+            }
+        }
+    } else {
+        x = ld_a(w);
+        y = ld_b(w);
+    }
+    let bits = select(vec4<u32>(0u), vec4<u32>(1u), test(x, y)) << vec4<u32>(0u, 8u, 16u, 24u);
+    var word = bits.x | bits.y | bits.z | bits.w;
+    let left = p.n - 4u * w;
+    if (left < 4u) {
+        word &= (1u << (8u * left)) - 1u;
+    }
+    out[w] = word;
+}
