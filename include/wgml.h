@@ -325,6 +325,9 @@ wgml_status wgml_gguf_tensor_data(const wgml_gguf *f, int64_t i, const void **da
 /* "F32", "Q4_1", ... or "type N"; block size in elements and bytes per block (0 if unknown). */
 const char *wgml_ggml_type_name(uint32_t type);
 int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes);
+/* Bytes of one row of k elements of a tensor type (0 when unknown or k is not a whole number
+ * of the type's blocks). */
+size_t wgml_ggml_row_bytes(uint32_t type, int64_t k);
 
 /* A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") built from a GGUF's metadata:
  * tokens, merges, token types, BOS/EOS ids and the pre-tokenizer named by
@@ -405,18 +408,7 @@ typedef struct wgml_q4_weight {
     wgml_qkind kind;
 } wgml_q4_weight;
 
-/* GGUF (ggml) tensor type numbers the 4-bit code knows by name. */
-enum {
-    WGML_GGUF_F32 = 0, WGML_GGUF_F16 = 1, WGML_GGUF_Q4_0 = 2, WGML_GGUF_Q4_1 = 3,
-    WGML_GGUF_Q8_0 = 8, WGML_GGUF_BF16 = 30
-};
-
 /* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
-/* The ggml name of a type number ("Q4_0", ...; "type <n>" in a static buffer when unknown). */
-const char *wgml_gguf_type_name(int type);
-/* Bytes of one row of k elements of a GGUF type (0 when unsupported or k does not fit the
- * type's block of 32). */
-size_t wgml_gguf_row_bytes(int type, int64_t k);
 /* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
  * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q8_0); bytes must be n rows' worth. */
 wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
@@ -435,7 +427,7 @@ wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group,
 wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
                                      int64_t n, int64_t k, int group);
 /* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1 or Q8_0; k a multiple of 32;
- * bytes must equal n * wgml_gguf_row_bytes(type, k). */
+ * bytes must equal n * wgml_ggml_row_bytes(type, k). */
 wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
 /* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
 wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);

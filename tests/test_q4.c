@@ -71,7 +71,7 @@ static hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, 
         h.w = wgml_q4_upload_q4gsw(g, h.codes, h.scales, h.bias, n, k, group);
         free(wf);
     } else {
-        int type = kind == 1 ? WGML_GGUF_Q4_1 : WGML_GGUF_Q8_0;
+        int type = kind == 1 ? WGML_GGML_Q4_1 : WGML_GGML_Q8_0;
         size_t bs = kind == 1 ? 20 : 34;
         int64_t nb = n * k / 32;
         h.nblocks_bytes = (size_t)nb * bs;
@@ -568,7 +568,7 @@ static void test_host_formats(void) {
         blk[b * 34 + 5] = 0x80;
     }
     float out[4 * 32];
-    th_check(wgml_gguf_dequantize(WGML_GGUF_Q8_0, blk, sizeof blk, 4, 32, out) == WGML_OK, "Q8_0 dequantize");
+    th_check(wgml_gguf_dequantize(WGML_GGML_Q8_0, blk, sizeof blk, 4, 32, out) == WGML_OK, "Q8_0 dequantize");
     bool ok = true;
     for (int b = 0; b < 4; b++)
         ok = ok && out[b * 32] == dv[b] && out[b * 32 + 1] == -dv[b] && out[b * 32 + 2] == 127 * dv[b] &&
@@ -577,7 +577,7 @@ static void test_host_formats(void) {
     /* Q4_0 nibble order: low nibbles are elements 0..15, high nibbles 16..31 */
     uint8_t q40[18] = {0x00, 0x3C};
     for (int j = 0; j < 16; j++) q40[2 + j] = (uint8_t)(j | ((15 - j) << 4));
-    th_check(wgml_gguf_dequantize(WGML_GGUF_Q4_0, q40, 18, 1, 32, out) == WGML_OK, "Q4_0 dequantize");
+    th_check(wgml_gguf_dequantize(WGML_GGML_Q4_0, q40, 18, 1, 32, out) == WGML_OK, "Q4_0 dequantize");
     ok = true;
     for (int j = 0; j < 16; j++) ok = ok && out[j] == (float)(j - 8) && out[j + 16] == (float)(7 - j);
     th_check(ok, "Q4_0 nibble order");
@@ -602,8 +602,8 @@ static void test_host_formats(void) {
     float zs[8];
     th_check(wgml_q4gsw_quantize(zeros, 1, 40, 32, zc, zs) == WGML_OK && zs[0] == 0 && zc[0] == 0x88 && zc[19] == 0x88,
              "an all-zero group gets scale 0 and codes 8");
-    th_check(wgml_gguf_row_bytes(WGML_GGUF_Q4_0, 64) == 36 && wgml_gguf_row_bytes(WGML_GGUF_Q4_1, 64) == 40 &&
-                 wgml_gguf_row_bytes(WGML_GGUF_Q8_0, 64) == 68 && wgml_gguf_row_bytes(WGML_GGUF_Q8_0, 48) == 0,
+    th_check(wgml_ggml_row_bytes(WGML_GGML_Q4_0, 64) == 36 && wgml_ggml_row_bytes(WGML_GGML_Q4_1, 64) == 40 &&
+                 wgml_ggml_row_bytes(WGML_GGML_Q8_0, 64) == 68 && wgml_ggml_row_bytes(WGML_GGML_Q8_0, 48) == 0,
              "row bytes");
 }
 
@@ -622,13 +622,13 @@ static void test_errors(void) {
     q = wgml_q4_quantize(T.g, w, 2, 64, 16);
     th_expect_error("quantize G=16", q == NULL, WGML_ERR_ARG, "G = 16", NULL);
     uint8_t blocks[2 * 34] = {0};
-    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_Q8_0, blocks, sizeof blocks, 1, 48);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, sizeof blocks, 1, 48);
     th_expect_error("GGUF K not whole blocks", q == NULL, WGML_ERR_SHAPE, "Q8_0", "K = 48", NULL);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_Q8_0, blocks, 60, 2, 32);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, 60, 2, 32);
     th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
     q = wgml_q4_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
     th_expect_error("GGUF unsupported type", q == NULL, WGML_ERR_UNSUPPORTED, "Q4_K", "(12)", NULL);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGUF_F16, blocks, 64, 1, 32);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGML_F16, blocks, 64, 1, 32);
     th_expect_error("GGUF F16 is not a block type", q == NULL, WGML_ERR_UNSUPPORTED, "F16", NULL);
     wgml_status s = wgml_gguf_dequantize(13, blocks, sizeof blocks, 1, 256, w);
     th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q5_K (13)"),

@@ -110,8 +110,10 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv);
 int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
+    if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
-                    "       wgml bench ops [--rows N] [--reps N]\n");
+                    "       wgml bench ops [--rows N] [--reps N]\n"
+                    "       wgml bench q4\n");
     return 2;
 }
 

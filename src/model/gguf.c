@@ -202,31 +202,6 @@ static char *dup_bytes(const uint8_t *p, uint64_t n) {
     return s;
 }
 
-int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes) {
-    uint64_t be = 0, bb = 0;
-    switch (type) {
-    case WGML_GGML_F32: be = 1; bb = 4; break;
-    case WGML_GGML_F16: be = 1; bb = 2; break;
-    case WGML_GGML_BF16: be = 1; bb = 2; break;
-    case WGML_GGML_Q4_0: be = 32; bb = 2 + 16; break;     /* f16 scale, 32 4-bit values */
-    case WGML_GGML_Q4_1: be = 32; bb = 2 + 2 + 16; break; /* f16 scale and min, 32 4-bit values */
-    case WGML_GGML_Q8_0: be = 32; bb = 2 + 32; break;     /* f16 scale, 32 int8 values */
-    default: break;
-    }
-    if (block_elems) *block_elems = be;
-    if (block_bytes) *block_bytes = bb;
-    return be != 0;
-}
-
-const char *wgml_ggml_type_name(uint32_t type) {
-    static const char *names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0",
-                                  "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS",
-                                  "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-                                  "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
-    if (type < sizeof names / sizeof names[0]) return names[type];
-    return "unknown";
-}
-
 const char *wgml_gguf_type_name(wgml_gguf_type t) {
     static const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
                                   "bool", "string", "array", "u64", "i64", "f64"};

@@ -86,7 +86,7 @@ wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, s
                        (long long)k);
         return NULL;
     }
-    wgml_qkind kind = type == WGML_GGUF_Q8_0 ? WGML_Q8 : type == WGML_GGUF_Q4_1 ? WGML_Q4_MIN : WGML_Q4_SYM;
+    wgml_qkind kind = type == WGML_GGML_Q8_0 ? WGML_Q8 : type == WGML_GGML_Q4_1 ? WGML_Q4_MIN : WGML_Q4_SYM;
     uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * k / (kind == WGML_Q8 ? 4 : 8)));
     float *ab = malloc(sizeof(float) * (size_t)(n * k / 32 * (kind == WGML_Q4_MIN ? 2 : 1)));
     wgml_q4_weight *w = NULL;

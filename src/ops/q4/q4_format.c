@@ -38,33 +38,9 @@ static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); 
 
 /* ---- GGUF ---- */
 
-const char *wgml_gguf_type_name(int type) {
-    static const char *const names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
-                                        "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
-                                        "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
-                                        "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
-    static char unknown[32];
-    if (type >= 0 && type < (int)(sizeof names / sizeof names[0])) return names[type];
-    snprintf(unknown, sizeof unknown, "type %d", type);
-    return unknown;
-}
-
-size_t wgml_gguf_row_bytes(int type, int64_t k) {
-    if (k <= 0) return 0;
-    switch (type) {
-    case WGML_GGUF_F32: return (size_t)k * 4;
-    case WGML_GGUF_F16:
-    case WGML_GGUF_BF16: return (size_t)k * 2;
-    case WGML_GGUF_Q4_0: return k % 32 ? 0 : (size_t)(k / 32) * 18;
-    case WGML_GGUF_Q4_1: return k % 32 ? 0 : (size_t)(k / 32) * 20;
-    case WGML_GGUF_Q8_0: return k % 32 ? 0 : (size_t)(k / 32) * 34;
-    default: return 0;
-    }
-}
-
 static bool gguf_supported(int type) {
-    return type == WGML_GGUF_F32 || type == WGML_GGUF_F16 || type == WGML_GGUF_BF16 || type == WGML_GGUF_Q4_0 ||
-           type == WGML_GGUF_Q4_1 || type == WGML_GGUF_Q8_0;
+    return type == WGML_GGML_F32 || type == WGML_GGML_F16 || type == WGML_GGML_BF16 || type == WGML_GGML_Q4_0 ||
+           type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
 }
 
 /* Shared checks of a GGUF weight: supported type (named when not), k fits the blocks, size. */
@@ -74,18 +50,18 @@ wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     if (n <= 0 || k <= 0)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: shape [%lld, %lld] must be positive", op, (long long)n,
                               (long long)k);
-    bool block = type == WGML_GGUF_Q4_0 || type == WGML_GGUF_Q4_1 || type == WGML_GGUF_Q8_0;
+    bool block = type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
     if (!gguf_supported(type) || (blocks_only && !block))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: GGUF type %s (%d) is not supported%s", op,
-                              wgml_gguf_type_name(type), type,
+                              wgml_ggml_type_name(type), type,
                               blocks_only ? " (4/8-bit blocks: Q4_0, Q4_1, Q8_0)" : "");
     if (block && k % 32)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s rows of K = %lld are not whole 32-element blocks", op,
-                              wgml_gguf_type_name(type), (long long)k);
-    size_t want = wgml_gguf_row_bytes(type, k) * (size_t)n;
+                              wgml_ggml_type_name(type), (long long)k);
+    size_t want = wgml_ggml_row_bytes(type, k) * (size_t)n;
     if (bytes != want)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %zu bytes given; %s [%lld, %lld] (ne = [%lld, %lld]) needs %zu",
-                              op, bytes, wgml_gguf_type_name(type), (long long)n, (long long)k, (long long)k,
+                              op, bytes, wgml_ggml_type_name(type), (long long)n, (long long)k, (long long)k,
                               (long long)n, want);
     return WGML_OK;
 }
@@ -97,11 +73,11 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     const uint8_t *p = data;
     int64_t total = n * k;
     switch (type) {
-    case WGML_GGUF_F32: memcpy(out, data, (size_t)total * 4); return WGML_OK;
-    case WGML_GGUF_F16:
+    case WGML_GGML_F32: memcpy(out, data, (size_t)total * 4); return WGML_OK;
+    case WGML_GGML_F16:
         for (int64_t i = 0; i < total; i++) out[i] = q4_half_to_float(rd16(p + 2 * i));
         return WGML_OK;
-    case WGML_GGUF_BF16:
+    case WGML_GGML_BF16:
         for (int64_t i = 0; i < total; i++) out[i] = bf16_to_float(rd16(p + 2 * i));
         return WGML_OK;
     default: break;
@@ -109,14 +85,14 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     int64_t blocks = total / 32;
     for (int64_t b = 0; b < blocks; b++) {
         float *o = out + b * 32;
-        if (type == WGML_GGUF_Q4_0) {
+        if (type == WGML_GGML_Q4_0) {
             const uint8_t *q = p + b * 18;
             float d = q4_half_to_float(rd16(q));
             for (int j = 0; j < 16; j++) {
                 o[j] = d * (float)((int)(q[2 + j] & 0xF) - 8);
                 o[j + 16] = d * (float)((int)(q[2 + j] >> 4) - 8);
             }
-        } else if (type == WGML_GGUF_Q4_1) {
+        } else if (type == WGML_GGML_Q4_1) {
             const uint8_t *q = p + b * 20;
             float d = q4_half_to_float(rd16(q)), m = q4_half_to_float(rd16(q + 2));
             for (int j = 0; j < 16; j++) {
@@ -219,7 +195,7 @@ void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
     for (int64_t r = 0; r < n; r++)
         for (int64_t b = 0; b < nb; b++) {
             int64_t blk = r * nb + b;
-            if (type == WGML_GGUF_Q8_0) {
+            if (type == WGML_GGML_Q8_0) {
                 const uint8_t *q = p + blk * 34;
                 ab[blk] = q4_half_to_float(rd16(q));
                 for (int j = 0; j < 8; j++)
@@ -228,7 +204,7 @@ void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
                 continue;
             }
             const uint8_t *qs;
-            if (type == WGML_GGUF_Q4_0) {
+            if (type == WGML_GGML_Q4_0) {
                 qs = p + blk * 18 + 2;
                 ab[blk] = q4_half_to_float(rd16(p + blk * 18));
             } else {
