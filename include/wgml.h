@@ -125,6 +125,14 @@ wgml_status wgml_tensor_read(wgml_tensor *t, void *data, size_t bytes);
 /* Releases t's memory now (eager graph; in a built graph tensors live as long as the graph). */
 void wgml_tensor_free(wgml_tensor *t);
 
+/* Views share memory with x (no copy; x's storage stays alive while views exist).
+ * reshape: the same elements in a new shape (numel must match).
+ * tensor_view: numel(shape) elements starting at element `offset` of x (offset·element size a
+ * multiple of the device's storage offset alignment, e.g. 256 bytes; lets one buffer hold many
+ * parameters, so one dispatch can update all of them). */
+wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
+wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape);
+
 wgml_dtype wgml_tensor_dtype(const wgml_tensor *t);
 int wgml_tensor_rank(const wgml_tensor *t);
 int64_t wgml_tensor_dim(const wgml_tensor *t, int i); /* negative i counts from the end */

@@ -220,6 +220,62 @@ static void test_graph(void) {
     wgml_graph_free(g);
 }
 
+/* Views: a reshape of an intermediate in a built graph keeps its memory alive; a view of a
+ * persistent buffer is read and written in place. */
+static void test_views(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t m = 12, k = 8, n = 6;
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, k});
+    wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){n, k});
+    wgml_tensor *h = wgml_linear(g, x, w, NULL);                          /* [12, 6] */
+    wgml_tensor *h3 = wgml_reshape(g, h, 3, (int64_t[]){2, 6, 6});       /* view of an intermediate */
+    wgml_tensor *w3 = wgml_reshape(g, w, 3, (int64_t[]){1, 6, 8});
+    wgml_tensor *o = wgml_matmul(g, h3, w3, 0, 0);                         /* [2, 6, 8] */
+    th_check(o && !wgml_graph_keep(g, o) && !wgml_graph_compile(g), "views in a built graph: %s", wgml_last_error(T.ctx));
+    float *hx = th_random((size_t)(m * k), -1, 1), *hw = th_random((size_t)(n * k), -1, 1);
+    wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
+    wgml_tensor_write(w, hw, wgml_tensor_nbytes(w));
+    th_check(!wgml_graph_run(g), "run: %s", wgml_last_error(T.ctx));
+    double *r1 = malloc(sizeof(double) * (size_t)(m * n)), *ref = malloc(sizeof(double) * (size_t)(m * k));
+    ref_matmul(hx, hw, r1, 1, m, n, k, 0, 1, 0, 0);
+    float *r1f = malloc(sizeof(float) * (size_t)(m * n));
+    for (int64_t i = 0; i < m * n; i++) r1f[i] = (float)r1[i];
+    ref_matmul(r1f, hw, ref, 2, 6, 8, 6, 0, 0, 36, 0);
+    float *got = malloc(wgml_tensor_nbytes(o));
+    th_check(!wgml_tensor_read(o, got, wgml_tensor_nbytes(o)), "read: %s", wgml_last_error(T.ctx));
+    th_close("reshape views in a graph", got, ref, (size_t)(m * k), 1e-4, 1e-3);
+    free(got); free(r1); free(r1f); free(ref); free(hx); free(hw);
+    wgml_graph_free(g);
+    /* eager: a flat buffer holding two tensors; views written and read in place */
+    int64_t total = 512;
+    wgml_tensor *flat = wgml_tensor_new(T.g, WGML_F32, 1, &total);
+    wgml_fill(T.g, flat, 0.0);
+    wgml_tensor *v0 = wgml_tensor_view(flat, 0, 2, (int64_t[]){4, 8});
+    wgml_tensor *v1 = wgml_tensor_view(flat, 256, 2, (int64_t[]){8, 4});
+    float a[32];
+    for (int i = 0; i < 32; i++) a[i] = (float)i;
+    wgml_tensor_write(v1, a, sizeof a);
+    float *prod = th_read_f32(wgml_mm(T.g, v0, v1));
+    double zero[16] = {0};
+    th_close("views of one buffer (zeros times data)", prod, zero, 16, 0, 0);
+    float *back = th_read_f32(flat);
+    double want[512] = {0};
+    for (int i = 0; i < 32; i++) want[256 + i] = i;
+    th_close("a view's write lands at its offset", back, want, 512, 0, 0);
+    free(prod); free(back);
+    th_expect_error("unaligned view", wgml_tensor_view(flat, 3, 1, (int64_t[]){4}) == NULL, WGML_ERR_ARG, "alignment", NULL);
+    th_expect_error("view past the end", wgml_tensor_view(flat, 256, 1, (int64_t[]){300}) == NULL, WGML_ERR_SHAPE, "do not fit", NULL);
+    th_expect_error("reshape numel", wgml_reshape(T.g, flat, 2, (int64_t[]){5, 100}) == NULL, WGML_ERR_SHAPE, "512", NULL);
+    wgml_tensor_free(flat); /* its views keep the memory until they go */
+    float *still = th_read_f32(v1);
+    double want1[32];
+    for (int i = 0; i < 32; i++) want1[i] = i;
+    th_close("a view outlives its freed base", still, want1, 32, 0, 0);
+    free(still);
+    wgml_tensor_free(v0);
+    wgml_tensor_free(v1);
+}
+
 static void test_bad_input(void) {
     int64_t s23[2] = {2, 3}, s45[2] = {4, 5}, s0[2] = {2, 0}, s333[3] = {3, 3, 3}, s233[3] = {2, 3, 3};
     float z[64] = {0};
@@ -257,6 +313,7 @@ int main(int argc, char **argv) {
     test_addmm();
     test_linear_dw();
     test_graph();
+    test_views();
     test_huge_grid();
     test_bad_input();
     return th_done();

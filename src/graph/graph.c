@@ -90,7 +90,7 @@ static void free_tensors(wgml_graph *g) {
     while (g->tensors) {
         wgml_tensor *t = g->tensors;
         g->tensors = t->next;
-        if (t->persistent && t->buf) gpu_buffer_put(g->ctx, t->buf);
+        if (t->persistent && t->buf && !t->base) gpu_buffer_put(g->ctx, t->buf);
         free(t);
     }
 }
@@ -208,13 +208,89 @@ wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int r
     return tensor_alloc(g, op, dtype, rank, shape, false);
 }
 
-void wgml_tensor_free(wgml_tensor *t) {
-    if (!t || !t->graph->eager) return;
+static void release_eager(wgml_tensor *t) {
     /* dispatches already recorded hold the buffer range, not the tensor; the pool hands the
      * buffer out again only to later dispatches, which run after them */
     unlink_tensor(t);
-    gpu_buffer_put(t->graph->ctx, t->buf);
+    if (!t->base) gpu_buffer_put(t->graph->ctx, t->buf);
     free(t);
+}
+
+void wgml_tensor_free(wgml_tensor *t) {
+    if (!t || !t->graph->eager || t->freed) return;
+    wgml_tensor *base = t->base;
+    if (t->n_views > 0) { /* its views still use the memory: release with the last one */
+        t->freed = true;
+        return;
+    }
+    release_eager(t);
+    if (base && --base->n_views == 0 && base->freed) release_eager(base);
+}
+
+static wgml_tensor *make_view(wgml_tensor *x, const char *op, uint64_t byte_offset, int rank, const int64_t *shape) {
+    wgml_graph *g = x->graph;
+    wgml_ctx *ctx = g->ctx;
+    wgml_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+        return NULL;
+    }
+    wgml_tensor *base = x->base ? x->base : x;
+    t->graph = g;
+    t->dtype = x->dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
+    t->numel = shape_numel(rank, shape);
+    t->nbytes = (uint64_t)t->numel * wgml_dtype_size(x->dtype);
+    t->persistent = base->persistent;
+    t->first_use = t->last_use = -1;
+    t->base = base;
+    t->view_offset = x->view_offset + byte_offset;
+    t->buf = base->buf;
+    t->offset = base->offset + t->view_offset;
+    base->n_views++;
+    t->next = g->tensors;
+    if (g->tensors) g->tensors->prev = t;
+    g->tensors = t;
+    return t;
+}
+
+wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = g->ctx;
+    if (check_tensor(ctx, "reshape", "x", x) || check_shape(ctx, "reshape", rank, shape)) return NULL;
+    if (x->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "reshape: x belongs to another graph");
+        return NULL;
+    }
+    if (shape_numel(rank, shape) != x->numel) {
+        char b[SHAPE_STR_LEN];
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "reshape: x %s has %lld elements; shape %s has %lld", tshape(x),
+                       (long long)x->numel, shape_str(b, sizeof b, rank, shape), (long long)shape_numel(rank, shape));
+        return NULL;
+    }
+    return make_view(x, "reshape", 0, rank, shape);
+}
+
+wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape) {
+    if (!x) return NULL;
+    wgml_ctx *ctx = x->graph->ctx;
+    if (check_shape(ctx, "tensor_view", rank, shape)) return NULL;
+    int64_t n = shape_numel(rank, shape);
+    uint64_t esize = wgml_dtype_size(x->dtype), align = gpu_get_caps(ctx)->storage_align;
+    if (offset < 0 || offset > x->numel || n > x->numel - offset) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "tensor_view: %lld elements at offset %lld do not fit in x %s", (long long)n,
+                       (long long)offset, tshape(x));
+        return NULL;
+    }
+    if (((uint64_t)offset * esize) % align) {
+        wgml_set_error(ctx, WGML_ERR_ARG,
+                       "tensor_view: offset %lld (%llu bytes) is not a multiple of the device's %llu-byte storage "
+                       "offset alignment",
+                       (long long)offset, (unsigned long long)((uint64_t)offset * esize), (unsigned long long)align);
+        return NULL;
+    }
+    return make_view(x, "tensor_view", (uint64_t)offset * esize, rank, shape);
 }
 
 wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {
@@ -255,6 +331,7 @@ wgml_status wgml_graph_keep(wgml_graph *g, wgml_tensor *t) {
     if (t->graph != g) return wgml_set_error(g->ctx, WGML_ERR_ARG, "wgml_graph_keep: tensor of another graph");
     if (g->compiled) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_keep: the graph is already compiled");
     t->keep = true;
+    if (t->base) t->base->keep = true;
     return WGML_OK;
 }
 
@@ -438,12 +515,13 @@ static wgml_status plan_memory(wgml_graph *g) {
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
             wgml_tensor *t = g->nodes[i].t[b];
+            if (t->base) t = t->base;
             if (t->first_use < 0) t->first_use = (int)i;
             t->last_use = (int)i;
         }
     size_t n = 0;
     for (wgml_tensor *t = g->tensors; t; t = t->next)
-        if (!t->persistent) n++;
+        if (!t->persistent && !t->base) n++;
     wgml_tensor **order = calloc(n ? n : 1, sizeof *order);
     placed *live = calloc(n ? n : 1, sizeof *live);
     if (!order || !live) {
@@ -453,7 +531,7 @@ static wgml_status plan_memory(wgml_graph *g) {
     }
     n = 0;
     for (wgml_tensor *t = g->tensors; t; t = t->next)
-        if (!t->persistent) {
+        if (!t->persistent && !t->base) {
             if (t->keep || t->first_use < 0) { /* kept, or made but never used: live throughout */
                 if (t->first_use < 0) t->first_use = 0;
                 t->last_use = (int)g->n_nodes;
@@ -504,7 +582,12 @@ static wgml_status plan_memory(wgml_graph *g) {
         if (!g->arena) return wgml_last_status(ctx);
     }
     for (wgml_tensor *t = g->tensors; t; t = t->next)
-        if (!t->persistent) t->buf = g->arena;
+        if (!t->persistent && !t->base) t->buf = g->arena;
+    for (wgml_tensor *t = g->tensors; t; t = t->next)
+        if (t->base) {
+            t->buf = t->base->buf;
+            t->offset = t->base->offset + t->view_offset;
+        }
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
             wgml_tensor *t = g->nodes[i].t[b];

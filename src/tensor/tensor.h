@@ -16,6 +16,10 @@ struct wgml_tensor {
     gpu_buffer *buf;     /* NULL for an arena tensor until its graph is compiled */
     uint64_t offset;     /* byte offset in buf */
     int first_use, last_use; /* node indices (graph planning) */
+    wgml_tensor *base;   /* a view: the tensor whose memory it shares (never itself a view) */
+    uint64_t view_offset; /* a view: byte offset into base */
+    int n_views;         /* views of this tensor still alive (eager freeing waits for them) */
+    bool freed;          /* freed by the user while views were alive */
     wgml_tensor *prev, *next; /* the graph's list of tensors */
 };
 
