@@ -22,6 +22,10 @@ echo "== wgml bench matmul (checked) =="
 for v in ${VARIANTS:-}; do
   ./build-gpu/wgml bench matmul --variant "$v" --shapes "$SHAPES" | tee -a "$OUT/wgml_matmul_variants.txt"
 done
+echo "== wgml bench ops =="
+./build-gpu/wgml bench ops | tee "$OUT/wgml_ops.txt"
+echo "== wgml bench q4 =="
+./build-gpu/wgml bench q4 | tee "$OUT/wgml_q4.txt"
 echo "== PyTorch peer =="
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SHAPES" | tee "$OUT/peer_matmul.txt"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py copy 1073741824 | tee "$OUT/peer_copy.txt"
