@@ -558,7 +558,7 @@ wgml_status wgml_gguf_get_u64(const wgml_gguf *f, const char *key, uint64_t *out
 }
 
 wgml_status wgml_gguf_get_u32(const wgml_gguf *f, const char *key, uint32_t *out) {
-    uint64_t x;
+    uint64_t x = 0;
     wgml_status s = wgml_gguf_get_u64(f, key, &x);
     if (s) return s;
     if (x > UINT32_MAX) return ferr(f, WGML_ERR_FORMAT, "gguf: %s: key '%s': value %llu does not fit in u32", f->path, key, (unsigned long long)x);
@@ -582,7 +582,7 @@ wgml_status wgml_gguf_get_f32(const wgml_gguf *f, const char *key, float *out) {
 }
 
 wgml_status wgml_gguf_get_bool(const wgml_gguf *f, const char *key, int *out) {
-    wgml_gguf_value v;
+    wgml_gguf_value v = {0};
     wgml_status s = lookup(f, key, &v);
     if (s) return s;
     if (v.type != WGML_GGUF_BOOL) return ferr(f, WGML_ERR_FORMAT, "gguf: %s: key '%s' has type %s, expected bool", f->path, key, wgml_gguf_type_name(v.type));
