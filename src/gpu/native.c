@@ -2,7 +2,22 @@
 #include "gpu/native.h"
 #include <wgpu.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
+static void log_to_stderr(WGPULogLevel level, WGPUStringView msg, void *userdata) {
+    (void)userdata;
+    fprintf(stderr, "wgpu[%d]: %.*s\n", (int)level, (int)(msg.data ? msg.length : 0), msg.data ? msg.data : "");
+}
+
 WGPUInstance native_create_instance(void) {
+    /* WGML_WGPU_LOG=1..5 (error..trace) forwards wgpu-native's own log, which holds the full
+     * text of shader compilation errors */
+    const char *log = getenv("WGML_WGPU_LOG");
+    if (log && atoi(log) > 0) {
+        wgpuSetLogCallback(log_to_stderr, NULL);
+        wgpuSetLogLevel((WGPULogLevel)atoi(log));
+    }
     WGPUInstanceExtras extras = {0};
     extras.chain.sType = (WGPUSType)WGPUSType_InstanceExtras;
     extras.backends = WGPUInstanceBackend_Primary;

@@ -1,14 +1,16 @@
 // q4_gemv: out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for the few rows m < MR (decode,
 // M <= 4) in one pass over the weight.
-// Bandwidth-bound: each code byte is read once, as vec4<u32> loads (32 codes of 4 bits, or
-// 16 codes of 8 bits, per load) plus one (a, b) per group; x is small and stays in cache.
-// Workgroup: 256 threads = ROWS output rows x TPR threads (TPR = 64, 32 or 16, chosen from K
-// so that short rows do not leave threads idle). A thread owns the 32-code blocks
-// t, t + TPR, ... of its row: per block and per x row it accumulates dot(x, c) and sum(x)
-// and adds a * dot + b * sum (w = c * a + b, one group per block). The TPR partial sums of a
-// row are then reduced with a tree in workgroup memory (one tree per x row).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (see q4.c), HAS_BIAS, XT (vec4<f32>
-// when K % 4 == 0, else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), ROWS, TPR, MR.
+// Bandwidth-bound: every code byte is read once, as vec4<u32> loads (32 codes of 4 bits, or
+// 16 codes of 8 bits, per load) plus one (a, b) per group and block.
+// Workgroup: WG threads = (WG / TPR) row groups x TPR threads along K. A row group owns RPT
+// consecutive output rows; a thread owns the 32-code blocks t, t + TPR, ... of those rows.
+// Per block it loads the 32 x values once (8 vec4, kept in registers) and uses them for all
+// RPT rows, so x traffic per code byte falls by RPT (with one row per thread, loading x was
+// eight times the code traffic and the kernel was bound by L1, not by memory). Per block and
+// row it accumulates a * dot(x, c) + b * sum(x) (w = c * a + b, one group per block). The TPR
+// partial sums of each (row, m) are reduced with a tree in workgroup memory.
+// The prelude gives KIND CPW G BPG ABT group_ab (see q4.c), HAS_BIAS, XT (vec4<f32> when
+// K % 4 == 0, else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR.
 struct Params { M: u32, N: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32 }
 
 @group(0) @binding(0) var<storage, read> X: array<XT>;
@@ -19,63 +21,84 @@ struct Params { M: u32, N: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups
 @group(0) @binding(5) var<uniform> p: Params;
 
 const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit) or 2 (8-bit)
+const RG: u32 = WG / TPR;          // row groups per workgroup
 
-var<workgroup> red: array<f32, 256 * MR>;
+var<workgroup> red: array<f32, WG * RPT * MR>;
 
-// (dot(x, codes), sum(x)) over the CPW codes of one word starting at k
-fn word_dot(word: u32, xb: u32, k: u32) -> vec2<f32> {
+// dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
+fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
     if (CPW == 8u) {
-        let x0 = x4(xb, k);
-        let x1 = x4(xb, k + 4u);
         let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
         let c1 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
-        return vec2<f32>(dot(x0, c0) + dot(x1, c1), dot(x0 + x1, vec4<f32>(1.0)));
+        return dot(xa, c0) + dot(xb, c1);
     } else {
-        let x0 = x4(xb, k);
         let c0 = vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
-        return vec2<f32>(dot(x0, c0), 0.0);
+        return dot(xa, c0);
     }
 }
 
-@compute @workgroup_size(256)
+// dot(x, codes) over the 32 codes of one block (VPB vec4<u32> words in cw)
+fn block_dot(cw0: vec4<u32>, cw1: vec4<u32>, xs: array<vec4<f32>, 8>) -> f32 {
+    if (CPW == 8u) {
+        return word_dot(cw0.x, xs[0], xs[1]) + word_dot(cw0.y, xs[2], xs[3]) +
+               word_dot(cw0.z, xs[4], xs[5]) + word_dot(cw0.w, xs[6], xs[7]);
+    }
+    return word_dot(cw0.x, xs[0], xs[0]) + word_dot(cw0.y, xs[1], xs[1]) + word_dot(cw0.z, xs[2], xs[2]) +
+           word_dot(cw0.w, xs[3], xs[3]) + word_dot(cw1.x, xs[4], xs[4]) + word_dot(cw1.y, xs[5], xs[5]) +
+           word_dot(cw1.z, xs[6], xs[6]) + word_dot(cw1.w, xs[7], xs[7]);
+}
+
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.row_groups) { return; } // uniform across the workgroup
-    let r = lid / TPR;
+    let rg = lid / TPR;
     let t = lid % TPR;
-    let n = wg * ROWS + r;
-    var acc: array<f32, MR>;
-    if (n < p.N) {
-        let cb = n * p.vpr;
-        let gb = n * p.ng;
-        for (var b = t; b < p.nblk; b += TPR) {
-            let ab = group_ab(gb + b / BPG);
-            for (var v = 0u; v < VPB; v++) {
-                let cw = C[cb + b * VPB + v];
-                let k0 = b * 32u + v * 4u * CPW;
-                for (var mm = 0u; mm < MR; mm++) {
-                    let xb = mm * p.K;
-                    let s = word_dot(cw.x, xb, k0) + word_dot(cw.y, xb, k0 + CPW) +
-                            word_dot(cw.z, xb, k0 + 2u * CPW) + word_dot(cw.w, xb, k0 + 3u * CPW);
-                    acc[mm] += ab.x * s.x + ab.y * s.y;
-                }
+    let n0 = (wg * RG + rg) * RPT;
+    var acc: array<array<f32, MR>, RPT>;
+    for (var b = t; b < p.nblk; b += TPR) {
+        // the codes and (a, b) of this block for every row of the group
+        var cw: array<array<vec4<u32>, 2>, RPT>;
+        var ab: array<vec2<f32>, RPT>;
+        for (var r = 0u; r < RPT; r++) {
+            let n = min(n0 + r, p.N - 1u); // rows past N compute a copy of the last, never stored
+            cw[r][0] = C[n * p.vpr + b * VPB];
+            if (VPB == 2u) { cw[r][1] = C[n * p.vpr + b * VPB + 1u]; }
+            ab[r] = group_ab(n * p.ng + b / BPG);
+        }
+        for (var mm = 0u; mm < MR; mm++) {
+            var xs: array<vec4<f32>, 8>;
+            var sx = vec4<f32>(0.0);
+            for (var i = 0u; i < 8u; i++) {
+                xs[i] = x4(mm * p.K, b * 32u + i * 4u);
+                sx += xs[i];
+            }
+            let sum_x = dot(sx, vec4<f32>(1.0));
+            for (var r = 0u; r < RPT; r++) {
+                acc[r][mm] += ab[r].x * block_dot(cw[r][0], cw[r][1], xs) + ab[r].y * sum_x;
             }
         }
     }
-    for (var mm = 0u; mm < MR; mm++) { red[mm * 256u + lid] = acc[mm]; }
+    for (var r = 0u; r < RPT; r++) {
+        for (var mm = 0u; mm < MR; mm++) { red[(r * MR + mm) * WG + lid] = acc[r][mm]; }
+    }
     workgroupBarrier();
     for (var h = TPR / 2u; h > 0u; h = h / 2u) {
         if (t < h) {
-            for (var mm = 0u; mm < MR; mm++) { red[mm * 256u + lid] += red[mm * 256u + lid + h]; }
+            for (var i = 0u; i < RPT * MR; i++) { red[i * WG + lid] += red[i * WG + lid + h]; }
         }
         workgroupBarrier();
     }
-    if (t == 0u && n < p.N) {
-        for (var mm = 0u; mm < MR; mm++) {
-            var o = red[mm * 256u + lid];
-            if (HAS_BIAS) { o += BIAS[n]; }
-            O[mm * p.N + n] = o;
+    if (t == 0u) {
+        for (var r = 0u; r < RPT; r++) {
+            let n = n0 + r;
+            if (n >= p.N) { break; }
+            for (var mm = 0u; mm < MR; mm++) {
+                var o = red[(r * MR + mm) * WG + lid];
+                if (HAS_BIAS) { o += BIAS[n]; }
+                O[mm * p.N + n] = o;
+            }
         }
     }
 }
