@@ -158,8 +158,39 @@ static void test_ce_graph(void) {
     wgml_graph_free(g);
 }
 
+/* A built graph whose logits are an intermediate (so logits, the statistics and the per-row
+ * losses share the arena), no options and no dlogits; a label >= V is ignored there. */
+static void test_ce_graph_arena(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t rows = 50, v = 300, shape[2] = {50, 300};
+    wgml_tensor *xin = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+    wgml_tensor *x = wgml_mul_scalar(g, xin, 2.0f);
+    wgml_tensor *loss = wgml_cross_entropy(g, x, l, NULL);
+    th_check(loss && !wgml_graph_keep(g, loss) && !wgml_graph_compile(g), "cross_entropy arena graph: %s",
+             wgml_last_error(T.ctx));
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random((size_t)(rows * v), -3, 3);
+        int32_t hl[50];
+        for (int64_t r = 0; r < rows; r++) hl[r] = r % 5 == 0 ? -100 : (int32_t)((r * 37 + run) % v);
+        if (run) hl[7] = 1 << 30;
+        wgml_tensor_write(xin, hx, sizeof(float) * (size_t)(rows * v));
+        wgml_tensor_write(l, hl, sizeof hl);
+        float gl = NAN;
+        th_check(!wgml_graph_run(g) && !wgml_tensor_read(loss, &gl, sizeof gl), "arena graph run: %s",
+                 wgml_last_error(T.ctx));
+        for (int64_t i = 0; i < rows * v; i++) hx[i] *= 2.0f;
+        double rl;
+        ref_ce(hx, hl, rows, v, 1, &rl, NULL);
+        char nm[100];
+        snprintf(nm, sizeof nm, "arena graph run %d: cross_entropy loss%s", run + 1, run ? " (a label 2^30)" : "");
+        th_close(nm, &gl, &rl, 1, 2e-5, 1e-5);
+        free(hx);
+    }
+    wgml_graph_free(g);
+}
+
 static void test_ce_errors(void) {
-    int64_t s[2] = {4, 10}, s4 = 4, s5 = 5, one = 1, two = 2;
+    int64_t s[2] = {4, 10}, s4 = 4, s5 = 5, two = 2;
     float z[40] = {0};
     int32_t lab[5] = {1, 2, -100, 9, 0}, bad[4] = {1, 2, -100, 10};
     wgml_tensor *x = th_tensor_f32(2, s, z), *xi = th_tensor_i32(2, s, (int32_t *)z), *l = th_tensor_i32(1, &s4, lab);
@@ -190,7 +221,6 @@ static void test_ce_errors(void) {
     th_expect_error("ce labels of another graph", wgml_cross_entropy(T.g, x, l2, &dl) == NULL, WGML_ERR_ARG,
                     "cross_entropy", NULL);
     wgml_graph_free(g2);
-    (void)one;
     wgml_tensor *ts[] = {x, xi, l, lf, l5, lb, sc2, st2, stf};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) wgml_tensor_free(ts[i]);
 }
@@ -502,6 +532,7 @@ int main(int argc, char **argv) {
     case_ce(9, 4097, 0.2, -5, 5, -1, false);     /* loss only */
     printf("  cross_entropy cases: %.1f s\n", now() - t0);
     test_ce_graph();
+    test_ce_graph_arena();
     test_ce_errors();
     t0 = now();
     test_adamw_eager();
