@@ -614,7 +614,7 @@ typedef struct wgml_ce_options {
     wgml_tensor *grad_scale;
     /* i32 [3] or NULL; written by every run of the op: [0] rows whose label is >= V, [1] the
      * first such row (-1 when none), [2] n_valid. Make it with wgml_tensor_new to read it after
-     * a run of a built graph. */
+     * a run of a built graph (calls that share one: the last to run wins). */
     wgml_tensor *status;
 } wgml_ce_options;
 wgml_tensor *wgml_cross_entropy(wgml_graph *g, wgml_tensor *logits, wgml_tensor *labels, wgml_tensor **dlogits_out);
