@@ -114,6 +114,24 @@ static void case_ce(int64_t rows, int64_t v, double mask, double lo, double hi, 
     wgml_tensor_free(x); wgml_tensor_free(l); wgml_tensor_free(sc); wgml_tensor_free(loss); wgml_tensor_free(dl);
 }
 
+/* logits [B, S, V] with labels [B, S]: the leading dims flatten to rows. */
+static void test_ce_rank3(void) {
+    int64_t shape[3] = {3, 5, 64}, lshape[2] = {3, 5}, rows = 15, v = 64;
+    float *hx = th_random((size_t)(rows * v), -4, 4);
+    int32_t hl[15];
+    for (int i = 0; i < 15; i++) hl[i] = i % 4 == 1 ? -100 : (i * 13) % 64;
+    wgml_tensor *x = th_tensor_f32(3, shape, hx), *l = th_tensor_i32(2, lshape, hl), *dl = NULL;
+    wgml_tensor *loss = wgml_cross_entropy(T.g, x, l, &dl);
+    float *gl = th_read_f32(loss), *gd = dl ? th_read_f32(dl) : NULL;
+    double rl, rd[15 * 64];
+    int64_t nv = ref_ce(hx, hl, rows, v, 1, &rl, rd);
+    th_check(dl && wgml_tensor_rank(dl) == 3 && wgml_tensor_dim(dl, 1) == 5, "rank-3 dlogits keep logits' shape");
+    th_close("cross_entropy [3, 5, 64] labels [3, 5]: loss", gl, &rl, 1, 2e-5, 1e-5);
+    th_close("cross_entropy [3, 5, 64] labels [3, 5]: dlogits", gd, rd, (size_t)(rows * v), 2e-6 / (double)nv, 1e-4);
+    free(hx); free(gl); free(gd);
+    wgml_tensor_free(x); wgml_tensor_free(l); wgml_tensor_free(loss); wgml_tensor_free(dl);
+}
+
 /* A built graph with a grad scale and a status tensor, run twice; the second run has labels
  * >= V, which are treated as ignored and reported. */
 static void test_ce_graph(void) {
@@ -482,6 +500,44 @@ static void test_adamw_graph(void) {
     wgml_graph_free(g);
 }
 
+/* +inf is non-finite too: the step is skipped; the first finite step after it is step 1
+ * (t was not advanced), checked against the reference run without the bad step. */
+static void test_adamw_inf(void) {
+    wgml_adamw_config c = wgml_adamw_defaults();
+    c.capacity = 64;
+    c.lr = 0.05;
+    wgml_optimizer *o = wgml_adamw_new(T.g, &c);
+    int64_t n = 7;
+    wgml_tensor *p = wgml_adamw_param(o, 1, &n), *gr = wgml_adamw_grad(o, p);
+    float hp[7], hg[7];
+    th_fill_uniform(hp, 7, -1, 1);
+    th_fill_uniform(hg, 7, -1, 1);
+    ref_adamw r = {64, calloc(64, sizeof(double)), calloc(64, sizeof(double)), calloc(64, sizeof(double)), 0, 0, 0};
+    for (int i = 0; i < 7; i++) r.p[i] = hp[i];
+    float bad[7];
+    memcpy(bad, hg, sizeof bad);
+    bad[3] = INFINITY;
+    float g64[64] = {0};
+    memcpy(g64, hg, sizeof hg);
+    bool ok = p && gr && !wgml_tensor_write(p, hp, sizeof hp) && !wgml_tensor_write(gr, bad, sizeof bad) &&
+              !wgml_adamw_step(T.g, o) && !wgml_tensor_write(gr, hg, sizeof hg) && !wgml_adamw_step(T.g, o);
+    th_check(ok, "adamw inf steps: %s", wgml_last_error(T.ctx));
+    g64[3] = INFINITY;
+    ref_step(&r, g64, (float)c.lr, (float)c.weight_decay, c.beta1, c.beta2, c.eps, 0);
+    g64[3] = hg[3];
+    ref_step(&r, g64, (float)c.lr, (float)c.weight_decay, c.beta1, c.beta2, c.eps, 0);
+    float got[7];
+    double want[7];
+    th_check(!wgml_tensor_read(p, got, sizeof got), "read params");
+    for (int i = 0; i < 7; i++) want[i] = r.p[i];
+    th_close("adamw: +inf step skipped, next step is t = 1", got, want, 7, 2e-6, 1e-5);
+    int64_t taken = -1, skipped = -1;
+    th_check(!wgml_adamw_stats(o, &taken, &skipped, NULL) && taken == 1 && skipped == 1,
+             "adamw +inf: taken %lld skipped %lld, want 1 1", (long long)taken, (long long)skipped);
+    free(r.p); free(r.m); free(r.v);
+    wgml_adamw_free(o);
+}
+
 static void test_adamw_errors(void) {
     wgml_adamw_config c = wgml_adamw_defaults();
     th_expect_error("adamw capacity 0", wgml_adamw_new(T.g, &c) == NULL, WGML_ERR_ARG, "adamw_new", "capacity", NULL);
@@ -531,12 +587,14 @@ int main(int argc, char **argv) {
     case_ce(70000, 8, 0.1, -4, 4, -1, true);     /* more than 65,535 workgroups */
     case_ce(9, 4097, 0.2, -5, 5, -1, false);     /* loss only */
     printf("  cross_entropy cases: %.1f s\n", now() - t0);
+    test_ce_rank3();
     test_ce_graph();
     test_ce_graph_arena();
     test_ce_errors();
     t0 = now();
     test_adamw_eager();
     test_adamw_graph();
+    test_adamw_inf();
     test_adamw_errors();
     printf("  adamw cases: %.1f s\n", now() - t0);
     return th_done();
