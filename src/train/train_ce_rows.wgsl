@@ -1,0 +1,85 @@
+// train_ce_rows: per-row loss and dlogits of a fused cross-entropy over logits [R, V].
+// Workgroup: WG threads (prelude; 32..256 from V) own one row. Thread t keeps a running
+// (max m, sum l) over elements t, t+WG, ... of the row (read as V: vec4 when V % 4 == 0): on a
+// new maximum v > m, l <- l*exp(m - v), m <- v; then l += exp(v - m). The WG pairs are merged by
+// a tree in workgroup memory: m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m).
+// lse = m + log(l); row_loss[r] = lse - x[label] for a valid row (0 <= label < vocab), else 0.
+// With HAS_D every thread then reads its elements again and writes
+// dlogits = (exp(x - m) / l - onehot(label)) * scale / n_valid (0 for ignored rows), n_valid
+// from stats[2] (train_ce_count) and scale from grad_scale[0] when HAS_SCALE (else 1).
+// Two reads of the row and one write per element; the per-row losses are summed by
+// train_ce_sum in a fixed order.
+// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), onehot(), HAS_D, HAS_SCALE.
+struct Params { n_rows: u32, vocab: u32, ninf: f32 }
+
+@group(0) @binding(0) var<storage, read> x: array<V>;
+@group(0) @binding(1) var<storage, read> labels: array<i32>;
+@group(0) @binding(2) var<storage, read> stats: array<i32>;
+@group(0) @binding(3) var<storage, read> grad_scale: array<f32>;
+@group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dx: array<V>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+var<workgroup> sm: array<f32, WG>;
+var<workgroup> sl: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.n_rows) { return; } // the same for the whole workgroup
+    let cnt = p.vocab / VW;
+    let base = row * cnt;
+    let lab = labels[row];
+    let valid = lab >= 0 && u32(lab) < p.vocab; // out-of-range labels are never used as an index
+    var m = p.ninf;
+    var l = 0.0;
+    for (var j = lid; j < cnt; j += WG) {
+        let v = x[base + j];
+        let mv = hmax(v);
+        if (mv > p.ninf) { // an all -inf step adds nothing
+            if (mv > m) {
+                l = l * exp(m - mv);
+                m = mv;
+            }
+            l += hsum(exp(v - V(m)));
+        }
+    }
+    sm[lid] = m;
+    sl[lid] = l;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            let ma = sm[lid];
+            let mb = sm[lid + s];
+            let mx = max(ma, mb);
+            if (mx > p.ninf) {
+                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
+                sm[lid] = mx;
+            }
+        }
+        workgroupBarrier();
+    }
+    let rm = sm[0];
+    let rl = sl[0];
+    if (lid == 0u) {
+        var loss = 0.0;
+        if (valid) {
+            let k = u32(lab);
+            loss = rm + log(rl) - comp(x[base + k / VW], k % VW);
+        }
+        row_loss[row] = loss;
+    }
+    if (HAS_D) {
+        let n_valid = stats[2];
+        var scale = 1.0;
+        if (HAS_SCALE) { scale = grad_scale[0]; }
+        let fac = select(0.0, scale / f32(n_valid), n_valid > 0 && valid);
+        let inv = 1.0 / rl;
+        let k = select(0xFFFFFFFFu, u32(lab), valid);
+        for (var j = lid; j < cnt; j += WG) {
+            let d = (exp(x[base + j] - V(rm)) * inv - onehot(j, k)) * fac;
+            dx[base + j] = select(d, V(0.0), !valid);
+        }
+    }
+}
