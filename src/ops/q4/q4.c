@@ -213,10 +213,12 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
  * threads per workgroup (WG). Chosen from K and N; $WGML_Q4_GEMV="TPR,RPT,WG" overrides it
  * (benchmark sweeps). */
 static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg) {
-    *tpr = nblk >= 96 ? 32 : nblk >= 32 ? 16 : 8;
+    /* from the H200 sweep (bench/q4_sweep.sh, bench/NOTES.md): 16x2 best for K >= 4096,
+     * 32x4 for K = 2048 with many rows, 32x1 for the small, launch-bound shapes */
     *wg = 256;
-    *rpt = 4;
-    while (*rpt > 1 && n / ((*wg / *tpr) * *rpt) < 128) *rpt /= 2;
+    if (nblk >= 128) *tpr = 16, *rpt = 2;
+    else if (nblk >= 64 && n >= 4096) *tpr = 32, *rpt = 4;
+    else *tpr = 32, *rpt = 1;
     const char *env = getenv("WGML_Q4_GEMV");
     int a, b, c;
     if (env && sscanf(env, "%d,%d,%d", &a, &b, &c) == 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 &&
