@@ -293,10 +293,15 @@ static wgml_status create_device(wgml_ctx *ctx) {
     ctx->caps.timestamps = has_feature(ctx->adapter, WGPUFeatureName_TimestampQuery);
     ctx->caps.f16 = has_feature(ctx->adapter, WGPUFeatureName_ShaderF16);
     ctx->caps.subgroups = has_feature(ctx->adapter, WGPUFeatureName_Subgroups);
+    bool native_subgroups = !ctx->caps.subgroups && has_feature(ctx->adapter, native_feature_subgroups());
     ctx->caps.f32_atomics = has_feature(ctx->adapter, native_feature_f32_atomics());
     if (ctx->caps.timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
     if (ctx->caps.f16) feats[nf++] = WGPUFeatureName_ShaderF16;
     if (ctx->caps.subgroups) feats[nf++] = WGPUFeatureName_Subgroups;
+    if (native_subgroups) {
+        feats[nf++] = native_feature_subgroups();
+        ctx->caps.subgroups = true;
+    }
     if (ctx->caps.f32_atomics) feats[nf++] = native_feature_f32_atomics();
 
     WGPULimits lim = WGPU_LIMITS_INIT;
@@ -524,9 +529,11 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
             d.min_uniform_offset_align);
     fprintf(f, "shaders:     %s\n", ctx->checked_shaders ? "checked (naga bounds checks and loop bounding on)"
                                                         : "trusted (runtime checks off; WGML_SHADER_CHECKS=1 turns them on)");
-    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s (size %u..%u), f32 atomics %s\n",
-            d.has_timestamps ? "yes" : "no", d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no",
-            d.subgroup_min, d.subgroup_max, d.has_f32_atomics ? "yes" : "no");
+    char sg[48] = "";
+    if (d.has_subgroups)
+        snprintf(sg, sizeof sg, d.subgroup_max ? " (size %u..%u)" : " (size not reported)", d.subgroup_min, d.subgroup_max);
+    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s%s, f32 atomics %s\n", d.has_timestamps ? "yes" : "no",
+            d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no", sg, d.has_f32_atomics ? "yes" : "no");
 }
 
 /* ------------------------------------------------------------------ buffers */

@@ -45,6 +45,8 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
 
 bool native_poll(WGPUDevice device, bool wait) { return wgpuDevicePoll(device, wait, NULL); }
 
+WGPUFeatureName native_feature_subgroups(void) { return (WGPUFeatureName)WGPUNativeFeature_Subgroup; }
+
 WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)WGPUNativeFeature_ShaderFloat32Atomic; }
 
 uint32_t native_version(void) { return wgpuGetVersion(); }

@@ -11,6 +11,8 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
 /* Processes callbacks; with wait, blocks until the queue is empty. True when it is empty. */
 bool native_poll(WGPUDevice device, bool wait);
 WGPUFeatureName native_feature_f32_atomics(void);
+/* wgpu-native lists subgroup support under its own feature number. */
+WGPUFeatureName native_feature_subgroups(void);
 uint32_t native_version(void);
 /* A shader module; with checked false, without naga's runtime checks (index clamping and loop
  * bounding), which otherwise stop the driver from unrolling loops and keeping register tiles
