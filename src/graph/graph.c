@@ -293,6 +293,30 @@ wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const in
     return make_view(x, "tensor_view", (uint64_t)offset * esize, rank, shape);
 }
 
+/* A view, in graph g, of the persistent tensor x of another graph of the same context (or of g):
+ * lets several built graphs (a model's prefill and decode graphs) use one copy of the weights
+ * and the KV cache. x's graph must outlive g. */
+wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
+    if (!g || !x) return NULL;
+    if (x->graph->ctx != g->ctx) {
+        wgml_set_error(g->ctx, WGML_ERR_ARG, "tensor_share: x belongs to another context");
+        return NULL;
+    }
+    if (!x->persistent) {
+        wgml_set_error(g->ctx, WGML_ERR_ARG, "tensor_share: x %s is not a persistent tensor", tshape(x));
+        return NULL;
+    }
+    if (g->compiled) {
+        wgml_set_error(g->ctx, WGML_ERR_STATE, "tensor_share: the graph is already compiled");
+        return NULL;
+    }
+    wgml_graph *home = x->graph;
+    x->graph = g; /* make_view links the view into x's graph */
+    wgml_tensor *t = make_view(x, "tensor_share", 0, x->rank, x->shape);
+    x->graph = home;
+    return t;
+}
+
 wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {
     if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "wgml_tensor_write: tensor is NULL");
     wgml_ctx *ctx = t->graph->ctx;
