@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
+#include "model/llama.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -502,6 +503,26 @@ static void test_sampler(void) {
     th_check(same, "sample: one seed, one sequence");
 }
 
+static void test_utf8_holdback(void) {
+    struct {
+        const char *s;
+        size_t want;
+    } c[] = {
+        {"abc", 3},
+        {"caf\xc3", 3},             /* é cut after its lead byte */
+        {"caf\xc3\xa9", 5},         /* complete */
+        {"x\xe2\x82", 1},           /* € missing its last byte */
+        {"x\xe2\x82\xac", 4},       /* complete € */
+        {"\xf0\x9f\x98", 0},        /* an emoji missing one byte */
+        {"\xf0\x9f\x98\x80!", 5},   /* complete, then ASCII */
+        {"\x80\x80\x80\x80\x80", 5}, /* stray continuation bytes pass through */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        size_t got = llama_utf8_complete((const unsigned char *)c[i].s, strlen(c[i].s));
+        th_check(got == c[i].want, "utf8 hold-back case %zu: %zu, want %zu", i, got, c[i].want);
+    }
+}
+
 static void test_share(void) {
     /* a tensor of one built graph used by another (the model's weight sharing) */
     wgml_graph *g1 = wgml_graph_new(T.ctx), *g2 = wgml_graph_new(T.ctx);
@@ -525,6 +546,7 @@ int main(int argc, char **argv) {
     th_init_args("test_llama", argc, argv);
     snprintf(g_path, sizeof g_path, "/tmp/wgml_test_llama_%d.gguf", (int)getpid());
     test_sampler();
+    test_utf8_holdback();
     test_share();
     test_model(1);
     test_model(0);

@@ -16,7 +16,7 @@ static double now_s(void) {
 
 /* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence: a lead
  * byte in the last three bytes whose sequence is not complete is held back. */
-static size_t utf8_complete(const unsigned char *s, size_t n) {
+size_t llama_utf8_complete(const unsigned char *s, size_t n) {
     for (size_t back = 1; back <= 4 && back <= n; back++) {
         unsigned char c = s[n - back];
         if ((c & 0xC0) == 0x80) continue; /* continuation byte: keep looking for the lead */
@@ -45,7 +45,7 @@ static int stream_put(stream *st, const char *s, size_t n) {
 
 /* Passes the complete part of the held bytes to on_text (all of it when flush). */
 static int stream_emit(stream *st, int flush, wgml_text_fn on_text, void *user) {
-    size_t k = flush ? st->n : utf8_complete((const unsigned char *)st->buf, st->n);
+    size_t k = flush ? st->n : llama_utf8_complete((const unsigned char *)st->buf, st->n);
     int stop = 0;
     if (k && on_text) stop = on_text(user, st->buf, k);
     memmove(st->buf, st->buf + k, st->n - k);
