@@ -540,6 +540,16 @@ static void test_share(void) {
     th_expect_error("tensor_share: intermediate", wgml_tensor_share(g2, im) == NULL, WGML_ERR_ARG, "persistent", NULL);
     wgml_graph_free(g2);
     wgml_graph_free(g1);
+    /* an eager tensor shared into a built graph: freed first, released with the graph */
+    wgml_graph *g3 = wgml_graph_new(T.ctx);
+    wgml_tensor *e = th_tensor_f32(1, sh, x);
+    wgml_tensor *ev = wgml_tensor_share(g3, e);
+    o = wgml_add_scalar(g3, ev, 1.0f, 1.0f);
+    wgml_tensor_free(e); /* deferred: the view in g3 still uses it */
+    th_check(o && !wgml_graph_keep(g3, o) && !wgml_graph_compile(g3) && !wgml_graph_run(g3) &&
+                 !wgml_tensor_read(o, y, sizeof y) && y[3] == 4.0f,
+             "tensor_share: an eager tensor in a built graph");
+    wgml_graph_free(g3);
 }
 
 int main(int argc, char **argv) {

@@ -86,10 +86,15 @@ static void unlink_tensor(wgml_tensor *t) {
     if (t->next) t->next->prev = t->prev;
 }
 
+static void release_eager(wgml_tensor *t);
+
 static void free_tensors(wgml_graph *g) {
     while (g->tensors) {
         wgml_tensor *t = g->tensors;
         g->tensors = t->next;
+        /* a view of another graph's tensor (wgml_tensor_share): let that tensor go when it was
+         * freed (eager) while this view was alive */
+        if (t->base && t->base->graph != g && --t->base->n_views == 0 && t->base->freed) release_eager(t->base);
         if (t->persistent && t->buf && !t->base) gpu_buffer_put(g->ctx, t->buf);
         free(t);
     }
