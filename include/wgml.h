@@ -603,10 +603,11 @@ wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_t
  * is absent the output head is the token embedding used as a linear (tied). RoPE pairs
  * elements (2i, 2i+1) of each head (GGML's normal mode, the convention of GGUF Llama q/k
  * weights) with angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of
- * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (the
- * next power of two, at least 8, padded positions come after the real ones so causal masking
- * keeps them out; built on first use and cached) and one decode graph (one token) built at
- * load and replayed with the position in a tensor. */
+ * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (8,
+ * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
+ * so causal masking keeps them out and decode overwrites their cache rows; built on first use
+ * and cached) and one decode graph (one token) built at load and replayed with the position,
+ * the cache length and the token in tensors. */
 typedef struct wgml_model wgml_model;
 
 typedef struct wgml_llama_config {

@@ -366,7 +366,7 @@ static void test_model(int tied) {
     int32_t next = -1;
     char name[128];
 
-    /* prefills of several lengths (padded buckets 8, 16, 32; exact bucket 8; one token) */
+    /* prefills of several lengths (padded buckets 16, 32, 8; exactly a bucket: 8; one token) */
     const int lens[] = {11, 8, 1, 23, 3};
     for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
         int n = lens[i];
@@ -410,6 +410,15 @@ static void test_model(int tied) {
     if (!st) st = wgml_model_prefill(m, ids + 6, 12, got, NULL);
     if (th_check(st == WGML_OK, "prefill after decode: %s", wgml_last_error(T.ctx)))
         close_rows("prefill continuing at position 6", got, ref + (size_t)17 * V);
+
+    /* a short cache: padding would run past it, so the prefill graphs take the exact length */
+    wgml_model_options short_ctx = {.n_ctx = 24};
+    wgml_model *m2 = wgml_model_load(T.ctx, g_path, &short_ctx);
+    st = m2 ? wgml_model_prefill(m2, ids, 20, NULL, NULL) : WGML_ERR_ARG;
+    if (!st) st = wgml_model_prefill(m2, ids + 20, 3, got, NULL);
+    if (th_check(st == WGML_OK, "prefill near the end of a short cache: %s", wgml_last_error(T.ctx)))
+        close_rows("prefill of 20 then 3 tokens in a 24-row cache", got, ref + (size_t)22 * V);
+    wgml_model_free(m2);
 
     /* errors */
     wgml_model_reset(m);

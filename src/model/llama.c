@@ -36,7 +36,7 @@ typedef struct step_graph {
     wgml_tensor *argmax;    /* i32 [1] (kept) */
 } step_graph;
 
-#define MAX_PREFILL_GRAPHS 16
+#define MAX_PREFILL_GRAPHS 32
 #define MIN_BUCKET 8
 #define MAX_BUCKET 512
 
@@ -393,8 +393,8 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
             ids++, n--;
             continue;
         }
-        int64_t S = MIN_BUCKET;
-        while (S < (int64_t)chunk) S *= 2;
+        /* bucket: 8, then multiples of 16 (at most 15 padded positions) */
+        int64_t S = chunk <= MIN_BUCKET ? MIN_BUCKET : ((int64_t)chunk + 15) / 16 * 16;
         if (m->pos + S > m->cfg.n_ctx) S = (int64_t)chunk; /* padding would run past the cache */
         step_graph *sg = NULL;
         for (int i = 0; i < m->n_prefill; i++)
