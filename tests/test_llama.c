@@ -427,6 +427,13 @@ static void test_model(int tied) {
                     "outside the vocabulary", NULL);
     th_expect_error("decode: id out of range", wgml_model_decode(m, -1, NULL, NULL) != WGML_OK, WGML_ERR_ARG,
                     "outside the vocabulary", NULL);
+    th_expect_error("prefill: no tokens", wgml_model_prefill(m, ids, 0, NULL, NULL) != WGML_OK, WGML_ERR_ARG,
+                    "no tokens", NULL);
+    wgml_gen_options none = {.max_tokens = 4};
+    th_expect_error("generate: NULL options", wgml_generate(m, ids, 3, NULL, NULL, NULL, NULL, NULL, NULL) != WGML_OK,
+                    WGML_ERR_ARG, "generate", NULL);
+    th_check(wgml_generate(NULL, ids, 3, &none, NULL, NULL, NULL, NULL, NULL) == WGML_ERR_ARG, "generate: NULL model");
+    wgml_clear_error(T.ctx);
     int32_t many[41] = {0};
     th_expect_error("prefill: past the context", wgml_model_prefill(m, many, 41, NULL, NULL) != WGML_OK, WGML_ERR_LIMIT,
                     "context", NULL);
