@@ -683,6 +683,92 @@ wgml_tensor *wgml_adamw_buffer(wgml_optimizer *opt, wgml_adamw_buffer_kind which
 /* Elements of the flat buffers taken by the parameters so far (the part a step updates). */
 int64_t wgml_adamw_used(const wgml_optimizer *opt);
 
+/* ---- model: Llama and generation ---- */
+/* A Llama-architecture model (general.architecture = "llama") loaded from a GGUF file. Every
+ * hyper-parameter comes from the file's llama.* metadata. Weights stay in their file type on
+ * the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token embedding through
+ * wgml_q4_embedding), F32/F16/BF16 matrices dequantised to f32; norms f32. When output.weight
+ * is absent the output head is the token embedding used as a linear (tied). RoPE pairs
+ * elements (2i, 2i+1) of each head (GGML's normal mode, the convention of GGUF Llama q/k
+ * weights) with angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of
+ * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (8,
+ * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
+ * so causal masking keeps them out and decode overwrites their cache rows; built on first use
+ * and cached) and one decode graph (one token) built at load and replayed with the position,
+ * the cache length and the token in tensors. */
+typedef struct wgml_model wgml_model;
+
+typedef struct wgml_llama_config {
+    int64_t n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim;
+    int64_t n_ctx_train; /* llama.context_length */
+    int64_t n_ctx;       /* KV cache rows (positions) this instance holds */
+    float rope_base, rms_eps;
+    int tied_output;         /* 1 when the output head is the token embedding */
+    uint32_t tok_embd_type;  /* wgml_ggml_type of token_embd.weight */
+} wgml_llama_config;
+
+typedef struct wgml_model_options {
+    int64_t n_ctx; /* KV cache length; 0: min(llama.context_length, 2048) */
+} wgml_model_options;
+
+/* Loads path (options may be NULL). NULL on error, with the message on ctx: a missing file
+ * (WGML_ERR_IO), another architecture (WGML_ERR_UNSUPPORTED), a missing key or tensor or a
+ * tensor of the wrong shape (WGML_ERR_FORMAT, naming it). */
+wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options);
+void wgml_model_free(wgml_model *m);
+const wgml_llama_config *wgml_model_config(const wgml_model *m);
+const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m);
+/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>). */
+int wgml_model_is_stop(const wgml_model *m, int32_t id);
+/* Forgets the cached sequence (the next prefill starts at position 0). */
+void wgml_model_reset(wgml_model *m);
+int64_t wgml_model_pos(const wgml_model *m); /* tokens in the KV cache */
+/* Runs ids[0..n) at positions pos .. pos + n - 1 (pos = wgml_model_pos), appending them to the
+ * KV cache. Writes the last position's logits into logits[n_vocab] and/or its argmax (computed
+ * on the GPU) into *next; either may be NULL. */
+wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next);
+/* One decode step: token id at position pos through the decode graph; same outputs. */
+wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next);
+/* GPU seconds (timestamps, else wall) of the last prefill or decode graph run. */
+double wgml_model_last_run_seconds(const wgml_model *m);
+
+/* Host-side sampling from one logits row: temperature <= 0 gives the argmax (first of ties);
+ * otherwise softmax(logits / temperature) restricted to the top_k largest (top_k <= 0: all)
+ * then to the smallest prefix, by descending probability, whose mass reaches top_p (top_p
+ * outside (0, 1): no cut), renormalised and drawn with *rng (xorshift64*; never 0). */
+typedef struct wgml_sampler {
+    float temperature;
+    int top_k;
+    float top_p;
+} wgml_sampler;
+int32_t wgml_sample(const float *logits, int64_t n, const wgml_sampler *s, uint64_t *rng);
+uint64_t wgml_rng_seed(uint64_t seed); /* a non-zero state from a seed */
+
+/* Generation: prefill the prompt from position 0, then decode until a stop token or
+ * max_tokens. Greedy (temperature 0) reads back only the GPU argmax; sampling reads back the
+ * last logits row. on_text receives the generated text as it is decoded, held back at an
+ * incomplete UTF-8 sequence (so every call is whole characters); a non-zero return stops. */
+typedef struct wgml_gen_options {
+    int max_tokens;
+    wgml_sampler sampler;
+    uint64_t seed;
+} wgml_gen_options;
+typedef struct wgml_gen_stats {
+    size_t prompt_tokens, generated_tokens;
+    size_t decode_steps;        /* decode graph runs (tokens fed back) */
+    double prefill_s, decode_s; /* GPU (or wall) seconds of the graph runs */
+    double prefill_wall_s, decode_wall_s;
+    int stopped; /* 1: a stop token ended generation */
+} wgml_gen_stats;
+typedef int (*wgml_text_fn)(void *user, const char *text, size_t len);
+/* out_ids (may be NULL) receives the generated ids (malloc'ed) and *n_out their count. */
+wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt, const wgml_gen_options *opt,
+                          wgml_text_fn on_text, void *user, wgml_gen_stats *stats, int32_t **out_ids, size_t *n_out);
+
+/* A view, in graph g, of a persistent tensor x of another graph of the same context: lets
+ * several built graphs use one copy of weights and caches. x's graph must outlive g. */
+wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,14 @@
  *                                      lines: its ids, and the hex of decode(ids)
  *   tool_model chat FILE [--gen] ROLE CONTENT [ROLE CONTENT ...]
  *                                      writes the chat template applied to the messages
+ *   tool_model logits FILE OUT         stdin lines "NPRE id id ...": for each, prefills the
+ *                                      first NPRE ids through the Llama model, then decodes the
+ *                                      rest one at a time; appends to OUT the f32 logits rows
+ *                                      after the prefill and after each decode step; prints
+ *                                      each row's GPU argmax
+ *                                      (tests/py/test_llama_logits.py)
  */
+#define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
 
 #include <inttypes.h>
@@ -152,7 +159,68 @@ static int open_tok(const char *path, wgml_gguf **f, wgml_tokenizer **t) {
     return 0;
 }
 
+/* Each stdin line: "NPRE id id ..."; for each, from position 0: prefill the first NPRE ids,
+ * then decode the rest one at a time. */
+static int cmd_logits(const char *path, const char *out_path) {
+    wgml_ctx *ctx = NULL;
+    if (wgml_ctx_create(NULL, &ctx)) {
+        fprintf(stderr, "tool_model: %s\n", wgml_create_error());
+        return 3;
+    }
+    wgml_model_options mo = {.n_ctx = 256};
+    wgml_model *m = wgml_model_load(ctx, path, &mo);
+    FILE *out = m ? fopen(out_path, "wb") : NULL;
+    int rc = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    if (!m || !out) {
+        fprintf(stderr, "tool_model logits: %s\n", m ? "cannot write the output" : wgml_last_error(ctx));
+        rc = 3;
+    } else {
+        int64_t V = wgml_model_config(m)->n_vocab;
+        float *logits = malloc(sizeof(float) * (size_t)V);
+        int32_t ids[256];
+        while (!rc && getline(&line, &cap, stdin) > 0) {
+            int n = 0, npre = 0, used = 0;
+            char *p = line;
+            if (sscanf(p, "%d%n", &npre, &used) != 1) continue;
+            p += used;
+            while (n < 256 && sscanf(p, "%d%n", &ids[n], &used) == 1) n++, p += used;
+            if (npre < 1 || npre > n) {
+                fprintf(stderr, "tool_model logits: NPRE %d is outside 1..%d\n", npre, n);
+                rc = 2;
+                break;
+            }
+            int32_t next = -1;
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            wgml_model_reset(m);
+            wgml_status s = wgml_model_prefill(m, ids, (size_t)npre, logits, &next);
+            for (int i = npre; !s; i++) {
+                fwrite(logits, sizeof(float), (size_t)V, out);
+                printf("%d\n", next);
+                if (i == n) break;
+                s = wgml_model_decode(m, ids[i], logits, &next);
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            fprintf(stderr, "%d tokens (prefill %d): %.3f s\n", n, npre,
+                    (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+            if (s) {
+                fprintf(stderr, "tool_model logits: %s\n", wgml_last_error(ctx));
+                rc = 3;
+            }
+        }
+        free(logits);
+    }
+    free(line);
+    if (out) fclose(out);
+    wgml_model_free(m);
+    wgml_ctx_destroy(ctx);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "logits")) return cmd_logits(argv[2], argv[3]);
     if (argc < 3) {
         fprintf(stderr, "usage: tool_model gguf|encode|decode|roundtrip|chat FILE [options]\n");
         return 2;

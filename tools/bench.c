@@ -1,12 +1,14 @@
 /* wgml bench: GPU throughput of the kernels, timed with timestamp queries.
  * Each timed run is a built graph of `reps` identical dispatches in one submit, so the
  * figure is kernel time, not launch or host time. */
+#define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct shape3 {
     int64_t m, n, k;
@@ -107,13 +109,89 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv); /* tools/bench_ops.c *
 
 static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv);
 
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]: prefill tokens/s
+ * for an N-token prompt (default 128) and decode tokens/s over N steps (default 64), GPU time
+ * from timestamps where the device has them (else the wall time of each graph run). */
+static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
+    const char *path = NULL;
+    int n_prompt = 128, n_decode = 64;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--prompt-tokens") && i + 1 < argc) n_prompt = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) n_decode = atoi(argv[++i]);
+        else path = NULL, i = argc;
+    }
+    if (!path || n_prompt < 1 || n_decode < 1) {
+        fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
+        return 2;
+    }
+    wgml_model_options mo = {.n_ctx = n_prompt + n_decode + 1};
+    double t0 = wall_now();
+    wgml_model *m = wgml_model_load(ctx, path, &mo);
+    if (!m) {
+        fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
+        return 1;
+    }
+    double t_load = wall_now() - t0;
+    const char *text = "The King James Bible begins: In the beginning God created the heaven and the earth. "
+                       "And the earth was without form, and void; and darkness was upon the face of the deep. ";
+    int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    size_t n_ids = 0;
+    int rc = 1;
+    if (!prompt || wgml_tokenizer_encode(wgml_model_tokenizer(m), text, strlen(text), 0, &ids, &n_ids) || !n_ids) {
+        fprintf(stderr, "bench generate: cannot tokenize\n");
+        goto done;
+    }
+    for (int i = 0; i < n_prompt; i++) prompt[i] = ids[(size_t)i % n_ids];
+    int32_t next = 0;
+    /* first prefill: builds the bucket's graph (timed separately) */
+    t0 = wall_now();
+    if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
+    double t_first = wall_now() - t0;
+    wgml_model_reset(m);
+    t0 = wall_now();
+    if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
+    double pre_wall = wall_now() - t0, pre_gpu = wgml_model_last_run_seconds(m);
+    double dec_gpu = 0;
+    t0 = wall_now();
+    for (int i = 0; i < n_decode; i++) {
+        if (wgml_model_decode(m, next, NULL, &next)) goto fail;
+        dec_gpu += wgml_model_last_run_seconds(m);
+    }
+    double dec_wall = wall_now() - t0;
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", t_load, t_first,
+           info.has_timestamps ? "GPU timestamps" : "wall time of each graph run (no timestamps)");
+    printf("%-10s %8s %12s %12s %12s\n", "phase", "tokens", "GPU s", "tokens/s", "wall tok/s");
+    printf("%-10s %8d %12.3f %12.1f %12.1f\n", "prefill", n_prompt, pre_gpu, n_prompt / pre_gpu, n_prompt / pre_wall);
+    printf("%-10s %8d %12.3f %12.1f %12.1f\n", "decode", n_decode, dec_gpu, n_decode / dec_gpu, n_decode / dec_wall);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
+done:
+    free(ids);
+    free(prompt);
+    wgml_model_free(m);
+    return rc;
+}
+
 int bench_main(wgml_ctx *ctx, int argc, char **argv) {
+    if (argc >= 1 && !strcmp(argv[0], "generate")) return bench_generate(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
     if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N]\n"
-                    "       wgml bench q4\n");
+                    "       wgml bench q4\n"
+                    "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
     return 2;
 }
 

@@ -7,6 +7,92 @@
 
 int bench_main(wgml_ctx *ctx, int argc, char **argv); /* tools/bench.c */
 
+static int print_text(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+/* wgml generate --model FILE --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
+ *                [--top-k K] [--top-p P] [--seed S] [--ctx N] */
+static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *system = NULL;
+    int chat = 0;
+    wgml_gen_options opt = {.max_tokens = 256, .sampler = {0.0f, 40, 0.95f}, .seed = 0};
+    wgml_model_options mo = {0};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--chat")) chat = 1;
+        else if (!v) {
+            fprintf(stderr, "wgml generate: %s needs a value\n", a);
+            return 2;
+        } else if (!strcmp(a, "--model")) model = v, i++;
+        else if (!strcmp(a, "--prompt")) prompt = v, i++;
+        else if (!strcmp(a, "--system")) system = v, i++;
+        else if (!strcmp(a, "--max-tokens")) opt.max_tokens = atoi(v), i++;
+        else if (!strcmp(a, "--temperature")) opt.sampler.temperature = (float)atof(v), i++;
+        else if (!strcmp(a, "--top-k")) opt.sampler.top_k = atoi(v), i++;
+        else if (!strcmp(a, "--top-p")) opt.sampler.top_p = (float)atof(v), i++;
+        else if (!strcmp(a, "--seed")) opt.seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--ctx")) mo.n_ctx = atoll(v), i++;
+        else {
+            fprintf(stderr, "wgml generate: unknown option '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!model || !prompt || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
+        fprintf(stderr, "usage: wgml generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--max-tokens N]\n"
+                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n");
+        return 2;
+    }
+    wgml_model *m = wgml_model_load(ctx, model, &mo);
+    if (!m) {
+        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
+        return 1;
+    }
+    const wgml_tokenizer *tok = wgml_model_tokenizer(m);
+    char *text = NULL;
+    size_t tlen = strlen(prompt);
+    int flags = 0;
+    if (chat) {
+        wgml_chat_msg msgs[2];
+        size_t n = 0;
+        if (system) msgs[n++] = (wgml_chat_msg){"system", system};
+        msgs[n++] = (wgml_chat_msg){"user", prompt};
+        if (wgml_chat_apply(tok, msgs, n, 1, &text, &tlen)) {
+            fprintf(stderr, "wgml generate: %s\n", wgml_tokenizer_error(tok));
+            wgml_model_free(m);
+            return 1;
+        }
+        flags = WGML_TOK_SPECIAL;
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = 1;
+    if (wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids) || n_ids == 0) {
+        fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
+    } else {
+        wgml_gen_stats st;
+        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, NULL, NULL);
+        printf("\n");
+        if (s) {
+            fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
+        } else {
+            fprintf(stderr, "\n[prefill: %zu tokens in %.3f s GPU (%.3f s wall), %.1f tokens/s]\n", st.prompt_tokens,
+                    st.prefill_s, st.prefill_wall_s, st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0);
+            fprintf(stderr, "[decode: %zu tokens generated, %zu decode steps in %.3f s GPU (%.3f s wall), %.1f tokens/s%s]\n",
+                    st.generated_tokens, st.decode_steps, st.decode_s, st.decode_wall_s,
+                    st.decode_s > 0 ? (double)st.decode_steps / st.decode_s : 0.0, st.stopped ? ", stopped at end of turn" : "");
+            rc = 0;
+        }
+    }
+    free(ids);
+    free(text);
+    wgml_model_free(m);
+    return rc;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: wgml <command> [options]\n"
@@ -16,6 +102,10 @@ static void usage(FILE *f) {
             "  info --model FILE    a GGUF model: architecture, hyper-parameters, tokenizer, tensors\n"
             "  bench matmul [opts]  fp32 matmul GFLOP/s per shape (GPU time from timestamps)\n"
             "                       --shapes MxNxK[,..]  --reps N  --variant auto|NAME  --check\n"
+            "  bench generate --model FILE  prefill tokens/s (128-token prompt), decode tokens/s (64 steps)\n"
+            "  generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--max-tokens N]\n"
+            "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n"
+            "                       text generation (greedy at temperature 0, the default)\n"
             "  help                 this text\n"
             "\n"
             "environment:\n"
@@ -53,6 +143,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "bench")) {
         if (open_ctx(&ctx)) return 1;
         rc = bench_main(ctx, argc - 2, argv + 2);
+    } else if (!strcmp(cmd, "generate")) {
+        if (open_ctx(&ctx)) return 1;
+        rc = cmd_generate(ctx, argc - 2, argv + 2);
     } else {
         fprintf(stderr, "wgml: unknown command '%s'\n\n", cmd);
         usage(stderr);

@@ -86,10 +86,15 @@ static void unlink_tensor(wgml_tensor *t) {
     if (t->next) t->next->prev = t->prev;
 }
 
+static void release_eager(wgml_tensor *t);
+
 static void free_tensors(wgml_graph *g) {
     while (g->tensors) {
         wgml_tensor *t = g->tensors;
         g->tensors = t->next;
+        /* a view of another graph's tensor (wgml_tensor_share): let that tensor go when it was
+         * freed (eager) while this view was alive */
+        if (t->base && t->base->graph != g && --t->base->n_views == 0 && t->base->freed) release_eager(t->base);
         if (t->persistent && t->buf && !t->base) gpu_buffer_put(g->ctx, t->buf);
         free(t);
     }
@@ -291,6 +296,30 @@ wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const in
         return NULL;
     }
     return make_view(x, "tensor_view", (uint64_t)offset * esize, rank, shape);
+}
+
+/* A view, in graph g, of the persistent tensor x of another graph of the same context (or of g):
+ * lets several built graphs (a model's prefill and decode graphs) use one copy of the weights
+ * and the KV cache. x's graph must outlive g. */
+wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
+    if (!g || !x) return NULL;
+    if (x->graph->ctx != g->ctx) {
+        wgml_set_error(g->ctx, WGML_ERR_ARG, "tensor_share: x belongs to another context");
+        return NULL;
+    }
+    if (!x->persistent) {
+        wgml_set_error(g->ctx, WGML_ERR_ARG, "tensor_share: x %s is not a persistent tensor", tshape(x));
+        return NULL;
+    }
+    if (g->compiled) {
+        wgml_set_error(g->ctx, WGML_ERR_STATE, "tensor_share: the graph is already compiled");
+        return NULL;
+    }
+    wgml_graph *home = x->graph;
+    x->graph = g; /* make_view links the view into x's graph */
+    wgml_tensor *t = make_view(x, "tensor_share", 0, x->rank, x->shape);
+    x->graph = home;
+    return t;
 }
 
 wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {

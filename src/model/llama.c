@@ -1,0 +1,519 @@
+/* Llama forward from a GGUF file: weights in one built graph that is never run (it only owns
+ * the persistent tensors: weights and the KV cache), and the graphs that run (one decode graph,
+ * prefill graphs per length bucket) use them through wgml_tensor_share. */
+#define _POSIX_C_SOURCE 200809L
+#include "model/llama.h"
+
+#include "gpu/gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A matrix W[n, k]: quantised (q) or f32 (f, [n, k]). */
+typedef struct lweight {
+    wgml_q4_weight *q;
+    wgml_tensor *f;
+} lweight;
+
+typedef struct layer {
+    wgml_tensor *attn_norm, *ffn_norm;
+    lweight wq, wk, wv, wo, gate, up, down;
+    wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim] */
+} layer;
+
+/* One runnable graph for a fixed number of positions S. */
+typedef struct step_graph {
+    wgml_graph *g;
+    int64_t S;
+    wgml_tensor *ids;       /* i32 [S] */
+    wgml_tensor *positions; /* i32 [S]: pos0 + i */
+    wgml_tensor *pos;       /* i32 [1]: pos0 (the positions tensor itself when S = 1) */
+    wgml_tensor *len;       /* i32 [1]: pos0 + S */
+    wgml_tensor *row;       /* i32 [1]: the row whose logits are wanted (S > 1 only) */
+    wgml_tensor *logits;    /* f32 [1, V] (kept) */
+    wgml_tensor *argmax;    /* i32 [1] (kept) */
+} step_graph;
+
+#define MAX_PREFILL_GRAPHS 32
+#define MIN_BUCKET 8
+#define MAX_BUCKET 512
+
+struct wgml_model {
+    wgml_ctx *ctx;
+    wgml_llama_config cfg;
+    wgml_gguf *file;
+    wgml_tokenizer *tok;
+    wgml_graph *wg; /* owns the persistent tensors */
+    lweight tok_embd, output;
+    wgml_tensor *output_norm;
+    layer *layers;
+    step_graph decode;
+    step_graph prefill[MAX_PREFILL_GRAPHS];
+    int n_prefill;
+    int64_t pos;
+    double last_s;
+    int32_t stop_ids[4];
+    int n_stop;
+};
+
+wgml_ctx *llama_ctx(const wgml_model *m) { return m ? m->ctx : NULL; }
+
+/* ------------------------------------------------------------------ loading */
+
+static wgml_status ferr(wgml_model *m, const char *path) {
+    return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: %s", path, wgml_gguf_error(m->file));
+}
+
+static wgml_status get_int(wgml_model *m, const char *path, const char *key, int64_t *out, int64_t dflt, int required) {
+    wgml_gguf_value v;
+    if (!wgml_gguf_find(m->file, key, &v)) {
+        if (required) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing key '%s'", path, key);
+        *out = dflt;
+        return WGML_OK;
+    }
+    if (wgml_gguf_value_i64(m->file, v, out)) return ferr(m, path);
+    if (*out <= 0)
+        return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: key '%s' = %lld must be positive", path, key,
+                              (long long)*out);
+    return WGML_OK;
+}
+
+static wgml_status get_float(wgml_model *m, const char *path, const char *key, float *out, float dflt, int required) {
+    wgml_gguf_value v;
+    if (!wgml_gguf_find(m->file, key, &v)) {
+        if (required) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing key '%s'", path, key);
+        *out = dflt;
+        return WGML_OK;
+    }
+    double d;
+    if (wgml_gguf_value_f64(m->file, v, &d)) return ferr(m, path);
+    if (!(d > 0))
+        return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: key '%s' = %g must be positive", path, key, d);
+    *out = (float)d;
+    return WGML_OK;
+}
+
+/* Finds tensor name and checks it is the matrix W[n, k] (file dims [k, n]) or, with n = 0,
+ * the vector [k]. Returns its index, -1 with the error set. optional: -2 when absent. */
+static int64_t find_tensor(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, int optional) {
+    int64_t i = wgml_gguf_find_tensor(m->file, name);
+    if (i < 0) {
+        if (optional) return -2;
+        wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing tensor '%s'", path, name);
+        return -1;
+    }
+    const wgml_gguf_tensor *t = wgml_gguf_tensor_at(m->file, i);
+    int ok = n ? (t->n_dims == 2 && t->dims[0] == k && t->dims[1] == n) : (t->n_dims == 1 && t->dims[0] == k);
+    if (!ok) {
+        char want[64];
+        if (n) snprintf(want, sizeof want, "[%lld, %lld]", (long long)k, (long long)n);
+        else snprintf(want, sizeof want, "[%lld]", (long long)k);
+        wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: tensor '%s' has %d dims [%lld, %lld], expected %s (GGUF order)",
+                       path, name, t->n_dims, (long long)t->dims[0], (long long)t->dims[1], want);
+        return -1;
+    }
+    return i;
+}
+
+/* The tensor's values as f32 on the host (malloc'ed). */
+static float *host_f32(wgml_model *m, const char *path, int64_t i, int64_t n, int64_t k) {
+    const wgml_gguf_tensor *t = wgml_gguf_tensor_at(m->file, i);
+    const void *data;
+    size_t bytes;
+    if (wgml_gguf_tensor_data(m->file, i, &data, &bytes)) {
+        ferr(m, path);
+        return NULL;
+    }
+    float *out = malloc(sizeof(float) * (size_t)(n * k));
+    if (!out) {
+        wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
+        return NULL;
+    }
+    if (wgml_gguf_dequantize((int)t->type, data, bytes, n, k, out)) {
+        wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED, "model_load: %s: tensor '%s': %s", path, t->name,
+                       wgml_last_error(NULL));
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static wgml_tensor *upload_f32(wgml_model *m, const float *x, int rank, const int64_t *shape) {
+    wgml_tensor *t = wgml_tensor_new(m->wg, WGML_F32, rank, shape);
+    if (t && wgml_tensor_write(t, x, sizeof(float) * (size_t)wgml_tensor_numel(t))) return NULL;
+    return t;
+}
+
+static wgml_status load_vector(wgml_model *m, const char *path, const char *name, int64_t k, wgml_tensor **out) {
+    int64_t i = find_tensor(m, path, name, 0, k, 0);
+    if (i < 0) return wgml_last_status(m->ctx);
+    float *h = host_f32(m, path, i, 1, k);
+    if (!h) return wgml_last_status(m->ctx);
+    *out = upload_f32(m, h, 1, &k);
+    free(h);
+    return *out ? WGML_OK : wgml_last_status(m->ctx);
+}
+
+/* Loads W[n, k]; optional: returns WGML_OK with w untouched when absent. */
+static wgml_status load_matrix(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, lweight *w,
+                               int optional) {
+    int64_t i = find_tensor(m, path, name, n, k, optional);
+    if (i == -2) return WGML_OK;
+    if (i < 0) return wgml_last_status(m->ctx);
+    const wgml_gguf_tensor *t = wgml_gguf_tensor_at(m->file, i);
+    if ((t->type == WGML_GGML_Q4_0 || t->type == WGML_GGML_Q4_1 || t->type == WGML_GGML_Q8_0) && k % 32 == 0) {
+        const void *data;
+        size_t bytes;
+        if (wgml_gguf_tensor_data(m->file, i, &data, &bytes)) return ferr(m, path);
+        w->q = wgml_q4_upload_gguf(m->wg, (int)t->type, data, bytes, n, k);
+        return w->q ? WGML_OK : wgml_last_status(m->ctx);
+    }
+    float *h = host_f32(m, path, i, n, k);
+    if (!h) return wgml_last_status(m->ctx);
+    int64_t shape[2] = {n, k};
+    w->f = upload_f32(m, h, 2, shape);
+    free(h);
+    return w->f ? WGML_OK : wgml_last_status(m->ctx);
+}
+
+static wgml_status load_config(wgml_model *m, const char *path, const wgml_model_options *opt) {
+    const char *arch;
+    size_t alen;
+    if (wgml_gguf_get_string(m->file, "general.architecture", &arch, &alen)) return ferr(m, path);
+    if (alen != 5 || memcmp(arch, "llama", 5))
+        return wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED, "model_load: %s: architecture '%.*s' is not supported (only 'llama')",
+                              path, (int)alen, arch);
+    wgml_llama_config *c = &m->cfg;
+    wgml_status s;
+    if ((s = get_int(m, path, "llama.context_length", &c->n_ctx_train, 0, 1)) ||
+        (s = get_int(m, path, "llama.embedding_length", &c->n_embd, 0, 1)) ||
+        (s = get_int(m, path, "llama.block_count", &c->n_layer, 0, 1)) ||
+        (s = get_int(m, path, "llama.feed_forward_length", &c->n_ff, 0, 1)) ||
+        (s = get_int(m, path, "llama.attention.head_count", &c->n_head, 0, 1)) ||
+        (s = get_int(m, path, "llama.attention.head_count_kv", &c->n_head_kv, c->n_head, 0)) ||
+        (s = get_float(m, path, "llama.rope.freq_base", &c->rope_base, 10000.0f, 0)) ||
+        (s = get_float(m, path, "llama.attention.layer_norm_rms_epsilon", &c->rms_eps, 0, 1)))
+        return s;
+    if (c->n_embd % c->n_head || c->n_head % c->n_head_kv)
+        return wgml_set_error(m->ctx, WGML_ERR_FORMAT,
+                              "model_load: %s: embedding length %lld, %lld heads and %lld KV heads do not fit", path,
+                              (long long)c->n_embd, (long long)c->n_head, (long long)c->n_head_kv);
+    if ((s = get_int(m, path, "llama.attention.key_length", &c->head_dim, c->n_embd / c->n_head, 0))) return s;
+    int64_t vdim, rdim;
+    if ((s = get_int(m, path, "llama.attention.value_length", &vdim, c->head_dim, 0)) ||
+        (s = get_int(m, path, "llama.rope.dimension_count", &rdim, c->head_dim, 0)))
+        return s;
+    if (vdim != c->head_dim || rdim != c->head_dim || c->head_dim % 2)
+        return wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED,
+                              "model_load: %s: head dims (key %lld, value %lld, rope %lld) must be equal and even", path,
+                              (long long)c->head_dim, (long long)vdim, (long long)rdim);
+    int64_t ti = wgml_gguf_find_tensor(m->file, "token_embd.weight");
+    if (ti < 0) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing tensor 'token_embd.weight'", path);
+    const wgml_gguf_tensor *te = wgml_gguf_tensor_at(m->file, ti);
+    if ((s = get_int(m, path, "llama.vocab_size", &c->n_vocab, te->dims[1], 0))) return s;
+    c->tok_embd_type = te->type;
+    c->tied_output = wgml_gguf_find_tensor(m->file, "output.weight") < 0;
+    c->n_ctx = opt && opt->n_ctx > 0 ? opt->n_ctx : (c->n_ctx_train < 2048 ? c->n_ctx_train : 2048);
+    return WGML_OK;
+}
+
+static wgml_status load_weights(wgml_model *m, const char *path) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t D = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
+    wgml_status s;
+    if ((s = load_matrix(m, path, "token_embd.weight", c->n_vocab, D, &m->tok_embd, 0)) ||
+        (s = load_vector(m, path, "output_norm.weight", D, &m->output_norm)) ||
+        (s = load_matrix(m, path, "output.weight", c->n_vocab, D, &m->output, 1)))
+        return s;
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
+    int64_t cshape[4] = {1, c->n_head_kv, c->n_ctx, hd};
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        layer *L = &m->layers[l];
+        char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%lld.%s.weight", (long long)l, x), n)
+        if ((s = load_vector(m, path, NAME("attn_norm"), D, &L->attn_norm)) ||
+            (s = load_vector(m, path, NAME("ffn_norm"), D, &L->ffn_norm)) ||
+            (s = load_matrix(m, path, NAME("attn_q"), qd, D, &L->wq, 0)) ||
+            (s = load_matrix(m, path, NAME("attn_k"), kvd, D, &L->wk, 0)) ||
+            (s = load_matrix(m, path, NAME("attn_v"), kvd, D, &L->wv, 0)) ||
+            (s = load_matrix(m, path, NAME("attn_output"), D, qd, &L->wo, 0)) ||
+            (s = load_matrix(m, path, NAME("ffn_gate"), c->n_ff, D, &L->gate, 0)) ||
+            (s = load_matrix(m, path, NAME("ffn_up"), c->n_ff, D, &L->up, 0)) ||
+            (s = load_matrix(m, path, NAME("ffn_down"), D, c->n_ff, &L->down, 0)))
+            return s;
+#undef NAME
+        L->k_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
+        L->v_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
+        if (!L->k_cache || !L->v_cache) return wgml_last_status(m->ctx);
+    }
+    return WGML_OK;
+}
+
+/* ------------------------------------------------------------------ forward graph */
+
+static wgml_tensor *share(wgml_graph *g, wgml_tensor *t) { return t ? wgml_tensor_share(g, t) : NULL; }
+
+/* out[..., n] = x[..., k] · Wᵀ */
+static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
+    if (w->q) {
+        wgml_q4_weight q = *w->q;
+        q.codes = share(g, q.codes);
+        q.ab = share(g, q.ab);
+        q.bias = share(g, q.bias);
+        if (!q.codes || !q.ab) return NULL;
+        return wgml_q4_linear(g, x, &q);
+    }
+    return wgml_linear(g, x, share(g, w->f), NULL);
+}
+
+static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
+    if (w->q) {
+        wgml_q4_weight q = *w->q;
+        q.codes = share(g, q.codes);
+        q.ab = share(g, q.ab);
+        q.bias = NULL;
+        if (!q.codes || !q.ab) return NULL;
+        return wgml_q4_embedding(g, &q, ids);
+    }
+    return wgml_embedding(g, share(g, w->f), ids);
+}
+
+/* [1, S, H, hd] -> [1, H, S, hd] (a reshape when S = 1). */
+static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_t H, int64_t hd) {
+    if (S == 1) {
+        int64_t shape[4] = {1, H, 1, hd};
+        return wgml_reshape(g, x, 4, shape);
+    }
+    static const int perm[4] = {0, 2, 1, 3};
+    return wgml_permute(g, x, perm);
+}
+
+static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t D = c->n_embd, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
+    memset(sg, 0, sizeof *sg);
+    sg->S = S;
+    wgml_graph *g = sg->g = wgml_graph_new(m->ctx);
+    if (!g) return wgml_last_status(m->ctx);
+    int64_t one = 1;
+    sg->ids = wgml_tensor_new(g, WGML_I32, 1, &S);
+    sg->positions = wgml_tensor_new(g, WGML_I32, 1, &S);
+    sg->pos = S == 1 ? sg->positions : wgml_tensor_new(g, WGML_I32, 1, &one);
+    sg->len = wgml_tensor_new(g, WGML_I32, 1, &one);
+    if (S > 1) sg->row = wgml_tensor_new(g, WGML_I32, 1, &one);
+
+    wgml_tensor *x = embed(g, sg->ids, &m->tok_embd); /* [S, D] */
+    int64_t s4q[4] = {1, S, H, hd}, s4k[4] = {1, S, Hk, hd}, s2[2] = {S, D};
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        layer *L = &m->layers[l];
+        wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
+        wgml_tensor *q = wgml_reshape(g, linear(g, h, &L->wq), 4, s4q);
+        wgml_tensor *k = wgml_reshape(g, linear(g, h, &L->wk), 4, s4k);
+        wgml_tensor *v = wgml_reshape(g, linear(g, h, &L->wv), 4, s4k);
+        q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        q = heads_first(g, q, S, H, hd);
+        k = heads_first(g, k, S, Hk, hd);
+        v = heads_first(g, v, S, Hk, hd);
+        wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
+        if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
+            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        wgml_tensor *a = wgml_sdpa_cached(g, q, kc, vc, sg->len, 1, 0.0f); /* [1, H, S, hd] */
+        if (S > 1) {
+            static const int perm[4] = {0, 2, 1, 3};
+            a = wgml_permute(g, a, perm);
+        }
+        a = wgml_reshape(g, a, 2, s2);
+        x = wgml_add(g, x, linear(g, a, &L->wo), 1.0f);
+        h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
+        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear(g, h, &L->gate)), linear(g, h, &L->up));
+        x = wgml_add(g, x, linear(g, f, &L->down), 1.0f);
+        if (!x) return wgml_last_status(m->ctx);
+    }
+    if (S > 1) x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
+    x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    sg->logits = linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [1, V] */
+    sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
+    if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax) || wgml_graph_compile(g))
+        return wgml_last_status(m->ctx);
+    return WGML_OK;
+}
+
+static void free_step(step_graph *sg) {
+    wgml_graph_free(sg->g);
+    memset(sg, 0, sizeof *sg);
+}
+
+/* Writes the inputs for ids[0..n) at pos0 (padded to S with id 0), runs, reads outputs. */
+static wgml_status run_step(wgml_model *m, step_graph *sg, const int32_t *ids, size_t n, float *logits, int32_t *next) {
+    int64_t S = sg->S;
+    int32_t *buf = calloc((size_t)S * 2, sizeof(int32_t));
+    if (!buf) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model: out of host memory");
+    for (int64_t i = 0; i < S; i++) {
+        buf[i] = i < (int64_t)n ? ids[i] : 0;
+        buf[S + i] = (int32_t)(m->pos + i);
+    }
+    int32_t p0 = (int32_t)m->pos, len = (int32_t)(m->pos + S), row = (int32_t)n - 1;
+    wgml_status s = wgml_tensor_write(sg->ids, buf, sizeof(int32_t) * (size_t)S);
+    if (!s) s = wgml_tensor_write(sg->positions, buf + S, sizeof(int32_t) * (size_t)S);
+    free(buf);
+    if (!s && S > 1) s = wgml_tensor_write(sg->pos, &p0, sizeof p0);
+    if (!s) s = wgml_tensor_write(sg->len, &len, sizeof len);
+    if (!s && sg->row) s = wgml_tensor_write(sg->row, &row, sizeof row);
+    if (!s) s = wgml_graph_run_timed(sg->g, &m->last_s);
+    if (!s && next) s = wgml_tensor_read(sg->argmax, next, sizeof *next);
+    if (!s && logits) s = wgml_tensor_read(sg->logits, logits, sizeof(float) * (size_t)m->cfg.n_vocab);
+    if (!s) m->pos += (int64_t)n;
+    return s;
+}
+
+static wgml_status check_ids(wgml_model *m, const char *op, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.n_vocab)
+            return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: token %zu = %d is outside the vocabulary [0, %lld)", op, i,
+                                  (int)ids[i], (long long)m->cfg.n_vocab);
+    return WGML_OK;
+}
+
+wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next) {
+    if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "model_prefill: model is NULL");
+    if (!ids || n == 0) return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_prefill: no tokens");
+    if (check_ids(m, "model_prefill", ids, n)) return wgml_last_status(m->ctx);
+    if (m->pos + (int64_t)n > m->cfg.n_ctx)
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_prefill: %lld + %zu tokens exceed the context of %lld",
+                              (long long)m->pos, n, (long long)m->cfg.n_ctx);
+    while (n > 0) {
+        size_t chunk = n > MAX_BUCKET ? MAX_BUCKET : n;
+        if (chunk == 1) { /* one token: the decode graph */
+            wgml_status s = run_step(m, &m->decode, ids, 1, n == 1 ? logits : NULL, n == 1 ? next : NULL);
+            if (s) return s;
+            ids++, n--;
+            continue;
+        }
+        /* bucket: 8, then multiples of 16 (at most 15 padded positions) */
+        int64_t S = chunk <= MIN_BUCKET ? MIN_BUCKET : ((int64_t)chunk + 15) / 16 * 16;
+        if (m->pos + S > m->cfg.n_ctx) S = (int64_t)chunk; /* padding would run past the cache */
+        step_graph *sg = NULL;
+        for (int i = 0; i < m->n_prefill; i++)
+            if (m->prefill[i].S == S) sg = &m->prefill[i];
+        if (!sg) {
+            if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
+            sg = &m->prefill[m->n_prefill];
+            wgml_status s = build_step(m, sg, S);
+            if (s) {
+                free_step(sg);
+                return s;
+            }
+            m->n_prefill++;
+        }
+        int last = chunk == n;
+        wgml_status s = run_step(m, sg, ids, chunk, last ? logits : NULL, last ? next : NULL);
+        if (s) return s;
+        ids += chunk, n -= chunk;
+    }
+    return WGML_OK;
+}
+
+wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next) {
+    if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "model_decode: model is NULL");
+    if (check_ids(m, "model_decode", &id, 1)) return wgml_last_status(m->ctx);
+    if (m->pos + 1 > m->cfg.n_ctx)
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_decode: the context of %lld positions is full",
+                              (long long)m->cfg.n_ctx);
+    return run_step(m, &m->decode, &id, 1, logits, next);
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+static void find_stops(wgml_model *m) {
+    int32_t eos = wgml_tokenizer_eos(m->tok);
+    if (eos >= 0) m->stop_ids[m->n_stop++] = eos;
+    static const char *names[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (!wgml_tokenizer_encode(m->tok, names[k], strlen(names[k]), WGML_TOK_SPECIAL, &ids, &n) && n == 1 &&
+            !wgml_model_is_stop(m, ids[0]) && m->n_stop < 4)
+            m->stop_ids[m->n_stop++] = ids[0];
+        free(ids);
+    }
+}
+
+wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options) {
+    if (!ctx) return NULL;
+    if (!path) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "model_load: path is NULL");
+        return NULL;
+    }
+    wgml_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "model_load: out of host memory");
+        return NULL;
+    }
+    m->ctx = ctx;
+    char err[512];
+    wgml_status s = wgml_gguf_open(path, &m->file, err, sizeof err);
+    if (s) {
+        wgml_set_error(ctx, s, "model_load: %s", err);
+        free(m);
+        return NULL;
+    }
+    s = load_config(m, path, options);
+    if (!s && wgml_tokenizer_from_gguf(m->file, &m->tok, err, sizeof err))
+        s = wgml_set_error(ctx, WGML_ERR_FORMAT, "model_load: %s: tokenizer: %s", path, err);
+    if (!s && wgml_tokenizer_vocab_size(m->tok) > m->cfg.n_vocab)
+        s = wgml_set_error(ctx, WGML_ERR_FORMAT, "model_load: %s: the tokenizer has %d tokens, the model %lld", path,
+                           (int)wgml_tokenizer_vocab_size(m->tok), (long long)m->cfg.n_vocab);
+    if (!s && !(m->wg = wgml_graph_new(ctx))) s = wgml_last_status(ctx);
+    if (!s) s = load_weights(m, path);
+    if (!s) s = build_step(m, &m->decode, 1);
+    if (s) {
+        wgml_model_free(m);
+        return NULL;
+    }
+    find_stops(m);
+    return m;
+}
+
+static void free_weight(lweight *w) {
+    wgml_q4_free(w->q); /* built graph: frees the struct; the tensors go with the graph */
+    w->q = NULL;
+}
+
+void wgml_model_free(wgml_model *m) {
+    if (!m) return;
+    /* the running graphs hold views of m->wg's tensors: free them first */
+    free_step(&m->decode);
+    for (int i = 0; i < m->n_prefill; i++) free_step(&m->prefill[i]);
+    if (m->layers)
+        for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+            layer *L = &m->layers[l];
+            free_weight(&L->wq), free_weight(&L->wk), free_weight(&L->wv), free_weight(&L->wo);
+            free_weight(&L->gate), free_weight(&L->up), free_weight(&L->down);
+        }
+    free(m->layers);
+    free_weight(&m->tok_embd);
+    free_weight(&m->output);
+    wgml_graph_free(m->wg);
+    wgml_tokenizer_free(m->tok);
+    wgml_gguf_close(m->file);
+    free(m);
+}
+
+const wgml_llama_config *wgml_model_config(const wgml_model *m) { return m ? &m->cfg : NULL; }
+const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m) { return m ? m->tok : NULL; }
+void wgml_model_reset(wgml_model *m) {
+    if (m) m->pos = 0;
+}
+int64_t wgml_model_pos(const wgml_model *m) { return m ? m->pos : 0; }
+double wgml_model_last_run_seconds(const wgml_model *m) { return m ? m->last_s : 0; }
+
+int wgml_model_is_stop(const wgml_model *m, int32_t id) {
+    if (!m) return 0;
+    for (int i = 0; i < m->n_stop; i++)
+        if (m->stop_ids[i] == id) return 1;
+    return 0;
+}
