@@ -232,8 +232,10 @@ void wgml_tensor_free(wgml_tensor *t) {
     if (base && --base->n_views == 0 && base->freed) release_eager(base);
 }
 
-static wgml_tensor *make_view(wgml_tensor *x, const char *op, uint64_t byte_offset, int rank, const int64_t *shape) {
-    wgml_graph *g = x->graph;
+/* A view of x (or of x's base) recorded in graph g (x's own graph, or another graph of the
+ * same context for a shared persistent tensor). */
+static wgml_tensor *make_view(wgml_graph *g, wgml_tensor *x, const char *op, uint64_t byte_offset, int rank,
+                              const int64_t *shape) {
     wgml_ctx *ctx = g->ctx;
     wgml_tensor *t = calloc(1, sizeof *t);
     if (!t) {
@@ -274,7 +276,7 @@ wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t
                        (long long)x->numel, shape_str(b, sizeof b, rank, shape), (long long)shape_numel(rank, shape));
         return NULL;
     }
-    return make_view(x, "reshape", 0, rank, shape);
+    return make_view(g, x, "reshape", 0, rank, shape);
 }
 
 wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape) {
@@ -295,7 +297,7 @@ wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const in
                        (long long)offset, (unsigned long long)((uint64_t)offset * esize), (unsigned long long)align);
         return NULL;
     }
-    return make_view(x, "tensor_view", (uint64_t)offset * esize, rank, shape);
+    return make_view(x->graph, x, "tensor_view", (uint64_t)offset * esize, rank, shape);
 }
 
 /* A view, in graph g, of the persistent tensor x of another graph of the same context (or of g):
@@ -315,10 +317,7 @@ wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
         wgml_set_error(g->ctx, WGML_ERR_STATE, "tensor_share: the graph is already compiled");
         return NULL;
     }
-    wgml_graph *home = x->graph;
-    x->graph = g; /* make_view links the view into x's graph */
-    wgml_tensor *t = make_view(x, "tensor_share", 0, x->rank, x->shape);
-    x->graph = home;
+    wgml_tensor *t = make_view(g, x, "tensor_share", 0, x->rank, x->shape);
     return t;
 }
 
