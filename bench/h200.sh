@@ -26,6 +26,12 @@ echo "== wgml bench ops =="
 ./build-gpu/wgml bench ops | tee "$OUT/wgml_ops.txt"
 echo "== wgml bench q4 =="
 ./build-gpu/wgml bench q4 | tee "$OUT/wgml_q4.txt"
+if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
+  echo "== wgml bench generate =="
+  ./build-gpu/wgml bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
+  echo "== PyTorch peer: generate (fp32 eager, KV cache) =="
+  PYTHONUNBUFFERED=1 python3 bench/peer_generate.py "$MODEL" | tee "$OUT/peer_generate.txt"
+fi
 echo "== PyTorch peer =="
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SHAPES" | tee "$OUT/peer_matmul.txt"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py copy 1073741824 | tee "$OUT/peer_copy.txt"
