@@ -54,14 +54,14 @@ typedef struct fdcase {
 #define POS(t, lo_, hi_) {t.rank, {t.s[0], t.s[1], t.s[2], t.s[3]}, lo_, hi_, true}
 
 static const fdcase CASES[] = {
-    {"mm", K_MATMUL, 2, {T2(3, 4), T2(4, 5)}, 0, 0, 0, 0, {0}, 0},
-    {"matmul_ta_tb_batch_bcast", K_MATMUL, 2, {T3(1, 4, 3), T3(2, 5, 4)}, 1, 1, 0, 0, {0}, 0},
-    {"matmul_tb_rank2_b", K_MATMUL, 2, {T3(2, 3, 4), T2(5, 4)}, 0, 1, 0, 0, {0}, 0},
-    {"matmul_ta", K_MATMUL, 2, {T2(4, 3), T3(2, 4, 5)}, 1, 0, 0, 0, {0}, 0},
-    {"linear_bias", K_LINEAR, 3, {T3(2, 3, 4), T2(5, 4), T1(5)}, 0, 0, 0, 0, {0}, 0},
-    {"linear", K_LINEAR, 2, {T2(3, 8), T2(4, 8)}, 0, 0, 0, 0, {0}, 0},
-    {"addmm", K_ADDMM, 3, {T1(5), T2(3, 4), T2(4, 5)}, 0, 0, 0.5f, 2.0f, {0}, 0},
-    {"addmm_col", K_ADDMM, 3, {T2(3, 1), T2(3, 4), T2(4, 5)}, 0, 0, 1.0f, 1.0f, {0}, 0},
+    {"mm", K_MATMUL, 2, {T2(4, 8), T2(8, 4)}, 0, 0, 0, 0, {0}, 0},
+    {"matmul_ta_tb_batch_bcast", K_MATMUL, 2, {T3(1, 8, 4), T3(2, 4, 8)}, 1, 1, 0, 0, {0}, 0},
+    {"matmul_tb_rank2_b", K_MATMUL, 2, {T3(2, 4, 8), T2(4, 8)}, 0, 1, 0, 0, {0}, 0},
+    {"matmul_ta", K_MATMUL, 2, {T2(8, 4), T3(2, 8, 4)}, 1, 0, 0, 0, {0}, 0},
+    {"linear_bias", K_LINEAR, 3, {T3(2, 4, 8), T2(4, 8), T1(4)}, 0, 0, 0, 0, {0}, 0},
+    {"linear", K_LINEAR, 2, {T2(4, 8), T2(8, 8)}, 0, 0, 0, 0, {0}, 0},
+    {"addmm", K_ADDMM, 3, {T1(4), T2(4, 8), T2(8, 4)}, 0, 0, 0.5f, 2.0f, {0}, 0},
+    {"addmm_col", K_ADDMM, 3, {T2(4, 1), T2(4, 8), T2(8, 4)}, 0, 0, 1.0f, 1.0f, {0}, 0},
     {"add_bcast", K_BINARY, 2, {T3(2, 3, 4), T2(3, 1)}, WGML_BIN_ADD, 0, 0.7f, 0, {0}, 0},
     {"sub_bcast", K_BINARY, 2, {T2(3, 1), T3(2, 3, 4)}, WGML_BIN_SUB, 0, 1.5f, 0, {0}, 0},
     {"mul_bcast", K_BINARY, 2, {T3(2, 3, 4), T1(4)}, WGML_BIN_MUL, 0, 1, 0, {0}, 0},
@@ -97,9 +97,9 @@ static const fdcase CASES[] = {
     {"layer_norm", K_LAYER, 1, {T3(2, 2, 5)}, 0, 0, 1e-5f, 0, {0}, 0},
     {"rope_half_bshd", K_ROPE, 1, {T4(2, 3, 2, 8)}, WGML_ROPE_HALF, WGML_ROPE_BSHD, 10000.0f, 0, {0}, 0},
     {"rope_inter_bhsd", K_ROPE, 1, {T4(1, 2, 4, 4)}, WGML_ROPE_INTERLEAVED, WGML_ROPE_BHSD, 500.0f, 0, {0}, 0},
-    {"sdpa_gqa_causal", K_SDPA, 3, {T4(1, 4, 3, 4), T4(1, 2, 5, 4), T4(1, 2, 5, 4)}, 1, 0, 0, 0, {0}, 0},
-    {"sdpa_mha", K_SDPA, 3, {T4(2, 2, 3, 4), T4(2, 2, 3, 4), T4(2, 2, 3, 4)}, 0, 0, 0.3f, 0, {0}, 0},
-    {"sdpa_q_only", K_SDPA, 3, {T4(1, 2, 3, 4), {4, {1, 1, 3, 4}, -1, 1, false}, {4, {1, 1, 3, 4}, -1, 1, false}}, 1, 0, 0, 0, {0}, 0},
+    {"sdpa_gqa_causal", K_SDPA, 3, {T4(1, 4, 4, 4), T4(1, 2, 8, 4), T4(1, 2, 8, 4)}, 1, 0, 0, 0, {0}, 0},
+    {"sdpa_mha", K_SDPA, 3, {T4(2, 2, 4, 4), T4(2, 2, 4, 4), T4(2, 2, 4, 4)}, 0, 0, 0.3f, 0, {0}, 0},
+    {"sdpa_q_only", K_SDPA, 3, {T4(1, 2, 4, 4), {4, {1, 1, 4, 4}, -1, 1, false}, {4, {1, 1, 4, 4}, -1, 1, false}}, 1, 0, 0, 0, {0}, 0},
     {"embedding", K_EMBED, 1, {T2(6, 3)}, 0, 0, 0, 0, {0}, 0},
     {"gather", K_GATHER, 1, {T2(3, 4)}, 1, 0, 0, 0, {0}, 0},
     {"index_select", K_ISELECT, 1, {T2(4, 3)}, 0, 0, 0, 0, {0}, 0},
@@ -114,7 +114,7 @@ static const fdcase CASES[] = {
     {"tensor_view", K_VIEW, 1, {T1(160)}, 64, 12, 0, 0, {3, 4}, 2},
     {"q4_linear", K_Q4, 1, {T2(3, 64)}, 8, 0, 0, 0, {0}, 0},
     {"q4_linear_gemm", K_Q4, 1, {T3(2, 5, 32)}, 6, 0, 0, 0, {0}, 0},
-    {"lora_linear", K_LORA, 3, {T2(3, 8), T2(2, 8), T2(5, 2)}, 0, 0, 4.0f, 0, {0}, 0},
+    {"lora_linear", K_LORA, 3, {T2(4, 8), T2(4, 8), T2(8, 4)}, 0, 0, 4.0f, 0, {0}, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -844,7 +844,7 @@ static void dump_mlp(void) {
  * (4 query heads, 2 kv heads), causal; loss = Σ out·R. q gets rope in [B,S,H,D] before the
  * head split, k after it ([B,H,S,D]); both the half-split style. */
 static void dump_attention(void) {
-    const int64_t S = 6, Hq = 4, Hkv = 2, D = 4, Dm = Hq * D;
+    const int64_t S = 8, Hq = 4, Hkv = 2, D = 4, Dm = Hq * D;
     wgml_graph *g = wgml_graph_new(T.ctx);
     param ps[10];
     int np = 0;
@@ -853,7 +853,7 @@ static void dump_attention(void) {
     wgml_tensor *Wq = new_param(g, ps, &np, "wq", 2, wq, true), *Wk = new_param(g, ps, &np, "wk", 2, wk, true);
     wgml_tensor *Wv = new_param(g, ps, &np, "wv", 2, wk, true), *Wo = new_param(g, ps, &np, "wo", 2, wo, true);
     wgml_tensor *R = new_param(g, ps, &np, "r", 3, xs, false);
-    int32_t pos[6] = {0, 1, 2, 3, 4, 5};
+    int32_t pos[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     wgml_tensor *positions = upload(g, WGML_I32, 1, &S, pos);
     int64_t q4s[4] = {1, S, Hq, D}, k4s[4] = {1, S, Hkv, D};
     int heads_first[4] = {0, 2, 1, 3};
