@@ -720,7 +720,25 @@ static size_t backward_dispatches(bool frozen_branch, bool *w2_grad_null) {
     return n;
 }
 
+/* A weight whose only use is a linear gets its gradient written by wgml_linear_dw straight into
+ * the caller's tensor: no extra store dispatch. */
+static size_t linear_backward_dispatches(bool into_caller) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t xs[2] = {6, 8}, ws[2] = {4, 8};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *w = wgml_tensor_new(g, WGML_F32, 2, ws);
+    wgml_tensor_set_trainable(w, 1);
+    if (into_caller) wgml_tensor_set_grad(w, wgml_tensor_new(g, WGML_F32, 2, ws), 1);
+    wgml_tensor *loss = wgml_sum(g, wgml_linear(g, x, w, NULL), NULL, 0, 0);
+    size_t before = wgml_graph_dispatch_count(g);
+    wgml_backward(g, loss, 1.0f);
+    size_t n = wgml_graph_dispatch_count(g) - before;
+    wgml_graph_free(g);
+    return n;
+}
+
 static void test_frozen(void) {
+    size_t da = linear_backward_dispatches(false), db = linear_backward_dispatches(true);
+    th_check(da == db, "linear weight gradient into the caller's tensor: %zu dispatches, %zu into an arena tensor", db, da);
     bool null_a, null_b;
     size_t a = backward_dispatches(true, &null_a), b = backward_dispatches(false, &null_b);
     th_check(a == b && a > 0, "frozen branch: %zu backward dispatches, %zu without the branch", a, b);

@@ -79,6 +79,15 @@ wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *d
     return WGML_OK;
 }
 
+wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate) {
+    wgml_tensor *t = op->in[i];
+    if (!t || !t->trainable || !t->grad_dest || t->grad_uses != 1 || t->grad_dest->rank != t->rank ||
+        memcmp(t->grad_dest->shape, t->shape, sizeof(int64_t) * (size_t)t->rank))
+        return NULL;
+    *accumulate = t->grad_accumulate;
+    return t->grad_dest;
+}
+
 wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to) {
     if (!dy) return NULL;
     int dims[WGML_MAX_RANK], n = 0, lead = dy->rank - rank;
@@ -217,6 +226,12 @@ static wgml_status add_grad(wgml_graph *g, const graph_op *op, wgml_tensor *t, w
 
 static wgml_status run_backward(wgml_graph *g, ag_state *st, wgml_tensor *loss, float loss_scale) {
     wgml_ctx *ctx = graph_ctx(g);
+    for (size_t i = 0; i < st->n; i++)
+        for (int j = 0; j < st->ops[i].n_in; j++)
+            if (st->ops[i].in[j]) st->ops[i].in[j]->grad_uses = 0;
+    for (size_t i = 0; i < st->n; i++)
+        for (int j = 0; j < st->ops[i].n_in; j++)
+            if (st->ops[i].in[j]) st->ops[i].in[j]->grad_uses++;
     loss->grad_sum = wgml_full(g, WGML_F32, loss->rank, loss->shape, loss_scale);
     if (!loss->grad_sum) return wgml_last_status(ctx);
     for (size_t i = st->n; i-- > 0;) {
@@ -234,6 +249,7 @@ static wgml_status run_backward(wgml_graph *g, ag_state *st, wgml_tensor *loss, 
         wgml_status s = WGML_OK;
         if (t->grad_dest) {
             t->grad = t->grad_dest;
+            if (gs == t->grad_dest) continue; /* the rule wrote it there (graph_grad_sink) */
             if (gs) s = store_grad(g, gs, t->grad_dest, t->grad_accumulate);
             else if (!t->grad_accumulate) s = wgml_fill(g, t->grad_dest, 0.0);
         } else {
@@ -268,7 +284,10 @@ wgml_status wgml_backward(wgml_graph *g, wgml_tensor *loss, float loss_scale) {
     for (size_t i = 0; i < st->n; i++) {
         st->ops[i].out->grad_sum = NULL;
         for (int j = 0; j < st->ops[i].n_in; j++)
-            if (st->ops[i].in[j]) st->ops[i].in[j]->grad_sum = NULL;
+            if (st->ops[i].in[j]) {
+                st->ops[i].in[j]->grad_sum = NULL;
+                st->ops[i].in[j]->grad_uses = 0;
+            }
     }
     for (size_t i = 0; i < st->n_leaves; i++) st->leaves[i]->grad_sum = NULL;
     free(st->ops);

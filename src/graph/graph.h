@@ -71,6 +71,11 @@ bool graph_grad_enabled(const wgml_graph *g, wgml_tensor *const *ts, int n);
 static inline bool graph_op_wants(const graph_op *op, int i) {
     return op->in[i] && op->in[i]->requires_grad;
 }
+/* When input i of op is a trainable leaf whose gradient goes to a caller's tensor
+ * (wgml_tensor_set_grad) of the same shape and op is its only use, that tensor (and *accumulate): the rule may
+ * write the gradient straight into it (e.g. wgml_linear_dw with accumulate) and return it as
+ * dx[i], saving a copy. NULL otherwise. */
+wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
 /* The status a backward function returns: WGML_OK when every wanted input got a gradient,
  * else the context's last error. */
 wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);

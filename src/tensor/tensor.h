@@ -28,6 +28,7 @@ struct wgml_tensor {
     wgml_tensor *grad;   /* the delivered gradient (grad_dest when set) */
     wgml_tensor *grad_dest; /* caller-provided persistent gradient tensor, or NULL */
     wgml_tensor *grad_sum; /* during wgml_backward: the gradient summed so far */
+    int grad_uses;       /* during wgml_backward: op records that take this tensor */
 };
 
 /* Storage bytes a binding of t covers: nbytes rounded up to whole 4-byte words. */

@@ -44,9 +44,11 @@ static wgml_status linear_backward(wgml_graph *g, const graph_op *op, wgml_tenso
         wgml_tensor *d = wgml_matmul(g, dyf, w, 0, 0);
         dx[0] = d ? wgml_reshape(g, d, x->rank, x->shape) : NULL;
     }
-    if (graph_op_wants(op, 1) && dyf) {
-        wgml_tensor *dw = graph_output(g, "linear_dw", WGML_F32, 2, w->shape);
-        dx[1] = dw && !wgml_linear_dw(g, dyf, x, dw, 0) ? dw : NULL;
+    if (graph_op_wants(op, 1) && dyf) { /* straight into the caller's gradient tensor when it can */
+        bool acc = false;
+        wgml_tensor *dw = graph_grad_sink(op, 1, &acc);
+        if (!dw) dw = graph_output(g, "linear_dw", WGML_F32, 2, w->shape);
+        dx[1] = dw && !wgml_linear_dw(g, dyf, x, dw, acc) ? dw : NULL;
     }
     if (graph_op_wants(op, 2)) {
         int d0 = 0;
