@@ -25,7 +25,7 @@ static double now(void) {
 #define MAXN 4096
 
 enum kind {
-    K_MATMUL, K_LINEAR, K_ADDMM, K_BINARY, K_SCALARS, K_UNARY, K_CLAMP, K_WHERE, K_SUM, K_MEAN, K_SOFTMAX,
+    K_MATMUL, K_LINEAR, K_ADDMM, K_BINARY, K_SCALARS, K_UNARY, K_CLAMP, K_WHERE, K_SUM, K_MEAN, K_AMAX, K_SOFTMAX,
     K_LOGSOFTMAX, K_RMS, K_LAYER, K_ROPE, K_SDPA, K_EMBED, K_GATHER, K_ISELECT, K_SLICE, K_CAT, K_PERMUTE,
     K_TRANSPOSE, K_EXPAND, K_CLONE, K_RESHAPE, K_VIEW, K_Q4, K_LORA
 };
@@ -87,6 +87,7 @@ static const fdcase CASES[] = {
     {"where_bcast", K_WHERE, 3, {{2, {3, 4}, -1, 1, false}, T2(3, 4), T1(4)}, 0, 0, 0, 0, {0}, 0},
     {"sum_dims", K_SUM, 1, {T3(2, 3, 4)}, 0, 0, 0, 0, {0, 2}, 2},
     {"sum_all_keep", K_SUM, 1, {T3(2, 3, 4)}, 1, 0, 0, 0, {0}, 0},
+    {"amax", K_AMAX, 1, {T3(2, 3, 4)}, 0, 0, 0, 0, {1}, 1},
     {"mean_keep", K_MEAN, 1, {T3(2, 3, 4)}, 1, 0, 0, 0, {-2}, 1},
     {"softmax_dim1", K_SOFTMAX, 1, {{3, {2, 5, 3}, -2, 2, true}}, 1, 0, 0, 0, {0}, 0},
     {"softmax_last", K_SOFTMAX, 1, {{2, {3, 7}, -2, 2, true}}, -1, 0, 0, 0, {0}, 0},
@@ -357,6 +358,19 @@ static int64_t host_forward(const fdcase *c, double **x, double *out) {
         for (int i = 0; i < in[0].rank; i++) n *= red[i] ? 1 : in[0].s[i];
         return n;
     }
+    case K_AMAX: { /* max over dims[0] (one dim) */
+        int r0 = in[0].rank, d = c->dims[0] < 0 ? c->dims[0] + r0 : c->dims[0];
+        int64_t outer = 1, n = in[0].s[d], inner = 1;
+        for (int i = 0; i < d; i++) outer *= in[0].s[i];
+        for (int i = d + 1; i < r0; i++) inner *= in[0].s[i];
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t q = 0; q < inner; q++) {
+                double m = -INFINITY;
+                for (int64_t j = 0; j < n; j++) m = fmax(m, x[0][(o * n + j) * inner + q]);
+                out[o * inner + q] = m;
+            }
+        return outer * inner;
+    }
     case K_SOFTMAX:
     case K_LOGSOFTMAX:
         h_softmax(x[0], in[0].rank, in[0].s, c->ia < 0 ? c->ia + in[0].rank : c->ia, c->kind == K_LOGSOFTMAX, out);
@@ -484,6 +498,7 @@ static wgml_tensor *gpu_forward(wgml_graph *g, const fdcase *c, wgml_tensor **x)
     case K_WHERE: return wgml_where(g, wgml_gt_scalar(g, x[0], 0.0f), x[1], x[2]);
     case K_SUM: return wgml_sum(g, x[0], c->dims, c->nd, c->ia);
     case K_MEAN: return wgml_mean(g, x[0], c->dims, c->nd, c->ia);
+    case K_AMAX: return wgml_amax(g, x[0], c->dims, c->nd, c->ia);
     case K_SOFTMAX: return wgml_softmax(g, x[0], c->ia);
     case K_LOGSOFTMAX: return wgml_log_softmax(g, x[0], c->ia);
     case K_RMS: return wgml_rms_norm(g, x[0], c->n > 1 ? x[1] : NULL, c->fa);
@@ -766,6 +781,25 @@ static void test_big_scatter(void) {
     wgml_graph_free(g);
 }
 
+/* amax shares the gradient evenly among tied maxima (finite differences cannot see this). */
+static void test_amax_ties(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t s[2] = {2, 4}, rs[2] = {2, 1};
+    float hx[8] = {1, 3, 3, 2, 5, 5, 5, 5}, hr[2] = {2, -4};
+    wgml_tensor *x = upload(g, WGML_F32, 2, s, hx), *r = upload(g, WGML_F32, 2, rs, hr);
+    wgml_tensor_set_trainable(x, 1);
+    int last = -1;
+    wgml_tensor *loss = wgml_sum(g, wgml_mul(g, wgml_amax(g, x, &last, 1, 1), r), NULL, 0, 0);
+    if (th_check(!wgml_backward(g, loss, 1) && !wgml_graph_compile(g) && !wgml_graph_run(g), "amax ties: %s",
+                 wgml_last_error(T.ctx))) {
+        float *d = th_read_f32(wgml_tensor_grad(x));
+        double want[8] = {0, 1, 1, 0, -1, -1, -1, -1};
+        th_close("amax ties: gradient split evenly", d, want, 8, 1e-6, 1e-6);
+        free(d);
+    }
+    wgml_graph_free(g);
+}
+
 static void test_errors(void) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t s[2] = {2, 3};
@@ -1006,6 +1040,7 @@ int main(int argc, char **argv) {
     test_grad_tensors();
     test_frozen();
     test_errors();
+    test_amax_ties();
     test_lora_init();
     double t2 = now();
     test_big_scatter();

@@ -217,13 +217,14 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
 }
 
 wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_grad_record(g, reduce_impl(g, "sum", OP_SUM, false, x, dims, n_dims, keepdim), x, false, dims, n_dims);
+    return reduce_grad_record(g, reduce_impl(g, "sum", OP_SUM, false, x, dims, n_dims, keepdim), x, REDUCE_GRAD_SUM, dims, n_dims);
 }
 wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_grad_record(g, reduce_impl(g, "mean", OP_SUM, true, x, dims, n_dims, keepdim), x, true, dims, n_dims);
+    return reduce_grad_record(g, reduce_impl(g, "mean", OP_SUM, true, x, dims, n_dims, keepdim), x, REDUCE_GRAD_MEAN, dims, n_dims);
 }
 wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_impl(g, "amax", OP_MAX, false, x, dims, n_dims, keepdim);
+    return reduce_grad_record(g, reduce_impl(g, "amax", OP_MAX, false, x, dims, n_dims, keepdim), x, REDUCE_GRAD_AMAX, dims,
+                              n_dims);
 }
 wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim) {
     return reduce_impl(g, "argmax", OP_ARGMAX, false, x, &dim, 1, keepdim);
