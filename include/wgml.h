@@ -602,7 +602,13 @@ wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_t
  * one submit. An op's output requires a gradient when any input does, so frozen branches record
  * no backward work. Ops recorded after wgml_backward (an optimizer) are not differentiated.
  * Gradients of a tensor used by several ops are summed. Tensors used by the recorded ops (and
- * q4 weights' tensors) must stay alive until wgml_backward has run. */
+ * q4 weights' tensors) must stay alive until wgml_backward has run.
+ * Differentiable: matmul/mm/bmm/linear/addmm, binary ops and their scalar forms, unary ops,
+ * clamp, where (not cond), sum/mean/amax, softmax/log_softmax, rms_norm, layer_norm (through
+ * its output only), rope/rope_ex, sdpa, embedding/gather/index_select (not the indices),
+ * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, q4_linear (input
+ * only; the 4-bit base is frozen). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
+ * in-place ops) pass no gradient: their outputs count as constants. */
 
 /* Marks an f32 tensor of a built graph as a leaf whose gradient wgml_backward delivers (a
  * parameter or an input); 0 unmarks it. Call before recording the ops that use it. */
