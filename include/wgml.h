@@ -769,6 +769,52 @@ wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt,
  * several built graphs use one copy of weights and caches. x's graph must outlive g. */
 wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x);
 
+/* ---- autograd ---- */
+/* Reverse-mode autograd on built graphs (wgml_graph_new; not the eager graph). Mark the leaves
+ * to train, record the forward, call wgml_backward once: it records the gradient ops into the
+ * same graph (before wgml_graph_compile), and every later run computes forward and backward in
+ * one submit. An op's output requires a gradient when any input does, so frozen branches record
+ * no backward work. Ops recorded after wgml_backward (an optimizer) are not differentiated.
+ * Gradients of a tensor used by several ops are summed. Tensors used by the recorded ops (and
+ * q4 weights' tensors) must stay alive until wgml_backward has run.
+ * Differentiable: matmul/mm/bmm/linear/addmm, binary ops and their scalar forms, unary ops,
+ * clamp, where (not cond), sum/mean/amax, softmax/log_softmax, rms_norm, layer_norm (through
+ * its output only), rope/rope_ex, sdpa, embedding/gather/index_select (not the indices),
+ * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, q4_linear (input
+ * only; the 4-bit base is frozen). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
+ * in-place ops) pass no gradient: their outputs count as constants. */
+
+/* Marks an f32 tensor of a built graph as a leaf whose gradient wgml_backward delivers (a
+ * parameter or an input); 0 unmarks it. Call before recording the ops that use it. */
+wgml_status wgml_tensor_set_trainable(wgml_tensor *t, int trainable);
+/* Makes t's gradient land in the caller's persistent f32 tensor grad (same element count; e.g. a
+ * wgml_tensor_view of one flat gradient buffer): each run stores it, or adds it when accumulate
+ * is set (micro-batches; the caller zeroes grad, e.g. with wgml_fill in another graph). NULL
+ * returns to the default (an arena tensor kept readable to the end of each run). */
+wgml_status wgml_tensor_set_grad(wgml_tensor *param, wgml_tensor *grad, int accumulate);
+/* Records the backward graph of the one-element loss into g, seeding d(loss) = loss_scale. */
+wgml_status wgml_backward(wgml_graph *g, wgml_tensor *loss, float loss_scale);
+/* The gradient of a trainable tensor after wgml_backward (readable after each run), or NULL. */
+wgml_tensor *wgml_tensor_grad(const wgml_tensor *t);
+
+/* LoRA adapter of a linear layer W [N, K]: y = base(x) + scale·(x·Aᵀ)·Bᵀ, A [r, K], B [N, r],
+ * scale = alpha / r. A ~ U(−1/√K, 1/√K) from a splitmix64 stream seeded with seed (PyTorch's
+ * nn.Linear init, PEFT's default for lora_A), B = 0. A and B are persistent tensors of g and,
+ * in a built graph, trainable; the base is frozen. */
+typedef struct wgml_lora {
+    wgml_tensor *a, *b;
+    int64_t n, k, r;
+    float scale;
+} wgml_lora;
+wgml_lora *wgml_lora_new(wgml_graph *g, int64_t n, int64_t k, int r, float alpha, uint64_t seed);
+void wgml_lora_free(wgml_lora *l); /* frees the struct (and, eager, the tensors); NULL is fine */
+/* base_out + scale·(x·Aᵀ)·Bᵀ; x [..., K], base_out [..., N]. */
+wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_out, const wgml_lora *l);
+/* wgml_linear(x, w, bias) plus the adapter. */
+wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l);
+/* wgml_q4_linear(x, w) plus the adapter (QLoRA). */
+wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l);
+
 #ifdef __cplusplus
 }
 #endif

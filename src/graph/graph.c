@@ -30,7 +30,11 @@ struct wgml_graph {
     gpu_buffer *uniforms;
     gpu_dispatch *dispatches;
     size_t n_dispatches;
+    void *autograd; /* autograd.c's op records */
 };
+
+void **graph_autograd_slot(wgml_graph *g) { return &g->autograd; }
+bool graph_is_compiled(const wgml_graph *g) { return g->compiled; }
 
 #define EAGER_BATCH 256
 
@@ -105,12 +109,14 @@ void wgml_graph_free(wgml_graph *g) {
     release_compiled(g);
     clear_nodes(g);
     free(g->nodes);
+    autograd_release(g);
     free_tensors(g);
     free(g);
 }
 
 void graph_eager_destroy(wgml_graph *g) {
     if (!g) return;
+    autograd_release(g);
     clear_nodes(g);
     free(g->nodes);
     free_tensors(g);
@@ -276,7 +282,7 @@ wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t
                        (long long)x->numel, shape_str(b, sizeof b, rank, shape), (long long)shape_numel(rank, shape));
         return NULL;
     }
-    return make_view(g, x, "reshape", 0, rank, shape);
+    return autograd_view_record(g, x, make_view(g, x, "reshape", 0, rank, shape), 0);
 }
 
 wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape) {
@@ -297,7 +303,8 @@ wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const in
                        (long long)offset, (unsigned long long)((uint64_t)offset * esize), (unsigned long long)align);
         return NULL;
     }
-    return make_view(x->graph, x, "tensor_view", (uint64_t)offset * esize, rank, shape);
+    return autograd_view_record(x->graph, x, make_view(x->graph, x, "tensor_view", (uint64_t)offset * esize, rank, shape),
+                                offset);
 }
 
 /* A view, in graph g, of the persistent tensor x of another graph of the same context (or of g):
@@ -317,8 +324,7 @@ wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
         wgml_set_error(g->ctx, WGML_ERR_STATE, "tensor_share: the graph is already compiled");
         return NULL;
     }
-    wgml_tensor *t = make_view(g, x, "tensor_share", 0, x->rank, x->shape);
-    return t;
+    return make_view(g, x, "tensor_share", 0, x->rank, x->shape);
 }
 
 wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {

@@ -30,4 +30,62 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
 /* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words). */
 wgml_status graph_fill_bits(wgml_graph *g, wgml_tensor *t, uint32_t bits);
 
+/* ------------------------------------------------------------------ autograd
+ * An op-level record beside the dispatch records. A differentiable op, after recording its
+ * dispatches, describes itself with one graph_record_op call; nothing is kept when no input
+ * requires a gradient (so frozen branches cost nothing at backward time). wgml_backward walks
+ * the records in reverse and calls each one's backward function, which emits the gradient
+ * ops by calling public ops into the same graph. Each op family keeps its rules in its own
+ * folder (<family>_grad.c). */
+/* graph.c <-> autograd.c */
+void **graph_autograd_slot(wgml_graph *g);
+bool graph_is_compiled(const wgml_graph *g);
+void autograd_release(wgml_graph *g);
+/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view. */
+wgml_tensor *autograd_view_record(wgml_graph *g, wgml_tensor *x, wgml_tensor *view, int64_t offset);
+
+#define GRAPH_OP_MAX_IN 8
+#define GRAPH_OP_ATTR_BYTES 160
+
+typedef struct graph_op graph_op;
+/* Fills grad_in[i] for each input i with graph_op_wants(op, i) (NULL where none flows);
+ * grad_out[0] is the gradient of op->out (never NULL). */
+typedef wgml_status (*graph_backward_fn)(wgml_graph *g, const graph_op *op, wgml_tensor *grad_out,
+                                         wgml_tensor **grad_in);
+struct graph_op {
+    const char *name;
+    graph_backward_fn backward;
+    int n_in;
+    wgml_tensor *in[GRAPH_OP_MAX_IN]; /* NULL entries allowed (optional inputs) */
+    wgml_tensor *out;
+    uint8_t attrs[GRAPH_OP_ATTR_BYTES]; /* the rule's own small struct, copied */
+};
+
+/* Records op when autograd is on for g and an input requires a gradient; then op->out requires
+ * one too. Returns op->out, or NULL (with the error set) when it is NULL or on failure, so a
+ * handler can end with `return graph_record_op(g, &op);`. */
+wgml_tensor *graph_record_op(wgml_graph *g, const graph_op *op);
+/* Whether any of ts[0..n) requires a gradient (and g is not building a backward pass):
+ * handlers skip building the record when it is false. */
+bool graph_grad_enabled(const wgml_graph *g, wgml_tensor *const *ts, int n);
+static inline bool graph_op_wants(const graph_op *op, int i) {
+    return op->in[i] && op->in[i]->requires_grad;
+}
+/* When input i of op is a trainable leaf whose gradient goes to a caller's tensor
+ * (wgml_tensor_set_grad) of the same shape and op is its only use, that tensor (and *accumulate): the rule may
+ * write the gradient straight into it (e.g. wgml_linear_dw with accumulate) and return it as
+ * dx[i], saving a copy. NULL otherwise. */
+wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
+/* The status a backward function returns: WGML_OK when every wanted input got a gradient,
+ * else the context's last error. */
+wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);
+/* Rule helpers (autograd.c): the sum of dy over the dims in which shape `to` was broadcast up
+ * to dy's shape, reshaped to `to` (dy itself when nothing was broadcast). */
+wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to);
+/* Scatter-add along one dim: dx (shape x_rank/x_shape) where dx[p] = Σ_j dy[p with dim := j]
+ * over j with wrapped idx == p[dim]. idx_select: idx is 1-D (index_select); else idx has dy's
+ * shape (gather) and positions outside idx's extent get 0. Deterministic (no atomics). */
+wgml_tensor *grad_index_scatter(wgml_graph *g, wgml_tensor *dy, wgml_tensor *idx, int dim, int x_rank,
+                                const int64_t *x_shape, bool idx_select);
+
 #endif

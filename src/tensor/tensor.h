@@ -21,6 +21,14 @@ struct wgml_tensor {
     int n_views;         /* views of this tensor still alive (eager freeing waits for them) */
     bool freed;          /* freed by the user while views were alive */
     wgml_tensor *prev, *next; /* the graph's list of tensors */
+    /* autograd (src/graph/autograd.c) */
+    bool requires_grad;  /* trainable, or computed from a tensor that requires a gradient */
+    bool trainable;      /* a leaf whose gradient wgml_backward delivers */
+    bool grad_accumulate; /* grad_dest: add into it instead of overwriting */
+    wgml_tensor *grad;   /* the delivered gradient (grad_dest when set) */
+    wgml_tensor *grad_dest; /* caller-provided persistent gradient tensor, or NULL */
+    wgml_tensor *grad_sum; /* during wgml_backward: the gradient summed so far */
+    int grad_uses;       /* during wgml_backward: op records that take this tensor */
 };
 
 /* Storage bytes a binding of t covers: nbytes rounded up to whole 4-byte words. */

@@ -2,6 +2,7 @@
  * append (wgml_kv_append) and attention over a cache's filled prefix (wgml_sdpa_cached).
  * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
 #include "graph/graph.h"
+#include "ops/attention/attention_grad.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -176,7 +177,7 @@ wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tenso
                        tshape(k));
         return NULL;
     }
-    return sdpa_record(g, op, q, k, v, NULL, causal, scale);
+    return sdpa_grad_record(g, sdpa_record(g, op, q, k, v, NULL, causal, scale), q, k, v, causal, scale);
 }
 
 wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,

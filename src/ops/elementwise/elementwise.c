@@ -13,6 +13,7 @@
  * one-element tensors and of the uniform scalar) come from a prelude generated here, so each
  * kernel body is written once. */
 #include "graph/graph.h"
+#include "ops/elementwise/elementwise_grad.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -294,7 +295,7 @@ wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml
     static const char *const names[2] = {"a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
     opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
-    return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape);
+    return ew_grad_binary(g, ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape), (int)opc, a, b, alpha);
 }
 
 wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, float s, float alpha) {
@@ -306,7 +307,8 @@ wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *
     const char *op = BINARY_SCALAR_NAME[opc];
     if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
     opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
-    return ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, s, a->rank, a->shape);
+    return ew_grad_binary_scalar(g, ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, s, a->rank, a->shape), (int)opc, a,
+                                 s, alpha);
 }
 
 wgml_tensor *wgml_add(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, float alpha) { return wgml_binary(g, WGML_BIN_ADD, a, b, alpha); }
@@ -357,7 +359,7 @@ static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, 
         wgml_tensor_free(out);
         return NULL;
     }
-    return out;
+    return ew_grad_unary(g, out, code, x, lo, hi);
 }
 
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op opc, wgml_tensor *x) {
@@ -476,5 +478,5 @@ wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_t
     static const char *const names[3] = {"cond", "a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 3, &rank, shape)) return NULL;
     opnd ops[3] = {{"c", cond, WGML_BOOL, OPND_FULL, false}, {"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
-    return ew_record(g, op, K_WHERE, 0, ops, 3, 1.0f, 0.0f, rank, shape);
+    return ew_grad_where(g, ew_record(g, op, K_WHERE, 0, ops, 3, 1.0f, 0.0f, rank, shape), cond, a, b);
 }

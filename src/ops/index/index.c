@@ -8,6 +8,7 @@
  * [0, size - 1] (so 50000 reads row size-1 and -50000 reads row 0). No index ever reads
  * outside its tensor. */
 #include "graph/graph.h"
+#include "ops/index/index_grad.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,8 @@ wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *in
     if (!out) return NULL;
     int64_t xstr[WGML_MAX_RANK];
     contiguous_strides(x->rank, x->shape, xstr);
-    return finish(out, take(g, op, x, index, out, index->rank, index->shape, xstr, d, x->shape[d], 0));
+    return gather_grad_record(g, finish(out, take(g, op, x, index, out, index->rank, index->shape, xstr, d, x->shape[d], 0)),
+                              x, d, index);
 }
 
 /* ---------------------------------------------------------------- index_select */
@@ -185,7 +187,8 @@ wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tens
     }
     contiguous_strides(x->rank, x->shape, xstr);
     int64_t inner = xstr[d], size = x->shape[d], outer = x->numel / (size * inner);
-    return finish(out, select_rows(g, op, x, index, out, outer, size, inner, index->numel));
+    return index_select_grad_record(g, finish(out, select_rows(g, op, x, index, out, outer, size, inner, index->numel)), x,
+                                    d, index);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -208,5 +211,5 @@ wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx
         wgml_set_error(ctx, WGML_ERR_LIMIT, "embedding: output %s has more than 2^31 elements", tshape(out));
         return finish(out, WGML_ERR_LIMIT);
     }
-    return finish(out, select_rows(g, op, weight, idx, out, 1, v, dm, idx->numel));
+    return embedding_grad_record(g, finish(out, select_rows(g, op, weight, idx, out, 1, v, dm, idx->numel)), weight, idx);
 }

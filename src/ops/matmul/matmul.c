@@ -1,6 +1,7 @@
 /* fp32 matrix products: mm, bmm, linear, addmm and the transposed-operand forms, all through
  * one tiled kernel (matmul.wgsl) whose tile shape is chosen from the problem's shape. */
 #include "graph/graph.h"
+#include "ops/matmul/matmul_grad.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -124,7 +125,8 @@ wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int tran
                      ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f, NULL, false};
     int64_t shape3[3] = {batch, m, n};
     int rank = (a->rank == 3 || b->rank == 3) ? 3 : 2;
-    return matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1);
+    return matmul_grad_record(g, matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1), a, b, trans_a,
+                              trans_b);
 }
 
 wgml_tensor *wgml_mm(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
@@ -181,7 +183,7 @@ wgml_tensor *wgml_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_ten
     int64_t shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = n;
-    return matmul_record(g, op, &a, x->rank, shape);
+    return linear_grad_record(g, matmul_record(g, op, &a, x->rank, shape), x, w, bias);
 }
 
 wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b, float beta, float alpha) {
@@ -205,7 +207,7 @@ wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tens
     }
     matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta, NULL, false};
     int64_t shape[2] = {m, n};
-    return matmul_record(g, op, &x, 2, shape);
+    return addmm_grad_record(g, matmul_record(g, op, &x, 2, shape), c, a, b, beta, alpha);
 }
 
 wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wgml_tensor *dw, int accumulate) {

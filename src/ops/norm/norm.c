@@ -1,6 +1,7 @@
 /* Normalisations over the last dim: rms_norm and layer_norm (norm_rms.wgsl, norm_layer.wgsl),
  * one workgroup per row with a tree reduction in workgroup memory. */
 #include "graph/graph.h"
+#include "ops/norm/norm_grad.h"
 
 #include <stdio.h>
 
@@ -68,7 +69,7 @@ wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float 
         wgml_tensor_free(out);
         return NULL;
     }
-    return out;
+    return rms_norm_grad_record(g, out, x, w, eps);
 }
 
 wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *b, float eps,
@@ -102,6 +103,7 @@ wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml
         wgml_tensor_free(rstd);
         return NULL;
     }
+    out = layer_norm_grad_record(g, out, x, w, b, mean, rstd);
     /* statistics the caller does not take are released (eager) or left to the arena (built) */
     if (mean_out) *mean_out = mean;
     else wgml_tensor_free(mean);

@@ -15,6 +15,7 @@
  *   (32 codes = 16 bytes per load) plus one scale per group.
  */
 #include "ops/q4/q4_internal.h"
+#include "ops/q4/q4_grad.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,8 +282,8 @@ wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight 
     int64_t m = x->numel / w->k, shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = w->n;
-    if (m <= GEMV_MAX_M) return record_gemv(g, op, x, w, m, x->rank, shape);
-    return record_mm(g, op, x, w, 0, m, x->rank, shape);
+    if (m <= GEMV_MAX_M) return q4_linear_grad_record(g, record_gemv(g, op, x, w, m, x->rank, shape), x, w);
+    return q4_linear_grad_record(g, record_mm(g, op, x, w, 0, m, x->rank, shape), x, w);
 }
 
 wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w) {

@@ -9,6 +9,7 @@
  *                            workgroup), online (max, sum) pairs merged in a tree;
  *   reduce_softmax_cols.wgsl one thread per row, for strided rows and very short rows. */
 #include "graph/graph.h"
+#include "ops/reduce/reduce_grad.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -216,13 +217,14 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
 }
 
 wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_impl(g, "sum", OP_SUM, false, x, dims, n_dims, keepdim);
+    return reduce_grad_record(g, reduce_impl(g, "sum", OP_SUM, false, x, dims, n_dims, keepdim), x, REDUCE_GRAD_SUM, dims, n_dims);
 }
 wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_impl(g, "mean", OP_SUM, true, x, dims, n_dims, keepdim);
+    return reduce_grad_record(g, reduce_impl(g, "mean", OP_SUM, true, x, dims, n_dims, keepdim), x, REDUCE_GRAD_MEAN, dims, n_dims);
 }
 wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim) {
-    return reduce_impl(g, "amax", OP_MAX, false, x, dims, n_dims, keepdim);
+    return reduce_grad_record(g, reduce_impl(g, "amax", OP_MAX, false, x, dims, n_dims, keepdim), x, REDUCE_GRAD_AMAX, dims,
+                              n_dims);
 }
 wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim) {
     return reduce_impl(g, "argmax", OP_ARGMAX, false, x, &dim, 1, keepdim);
@@ -278,7 +280,9 @@ static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, w
     return out;
 }
 
-wgml_tensor *wgml_softmax(wgml_graph *g, wgml_tensor *x, int dim) { return softmax_impl(g, "softmax", false, x, dim); }
+wgml_tensor *wgml_softmax(wgml_graph *g, wgml_tensor *x, int dim) {
+    return softmax_grad_record(g, softmax_impl(g, "softmax", false, x, dim), x, false, dim);
+}
 wgml_tensor *wgml_log_softmax(wgml_graph *g, wgml_tensor *x, int dim) {
-    return softmax_impl(g, "log_softmax", true, x, dim);
+    return softmax_grad_record(g, softmax_impl(g, "log_softmax", true, x, dim), x, true, dim);
 }

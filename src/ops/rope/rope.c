@@ -7,6 +7,7 @@
  * in double precision on the host and uploaded as a small tensor of the graph (see the kernel
  * for how it keeps the angle exact at long positions). */
 #include "graph/graph.h"
+#include "ops/rope/rope_grad.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,7 +116,7 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         return NULL;
     }
     (void)B;
-    return out;
+    return rope_grad_record(g, out, x, positions, theta, style, layout, sign < 0);
 }
 
 wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style) {

@@ -9,6 +9,7 @@
  * and permutes of 4-byte data that move the last dim (when both tile dims are >= 16) take
  *   shape_transpose.wgsl    32x32 tiles through workgroup memory, coalesced both ways. */
 #include "graph/graph.h"
+#include "ops/shape/shape_grad.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -172,7 +173,8 @@ wgml_tensor *wgml_clone(wgml_graph *g, wgml_tensor *x) {
     wgml_tensor *out = graph_output(g, "clone", x->dtype, x->rank, x->shape);
     if (!out) return NULL;
     /* whole words, the last one's padding bytes included */
-    return finish(out, copy_block(g, "clone", x, out, 1, (int64_t)tensor_binding_size(x), 0, 0, 0, 0));
+    return clone_grad_record(g, finish(out, copy_block(g, "clone", x, out, 1, (int64_t)tensor_binding_size(x), 0, 0, 0, 0)),
+                             x);
 }
 
 /* ---------------------------------------------------------------- slice */
@@ -208,11 +210,14 @@ wgml_tensor *wgml_slice(wgml_graph *g, wgml_tensor *x, int dim, int64_t start, i
     int64_t es = (int64_t)wgml_dtype_size(x->dtype), inner = str[d];
     int64_t outer = x->numel / (size * inner);
     if (step == 1 && ((len * inner * es) | (size * inner * es) | (start * inner * es)) % 4 == 0)
-        return finish(out, copy_block(g, op, x, out, outer, len * inner * es, size * inner * es, len * inner * es,
-                                      start * inner * es, 0));
+        return slice_grad_record(g,
+                                 finish(out, copy_block(g, op, x, out, outer, len * inner * es, size * inner * es,
+                                                        len * inner * es, start * inner * es, 0)),
+                                 x, d, start, step);
     int64_t base = start * str[d];
     str[d] *= step;
-    return finish(out, copy_view(g, op, x, str, base, out, 0, 0, out->rank ? out->shape[0] : 1));
+    return slice_grad_record(g, finish(out, copy_view(g, op, x, str, base, out, 0, 0, out->rank ? out->shape[0] : 1)), x,
+                             d, start, step);
 }
 
 /* ---------------------------------------------------------------- cat */
@@ -275,7 +280,7 @@ wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim
         if (s) return finish(out, s);
         off += t->shape[d];
     }
-    return out;
+    return cat_grad_record(g, out, tensors, n, d);
 }
 
 /* ---------------------------------------------------------------- permute, transpose */
@@ -309,8 +314,8 @@ wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims) {
     int last = x->rank - 1, a = 0;
     while (dims[a] != last && dims[a] != -1) a++;
     if (x->dtype != WGML_BOOL && a != last && shape[a] >= 16 && shape[last] >= 16)
-        return finish(out, transpose_tiled(g, op, x, istr, out, a));
-    return finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, out->shape[0]));
+        return permute_grad_record(g, finish(out, transpose_tiled(g, op, x, istr, out, a)), x, dims);
+    return permute_grad_record(g, finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, out->shape[0])), x, dims);
 }
 
 wgml_tensor *wgml_transpose(wgml_graph *g, wgml_tensor *x, int d0, int d1) {
@@ -362,7 +367,9 @@ wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int
     wgml_tensor *out = graph_output(g, op, x->dtype, rank, oshape);
     if (!out) return NULL;
     if (check_size(ctx, op, out)) return finish(out, WGML_ERR_LIMIT);
-    if (!broadcast) return finish(out, copy_block(g, op, x, out, 1, (int64_t)tensor_binding_size(x), 0, 0, 0, 0));
+    if (!broadcast)
+        return expand_grad_record(g, finish(out, copy_block(g, op, x, out, 1, (int64_t)tensor_binding_size(x), 0, 0, 0, 0)),
+                                  x);
     /* x repeated as whole rows (a broadcast over leading dims only, e.g. [D] -> [N, D]): the
      * block kernel with a zero input stride, when the rows are whole words */
     int64_t es = (int64_t)wgml_dtype_size(x->dtype), tail = 1;
@@ -371,8 +378,9 @@ wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int
     bool rows_only = tail == x->numel;
     for (int i = k; rows_only && i < rank; i++) rows_only = istr[i] != 0 || oshape[i] == 1;
     if (rows_only && (x->numel * es) % 4 == 0)
-        return finish(out, copy_block(g, op, x, out, out->numel / x->numel, x->numel * es, 0, x->numel * es, 0, 0));
-    return finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, rank ? oshape[0] : 1));
+        return expand_grad_record(
+            g, finish(out, copy_block(g, op, x, out, out->numel / x->numel, x->numel * es, 0, x->numel * es, 0, 0)), x);
+    return expand_grad_record(g, finish(out, copy_view(g, op, x, istr, 0, out, 0, 0, rank ? oshape[0] : 1)), x);
 }
 
 /* ---------------------------------------------------------------- creation */

@@ -1,0 +1,57 @@
+// index_scatter: the backward of gather / index_select / embedding without atomics:
+//   dx[p] = Σ_j dy[p with dim := j] over the j whose (wrapped, clamped) index equals p[dim].
+// Workgroup: 256 threads; each thread owns one element of dx and loops over the `len`
+// index entries along dim (deterministic: the same order every run).
+struct Params {
+    shape: array<vec4<u32>, 2>, // dx's shape
+    bound: array<vec4<u32>, 2>, // p outside dim must lie below this (gather: index's shape)
+    istr: array<vec4<u32>, 2>,  // strides of idx (index_select: 0 outside dim)
+    dstr: array<vec4<u32>, 2>,  // strides of dy
+    n: u32, rank: u32, dim: u32, len: u32,
+    size: u32, pad0: u32, pad1: u32, pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> dy: array<f32>;
+@group(0) @binding(1) var<storage, read> idx: array<i32>;
+@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+fn at(v: array<vec4<u32>, 2>, i: u32) -> u32 { return v[i >> 2u][i & 3u]; }
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (i >= p.n) { return; }
+    var rem = i;
+    var ioff = 0u;
+    var doff = 0u;
+    var tgt = 0u;
+    var inside = true;
+    for (var d = i32(p.rank) - 1; d >= 0; d--) {
+        let du = u32(d);
+        let s = at(p.shape, du);
+        let c = rem % s;
+        rem = rem / s;
+        if (du == p.dim) {
+            tgt = c;
+        } else {
+            inside = inside && c < at(p.bound, du);
+            ioff += c * at(p.istr, du);
+            doff += c * at(p.dstr, du);
+        }
+    }
+    var acc = 0.0;
+    if (inside) {
+        let is = at(p.istr, p.dim);
+        let ds = at(p.dstr, p.dim);
+        let size = i32(p.size);
+        for (var j = 0u; j < p.len; j++) {
+            var ix = idx[ioff + j * is];
+            if (ix < 0) { ix += size; }
+            ix = clamp(ix, 0, size - 1);
+            if (u32(ix) == tgt) { acc += dy[doff + j * ds]; }
+        }
+    }
+    dx[i] = acc;
+}
