@@ -48,6 +48,14 @@ int64_t shape_numel(int rank, const int64_t *shape) {
     return n;
 }
 
+void shape_strides(int rank, const int64_t *shape, int64_t *str) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        str[i] = s;
+        s *= shape[i];
+    }
+}
+
 wgml_ctx *tensor_ctx(const wgml_tensor *t) { return t ? graph_ctx(t->graph) : NULL; }
 
 wgml_status check_tensor(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t) {

@@ -48,6 +48,8 @@ char *shape_str(char *buf, size_t n, int rank, const int64_t *shape);
 /* Shape of t as text, in a small rotating buffer (valid for a few calls). */
 const char *tshape(const wgml_tensor *t);
 int64_t shape_numel(int rank, const int64_t *shape);
+/* Row-major (contiguous) element strides of shape into str. */
+void shape_strides(int rank, const int64_t *shape, int64_t *str);
 /* NumPy broadcast of two shapes; WGML_ERR_SHAPE on mismatch. */
 wgml_status broadcast_shapes(int ra, const int64_t *a, int rb, const int64_t *b, int *rank_out, int64_t *out);
 

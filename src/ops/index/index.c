@@ -28,14 +28,6 @@ typedef struct rows_params {
 #define ROWS_PER 4 /* units per thread in index_rows.wgsl */
 #define U32_LIMIT ((int64_t)1 << 31)
 
-static void contiguous_strides(int rank, const int64_t *shape, int64_t *str) {
-    int64_t s = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        str[i] = s;
-        s *= shape[i];
-    }
-}
-
 static wgml_status check_data(wgml_graph *g, const char *op, const char *arg, wgml_tensor *t) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_status s = check_tensor(ctx, op, arg, t);
@@ -159,7 +151,7 @@ wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *in
     wgml_tensor *out = graph_output(g, op, x->dtype, index->rank, index->shape);
     if (!out) return NULL;
     int64_t xstr[WGML_MAX_RANK];
-    contiguous_strides(x->rank, x->shape, xstr);
+    shape_strides(x->rank, x->shape, xstr);
     return gather_grad_record(g, finish(out, take(g, op, x, index, out, index->rank, index->shape, xstr, d, x->shape[d], 0)),
                               x, d, index);
 }
@@ -185,7 +177,7 @@ wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tens
         wgml_set_error(ctx, WGML_ERR_LIMIT, "index_select: output %s has more than 2^31 elements", tshape(out));
         return finish(out, WGML_ERR_LIMIT);
     }
-    contiguous_strides(x->rank, x->shape, xstr);
+    shape_strides(x->rank, x->shape, xstr);
     int64_t inner = xstr[d], size = x->shape[d], outer = x->numel / (size * inner);
     return index_select_grad_record(g, finish(out, select_rows(g, op, x, index, out, outer, size, inner, index->numel)), x,
                                     d, index);

@@ -34,14 +34,6 @@ typedef struct block_params {
 #define BLOCK_PER 4   /* units per thread in shape_block.wgsl */
 #define U32_LIMIT ((int64_t)1 << 31)
 
-static void contiguous_strides(int rank, const int64_t *shape, int64_t *str) {
-    int64_t s = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        str[i] = s;
-        s *= shape[i];
-    }
-}
-
 /* Offsets are computed in u32 on the GPU: keep every tensor well below 2^31 elements. */
 static wgml_status check_size(wgml_ctx *ctx, const char *op, const wgml_tensor *t) {
     if (t->numel >= U32_LIMIT)
@@ -97,7 +89,7 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
     memset(&p, 0, sizeof p);
     int rank = out->rank;
     int64_t ostr[WGML_MAX_RANK];
-    contiguous_strides(rank, out->shape, ostr);
+    shape_strides(rank, out->shape, ostr);
     for (int i = 0; i < rank; i++) {
         p.shape[i] = (uint32_t)out->shape[i];
         p.istr[i] = (uint32_t)istr[i];
@@ -133,7 +125,7 @@ static wgml_status transpose_tiled(wgml_graph *g, const char *op, wgml_tensor *i
     memset(&p, 0, sizeof p);
     int rank = out->rank;
     int64_t ostr[WGML_MAX_RANK];
-    contiguous_strides(rank, out->shape, ostr);
+    shape_strides(rank, out->shape, ostr);
     for (int i = 0; i < rank; i++) {
         p.shape[i] = (uint32_t)out->shape[i];
         p.istr[i] = (uint32_t)istr[i];
@@ -206,7 +198,7 @@ wgml_tensor *wgml_slice(wgml_graph *g, wgml_tensor *x, int dim, int64_t start, i
     shape[d] = len;
     wgml_tensor *out = graph_output(g, op, x->dtype, x->rank, shape);
     if (!out) return NULL;
-    contiguous_strides(x->rank, x->shape, str);
+    shape_strides(x->rank, x->shape, str);
     int64_t es = (int64_t)wgml_dtype_size(x->dtype), inner = str[d];
     int64_t outer = x->numel / (size * inner);
     if (step == 1 && ((len * inner * es) | (size * inner * es) | (start * inner * es)) % 4 == 0)
@@ -262,7 +254,7 @@ wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim
     if (!out) return NULL;
     if (check_size(ctx, op, out)) return finish(out, WGML_ERR_LIMIT);
     int64_t ostr[WGML_MAX_RANK];
-    contiguous_strides(out->rank, out->shape, ostr);
+    shape_strides(out->rank, out->shape, ostr);
     int64_t es = (int64_t)wgml_dtype_size(out->dtype), post = ostr[d];
     int64_t outer = out->numel / (shape[d] * post), out_row = shape[d] * post * es;
     int64_t off = 0; /* along dim d */
@@ -274,7 +266,7 @@ wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim
             s = copy_block(g, op, t, out, outer, row, row, out_row, 0, base);
         } else {
             int64_t istr[WGML_MAX_RANK];
-            contiguous_strides(t->rank, t->shape, istr);
+            shape_strides(t->rank, t->shape, istr);
             s = copy_view(g, op, t, istr, 0, out, d, off, t->shape[d]);
         }
         if (s) return finish(out, s);
@@ -294,7 +286,7 @@ wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims) {
         return NULL;
     }
     int64_t str[WGML_MAX_RANK], istr[WGML_MAX_RANK], shape[WGML_MAX_RANK];
-    contiguous_strides(x->rank, x->shape, str);
+    shape_strides(x->rank, x->shape, str);
     bool seen[WGML_MAX_RANK] = {false}, identity = true;
     for (int i = 0; i < x->rank; i++) {
         int d = 0;
@@ -347,7 +339,7 @@ wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int
         return NULL;
     }
     int64_t xstr[WGML_MAX_RANK], istr[WGML_MAX_RANK], oshape[WGML_MAX_RANK];
-    contiguous_strides(x->rank, x->shape, xstr);
+    shape_strides(x->rank, x->shape, xstr);
     int lead = rank - x->rank;
     bool broadcast = lead > 0;
     char b[SHAPE_STR_LEN];
