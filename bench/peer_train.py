@@ -1,0 +1,46 @@
+"""PyTorch peer for the training step: a Llama with SmolLM2-135M's shape (Hugging Face
+transformers' LlamaForCausalLM, random weights — speed does not depend on their values) with
+PEFT LoRA adapters on all seven projections, fp32 with TF32 off, AdamW on the adapters,
+batch x seq tokens per step. Prints tokens/s (median step time over the timed steps)."""
+import sys
+import time
+
+import torch
+
+
+def main(batch=8, seq=512, rank=16, steps=10, warmup=3):
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                      num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+                      rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+    model = LlamaForCausalLM(cfg).cuda().float()
+    lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    model = get_peft_model(model, lora)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
+    times = []
+    for i in range(warmup + steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = out.loss.item()  # read back the loss, as wgml does
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    t = times[len(times) // 2]
+    print(f"peer train_step {batch * seq / t:.1f} tokens/s (step {t * 1e3:.1f} ms, loss {loss:.3f})")
+    import transformers, peft
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}")
+
+
+if __name__ == "__main__":
+    main(*[int(a) for a in sys.argv[1:]])
