@@ -637,6 +637,10 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
  * wrapped and clamped in a built graph). Cost: O(N + V) for a count, a scan and a bucket fill,
  * O(Σ_v count_v²) to order each bucket by position, O(V·D + N·D) for the sums. */
 wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tensor *dy, int64_t num_embeddings);
+/* dx of wgml_gather(x, dim, index): zeros of x's shape (x only gives the shape; any dtype) with
+ * dy (f32, index's shape) added at c with c[dim] := index[c], in increasing c[dim]
+ * (deterministic). Cost: numel(x) · index.shape[dim]. Index rules as wgml_gather. */
+wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index, wgml_tensor *dy);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 /* Backward ops against plain double-precision loops: softmax / log_softmax backward (any dim),
  * rms_norm and layer_norm backward (dx, dw, db; more than 65,535 rows), the unary and clamp
  * derivatives, sdpa backward (GQA 9/3 heads, D = 64, causal and not, Sq < Skv), embedding
- * backward (a 49,152-row table) and determinism (the same bits twice). The host references are
+ * backward (a 49,152-row table), gather backward and determinism (the same bits twice). The host references are
  * themselves checked against central finite differences of host double forwards. Also a built
  * graph run twice, and bad input. Run with --dump DIR, the cases are also checked by
  * tests/py/test_torch_backward.py against PyTorch float64 autograd. */
@@ -718,6 +718,61 @@ static void test_embedding(void) {
     case_embedding(49152, 2, s3, 8, 0, 0);
 }
 
+static void case_gather(int rank, const int64_t *xs, const int64_t *is, int dim) {
+    int64_t nx = numel_of(rank, xs), ni = numel_of(rank, is);
+    int d = dim < 0 ? dim + rank : dim;
+    int32_t *hi = malloc(sizeof(int32_t) * (size_t)ni);
+    for (int64_t i = 0; i < ni; i++) {
+        int32_t v = (int32_t)th_uniform(0, (double)xs[d]);
+        if (v >= xs[d]) v = (int32_t)xs[d] - 1;
+        hi[i] = i % 5 == 3 ? v - (int32_t)xs[d] : v; /* some negative */
+    }
+    float *hdy = th_random((size_t)ni, -1, 1);
+    wgml_tensor *x = wgml_tensor_new(T.g, WGML_F32, rank, xs), *idx = th_tensor_i32(rank, is, hi),
+                *dy = th_tensor_f32(rank, is, hdy);
+    double t0 = now();
+    wgml_tensor *dx = wgml_gather_backward(T.g, x, dim, idx, dy);
+    float *got = th_read_f32(dx);
+    double dt = now() - t0;
+    double *ref = dalloc((size_t)nx);
+    for (int64_t i = 0; i < ni; i++) {
+        int64_t r = i, off = 0, mul = 1;
+        for (int k = rank - 1; k >= 0; k--) {
+            int64_t c = r % is[k];
+            r /= is[k];
+            if (k == d) c = hi[i] < 0 ? hi[i] + xs[d] : hi[i];
+            off += c * mul;
+            mul *= xs[k];
+        }
+        ref[off] += hdy[i];
+    }
+    char name[160];
+    snprintf(name, sizeof name, "gather_backward rank %d dim %d, %lld index entries into %lld (%.0f ms)", rank, dim,
+             (long long)ni, (long long)nx, dt * 1e3);
+    th_close(name, got, ref, (size_t)nx, ATOL, RTOL);
+    if (th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "gather%d", n_dumped++);
+        float prm[1] = {(float)dim};
+        int64_t one = 1;
+        th_dump(cn, "idx", WGML_I32, rank, is, hi);
+        th_dump(cn, "dy", WGML_F32, rank, is, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &one, prm);
+        th_dump_tensor(cn, "dx", dx);
+    }
+    free(hi); free(hdy); free(got); free(ref);
+    wgml_tensor_free(x); wgml_tensor_free(idx); wgml_tensor_free(dy); wgml_tensor_free(dx);
+}
+
+static void test_gather(void) {
+    const int64_t x1[2] = {7, 37}, i1[2] = {7, 5}, x2[3] = {37, 9, 4}, i2[3] = {129, 5, 4}, x3[3] = {4, 3, 129},
+                  i3[3] = {3, 2, 7}, x4[1] = {7}, i4[1] = {37};
+    case_gather(2, x1, i1, 1);
+    case_gather(3, x2, i2, 0);  /* many duplicates; index smaller than x in dim 1 */
+    case_gather(3, x3, i3, -1);
+    case_gather(1, x4, i4, 0);
+}
+
 /* ------------------------------------------------------------------ built graph */
 
 static void test_graph(void) {
@@ -740,7 +795,10 @@ static void test_graph(void) {
     wgml_tensor *out = wgml_sdpa(g, q, k, v, 1, 0);
     if (!s) s = wgml_sdpa_backward(g, q, k, v, out, dout, 1, 0, &dq, &dk, &dv);
     wgml_tensor *dE = wgml_embedding_backward(g, ids, dy, V);
-    wgml_tensor *keep[] = {dxr, dwr, dxs, dxu, dxl, dwl, dbl, dq, dk, dv, dE};
+    int64_t gis[2] = {37, 3};
+    wgml_tensor *gidx = wgml_tensor_new(g, WGML_I32, 2, gis), *gdy = wgml_tensor_new(g, WGML_F32, 2, gis);
+    wgml_tensor *dG = wgml_gather_backward(g, x, 1, gidx, gdy);
+    wgml_tensor *keep[] = {dxr, dwr, dxs, dxu, dxl, dwl, dbl, dq, dk, dv, dE, dG};
     bool ok = !s && ln && dE;
     for (size_t i = 0; ok && i < sizeof keep / sizeof *keep; i++) ok = keep[i] && !wgml_graph_keep(g, keep[i]);
     th_check(ok && !wgml_graph_compile(g), "backward graph builds and compiles: %s", wgml_last_error(T.ctx));
@@ -757,6 +815,10 @@ static void test_graph(void) {
         wgml_tensor_write(x, hx, nx * 4); wgml_tensor_write(w, hw, (size_t)d * 4); wgml_tensor_write(dy, hdy, nx * 4);
         wgml_tensor_write(q, hq, nq * 4); wgml_tensor_write(k, hk, nk * 4); wgml_tensor_write(v, hv, nk * 4);
         wgml_tensor_write(dout, hdo, nq * 4); wgml_tensor_write(ids, hid, sizeof hid);
+        int32_t hg[111];
+        float *hgd = th_random(111, -1, 1);
+        for (int i = 0; i < 111; i++) hg[i] = (int32_t)th_uniform(0, 64) % 64;
+        wgml_tensor_write(gidx, hg, sizeof hg); wgml_tensor_write(gdy, hgd, 111 * 4);
         th_check(!wgml_graph_run(g), "backward graph run %d: %s", run + 1, wgml_last_error(T.ctx));
         double *xd = to_d(hx, nx), *wd = to_d(hw, (size_t)d), *dyd = to_d(hdy, nx);
         double *r1 = dalloc(nx), *r2 = dalloc((size_t)d), *r3 = dalloc((size_t)d), *yd = dalloc(nx);
@@ -791,6 +853,10 @@ static void test_graph(void) {
         for (int i = 0; i < 37; i++)
             for (int64_t c = 0; c < d; c++) re[hid[i] * d + c] += hdy[i * d + c];
         GRAPH_CHECK(dE, (size_t)(V * d), re, ATOL);
+        memset(r1, 0, sizeof(double) * nx);
+        for (int i = 0; i < 111; i++) r1[(i / 3) * 64 + hg[i]] += hgd[i];
+        GRAPH_CHECK(dG, nx, r1, ATOL);
+        free(hgd);
 #undef GRAPH_CHECK
         free(hx); free(hw); free(hdy); free(hq); free(hk); free(hv); free(hdo); free(xd); free(wd); free(dyd);
         free(r1); free(r2); free(r3); free(yd); free(got); free(qd); free(kd); free(vd); free(dod);
@@ -863,6 +929,14 @@ static void test_bad_input(void) {
                     "embedding_backward", "idx", NULL);
     th_expect_error("embedding_backward zero rows", wgml_embedding_backward(T.g, ib, d38, 0) == NULL, WGML_ERR_ARG,
                     "embedding_backward", "num_embeddings", NULL);
+    th_expect_error("gather_backward dy shape", wgml_gather_backward(T.g, w8, 0, ib, w8) == NULL,
+                    WGML_ERR_SHAPE, "gather_backward", "dy [8]", NULL);
+    th_expect_error("gather_backward index value", wgml_gather_backward(T.g, w7, 0, ib, r3) == NULL, WGML_ERR_ARG,
+                    "gather_backward", "= 9", "[-7, 7)", NULL);
+    th_expect_error("gather_backward rank", wgml_gather_backward(T.g, x, 0, ib, r3) == NULL, WGML_ERR_SHAPE,
+                    "gather_backward", "rank", NULL);
+    th_expect_error("gather_backward bad dim", wgml_gather_backward(T.g, w7, 1, ib, r3) == NULL, WGML_ERR_ARG,
+                    "gather_backward", "dim 1", NULL);
     wgml_graph *g2 = wgml_graph_new(T.ctx);
     wgml_tensor *other = wgml_tensor_new(g2, WGML_F32, 2, s);
     th_expect_error("softmax_backward dy of another graph", wgml_softmax_backward(T.g, x, other, -1) == NULL,
@@ -893,6 +967,9 @@ int main(int argc, char **argv) {
     t = now();
     test_embedding();
     printf("embedding: %.1f s\n", now() - t);
+    t = now();
+    test_gather();
+    printf("gather: %.1f s\n", now() - t);
     t = now();
     test_graph();
     printf("graph: %.1f s\n", now() - t);

@@ -10,6 +10,7 @@ backward(dy) gives the reference gradients:
   sdpa*: q, k, v, dout, params [causal, scale]: softmax(q kᵀ scale + end-aligned mask) v with
          k / v heads repeated for grouped-query attention (their gradients sum over the copies)
   embedding*: idx, dy, params [V] -> F.embedding's weight gradient
+  gather*: idx, dy, params [dim] and wgml's dx (its shape is x's) -> torch.gather's input gradient
 Tolerances are those of the C test (fp32 kernels; sums over rows add a sqrt(rows) factor)."""
 import math
 import sys
@@ -104,6 +105,14 @@ def main():
             F.embedding(torch.where(idx < 0, idx + V, idx), W).backward(dy)
             n = idx.numel()
             checker.close(f"{name} V {V} N {n}", c["dw"], W.grad.numpy(), 1e-5 * math.sqrt(n / 4 + 1), RTOL)
+        elif name.startswith("gather"):
+            dim = int(prm[0])
+            idx = torch.from_numpy(c["idx"].astype(np.int64))
+            x = torch.zeros(c["dx"].shape, dtype=torch.float64, requires_grad=True)
+            size = x.shape[dim]
+            torch.gather(x, dim, torch.where(idx < 0, idx + size, idx)).backward(t64(c["dy"]))
+            checker.close(f"{name} x {list(x.shape)} dim {dim} index {list(idx.shape)}", c["dx"], x.grad.numpy(),
+                          ATOL, RTOL)
         else:
             print(f"FAIL: unknown case {name}")
             checker.failed += 1
