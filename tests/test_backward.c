@@ -537,8 +537,13 @@ static void case_layer(int rank, const int64_t *shape, bool has_w, bool want_dw,
 }
 
 static void test_norms(void) {
-    const int64_t a[2] = {7, 37}, b[2] = {37, 129}, c[3] = {4, 3, 132}, one[1] = {129}, many[2] = {70000, 7};
+    const int64_t a[2] = {7, 37}, b[2] = {37, 129}, c[3] = {4, 3, 132}, one[1] = {129}, many[2] = {70000, 7},
+                  l[2] = {5, 4096};
     case_rms(2, a, true, true, 1e-5f, 1);
+    case_rms(2, l, true, true, 1e-5f, 0); /* long vec4 rows */
+    case_layer(2, l, true, true, true, -1, 1, 0);
+    case_rms(3, c, false, true, 1e-5f, 1); /* vec4 rows without w */
+    case_layer(3, c, false, false, true, -1, 1, 1);
     case_rms(2, a, false, true, 1e-6f, 1);
     case_rms(2, b, true, true, 1e-5f, 1);
     case_rms(3, c, true, false, 1e-5f, 1);

@@ -1,7 +1,7 @@
 /* Backward of the normalisations: wgml_rms_norm_backward and wgml_layer_norm_backward.
- * dx: one workgroup per row (norm_bwd_rms.wgsl, norm_bwd_layer.wgsl). dw / db: per-chunk column
- * sums (norm_bwd_cols.wgsl, one thread per (chunk of rows, column)), then wgml_sum over the
- * chunks; every sum runs in a fixed order, so the gradients are deterministic. */
+ * dx: one workgroup per row, vec4 loads when D % 4 == 0 (norm_bwd_rms.wgsl, norm_bwd_layer.wgsl).
+ * dw / db: per-chunk column sums (norm_bwd_cols.wgsl, one thread per (chunk of rows, column)),
+ * then wgml_sum over the chunks; every sum runs in a fixed order, so the gradients are deterministic. */
 #include "graph/graph.h"
 
 #include <stdio.h>
@@ -13,6 +13,16 @@ static uint32_t bwd_row_workgroup(uint64_t n) {
     uint32_t wg = 32;
     while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
     return wg;
+}
+
+/* Row kernels read V = vec4 when d % 4 == 0 (else f32); WG from the number of loads. */
+static void bwd_prelude(char *buf, size_t n, int64_t d, bool has_w) {
+    bool v4 = d % 4 == 0;
+    snprintf(buf, n,
+             "const WG: u32 = %uu; const VW: u32 = %du; alias V = %s; const HAS_W: bool = %s;\n"
+             "fn hsum(v: V) -> f32 { return %s; }\n",
+             bwd_row_workgroup((uint64_t)(v4 ? d / 4 : d)), v4 ? 4 : 1, v4 ? "vec4<f32>" : "f32", has_w ? "true" : "false",
+             v4 ? "dot(v, V(1.0))" : "v");
 }
 
 /* x f32 rank >= 1 of g; t (when given) f32 of g with `numel` elements (shape_like: x's shape). */
@@ -117,9 +127,8 @@ wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w
         wgml_tensor_free(gx);
         return wgml_last_status(ctx);
     }
-    char prelude[128];
-    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu; const HAS_W: bool = %s;\n", bwd_row_workgroup((uint64_t)d),
-             w ? "true" : "false");
+    char prelude[320];
+    bwd_prelude(prelude, sizeof prelude, d, w != NULL);
     struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
     wgml_tensor *ro[3] = {x, w ? w : x, dy}, *rw[2] = {gx, rs};
     wgml_status s = graph_dispatch(g, op, "norm_bwd_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows);
@@ -154,9 +163,8 @@ wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor 
         return wgml_last_status(ctx);
     wgml_tensor *gx = graph_output(g, op, WGML_F32, x->rank, x->shape);
     if (!gx) return wgml_last_status(ctx);
-    char prelude[128];
-    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu; const HAS_W: bool = %s;\n", bwd_row_workgroup((uint64_t)d),
-             w ? "true" : "false");
+    char prelude[320];
+    bwd_prelude(prelude, sizeof prelude, d, w != NULL);
     struct { uint32_t n_rows, d; } p = {(uint32_t)rows, (uint32_t)d};
     wgml_tensor *ro[5] = {x, w ? w : x, mean, rstd, dy};
     wgml_status s = graph_dispatch(g, op, "norm_bwd_layer", prelude, ro, 5, &gx, 1, &p, sizeof p, (uint64_t)rows);
