@@ -611,8 +611,9 @@ static void case_sdpa(attn_dims a, bool causal, float scale, int dump) {
     float *hq = th_random(nq, -1, 1), *hk = th_random(nk, -1, 1), *hv = th_random(nk, -1, 1), *hdo = th_random(nq, -1, 1);
     wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv),
                 *dout = th_tensor_f32(4, qs, hdo);
-    double t0 = now();
     wgml_tensor *out = wgml_sdpa(T.g, q, k, v, causal, scale), *dq = NULL, *dk = NULL, *dv = NULL;
+    wgml_sync(T.ctx);
+    double t0 = now(); /* the backward alone */
     wgml_status s = wgml_sdpa_backward(T.g, q, k, v, out, dout, causal, scale, &dq, &dk, &dv);
     float *gq = th_read_f32(dq), *gk = th_read_f32(dk), *gv = th_read_f32(dv);
     double dt = now() - t0;
@@ -668,6 +669,7 @@ static void test_sdpa(void) {
     case_sdpa((attn_dims){2, 9, 3, 7, 37, 64}, true, 0, 1);  /* Sq < Skv: end-aligned mask */
     case_sdpa((attn_dims){1, 4, 4, 129, 7, 16}, false, 0.3f, 1); /* Sq > Skv, MHA, explicit scale */
     case_sdpa((attn_dims){1, 3, 1, 129, 129, 64}, true, 0, 0);
+    case_sdpa((attn_dims){1, 9, 3, 512, 512, 64}, true, 0, 0); /* a training length */
 }
 
 static void case_embedding(int64_t V, int rank, const int64_t *ishape, int64_t D, int hot, int dump) {

@@ -1,15 +1,19 @@
-/* Backward of scaled dot-product attention (wgml_sdpa_backward): two kernels.
- * attn_bwd_q.wgsl: one workgroup per query row recomputes the probabilities P from q and k,
- * writes P and dS = P ⊙ (dout·vᵀ − rowsum(dout ⊙ out)) into [B, Hq, Sq, Skv] scratch, and dq.
- * attn_bwd_kv.wgsl: one workgroup per key row sums dk and dv over the query heads of its kv head
- * and their rows, in a fixed order (deterministic; no atomics). */
+/* Backward of scaled dot-product attention (wgml_sdpa_backward), as matmuls around one row
+ * kernel. The query heads of one kv head are consecutive in memory, so q, out and dout are
+ * viewed as [G = B·Hkv, R = (Hq/Hkv)·Sq, D] and k, v as [G, Skv, D] (views, no copies):
+ *   S = q·kᵀ, dP = dout·vᵀ                      (wgml_matmul, [G, R, Skv])
+ *   P, dS = scale·P ⊙ (dP − rowsum(dout ⊙ out))  (attn_bwd_soft.wgsl: mask, softmax, one row
+ *                                                 per workgroup)
+ *   dq = dS·k, dk = dSᵀ·q, dv = Pᵀ·dout          (wgml_matmul with transpose flags)
+ * dk and dv sum over the group's heads and rows inside the matmul's fixed-order K loop, so the
+ * GQA reduction is deterministic. Scratch: four [B, Hq, Sq, Skv] tensors (S and dP released as
+ * soon as P and dS are recorded). The causal mask is applied to P and dS; the matmuls still
+ * run over the masked half. */
 #include "graph/graph.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define SDPA_BWD_WG 64
 
 static wgml_status check4(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
     wgml_status s;
@@ -57,36 +61,46 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
                               tshape(q), tshape(k));
     if (!isfinite(scale)) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale must be finite, got %g", op, (double)scale);
     int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3], Hkv = k->shape[1], Skv = k->shape[2];
-    int64_t pshape[4] = {B, Hq, Sq, Skv};
     if ((uint64_t)(B * Hq * Sq * Skv) >= 0xFFFFFFFFull || (uint64_t)q->numel >= 0xFFFFFFFFull ||
         (uint64_t)k->numel >= 0xFFFFFFFFull)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s, k %s: the [B, Hq, Sq, Skv] scratch is too large", op,
                               tshape(q), tshape(k));
     float sc = scale > 0 ? scale : (float)(1.0 / sqrt((double)D));
-    wgml_tensor *pm = graph_output(g, op, WGML_F32, 4, pshape);
-    wgml_tensor *ds = pm ? graph_output(g, op, WGML_F32, 4, pshape) : NULL;
-    wgml_tensor *gq = ds ? graph_output(g, op, WGML_F32, 4, q->shape) : NULL;
-    wgml_tensor *gk = gq ? graph_output(g, op, WGML_F32, 4, k->shape) : NULL;
-    wgml_tensor *gv = gk ? graph_output(g, op, WGML_F32, 4, k->shape) : NULL;
-    s = gv ? WGML_OK : wgml_last_status(ctx);
-    struct {
-        uint32_t n_rows, hq, hkv, sq, skv, d, causal, rep;
-        float scale;
-    } p = {(uint32_t)(B * Hq * Sq), (uint32_t)Hq, (uint32_t)Hkv, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D,
-           causal ? 1u : 0u, (uint32_t)(Hq / Hkv), sc};
-    char prelude[64];
-    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", SDPA_BWD_WG);
+    /* q's heads of one kv head are consecutive: q, out, dout as [G = B·Hkv, R = rep·Sq, D] */
+    int64_t G = B * Hkv, R = (Hq / Hkv) * Sq;
+    int64_t qv_shape[3] = {G, R, D}, kv_shape[3] = {G, Skv, D};
+    wgml_tensor *qv = wgml_reshape(g, q, 3, qv_shape), *kv = wgml_reshape(g, k, 3, kv_shape);
+    wgml_tensor *vv = wgml_reshape(g, v, 3, kv_shape), *ov = wgml_reshape(g, out, 3, qv_shape);
+    wgml_tensor *dov = wgml_reshape(g, dout, 3, qv_shape);
+    wgml_tensor *sm = NULL, *dp = NULL, *pm = NULL, *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
+    s = qv && kv && vv && ov && dov ? WGML_OK : wgml_last_status(ctx);
+    /* scores and dout·vᵀ, [G, R, Skv] */
+    if (!s && !(sm = wgml_matmul(g, qv, kv, 0, 1))) s = wgml_last_status(ctx);
+    if (!s && !(dp = wgml_matmul(g, dov, vv, 0, 1))) s = wgml_last_status(ctx);
+    if (!s && !(pm = graph_output(g, op, WGML_F32, 3, sm->shape))) s = wgml_last_status(ctx);
+    if (!s && !(ds = graph_output(g, op, WGML_F32, 3, sm->shape))) s = wgml_last_status(ctx);
     if (!s) {
-        wgml_tensor *ro[5] = {q, k, v, out, dout}, *rw[3] = {pm, ds, gq};
-        s = graph_dispatch(g, op, "attn_bwd_q", prelude, ro, 5, rw, 3, &p, sizeof p, (uint64_t)(B * Hq * Sq));
+        uint32_t wg = 32;
+        while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
+        char prelude[64];
+        snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
+        struct { uint32_t n_rows, sq, skv, d, causal; float scale; } p = {
+            (uint32_t)(G * R), (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc};
+        wgml_tensor *ro[4] = {sm, dp, ov, dov}, *rw[2] = {pm, ds};
+        s = graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 4, rw, 2, &p, sizeof p, (uint64_t)(G * R));
     }
-    if (!s) {
-        p.n_rows = (uint32_t)(B * Hkv * Skv);
-        wgml_tensor *ro[4] = {q, dout, pm, ds}, *rw[2] = {gk, gv};
-        s = graph_dispatch(g, op, "attn_bwd_kv", prelude, ro, 4, rw, 2, &p, sizeof p, (uint64_t)(B * Hkv * Skv));
-    }
-    wgml_tensor_free(pm);
-    wgml_tensor_free(ds);
+    wgml_tensor_free(sm);
+    wgml_tensor_free(dp);
+    /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
+    wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
+    if (!s && !(gq3 = wgml_matmul(g, ds, kv, 0, 0))) s = wgml_last_status(ctx);
+    if (!s && !(gk3 = wgml_matmul(g, ds, qv, 1, 0))) s = wgml_last_status(ctx);
+    if (!s && !(gv3 = wgml_matmul(g, pm, dov, 1, 0))) s = wgml_last_status(ctx);
+    if (!s && !(gq = wgml_reshape(g, gq3, 4, q->shape))) s = wgml_last_status(ctx);
+    if (!s && !(gk = wgml_reshape(g, gk3, 4, k->shape))) s = wgml_last_status(ctx);
+    if (!s && !(gv = wgml_reshape(g, gv3, 4, k->shape))) s = wgml_last_status(ctx);
+    wgml_tensor *tmp[] = {qv, kv, vv, ov, dov, pm, ds, gq3, gk3, gv3};
+    for (size_t t = 0; t < sizeof tmp / sizeof *tmp; t++) wgml_tensor_free(tmp[t]);
     if (s) {
         wgml_tensor_free(gq);
         wgml_tensor_free(gk);

@@ -43,7 +43,7 @@ fn bw_phi(v: V) -> V {
 
 fn df(v: V, g: V) -> V {
     switch (OP) {
-        case 0u: { return select(V(0.0), g, v > V(0.0)); } // relu
+        case 0u: { return select(g, V(0.0), v <= V(0.0)); } // relu (NaN passes the gradient, as PyTorch)
         case 1u: { return g * bw_sig(v) * bw_sig_c(v); } // sigmoid
         case 2u: { let s = bw_sig(v); return g * s * (1.0 + v * bw_sig_c(v)); } // silu
         case 3u: { return g * (bw_phi(v) + v * exp(-0.5 * v * v) * 0.3989422804014327); } // gelu (erf)
