@@ -437,6 +437,9 @@ static void test_softmax(void) {
     case_softmax(2, l, -1, false, -5, 5); /* long rows: a workgroup per row */
     case_softmax(2, l, -1, true, -5, 5);
     case_softmax(2, s, 0, false, -1, 1);
+    const int64_t many[2] = {70000, 17}; /* more than 65,535 workgroups (one per row) */
+    case_softmax(2, many, -1, false, -3, 3);
+    case_softmax(2, many, -1, true, -3, 3);
 }
 
 static void case_rms(int rank, const int64_t *shape, bool has_w, bool want_dw, float eps, int dump) {
@@ -670,6 +673,7 @@ static void test_sdpa(void) {
     case_sdpa((attn_dims){1, 4, 4, 129, 7, 16}, false, 0.3f, 1); /* Sq > Skv, MHA, explicit scale */
     case_sdpa((attn_dims){1, 3, 1, 129, 129, 64}, true, 0, 0);
     case_sdpa((attn_dims){1, 9, 3, 512, 512, 64}, true, 0, 0); /* a training length */
+    case_sdpa((attn_dims){1100, 2, 1, 30, 3, 4}, false, 0, 0); /* 66,000 rows: more than 65,535 workgroups */
 }
 
 static void case_embedding(int64_t V, int rank, const int64_t *ishape, int64_t D, int hot, int dump) {
@@ -722,7 +726,7 @@ static void test_embedding(void) {
     case_embedding(37, 2, s2, 36, 1, 1);
     case_embedding(5, 1, s0, 4, 0, 1);
     case_embedding(49152, 2, s3, 64, 1, 0); /* a real vocabulary, 4096 positions */
-    case_embedding(49152, 2, s3, 8, 0, 0);
+    case_embedding(49152, 2, s3, 384, 0, 0); /* more than 65,535 workgroups in the sum pass */
 }
 
 static void case_gather(int rank, const int64_t *xs, const int64_t *is, int dim) {
