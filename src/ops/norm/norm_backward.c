@@ -25,7 +25,7 @@ static void bwd_prelude(char *buf, size_t n, int64_t d, bool has_w) {
              v4 ? "dot(v, V(1.0))" : "v");
 }
 
-/* x f32 rank >= 1 of g; t (when given) f32 of g with `numel` elements (shape_like: x's shape). */
+/* x: f32, rank >= 1, of graph g, small enough for 32-bit indexing. */
 static bool check_x(wgml_graph *g, const char *op, wgml_tensor *x) {
     wgml_ctx *ctx = graph_ctx(g);
     if (check_tensor(ctx, op, "x", x) || check_dtype(ctx, op, "x", x, WGML_F32) ||
@@ -42,6 +42,7 @@ static bool check_x(wgml_graph *g, const char *op, wgml_tensor *x) {
     return true;
 }
 
+/* t: f32 of x's graph with x's shape (same_shape) or with `numel` elements (per-row stats). */
 static bool check_like(wgml_graph *g, const char *op, const char *arg, wgml_tensor *x, wgml_tensor *t, bool same_shape,
                        int64_t numel) {
     wgml_ctx *ctx = graph_ctx(g);
@@ -97,8 +98,7 @@ static wgml_status col_grads(wgml_graph *g, const char *op, bool layer, wgml_ten
         if (!(dummy = graph_output(g, op, WGML_F32, 1, &one))) s = wgml_last_status(graph_ctx(g));
     }
     wgml_tensor *rw[2] = {pw ? pw : dummy, pb ? pb : dummy};
-    int n_rw = 2;
-    if (!s) s = graph_dispatch(g, op, "norm_bwd_cols", prelude, ro, 4, rw, n_rw, &p, sizeof p,
+    if (!s) s = graph_dispatch(g, op, "norm_bwd_cols", prelude, ro, 4, rw, 2, &p, sizeof p,
                                ((uint64_t)(chunks * d) + 255) / 256);
     int dim0 = 0;
     if (!s && pw && !(*dw = wgml_sum(g, pw, &dim0, 1, 0))) s = wgml_last_status(graph_ctx(g));
