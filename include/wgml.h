@@ -626,8 +626,8 @@ wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy,
  * 1/sqrt(D)): q, out, dout [B, Hq, Sq, D]; k, v [B, Hkv, Skv, D]; out is wgml_sdpa's output
  * (rowsum(dout ⊙ out) enters dS). *dq gets q's shape, *dk and *dv k's (summed over the Hq/Hkv
  * query heads that share a kv head, in a fixed order). The attention probabilities are
- * recomputed from q and k with matmuls; up to four [B, Hq, Sq, Skv] scratch tensors live at
- * once (meant for training lengths up to a few thousand). On error the outputs are set to NULL. */
+ * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
+ * training lengths up to a few thousand). On error the outputs are set to NULL. */
 wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
                                wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
                                wgml_tensor **dv);

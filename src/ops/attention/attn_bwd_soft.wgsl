@@ -1,21 +1,20 @@
 // attn_bwd_soft: the row-wise middle of sdpa backward. The rows are the query rows of a kv-head
 // group, r = (g, hh, i) with q's row-major layout [B*Hkv, rep*Sq, D]; s = q·kᵀ and dp = dout·vᵀ
 // ([rows, Skv], from matmul). With the end-aligned causal mask (key j visible when
-// j <= Skv - Sq + i) and delta = dout_r · out_r it writes, for each key j,
-//   P[r, j]  = softmax_j(scale * s[r, j])            (0 for masked keys)
-//   dS[r, j] = scale * P[r, j] * (dp[r, j] - delta)  (the gradient of the unscaled scores)
+// j <= Skv - Sq + i) and delta = dout_r · out_r it writes, for each key j, in place
+//   s[r, j]  <- P = softmax_j(scale * s[r, j])          (0 for masked keys)
+//   dp[r, j] <- dS = scale * P * (dp[r, j] - delta)     (the gradient of the unscaled scores)
+// Each element is read and rewritten by the same thread, so in place is safe.
 // Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row; thread t
 // owns keys t, t+WG, ... and columns t, t+WG, ... of D for delta. Max, sum and delta use trees
 // in workgroup memory (fixed order, deterministic).
 struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32 }
 
-@group(0) @binding(0) var<storage, read> s: array<f32>;
-@group(0) @binding(1) var<storage, read> dp: array<f32>;
-@group(0) @binding(2) var<storage, read> o: array<f32>;
-@group(0) @binding(3) var<storage, read> dout: array<f32>;
-@group(0) @binding(4) var<storage, read_write> pm: array<f32>;
-@group(0) @binding(5) var<storage, read_write> ds: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(0) var<storage, read> o: array<f32>;
+@group(0) @binding(1) var<storage, read> dout: array<f32>;
+@group(0) @binding(2) var<storage, read_write> s: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dp: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> red2: array<f32, WG>;
@@ -63,7 +62,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             pv = exp(s[sb + j] * p.scale - m) * inv;
             g = p.scale * pv * (dp[sb + j] - delta);
         }
-        pm[sb + j] = pv;
-        ds[sb + j] = g;
+        s[sb + j] = pv;
+        dp[sb + j] = g;
     }
 }

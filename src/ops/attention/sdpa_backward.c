@@ -2,13 +2,12 @@
  * kernel. The query heads of one kv head are consecutive in memory, so q, out and dout are
  * viewed as [G = B·Hkv, R = (Hq/Hkv)·Sq, D] and k, v as [G, Skv, D] (views, no copies):
  *   S = q·kᵀ, dP = dout·vᵀ                      (wgml_matmul, [G, R, Skv])
- *   P, dS = scale·P ⊙ (dP − rowsum(dout ⊙ out))  (attn_bwd_soft.wgsl: mask, softmax, one row
- *                                                 per workgroup)
+ *   P, dS = scale·P ⊙ (dP − rowsum(dout ⊙ out))  (attn_bwd_soft.wgsl, in place over S and dP:
+ *                                                 mask, softmax, one row per workgroup)
  *   dq = dS·k, dk = dSᵀ·q, dv = Pᵀ·dout          (wgml_matmul with transpose flags)
  * dk and dv sum over the group's heads and rows inside the matmul's fixed-order K loop, so the
- * GQA reduction is deterministic. Scratch: four [B, Hq, Sq, Skv] tensors (S and dP released as
- * soon as P and dS are recorded). The causal mask is applied to P and dS; the matmuls still
- * run over the masked half. */
+ * GQA reduction is deterministic. Scratch: two [B, Hq, Sq, Skv] tensors. The causal mask is
+ * applied to P and dS; the matmuls still run over the masked half. */
 #include "graph/graph.h"
 
 #include <math.h>
@@ -72,13 +71,11 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     wgml_tensor *qv = wgml_reshape(g, q, 3, qv_shape), *kv = wgml_reshape(g, k, 3, kv_shape);
     wgml_tensor *vv = wgml_reshape(g, v, 3, kv_shape), *ov = wgml_reshape(g, out, 3, qv_shape);
     wgml_tensor *dov = wgml_reshape(g, dout, 3, qv_shape);
-    wgml_tensor *sm = NULL, *dp = NULL, *pm = NULL, *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
+    wgml_tensor *pm = NULL, *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
     s = qv && kv && vv && ov && dov ? WGML_OK : wgml_last_status(ctx);
-    /* scores and dout·vᵀ, [G, R, Skv] */
-    if (!s && !(sm = wgml_matmul(g, qv, kv, 0, 1))) s = wgml_last_status(ctx);
-    if (!s && !(dp = wgml_matmul(g, dov, vv, 0, 1))) s = wgml_last_status(ctx);
-    if (!s && !(pm = graph_output(g, op, WGML_F32, 3, sm->shape))) s = wgml_last_status(ctx);
-    if (!s && !(ds = graph_output(g, op, WGML_F32, 3, sm->shape))) s = wgml_last_status(ctx);
+    /* scores and dout·vᵀ, [G, R, Skv]; the row kernel turns them into P and dS in place */
+    if (!s && !(pm = wgml_matmul(g, qv, kv, 0, 1))) s = wgml_last_status(ctx);
+    if (!s && !(ds = wgml_matmul(g, dov, vv, 0, 1))) s = wgml_last_status(ctx);
     if (!s) {
         uint32_t wg = 32;
         while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
@@ -86,11 +83,9 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
         snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
         struct { uint32_t n_rows, sq, skv, d, causal; float scale; } p = {
             (uint32_t)(G * R), (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc};
-        wgml_tensor *ro[4] = {sm, dp, ov, dov}, *rw[2] = {pm, ds};
-        s = graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 4, rw, 2, &p, sizeof p, (uint64_t)(G * R));
+        wgml_tensor *ro[2] = {ov, dov}, *rw[2] = {pm, ds};
+        s = graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)(G * R));
     }
-    wgml_tensor_free(sm);
-    wgml_tensor_free(dp);
     /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
     wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
     if (!s && !(gq3 = wgml_matmul(g, ds, kv, 0, 0))) s = wgml_last_status(ctx);
