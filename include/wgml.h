@@ -617,8 +617,8 @@ wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w
 wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *mean,
                                      wgml_tensor *rstd, wgml_tensor *dy, wgml_tensor **dx, wgml_tensor **dw,
                                      wgml_tensor **db);
-/* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: dy where x > 0;
- * abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
+/* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: 0 where x <= 0,
+ * else dy (NaN included, as PyTorch); abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
 wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy);
 /* dx = dy where lo <= x <= hi, else 0 (PyTorch's rule). */
 wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy, float lo, float hi);

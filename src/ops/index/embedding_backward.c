@@ -77,9 +77,12 @@ wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tenso
         wgml_tensor *ro[3] = {idx, off, list};
         s = graph_dispatch(g, op, "index_ebwd_sort", "", ro, 3, &sorted, 1, &p, sizeof p, wg_n);
     }
-    if (!s) {
+    if (!s) { /* vec4 sums when D % 4 == 0: p.d counts vectors per row */
+        bool v4 = D % 4 == 0;
+        p.d = (uint32_t)(v4 ? D / 4 : D);
         wgml_tensor *ro[3] = {dy, off, sorted};
-        s = graph_dispatch(g, op, "index_ebwd_sum", "", ro, 3, &dw, 1, &p, sizeof p, ((uint64_t)(V * D) + 255) / 256);
+        s = graph_dispatch(g, op, "index_ebwd_sum", v4 ? "alias V = vec4<f32>;\n" : "alias V = f32;\n", ro, 3, &dw, 1,
+                           &p, sizeof p, ((uint64_t)V * p.d + 255) / 256);
     }
     wgml_tensor_free(cnt);
     wgml_tensor_free(off);
