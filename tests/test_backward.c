@@ -391,13 +391,14 @@ static double *to_d(const float *f, size_t n) {
     return d;
 }
 
-static void case_softmax(int rank, const int64_t *shape, int dim, bool lg, double lo, double hi) {
+static void case_softmax_ex(int rank, const int64_t *shape, int dim, bool lg, double lo, double hi, bool masked) {
     int64_t numel = numel_of(rank, shape);
     int dd = dim < 0 ? dim + rank : dim;
     int64_t outer = 1, n = shape[dd], inner = 1;
     for (int i = 0; i < dd; i++) outer *= shape[i];
     for (int i = dd + 1; i < rank; i++) inner *= shape[i];
     float *hx = th_random((size_t)numel, lo, hi), *hdy = th_random((size_t)numel, -1, 1);
+    for (int64_t i = 0; masked && i < numel; i += 5) hx[i] = -INFINITY; /* masked entries: y 0 / -inf */
     double *xd = to_d(hx, (size_t)numel), *yd = dalloc((size_t)numel);
     ref_softmax(xd, yd, outer, n, inner, lg);
     float *hy = malloc(sizeof(float) * (size_t)numel);
@@ -409,8 +410,9 @@ static void case_softmax(int rank, const int64_t *shape, int dim, bool lg, doubl
     wgml_tensor *dx = lg ? wgml_log_softmax_backward(T.g, y, dy, dim) : wgml_softmax_backward(T.g, y, dy, dim);
     float *got = th_read_f32(dx);
     char name[160];
-    snprintf(name, sizeof name, "%s_backward rank %d [..%lld..] dim %d x in [%g,%g] (%.0f ms)", lg ? "log_softmax" : "softmax",
-             rank, (long long)n, dim, lo, hi, (now() - t0) * 1e3);
+    snprintf(name, sizeof name, "%s_backward rank %d [..%lld..] dim %d x in [%g,%g]%s (%.0f ms)",
+             lg ? "log_softmax" : "softmax", rank, (long long)n, dim, lo, hi, masked ? " some -inf" : "",
+             (now() - t0) * 1e3);
     th_close(name, got, ref, (size_t)numel, ATOL, RTOL);
     if (th_dumping() && numel <= 100000) {
         char cn[32];
@@ -426,6 +428,10 @@ static void case_softmax(int rank, const int64_t *shape, int dim, bool lg, doubl
     wgml_tensor_free(y); wgml_tensor_free(dy); wgml_tensor_free(dx);
 }
 
+static void case_softmax(int rank, const int64_t *shape, int dim, bool lg, double lo, double hi) {
+    case_softmax_ex(rank, shape, dim, lg, lo, hi, false);
+}
+
 static void test_softmax(void) {
     const int64_t a[2] = {7, 37}, b[2] = {37, 129}, c[3] = {5, 7, 9}, l[2] = {3, 2000}, s[2] = {129, 7};
     case_softmax(2, a, -1, false, -3, 3);
@@ -437,6 +443,9 @@ static void test_softmax(void) {
     case_softmax(2, l, -1, false, -5, 5); /* long rows: a workgroup per row */
     case_softmax(2, l, -1, true, -5, 5);
     case_softmax(2, s, 0, false, -1, 1);
+    case_softmax_ex(2, b, -1, false, -3, 3, true);
+    case_softmax_ex(2, b, -1, true, -3, 3, true);
+    case_softmax_ex(3, c, 1, true, -3, 3, true);
     const int64_t many[2] = {70000, 17}; /* more than 65,535 workgroups (one per row) */
     case_softmax(2, many, -1, false, -3, 3);
     case_softmax(2, many, -1, true, -3, 3);
