@@ -815,6 +815,53 @@ wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgm
 /* wgml_q4_linear(x, w) plus the adapter (QLoRA). */
 wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l);
 
+/* ---- backward ---- */
+/* Gradients of the forward ops, as standalone ops (the autograd rules call them). All f32;
+ * every reduction runs in a fixed order (no float atomics), so the same inputs give the same
+ * bits on every run. */
+
+/* softmax backward along dim: dx = y ⊙ (dy − Σ_dim(dy ⊙ y)), y = softmax(x, dim) (the forward
+ * output); y and dy of one shape; dx has it. */
+wgml_tensor *wgml_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
+/* log_softmax backward along dim: dx = dy − exp(y) ⊙ Σ_dim dy, y = log_softmax(x, dim). */
+wgml_tensor *wgml_log_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
+/* rms_norm backward over the last dim of x [..., D] (w [D] or NULL for ones, dy x's shape):
+ * *dx gets x's shape; *dw (skipped when dw is NULL) gets [D] = Σ_rows dy·x·rstd, summed over
+ * rows in a fixed order. On error the outputs are set to NULL. */
+wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *dy, float eps,
+                                   wgml_tensor **dx, wgml_tensor **dw);
+/* layer_norm backward: x [..., D], w [D] or NULL, mean and rstd as wgml_layer_norm returned
+ * them (x's shape without the last dim, or any shape of rows elements), dy x's shape.
+ * *dx x's shape; *dw = Σ_rows dy·(x − mean)·rstd and *db = Σ_rows dy, [D] each (dw, db may be
+ * NULL to skip them). On error the outputs are set to NULL. */
+wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *mean,
+                                     wgml_tensor *rstd, wgml_tensor *dy, wgml_tensor **dx, wgml_tensor **dw,
+                                     wgml_tensor **db);
+/* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: 0 where x <= 0,
+ * else dy (NaN included, as PyTorch); abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
+wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy);
+/* dx = dy where lo <= x <= hi, else 0 (PyTorch's rule). */
+wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy, float lo, float hi);
+/* Gradients of wgml_sdpa (same layouts, GQA and end-aligned causal mask, scale <= 0 meaning
+ * 1/sqrt(D)): q, out, dout [B, Hq, Sq, D]; k, v [B, Hkv, Skv, D]; out is wgml_sdpa's output
+ * (rowsum(dout ⊙ out) enters dS). *dq gets q's shape, *dk and *dv k's (summed over the Hq/Hkv
+ * query heads that share a kv head, in a fixed order). The attention probabilities are
+ * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
+ * training lengths up to a few thousand). On error the outputs are set to NULL. */
+wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
+                               wgml_tensor **dv);
+/* dW [num_embeddings, D] of wgml_embedding: dW[v, :] = Σ over positions p with idx[p] == v of
+ * dy[p, :], added in increasing p; rows never indexed are 0. idx i32 of any shape (N
+ * positions), dy [idx..., D]. Index range rules as wgml_embedding (checked in the eager graph;
+ * wrapped and clamped in a built graph). Cost: O(N + V) for a count, a scan and a bucket fill,
+ * O(Σ_v count_v²) to order each bucket by position, O(V·D + N·D) for the sums. */
+wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tensor *dy, int64_t num_embeddings);
+/* dx of wgml_gather(x, dim, index): zeros of x's shape (x only gives the shape; any dtype) with
+ * dy (f32, index's shape) added at c with c[dim] := index[c], in increasing c[dim]
+ * (deterministic). Cost: numel(x) · index.shape[dim]. Index rules as wgml_gather. */
+wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index, wgml_tensor *dy);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,68 @@
+// attn_bwd_soft: the row-wise middle of sdpa backward. The rows are the query rows of a kv-head
+// group, r = (g, hh, i) with q's row-major layout [B*Hkv, rep*Sq, D]; s = q·kᵀ and dp = dout·vᵀ
+// ([rows, Skv], from matmul). With the end-aligned causal mask (key j visible when
+// j <= Skv - Sq + i) and delta = dout_r · out_r it writes, for each key j, in place
+//   s[r, j]  <- P = softmax_j(scale * s[r, j])          (0 for masked keys)
+//   dp[r, j] <- dS = scale * P * (dp[r, j] - delta)     (the gradient of the unscaled scores)
+// Each element is read and rewritten by the same thread, so in place is safe.
+// Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row; thread t
+// owns keys t, t+WG, ... and columns t, t+WG, ... of D for delta. Max, sum and delta use trees
+// in workgroup memory (fixed order, deterministic).
+struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32 }
+
+@group(0) @binding(0) var<storage, read> o: array<f32>;
+@group(0) @binding(1) var<storage, read> dout: array<f32>;
+@group(0) @binding(2) var<storage, read_write> s: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dp: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+var<workgroup> red2: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let r = wid.x + wid.y * nwg.x;
+    if (r >= p.n_rows) { return; }
+    let i = r % p.sq;
+    let sb = r * p.skv;
+    let ob = r * p.d;
+    var nk = p.skv;
+    if (p.causal != 0u) { nk = p.skv - p.sq + i + 1u; }
+    var m = -3.0e38;
+    for (var j = lid; j < nk; j += WG) { m = max(m, s[sb + j] * p.scale); }
+    var dl = 0.0;
+    for (var c = lid; c < p.d; c += WG) { dl += dout[ob + c] * o[ob + c]; }
+    red[lid] = m;
+    red2[lid] = dl;
+    workgroupBarrier();
+    for (var t = WG / 2u; t > 0u; t = t >> 1u) {
+        if (lid < t) {
+            red[lid] = max(red[lid], red[lid + t]);
+            red2[lid] = red2[lid] + red2[lid + t];
+        }
+        workgroupBarrier();
+    }
+    m = red[0];
+    let delta = red2[0];
+    workgroupBarrier();
+    var l = 0.0;
+    for (var j = lid; j < nk; j += WG) { l += exp(s[sb + j] * p.scale - m); }
+    red[lid] = l;
+    workgroupBarrier();
+    for (var t = WG / 2u; t > 0u; t = t >> 1u) {
+        if (lid < t) { red[lid] = red[lid] + red[lid + t]; }
+        workgroupBarrier();
+    }
+    let inv = 1.0 / red[0];
+    for (var j = lid; j < p.skv; j += WG) {
+        var pv = 0.0;
+        var g = 0.0;
+        if (j < nk) {
+            pv = exp(s[sb + j] * p.scale - m) * inv;
+            g = p.scale * pv * (dp[sb + j] - delta);
+        }
+        s[sb + j] = pv;
+        dp[sb + j] = g;
+    }
+}

@@ -1,0 +1,1000 @@
+#define _POSIX_C_SOURCE 199309L
+/* Backward ops against plain double-precision loops: softmax / log_softmax backward (any dim),
+ * rms_norm and layer_norm backward (dx, dw, db; more than 65,535 rows), the unary and clamp
+ * derivatives, sdpa backward (GQA 9/3 heads, D = 64, causal and not, Sq < Skv), embedding
+ * backward (a 49,152-row table), gather backward and determinism (the same bits twice). The host references are
+ * themselves checked against central finite differences of host double forwards. Also a built
+ * graph run twice, and bad input. Run with --dump DIR, the cases are also checked by
+ * tests/py/test_torch_backward.py against PyTorch float64 autograd. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+#define ATOL 1e-5
+#define RTOL 1e-4
+
+static int n_dumped;
+
+static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+static int64_t numel_of(int rank, const int64_t *s) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= s[i];
+    return n;
+}
+
+/* ------------------------------------------------------------------ host references */
+
+/* softmax / log_softmax of the [outer, n, inner] view along n, in double */
+static void ref_softmax(const double *x, double *y, int64_t outer, int64_t n, int64_t inner, bool lg) {
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const double *xr = x + o * n * inner + i;
+            double m = -INFINITY, z = 0;
+            for (int64_t j = 0; j < n; j++) m = fmax(m, xr[j * inner]);
+            for (int64_t j = 0; j < n; j++) z += exp(xr[j * inner] - m);
+            for (int64_t j = 0; j < n; j++) {
+                double v = xr[j * inner] - m;
+                y[o * n * inner + i + j * inner] = lg ? v - log(z) : exp(v) / z;
+            }
+        }
+}
+
+/* dx from the forward output y: softmax y ⊙ (dy − Σ dy ⊙ y); log_softmax dy − e^y Σ dy */
+static void ref_softmax_bwd(const double *y, const double *dy, double *dx, int64_t outer, int64_t n, int64_t inner,
+                            bool lg) {
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t b = o * n * inner + i;
+            double s = 0;
+            for (int64_t j = 0; j < n; j++) s += lg ? dy[b + j * inner] : dy[b + j * inner] * y[b + j * inner];
+            for (int64_t j = 0; j < n; j++) {
+                int64_t k = b + j * inner;
+                dx[k] = lg ? dy[k] - exp(y[k]) * s : y[k] * (dy[k] - s);
+            }
+        }
+}
+
+static void ref_rms(const double *x, const double *w, double *y, int64_t rows, int64_t d, double eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) s += x[r * d + j] * x[r * d + j];
+        double rs = 1.0 / sqrt(s / (double)d + eps);
+        for (int64_t j = 0; j < d; j++) y[r * d + j] = x[r * d + j] * rs * (w ? w[j] : 1.0);
+    }
+}
+
+/* y_j = x_j r w_j, r = (Σx²/d + eps)^-1/2, dr/dx_k = −r³ x_k / d:
+ * dx_k = r w_k dy_k − r³ x_k / d · Σ_j dy_j w_j x_j; dw_j = Σ_rows dy_j x_j r */
+static void ref_rms_bwd(const double *x, const double *w, const double *dy, double *dx, double *dw, int64_t rows,
+                        int64_t d, double eps) {
+    if (dw) memset(dw, 0, sizeof(double) * (size_t)d);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * d, *gr = dy + r * d;
+        double s = 0, t = 0;
+        for (int64_t j = 0; j < d; j++) {
+            s += xr[j] * xr[j];
+            t += gr[j] * (w ? w[j] : 1.0) * xr[j];
+        }
+        double rs = 1.0 / sqrt(s / (double)d + eps);
+        for (int64_t j = 0; j < d; j++) {
+            dx[r * d + j] = rs * (w ? w[j] : 1.0) * gr[j] - rs * rs * rs * xr[j] * t / (double)d;
+            if (dw) dw[j] += gr[j] * xr[j] * rs;
+        }
+    }
+}
+
+static void ref_layer(const double *x, const double *w, const double *b, double *y, double *mean, double *rstd,
+                      int64_t rows, int64_t d, double eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < d; j++) m += x[r * d + j];
+        m /= (double)d;
+        for (int64_t j = 0; j < d; j++) v += (x[r * d + j] - m) * (x[r * d + j] - m);
+        double rs = 1.0 / sqrt(v / (double)d + eps);
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = rs;
+        for (int64_t j = 0; j < d; j++) y[r * d + j] = (x[r * d + j] - m) * rs * (w ? w[j] : 1.0) + (b ? b[j] : 0.0);
+    }
+}
+
+/* xh = (x − m) r, g = dy w: dx = r (g − mean g − xh mean(g xh)); dw = Σ dy xh; db = Σ dy */
+static void ref_layer_bwd(const double *x, const double *w, const double *dy, double *dx, double *dw, double *db,
+                          int64_t rows, int64_t d, double eps) {
+    if (dw) memset(dw, 0, sizeof(double) * (size_t)d);
+    if (db) memset(db, 0, sizeof(double) * (size_t)d);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * d, *gr = dy + r * d;
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < d; j++) m += xr[j];
+        m /= (double)d;
+        for (int64_t j = 0; j < d; j++) v += (xr[j] - m) * (xr[j] - m);
+        double rs = 1.0 / sqrt(v / (double)d + eps), mg = 0, mgx = 0;
+        for (int64_t j = 0; j < d; j++) {
+            double g = gr[j] * (w ? w[j] : 1.0);
+            mg += g;
+            mgx += g * (xr[j] - m) * rs;
+        }
+        mg /= (double)d;
+        mgx /= (double)d;
+        for (int64_t j = 0; j < d; j++) {
+            double xh = (xr[j] - m) * rs, g = gr[j] * (w ? w[j] : 1.0);
+            dx[r * d + j] = rs * (g - mg - xh * mgx);
+            if (dw) dw[j] += gr[j] * xh;
+            if (db) db[j] += gr[j];
+        }
+    }
+}
+
+static double sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
+#define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
+
+static double un_f(wgml_unary_op op, double v) {
+    switch (op) {
+    case WGML_UN_RELU: return v > 0 ? v : 0;
+    case WGML_UN_SIGMOID: return sigm(v);
+    case WGML_UN_SILU: return v * sigm(v);
+    case WGML_UN_GELU: return v * 0.5 * erfc(-v / sqrt(2.0));
+    case WGML_UN_GELU_TANH: return 0.5 * v * (1 + tanh(GELU_C * (v + 0.044715 * v * v * v)));
+    case WGML_UN_EXP: return exp(v);
+    case WGML_UN_LOG: return log(v);
+    case WGML_UN_NEG: return -v;
+    case WGML_UN_ABS: return fabs(v);
+    case WGML_UN_SQRT: return sqrt(v);
+    case WGML_UN_RSQRT: return 1 / sqrt(v);
+    case WGML_UN_TANH: return tanh(v);
+    }
+    return NAN;
+}
+
+static double un_df(wgml_unary_op op, double v) {
+    switch (op) {
+    case WGML_UN_RELU: return v > 0 ? 1 : 0;
+    case WGML_UN_SIGMOID: return sigm(v) * sigm(-v);
+    case WGML_UN_SILU: return sigm(v) * (1 + v * sigm(-v));
+    case WGML_UN_GELU: return 0.5 * erfc(-v / sqrt(2.0)) + v * exp(-0.5 * v * v) / 2.5066282746310002;
+    case WGML_UN_GELU_TANH: {
+        double t = tanh(GELU_C * (v + 0.044715 * v * v * v));
+        return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * v * v);
+    }
+    case WGML_UN_EXP: return exp(v);
+    case WGML_UN_LOG: return 1 / v;
+    case WGML_UN_NEG: return -1;
+    case WGML_UN_ABS: return v > 0 ? 1 : v < 0 ? -1 : 0;
+    case WGML_UN_SQRT: return 0.5 / sqrt(v);
+    case WGML_UN_RSQRT: return -0.5 / (v * sqrt(v));
+    case WGML_UN_TANH: return 1 - tanh(v) * tanh(v);
+    }
+    return NAN;
+}
+
+typedef struct attn_dims {
+    int64_t B, Hq, Hkv, Sq, Skv, D;
+} attn_dims;
+
+/* sdpa forward (out) and backward (dq, dk, dv; any may be NULL) in double. */
+static void ref_sdpa(const attn_dims *a, const double *q, const double *k, const double *v, const double *dout,
+                     bool causal, double sc, double *out, double *dq, double *dk, double *dv) {
+    int64_t D = a->D, rep = a->Hq / a->Hkv;
+    size_t kvn = (size_t)(a->B * a->Hkv * a->Skv * D);
+    if (dk) memset(dk, 0, sizeof(double) * kvn);
+    if (dv) memset(dv, 0, sizeof(double) * kvn);
+    double *pr = dalloc((size_t)a->Skv), *dp = dalloc((size_t)a->Skv);
+    for (int64_t b = 0; b < a->B; b++)
+        for (int64_t h = 0; h < a->Hq; h++)
+            for (int64_t i = 0; i < a->Sq; i++) {
+                const double *qr = q + ((b * a->Hq + h) * a->Sq + i) * D;
+                int64_t kb = (b * a->Hkv + h / rep) * a->Skv * D;
+                int64_t nk = causal ? a->Skv - a->Sq + i + 1 : a->Skv;
+                double m = -INFINITY, z = 0;
+                for (int64_t j = 0; j < nk; j++) {
+                    double s = 0;
+                    for (int64_t c = 0; c < D; c++) s += qr[c] * k[kb + j * D + c];
+                    pr[j] = s * sc;
+                    m = fmax(m, pr[j]);
+                }
+                for (int64_t j = 0; j < nk; j++) z += pr[j] = exp(pr[j] - m);
+                for (int64_t j = 0; j < nk; j++) pr[j] /= z;
+                int64_t ob = ((b * a->Hq + h) * a->Sq + i) * D;
+                if (out)
+                    for (int64_t c = 0; c < D; c++) {
+                        double s = 0;
+                        for (int64_t j = 0; j < nk; j++) s += pr[j] * v[kb + j * D + c];
+                        out[ob + c] = s;
+                    }
+                if (!dout) continue;
+                double delta = 0;
+                for (int64_t j = 0; j < nk; j++) {
+                    double s = 0;
+                    for (int64_t c = 0; c < D; c++) s += dout[ob + c] * v[kb + j * D + c];
+                    dp[j] = s;
+                    delta += pr[j] * s;
+                }
+                for (int64_t c = 0; dq && c < D; c++) dq[ob + c] = 0;
+                for (int64_t j = 0; j < nk; j++) {
+                    double ds = pr[j] * (dp[j] - delta);
+                    for (int64_t c = 0; c < D; c++) {
+                        if (dq) dq[ob + c] += sc * ds * k[kb + j * D + c];
+                        if (dk) dk[kb + j * D + c] += sc * ds * qr[c];
+                        if (dv) dv[kb + j * D + c] += pr[j] * dout[ob + c];
+                    }
+                }
+            }
+    free(pr);
+    free(dp);
+}
+
+/* ------------------------------------------------------------------ finite differences */
+
+/* max over entries of |analytic − fd| / max(1, |fd|) */
+typedef double (*loss_fn)(void *ctx);
+static double fd_check(loss_fn L, void *ctx, double *param, size_t n, const double *grad, size_t stride) {
+    double worst = 0, h = 1e-5;
+    for (size_t i = 0; i < n; i += stride) {
+        double keep = param[i];
+        param[i] = keep + h;
+        double lp = L(ctx);
+        param[i] = keep - h;
+        double lm = L(ctx);
+        param[i] = keep;
+        double fd = (lp - lm) / (2 * h), e = fabs(fd - grad[i]) / fmax(1.0, fabs(fd));
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static double dotd(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static double *drandom(size_t n, double lo, double hi) {
+    double *p = dalloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = th_uniform(lo, hi);
+    return p;
+}
+
+typedef struct fdc {
+    int kind; /* 0 softmax, 1 log_softmax, 2 rms, 3 layer, 4 unary, 5 sdpa */
+    double *x, *w, *b, *dy, *tmp, *k, *v;
+    int64_t outer, n, inner, rows, d;
+    wgml_unary_op op;
+    attn_dims a;
+    bool causal;
+} fdc;
+
+static double fd_loss(void *vc) {
+    fdc *c = vc;
+    size_t n;
+    switch (c->kind) {
+    case 0:
+    case 1:
+        n = (size_t)(c->outer * c->n * c->inner);
+        ref_softmax(c->x, c->tmp, c->outer, c->n, c->inner, c->kind == 1);
+        return dotd(c->tmp, c->dy, n);
+    case 2:
+        n = (size_t)(c->rows * c->d);
+        ref_rms(c->x, c->w, c->tmp, c->rows, c->d, 1e-5);
+        return dotd(c->tmp, c->dy, n);
+    case 3:
+        n = (size_t)(c->rows * c->d);
+        ref_layer(c->x, c->w, c->b, c->tmp, NULL, NULL, c->rows, c->d, 1e-5);
+        return dotd(c->tmp, c->dy, n);
+    case 4:
+        n = (size_t)c->rows;
+        for (size_t i = 0; i < n; i++) c->tmp[i] = un_f(c->op, c->x[i]);
+        return dotd(c->tmp, c->dy, n);
+    default:
+        n = (size_t)(c->a.B * c->a.Hq * c->a.Sq * c->a.D);
+        ref_sdpa(&c->a, c->x, c->k, c->v, NULL, c->causal, 1 / sqrt((double)c->a.D), c->tmp, NULL, NULL, NULL);
+        return dotd(c->tmp, c->dy, n);
+    }
+}
+
+static void test_finite_differences(void) {
+    const double tol = 1e-6;
+    /* softmax / log_softmax along the middle dim of [3, 7, 2] */
+    for (int lg = 0; lg < 2; lg++) {
+        fdc c = {.kind = lg, .outer = 3, .n = 7, .inner = 2};
+        size_t n = 42;
+        c.x = drandom(n, -3, 3);
+        c.dy = drandom(n, -1, 1);
+        c.tmp = dalloc(n);
+        double *y = dalloc(n), *dx = dalloc(n);
+        ref_softmax(c.x, y, 3, 7, 2, lg);
+        ref_softmax_bwd(y, c.dy, dx, 3, 7, 2, lg);
+        double e = fd_check(fd_loss, &c, c.x, n, dx, 1);
+        th_check(e < tol, "finite differences: %s backward (max err %.2g)", lg ? "log_softmax" : "softmax", e);
+        free(c.x); free(c.dy); free(c.tmp); free(y); free(dx);
+    }
+    /* rms_norm: dx and dw */
+    {
+        fdc c = {.kind = 2, .rows = 4, .d = 7};
+        size_t n = 28;
+        c.x = drandom(n, -2, 2);
+        c.w = drandom(7, -2, 2);
+        c.dy = drandom(n, -1, 1);
+        c.tmp = dalloc(n);
+        double *dx = dalloc(n), dw[7];
+        ref_rms_bwd(c.x, c.w, c.dy, dx, dw, 4, 7, 1e-5);
+        double e1 = fd_check(fd_loss, &c, c.x, n, dx, 1), e2 = fd_check(fd_loss, &c, c.w, 7, dw, 1);
+        th_check(e1 < tol && e2 < tol, "finite differences: rms_norm dx %.2g, dw %.2g", e1, e2);
+        free(c.x); free(c.w); free(c.dy); free(c.tmp); free(dx);
+    }
+    /* layer_norm: dx, dw, db */
+    {
+        fdc c = {.kind = 3, .rows = 4, .d = 7};
+        size_t n = 28;
+        c.x = drandom(n, -2, 2);
+        c.w = drandom(7, -2, 2);
+        c.b = drandom(7, -1, 1);
+        c.dy = drandom(n, -1, 1);
+        c.tmp = dalloc(n);
+        double *dx = dalloc(n), dw[7], db[7];
+        ref_layer_bwd(c.x, c.w, c.dy, dx, dw, db, 4, 7, 1e-5);
+        double e1 = fd_check(fd_loss, &c, c.x, n, dx, 1), e2 = fd_check(fd_loss, &c, c.w, 7, dw, 1),
+               e3 = fd_check(fd_loss, &c, c.b, 7, db, 1);
+        th_check(e1 < tol && e2 < tol && e3 < tol, "finite differences: layer_norm dx %.2g, dw %.2g, db %.2g", e1, e2,
+                 e3);
+        free(c.x); free(c.w); free(c.b); free(c.dy); free(c.tmp); free(dx);
+    }
+    /* every unary op (positive inputs for log, sqrt, rsqrt; none at the kinks of relu / abs) */
+    for (int op = WGML_UN_RELU; op <= WGML_UN_TANH; op++) {
+        bool pos = op == WGML_UN_LOG || op == WGML_UN_SQRT || op == WGML_UN_RSQRT;
+        fdc c = {.kind = 4, .rows = 64, .op = (wgml_unary_op)op};
+        c.x = drandom(64, pos ? 0.2 : -5, pos ? 4 : 5);
+        for (int i = 0; i < 64 && !pos; i++)
+            if (fabs(c.x[i]) < 1e-3) c.x[i] = 0.5;
+        c.dy = drandom(64, -1, 1);
+        c.tmp = dalloc(64);
+        double dx[64];
+        for (int i = 0; i < 64; i++) dx[i] = un_df(c.op, c.x[i]) * c.dy[i];
+        double e = fd_check(fd_loss, &c, c.x, 64, dx, 1);
+        th_check(e < tol, "finite differences: unary op %d derivative (max err %.2g)", op, e);
+        free(c.x); free(c.dy); free(c.tmp);
+    }
+    /* sdpa: GQA 4/2 heads, causal with Sq < Skv and not */
+    for (int causal = 0; causal < 2; causal++) {
+        fdc c = {.kind = 5, .a = {1, 4, 2, 5, 7, 8}, .causal = causal};
+        size_t nq = 4 * 5 * 8, nk = 2 * 7 * 8;
+        c.x = drandom(nq, -1, 1);
+        c.k = drandom(nk, -1, 1);
+        c.v = drandom(nk, -1, 1);
+        c.dy = drandom(nq, -1, 1);
+        c.tmp = dalloc(nq);
+        double *dq = dalloc(nq), *dk = dalloc(nk), *dv = dalloc(nk);
+        ref_sdpa(&c.a, c.x, c.k, c.v, c.dy, causal, 1 / sqrt(8.0), c.tmp, dq, dk, dv);
+        double e1 = fd_check(fd_loss, &c, c.x, nq, dq, 1), e2 = fd_check(fd_loss, &c, c.k, nk, dk, 1),
+               e3 = fd_check(fd_loss, &c, c.v, nk, dv, 1);
+        th_check(e1 < tol && e2 < tol && e3 < tol, "finite differences: sdpa%s dq %.2g, dk %.2g, dv %.2g",
+                 causal ? " causal" : "", e1, e2, e3);
+        free(c.x); free(c.k); free(c.v); free(c.dy); free(c.tmp); free(dq); free(dk); free(dv);
+    }
+}
+
+/* ------------------------------------------------------------------ GPU cases */
+
+static double *to_d(const float *f, size_t n) {
+    double *d = dalloc(n);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+static void case_softmax_ex(int rank, const int64_t *shape, int dim, bool lg, double lo, double hi, bool masked) {
+    int64_t numel = numel_of(rank, shape);
+    int dd = dim < 0 ? dim + rank : dim;
+    int64_t outer = 1, n = shape[dd], inner = 1;
+    for (int i = 0; i < dd; i++) outer *= shape[i];
+    for (int i = dd + 1; i < rank; i++) inner *= shape[i];
+    float *hx = th_random((size_t)numel, lo, hi), *hdy = th_random((size_t)numel, -1, 1);
+    for (int64_t i = 0; masked && i < numel; i += 5) hx[i] = -INFINITY; /* masked entries: y 0 / -inf */
+    double *xd = to_d(hx, (size_t)numel), *yd = dalloc((size_t)numel);
+    ref_softmax(xd, yd, outer, n, inner, lg);
+    float *hy = malloc(sizeof(float) * (size_t)numel);
+    for (int64_t i = 0; i < numel; i++) hy[i] = (float)yd[i];
+    double *yf = to_d(hy, (size_t)numel), *dyd = to_d(hdy, (size_t)numel), *ref = dalloc((size_t)numel);
+    ref_softmax_bwd(yf, dyd, ref, outer, n, inner, lg);
+    wgml_tensor *y = th_tensor_f32(rank, shape, hy), *dy = th_tensor_f32(rank, shape, hdy);
+    double t0 = now();
+    wgml_tensor *dx = lg ? wgml_log_softmax_backward(T.g, y, dy, dim) : wgml_softmax_backward(T.g, y, dy, dim);
+    float *got = th_read_f32(dx);
+    char name[160];
+    snprintf(name, sizeof name, "%s_backward rank %d [..%lld..] dim %d x in [%g,%g]%s (%.0f ms)",
+             lg ? "log_softmax" : "softmax", rank, (long long)n, dim, lo, hi, masked ? " some -inf" : "",
+             (now() - t0) * 1e3);
+    th_close(name, got, ref, (size_t)numel, ATOL, RTOL);
+    if (th_dumping() && numel <= 100000) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "%s%d", lg ? "logsoftmax" : "softmax", n_dumped++);
+        float prm[1] = {(float)dim};
+        int64_t one = 1;
+        th_dump(cn, "x", WGML_F32, rank, shape, hx);
+        th_dump(cn, "dy", WGML_F32, rank, shape, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &one, prm);
+        th_dump_tensor(cn, "dx", dx);
+    }
+    free(hx); free(hdy); free(xd); free(yd); free(hy); free(yf); free(dyd); free(ref); free(got);
+    wgml_tensor_free(y); wgml_tensor_free(dy); wgml_tensor_free(dx);
+}
+
+static void case_softmax(int rank, const int64_t *shape, int dim, bool lg, double lo, double hi) {
+    case_softmax_ex(rank, shape, dim, lg, lo, hi, false);
+}
+
+static void test_softmax(void) {
+    const int64_t a[2] = {7, 37}, b[2] = {37, 129}, c[3] = {5, 7, 9}, l[2] = {3, 2000}, s[2] = {129, 7};
+    case_softmax(2, a, -1, false, -3, 3);
+    case_softmax(2, a, -1, true, -3, 3);
+    case_softmax(2, b, 1, false, -40, 40); /* inputs spanning ±40 */
+    case_softmax(2, b, -1, true, -40, 40);
+    case_softmax(3, c, 1, false, -2, 2); /* a middle dim: strided rows */
+    case_softmax(3, c, 0, true, -2, 2);
+    case_softmax(2, l, -1, false, -5, 5); /* long rows: a workgroup per row */
+    case_softmax(2, l, -1, true, -5, 5);
+    case_softmax(2, s, 0, false, -1, 1);
+    case_softmax_ex(2, b, -1, false, -3, 3, true);
+    case_softmax_ex(2, b, -1, true, -3, 3, true);
+    case_softmax_ex(3, c, 1, true, -3, 3, true);
+    const int64_t many[2] = {70000, 17}; /* more than 65,535 workgroups (one per row) */
+    case_softmax(2, many, -1, false, -3, 3);
+    case_softmax(2, many, -1, true, -3, 3);
+}
+
+static void case_rms(int rank, const int64_t *shape, bool has_w, bool want_dw, float eps, int dump) {
+    int64_t d = shape[rank - 1], numel = numel_of(rank, shape), rows = numel / d;
+    float *hx = th_random((size_t)numel, -2, 2), *hw = th_random((size_t)d, -2, 2),
+          *hdy = th_random((size_t)numel, -1, 1);
+    wgml_tensor *x = th_tensor_f32(rank, shape, hx), *w = has_w ? th_tensor_f32(1, &d, hw) : NULL,
+                *dy = th_tensor_f32(rank, shape, hdy), *dx = NULL, *dw = NULL;
+    double t0 = now();
+    wgml_status s = wgml_rms_norm_backward(T.g, x, w, dy, eps, &dx, want_dw ? &dw : NULL);
+    float *gx = th_read_f32(dx), *gw = want_dw ? th_read_f32(dw) : NULL;
+    double dt = now() - t0;
+    double *xd = to_d(hx, (size_t)numel), *wd = to_d(hw, (size_t)d), *dyd = to_d(hdy, (size_t)numel);
+    double *rx = dalloc((size_t)numel), *rw = dalloc((size_t)d);
+    ref_rms_bwd(xd, has_w ? wd : NULL, dyd, rx, rw, rows, d, eps);
+    char name[200];
+    snprintf(name, sizeof name, "rms_norm_backward [%lld rows, %lld]%s dx (%.0f ms)", (long long)rows, (long long)d,
+             has_w ? " w" : "", dt * 1e3);
+    th_check(!s, "rms_norm_backward status: %s", wgml_last_error(T.ctx));
+    th_close(name, gx, rx, (size_t)numel, ATOL, RTOL);
+    if (want_dw) {
+        snprintf(name, sizeof name, "rms_norm_backward [%lld rows, %lld] dw", (long long)rows, (long long)d);
+        th_close(name, gw, rw, (size_t)d, ATOL * sqrt((double)rows), RTOL);
+        /* determinism: a second run gives the same bits */
+        wgml_tensor *dx2 = NULL, *dw2 = NULL;
+        wgml_rms_norm_backward(T.g, x, w, dy, eps, &dx2, &dw2);
+        float *g2 = th_read_f32(dw2);
+        th_exact_u32("rms_norm_backward dw: the same bits twice", (const uint32_t *)g2, (const uint32_t *)gw, (size_t)d);
+        free(g2);
+        wgml_tensor_free(dx2); wgml_tensor_free(dw2);
+    }
+    if (dump && th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "rms%d", n_dumped++);
+        float prm[3] = {eps, has_w, want_dw};
+        int64_t three = 3;
+        th_dump(cn, "x", WGML_F32, rank, shape, hx);
+        if (has_w) th_dump(cn, "w", WGML_F32, 1, &d, hw);
+        th_dump(cn, "dy", WGML_F32, rank, shape, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &three, prm);
+        th_dump_tensor(cn, "dx", dx);
+        if (want_dw) th_dump_tensor(cn, "dw", dw);
+    }
+    free(hx); free(hw); free(hdy); free(gx); free(gw); free(xd); free(wd); free(dyd); free(rx); free(rw);
+    wgml_tensor_free(x); wgml_tensor_free(w); wgml_tensor_free(dy); wgml_tensor_free(dx); wgml_tensor_free(dw);
+}
+
+static void case_layer(int rank, const int64_t *shape, bool has_w, bool want_dw, bool want_db, double lo, double hi,
+                       int dump) {
+    int64_t d = shape[rank - 1], numel = numel_of(rank, shape), rows = numel / d;
+    float eps = 1e-5f;
+    float *hx = th_random((size_t)numel, lo, hi), *hw = th_random((size_t)d, -2, 2), *hb = th_random((size_t)d, -1, 1),
+          *hdy = th_random((size_t)numel, -1, 1);
+    wgml_tensor *x = th_tensor_f32(rank, shape, hx), *w = has_w ? th_tensor_f32(1, &d, hw) : NULL,
+                *b = th_tensor_f32(1, &d, hb), *dy = th_tensor_f32(rank, shape, hdy);
+    wgml_tensor *mean = NULL, *rstd = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+    double t0 = now();
+    wgml_tensor *y = wgml_layer_norm(T.g, x, w, b, eps, &mean, &rstd);
+    wgml_status s = wgml_layer_norm_backward(T.g, x, w, mean, rstd, dy, &dx, want_dw ? &dw : NULL, want_db ? &db : NULL);
+    float *gx = th_read_f32(dx), *gw = want_dw ? th_read_f32(dw) : NULL, *gb = want_db ? th_read_f32(db) : NULL;
+    double dt = now() - t0;
+    double *xd = to_d(hx, (size_t)numel), *wd = to_d(hw, (size_t)d), *dyd = to_d(hdy, (size_t)numel);
+    double *rx = dalloc((size_t)numel), *rw = dalloc((size_t)d), *rb = dalloc((size_t)d);
+    ref_layer_bwd(xd, has_w ? wd : NULL, dyd, rx, rw, rb, rows, d, eps);
+    th_check(!s, "layer_norm_backward status: %s", wgml_last_error(T.ctx));
+    char name[200];
+    snprintf(name, sizeof name, "layer_norm_backward [%lld rows, %lld]%s x in [%g,%g] dx (%.0f ms)", (long long)rows,
+             (long long)d, has_w ? " w" : "", lo, hi, dt * 1e3);
+    /* (x − mean) in fp32 loses |mean|·2^-24 against a spread ~1: scale atol by the offset */
+    double at = ATOL * fmax(1.0, fabs(lo + hi) / 2);
+    th_close(name, gx, rx, (size_t)numel, at, RTOL);
+    if (want_dw) {
+        snprintf(name, sizeof name, "layer_norm_backward [%lld rows, %lld] dw", (long long)rows, (long long)d);
+        th_close(name, gw, rw, (size_t)d, at * sqrt((double)rows), RTOL);
+    }
+    if (want_db) {
+        snprintf(name, sizeof name, "layer_norm_backward [%lld rows, %lld] db", (long long)rows, (long long)d);
+        th_close(name, gb, rb, (size_t)d, ATOL * sqrt((double)rows), RTOL);
+    }
+    if (dump && th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "layer%d", n_dumped++);
+        float prm[4] = {eps, has_w, want_dw, want_db};
+        int64_t four = 4;
+        th_dump(cn, "x", WGML_F32, rank, shape, hx);
+        if (has_w) th_dump(cn, "w", WGML_F32, 1, &d, hw);
+        th_dump(cn, "b", WGML_F32, 1, &d, hb);
+        th_dump(cn, "dy", WGML_F32, rank, shape, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &four, prm);
+        th_dump_tensor(cn, "dx", dx);
+        if (want_dw) th_dump_tensor(cn, "dw", dw);
+        if (want_db) th_dump_tensor(cn, "db", db);
+    }
+    free(hx); free(hw); free(hb); free(hdy); free(gx); free(gw); free(gb); free(xd); free(wd); free(dyd);
+    free(rx); free(rw); free(rb);
+    wgml_tensor_free(x); wgml_tensor_free(w); wgml_tensor_free(b); wgml_tensor_free(dy); wgml_tensor_free(y);
+    wgml_tensor_free(mean); wgml_tensor_free(rstd); wgml_tensor_free(dx); wgml_tensor_free(dw); wgml_tensor_free(db);
+}
+
+static void test_norms(void) {
+    const int64_t a[2] = {7, 37}, b[2] = {37, 129}, c[3] = {4, 3, 132}, one[1] = {129}, many[2] = {70000, 7},
+                  l[2] = {5, 4096};
+    case_rms(2, a, true, true, 1e-5f, 1);
+    case_rms(2, l, true, true, 1e-5f, 0); /* long vec4 rows */
+    case_layer(2, l, true, true, true, -1, 1, 0);
+    case_rms(3, c, false, true, 1e-5f, 1); /* vec4 rows without w */
+    case_layer(3, c, false, false, true, -1, 1, 1);
+    case_rms(2, a, false, true, 1e-6f, 1);
+    case_rms(2, b, true, true, 1e-5f, 1);
+    case_rms(3, c, true, false, 1e-5f, 1);
+    case_rms(1, one, true, true, 0.5f, 1); /* eps that dominates */
+    case_rms(2, many, true, true, 1e-5f, 0); /* more than 65,535 workgroups */
+    case_layer(2, a, true, true, true, -1, 1, 1);
+    case_layer(2, a, false, false, true, -1, 1, 1);
+    case_layer(2, b, true, true, false, 9, 11, 1); /* mean large against the spread */
+    case_layer(3, c, true, true, true, -2, 2, 1);
+    case_layer(1, one, true, true, true, -1, 1, 1);
+    case_layer(2, many, true, true, true, -1, 1, 0);
+}
+
+static void case_unary(int op, int64_t n, double lo, double hi) {
+    bool is_clamp = op < 0;
+    float clo = -0.5f, chi = 1.25f;
+    float *hx = th_random((size_t)n, lo, hi), *hdy = th_random((size_t)n, -1, 1);
+    if (!is_clamp && (op == WGML_UN_RELU || op == WGML_UN_ABS)) hx[0] = 0.0f; /* the kink: gradient 0 */
+    if (is_clamp && n >= 3) {
+        hx[1] = clo; /* the bounds themselves pass the gradient */
+        hx[2] = chi;
+    }
+    wgml_tensor *x = th_tensor_f32(1, &n, hx), *dy = th_tensor_f32(1, &n, hdy);
+    double t0 = now();
+    wgml_tensor *dx = is_clamp ? wgml_clamp_backward(T.g, x, dy, clo, chi)
+                               : wgml_unary_backward(T.g, (wgml_unary_op)op, x, dy);
+    float *got = th_read_f32(dx);
+    double dt = now() - t0;
+    double *ref = dalloc((size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        ref[i] = is_clamp ? (hx[i] >= clo && hx[i] <= chi ? hdy[i] : 0.0) : un_df((wgml_unary_op)op, hx[i]) * hdy[i];
+    char name[160];
+    snprintf(name, sizeof name, "%s_backward op %d n %lld x in [%g,%g] (%.0f ms)", is_clamp ? "clamp" : "unary", op,
+             (long long)n, lo, hi, dt * 1e3);
+    /* exp / rsqrt reach ~e^6 and ~11: relative tolerance decides there */
+    th_close(name, got, ref, (size_t)n, ATOL, RTOL);
+    if (th_dumping() && n <= 10000) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "unary%d", n_dumped++);
+        float prm[3] = {(float)op, clo, chi};
+        int64_t three = 3;
+        th_dump(cn, "x", WGML_F32, 1, &n, hx);
+        th_dump(cn, "dy", WGML_F32, 1, &n, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &three, prm);
+        th_dump_tensor(cn, "dx", dx);
+    }
+    free(hx); free(hdy); free(got); free(ref);
+    wgml_tensor_free(x); wgml_tensor_free(dy); wgml_tensor_free(dx);
+}
+
+static void test_unary(void) {
+    for (int op = WGML_UN_RELU; op <= WGML_UN_TANH; op++) {
+        bool pos = op == WGML_UN_LOG || op == WGML_UN_SQRT || op == WGML_UN_RSQRT;
+        case_unary(op, 37, pos ? 0.1 : -6, pos ? 4 : 6);       /* scalar path */
+        case_unary(op, 4 * 1031, pos ? 0.05 : -12, pos ? 9 : 12); /* vec4 path, wide range */
+    }
+    case_unary(-1, 129, -2, 2);
+    case_unary(-1, 4096, -2, 2);
+    case_unary(WGML_UN_GELU, 300001, -30, 30); /* several workgroups, tails */
+}
+
+static void case_sdpa(attn_dims a, bool causal, float scale, int dump) {
+    size_t nq = (size_t)(a.B * a.Hq * a.Sq * a.D), nk = (size_t)(a.B * a.Hkv * a.Skv * a.D);
+    int64_t qs[4] = {a.B, a.Hq, a.Sq, a.D}, ks[4] = {a.B, a.Hkv, a.Skv, a.D};
+    float *hq = th_random(nq, -1, 1), *hk = th_random(nk, -1, 1), *hv = th_random(nk, -1, 1), *hdo = th_random(nq, -1, 1);
+    wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv),
+                *dout = th_tensor_f32(4, qs, hdo);
+    wgml_tensor *out = wgml_sdpa(T.g, q, k, v, causal, scale), *dq = NULL, *dk = NULL, *dv = NULL;
+    wgml_sync(T.ctx);
+    double t0 = now(); /* the backward alone */
+    wgml_status s = wgml_sdpa_backward(T.g, q, k, v, out, dout, causal, scale, &dq, &dk, &dv);
+    float *gq = th_read_f32(dq), *gk = th_read_f32(dk), *gv = th_read_f32(dv);
+    double dt = now() - t0;
+    th_check(!s, "sdpa_backward status: %s", wgml_last_error(T.ctx));
+    double *qd = to_d(hq, nq), *kd = to_d(hk, nk), *vd = to_d(hv, nk), *dod = to_d(hdo, nq);
+    double *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
+    double sc = scale > 0 ? scale : 1 / sqrt((double)a.D);
+    ref_sdpa(&a, qd, kd, vd, dod, causal, sc, NULL, rq, rk, rv);
+    char base[160], name[200];
+    snprintf(base, sizeof base, "sdpa_backward B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld%s", (long long)a.B,
+             (long long)a.Hq, (long long)a.Hkv, (long long)a.Sq, (long long)a.Skv, (long long)a.D,
+             causal ? " causal" : "");
+    /* dk / dv sum over Sq·rep rows: atol grows with the square root of that */
+    double at = 2e-5 * sqrt((double)(a.Sq * a.Hq / a.Hkv));
+    snprintf(name, sizeof name, "%s dq (%.0f ms)", base, dt * 1e3);
+    th_close(name, gq, rq, nq, 2e-5, 1e-3);
+    snprintf(name, sizeof name, "%s dk", base);
+    th_close(name, gk, rk, nk, at, 1e-3);
+    snprintf(name, sizeof name, "%s dv", base);
+    th_close(name, gv, rv, nk, at, 1e-3);
+    if (dump == 2) { /* determinism of the GQA sums */
+        wgml_tensor *dq2 = NULL, *dk2 = NULL, *dv2 = NULL;
+        wgml_sdpa_backward(T.g, q, k, v, out, dout, causal, scale, &dq2, &dk2, &dv2);
+        float *k2 = th_read_f32(dk2), *v2 = th_read_f32(dv2);
+        th_check(k2 && v2 && !memcmp(k2, gk, nk * 4) && !memcmp(v2, gv, nk * 4),
+                 "%s: dk and dv the same bits twice", base);
+        free(k2); free(v2);
+        wgml_tensor_free(dq2); wgml_tensor_free(dk2); wgml_tensor_free(dv2);
+    }
+    if (dump && th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "sdpa%d", n_dumped++);
+        float prm[2] = {causal, (float)sc};
+        int64_t two = 2;
+        th_dump(cn, "q", WGML_F32, 4, qs, hq);
+        th_dump(cn, "k", WGML_F32, 4, ks, hk);
+        th_dump(cn, "v", WGML_F32, 4, ks, hv);
+        th_dump(cn, "dout", WGML_F32, 4, qs, hdo);
+        th_dump(cn, "params", WGML_F32, 1, &two, prm);
+        th_dump_tensor(cn, "dq", dq);
+        th_dump_tensor(cn, "dk", dk);
+        th_dump_tensor(cn, "dv", dv);
+    }
+    free(hq); free(hk); free(hv); free(hdo); free(gq); free(gk); free(gv);
+    free(qd); free(kd); free(vd); free(dod); free(rq); free(rk); free(rv);
+    wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(v); wgml_tensor_free(dout); wgml_tensor_free(out);
+    wgml_tensor_free(dq); wgml_tensor_free(dk); wgml_tensor_free(dv);
+}
+
+static void test_sdpa(void) {
+    case_sdpa((attn_dims){1, 9, 3, 37, 37, 64}, false, 0, 2);
+    case_sdpa((attn_dims){1, 9, 3, 37, 37, 64}, true, 0, 1);
+    case_sdpa((attn_dims){2, 9, 3, 7, 37, 64}, true, 0, 1);  /* Sq < Skv: end-aligned mask */
+    case_sdpa((attn_dims){1, 4, 4, 129, 7, 16}, false, 0.3f, 1); /* Sq > Skv, MHA, explicit scale */
+    case_sdpa((attn_dims){1, 3, 1, 129, 129, 64}, true, 0, 0);
+    case_sdpa((attn_dims){1, 9, 3, 512, 512, 64}, true, 0, 0); /* a training length */
+    case_sdpa((attn_dims){1100, 2, 1, 30, 3, 4}, false, 0, 0); /* 66,000 rows: more than 65,535 workgroups */
+}
+
+static void case_embedding(int64_t V, int rank, const int64_t *ishape, int64_t D, int hot, int dump) {
+    int64_t N = numel_of(rank, ishape), dshape[WGML_MAX_RANK];
+    for (int i = 0; i < rank; i++) dshape[i] = ishape[i];
+    dshape[rank] = D;
+    int32_t *hi = malloc(sizeof(int32_t) * (size_t)(N ? N : 1));
+    for (int64_t i = 0; i < N; i++) {
+        int32_t id = (int32_t)th_uniform(0, (double)V);
+        if (id >= V) id = (int32_t)V - 1;
+        if (hot && i % 4 == 0) id = 3; /* one row used by a quarter of the positions */
+        if (i % 7 == 5) id -= (int32_t)V; /* negative ids count from the end */
+        hi[i] = id;
+    }
+    float *hdy = th_random((size_t)(N * D), -1, 1);
+    wgml_tensor *idx = th_tensor_i32(rank, ishape, hi), *dy = th_tensor_f32(rank + 1, dshape, hdy);
+    double t0 = now();
+    wgml_tensor *dw = wgml_embedding_backward(T.g, idx, dy, V);
+    float *got = th_read_f32(dw);
+    double dt = now() - t0;
+    double *ref = dalloc((size_t)(V * D));
+    for (int64_t p = 0; p < N; p++) {
+        int64_t r = hi[p] < 0 ? hi[p] + V : hi[p];
+        for (int64_t c = 0; c < D; c++) ref[r * D + c] += hdy[p * D + c];
+    }
+    char name[160];
+    snprintf(name, sizeof name, "embedding_backward V %lld N %lld D %lld%s (%.0f ms)", (long long)V, (long long)N,
+             (long long)D, hot ? " hot row" : "", dt * 1e3);
+    th_close(name, got, ref, (size_t)(V * D), 1e-5 * sqrt((double)N / 4 + 1), RTOL);
+    wgml_tensor *dw2 = wgml_embedding_backward(T.g, idx, dy, V);
+    float *g2 = th_read_f32(dw2);
+    th_check(g2 && got && !memcmp(g2, got, sizeof(float) * (size_t)(V * D)), "%s: the same bits twice", name);
+    if (dump && th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "embedding%d", n_dumped++);
+        float prm[1] = {(float)V};
+        int64_t one = 1;
+        th_dump(cn, "idx", WGML_I32, rank, ishape, hi);
+        th_dump(cn, "dy", WGML_F32, rank + 1, dshape, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &one, prm);
+        th_dump_tensor(cn, "dw", dw);
+    }
+    free(hi); free(hdy); free(got); free(g2); free(ref);
+    wgml_tensor_free(idx); wgml_tensor_free(dy); wgml_tensor_free(dw); wgml_tensor_free(dw2);
+}
+
+static void test_embedding(void) {
+    const int64_t s1[1] = {37}, s2[2] = {7, 129}, s3[2] = {2, 2048}, s0[1] = {1};
+    case_embedding(129, 1, s1, 7, 0, 1);
+    case_embedding(37, 2, s2, 36, 1, 1);
+    case_embedding(5, 1, s0, 4, 0, 1);
+    case_embedding(6, 0, s0, 5, 0, 1); /* a rank-0 index: dy is [D] */
+    case_embedding(49152, 2, s3, 64, 1, 0); /* a real vocabulary, 4096 positions */
+    case_embedding(49152, 2, s3, 383, 0, 0); /* scalar sums: more than 65,535 workgroups */
+}
+
+static void case_gather(int rank, const int64_t *xs, const int64_t *is, int dim) {
+    int64_t nx = numel_of(rank, xs), ni = numel_of(rank, is);
+    int d = dim < 0 ? dim + rank : dim;
+    int32_t *hi = malloc(sizeof(int32_t) * (size_t)ni);
+    for (int64_t i = 0; i < ni; i++) {
+        int32_t v = (int32_t)th_uniform(0, (double)xs[d]);
+        if (v >= xs[d]) v = (int32_t)xs[d] - 1;
+        hi[i] = i % 5 == 3 ? v - (int32_t)xs[d] : v; /* some negative */
+    }
+    float *hdy = th_random((size_t)ni, -1, 1);
+    wgml_tensor *x = wgml_tensor_new(T.g, WGML_F32, rank, xs), *idx = th_tensor_i32(rank, is, hi),
+                *dy = th_tensor_f32(rank, is, hdy);
+    double t0 = now();
+    wgml_tensor *dx = wgml_gather_backward(T.g, x, dim, idx, dy);
+    float *got = th_read_f32(dx);
+    double dt = now() - t0;
+    double *ref = dalloc((size_t)nx);
+    for (int64_t i = 0; i < ni; i++) {
+        int64_t r = i, off = 0, mul = 1;
+        for (int k = rank - 1; k >= 0; k--) {
+            int64_t c = r % is[k];
+            r /= is[k];
+            if (k == d) c = hi[i] < 0 ? hi[i] + xs[d] : hi[i];
+            off += c * mul;
+            mul *= xs[k];
+        }
+        ref[off] += hdy[i];
+    }
+    char name[160];
+    snprintf(name, sizeof name, "gather_backward rank %d dim %d, %lld index entries into %lld (%.0f ms)", rank, dim,
+             (long long)ni, (long long)nx, dt * 1e3);
+    th_close(name, got, ref, (size_t)nx, ATOL, RTOL);
+    if (th_dumping()) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "gather%d", n_dumped++);
+        float prm[1] = {(float)dim};
+        int64_t one = 1;
+        th_dump(cn, "idx", WGML_I32, rank, is, hi);
+        th_dump(cn, "dy", WGML_F32, rank, is, hdy);
+        th_dump(cn, "params", WGML_F32, 1, &one, prm);
+        th_dump_tensor(cn, "dx", dx);
+    }
+    free(hi); free(hdy); free(got); free(ref);
+    wgml_tensor_free(x); wgml_tensor_free(idx); wgml_tensor_free(dy); wgml_tensor_free(dx);
+}
+
+static void test_gather(void) {
+    const int64_t x1[2] = {7, 37}, i1[2] = {7, 5}, x2[3] = {37, 9, 4}, i2[3] = {129, 5, 4}, x3[3] = {4, 3, 129},
+                  i3[3] = {3, 2, 7}, x4[1] = {7}, i4[1] = {37};
+    case_gather(2, x1, i1, 1);
+    case_gather(3, x2, i2, 0);  /* many duplicates; index smaller than x in dim 1 */
+    case_gather(3, x3, i3, -1);
+    case_gather(1, x4, i4, 0);
+}
+
+/* ------------------------------------------------------------------ built graph */
+
+static void test_graph(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t rows = 37, d = 64, xs[2] = {37, 64}, qs[4] = {1, 9, 7, 64}, ks[4] = {1, 3, 7, 64}, V = 129, n_ids = 37;
+    size_t nx = (size_t)(rows * d), nq = 9 * 7 * 64, nk = 3 * 7 * 64;
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *w = wgml_tensor_new(g, WGML_F32, 1, &d),
+                *dy = wgml_tensor_new(g, WGML_F32, 2, xs);
+    wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *k = wgml_tensor_new(g, WGML_F32, 4, ks),
+                *v = wgml_tensor_new(g, WGML_F32, 4, ks), *dout = wgml_tensor_new(g, WGML_F32, 4, qs);
+    wgml_tensor *ids = wgml_tensor_new(g, WGML_I32, 1, &n_ids);
+    wgml_tensor *dxr = NULL, *dwr = NULL, *dxl = NULL, *dwl = NULL, *dbl = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    wgml_tensor *mean = NULL, *rstd = NULL;
+    wgml_status s = wgml_rms_norm_backward(g, x, w, dy, 1e-5f, &dxr, &dwr);
+    wgml_tensor *y = wgml_softmax(g, x, -1);
+    wgml_tensor *dxs = wgml_softmax_backward(g, y, dy, -1);
+    wgml_tensor *dxu = wgml_unary_backward(g, WGML_UN_SILU, x, dy);
+    wgml_tensor *ln = wgml_layer_norm(g, x, w, NULL, 1e-5f, &mean, &rstd);
+    if (!s) s = wgml_layer_norm_backward(g, x, w, mean, rstd, dy, &dxl, &dwl, &dbl);
+    wgml_tensor *out = wgml_sdpa(g, q, k, v, 1, 0);
+    if (!s) s = wgml_sdpa_backward(g, q, k, v, out, dout, 1, 0, &dq, &dk, &dv);
+    wgml_tensor *dE = wgml_embedding_backward(g, ids, dy, V);
+    int64_t gis[2] = {37, 3};
+    wgml_tensor *gidx = wgml_tensor_new(g, WGML_I32, 2, gis), *gdy = wgml_tensor_new(g, WGML_F32, 2, gis);
+    wgml_tensor *dG = wgml_gather_backward(g, x, 1, gidx, gdy);
+    wgml_tensor *keep[] = {dxr, dwr, dxs, dxu, dxl, dwl, dbl, dq, dk, dv, dE, dG};
+    bool ok = !s && ln && dE;
+    for (size_t i = 0; ok && i < sizeof keep / sizeof *keep; i++) ok = keep[i] && !wgml_graph_keep(g, keep[i]);
+    th_check(ok && !wgml_graph_compile(g), "backward graph builds and compiles: %s", wgml_last_error(T.ctx));
+    if (!ok) {
+        wgml_graph_free(g);
+        return;
+    }
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random(nx, -2, 2), *hw = th_random((size_t)d, -2, 2), *hdy = th_random(nx, -1, 1);
+        float *hq = th_random(nq, -1, 1), *hk = th_random(nk, -1, 1), *hv = th_random(nk, -1, 1),
+              *hdo = th_random(nq, -1, 1);
+        int32_t hid[37];
+        for (int i = 0; i < 37; i++) hid[i] = (int32_t)(th_uniform(0, 129)) % 129;
+        wgml_tensor_write(x, hx, nx * 4); wgml_tensor_write(w, hw, (size_t)d * 4); wgml_tensor_write(dy, hdy, nx * 4);
+        wgml_tensor_write(q, hq, nq * 4); wgml_tensor_write(k, hk, nk * 4); wgml_tensor_write(v, hv, nk * 4);
+        wgml_tensor_write(dout, hdo, nq * 4); wgml_tensor_write(ids, hid, sizeof hid);
+        int32_t hg[111];
+        float *hgd = th_random(111, -1, 1);
+        for (int i = 0; i < 111; i++) hg[i] = (int32_t)th_uniform(0, 64) % 64;
+        wgml_tensor_write(gidx, hg, sizeof hg); wgml_tensor_write(gdy, hgd, 111 * 4);
+        th_check(!wgml_graph_run(g), "backward graph run %d: %s", run + 1, wgml_last_error(T.ctx));
+        double *xd = to_d(hx, nx), *wd = to_d(hw, (size_t)d), *dyd = to_d(hdy, nx);
+        double *r1 = dalloc(nx), *r2 = dalloc((size_t)d), *r3 = dalloc((size_t)d), *yd = dalloc(nx);
+        char nm[96];
+        float *got = malloc(sizeof(float) * (nq > nx ? nq : nx) * 4);
+#define GRAPH_CHECK(t, n, ref, at)                                                                               \
+    do {                                                                                                         \
+        snprintf(nm, sizeof nm, "graph run %d: %s", run + 1, #t);                                                \
+        th_check(!wgml_tensor_read(t, got, (n) * 4), "read %s: %s", #t, wgml_last_error(T.ctx));                 \
+        th_close(nm, got, ref, n, at, RTOL);                                                                     \
+    } while (0)
+        ref_rms_bwd(xd, wd, dyd, r1, r2, rows, d, 1e-5);
+        GRAPH_CHECK(dxr, nx, r1, ATOL);
+        GRAPH_CHECK(dwr, (size_t)d, r2, 1e-4);
+        ref_layer_bwd(xd, wd, dyd, r1, r2, r3, rows, d, 1e-5);
+        GRAPH_CHECK(dxl, nx, r1, ATOL);
+        GRAPH_CHECK(dwl, (size_t)d, r2, 1e-4);
+        GRAPH_CHECK(dbl, (size_t)d, r3, 1e-4);
+        ref_softmax(xd, yd, rows, d, 1, false);
+        ref_softmax_bwd(yd, dyd, r1, rows, d, 1, false);
+        GRAPH_CHECK(dxs, nx, r1, ATOL);
+        for (size_t i = 0; i < nx; i++) r1[i] = un_df(WGML_UN_SILU, xd[i]) * dyd[i];
+        GRAPH_CHECK(dxu, nx, r1, ATOL);
+        attn_dims a = {1, 9, 3, 7, 7, 64};
+        double *qd = to_d(hq, nq), *kd = to_d(hk, nk), *vd = to_d(hv, nk), *dod = to_d(hdo, nq);
+        double *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
+        ref_sdpa(&a, qd, kd, vd, dod, true, 0.125, NULL, rq, rk, rv);
+        GRAPH_CHECK(dq, nq, rq, 2e-5);
+        GRAPH_CHECK(dk, nk, rk, 1e-4);
+        GRAPH_CHECK(dv, nk, rv, 1e-4);
+        double *re = dalloc((size_t)(V * d));
+        for (int i = 0; i < 37; i++)
+            for (int64_t c = 0; c < d; c++) re[hid[i] * d + c] += hdy[i * d + c];
+        GRAPH_CHECK(dE, (size_t)(V * d), re, ATOL);
+        memset(r1, 0, sizeof(double) * nx);
+        for (int i = 0; i < 111; i++) r1[(i / 3) * 64 + hg[i]] += hgd[i];
+        GRAPH_CHECK(dG, nx, r1, ATOL);
+        free(hgd);
+#undef GRAPH_CHECK
+        free(hx); free(hw); free(hdy); free(hq); free(hk); free(hv); free(hdo); free(xd); free(wd); free(dyd);
+        free(r1); free(r2); free(r3); free(yd); free(got); free(qd); free(kd); free(vd); free(dod);
+        free(rq); free(rk); free(rv); free(re);
+    }
+    wgml_graph_free(g);
+}
+
+/* ------------------------------------------------------------------ bad input */
+
+static void test_bad_input(void) {
+    int64_t s[2] = {3, 8}, s2[2] = {3, 7}, s8 = 8, s7 = 7, qs[4] = {1, 4, 5, 8}, ks[4] = {1, 3, 5, 8},
+            k2s[4] = {1, 2, 3, 8}, q2s[4] = {1, 4, 5, 8};
+    float z[256] = {0};
+    int32_t zi[24] = {0}, bad[3] = {0, 9, 1};
+    wgml_tensor *x = th_tensor_f32(2, s, z), *x7 = th_tensor_f32(2, s2, z), *xi = th_tensor_i32(2, s, zi);
+    wgml_tensor *w7 = th_tensor_f32(1, &s7, z), *w8 = th_tensor_f32(1, &s8, z), *r3 = th_tensor_f32(1, s, z);
+    wgml_tensor *dx = x, *dw = x, *db = x;
+    th_expect_error("softmax_backward NULL dy", wgml_softmax_backward(T.g, x, NULL, -1) == NULL, WGML_ERR_ARG,
+                    "softmax_backward", "dy is NULL", NULL);
+    th_expect_error("softmax_backward shapes", wgml_softmax_backward(T.g, x, x7, -1) == NULL, WGML_ERR_SHAPE,
+                    "softmax_backward", "[3, 7]", "[3, 8]", NULL);
+    th_expect_error("log_softmax_backward bad dim", wgml_log_softmax_backward(T.g, x, x, 2) == NULL, WGML_ERR_ARG,
+                    "log_softmax_backward", "dim 2", NULL);
+    th_expect_error("softmax_backward i32 y", wgml_softmax_backward(T.g, xi, x, -1) == NULL, WGML_ERR_DTYPE,
+                    "softmax_backward", "y", NULL);
+    th_expect_error("rms_norm_backward w shape", wgml_rms_norm_backward(T.g, x, w7, x, 1e-5f, &dx, &dw) != WGML_OK,
+                    WGML_ERR_SHAPE, "rms_norm_backward", "w [7]", NULL);
+    th_check(dx == NULL && dw == NULL, "rms_norm_backward sets its outputs to NULL on error");
+    th_expect_error("rms_norm_backward dy shape", wgml_rms_norm_backward(T.g, x, w8, x7, 1e-5f, &dx, NULL) != WGML_OK,
+                    WGML_ERR_SHAPE, "rms_norm_backward", "dy [3, 7]", NULL);
+    th_expect_error("rms_norm_backward NULL dx pointer", wgml_rms_norm_backward(T.g, x, w8, x, 1e-5f, NULL, NULL) != WGML_OK,
+                    WGML_ERR_ARG, "rms_norm_backward", "dx", NULL);
+    th_expect_error("rms_norm_backward negative eps", wgml_rms_norm_backward(T.g, x, w8, x, -1.0f, &dx, NULL) != WGML_OK,
+                    WGML_ERR_ARG, "rms_norm_backward", "eps", NULL);
+    th_expect_error("layer_norm_backward rstd size",
+                    wgml_layer_norm_backward(T.g, x, w8, r3, w8, x, &dx, &dw, &db) != WGML_OK, WGML_ERR_SHAPE,
+                    "layer_norm_backward", "rstd [8]", "3 elements", NULL);
+    th_check(dx == NULL && dw == NULL && db == NULL, "layer_norm_backward sets its outputs to NULL on error");
+    th_expect_error("layer_norm_backward NULL mean",
+                    wgml_layer_norm_backward(T.g, x, NULL, NULL, r3, x, &dx, NULL, NULL) != WGML_OK, WGML_ERR_ARG,
+                    "layer_norm_backward", "mean is NULL", NULL);
+    th_expect_error("unary_backward unknown op", wgml_unary_backward(T.g, (wgml_unary_op)99, x, x) == NULL,
+                    WGML_ERR_ARG, "unary_backward", "99", NULL);
+    th_expect_error("unary_backward shapes", wgml_unary_backward(T.g, WGML_UN_EXP, x, x7) == NULL, WGML_ERR_SHAPE,
+                    "unary_backward", "dy [3, 7]", NULL);
+    th_expect_error("clamp_backward NaN bound", wgml_clamp_backward(T.g, x, x, NAN, 1) == NULL, WGML_ERR_ARG,
+                    "clamp_backward", NULL);
+    th_expect_error("unary_backward NULL x", wgml_unary_backward(T.g, WGML_UN_EXP, NULL, x) == NULL, WGML_ERR_ARG,
+                    "unary_backward", "x is NULL", NULL);
+    wgml_tensor *q = th_tensor_f32(4, qs, z), *k = th_tensor_f32(4, ks, z), *k2 = th_tensor_f32(4, k2s, z),
+                *o = th_tensor_f32(4, q2s, z), *dq = NULL, *dk = NULL, *dv = NULL;
+    th_expect_error("sdpa_backward heads", wgml_sdpa_backward(T.g, q, k, k, o, o, 0, 0, &dq, &dk, &dv) != WGML_OK,
+                    WGML_ERR_SHAPE, "sdpa_backward", "not a multiple", NULL);
+    th_expect_error("sdpa_backward causal Sq > Skv",
+                    wgml_sdpa_backward(T.g, q, k2, k2, o, o, 1, 0, &dq, &dk, &dv) != WGML_OK, WGML_ERR_SHAPE,
+                    "sdpa_backward", "Sq <= Skv", NULL);
+    th_expect_error("sdpa_backward dout shape", wgml_sdpa_backward(T.g, q, k2, k2, o, k2, 0, 0, &dq, &dk, &dv) != WGML_OK,
+                    WGML_ERR_SHAPE, "sdpa_backward", "dout", NULL);
+    th_expect_error("sdpa_backward rank", wgml_sdpa_backward(T.g, x, k2, k2, o, o, 0, 0, &dq, &dk, &dv) != WGML_OK,
+                    WGML_ERR_SHAPE, "sdpa_backward", "q", NULL);
+    th_check(dq == NULL && dk == NULL && dv == NULL, "sdpa_backward sets its outputs to NULL on error");
+    int64_t three = 3;
+    wgml_tensor *ib = th_tensor_i32(1, &three, bad), *d38 = th_tensor_f32(2, (int64_t[]){3, 8}, z);
+    th_expect_error("embedding_backward index out of range", wgml_embedding_backward(T.g, ib, d38, 9) == NULL,
+                    WGML_ERR_ARG, "embedding_backward", "= 9", "[-9, 9)", NULL);
+    th_expect_error("embedding_backward dy shape", wgml_embedding_backward(T.g, ib, w7, 10) == NULL, WGML_ERR_SHAPE,
+                    "embedding_backward", "dy", NULL);
+    th_expect_error("embedding_backward f32 idx", wgml_embedding_backward(T.g, x, x, 10) == NULL, WGML_ERR_DTYPE,
+                    "embedding_backward", "idx", NULL);
+    th_expect_error("embedding_backward zero rows", wgml_embedding_backward(T.g, ib, d38, 0) == NULL, WGML_ERR_ARG,
+                    "embedding_backward", "num_embeddings", NULL);
+    th_expect_error("gather_backward dy shape", wgml_gather_backward(T.g, w8, 0, ib, w8) == NULL,
+                    WGML_ERR_SHAPE, "gather_backward", "dy [8]", NULL);
+    th_expect_error("gather_backward index value", wgml_gather_backward(T.g, w7, 0, ib, r3) == NULL, WGML_ERR_ARG,
+                    "gather_backward", "= 9", "[-7, 7)", NULL);
+    th_expect_error("gather_backward rank", wgml_gather_backward(T.g, x, 0, ib, r3) == NULL, WGML_ERR_SHAPE,
+                    "gather_backward", "rank", NULL);
+    th_expect_error("gather_backward bad dim", wgml_gather_backward(T.g, w7, 1, ib, r3) == NULL, WGML_ERR_ARG,
+                    "gather_backward", "dim 1", NULL);
+    wgml_graph *g2 = wgml_graph_new(T.ctx);
+    wgml_tensor *other = wgml_tensor_new(g2, WGML_F32, 2, s);
+    th_expect_error("softmax_backward dy of another graph", wgml_softmax_backward(T.g, x, other, -1) == NULL,
+                    WGML_ERR_ARG, "softmax_backward", "different graphs", NULL);
+    wgml_graph_free(g2);
+    wgml_tensor_free(x); wgml_tensor_free(x7); wgml_tensor_free(xi); wgml_tensor_free(w7); wgml_tensor_free(w8);
+    wgml_tensor_free(r3); wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(k2); wgml_tensor_free(o);
+    wgml_tensor_free(ib); wgml_tensor_free(d38);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_backward", argc, argv);
+    double t0 = now(), t;
+    test_finite_differences();
+    printf("finite differences: %.1f s\n", now() - t0);
+    t = now();
+    test_softmax();
+    printf("softmax: %.1f s\n", now() - t);
+    t = now();
+    test_norms();
+    printf("norms: %.1f s\n", now() - t);
+    t = now();
+    test_unary();
+    printf("unary: %.1f s\n", now() - t);
+    t = now();
+    test_sdpa();
+    printf("sdpa: %.1f s\n", now() - t);
+    t = now();
+    test_embedding();
+    printf("embedding: %.1f s\n", now() - t);
+    t = now();
+    test_gather();
+    printf("gather: %.1f s\n", now() - t);
+    t = now();
+    test_graph();
+    printf("graph: %.1f s\n", now() - t);
+    test_bad_input();
+    printf("total: %.1f s\n", now() - t0);
+    return th_done();
+}
