@@ -14,7 +14,6 @@ typedef struct ew_attrs {
 } ew_attrs;
 
 static wgml_tensor *zero(wgml_graph *g) { return wgml_scalar_tensor(g, WGML_F32, 0.0); }
-static wgml_tensor *one_minus(wgml_graph *g, wgml_tensor *t) { return wgml_add_scalar(g, wgml_neg(g, t), 1.0f, 1.0f); }
 
 /* min / max: the gradient goes to the selected operand, split evenly on ties (as PyTorch). */
 static wgml_tensor *select_grad(wgml_graph *g, wgml_tensor *dy, wgml_tensor *wins, wgml_tensor *ties) {
@@ -99,56 +98,10 @@ wgml_tensor *ew_grad_binary_scalar(wgml_graph *g, wgml_tensor *out, int opc, wgm
 
 /* ------------------------------------------------------------------ unary */
 
-/* dx = dy·f'(x) for a unary op f with output y = f(x). A composition; the dedicated kernel
- * wgml_unary_backward(g, op, x, dy) replaces it. */
-static wgml_tensor *unary_backward(wgml_graph *g, int code, wgml_tensor *x, wgml_tensor *y, wgml_tensor *dy) {
-    const float inv_sqrt_2pi = 0.3989422804014327f, c = 0.7978845608028654f; /* 1/√(2π), √(2/π) */
-    switch (code) {
-    case WGML_UN_RELU: return wgml_where(g, wgml_gt_scalar(g, x, 0.0f), dy, zero(g));
-    case WGML_UN_SIGMOID: return wgml_mul(g, dy, wgml_mul(g, y, one_minus(g, y)));
-    case WGML_UN_SILU: { /* s·(1 + x·(1 − s)) */
-        wgml_tensor *s = wgml_sigmoid(g, x);
-        return wgml_mul(g, dy, wgml_mul(g, s, wgml_add_scalar(g, wgml_mul(g, x, one_minus(g, s)), 1.0f, 1.0f)));
-    }
-    case WGML_UN_GELU: { /* Φ(x) + x·φ(x); Φ(x) = gelu(x)/x, or its Taylor form 1/2 + x/√(2π) near 0 */
-        wgml_tensor *near0 = wgml_lt_scalar(g, wgml_abs(g, x), 1e-2f);
-        wgml_tensor *cdf = wgml_where(g, near0, wgml_add_scalar(g, wgml_mul_scalar(g, x, inv_sqrt_2pi), 0.5f, 1.0f),
-                                      wgml_div(g, y, x));
-        wgml_tensor *pdf = wgml_mul_scalar(g, wgml_exp(g, wgml_mul_scalar(g, wgml_mul(g, x, x), -0.5f)), inv_sqrt_2pi);
-        return wgml_mul(g, dy, wgml_add(g, cdf, wgml_mul(g, x, pdf), 1.0f));
-    }
-    case WGML_UN_GELU_TANH: { /* ½(1 + t) + ½x(1 − t²)·c(1 + 3·0.044715x²), t = tanh(c(x + 0.044715x³)) */
-        wgml_tensor *x2 = wgml_mul(g, x, x);
-        wgml_tensor *u = wgml_mul_scalar(g, wgml_mul(g, x, wgml_add_scalar(g, wgml_mul_scalar(g, x2, 0.044715f), 1.0f, 1.0f)), c);
-        wgml_tensor *t = wgml_tanh(g, u);
-        wgml_tensor *du = wgml_mul_scalar(g, wgml_add_scalar(g, wgml_mul_scalar(g, x2, 3.0f * 0.044715f), 1.0f, 1.0f), c);
-        wgml_tensor *left = wgml_mul_scalar(g, wgml_add_scalar(g, t, 1.0f, 1.0f), 0.5f);
-        wgml_tensor *right = wgml_mul_scalar(g, wgml_mul(g, wgml_mul(g, x, one_minus(g, wgml_mul(g, t, t))), du), 0.5f);
-        return wgml_mul(g, dy, wgml_add(g, left, right, 1.0f));
-    }
-    case WGML_UN_EXP: return wgml_mul(g, dy, y);
-    case WGML_UN_LOG: return wgml_div(g, dy, x);
-    case WGML_UN_NEG: return wgml_neg(g, dy);
-    case WGML_UN_ABS: /* sign(x)·dy, 0 at x = 0 */
-        return wgml_where(g, wgml_gt_scalar(g, x, 0.0f), dy, wgml_where(g, wgml_lt_scalar(g, x, 0.0f), wgml_neg(g, dy), zero(g)));
-    case WGML_UN_SQRT: return wgml_div(g, wgml_mul_scalar(g, dy, 0.5f), y);
-    case WGML_UN_RSQRT: return wgml_mul(g, wgml_mul_scalar(g, dy, -0.5f), wgml_pow_scalar(g, y, 3.0f));
-    case WGML_UN_TANH: return wgml_mul(g, dy, one_minus(g, wgml_mul(g, y, y)));
-    default: wgml_set_error(graph_ctx(g), WGML_ERR_UNSUPPORTED, "backward of unary op %d", code); return NULL;
-    }
-}
-
-/* dx = dy where lo <= x <= hi, else 0 (PyTorch's rule). A composition; the dedicated kernel
- * wgml_clamp_backward(g, x, dy, lo, hi) replaces it. */
-static wgml_tensor *clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy, float lo, float hi) {
-    wgml_tensor *inside = wgml_logical_and(g, wgml_ge_scalar(g, x, lo), wgml_le_scalar(g, x, hi));
-    return wgml_where(g, inside, dy, zero(g));
-}
-
 static wgml_status unary_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const ew_attrs *at = (const ew_attrs *)op->attrs;
-    dx[0] = at->opc == CLAMP_CODE ? clamp_backward(g, op->in[0], dy, at->lo, at->hi)
-                                  : unary_backward(g, at->opc, op->in[0], op->out, dy);
+    dx[0] = at->opc == CLAMP_CODE ? wgml_clamp_backward(g, op->in[0], dy, at->lo, at->hi)
+                                  : wgml_unary_backward(g, (wgml_unary_op)at->opc, op->in[0], dy);
     return grad_result(g, op, dx);
 }
 

@@ -75,16 +75,8 @@ static wgml_status index_select_backward(wgml_graph *g, const graph_op *op, wgml
     return grad_result(g, op, dx);
 }
 
-/* dW[V, D] = Σ over positions n with idx[n] = v of dy[n, :]. Through the scatter kernel; the
- * dedicated kernel wgml_embedding_backward(g, idx, dy, V) replaces it. */
-static wgml_tensor *embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tensor *dy, int64_t v) {
-    int64_t n = idx->numel, d = dy->shape[dy->rank - 1], s2[2] = {n, d}, w[2] = {v, d};
-    wgml_tensor *flat = wgml_reshape(g, idx, 1, &n);
-    return grad_index_scatter(g, wgml_reshape(g, dy, 2, s2), flat, 0, 2, w, true);
-}
-
 static wgml_status embedding_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
-    dx[0] = embedding_backward(g, op->in[1], dy, op->in[0]->shape[0]);
+    dx[0] = wgml_embedding_backward(g, op->in[1], dy, op->in[0]->shape[0]);
     return grad_result(g, op, dx);
 }
 

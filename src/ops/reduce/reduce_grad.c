@@ -48,21 +48,9 @@ wgml_tensor *reduce_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *x,
     return graph_record_op(g, &op);
 }
 
-/* dx = y·(dy − Σ_dim dy·y). A composition; wgml_softmax_backward(g, y, dy, dim) replaces it. */
-static wgml_tensor *softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim) {
-    wgml_tensor *s = wgml_sum(g, wgml_mul(g, dy, y), &dim, 1, 1);
-    return wgml_mul(g, y, wgml_sub(g, dy, s, 1.0f));
-}
-
-/* dx = dy − exp(y)·Σ_dim dy. A composition; wgml_log_softmax_backward(g, y, dy, dim) replaces it. */
-static wgml_tensor *log_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim) {
-    wgml_tensor *s = wgml_sum(g, dy, &dim, 1, 1);
-    return wgml_sub(g, dy, wgml_mul(g, wgml_exp(g, y), s), 1.0f);
-}
-
 static wgml_status softmax_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const red_attrs *at = (const red_attrs *)op->attrs;
-    dx[0] = at->mean ? log_softmax_backward(g, op->out, dy, at->dim) : softmax_backward(g, op->out, dy, at->dim);
+    dx[0] = at->mean ? wgml_log_softmax_backward(g, op->out, dy, at->dim) : wgml_softmax_backward(g, op->out, dy, at->dim);
     return grad_result(g, op, dx);
 }
 
