@@ -206,10 +206,14 @@ static void test_linear(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         case_linear(cases[i].kind, cases[i].m, cases[i].n, cases[i].k, cases[i].group, cases[i].bias, true);
-    /* the 128 x 128 tile (chosen for M, C >= 256), automatically and forced on small shapes */
+    /* the 128 x 64 tile (chosen when it gives >= 256 workgroups), automatically, and every
+     * tile (128 x 128, 64 x 64, 128 x 64) forced on small shapes */
     case_linear(0, 300, 260, 96, 32, true, true);
     case_linear(2, 260, 300, 64, 32, false, true);
-    for (int v = 0; v <= 2; v += 2) {
+    case_linear(0, 2100, 520, 64, 32, false, true);
+    static const int forced[] = {0, 2, 4};
+    for (int f = 0; f < 3; f++) {
+        int v = forced[f];
         wgml_matmul_force_variant(T.ctx, v);
         printf("  tile variant forced: %s\n", wgml_matmul_variant_name(v));
         case_linear(0, 70, 37, 96, 32, true, true);

@@ -180,16 +180,20 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     int va = r % 4 == 0 ? 4 : 1;
-    int forced = gpu_ctx_matmul_variant(graph_ctx(g)); /* the matmul override picks q4 tiles too */
-    bool big = forced >= 0 ? forced == 0 : (m >= 256 && c >= 256);
-    const uint32_t BM = big ? 128 : 64, BC = BM, BR = big ? 16 : 32, TM = big ? 8 : 4;
+    /* tiles as in matmul.c: 128 x 64 when that gives enough workgroups, else 64 x 64; the
+     * matmul override (variant 0: 128 x 128, 4: 128 x 64, others 64 x 64) picks them too */
+    int forced = gpu_ctx_matmul_variant(graph_ctx(g));
+    int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
+    int v = forced >= 0 ? (forced == 0 ? 0 : forced == 4 ? 4 : 1) : (tiles_128x64 >= 256 ? 4 : 1);
+    const uint32_t BM = v == 1 ? 64 : 128, BC = v == 0 ? 128 : 64, BR = v == 1 ? 32 : 16;
+    const uint32_t TM = v == 1 ? 4 : 8, TC = v == 0 ? 8 : 4;
     char prelude[1536];
     int len = snprintf(prelude, sizeof prelude,
                        "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", bias ? "true" : "false", va, BM, BC, BR, TM, TM,
+                       trans ? "true" : "false", bias ? "true" : "false", va, BM, BC, BR, TM, TC,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + BM - 1) / BM, tiles_c = (c + BC - 1) / BC;

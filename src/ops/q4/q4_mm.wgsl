@@ -4,10 +4,10 @@
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
 // Tile (prelude constants BM BC BR TM TC): a workgroup computes a BM x BC block of O[M, C],
 // stepping the reduction R by BR (16 or 32; a step never straddles two groups, since G is a
-// multiple of 32). Variants: 64 x 64, BR 32, 4 x 4 registers; 128 x 128, BR 16, 8 x 8
-// registers (large M and C). 16 x 16 threads; each owns a TM x TC register tile at rows
-// ty + i*16 and columns tx + j*16 (strided ownership: conflict-free workgroup reads, coalesced
-// stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
+// multiple of 32). Variants: 64 x 64, BR 32, 4 x 4 registers; 128 x 64, BR 16, 8 x 4;
+// 128 x 128, BR 16, 8 x 8. 16 x 16 threads; each owns a TM x TC register tile made of groups
+// of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
+// matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, VA, AV,
 // a_at and the tile constants.
@@ -24,8 +24,15 @@ const WX: u32 = BC / TC;
 const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
 
-var<workgroup> As: array<f32, BR * BM>; // [r][m]
-var<workgroup> Ws: array<f32, BR * BC>; // [r][c]
+const TM4: u32 = TM / 4u;
+const TC4: u32 = TC / 4u;
+
+// k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
+var<workgroup> As: array<vec4<f32>, BR * BM / 4u>; // [r][m]
+var<workgroup> Ws: array<vec4<f32>, BR * BC / 4u>; // [r][c]
+
+fn put_a(r: u32, m: u32, v: f32) { As[(r * BM + m) / 4u][m % 4u] = v; }
+fn put_w(r: u32, c: u32, v: f32) { Ws[(r * BC + c) / 4u][c % 4u] = v; }
 
 fn load_a(m0: u32, r0: u32, lid: u32) {
     for (var e = lid; e < BM * BR / VA; e += THREADS) {
@@ -35,7 +42,7 @@ fn load_a(m0: u32, r0: u32, lid: u32) {
         let gr = r0 + rv;
         var v = AV();
         if (gm < p.M && gr < p.R) { v = A[(gm * p.R + gr) / VA]; }
-        for (var c = 0u; c < VA; c++) { As[(rv + c) * BM + row] = a_at(v, c); }
+        for (var c = 0u; c < VA; c++) { put_a(rv + c, row, a_at(v, c)); }
     }
 }
 
@@ -50,9 +57,9 @@ fn load_w(c0: u32, r0: u32, lid: u32) {
             if (n < p.C) {
                 let word = CODES[n * p.wpr + r0 / CPW + wi];
                 let ab = group_ab(n * p.ng + r0 / G);
-                for (var i = 0u; i < CPW; i++) { Ws[(wi * CPW + i) * BC + cl] = deq(code_f(word, i), ab); }
+                for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, cl, deq(code_f(word, i), ab)); }
             } else {
-                for (var i = 0u; i < CPW; i++) { Ws[(wi * CPW + i) * BC + cl] = 0.0; }
+                for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, cl, 0.0); }
             }
         }
     } else {
@@ -66,9 +73,9 @@ fn load_w(c0: u32, r0: u32, lid: u32) {
             if (n < p.R && kb < p.Kp) {
                 let word = CODES[n * p.wpr + kb / CPW];
                 let ab = group_ab(n * p.ng + kb / G);
-                for (var i = 0u; i < CPW; i++) { Ws[rl * BC + wi * CPW + i] = deq(code_f(word, i), ab); }
+                for (var i = 0u; i < CPW; i++) { put_w(rl, wi * CPW + i, deq(code_f(word, i), ab)); }
             } else {
-                for (var i = 0u; i < CPW; i++) { Ws[rl * BC + wi * CPW + i] = 0.0; }
+                for (var i = 0u; i < CPW; i++) { put_w(rl, wi * CPW + i, 0.0); }
             }
         }
     }
@@ -84,32 +91,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let tx = lid % WX;
     let ty = lid / WX;
 
-    var acc: array<array<f32, TC>, TM>;
+    var acc: array<array<vec4<f32>, TC4>, TM>;
     for (var r0 = 0u; r0 < p.R; r0 += BR) {
         load_a(m0, r0, lid);
         load_w(c0, r0, lid);
         workgroupBarrier();
         for (var kk = 0u; kk < BR; kk++) {
-            var av: array<f32, TM>;
-            var bv: array<f32, TC>;
-            for (var i = 0u; i < TM; i++) { av[i] = As[kk * BM + ty + i * WY]; }
-            for (var j = 0u; j < TC; j++) { bv[j] = Ws[kk * BC + tx + j * WX]; }
-            for (var i = 0u; i < TM; i++) {
-                for (var j = 0u; j < TC; j++) { acc[i][j] = fma(av[i], bv[j], acc[i][j]); }
+            var av: array<vec4<f32>, TM4>;
+            var bv: array<vec4<f32>, TC4>;
+            for (var g = 0u; g < TM4; g++) { av[g] = As[kk * (BM / 4u) + g * WY + ty]; }
+            for (var h = 0u; h < TC4; h++) { bv[h] = Ws[kk * (BC / 4u) + h * WX + tx]; }
+            for (var g = 0u; g < TM4; g++) {
+                for (var r = 0u; r < 4u; r++) {
+                    let a = av[g][r];
+                    for (var h = 0u; h < TC4; h++) {
+                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
+                    }
+                }
             }
         }
         workgroupBarrier();
     }
 
     for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ty + i * WY;
+        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
-        for (var j = 0u; j < TC; j++) {
-            let gc = c0 + tx + j * WX;
-            if (gc >= p.C) { continue; }
-            var v = acc[i][j];
-            if (HAS_BIAS) { v += BIAS[gc]; }
-            O[gm * p.C + gc] = v;
+        for (var h = 0u; h < TC4; h++) {
+            let gc0 = c0 + (h * WX + tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gc = gc0 + c;
+                if (gc >= p.C) { break; }
+                var v = acc[i][h][c];
+                if (HAS_BIAS) { v += BIAS[gc]; }
+                O[gm * p.C + gc] = v;
+            }
         }
     }
 }
