@@ -109,6 +109,10 @@ wgml_status wgml_graph_run(wgml_graph *g);
 /* As wgml_graph_run, then waits and reports the GPU time (timestamps) or, without timestamp
  * support, the wall time of the run. */
 wgml_status wgml_graph_run_timed(wgml_graph *g, double *seconds);
+/* Benchmarking: runs g repeatedly for at least warmup_s seconds (an idle GPU runs at a fraction
+ * of its clock and a short run ends before it speeds up), then `runs` timed runs; writes the
+ * best and the median time of one run (GPU timestamps, else wall time). */
+wgml_status wgml_graph_benchmark(wgml_graph *g, double warmup_s, int runs, double *best, double *median);
 size_t wgml_graph_dispatch_count(const wgml_graph *g);
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g);
 /* Submits made on the context so far (a run is one). */

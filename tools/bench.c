@@ -55,6 +55,12 @@ static double spot_check(const float *a, const float *b, const float *out, shape
     return worst; /* <= 1: within the fp32 matmul tolerance */
 }
 
+static int cpu_adapter(wgml_ctx *ctx) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    return strcmp(info.type, "CPU") == 0;
+}
+
 static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int reps, int check, const char *variant) {
     printf("%-22s %-22s %10s %10s %s\n", "shape MxNxK", "variant", "ms", "GFLOP/s", check ? "check" : "");
     int failed = 0;
@@ -73,15 +79,9 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
             wgml_graph_free(g);
             return 1;
         }
-        double t = 0, best = INFINITY;
-        wgml_graph_run_timed(g, &t); /* warm-up */
-        for (int trial = 0; trial < 3; trial++) {
-            if (wgml_graph_run_timed(g, &t)) {
-                fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
-                break;
-            }
-            if (t < best) best = t;
-        }
+        double best = INFINITY;
+        if (wgml_graph_benchmark(g, cpu_adapter(ctx) ? 0.0 : 0.3, 3, &best, NULL))
+            fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
         double per = best / reps;
         double gflops = 2.0 * (double)s.m * (double)s.n * (double)s.k / per * 1e-9;
         char name[64];

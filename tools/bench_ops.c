@@ -114,15 +114,14 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         }
         wgml_tensor *out = NULL;
         for (int r = 0; r < reps; r++) out = run_case(g, c, x, y, w);
-        double t = 0, best = INFINITY;
-        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) || wgml_graph_run_timed(g, &t)) {
+        double best = INFINITY;
+        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) ||
+            wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL)) {
             fprintf(stderr, "bench ops: %s: %s\n", CASES[c].name, wgml_last_error(ctx));
             wgml_graph_free(g);
             failed = 1;
             continue;
         }
-        for (int trial = 0; trial < 3 && !wgml_graph_run_timed(g, &t); trial++)
-            if (t < best) best = t;
         /* check sampled rows of the last output */
         size_t out_bytes = wgml_tensor_nbytes(out);
         float *ho = malloc(out_bytes);
