@@ -829,9 +829,13 @@ enum {
     WGML_TARGET_GATE = 16, WGML_TARGET_UP = 32, WGML_TARGET_DOWN = 64, WGML_TARGET_ALL = 127
 };
 typedef struct wgml_train_config {
-    wgml_train_mode mode; /* WGML_TRAIN_STE is not implemented yet (WGML_ERR_UNSUPPORTED) */
-    int lora_rank;        /* r */
-    float lora_alpha;     /* adapter scale = alpha / r */
+    wgml_train_mode mode; /* LORA: adapters on the targets, base frozen. STE: the targets' 4-bit
+                             weights themselves train through fp32 latents (straight-through: the
+                             forward uses the codes, AdamW updates the latent, the same run
+                             requantises the codes at their frozen scales; Q8_0 and float weights
+                             among the targets stay frozen) */
+    int lora_rank;        /* r (LORA) */
+    float lora_alpha;     /* adapter scale = alpha / r (LORA) */
     unsigned targets;     /* WGML_TARGET_* bits */
     int batch, seq_len;   /* tokens per step = batch * seq_len */
     float lr, weight_decay, beta1, beta2, eps; /* AdamW (torch.optim.AdamW's meaning) */
@@ -857,8 +861,10 @@ wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int3
                               int64_t *n_valid);
 /* Trainable state for checkpoints: named f32 tensors, "blk.<l>.<target>.lora_a" [r, K] and
  * "...lora_b" [N, r] (target = attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up,
- * ffn_down), layer by layer, in the order of the target bits, a before b. Host copies in and
- * out: what 0 = the parameter, 1 = AdamW's m, 2 = AdamW's v (numel floats each). */
+ * ffn_down), layer by layer, in the order of the target bits, a before b; in STE mode
+ * "blk.<l>.<target>.latent" [N, K]. Host copies in and out: what 0 = the parameter, 1 = AdamW's
+ * m, 2 = AdamW's v (numel floats each). Writing a latent (what 0) requantises the model's
+ * codes from the latents at once. */
 int wgml_trainer_tensor_count(const wgml_trainer *t);
 const char *wgml_trainer_tensor_name(const wgml_trainer *t, int i);
 wgml_status wgml_trainer_tensor_shape(const wgml_trainer *t, int i, int *rank, int64_t shape[4]);
@@ -873,7 +879,7 @@ wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_
 uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t);
 /* Generation with the trained adapter: copies the trainer's current LoRA into the model's
  * inference graphs (wgml_model_set_lora), so wgml_model_prefill/decode/wgml_generate use base +
- * adapter from then on. */
+ * adapter from then on. STE mode: nothing to do (the model's own codes are trained). */
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
 /* Adapters for the model's inference graphs from host arrays (e.g. a saved adapter): n named
  * tensors as wgml_trainer_tensor_name lists them (every target given needs both lora_a and

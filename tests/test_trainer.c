@@ -3,7 +3,9 @@
  * on fixed batches lower the loss; a step is one graph run (at most 3 submits) that reads back
  * only the 4-byte loss; the eval graph agrees with the step's loss on the same batch before the
  * update; the state read/write and optimizer blob round trip; the trained adapter attached to
- * the inference graphs gives the logits the eval graph implies; errors. With --dump, the
+ * the inference graphs gives the logits the eval graph implies; straight-through training of the
+ * 4-bit weights (latents start at the dequantised weights, the loss falls, the model's codes
+ * change); errors. With --dump, the
  * model, the initial adapters, the batches and wgml's losses go to tests/py/
  * test_trainer_parity.py, which trains the same model in PyTorch float32; with
  * $WGML_TRAINER_MODEL (a GGUF path) also SmolLM2 for 10 steps. */
@@ -456,8 +458,8 @@ static void test_tiny(const char *path) {
 
     /* configuration errors */
     wgml_train_config bad = cfg;
-    bad.mode = WGML_TRAIN_STE;
-    th_expect_error("trainer_new: STE", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_UNSUPPORTED, "STE", NULL);
+    bad.mode = (wgml_train_mode)5;
+    th_expect_error("trainer_new: bad mode", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "mode 5", NULL);
     bad = cfg;
     bad.targets = 0;
     th_expect_error("trainer_new: no targets", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "targets", NULL);
@@ -470,6 +472,81 @@ static void test_tiny(const char *path) {
     free(base_logits), free(l2);
 }
 
+/* ------------------------------------------------------------------ straight-through */
+
+static void test_ste(const char *path, const synth *sy) {
+    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
+    if (!th_check(m != NULL, "load the synthetic model: %s", wgml_last_error(T.ctx))) return;
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.mode = WGML_TRAIN_STE;
+    cfg.targets = WGML_TARGET_ALL;
+    cfg.batch = TB;
+    cfg.seq_len = TS;
+    cfg.lr = 1e-2f;
+    cfg.weight_decay = 0.0f;
+    cfg.clip_norm = 1.0f;
+    int32_t tok[NB][TB * TS], lab[NB][TB * TS];
+    for (int k = 0; k < NB; k++) make_batch(k, TB, TS, V, tok[k], lab[k]);
+    float *base = malloc(sizeof(float) * V), *after = malloc(sizeof(float) * V);
+    th_check(!wgml_model_prefill(m, tok[0], TS, base, NULL), "STE: base prefill");
+    wgml_trainer *tr = wgml_trainer_new(m, &cfg);
+    if (!th_check(tr != NULL, "STE trainer_new: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(m);
+        free(base), free(after);
+        return;
+    }
+    /* 4-bit targets: 14 linears less layer 0's F32 attn_v and layer 1's Q8_0 ffn_up */
+    int n = wgml_trainer_tensor_count(tr);
+    th_check(n == 12 && !strcmp(wgml_trainer_tensor_name(tr, 0), "blk.0.attn_q.latent") &&
+                 !strcmp(wgml_trainer_tensor_name(tr, 2), "blk.0.attn_output.latent"),
+             "STE: %d latents, names %s, %s", n, wgml_trainer_tensor_name(tr, 0), wgml_trainer_tensor_name(tr, 2));
+    /* the latent starts at the dequantised weight (the reference's dequantisation) */
+    {
+        const mat *wq = NULL;
+        for (int i = 0; i < sy->n; i++)
+            if (!strcmp(sy->m[i].name, "blk.0.attn_q.weight")) wq = &sy->m[i];
+        float *lat = malloc(sizeof(float) * (size_t)(wq->n * wq->k));
+        th_check(!wgml_trainer_read_state(tr, 0, 0, lat), "STE: read latent");
+        th_close("STE: initial latent = dequantised blk.0.attn_q", lat, wq->w, (size_t)(wq->n * wq->k), 0, 0);
+        free(lat);
+    }
+    float losses[STEPS];
+    int bad_submits = 0, bad_reads = 0;
+    double eval_err = 0;
+    for (int s = 0; s < STEPS; s++) {
+        int k = s % NB;
+        double lsum = 0;
+        int64_t nv = 1;
+        if (s % 5 == 0) th_check(!wgml_trainer_eval(tr, tok[k], lab[k], &lsum, &nv), "STE eval");
+        uint64_t r0 = wgml_read_bytes(T.ctx);
+        if (!th_check(!wgml_trainer_step(tr, tok[k], lab[k], cfg.lr, &losses[s]), "STE step %d: %s", s,
+                      wgml_last_error(T.ctx)))
+            break;
+        bad_reads += wgml_read_bytes(T.ctx) - r0 != 4;
+        bad_submits += wgml_trainer_submits_per_step(tr) > 3;
+        if (s % 5 == 0) eval_err = fmax(eval_err, fabs(lsum / (double)nv - losses[s]) / fabs(losses[s]));
+    }
+    printf("  STE: losses");
+    for (int s = 0; s < STEPS; s++) printf(" %.4f", losses[s]);
+    printf("\n");
+    th_check(bad_submits == 0 && bad_reads == 0, "STE: every step is <= 3 submits and reads 4 bytes");
+    th_check(eval_err < 1e-5, "STE: eval loss = step loss before the update (max rel. diff %.2e)", eval_err);
+    double first = (losses[0] + losses[1] + losses[2] + losses[3]) / 4;
+    double last = (losses[STEPS - 4] + losses[STEPS - 3] + losses[STEPS - 2] + losses[STEPS - 1]) / 4;
+    th_check(isfinite(last) && last < 0.9 * first, "STE: the loss decreases: first 4 steps %.4f, last 4 %.4f", first,
+             last);
+    /* the model's own codes changed: generation sees the trained weights */
+    th_check(!wgml_trainer_attach_lora(tr), "STE: attach is a no-op");
+    wgml_model_reset(m);
+    th_check(!wgml_model_prefill(m, tok[0], TS, after, NULL), "STE: prefill after training");
+    double diff = 0;
+    for (int j = 0; j < V; j++) diff = fmax(diff, fabs(after[j] - base[j]));
+    th_check(diff > 1e-3, "STE: the trained codes change the model's logits (max diff %.3g)", diff);
+    wgml_trainer_free(tr);
+    wgml_model_free(m);
+    free(base), free(after);
+}
+
 /* ------------------------------------------------------------------ SmolLM2 (parity dump only) */
 
 static const char *KJV =
@@ -480,7 +557,7 @@ static const char *KJV =
     "evening and the morning were the first day.";
 
 static void test_smol(const char *path) {
-    enum { SB = 1, SS = 32, SSTEPS = 10 };
+    enum { SB = 1, SS = 16, SSTEPS = 10 };
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
     if (!th_check(m != NULL, "load %s: %s", path, wgml_last_error(T.ctx))) return;
     int32_t *ids = NULL;
@@ -547,6 +624,9 @@ int main(int argc, char **argv) {
         double t0 = now_s();
         test_tiny(path);
         printf("  tiny model: %.2f s\n", now_s() - t0);
+        t0 = now_s();
+        test_ste(path, &s);
+        printf("  straight-through: %.2f s\n", now_s() - t0);
     }
     remove(path);
     synth_free(&s);

@@ -5,6 +5,7 @@
 #include "model/llama.h"
 
 #include "gpu/gpu.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -291,10 +292,29 @@ void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k) {
 
 const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t) { return target_weight(m, l, t)->q; }
 
+static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
+                                 wgml_tensor *latent);
+
 /* linear plus an optional LoRA adapter; share_ab: the adapter's tensors belong to another
  * graph (the model's weight graph) and are shared into g. */
 static wgml_tensor *linear_lora(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab) {
-    wgml_tensor *y = linear(g, x, w);
+    return linear_train(g, x, w, l, share_ab, NULL);
+}
+
+/* The same, and with latent (an fp32 [N, K] trainable tensor of g) the straight-through linear:
+ * the forward uses the 4-bit weight, the weight gradient goes to latent. */
+static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
+                                 wgml_tensor *latent) {
+    wgml_tensor *y;
+    if (latent && w->q) {
+        wgml_q4_weight q = *w->q;
+        q.codes = share(g, q.codes);
+        q.ab = share(g, q.ab);
+        q.bias = share(g, q.bias);
+        y = q.codes && q.ab ? trainer_ste_linear(g, x, &q, latent) : NULL;
+    } else {
+        y = linear(g, x, w);
+    }
     if (!l) return y;
     wgml_lora sl = *l;
     if (share_ab) {
@@ -386,7 +406,7 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
  * causal attention within each sequence, logits [B*S, V]. lora: NULL or n_layer·7 adapters
  * (NULL entries: none) whose tensors are g's own; the weights are shared from the model. */
 wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
-                                 int64_t S, wgml_lora *const *lora) {
+                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
     const wgml_llama_config *c = &m->cfg;
     int64_t hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv, T = B * S;
     int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {T, H * hd};
@@ -395,22 +415,25 @@ wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids,
     for (int64_t l = 0; l < c->n_layer && x; l++) {
         layer *L = &m->layers[l];
         wgml_lora *const *lw = lora ? lora + l * LLAMA_N_TARGETS : NULL;
+        wgml_tensor *const *ll = latent ? latent + l * LLAMA_N_TARGETS : NULL;
 #define LW(t) (lw ? lw[t] : NULL)
+#define LT(t) (ll ? ll[t] : NULL)
         wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
-        wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 0), 4, s4q);
-        wgml_tensor *k = wgml_reshape(g, linear_lora(g, h, &L->wk, LW(1), 0), 4, s4k);
-        wgml_tensor *v = wgml_reshape(g, linear_lora(g, h, &L->wv, LW(2), 0), 4, s4k);
+        wgml_tensor *q = wgml_reshape(g, linear_train(g, h, &L->wq, LW(0), 0, LT(0)), 4, s4q);
+        wgml_tensor *k = wgml_reshape(g, linear_train(g, h, &L->wk, LW(1), 0, LT(1)), 4, s4k);
+        wgml_tensor *v = wgml_reshape(g, linear_train(g, h, &L->wv, LW(2), 0, LT(2)), 4, s4k);
         q = wgml_rope_ex(g, q, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
         k = wgml_rope_ex(g, k, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
         wgml_tensor *a = wgml_sdpa(g, wgml_permute(g, q, perm), wgml_permute(g, k, perm), wgml_permute(g, v, perm), 1,
                                    0.0f); /* [B, H, S, hd] */
         a = wgml_reshape(g, wgml_permute(g, a, perm), 2, s2);
-        x = wgml_add(g, x, linear_lora(g, a, &L->wo, LW(3), 0), 1.0f);
+        x = wgml_add(g, x, linear_train(g, a, &L->wo, LW(3), 0, LT(3)), 1.0f);
         h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
-        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_lora(g, h, &L->gate, LW(4), 0)),
-                                  linear_lora(g, h, &L->up, LW(5), 0));
-        x = wgml_add(g, x, linear_lora(g, f, &L->down, LW(6), 0), 1.0f);
+        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_train(g, h, &L->gate, LW(4), 0, LT(4))),
+                                  linear_train(g, h, &L->up, LW(5), 0, LT(5)));
+        x = wgml_add(g, x, linear_train(g, f, &L->down, LW(6), 0, LT(6)), 1.0f);
 #undef LW
+#undef LT
     }
     x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
     return linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [T, V] */

@@ -11,10 +11,18 @@
  *                   the optimizer's flat grads buffer (wgml_tensor_set_grad).
  *   eval graph ge   the same forward with the adapters shared from g, then the loss and the
  *                   cross-entropy status (n_valid).
- * The loss tensor of g is kept (readable after the run); everything else stays on the GPU. */
-#include "model/llama.h"
+ * The loss tensor of g is kept (readable after the run); everything else stays on the GPU.
+ *
+ * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
+ * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
+ * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
+ * the 4-bit codes; the weight gradient goes to the latent (trainer_ste_linear); after AdamW the
+ * same run rewrites the codes from the latents at the frozen scales (wgml_q4_requant), so the
+ * model's own weights change and every other graph of the model (eval, generation) sees them. */
+#include "train/trainer.h"
 
-#include "gpu/gpu.h"
+#include "graph/graph.h"
+#include "model/llama.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +31,8 @@
 
 typedef struct tparam {
     char name[64];
+    int64_t layer;
+    int target;
     int64_t shape[2];
     int64_t offset;            /* element offset in the optimizer's flat buffers */
     wgml_tensor *p, *m, *v;    /* views of the flat params, m and v buffers */
@@ -39,6 +49,8 @@ struct wgml_trainer {
     int n;
     wgml_lora *lora, *elora;       /* [n_layer * LLAMA_N_TARGETS] structs (train graph, eval graph) */
     wgml_lora **lora_p, **elora_p; /* the same as pointer tables, NULL where no adapter */
+    wgml_tensor **latent_p;        /* STE: [n_layer * LLAMA_N_TARGETS] latents (train graph) or NULL */
+    wgml_graph *gr;                /* STE: the requant of every latent alone (after write_state) */
     wgml_tensor *ids, *labels, *positions, *loss;
     wgml_tensor *e_ids, *e_labels, *e_positions, *e_loss, *e_status;
     uint64_t submits;
@@ -73,6 +85,7 @@ static uint64_t splitmix64(uint64_t *s) {
 void wgml_trainer_free(wgml_trainer *t) {
     if (!t) return;
     wgml_adamw_free(t->opt);
+    wgml_graph_free(t->gr);
     wgml_graph_free(t->ge); /* holds views of g's tensors: first */
     wgml_graph_free(t->g);
     free(t->params);
@@ -80,16 +93,15 @@ void wgml_trainer_free(wgml_trainer *t) {
     free(t->elora);
     free(t->lora_p);
     free(t->elora_p);
+    free(t->latent_p);
     free(t);
 }
 
 static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
     const char *op = "trainer_new";
     if (!c) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: config is NULL", op);
-    if (c->mode == WGML_TRAIN_STE)
-        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: straight-through (STE) training is not implemented yet", op);
-    if (c->mode != WGML_TRAIN_LORA) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown mode %d", op, (int)c->mode);
-    if (c->lora_rank < 1 || !(c->lora_alpha > 0) || !isfinite(c->lora_alpha))
+    if (c->mode != WGML_TRAIN_LORA && c->mode != WGML_TRAIN_STE) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown mode %d", op, (int)c->mode);
+    if (c->mode == WGML_TRAIN_LORA && (c->lora_rank < 1 || !(c->lora_alpha > 0) || !isfinite(c->lora_alpha)))
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: lora_rank %d and lora_alpha %g must be positive", op, c->lora_rank,
                               (double)c->lora_alpha);
     if (!(c->targets & WGML_TARGET_ALL) || (c->targets & ~(unsigned)WGML_TARGET_ALL))
@@ -101,35 +113,88 @@ static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
     return WGML_OK;
 }
 
-/* Creates the parameters (views of the optimizer's buffers) with their initial values. */
-static wgml_status make_params(wgml_trainer *t) {
+/* A copy of the model's 4-bit weight with its tensors shared into g (NULL tensors on error). */
+static wgml_q4_weight shared_q4(wgml_graph *g, const wgml_q4_weight *w) {
+    wgml_q4_weight q = *w;
+    q.codes = wgml_tensor_share(g, w->codes);
+    q.ab = q.codes ? wgml_tensor_share(g, w->ab) : NULL;
+    q.bias = w->bias && q.ab ? wgml_tensor_share(g, w->bias) : NULL;
+    return q;
+}
+
+/* Writes the dequantised weight w into the latent param (a small graph run once). */
+static wgml_status latent_init(wgml_trainer *t, const wgml_q4_weight *w, wgml_tensor *param) {
+    wgml_graph *g0 = wgml_graph_new(t->ctx);
+    if (!g0) return wgml_last_status(t->ctx);
+    wgml_q4_weight q = shared_q4(g0, w);
+    wgml_tensor *d = q.ab ? wgml_q4_dequantize(g0, &q) : NULL;
+    float *h = malloc(wgml_tensor_nbytes(param));
+    wgml_status s = !h ? wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory") : WGML_OK;
+    if (!s && (!d || wgml_graph_keep(g0, d) || wgml_graph_compile(g0) || wgml_graph_run(g0) ||
+               wgml_tensor_read(d, h, wgml_tensor_nbytes(param))))
+        s = wgml_last_status(t->ctx);
+    if (!s) s = wgml_tensor_write(param, h, wgml_tensor_nbytes(param));
+    free(h);
+    wgml_graph_free(g0);
+    return s;
+}
+
+/* The parameter list: LoRA A and B per targeted linear, or (STE) a latent per targeted 4-bit
+ * linear. */
+static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
     const wgml_llama_config *mc = wgml_model_config(t->model);
     const wgml_train_config *c = &t->cfg;
-    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, r = c->lora_rank, capacity = 0;
-    int n_t = 0;
-    for (int k = 0; k < LLAMA_N_TARGETS; k++) n_t += (c->targets >> k) & 1;
-    t->n = (int)(2 * n_t * mc->n_layer);
-    t->params = calloc((size_t)t->n, sizeof *t->params);
-    t->lora = calloc((size_t)slots, sizeof *t->lora);
-    t->elora = calloc((size_t)slots, sizeof *t->elora);
-    t->lora_p = calloc((size_t)slots, sizeof *t->lora_p);
-    t->elora_p = calloc((size_t)slots, sizeof *t->elora_p);
-    if (!t->params || !t->lora || !t->elora || !t->lora_p || !t->elora_p)
-        return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
-    int i = 0;
+    int ste = c->mode == WGML_TRAIN_STE;
+    t->params = calloc((size_t)(mc->n_layer * LLAMA_N_TARGETS * 2), sizeof *t->params);
+    if (!t->params) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    *capacity = 0;
+    t->n = 0;
     for (int64_t l = 0; l < mc->n_layer; l++)
         for (int k = 0; k < LLAMA_N_TARGETS; k++) {
             if (!((c->targets >> k) & 1)) continue;
             int64_t N, K;
             llama_target_dims(t->model, k, &N, &K);
-            for (int ab = 0; ab < 2; ab++, i++) {
-                tparam *p = &t->params[i];
-                snprintf(p->name, sizeof p->name, "blk.%lld.%s.lora_%c", (long long)l, llama_target_names[k], ab ? 'b' : 'a');
-                p->shape[0] = ab ? N : r;
-                p->shape[1] = ab ? r : K;
-                capacity += wgml_adamw_padded(p->shape[0] * p->shape[1]);
+            if (ste) {
+                const wgml_q4_weight *q = llama_target_q4(t->model, l, k);
+                if (!q || q->kind == WGML_Q8) continue; /* requant rewrites 4-bit codes only */
+            }
+            for (int ab = 0; ab < (ste ? 1 : 2); ab++) {
+                tparam *p = &t->params[t->n++];
+                p->layer = l;
+                p->target = k;
+                if (ste)
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.latent", (long long)l, llama_target_names[k]);
+                else
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.lora_%c", (long long)l, llama_target_names[k],
+                             ab ? 'b' : 'a');
+                p->shape[0] = ste ? N : ab ? N : c->lora_rank;
+                p->shape[1] = ste ? K : ab ? c->lora_rank : K;
+                *capacity += wgml_adamw_padded(p->shape[0] * p->shape[1]);
             }
         }
+    if (t->n == 0)
+        return wgml_set_error(t->ctx, WGML_ERR_ARG,
+                              "trainer_new: no trainable tensor (straight-through training needs 4-bit Q4_0/Q4_1 weights "
+                              "among the targets 0x%x)",
+                              c->targets);
+    return WGML_OK;
+}
+
+/* Creates the parameters (views of the optimizer's buffers) with their initial values. */
+static wgml_status make_params(wgml_trainer *t) {
+    const wgml_llama_config *mc = wgml_model_config(t->model);
+    const wgml_train_config *c = &t->cfg;
+    int ste = c->mode == WGML_TRAIN_STE;
+    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, r = c->lora_rank, capacity = 0;
+    wgml_status s = list_params(t, &capacity);
+    if (s) return s;
+    t->lora = calloc((size_t)slots, sizeof *t->lora);
+    t->elora = calloc((size_t)slots, sizeof *t->elora);
+    t->lora_p = calloc((size_t)slots, sizeof *t->lora_p);
+    t->elora_p = calloc((size_t)slots, sizeof *t->elora_p);
+    t->latent_p = calloc((size_t)slots, sizeof *t->latent_p);
+    if (!t->lora || !t->elora || !t->lora_p || !t->elora_p || !t->latent_p)
+        return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     wgml_adamw_config ac = wgml_adamw_defaults();
     ac.lr = c->lr;
     ac.beta1 = c->beta1;
@@ -141,13 +206,12 @@ static wgml_status make_params(wgml_trainer *t) {
     if (!(t->opt = wgml_adamw_new(t->g, &ac))) return wgml_last_status(t->ctx);
     wgml_tensor *fm = wgml_adamw_buffer(t->opt, WGML_ADAMW_M), *fv = wgml_adamw_buffer(t->opt, WGML_ADAMW_V);
     int64_t maxn = 0;
-    for (i = 0; i < t->n; i++)
+    for (int i = 0; i < t->n; i++)
         if (t->params[i].shape[0] * t->params[i].shape[1] > maxn) maxn = t->params[i].shape[0] * t->params[i].shape[1];
-    float *h = malloc(sizeof(float) * (size_t)maxn);
-    if (!h) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    float *h = ste ? NULL : malloc(sizeof(float) * (size_t)maxn);
+    if (!ste && !h) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     uint64_t rng = c->seed;
-    wgml_status s = WGML_OK;
-    for (i = 0; i < t->n && !s; i++) {
+    for (int i = 0; i < t->n && !s; i++) {
         tparam *p = &t->params[i];
         int64_t numel = p->shape[0] * p->shape[1];
         p->offset = wgml_adamw_used(t->opt);
@@ -159,6 +223,11 @@ static wgml_status make_params(wgml_trainer *t) {
             s = wgml_last_status(t->ctx);
             break;
         }
+        if (ste) {
+            t->latent_p[p->layer * LLAMA_N_TARGETS + p->target] = p->p;
+            s = latent_init(t, llama_target_q4(t->model, p->layer, p->target), p->p);
+            continue;
+        }
         int is_b = (i & 1) != 0;
         double bound = 1.0 / sqrt((double)p->shape[1]);
         for (int64_t j = 0; j < numel; j++)
@@ -166,30 +235,73 @@ static wgml_status make_params(wgml_trainer *t) {
         s = wgml_tensor_write(p->p, h, sizeof(float) * (size_t)numel);
     }
     free(h);
-    if (s) return s;
-    /* the adapter tables: entry l*7 + k */
-    i = 0;
-    for (int64_t l = 0; l < mc->n_layer; l++)
-        for (int k = 0; k < LLAMA_N_TARGETS; k++) {
-            if (!((c->targets >> k) & 1)) continue;
-            int64_t e = l * LLAMA_N_TARGETS + k;
-            wgml_lora *lo = &t->lora[e];
-            lo->a = t->params[i].p;
-            lo->b = t->params[i + 1].p;
-            lo->n = t->params[i + 1].shape[0];
-            lo->k = t->params[i].shape[1];
-            lo->r = r;
-            lo->scale = c->lora_alpha / (float)r;
-            t->lora_p[e] = lo;
-            wgml_lora *el = &t->elora[e];
-            *el = *lo;
-            el->a = wgml_tensor_share(t->ge, lo->a);
-            el->b = el->a ? wgml_tensor_share(t->ge, lo->b) : NULL;
-            if (!el->b) return wgml_last_status(t->ctx);
-            t->elora_p[e] = el;
-            i += 2;
-        }
+    if (s || ste) return s;
+    /* the adapter tables: entry l*7 + k; a and b are consecutive parameters */
+    for (int i = 0; i < t->n; i += 2) {
+        int64_t e = t->params[i].layer * LLAMA_N_TARGETS + t->params[i].target;
+        wgml_lora *lo = &t->lora[e];
+        lo->a = t->params[i].p;
+        lo->b = t->params[i + 1].p;
+        lo->n = t->params[i + 1].shape[0];
+        lo->k = t->params[i].shape[1];
+        lo->r = r;
+        lo->scale = c->lora_alpha / (float)r;
+        t->lora_p[e] = lo;
+        wgml_lora *el = &t->elora[e];
+        *el = *lo;
+        el->a = wgml_tensor_share(t->ge, lo->a);
+        el->b = el->a ? wgml_tensor_share(t->ge, lo->b) : NULL;
+        if (!el->b) return wgml_last_status(t->ctx);
+        t->elora_p[e] = el;
+    }
     return WGML_OK;
+}
+
+/* STE: records the requant of every latent into g (latents: g's own when own, else shared). */
+static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
+    for (int i = 0; i < t->n; i++) {
+        tparam *p = &t->params[i];
+        wgml_q4_weight q = shared_q4(g, llama_target_q4(t->model, p->layer, p->target));
+        wgml_tensor *lat = own ? p->p : wgml_tensor_share(g, p->p);
+        if (!q.ab || !lat) return wgml_last_status(t->ctx);
+        wgml_status s = wgml_q4_requant(g, lat, &q);
+        if (s) return s;
+    }
+    return WGML_OK;
+}
+
+static wgml_status ste_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    wgml_q4_weight w;
+    memcpy(&w, op->attrs, sizeof w);
+    if (graph_op_wants(op, 0)) dx[0] = wgml_q4_linear_dx(g, dy, &w);
+    if (graph_op_wants(op, 1)) {
+        bool acc = false;
+        wgml_tensor *dw = graph_grad_sink(op, 1, &acc);
+        if (!dw) {
+            acc = false;
+            dw = wgml_zeros(g, WGML_F32, 2, op->in[1]->shape);
+        }
+        dx[1] = dw && !wgml_linear_dw(g, dy, op->in[0], dw, acc) ? dw : NULL;
+    }
+    return grad_result(g, op, dx);
+}
+
+wgml_tensor *trainer_ste_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, wgml_tensor *latent) {
+    if (!g || !x || !w || !latent) return NULL;
+    if (latent->rank != 2 || latent->shape[0] != w->n || latent->shape[1] != w->k) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "ste_linear: latent %s must be [%lld, %lld]", tshape(latent),
+                       (long long)w->n, (long long)w->k);
+        return NULL;
+    }
+    /* the 4-bit product without q4_linear's own record (its rule would give x a second
+     * gradient); this op's record covers x and the latent */
+    bool rg = x->requires_grad;
+    x->requires_grad = false;
+    wgml_tensor *y = wgml_q4_linear(g, x, w);
+    x->requires_grad = rg;
+    graph_op op = {.name = "ste_linear", .backward = ste_backward, .n_in = 2, .in = {x, latent}, .out = y};
+    memcpy(op.attrs, w, sizeof *w);
+    return graph_record_op(g, &op);
 }
 
 static wgml_status build(wgml_trainer *t) {
@@ -217,17 +329,21 @@ static wgml_status build(wgml_trainer *t) {
         return wgml_last_status(t->ctx);
     }
     free(pos);
-    wgml_tensor *logits = llama_forward_train(t->model, g, t->ids, t->positions, B, S, t->lora_p);
+    int ste = c->mode == WGML_TRAIN_STE;
+    wgml_tensor *logits = llama_forward_train(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
+                                              ste ? t->latent_p : NULL);
     wgml_tensor *dlogits = NULL;
     t->loss = logits ? wgml_cross_entropy(g, logits, t->labels, &dlogits) : NULL;
     /* surrogate whose gradient with respect to logits is dlogits */
     wgml_tensor *sur = t->loss ? wgml_sum(g, wgml_mul(g, logits, dlogits), NULL, 0, 0) : NULL;
     if (!sur || wgml_graph_keep(g, t->loss) || wgml_backward(g, sur, 1.0f) || wgml_adamw_step(g, t->opt) ||
-        wgml_graph_compile(g))
+        (ste && record_requant(t, g, 1)) || wgml_graph_compile(g))
+        return wgml_last_status(t->ctx);
+    if (ste && (!(t->gr = wgml_graph_new(t->ctx)) || record_requant(t, t->gr, 0) || wgml_graph_compile(t->gr)))
         return wgml_last_status(t->ctx);
     /* eval graph */
     wgml_ce_options ce = {NULL, t->e_status};
-    wgml_tensor *el = llama_forward_train(t->model, t->ge, t->e_ids, t->e_positions, B, S, t->elora_p);
+    wgml_tensor *el = llama_forward_train(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
     t->e_loss = el ? wgml_cross_entropy_ex(t->ge, el, t->e_labels, &ce, NULL) : NULL;
     if (!t->e_loss || wgml_graph_keep(t->ge, t->e_loss) || wgml_graph_compile(t->ge)) return wgml_last_status(t->ctx);
     return WGML_OK;
@@ -347,7 +463,10 @@ wgml_status wgml_trainer_read_state(wgml_trainer *t, int i, int what, float *out
 wgml_status wgml_trainer_write_state(wgml_trainer *t, int i, int what, const float *in) {
     wgml_tensor *x = state_tensor(t, "trainer_write_state", i, what);
     if (!x) return t ? wgml_last_status(t->ctx) : WGML_ERR_ARG;
-    return wgml_tensor_write(x, in, wgml_tensor_nbytes(x));
+    wgml_status s = wgml_tensor_write(x, in, wgml_tensor_nbytes(x));
+    /* STE: the model's codes follow the latents at once */
+    if (!s && what == 0 && t->gr) s = wgml_graph_run(t->gr);
+    return s;
 }
 
 /* Blob: magic, version, then the optimizer's u32 [8] state words. */
@@ -382,6 +501,7 @@ uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t) { return t ? t->su
 
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
     if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_attach_lora: trainer is NULL");
+    if (t->cfg.mode == WGML_TRAIN_STE) return WGML_OK; /* the model's own codes are trained */
     const char **names = calloc((size_t)t->n, sizeof *names);
     float **data = calloc((size_t)t->n, sizeof *data);
     wgml_status s = names && data ? WGML_OK : wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_attach_lora: out of host memory");
