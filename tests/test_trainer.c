@@ -557,7 +557,7 @@ static const char *KJV =
     "evening and the morning were the first day.";
 
 static void test_smol(const char *path) {
-    enum { SB = 1, SS = 16, SSTEPS = 10 };
+    enum { SB = 1, SS = 32, SSTEPS = 10 };
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
     if (!th_check(m != NULL, "load %s: %s", path, wgml_last_error(T.ctx))) return;
     int32_t *ids = NULL;

@@ -14,8 +14,11 @@ Tolerance. Both sides compute in fp32 with the same weights, so the losses start
 relative (summation order), and the adapters drift apart only through rounding carried by Adam
 (whose normalised update magnifies differences in near-zero gradients a little). Required: the
 loss at every step within 1e-4 relative for the tiny model (20 steps) and 1e-3 for SmolLM2
-(10 steps, batch 1 x 16 tokens of Genesis 1, r = 8 on q and v); a wrong gradient, a missing
+(10 steps, batch 1 x 32 tokens of Genesis 1, r = 8 on q and v); a wrong gradient, a missing
 clip or a wrong bias correction moves the loss by far more after a few steps.
+Runtime (lavapipe, 2 cores): the SmolLM2 part dominates: a step costs about the same for 16 or
+64 tokens (the 4-bit GEMMs' cost is in the weights at these sizes), 7-14 s on an idle machine,
+up to ~25 s when other jobs share the cores; PyTorch (no MKL) needs ~3-5 s per step.
 Usage: test_trainer_parity.py BUILD_DIR"""
 import os
 import sys
