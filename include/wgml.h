@@ -866,6 +866,82 @@ wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tenso
  * (deterministic). Cost: numel(x) · index.shape[dim]. Index rules as wgml_gather. */
 wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index, wgml_tensor *dy);
 
+/* ---- trainer ---- */
+/* Fine-tuning a loaded Llama (wgml_model) on the GPU. One optimizer step is ONE run of one
+ * built graph: embedding (frozen) -> blocks (frozen 4-bit linears plus LoRA adapters on the
+ * chosen targets) -> final norm -> head -> fused cross-entropy -> backward -> AdamW over every
+ * trainable tensor; the host writes tokens, labels and lr, and reads back only the loss
+ * (4 bytes). The model's weights are shared (wgml_tensor_share), never copied. Positions run
+ * 0 .. seq_len-1 in every sequence of the batch; attention is causal within a sequence. */
+typedef enum { WGML_TRAIN_LORA = 0, WGML_TRAIN_STE = 1 } wgml_train_mode;
+/* Which linears of every block get an adapter (bits, combine with |). */
+enum {
+    WGML_TARGET_Q = 1, WGML_TARGET_K = 2, WGML_TARGET_V = 4, WGML_TARGET_O = 8,
+    WGML_TARGET_GATE = 16, WGML_TARGET_UP = 32, WGML_TARGET_DOWN = 64, WGML_TARGET_ALL = 127
+};
+typedef struct wgml_train_config {
+    wgml_train_mode mode; /* LORA: adapters on the targets, base frozen. STE: the targets' 4-bit
+                             weights themselves train through fp32 latents (straight-through: the
+                             forward uses the codes, AdamW updates the latent, the same run
+                             requantises the codes at their frozen scales; Q8_0 and float weights
+                             among the targets stay frozen) */
+    int lora_rank;        /* r (LORA) */
+    float lora_alpha;     /* adapter scale = alpha / r (LORA) */
+    unsigned targets;     /* WGML_TARGET_* bits */
+    int batch, seq_len;   /* tokens per step = batch * seq_len */
+    float lr, weight_decay, beta1, beta2, eps; /* AdamW (torch.optim.AdamW's meaning) */
+    float clip_norm;      /* global gradient-norm clipping; <= 0: off */
+    uint64_t seed;        /* LoRA A init: one splitmix64 stream over all A's in tensor order,
+                             U(-1/sqrt(K), 1/sqrt(K)) as wgml_lora_new; B = 0 */
+} wgml_train_config;
+/* LoRA r 8, alpha 16, targets q|v, batch 1 x 64, lr 2e-4, wd 0.01, betas (0.9, 0.999),
+ * eps 1e-8, clip 1.0, seed 0. */
+wgml_train_config wgml_train_defaults(void);
+typedef struct wgml_trainer wgml_trainer;
+/* Builds and compiles the train graph and an eval graph (forward and loss only), both sharing
+ * the model's weights and the adapters. The model must outlive the trainer. NULL on error. */
+wgml_trainer *wgml_trainer_new(wgml_model *m, const wgml_train_config *cfg);
+void wgml_trainer_free(wgml_trainer *t);
+/* One optimizer step: tokens and labels i32 [batch*seq_len] (a label < 0 is ignored; making
+ * label = next token is the caller's job), lr for this step; *loss (may be NULL) receives the
+ * mean loss over the valid labels, computed before the update. One graph run; only the loss is
+ * read back. A step whose gradients are non-finite leaves everything unchanged (AdamW skip). */
+wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, float lr, float *loss);
+/* The loss summed over the valid labels and their count, without updating (eval graph). */
+wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
+                              int64_t *n_valid);
+/* Trainable state for checkpoints: named f32 tensors, "blk.<l>.<target>.lora_a" [r, K] and
+ * "...lora_b" [N, r] (target = attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up,
+ * ffn_down), layer by layer, in the order of the target bits, a before b; in STE mode
+ * "blk.<l>.<target>.latent" [N, K]. Host copies in and out: what 0 = the parameter, 1 = AdamW's
+ * m, 2 = AdamW's v (numel floats each). Writing a latent (what 0) requantises the model's
+ * codes from the latents at once. */
+int wgml_trainer_tensor_count(const wgml_trainer *t);
+const char *wgml_trainer_tensor_name(const wgml_trainer *t, int i);
+wgml_status wgml_trainer_tensor_shape(const wgml_trainer *t, int i, int *rank, int64_t shape[4]);
+wgml_status wgml_trainer_read_state(wgml_trainer *t, int i, int what, float *out);
+wgml_status wgml_trainer_write_state(wgml_trainer *t, int i, int what, const float *in);
+/* The optimizer's small state (step count, steps skipped, ...) as an opaque blob: read with
+ * *bytes = the buffer's size (on return: the bytes written; 64 is always enough), write it
+ * back as read. */
+wgml_status wgml_trainer_read_opt_state(wgml_trainer *t, void *buf, size_t *bytes);
+wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_t bytes);
+/* Submits made by the last wgml_trainer_step (graph run and loss readback included). */
+uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t);
+/* Generation with the trained adapter: copies the trainer's current LoRA into the model's
+ * inference graphs (wgml_model_set_lora), so wgml_model_prefill/decode/wgml_generate use base +
+ * adapter from then on. STE mode: nothing to do (the model's own codes are trained). */
+wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
+/* Adapters for the model's inference graphs from host arrays (e.g. a saved adapter): n named
+ * tensors as wgml_trainer_tensor_name lists them (every target given needs both lora_a and
+ * lora_b), shapes from cfg->lora_rank and the model, scale cfg->lora_alpha / r. n = 0 removes
+ * the adapters. Rebuilds the inference graphs and forgets the cached sequence (position 0). */
+wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
+                                const float *const *data);
+/* Bytes read back from the GPU to the host on the context so far (every wgml_tensor_read and
+ * internal readback), next to wgml_submit_count: lets tests check what a step reads. */
+uint64_t wgml_read_bytes(const wgml_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

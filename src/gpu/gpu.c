@@ -57,6 +57,7 @@ struct wgml_ctx {
     WGPUQuerySet timestamps;
     WGPUBuffer ts_resolve, ts_read;
     uint64_t submits;
+    uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
     wgml_graph *eager;
 };
 
@@ -454,6 +455,7 @@ void wgml_matmul_force_variant(wgml_ctx *ctx, int v) {
     if (ctx) ctx->matmul_variant = v;
 }
 uint64_t wgml_submit_count(const wgml_ctx *ctx) { return ctx ? ctx->submits : 0; }
+uint64_t wgml_read_bytes(const wgml_ctx *ctx) { return ctx ? ctx->read_bytes : 0; }
 
 static const char *backend_name(WGPUBackendType b) {
     switch (b) {
@@ -687,6 +689,7 @@ wgml_status gpu_read(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, void *data, 
     }
     s = map_read(ctx, staging, n, tmp);
     if (!s) memcpy(data, tmp + (offset - start), (size_t)size);
+    if (!s) ctx->read_bytes += size;
     free(tmp);
     wgpuBufferRelease(staging);
     if (!s) s = take_pending(ctx, "reading back from the GPU");

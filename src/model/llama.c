@@ -5,6 +5,7 @@
 #include "model/llama.h"
 
 #include "gpu/gpu.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +57,12 @@ struct wgml_model {
     double last_s;
     int32_t stop_ids[4];
     int n_stop;
+    wgml_lora **lora; /* [n_layer * LLAMA_N_TARGETS] adapters of the inference graphs, or NULL;
+                         tensors in wg (wgml_model_set_lora) */
 };
+
+const char *const llama_target_names[LLAMA_N_TARGETS] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                                         "ffn_gate", "ffn_up", "ffn_down"};
 
 wgml_ctx *llama_ctx(const wgml_model *m) { return m ? m->ctx : NULL; }
 
@@ -269,6 +275,56 @@ static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
     return wgml_linear(g, x, share(g, w->f), NULL);
 }
 
+static const lweight *target_weight(const wgml_model *m, int64_t l, int t) {
+    const layer *L = &m->layers[l];
+    const lweight *w[LLAMA_N_TARGETS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+    return w[t];
+}
+
+void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t D = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+    const int64_t ns[LLAMA_N_TARGETS] = {qd, kvd, kvd, D, c->n_ff, c->n_ff, D};
+    const int64_t ks[LLAMA_N_TARGETS] = {D, D, D, qd, D, D, c->n_ff};
+    *n = ns[t];
+    *k = ks[t];
+}
+
+const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t) { return target_weight(m, l, t)->q; }
+
+static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
+                                 wgml_tensor *latent);
+
+/* linear plus an optional LoRA adapter; share_ab: the adapter's tensors belong to another
+ * graph (the model's weight graph) and are shared into g. */
+static wgml_tensor *linear_lora(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab) {
+    return linear_train(g, x, w, l, share_ab, NULL);
+}
+
+/* The same, and with latent (an fp32 [N, K] trainable tensor of g) the straight-through linear:
+ * the forward uses the 4-bit weight, the weight gradient goes to latent. */
+static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
+                                 wgml_tensor *latent) {
+    wgml_tensor *y;
+    if (latent && w->q) {
+        wgml_q4_weight q = *w->q;
+        q.codes = share(g, q.codes);
+        q.ab = share(g, q.ab);
+        q.bias = share(g, q.bias);
+        y = q.codes && q.ab ? trainer_ste_linear(g, x, &q, latent) : NULL;
+    } else {
+        y = linear(g, x, w);
+    }
+    if (!l) return y;
+    wgml_lora sl = *l;
+    if (share_ab) {
+        sl.a = share(g, l->a);
+        sl.b = share(g, l->b);
+        if (!sl.a || !sl.b) return NULL;
+    }
+    return wgml_lora_apply(g, x, y, &sl);
+}
+
 static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
     if (w->q) {
         wgml_q4_weight q = *w->q;
@@ -310,9 +366,11 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     for (int64_t l = 0; l < c->n_layer; l++) {
         layer *L = &m->layers[l];
         wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
-        wgml_tensor *q = wgml_reshape(g, linear(g, h, &L->wq), 4, s4q);
-        wgml_tensor *k = wgml_reshape(g, linear(g, h, &L->wk), 4, s4k);
-        wgml_tensor *v = wgml_reshape(g, linear(g, h, &L->wv), 4, s4k);
+        wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
+#define LW(t) (lw ? lw[t] : NULL)
+        wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 1), 4, s4q);
+        wgml_tensor *k = wgml_reshape(g, linear_lora(g, h, &L->wk, LW(1), 1), 4, s4k);
+        wgml_tensor *v = wgml_reshape(g, linear_lora(g, h, &L->wv, LW(2), 1), 4, s4k);
         q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
         k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
         q = heads_first(g, q, S, H, hd);
@@ -327,10 +385,12 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
             a = wgml_permute(g, a, perm);
         }
         a = wgml_reshape(g, a, 2, s2);
-        x = wgml_add(g, x, linear(g, a, &L->wo), 1.0f);
+        x = wgml_add(g, x, linear_lora(g, a, &L->wo, LW(3), 1), 1.0f);
         h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
-        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear(g, h, &L->gate)), linear(g, h, &L->up));
-        x = wgml_add(g, x, linear(g, f, &L->down), 1.0f);
+        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_lora(g, h, &L->gate, LW(4), 1)),
+                                  linear_lora(g, h, &L->up, LW(5), 1));
+        x = wgml_add(g, x, linear_lora(g, f, &L->down, LW(6), 1), 1.0f);
+#undef LW
         if (!x) return wgml_last_status(m->ctx);
     }
     if (S > 1) x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
@@ -340,6 +400,43 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax) || wgml_graph_compile(g))
         return wgml_last_status(m->ctx);
     return WGML_OK;
+}
+
+/* The training forward (no KV cache): ids [B*S] at positions [S] (every sequence starts at 0),
+ * causal attention within each sequence, logits [B*S, V]. lora: NULL or n_layer·7 adapters
+ * (NULL entries: none) whose tensors are g's own; the weights are shared from the model. */
+wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
+                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv, T = B * S;
+    int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {T, H * hd};
+    static const int perm[4] = {0, 2, 1, 3}; /* [B, S, H, hd] <-> [B, H, S, hd] */
+    wgml_tensor *x = embed(g, ids, &m->tok_embd); /* [T, D] */
+    for (int64_t l = 0; l < c->n_layer && x; l++) {
+        layer *L = &m->layers[l];
+        wgml_lora *const *lw = lora ? lora + l * LLAMA_N_TARGETS : NULL;
+        wgml_tensor *const *ll = latent ? latent + l * LLAMA_N_TARGETS : NULL;
+#define LW(t) (lw ? lw[t] : NULL)
+#define LT(t) (ll ? ll[t] : NULL)
+        wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
+        wgml_tensor *q = wgml_reshape(g, linear_train(g, h, &L->wq, LW(0), 0, LT(0)), 4, s4q);
+        wgml_tensor *k = wgml_reshape(g, linear_train(g, h, &L->wk, LW(1), 0, LT(1)), 4, s4k);
+        wgml_tensor *v = wgml_reshape(g, linear_train(g, h, &L->wv, LW(2), 0, LT(2)), 4, s4k);
+        q = wgml_rope_ex(g, q, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        wgml_tensor *a = wgml_sdpa(g, wgml_permute(g, q, perm), wgml_permute(g, k, perm), wgml_permute(g, v, perm), 1,
+                                   0.0f); /* [B, H, S, hd] */
+        a = wgml_reshape(g, wgml_permute(g, a, perm), 2, s2);
+        x = wgml_add(g, x, linear_train(g, a, &L->wo, LW(3), 0, LT(3)), 1.0f);
+        h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
+        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_train(g, h, &L->gate, LW(4), 0, LT(4))),
+                                  linear_train(g, h, &L->up, LW(5), 0, LT(5)));
+        x = wgml_add(g, x, linear_train(g, f, &L->down, LW(6), 0, LT(6)), 1.0f);
+#undef LW
+#undef LT
+    }
+    x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    return linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [T, V] */
 }
 
 static void free_step(step_graph *sg) {
@@ -483,6 +580,95 @@ static void free_weight(lweight *w) {
     w->q = NULL;
 }
 
+static void free_lora(wgml_model *m) {
+    if (!m->lora) return;
+    for (int64_t i = 0; i < m->cfg.n_layer * LLAMA_N_TARGETS; i++) wgml_lora_free(m->lora[i]);
+    free(m->lora);
+    m->lora = NULL;
+}
+
+/* Parses "blk.L.TARGET.lora_a|lora_b": layer, target index, 0 (a) or 1 (b); -1 when not one. */
+static int parse_lora_name(const wgml_model *m, const char *name, int64_t *l, int *t) {
+    long long li;
+    char tn[32], ab[16];
+    if (!name || sscanf(name, "blk.%lld.%31[a-z_].%15s", &li, tn, ab) != 3 || li < 0 || li >= m->cfg.n_layer) return -1;
+    *l = li;
+    for (*t = 0; *t < LLAMA_N_TARGETS; (*t)++)
+        if (!strcmp(tn, llama_target_names[*t])) break;
+    if (*t == LLAMA_N_TARGETS) return -1;
+    return !strcmp(ab, "lora_a") ? 0 : !strcmp(ab, "lora_b") ? 1 : -1;
+}
+
+/* The adapters' tensors are new persistent tensors of the weight graph (a later call makes new
+ * ones; the old ones stay allocated until the model is freed). The inference graphs are rebuilt
+ * and the cached sequence is forgotten. */
+wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
+                                const float *const *data) {
+    const char *op = "model_set_lora";
+    if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: model is NULL", op);
+    if (n < 0 || (n > 0 && (!cfg || !names || !data)))
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: %d tensors need a config, names and data", op, n);
+    if (n > 0 && (cfg->lora_rank < 1 || !(cfg->lora_alpha > 0)))
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: lora_rank %d and lora_alpha %g must be positive", op,
+                              cfg->lora_rank, (double)cfg->lora_alpha);
+    int64_t slots = m->cfg.n_layer * LLAMA_N_TARGETS;
+    /* check every name first, so a bad list leaves the model as it was */
+    int *have = calloc((size_t)slots, sizeof *have);
+    if (!have) return wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    for (int i = 0; i < n; i++) {
+        int64_t l;
+        int t, ab = parse_lora_name(m, names[i], &l, &t);
+        if (ab < 0 || !data[i]) {
+            free(have);
+            return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: tensor %d '%s' is not blk.<layer < %lld>.<target>.lora_a|lora_b "
+                                  "with data", op, i, names[i] ? names[i] : "(null)", (long long)m->cfg.n_layer);
+        }
+        have[l * LLAMA_N_TARGETS + t] |= 1 << ab;
+    }
+    for (int64_t i = 0; i < slots; i++)
+        if (have[i] && have[i] != 3) {
+            char which = have[i] == 1 ? 'a' : 'b';
+            free(have);
+            return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: blk.%lld.%s has only its lora_%c", op,
+                                  (long long)(i / LLAMA_N_TARGETS), llama_target_names[i % LLAMA_N_TARGETS], which);
+        }
+    free_step(&m->decode);
+    for (int i = 0; i < m->n_prefill; i++) free_step(&m->prefill[i]);
+    m->n_prefill = 0;
+    m->pos = 0;
+    free_lora(m);
+    wgml_status s = WGML_OK;
+    if (n > 0 && !(m->lora = calloc((size_t)slots, sizeof *m->lora)))
+        s = wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    for (int64_t i = 0; i < slots && !s && n > 0; i++) {
+        if (!have[i]) continue;
+        int64_t N, K, r = cfg->lora_rank;
+        llama_target_dims(m, (int)(i % LLAMA_N_TARGETS), &N, &K);
+        wgml_lora *lo = calloc(1, sizeof *lo);
+        if (!lo) {
+            s = wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+            break;
+        }
+        m->lora[i] = lo;
+        int64_t sa[2] = {r, K}, sb[2] = {N, r};
+        lo->n = N, lo->k = K, lo->r = r, lo->scale = cfg->lora_alpha / (float)r;
+        lo->a = wgml_tensor_new(m->wg, WGML_F32, 2, sa);
+        lo->b = lo->a ? wgml_tensor_new(m->wg, WGML_F32, 2, sb) : NULL;
+        if (!lo->b) s = wgml_last_status(m->ctx);
+    }
+    for (int i = 0; i < n && !s; i++) {
+        int64_t l;
+        int t, ab = parse_lora_name(m, names[i], &l, &t);
+        wgml_lora *lo = m->lora[l * LLAMA_N_TARGETS + t];
+        wgml_tensor *dst = ab ? lo->b : lo->a;
+        s = wgml_tensor_write(dst, data[i], wgml_tensor_nbytes(dst));
+    }
+    free(have);
+    if (s) free_lora(m);
+    wgml_status s2 = build_step(m, &m->decode, 1);
+    return s ? s : s2;
+}
+
 void wgml_model_free(wgml_model *m) {
     if (!m) return;
     /* the running graphs hold views of m->wg's tensors: free them first */
@@ -494,6 +680,7 @@ void wgml_model_free(wgml_model *m) {
             free_weight(&L->wq), free_weight(&L->wk), free_weight(&L->wv), free_weight(&L->wo);
             free_weight(&L->gate), free_weight(&L->up), free_weight(&L->down);
         }
+    free_lora(m);
     free(m->layers);
     free_weight(&m->tok_embd);
     free_weight(&m->output);

@@ -9,4 +9,22 @@ wgml_ctx *llama_ctx(const wgml_model *m);
  * sequence (the streaming hold-back of wgml_generate). */
 size_t llama_utf8_complete(const unsigned char *s, size_t n);
 
+/* The linears of a block that can carry an adapter, in the order of the WGML_TARGET_* bits:
+ * attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down (GGUF tensor names). */
+#define LLAMA_N_TARGETS 7
+extern const char *const llama_target_names[LLAMA_N_TARGETS];
+/* W[n, k] of target t (the same in every layer). */
+void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k);
+/* The 4-bit weight of target t in layer l (tensors of the model's weight graph), or NULL when
+ * the file stores it in floating point. */
+const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
+/* Records the training forward into g (a built graph): ids i32 [B*S] (B sequences of S
+ * tokens), positions i32 [S] (0 .. S-1), causal attention within each sequence, no KV cache.
+ * lora: NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
+ * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
+ * linears (4-bit weights only) train straight-through (trainer_ste_linear). The model's weights
+ * are shared into g. Returns logits f32 [B*S, V]. */
+wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
+                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
+
 #endif

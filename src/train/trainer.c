@@ -1,0 +1,519 @@
+/* The training step of a Llama model: one built graph holding forward, backward and AdamW, so
+ * a step is one submit plus the 4-byte loss readback.
+ *
+ * Graphs:
+ *   train graph g   ids, labels, positions (persistent) -> llama_forward_train (weights shared
+ *                   from the model; LoRA A/B are views of the optimizer's flat params buffer) ->
+ *                   cross-entropy (loss and dlogits in one pass) -> wgml_backward of the
+ *                   surrogate sum(logits · dlogits), whose gradient with respect to the logits is
+ *                   exactly dlogits (dlogits is a constant to autograd: the cross-entropy op
+ *                   records no backward) -> AdamW step over the flat buffers. Gradients land in
+ *                   the optimizer's flat grads buffer (wgml_tensor_set_grad).
+ *   eval graph ge   the same forward with the adapters shared from g, then the loss and the
+ *                   cross-entropy status (n_valid).
+ * The loss tensor of g is kept (readable after the run); everything else stays on the GPU.
+ *
+ * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
+ * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
+ * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
+ * the 4-bit codes; the weight gradient goes to the latent (trainer_ste_linear); after AdamW the
+ * same run rewrites the codes from the latents at the frozen scales (wgml_q4_requant), so the
+ * model's own weights change and every other graph of the model (eval, generation) sees them. */
+#include "train/trainer.h"
+
+#include "graph/graph.h"
+#include "model/llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tparam {
+    char name[64];
+    int64_t layer;
+    int target;
+    int64_t shape[2];
+    int64_t offset;            /* element offset in the optimizer's flat buffers */
+    wgml_tensor *p, *m, *v;    /* views of the flat params, m and v buffers */
+} tparam;
+
+struct wgml_trainer {
+    wgml_model *model;
+    wgml_ctx *ctx;
+    wgml_train_config cfg;
+    int64_t T; /* tokens per step */
+    wgml_graph *g, *ge;
+    wgml_optimizer *opt;
+    tparam *params;
+    int n;
+    wgml_lora *lora, *elora;       /* [n_layer * LLAMA_N_TARGETS] structs (train graph, eval graph) */
+    wgml_lora **lora_p, **elora_p; /* the same as pointer tables, NULL where no adapter */
+    wgml_tensor **latent_p;        /* STE: [n_layer * LLAMA_N_TARGETS] latents (train graph) or NULL */
+    wgml_graph *gr;                /* STE: the requant of every latent alone (after write_state) */
+    wgml_tensor *ids, *labels, *positions, *loss;
+    wgml_tensor *e_ids, *e_labels, *e_positions, *e_loss, *e_status;
+    uint64_t submits;
+};
+
+wgml_train_config wgml_train_defaults(void) {
+    wgml_train_config c;
+    memset(&c, 0, sizeof c);
+    c.mode = WGML_TRAIN_LORA;
+    c.lora_rank = 8;
+    c.lora_alpha = 16.0f;
+    c.targets = WGML_TARGET_Q | WGML_TARGET_V;
+    c.batch = 1;
+    c.seq_len = 64;
+    c.lr = 2e-4f;
+    c.weight_decay = 0.01f;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.999f;
+    c.eps = 1e-8f;
+    c.clip_norm = 1.0f;
+    c.seed = 0;
+    return c;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void wgml_trainer_free(wgml_trainer *t) {
+    if (!t) return;
+    wgml_adamw_free(t->opt);
+    wgml_graph_free(t->gr);
+    wgml_graph_free(t->ge); /* holds views of g's tensors: first */
+    wgml_graph_free(t->g);
+    free(t->params);
+    free(t->lora);
+    free(t->elora);
+    free(t->lora_p);
+    free(t->elora_p);
+    free(t->latent_p);
+    free(t);
+}
+
+static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
+    const char *op = "trainer_new";
+    if (!c) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: config is NULL", op);
+    if (c->mode != WGML_TRAIN_LORA && c->mode != WGML_TRAIN_STE) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown mode %d", op, (int)c->mode);
+    if (c->mode == WGML_TRAIN_LORA && (c->lora_rank < 1 || !(c->lora_alpha > 0) || !isfinite(c->lora_alpha)))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: lora_rank %d and lora_alpha %g must be positive", op, c->lora_rank,
+                              (double)c->lora_alpha);
+    if (!(c->targets & WGML_TARGET_ALL) || (c->targets & ~(unsigned)WGML_TARGET_ALL))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: targets 0x%x must be a non-empty set of WGML_TARGET_* bits", op,
+                              c->targets);
+    if (c->batch < 1 || c->seq_len < 1 || (int64_t)c->batch * c->seq_len > (1 << 24))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: batch %d x seq_len %d must be positive (at most 2^24 tokens)", op,
+                              c->batch, c->seq_len);
+    return WGML_OK;
+}
+
+/* A copy of the model's 4-bit weight with its tensors shared into g (NULL tensors on error). */
+static wgml_q4_weight shared_q4(wgml_graph *g, const wgml_q4_weight *w) {
+    wgml_q4_weight q = *w;
+    q.codes = wgml_tensor_share(g, w->codes);
+    q.ab = q.codes ? wgml_tensor_share(g, w->ab) : NULL;
+    q.bias = w->bias && q.ab ? wgml_tensor_share(g, w->bias) : NULL;
+    return q;
+}
+
+/* Writes the dequantised weight w into the latent param (a small graph run once). */
+static wgml_status latent_init(wgml_trainer *t, const wgml_q4_weight *w, wgml_tensor *param) {
+    wgml_graph *g0 = wgml_graph_new(t->ctx);
+    if (!g0) return wgml_last_status(t->ctx);
+    wgml_q4_weight q = shared_q4(g0, w);
+    wgml_tensor *d = q.ab ? wgml_q4_dequantize(g0, &q) : NULL;
+    float *h = malloc(wgml_tensor_nbytes(param));
+    wgml_status s = !h ? wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory") : WGML_OK;
+    if (!s && (!d || wgml_graph_keep(g0, d) || wgml_graph_compile(g0) || wgml_graph_run(g0) ||
+               wgml_tensor_read(d, h, wgml_tensor_nbytes(param))))
+        s = wgml_last_status(t->ctx);
+    if (!s) s = wgml_tensor_write(param, h, wgml_tensor_nbytes(param));
+    free(h);
+    wgml_graph_free(g0);
+    return s;
+}
+
+/* The parameter list: LoRA A and B per targeted linear, or (STE) a latent per targeted 4-bit
+ * linear. */
+static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
+    const wgml_llama_config *mc = wgml_model_config(t->model);
+    const wgml_train_config *c = &t->cfg;
+    int ste = c->mode == WGML_TRAIN_STE;
+    t->params = calloc((size_t)(mc->n_layer * LLAMA_N_TARGETS * 2), sizeof *t->params);
+    if (!t->params) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    *capacity = 0;
+    t->n = 0;
+    for (int64_t l = 0; l < mc->n_layer; l++)
+        for (int k = 0; k < LLAMA_N_TARGETS; k++) {
+            if (!((c->targets >> k) & 1)) continue;
+            int64_t N, K;
+            llama_target_dims(t->model, k, &N, &K);
+            if (ste) {
+                const wgml_q4_weight *q = llama_target_q4(t->model, l, k);
+                if (!q || q->kind == WGML_Q8) continue; /* requant rewrites 4-bit codes only */
+            }
+            for (int ab = 0; ab < (ste ? 1 : 2); ab++) {
+                tparam *p = &t->params[t->n++];
+                p->layer = l;
+                p->target = k;
+                if (ste)
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.latent", (long long)l, llama_target_names[k]);
+                else
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.lora_%c", (long long)l, llama_target_names[k],
+                             ab ? 'b' : 'a');
+                p->shape[0] = ste ? N : ab ? N : c->lora_rank;
+                p->shape[1] = ste ? K : ab ? c->lora_rank : K;
+                *capacity += wgml_adamw_padded(p->shape[0] * p->shape[1]);
+            }
+        }
+    if (t->n == 0)
+        return wgml_set_error(t->ctx, WGML_ERR_ARG,
+                              "trainer_new: no trainable tensor (straight-through training needs 4-bit Q4_0/Q4_1 weights "
+                              "among the targets 0x%x)",
+                              c->targets);
+    return WGML_OK;
+}
+
+/* Creates the parameters (views of the optimizer's buffers) with their initial values. */
+static wgml_status make_params(wgml_trainer *t) {
+    const wgml_llama_config *mc = wgml_model_config(t->model);
+    const wgml_train_config *c = &t->cfg;
+    int ste = c->mode == WGML_TRAIN_STE;
+    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, r = c->lora_rank, capacity = 0;
+    wgml_status s = list_params(t, &capacity);
+    if (s) return s;
+    t->lora = calloc((size_t)slots, sizeof *t->lora);
+    t->elora = calloc((size_t)slots, sizeof *t->elora);
+    t->lora_p = calloc((size_t)slots, sizeof *t->lora_p);
+    t->elora_p = calloc((size_t)slots, sizeof *t->elora_p);
+    t->latent_p = calloc((size_t)slots, sizeof *t->latent_p);
+    if (!t->lora || !t->elora || !t->lora_p || !t->elora_p || !t->latent_p)
+        return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    wgml_adamw_config ac = wgml_adamw_defaults();
+    ac.lr = c->lr;
+    ac.beta1 = c->beta1;
+    ac.beta2 = c->beta2;
+    ac.eps = c->eps;
+    ac.weight_decay = c->weight_decay;
+    ac.max_grad_norm = c->clip_norm > 0 ? c->clip_norm : 0;
+    ac.capacity = capacity;
+    if (!(t->opt = wgml_adamw_new(t->g, &ac))) return wgml_last_status(t->ctx);
+    wgml_tensor *fm = wgml_adamw_buffer(t->opt, WGML_ADAMW_M), *fv = wgml_adamw_buffer(t->opt, WGML_ADAMW_V);
+    int64_t maxn = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->params[i].shape[0] * t->params[i].shape[1] > maxn) maxn = t->params[i].shape[0] * t->params[i].shape[1];
+    float *h = ste ? NULL : malloc(sizeof(float) * (size_t)maxn);
+    if (!ste && !h) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    uint64_t rng = c->seed;
+    for (int i = 0; i < t->n && !s; i++) {
+        tparam *p = &t->params[i];
+        int64_t numel = p->shape[0] * p->shape[1];
+        p->offset = wgml_adamw_used(t->opt);
+        p->p = wgml_adamw_param(t->opt, 2, p->shape);
+        wgml_tensor *gv = p->p ? wgml_adamw_grad(t->opt, p->p) : NULL;
+        p->m = gv ? wgml_tensor_view(fm, p->offset, 2, p->shape) : NULL;
+        p->v = p->m ? wgml_tensor_view(fv, p->offset, 2, p->shape) : NULL;
+        if (!p->v || wgml_tensor_set_trainable(p->p, 1) || wgml_tensor_set_grad(p->p, gv, 0)) {
+            s = wgml_last_status(t->ctx);
+            break;
+        }
+        if (ste) {
+            t->latent_p[p->layer * LLAMA_N_TARGETS + p->target] = p->p;
+            s = latent_init(t, llama_target_q4(t->model, p->layer, p->target), p->p);
+            continue;
+        }
+        int is_b = (i & 1) != 0;
+        double bound = 1.0 / sqrt((double)p->shape[1]);
+        for (int64_t j = 0; j < numel; j++)
+            h[j] = is_b ? 0.0f : (float)((2.0 * (double)(splitmix64(&rng) >> 11) * 0x1p-53 - 1.0) * bound);
+        s = wgml_tensor_write(p->p, h, sizeof(float) * (size_t)numel);
+    }
+    free(h);
+    if (s || ste) return s;
+    /* the adapter tables: entry l*7 + k; a and b are consecutive parameters */
+    for (int i = 0; i < t->n; i += 2) {
+        int64_t e = t->params[i].layer * LLAMA_N_TARGETS + t->params[i].target;
+        wgml_lora *lo = &t->lora[e];
+        lo->a = t->params[i].p;
+        lo->b = t->params[i + 1].p;
+        lo->n = t->params[i + 1].shape[0];
+        lo->k = t->params[i].shape[1];
+        lo->r = r;
+        lo->scale = c->lora_alpha / (float)r;
+        t->lora_p[e] = lo;
+        wgml_lora *el = &t->elora[e];
+        *el = *lo;
+        el->a = wgml_tensor_share(t->ge, lo->a);
+        el->b = el->a ? wgml_tensor_share(t->ge, lo->b) : NULL;
+        if (!el->b) return wgml_last_status(t->ctx);
+        t->elora_p[e] = el;
+    }
+    return WGML_OK;
+}
+
+/* STE: records the requant of every latent into g (latents: g's own when own, else shared). */
+static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
+    for (int i = 0; i < t->n; i++) {
+        tparam *p = &t->params[i];
+        wgml_q4_weight q = shared_q4(g, llama_target_q4(t->model, p->layer, p->target));
+        wgml_tensor *lat = own ? p->p : wgml_tensor_share(g, p->p);
+        if (!q.ab || !lat) return wgml_last_status(t->ctx);
+        wgml_status s = wgml_q4_requant(g, lat, &q);
+        if (s) return s;
+    }
+    return WGML_OK;
+}
+
+static wgml_status ste_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    wgml_q4_weight w;
+    memcpy(&w, op->attrs, sizeof w);
+    if (graph_op_wants(op, 0)) dx[0] = wgml_q4_linear_dx(g, dy, &w);
+    if (graph_op_wants(op, 1)) {
+        bool acc = false;
+        wgml_tensor *dw = graph_grad_sink(op, 1, &acc);
+        if (!dw) {
+            acc = false;
+            dw = wgml_zeros(g, WGML_F32, 2, op->in[1]->shape);
+        }
+        dx[1] = dw && !wgml_linear_dw(g, dy, op->in[0], dw, acc) ? dw : NULL;
+    }
+    return grad_result(g, op, dx);
+}
+
+wgml_tensor *trainer_ste_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, wgml_tensor *latent) {
+    if (!g || !x || !w || !latent) return NULL;
+    if (latent->rank != 2 || latent->shape[0] != w->n || latent->shape[1] != w->k) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "ste_linear: latent %s must be [%lld, %lld]", tshape(latent),
+                       (long long)w->n, (long long)w->k);
+        return NULL;
+    }
+    /* the 4-bit product without q4_linear's own record (its rule would give x a second
+     * gradient); this op's record covers x and the latent */
+    bool rg = x->requires_grad;
+    x->requires_grad = false;
+    wgml_tensor *y = wgml_q4_linear(g, x, w);
+    x->requires_grad = rg;
+    graph_op op = {.name = "ste_linear", .backward = ste_backward, .n_in = 2, .in = {x, latent}, .out = y};
+    memcpy(op.attrs, w, sizeof *w);
+    return graph_record_op(g, &op);
+}
+
+static wgml_status build(wgml_trainer *t) {
+    const wgml_train_config *c = &t->cfg;
+    int64_t B = c->batch, S = c->seq_len, T = t->T, one = 3;
+    if (!(t->g = wgml_graph_new(t->ctx)) || !(t->ge = wgml_graph_new(t->ctx))) return wgml_last_status(t->ctx);
+    wgml_status s = make_params(t);
+    if (s) return s;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)S);
+    if (!pos) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+    for (int64_t i = 0; i < S; i++) pos[i] = (int32_t)i;
+    /* train graph */
+    wgml_graph *g = t->g;
+    t->ids = wgml_tensor_new(g, WGML_I32, 1, &T);
+    t->labels = wgml_tensor_new(g, WGML_I32, 1, &T);
+    t->positions = wgml_tensor_new(g, WGML_I32, 1, &S);
+    t->e_ids = wgml_tensor_new(t->ge, WGML_I32, 1, &T);
+    t->e_labels = wgml_tensor_new(t->ge, WGML_I32, 1, &T);
+    t->e_positions = wgml_tensor_new(t->ge, WGML_I32, 1, &S);
+    t->e_status = wgml_tensor_new(t->ge, WGML_I32, 1, &one);
+    if (!t->positions || !t->e_positions || !t->e_status || !t->ids || !t->labels || !t->e_ids || !t->e_labels ||
+        wgml_tensor_write(t->positions, pos, sizeof(int32_t) * (size_t)S) ||
+        wgml_tensor_write(t->e_positions, pos, sizeof(int32_t) * (size_t)S)) {
+        free(pos);
+        return wgml_last_status(t->ctx);
+    }
+    free(pos);
+    int ste = c->mode == WGML_TRAIN_STE;
+    wgml_tensor *logits = llama_forward_train(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
+                                              ste ? t->latent_p : NULL);
+    wgml_tensor *dlogits = NULL;
+    t->loss = logits ? wgml_cross_entropy(g, logits, t->labels, &dlogits) : NULL;
+    /* surrogate whose gradient with respect to logits is dlogits */
+    wgml_tensor *sur = t->loss ? wgml_sum(g, wgml_mul(g, logits, dlogits), NULL, 0, 0) : NULL;
+    if (!sur || wgml_graph_keep(g, t->loss) || wgml_backward(g, sur, 1.0f) || wgml_adamw_step(g, t->opt) ||
+        (ste && record_requant(t, g, 1)) || wgml_graph_compile(g))
+        return wgml_last_status(t->ctx);
+    if (ste && (!(t->gr = wgml_graph_new(t->ctx)) || record_requant(t, t->gr, 0) || wgml_graph_compile(t->gr)))
+        return wgml_last_status(t->ctx);
+    /* eval graph */
+    wgml_ce_options ce = {NULL, t->e_status};
+    wgml_tensor *el = llama_forward_train(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
+    t->e_loss = el ? wgml_cross_entropy_ex(t->ge, el, t->e_labels, &ce, NULL) : NULL;
+    if (!t->e_loss || wgml_graph_keep(t->ge, t->e_loss) || wgml_graph_compile(t->ge)) return wgml_last_status(t->ctx);
+    return WGML_OK;
+}
+
+wgml_trainer *wgml_trainer_new(wgml_model *m, const wgml_train_config *cfg) {
+    wgml_ctx *ctx = llama_ctx(m);
+    if (!m) {
+        wgml_set_error(NULL, WGML_ERR_ARG, "trainer_new: model is NULL");
+        return NULL;
+    }
+    if (check_config(ctx, cfg)) return NULL;
+    wgml_trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
+        return NULL;
+    }
+    t->model = m;
+    t->ctx = ctx;
+    t->cfg = *cfg;
+    t->T = (int64_t)cfg->batch * cfg->seq_len;
+    if (build(t)) {
+        wgml_trainer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Checks tokens and labels and writes them into ids / labels. */
+static wgml_status write_batch(wgml_trainer *t, const char *op, const int32_t *tokens, const int32_t *labels,
+                               wgml_tensor *ids, wgml_tensor *lab) {
+    if (!tokens || !labels) return wgml_set_error(t->ctx, WGML_ERR_ARG, "%s: tokens or labels is NULL", op);
+    int64_t V = wgml_model_config(t->model)->n_vocab;
+    for (int64_t i = 0; i < t->T; i++) {
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return wgml_set_error(t->ctx, WGML_ERR_ARG, "%s: tokens[%lld] = %d is outside the vocabulary [0, %lld)", op,
+                                  (long long)i, (int)tokens[i], (long long)V);
+        if (labels[i] >= V)
+            return wgml_set_error(t->ctx, WGML_ERR_ARG, "%s: labels[%lld] = %d is not below the vocabulary size %lld", op,
+                                  (long long)i, (int)labels[i], (long long)V);
+    }
+    size_t bytes = sizeof(int32_t) * (size_t)t->T;
+    wgml_status s = wgml_tensor_write(ids, tokens, bytes);
+    return s ? s : wgml_tensor_write(lab, labels, bytes);
+}
+
+wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, float lr, float *loss) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_step: trainer is NULL");
+    if (!(lr >= 0) || !isfinite(lr))
+        return wgml_set_error(t->ctx, WGML_ERR_ARG, "trainer_step: lr %g must be finite and >= 0", (double)lr);
+    uint64_t s0 = wgml_submit_count(t->ctx);
+    wgml_status s = write_batch(t, "trainer_step", tokens, labels, t->ids, t->labels);
+    if (!s) s = wgml_adamw_set_lr(t->opt, lr);
+    if (!s) s = wgml_graph_run(t->g);
+    float l = 0;
+    if (!s) s = wgml_tensor_read(t->loss, &l, sizeof l);
+    if (!s && loss) *loss = l;
+    t->submits = wgml_submit_count(t->ctx) - s0;
+    return s;
+}
+
+wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
+                              int64_t *n_valid) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_eval: trainer is NULL");
+    wgml_status s = write_batch(t, "trainer_eval", tokens, labels, t->e_ids, t->e_labels);
+    if (!s) s = wgml_graph_run(t->ge);
+    float l = 0;
+    int32_t st[3] = {0};
+    if (!s) s = wgml_tensor_read(t->e_loss, &l, sizeof l);
+    if (!s) s = wgml_tensor_read(t->e_status, st, sizeof st);
+    if (s) return s;
+    if (loss_sum) *loss_sum = (double)l * st[2];
+    if (n_valid) *n_valid = st[2];
+    return WGML_OK;
+}
+
+int wgml_trainer_tensor_count(const wgml_trainer *t) { return t ? t->n : 0; }
+
+const char *wgml_trainer_tensor_name(const wgml_trainer *t, int i) {
+    return t && i >= 0 && i < t->n ? t->params[i].name : NULL;
+}
+
+static wgml_status check_index(wgml_trainer *t, const char *op, int i) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: trainer is NULL", op);
+    if (i < 0 || i >= t->n)
+        return wgml_set_error(t->ctx, WGML_ERR_ARG, "%s: tensor index %d is outside [0, %d)", op, i, t->n);
+    return WGML_OK;
+}
+
+wgml_status wgml_trainer_tensor_shape(const wgml_trainer *t, int i, int *rank, int64_t shape[4]) {
+    wgml_status s = check_index((wgml_trainer *)t, "trainer_tensor_shape", i);
+    if (s) return s;
+    if (rank) *rank = 2;
+    if (shape) {
+        shape[0] = t->params[i].shape[0];
+        shape[1] = t->params[i].shape[1];
+        shape[2] = shape[3] = 1;
+    }
+    return WGML_OK;
+}
+
+static wgml_tensor *state_tensor(wgml_trainer *t, const char *op, int i, int what) {
+    if (check_index(t, op, i)) return NULL;
+    if (what < 0 || what > 2) {
+        wgml_set_error(t->ctx, WGML_ERR_ARG, "%s: what %d must be 0 (param), 1 (m) or 2 (v)", op, what);
+        return NULL;
+    }
+    return what == 0 ? t->params[i].p : what == 1 ? t->params[i].m : t->params[i].v;
+}
+
+wgml_status wgml_trainer_read_state(wgml_trainer *t, int i, int what, float *out) {
+    wgml_tensor *x = state_tensor(t, "trainer_read_state", i, what);
+    if (!x) return t ? wgml_last_status(t->ctx) : WGML_ERR_ARG;
+    return wgml_tensor_read(x, out, wgml_tensor_nbytes(x));
+}
+
+wgml_status wgml_trainer_write_state(wgml_trainer *t, int i, int what, const float *in) {
+    wgml_tensor *x = state_tensor(t, "trainer_write_state", i, what);
+    if (!x) return t ? wgml_last_status(t->ctx) : WGML_ERR_ARG;
+    wgml_status s = wgml_tensor_write(x, in, wgml_tensor_nbytes(x));
+    /* STE: the model's codes follow the latents at once */
+    if (!s && what == 0 && t->gr) s = wgml_graph_run(t->gr);
+    return s;
+}
+
+/* Blob: magic, version, then the optimizer's u32 [8] state words. */
+#define OPT_MAGIC 0x54534757u /* "WGST" */
+#define OPT_WORDS 8
+
+wgml_status wgml_trainer_read_opt_state(wgml_trainer *t, void *buf, size_t *bytes) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_read_opt_state: trainer is NULL");
+    uint32_t w[2 + OPT_WORDS] = {OPT_MAGIC, 1};
+    if (!buf || !bytes || *bytes < sizeof w)
+        return wgml_set_error(t->ctx, WGML_ERR_ARG, "trainer_read_opt_state: needs a buffer of %zu bytes", sizeof w);
+    wgml_status s = wgml_tensor_read(wgml_adamw_buffer(t->opt, WGML_ADAMW_STATE), w + 2, OPT_WORDS * sizeof(uint32_t));
+    if (s) return s;
+    memcpy(buf, w, sizeof w);
+    *bytes = sizeof w;
+    return WGML_OK;
+}
+
+wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_t bytes) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_write_opt_state: trainer is NULL");
+    uint32_t w[2 + OPT_WORDS];
+    if (!buf || bytes != sizeof w)
+        return wgml_set_error(t->ctx, WGML_ERR_ARG, "trainer_write_opt_state: %zu bytes given, a state is %zu", bytes,
+                              sizeof w);
+    memcpy(w, buf, sizeof w);
+    if (w[0] != OPT_MAGIC || w[1] != 1)
+        return wgml_set_error(t->ctx, WGML_ERR_FORMAT, "trainer_write_opt_state: not an optimizer state (magic/version)");
+    return wgml_tensor_write(wgml_adamw_buffer(t->opt, WGML_ADAMW_STATE), w + 2, OPT_WORDS * sizeof(uint32_t));
+}
+
+uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t) { return t ? t->submits : 0; }
+
+wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
+    if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_attach_lora: trainer is NULL");
+    if (t->cfg.mode == WGML_TRAIN_STE) return WGML_OK; /* the model's own codes are trained */
+    const char **names = calloc((size_t)t->n, sizeof *names);
+    float **data = calloc((size_t)t->n, sizeof *data);
+    wgml_status s = names && data ? WGML_OK : wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_attach_lora: out of host memory");
+    for (int i = 0; i < t->n && !s; i++) {
+        names[i] = t->params[i].name;
+        data[i] = malloc(sizeof(float) * (size_t)(t->params[i].shape[0] * t->params[i].shape[1]));
+        if (!data[i]) s = wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_attach_lora: out of host memory");
+        else s = wgml_trainer_read_state(t, i, 0, data[i]);
+    }
+    if (!s) s = wgml_model_set_lora(t->model, &t->cfg, t->n, names, (const float *const *)data);
+    for (int i = 0; data && i < t->n; i++) free(data[i]);
+    free(data);
+    free(names);
+    return s;
+}

@@ -1,0 +1,636 @@
+/* The training step (src/train/trainer.c) on a tiny synthetic Llama (2 layers, Q4_0 / Q4_1 /
+ * Q8_0 / F32 weights, tied Q8_0 embedding, written as a GGUF with gguf_build.h): 20 LoRA steps
+ * on fixed batches lower the loss; a step is one graph run (at most 3 submits) that reads back
+ * only the 4-byte loss; the eval graph agrees with the step's loss on the same batch before the
+ * update; the state read/write and optimizer blob round trip; the trained adapter attached to
+ * the inference graphs gives the logits the eval graph implies; straight-through training of the
+ * 4-bit weights (latents start at the dequantised weights, the loss falls, the model's codes
+ * change); errors. With --dump, the
+ * model, the initial adapters, the batches and wgml's losses go to tests/py/
+ * test_trainer_parity.py, which trains the same model in PyTorch float32; with
+ * $WGML_TRAINER_MODEL (a GGUF path) also SmolLM2 for 10 steps. */
+#define _POSIX_C_SOURCE 200809L
+#include "gguf_build.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ the synthetic model
+ * (the same generator as tests/test_llama.c) */
+
+/* ------------------------------------------------------------------ the synthetic model */
+
+enum { V = 96, D = 64, NL = 2, FF = 96, NH = 4, NKV = 2, HD = 16, CTX_TRAIN = 64 };
+#define ROPE_BASE 10000.0
+#define RMS_EPS 1e-5
+
+typedef struct mat {
+    char name[64];
+    int n_dims;
+    int64_t n, k;   /* W[n, k]; a vector has n = 1, n_dims = 1 */
+    uint32_t type;  /* ggml type */
+    uint8_t *data;
+    size_t nbytes;
+    double *w;      /* dequantised [n * k] */
+} mat;
+
+typedef struct synth {
+    mat m[64];
+    int n;
+} synth;
+
+static uint16_t f2h(float f) { /* normal values only (all the scales used here) */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    int e = (int)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = (x >> 13) & 0x3ff;
+    if (e <= 0) return (uint16_t)sign;
+    return (uint16_t)(sign | ((uint32_t)e << 10) | mant);
+}
+static double h2d(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* A matrix of the given type with entries of typical size `scale`. */
+static mat *add_mat(synth *s, const char *name, uint32_t type, int64_t n, int64_t k, double scale, int vector) {
+    mat *m = &s->m[s->n++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->n_dims = vector ? 1 : 2;
+    m->n = n, m->k = k, m->type = type;
+    m->w = malloc(sizeof(double) * (size_t)(n * k));
+    size_t bb = type == WGML_GGML_F32 ? 4 : type == WGML_GGML_Q8_0 ? 34 : type == WGML_GGML_Q4_0 ? 18 : 20;
+    int64_t per = type == WGML_GGML_F32 ? 1 : 32;
+    m->nbytes = (size_t)(n * k / per) * bb;
+    m->data = calloc(1, m->nbytes);
+    uint8_t *p = m->data;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t b = 0; b < k / per; b++) {
+            double *w = m->w + r * k + b * per;
+            if (type == WGML_GGML_F32) {
+                float f = (float)(scale * th_uniform(-1.7, 1.7));
+                memcpy(p, &f, 4);
+                w[0] = f;
+            } else if (type == WGML_GGML_Q8_0) { /* w = d·q, q int8 */
+                uint16_t d = f2h((float)(scale / 73.0 * th_uniform(0.5, 1.5)));
+                memcpy(p, &d, 2);
+                for (int j = 0; j < 32; j++) {
+                    int8_t q = (int8_t)floor(th_uniform(-127, 128));
+                    p[2 + j] = (uint8_t)q;
+                    w[j] = h2d(d) * q;
+                }
+            } else if (type == WGML_GGML_Q4_0) { /* w = d·(q − 8); element j: low nibble of byte j, j+16 high */
+                uint16_t d = f2h((float)(scale / 4.6 * th_uniform(0.5, 1.5)));
+                memcpy(p, &d, 2);
+                for (int j = 0; j < 16; j++) {
+                    int lo = (int)floor(th_uniform(0, 16)) & 15, hi = (int)floor(th_uniform(0, 16)) & 15;
+                    p[2 + j] = (uint8_t)(lo | hi << 4);
+                    w[j] = h2d(d) * (lo - 8);
+                    w[j + 16] = h2d(d) * (hi - 8);
+                }
+            } else { /* Q4_1: w = d·q + m */
+                uint16_t d = f2h((float)(scale / 4.6 * th_uniform(0.5, 1.5)));
+                uint16_t mn = f2h((float)(-h2d(d) * th_uniform(6.5, 8.5)));
+                memcpy(p, &d, 2);
+                memcpy(p + 2, &mn, 2);
+                for (int j = 0; j < 16; j++) {
+                    int lo = (int)floor(th_uniform(0, 16)) & 15, hi = (int)floor(th_uniform(0, 16)) & 15;
+                    p[4 + j] = (uint8_t)(lo | hi << 4);
+                    w[j] = h2d(d) * lo + h2d(mn);
+                    w[j + 16] = h2d(d) * hi + h2d(mn);
+                }
+            }
+            p += bb;
+        }
+    return m;
+}
+
+static void synth_free(synth *s) {
+    for (int i = 0; i < s->n; i++) free(s->m[i].data), free(s->m[i].w);
+    s->n = 0;
+}
+
+/* Random weights. tied: no output.weight, Q8_0 embedding; else F32 embedding and output. */
+static void synth_make(synth *s, int tied) {
+    s->n = 0;
+    add_mat(s, "token_embd.weight", tied ? WGML_GGML_Q8_0 : WGML_GGML_F32, V, D, 1.0, 0);
+    add_mat(s, "output_norm.weight", WGML_GGML_F32, 1, D, 1.0, 1);
+    if (!tied) add_mat(s, "output.weight", WGML_GGML_F32, V, D, 1.0 / sqrt(D), 0);
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+        double sd = 1.0 / sqrt(D), sf = 1.0 / sqrt(FF);
+#define N(x) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, x), n)
+        add_mat(s, N("attn_norm"), WGML_GGML_F32, 1, D, 1.0, 1);
+        add_mat(s, N("ffn_norm"), WGML_GGML_F32, 1, D, 1.0, 1);
+        add_mat(s, N("attn_q"), WGML_GGML_Q4_1, NH * HD, D, 2 * sd, 0);
+        add_mat(s, N("attn_k"), l == 1 ? WGML_GGML_Q4_0 : WGML_GGML_Q4_1, NKV * HD, D, 2 * sd, 0);
+        add_mat(s, N("attn_v"), l == 0 ? WGML_GGML_F32 : WGML_GGML_Q4_1, NKV * HD, D, sd, 0);
+        add_mat(s, N("attn_output"), WGML_GGML_Q4_1, D, NH * HD, sd, 0);
+        add_mat(s, N("ffn_gate"), WGML_GGML_Q4_1, FF, D, sd, 0);
+        add_mat(s, N("ffn_up"), l == 1 ? WGML_GGML_Q8_0 : WGML_GGML_Q4_1, FF, D, sd, 0);
+        add_mat(s, N("ffn_down"), WGML_GGML_Q4_1, D, FF, sf, 0);
+#undef N
+    }
+    /* norm weights around 1 */
+    for (int i = 0; i < s->n; i++)
+        if (s->m[i].n_dims == 1)
+            for (int64_t j = 0; j < s->m[i].k; j++) {
+                float f = (float)th_uniform(0.6, 1.4);
+                memcpy(s->m[i].data + 4 * j, &f, 4);
+                s->m[i].w[j] = f;
+            }
+}
+
+static void kv_str(gb *b, const char *k, const char *v) { gb_str(b, k), gb_u32(b, 8), gb_str(b, v); }
+static void kv_u32(gb *b, const char *k, uint32_t v) { gb_str(b, k), gb_u32(b, 4), gb_u32(b, v); }
+static void kv_f32(gb *b, const char *k, float v) { gb_str(b, k), gb_u32(b, 6), gb_f32(b, v); }
+
+/* Writes the GGUF. arch: general.architecture; skip: a tensor or key left out (NULL: none);
+ * bad_shape: a tensor written with a wrong shape. */
+static int synth_write(const synth *s, const char *path, const char *arch, const char *skip, const char *bad_shape) {
+    gb b = {0};
+    int n_t = 0;
+    for (int i = 0; i < s->n; i++) n_t += !skip || strcmp(skip, s->m[i].name);
+    const char *ukeys[] = {"llama.context_length", "llama.embedding_length", "llama.block_count",
+                           "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv"};
+    const uint32_t uvals[] = {CTX_TRAIN, D, NL, FF, NH, NKV};
+    int n_kv = 3 + 6 + 2 + 6;
+    for (int i = 0; i < 6; i++) n_kv -= skip && !strcmp(skip, ukeys[i]);
+    gb_header(&b, 3, (uint64_t)n_t, (uint64_t)n_kv);
+    kv_str(&b, "general.architecture", arch);
+    kv_str(&b, "general.name", "synthetic");
+    kv_u32(&b, "general.alignment", 32);
+    for (int i = 0; i < 6; i++)
+        if (!skip || strcmp(skip, ukeys[i])) kv_u32(&b, ukeys[i], uvals[i]);
+    kv_f32(&b, "llama.rope.freq_base", (float)ROPE_BASE);
+    kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", (float)RMS_EPS);
+    kv_str(&b, "tokenizer.ggml.model", "gpt2");
+    kv_str(&b, "tokenizer.ggml.pre", "gpt2");
+    gb_str(&b, "tokenizer.ggml.tokens"), gb_u32(&b, 9), gb_u32(&b, 8), gb_u64(&b, V);
+    gb_str(&b, "a"), gb_str(&b, "b"), gb_str(&b, "ab");
+    for (int i = 3; i < V; i++) {
+        char t[16];
+        snprintf(t, sizeof t, "t%d", i);
+        gb_str(&b, t);
+    }
+    gb_str(&b, "tokenizer.ggml.merges"), gb_u32(&b, 9), gb_u32(&b, 8), gb_u64(&b, 1), gb_str(&b, "a b");
+    kv_u32(&b, "tokenizer.ggml.bos_token_id", 1);
+    kv_u32(&b, "tokenizer.ggml.eos_token_id", 2);
+    uint64_t off = 0;
+    for (int i = 0; i < s->n; i++) {
+        const mat *m = &s->m[i];
+        if (skip && !strcmp(skip, m->name)) continue;
+        gb_str(&b, m->name);
+        gb_u32(&b, (uint32_t)m->n_dims);
+        int bad = bad_shape && !strcmp(bad_shape, m->name);
+        gb_u64(&b, (uint64_t)m->k);
+        if (m->n_dims == 2) gb_u64(&b, (uint64_t)(bad ? m->n / 2 : m->n));
+        gb_u32(&b, m->type);
+        gb_u64(&b, off);
+        off += (m->nbytes + 31) / 32 * 32;
+    }
+    gb_pad(&b, 32);
+    for (int i = 0; i < s->n; i++) {
+        const mat *m = &s->m[i];
+        if (skip && !strcmp(skip, m->name)) continue;
+        gb_put(&b, m->data, m->nbytes);
+        gb_pad(&b, 32);
+    }
+    int ok = gb_write(&b, path);
+    free(b.p);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Batch k of the fixed data: sequences following a simple rule (so there is something to
+ * learn), labels = the next token, the last position of each sequence ignored (-100) and one
+ * more ignored position in the middle (to exercise ignore_index). */
+static void make_batch(int k, int B, int S, int vocab, int32_t *tok, int32_t *lab) {
+    for (int b = 0; b < B; b++) {
+        int start = (7 * k + 13 * b + 3) % vocab, stride = 1 + (k + b) % 3;
+        for (int i = 0; i <= S; i++) {
+            int v = (start + stride * i * i % 5 + stride * i) % vocab;
+            if (i < S) tok[b * S + i] = v;
+            if (i > 0) lab[b * S + i - 1] = v;
+        }
+        lab[b * S + S - 1] = -100;
+        lab[b * S + S / 2] = -100;
+    }
+}
+
+static void dump_params(const char *cs, wgml_trainer *tr, const char *suffix) {
+    int n = wgml_trainer_tensor_count(tr);
+    for (int i = 0; i < n; i++) {
+        int rank;
+        int64_t shape[4];
+        wgml_trainer_tensor_shape(tr, i, &rank, shape);
+        float *h = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]));
+        wgml_trainer_read_state(tr, i, 0, h);
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", wgml_trainer_tensor_name(tr, i), suffix);
+        th_dump(cs, name, WGML_F32, 2, shape, h);
+        free(h);
+    }
+}
+
+static void dump_config(const char *cs, const wgml_train_config *c, int steps, int n_batches) {
+    float p[12] = {(float)c->lora_rank, c->lora_alpha, (float)c->targets, (float)c->batch, (float)c->seq_len, c->lr,
+                   c->weight_decay,     c->beta1,      c->beta2,          c->eps,          c->clip_norm, (float)steps};
+    (void)n_batches;
+    int64_t n = 12;
+    th_dump(cs, "config", WGML_F32, 1, &n, p);
+}
+
+static void dump_file(const char *cs, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n);
+    if (fread(b, 1, (size_t)n, f) == (size_t)n) {
+        int64_t sh = n;
+        th_dump(cs, "gguf", WGML_BOOL, 1, &sh, b);
+    }
+    free(b);
+    fclose(f);
+}
+
+/* ------------------------------------------------------------------ the tiny model */
+
+enum { STEPS = 20, NB = 4, TB = 2, TS = 16 };
+
+static void test_tiny(const char *path) {
+    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
+    if (!th_check(m != NULL, "load the synthetic model: %s", wgml_last_error(T.ctx))) return;
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.lora_rank = 4;
+    cfg.lora_alpha = 8.0f;
+    cfg.targets = WGML_TARGET_ALL;
+    cfg.batch = TB;
+    cfg.seq_len = TS;
+    cfg.lr = 1e-2f;
+    cfg.weight_decay = 0.01f;
+    cfg.clip_norm = 1.0f;
+    cfg.seed = 1234;
+
+    /* base logits of a prompt before any adapter, to check wgml_model_set_lora(n = 0) later */
+    int32_t tok[NB][TB * TS], lab[NB][TB * TS];
+    for (int k = 0; k < NB; k++) make_batch(k, TB, TS, V, tok[k], lab[k]);
+    float *base_logits = malloc(sizeof(float) * V), *l2 = malloc(sizeof(float) * V);
+    th_check(!wgml_model_prefill(m, tok[0], TS, base_logits, NULL), "base prefill: %s", wgml_last_error(T.ctx));
+
+    double t0 = now_s();
+    wgml_trainer *tr = wgml_trainer_new(m, &cfg);
+    if (!th_check(tr != NULL, "trainer_new: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(m);
+        free(base_logits), free(l2);
+        return;
+    }
+    printf("  tiny: trainer built and compiled in %.2f s; %d trainable tensors\n", now_s() - t0,
+           wgml_trainer_tensor_count(tr));
+    th_check(wgml_trainer_tensor_count(tr) == NL * 7 * 2, "tensor count %d", wgml_trainer_tensor_count(tr));
+    th_check(!strcmp(wgml_trainer_tensor_name(tr, 0), "blk.0.attn_q.lora_a") &&
+                 !strcmp(wgml_trainer_tensor_name(tr, 3), "blk.0.attn_k.lora_b") &&
+                 !strcmp(wgml_trainer_tensor_name(tr, 27), "blk.1.ffn_down.lora_b"),
+             "tensor names: %s %s %s", wgml_trainer_tensor_name(tr, 0), wgml_trainer_tensor_name(tr, 3),
+             wgml_trainer_tensor_name(tr, 27));
+    int rank;
+    int64_t shape[4];
+    th_check(!wgml_trainer_tensor_shape(tr, 27, &rank, shape) && rank == 2 && shape[0] == D && shape[1] == 4,
+             "blk.1.ffn_down.lora_b shape [%lld, %lld]", (long long)shape[0], (long long)shape[1]);
+    th_check(!wgml_trainer_tensor_shape(tr, 26, &rank, shape) && shape[0] == 4 && shape[1] == FF,
+             "blk.1.ffn_down.lora_a shape [%lld, %lld]", (long long)shape[0], (long long)shape[1]);
+
+    const char *cs = "tiny";
+    if (th_dumping()) {
+        dump_file(cs, path);
+        dump_config(cs, &cfg, STEPS, NB);
+        dump_params(cs, tr, ".init");
+        int64_t sh[3] = {NB, TB, TS};
+        th_dump(cs, "tokens", WGML_I32, 3, sh, tok);
+        th_dump(cs, "labels", WGML_I32, 3, sh, lab);
+    }
+
+    float losses[STEPS];
+    double eval_err = 0, step_s = 0;
+    int bad_submits = 0, bad_reads = 0, bad_valid = 0;
+    for (int s = 0; s < STEPS; s++) {
+        int k = s % NB;
+        double lsum;
+        int64_t nv;
+        int valid = 0;
+        for (int i = 0; i < TB * TS; i++) valid += lab[k][i] >= 0;
+        if (s % 5 == 0) { /* eval on the same batch before the update */
+            if (!th_check(!wgml_trainer_eval(tr, tok[k], lab[k], &lsum, &nv), "eval: %s", wgml_last_error(T.ctx))) break;
+            bad_valid += nv != valid;
+        }
+        uint64_t r0 = wgml_read_bytes(T.ctx);
+        double ts = now_s();
+        if (!th_check(!wgml_trainer_step(tr, tok[k], lab[k], cfg.lr, &losses[s]), "step %d: %s", s,
+                      wgml_last_error(T.ctx)))
+            break;
+        step_s += now_s() - ts;
+        bad_reads += wgml_read_bytes(T.ctx) - r0 != 4;
+        bad_submits += wgml_trainer_submits_per_step(tr) > 3;
+        if (s % 5 == 0) {
+            double e = fabs(lsum / (double)nv - losses[s]) / fabs(losses[s]);
+            if (e > eval_err) eval_err = e;
+        }
+    }
+    printf("  tiny: losses");
+    for (int s = 0; s < STEPS; s++) printf(" %.4f", losses[s]);
+    printf("\n  tiny: %.1f ms per step, %llu submits per step\n", 1e3 * step_s / STEPS,
+           (unsigned long long)wgml_trainer_submits_per_step(tr));
+    th_check(bad_submits == 0 && wgml_trainer_submits_per_step(tr) >= 1,
+             "every step is at most 3 submits (last: %llu)", (unsigned long long)wgml_trainer_submits_per_step(tr));
+    th_check(bad_reads == 0, "every step reads back exactly the 4-byte loss (%d steps did not)", bad_reads);
+    th_check(bad_valid == 0, "eval counts the valid labels");
+    th_check(eval_err < 1e-5, "eval loss = step loss before the update (max rel. diff %.2e)", eval_err);
+    double first = (losses[0] + losses[1] + losses[2] + losses[3]) / 4;
+    double last = (losses[STEPS - 4] + losses[STEPS - 3] + losses[STEPS - 2] + losses[STEPS - 1]) / 4;
+    th_check(isfinite(last) && last < 0.8 * first, "the loss decreases: first 4 steps %.4f, last 4 %.4f", first, last);
+    if (th_dumping()) {
+        int64_t n = STEPS;
+        th_dump(cs, "losses", WGML_F32, 1, &n, losses);
+        dump_params(cs, tr, ".final");
+    }
+
+    /* optimizer state: 20 steps taken; blob round trip */
+    uint8_t blob[64];
+    size_t bytes = sizeof blob;
+    th_check(!wgml_trainer_read_opt_state(tr, blob, &bytes) && bytes <= 64, "read_opt_state: %s", wgml_last_error(T.ctx));
+    uint32_t words[10];
+    memcpy(words, blob, sizeof words);
+    th_check(words[2] == STEPS, "the optimizer counted %u steps", words[2]);
+    uint32_t w2[10];
+    memcpy(w2, words, sizeof w2);
+    w2[2] = 7;
+    th_check(!wgml_trainer_write_opt_state(tr, w2, bytes), "write_opt_state: %s", wgml_last_error(T.ctx));
+    size_t b2 = sizeof blob;
+    uint8_t blob2[64];
+    th_check(!wgml_trainer_read_opt_state(tr, blob2, &b2) && !memcmp(blob2, w2, bytes), "opt state round trip");
+    th_check(!wgml_trainer_write_opt_state(tr, words, bytes), "restore opt state");
+    th_expect_error("write_opt_state: wrong size", wgml_trainer_write_opt_state(tr, words, 5) != WGML_OK, WGML_ERR_ARG,
+                    "bytes", NULL);
+
+    /* state round trip: params, m, v of one tensor */
+    {
+        int i = 5;
+        wgml_trainer_tensor_shape(tr, i, &rank, shape);
+        size_t n = (size_t)(shape[0] * shape[1]);
+        float *orig = malloc(n * sizeof(float)), *mod = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+        for (int what = 0; what < 3; what++) {
+            th_check(!wgml_trainer_read_state(tr, i, what, orig), "read_state %d", what);
+            int nonzero = 0;
+            for (size_t j = 0; j < n; j++) nonzero += orig[j] != 0;
+            th_check(nonzero > 0, "state %d of %s is trained (non-zero)", what, wgml_trainer_tensor_name(tr, i));
+            for (size_t j = 0; j < n; j++) mod[j] = (float)j * 0.25f - 1.0f;
+            th_check(!wgml_trainer_write_state(tr, i, what, mod) && !wgml_trainer_read_state(tr, i, what, back) &&
+                         !memcmp(back, mod, n * sizeof(float)),
+                     "write_state/read_state round trip (what %d)", what);
+            th_check(!wgml_trainer_write_state(tr, i, what, orig), "restore state %d", what);
+        }
+        free(orig), free(mod), free(back);
+    }
+    th_expect_error("read_state: bad index", wgml_trainer_read_state(tr, 99, 0, l2) != WGML_OK, WGML_ERR_ARG, "index 99",
+                    NULL);
+    th_expect_error("read_state: bad what", wgml_trainer_read_state(tr, 0, 3, l2) != WGML_OK, WGML_ERR_ARG, "what 3",
+                    NULL);
+    int32_t badtok[TB * TS];
+    memcpy(badtok, tok[0], sizeof badtok);
+    badtok[5] = V;
+    th_expect_error("step: token out of range", wgml_trainer_step(tr, badtok, lab[0], 1e-3f, NULL) != WGML_OK,
+                    WGML_ERR_ARG, "tokens[5] = 96", NULL);
+    th_expect_error("step: bad lr", wgml_trainer_step(tr, tok[0], lab[0], -1.0f, NULL) != WGML_OK, WGML_ERR_ARG, "lr",
+                    NULL);
+
+    /* the trained adapter in the inference graphs: the last position's logits of sequence 0
+     * give the cross-entropy that the eval graph computes for that one label */
+    {
+        th_check(!wgml_trainer_attach_lora(tr), "attach_lora: %s", wgml_last_error(T.ctx));
+        th_check(wgml_model_pos(m) == 0, "set_lora resets the position");
+        th_check(!wgml_model_prefill(m, tok[1], TS, l2, NULL), "adapted prefill: %s", wgml_last_error(T.ctx));
+        int32_t one_label[TB * TS];
+        for (int i = 0; i < TB * TS; i++) one_label[i] = -100;
+        int32_t want = 17;
+        one_label[TS - 1] = want;
+        double lsum;
+        int64_t nv;
+        th_check(!wgml_trainer_eval(tr, tok[1], one_label, &lsum, &nv) && nv == 1, "eval of one label");
+        double mx = -INFINITY, se = 0;
+        for (int j = 0; j < V; j++) mx = l2[j] > mx ? l2[j] : mx;
+        for (int j = 0; j < V; j++) se += exp(l2[j] - mx);
+        double ce = log(se) + mx - l2[want];
+        th_check(fabs(ce - lsum) < 1e-4 * (1 + fabs(ce)), "attached adapter: prefill CE %.6f = eval CE %.6f", ce, lsum);
+        double diff = 0;
+        wgml_model_reset(m);
+        th_check(!wgml_model_prefill(m, tok[0], TS, l2, NULL), "adapted prefill 2");
+        for (int j = 0; j < V; j++) diff = fmax(diff, fabs(l2[j] - base_logits[j]));
+        th_check(diff > 1e-3, "the adapter changes the logits (max diff %.3g)", diff);
+        th_check(!wgml_model_set_lora(m, NULL, 0, NULL, NULL), "set_lora n=0: %s", wgml_last_error(T.ctx));
+        th_check(!wgml_model_prefill(m, tok[0], TS, l2, NULL), "base prefill again");
+        diff = 0;
+        for (int j = 0; j < V; j++) diff = fmax(diff, fabs(l2[j] - base_logits[j]));
+        th_check(diff < 1e-5, "removing the adapter restores the base logits (max diff %.3g)", diff);
+        const char *nm[1] = {"blk.0.attn_q.lora_a"};
+        const float *dt[1] = {l2};
+        th_expect_error("set_lora: a without b", wgml_model_set_lora(m, &cfg, 1, nm, dt) != WGML_OK, WGML_ERR_ARG,
+                        "only its lora_a", NULL);
+        const char *nm2[1] = {"blk.9.attn_q.lora_a"};
+        th_expect_error("set_lora: bad layer", wgml_model_set_lora(m, &cfg, 1, nm2, dt) != WGML_OK, WGML_ERR_ARG,
+                        "blk.9.attn_q.lora_a", NULL);
+    }
+
+    /* configuration errors */
+    wgml_train_config bad = cfg;
+    bad.mode = (wgml_train_mode)5;
+    th_expect_error("trainer_new: bad mode", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "mode 5", NULL);
+    bad = cfg;
+    bad.targets = 0;
+    th_expect_error("trainer_new: no targets", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "targets", NULL);
+    bad = cfg;
+    bad.lora_rank = 0;
+    th_expect_error("trainer_new: rank 0", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "lora_rank", NULL);
+    th_check(wgml_trainer_new(NULL, &cfg) == NULL, "trainer_new: NULL model gives NULL");
+    wgml_trainer_free(tr);
+    wgml_model_free(m);
+    free(base_logits), free(l2);
+}
+
+/* ------------------------------------------------------------------ straight-through */
+
+static void test_ste(const char *path, const synth *sy) {
+    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
+    if (!th_check(m != NULL, "load the synthetic model: %s", wgml_last_error(T.ctx))) return;
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.mode = WGML_TRAIN_STE;
+    cfg.targets = WGML_TARGET_ALL;
+    cfg.batch = TB;
+    cfg.seq_len = TS;
+    cfg.lr = 1e-2f;
+    cfg.weight_decay = 0.0f;
+    cfg.clip_norm = 1.0f;
+    int32_t tok[NB][TB * TS], lab[NB][TB * TS];
+    for (int k = 0; k < NB; k++) make_batch(k, TB, TS, V, tok[k], lab[k]);
+    float *base = malloc(sizeof(float) * V), *after = malloc(sizeof(float) * V);
+    th_check(!wgml_model_prefill(m, tok[0], TS, base, NULL), "STE: base prefill");
+    wgml_trainer *tr = wgml_trainer_new(m, &cfg);
+    if (!th_check(tr != NULL, "STE trainer_new: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(m);
+        free(base), free(after);
+        return;
+    }
+    /* 4-bit targets: 14 linears less layer 0's F32 attn_v and layer 1's Q8_0 ffn_up */
+    int n = wgml_trainer_tensor_count(tr);
+    th_check(n == 12 && !strcmp(wgml_trainer_tensor_name(tr, 0), "blk.0.attn_q.latent") &&
+                 !strcmp(wgml_trainer_tensor_name(tr, 2), "blk.0.attn_output.latent"),
+             "STE: %d latents, names %s, %s", n, wgml_trainer_tensor_name(tr, 0), wgml_trainer_tensor_name(tr, 2));
+    /* the latent starts at the dequantised weight (the reference's dequantisation) */
+    {
+        const mat *wq = NULL;
+        for (int i = 0; i < sy->n; i++)
+            if (!strcmp(sy->m[i].name, "blk.0.attn_q.weight")) wq = &sy->m[i];
+        float *lat = malloc(sizeof(float) * (size_t)(wq->n * wq->k));
+        th_check(!wgml_trainer_read_state(tr, 0, 0, lat), "STE: read latent");
+        th_close("STE: initial latent = dequantised blk.0.attn_q", lat, wq->w, (size_t)(wq->n * wq->k), 0, 0);
+        free(lat);
+    }
+    float losses[STEPS];
+    int bad_submits = 0, bad_reads = 0;
+    double eval_err = 0;
+    for (int s = 0; s < STEPS; s++) {
+        int k = s % NB;
+        double lsum = 0;
+        int64_t nv = 1;
+        if (s % 5 == 0) th_check(!wgml_trainer_eval(tr, tok[k], lab[k], &lsum, &nv), "STE eval");
+        uint64_t r0 = wgml_read_bytes(T.ctx);
+        if (!th_check(!wgml_trainer_step(tr, tok[k], lab[k], cfg.lr, &losses[s]), "STE step %d: %s", s,
+                      wgml_last_error(T.ctx)))
+            break;
+        bad_reads += wgml_read_bytes(T.ctx) - r0 != 4;
+        bad_submits += wgml_trainer_submits_per_step(tr) > 3;
+        if (s % 5 == 0) eval_err = fmax(eval_err, fabs(lsum / (double)nv - losses[s]) / fabs(losses[s]));
+    }
+    printf("  STE: losses");
+    for (int s = 0; s < STEPS; s++) printf(" %.4f", losses[s]);
+    printf("\n");
+    th_check(bad_submits == 0 && bad_reads == 0, "STE: every step is <= 3 submits and reads 4 bytes");
+    th_check(eval_err < 1e-5, "STE: eval loss = step loss before the update (max rel. diff %.2e)", eval_err);
+    double first = (losses[0] + losses[1] + losses[2] + losses[3]) / 4;
+    double last = (losses[STEPS - 4] + losses[STEPS - 3] + losses[STEPS - 2] + losses[STEPS - 1]) / 4;
+    th_check(isfinite(last) && last < 0.9 * first, "STE: the loss decreases: first 4 steps %.4f, last 4 %.4f", first,
+             last);
+    /* the model's own codes changed: generation sees the trained weights */
+    th_check(!wgml_trainer_attach_lora(tr), "STE: attach is a no-op");
+    wgml_model_reset(m);
+    th_check(!wgml_model_prefill(m, tok[0], TS, after, NULL), "STE: prefill after training");
+    double diff = 0;
+    for (int j = 0; j < V; j++) diff = fmax(diff, fabs(after[j] - base[j]));
+    th_check(diff > 1e-3, "STE: the trained codes change the model's logits (max diff %.3g)", diff);
+    wgml_trainer_free(tr);
+    wgml_model_free(m);
+    free(base), free(after);
+}
+
+/* ------------------------------------------------------------------ SmolLM2 (parity dump only) */
+
+static const char *KJV =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "
+    "said, Let there be light: and there was light. And God saw the light, that it was good: and God divided "
+    "the light from the darkness. And God called the light Day, and the darkness he called Night. And the "
+    "evening and the morning were the first day.";
+
+static void test_smol(const char *path) {
+    enum { SB = 1, SS = 32, SSTEPS = 10 };
+    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
+    if (!th_check(m != NULL, "load %s: %s", path, wgml_last_error(T.ctx))) return;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    wgml_tokenizer_encode(wgml_model_tokenizer(m), KJV, strlen(KJV), 0, &ids, &n);
+    if (!th_check(n >= 2 * SS + 2, "the text gives %zu tokens", n)) {
+        free(ids);
+        wgml_model_free(m);
+        return;
+    }
+    int32_t tok[2][SS], lab[2][SS];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < SS; i++) {
+            tok[k][i] = ids[k * SS + i];
+            lab[k][i] = ids[k * SS + i + 1];
+        }
+    free(ids);
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.lora_rank = 8;
+    cfg.lora_alpha = 16.0f;
+    cfg.targets = WGML_TARGET_Q | WGML_TARGET_V;
+    cfg.batch = SB;
+    cfg.seq_len = SS;
+    cfg.lr = 2e-3f;
+    cfg.clip_norm = 1.0f;
+    cfg.seed = 7;
+    double t0 = now_s();
+    wgml_trainer *tr = wgml_trainer_new(m, &cfg);
+    if (!th_check(tr != NULL, "SmolLM2 trainer_new: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(m);
+        return;
+    }
+    printf("  smol: trainer built in %.2f s\n", now_s() - t0);
+    const char *cs = "smol";
+    dump_config(cs, &cfg, SSTEPS, 2);
+    dump_params(cs, tr, ".init");
+    int64_t sh[3] = {2, SB, SS};
+    th_dump(cs, "tokens", WGML_I32, 3, sh, tok);
+    th_dump(cs, "labels", WGML_I32, 3, sh, lab);
+    float losses[SSTEPS];
+    for (int s = 0; s < SSTEPS; s++) {
+        double ts = now_s();
+        if (!th_check(!wgml_trainer_step(tr, tok[s % 2], lab[s % 2], cfg.lr, &losses[s]), "smol step %d: %s", s,
+                      wgml_last_error(T.ctx)))
+            break;
+        printf("  smol: step %d loss %.5f, %.2f s, %llu submits\n", s, losses[s], now_s() - ts,
+               (unsigned long long)wgml_trainer_submits_per_step(tr));
+    }
+    int64_t ns = SSTEPS;
+    th_dump(cs, "losses", WGML_F32, 1, &ns, losses);
+    th_check(wgml_trainer_submits_per_step(tr) <= 3, "SmolLM2: %llu submits per step",
+             (unsigned long long)wgml_trainer_submits_per_step(tr));
+    wgml_trainer_free(tr);
+    wgml_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_trainer", argc, argv);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/wgml-trainer-%d.gguf", (int)getpid());
+    synth s;
+    synth_make(&s, 1);
+    if (th_check(synth_write(&s, path, "llama", NULL, NULL), "write %s", path)) {
+        double t0 = now_s();
+        test_tiny(path);
+        printf("  tiny model: %.2f s\n", now_s() - t0);
+        t0 = now_s();
+        test_ste(path, &s);
+        printf("  straight-through: %.2f s\n", now_s() - t0);
+    }
+    remove(path);
+    synth_free(&s);
+    const char *smol = getenv("WGML_TRAINER_MODEL");
+    if (smol && *smol) test_smol(smol);
+    return th_done();
+}
