@@ -2,7 +2,7 @@
  * Each timed run is a built graph of `reps` identical dispatches in one submit, so the
  * figure is kernel time, not launch or host time. */
 #define _POSIX_C_SOURCE 200809L
-#include "wgml.h"
+#include "bench.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -105,11 +105,11 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
     return failed;
 }
 
-int bench_ops_main(wgml_ctx *ctx, int argc, char **argv); /* tools/bench_ops.c */
+
 
 static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv);
 
-static double wall_now(void) {
+double bench_wall_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -132,13 +132,13 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
         return 2;
     }
     wgml_model_options mo = {.n_ctx = n_prompt + n_decode + 1};
-    double t0 = wall_now();
+    double t0 = bench_wall_now();
     wgml_model *m = wgml_model_load(ctx, path, &mo);
     if (!m) {
         fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
         return 1;
     }
-    double t_load = wall_now() - t0;
+    double t_load = bench_wall_now() - t0;
     const char *text = "The King James Bible begins: In the beginning God created the heaven and the earth. "
                        "And the earth was without form, and void; and darkness was upon the face of the deep. ";
     int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
@@ -151,20 +151,20 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     for (int i = 0; i < n_prompt; i++) prompt[i] = ids[(size_t)i % n_ids];
     int32_t next = 0;
     /* first prefill: builds the bucket's graph (timed separately) */
-    t0 = wall_now();
+    t0 = bench_wall_now();
     if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
-    double t_first = wall_now() - t0;
+    double t_first = bench_wall_now() - t0;
     wgml_model_reset(m);
-    t0 = wall_now();
+    t0 = bench_wall_now();
     if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
-    double pre_wall = wall_now() - t0, pre_gpu = wgml_model_last_run_seconds(m);
+    double pre_wall = bench_wall_now() - t0, pre_gpu = wgml_model_last_run_seconds(m);
     double dec_gpu = 0;
-    t0 = wall_now();
+    t0 = bench_wall_now();
     for (int i = 0; i < n_decode; i++) {
         if (wgml_model_decode(m, next, NULL, &next)) goto fail;
         dec_gpu += wgml_model_last_run_seconds(m);
     }
-    double dec_wall = wall_now() - t0;
+    double dec_wall = bench_wall_now() - t0;
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", t_load, t_first,
@@ -187,6 +187,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "generate")) return bench_generate(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
+    if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
     if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N]\n"

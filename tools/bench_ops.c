@@ -1,6 +1,6 @@
 /* wgml bench ops: effective bandwidth of bandwidth-bound kernels (bytes each must move at the
  * least / GPU time) next to the WGSL copy (clone), each checked on sampled rows first. */
-#include "wgml.h"
+#include "bench.h"
 
 #include <math.h>
 #include <stdio.h>

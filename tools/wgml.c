@@ -1,11 +1,11 @@
 /* wgml: the command-line tool. */
-#include "wgml.h"
+#include "bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int bench_main(wgml_ctx *ctx, int argc, char **argv); /* tools/bench.c */
+
 
 static int print_text(void *user, const char *text, size_t len) {
     (void)user;
