@@ -26,3 +26,23 @@ for key, (g, check) in wgml.items():
     p = peer.get(key)
     ratio = f"{g / p:.3f}" if p else "-"
     print(f"{key:28s} {g:13.1f} {p if p else float('nan'):12.1f} {check:>6s} {ratio:>7s}")
+
+gen = {}
+m = re.search(r"prefill\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
+if m:
+    gen["generate_prefill"] = float(m.group(1))
+m = re.search(r"decode\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
+if m:
+    gen["generate_decode"] = float(m.group(1))
+m = re.search(r"([\d.]+) tokens/s \(best\)", read("wgml_train.txt"))
+if m:
+    gen["train_step"] = float(m.group(1))
+for line in (read("peer_generate.txt") + read("peer_train.txt")).splitlines():
+    m = re.match(r"peer (\S+) ([\d.]+)", line)
+    if m:
+        peer[m.group(1)] = float(m.group(2))
+if gen:
+    print(f"{'key':28s} {'wgml tok/s':>13s} {'PyTorch tok/s':>14s} {'ratio':>7s}")
+    for key, v in gen.items():
+        p = peer.get(key)
+        print(f"{key:28s} {v:13.1f} {p if p else float('nan'):14.1f} {v / p if p else float('nan'):7.3f}")

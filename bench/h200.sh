@@ -31,6 +31,10 @@ if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
   ./build-gpu/wgml bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
   echo "== PyTorch peer: generate (fp32 eager, KV cache) =="
   PYTHONUNBUFFERED=1 python3 bench/peer_generate.py "$MODEL" | tee "$OUT/peer_generate.txt"
+  echo "== wgml bench train (LoRA r=16, all projections, batch 8 x 512) =="
+  ./build-gpu/wgml bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 5 | tee "$OUT/wgml_train.txt"
+  echo "== PyTorch + PEFT peer: train step =="
+  PYTHONUNBUFFERED=1 python3 bench/peer_train.py 8 512 16 5 | tee "$OUT/peer_train.txt"
 fi
 echo "== PyTorch peer =="
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SHAPES" | tee "$OUT/peer_matmul.txt"
