@@ -77,6 +77,7 @@ typedef struct opts {
     int64_t eval_every, eval_tokens, save_every;
     double eval_fraction;
     int warmup_set, min_lr_set;
+    int64_t stop_after; /* tests: behave as if interrupted after this step (0: never) */
 } opts;
 
 static void finetune_usage(FILE *f) {
@@ -225,6 +226,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (need_int(a, v, 1, INT64_MAX / 2, &o->eval_tokens)) return 1;
         } else if (!strcmp(a, "--eval-fraction")) {
             if (need_num(a, v, 0.0, 0.9, &o->eval_fraction)) return 1;
+        } else if (!strcmp(a, "--stop-after")) { /* undocumented: tests of --resume */
+            if (need_int(a, v, 1, INT64_MAX / 2, &o->stop_after)) return 1;
         } else if (!strcmp(a, "--save-every")) {
             if (need_int(a, v, 0, INT64_MAX / 2, &o->save_every)) return 1;
         } else {
@@ -654,7 +657,16 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
            o.data, (long long)ds.n_train, (long long)ds.train_labels, (long long)ds.n_eval, (long long)ds.eval_labels, ds.seq_len);
     if (ds.n_examples) printf("; %lld examples, %lld truncated", (long long)ds.n_examples, (long long)ds.n_truncated);
     printf(" (%.1f s)\n", now_s() - t0);
-    if (ds.n_eval == 0) printf("note: no held-out data (--eval-fraction 0): no perplexity is reported\n");
+    if (ds.train_labels == 0) {
+        fprintf(stderr, "wgml finetune: the training rows hold no labels (every answer falls beyond --seq-len %d); raise --seq-len\n",
+                ds.seq_len);
+        goto out;
+    }
+    if (ds.n_eval && ds.eval_labels == 0) {
+        printf("note: the held-out rows hold no labels (answers beyond --seq-len): no perplexity is reported\n");
+        ds.n_eval = 0;
+    }
+    if (ds.n_eval == 0) printf("note: no held-out data: no perplexity is reported\n");
     int64_t total = o.steps;
     if (!total) total = (int64_t)ceil((o.epochs > 0 ? o.epochs : 1.0) * (double)ds.n_train / o.cfg.batch);
     if (total < 1) total = 1;
@@ -726,9 +738,13 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         double elapsed = now_s() - start, eta = elapsed / (double)(step - first_step) * (double)(total - step);
         char eta_s[32];
         fmt_time(eta, eta_s, sizeof eta_s);
-        printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s", interactive ? "\r" : "", (long long)step, (long long)total,
-               (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
-        fflush(stdout);
+        /* one line redrawn on a terminal; in a log, about 100 lines per run */
+        int64_t every = total > 200 ? total / 100 : 1;
+        if (interactive || step % every == 0 || step == total || step == first_step + 1) {
+            printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s", interactive ? "\r" : "", (long long)step,
+                   (long long)total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
+            fflush(stdout);
+        }
         report_row r = {step, loss, lr, tps, 0};
         if (ds.n_eval && ((o.eval_every && step % o.eval_every == 0) || step == total)) {
             int64_t nv = 0;
@@ -740,6 +756,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         }
         (void)labels_in_batch;
         push_row(&rows, &n_rows, &cap_rows, r);
+        if (o.stop_after && step == o.stop_after) g_stop = 1;
         if (o.save_every && step % o.save_every == 0 && step < total) {
             if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
             write_reports(&o, rows, n_rows);

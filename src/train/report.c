@@ -70,7 +70,7 @@ wgml_status report_write_csv(const char *path, const report_row *rows, size_t n,
     for (size_t i = 0; i < n; i++) {
         const report_row *r = &rows[i];
         put(&o, "%lld,", (long long)r->step);
-        if (isfinite(r->loss)) put(&o, "%.6f", r->loss);
+        if (isfinite(r->loss)) put(&o, "%.9g", r->loss); /* round-trips an f32 loss */
         put(&o, ",");
         if (r->lr > 0) put(&o, "%.6g", r->lr);
         put(&o, ",");
@@ -215,7 +215,8 @@ wgml_status report_write_svg(const char *path, const char *title, const report_r
         if (rows[i].eval_ppl > 0)
             put(&o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#d62728\"><title>step %lld: held-out perplexity %.3f</title></circle>\n",
                 PX((double)rows[i].step), PY(log(rows[i].eval_ppl)), (long long)rows[i].step, rows[i].eval_ppl);
-    /* legend */
+    /* legend, on a white box over the plot */
+    put(&o, "<rect x=\"%.0f\" y=\"%.0f\" width=\"196\" height=\"44\" fill=\"white\" stroke=\"#ccc\"/>\n", W - R - 200, T + 1);
     put(&o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#1f77b4\" stroke-width=\"2\"/>"
             "<text x=\"%.0f\" y=\"%.0f\">training loss</text>\n",
         W - R - 190, T + 12, W - R - 165, T + 12, W - R - 158, T + 16);
