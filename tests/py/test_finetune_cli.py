@@ -145,7 +145,10 @@ def main():
                   "--eval-tokens", "256", "--seed", "5", "--rank", "4", "--targets", "q,v,down"]
 
         def run(args, **kw):
-            return subprocess.run([wgml] + args, capture_output=True, text=True, errors="replace", timeout=600, **kw)
+            r = subprocess.run([wgml] + args, capture_output=True, text=True, errors="replace", timeout=600, **kw)
+            # from the ASan build: no sanitizer report, whatever the exit code
+            check("Sanitizer" not in r.stderr and "runtime error" not in r.stderr, "%s: %s" % (args[0], r.stderr[-1500:]))
+            return r
 
         a = os.path.join(tmp, "a")
         r = run(["finetune", "--out", a, "--steps", "8"] + common)
@@ -209,6 +212,7 @@ def main():
         time.sleep(2)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=300)
+        check("Sanitizer" not in err, "SIGINT run: no sanitizer report: " + err[-1500:])
         check(p.returncode == 0 and "interrupted" in out, "SIGINT: exit 0 with a message: rc %s %s %s" % (p.returncode, out[-300:], err[-300:]))
         check(os.path.exists(os.path.join(d, "checkpoint", "state.safetensors")), "SIGINT: a checkpoint was saved")
 
