@@ -388,7 +388,8 @@ static int save_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
             for (int d = 0; d < ti[i].rank; d++) w[n].shape[d] = ti[i].shape[d];
             n++;
         }
-    if (wgml_trainer_read_opt_state(t, NULL, &ob) || !(opt = malloc(ob ? ob : 1)) || wgml_trainer_read_opt_state(t, opt, &ob)) {
+    ob = 4096; /* the state is small (the trainer promises 64 bytes are enough) */
+    if (!(opt = malloc(ob)) || wgml_trainer_read_opt_state(t, opt, &ob)) {
         fprintf(stderr, "\nwgml: checkpoint: optimizer state: %s\n", wgml_last_error(ctx));
         goto out_n;
     }
@@ -571,7 +572,13 @@ static int write_ste_model(wgml_trainer *t, const tensor_info *ti, int nt, const
     int rc = 1;
     if (!bufs || !names || !path) goto out;
     for (int i = 0; i < nt; i++) {
-        names[i] = ti[i].name;
+        /* the trainer's "blk.L.TARGET.latent" is the GGUF's "blk.L.TARGET.weight" */
+        size_t nl = strlen(ti[i].name);
+        char *g = malloc(nl + 8);
+        if (!g) goto out;
+        memcpy(g, ti[i].name, nl + 1);
+        if (nl > 7 && !strcmp(g + nl - 7, ".latent")) strcpy(g + nl - 7, ".weight");
+        names[i] = g;
         bufs[i] = malloc((size_t)ti[i].numel * sizeof(float));
         if (!bufs[i] || wgml_trainer_read_state(t, i, 0, bufs[i])) {
             fprintf(stderr, "wgml: ste export: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
@@ -587,6 +594,8 @@ static int write_ste_model(wgml_trainer *t, const tensor_info *ti, int nt, const
 out:
     if (bufs)
         for (int i = 0; i < nt; i++) free(bufs[i]);
+    if (names)
+        for (int i = 0; i < nt; i++) free((char *)names[i]);
     free(bufs);
     free(names);
     free(path);

@@ -13,9 +13,10 @@
 #include <string.h>
 
 wgml_train_config wgml_train_defaults(void) {
-    return (wgml_train_config){.mode = WGML_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .targets = WGML_TARGET_ALL, .batch = 1,
-                               .seq_len = 64, .lr = 1e-3f, .weight_decay = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                               .clip_norm = 1.0f, .seed = 0};
+    /* the real trainer's defaults */
+    return (wgml_train_config){.mode = WGML_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .targets = WGML_TARGET_Q | WGML_TARGET_V,
+                               .batch = 1, .seq_len = 64, .lr = 2e-4f, .weight_decay = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f,
+                               .eps = 1e-8f, .clip_norm = 1.0f, .seed = 0};
 }
 /* With WGML_FAKE_TRAINER=1 a fake trainer stands in, so the plumbing of wgml finetune / eval /
  * generate --lora (data order, schedule, checkpoints, resume, Ctrl-C, outputs) can be tested
@@ -127,7 +128,8 @@ wgml_status wgml_trainer_write_state(wgml_trainer *t, int i, int what, const flo
     return WGML_OK;
 }
 wgml_status wgml_trainer_read_opt_state(wgml_trainer *t, void *buf, size_t *bytes) {
-    if (buf && *bytes >= 8) memcpy(buf, &t->t, 8);
+    if (!buf || !bytes || *bytes < 8) return WGML_ERR_ARG;
+    memcpy(buf, &t->t, 8);
     *bytes = 8;
     return WGML_OK;
 }
