@@ -115,7 +115,9 @@ static void finetune_usage(FILE *f) {
             "  --eval-every N        held-out perplexity every N steps; 0 = only before and after (0)\n"
             "  --eval-tokens N       held-out tokens per evaluation (8192)\n"
             "  --save-every N        checkpoint every N steps; 0 = only at the end (0)\n"
-            "  --resume DIR          continue the run whose outputs are in DIR (DIR/checkpoint)\n"
+            "  --resume DIR          continue the run whose outputs are in DIR (DIR/checkpoint);\n"
+            "                        without --out the run continues in DIR. Give the same\n"
+            "                        --model, --data and options as the first part\n"
             "\n"
             "outputs in DIR: adapter.safetensors + adapter_config.json (lora) or model.gguf (ste),\n"
             "loss.csv, loss.svg, checkpoint/. Ctrl-C finishes the current step, saves a checkpoint\n"
@@ -235,8 +237,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
             return 1;
         }
     }
+    if (!o->out) o->out = o->resume; /* continue in place */
     if (!o->model || !o->data || !o->out) {
-        fprintf(stderr, "wgml finetune: --model, --data and --out are required (see wgml finetune --help)\n");
+        fprintf(stderr, "wgml finetune: --model, --data and --out (or --resume) are required (see wgml finetune --help)\n");
         return 1;
     }
     if (o->grad_accum != 1) {
@@ -312,6 +315,7 @@ static double evaluate(wgml_trainer *t, wgml_dataset *ds, int batch, int64_t max
         return NAN;
     }
     if (n_tokens) *n_tokens = n;
+    if (!n) fprintf(stderr, "\nwgml: the held-out rows evaluated hold no labels (raise --eval-tokens or --seq-len)\n");
     return n ? sum / (double)n : NAN;
 }
 
@@ -437,10 +441,10 @@ static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
     free(dir);
     int rc = 1;
     meta_kv m[24];
-    run_meta(m, o, id, ds);
+    int nm = run_meta(m, o, id, ds);
     for (size_t i = 0; i < sizeof fixed_keys / sizeof fixed_keys[0]; i++) {
-        const char *want = NULL;
-        for (int j = 0; j < 24 && !want; j++)
+        const char *want = "";
+        for (int j = 0; j < nm && !*want; j++)
             if (!strcmp(m[j].k, fixed_keys[i])) want = m[j].v;
         if (ckpt_expect(&f, fixed_keys[i], want, err, sizeof err)) {
             fprintf(stderr, "wgml finetune: --resume %s: %s\n", o->resume, err);
