@@ -150,6 +150,23 @@ def main():
             check("Sanitizer" not in r.stderr and "runtime error" not in r.stderr, "%s: %s" % (args[0], r.stderr[-1500:]))
             return r
 
+        # option errors: exit 2 and a message naming the option
+        for args, want in [(["--bogus", "1"], "unknown option '--bogus'"), (["--mode", "full"], "--mode is lora or ste"),
+                           (["--targets", "q,x"], "--targets takes"), (["--rank", "0"], "--rank needs an integer"),
+                           (["--grad-accum", "4"], "--grad-accum 4 is not supported"), (["--lr", "abc"], "--lr needs a number"),
+                           (["--steps", "3", "--epochs", "1"], "not both")]:
+            r = run(["finetune", "--model", model, "--data", text, "--out", os.path.join(tmp, "x")] + args)
+            check(r.returncode == 2 and want in r.stderr, "finetune %s: exit 2 with '%s' (got %d: %s)" % (args, want, r.returncode, r.stderr[-200:]))
+        r = run(["finetune", "--data", text])
+        check(r.returncode == 2 and "are required" in r.stderr, "finetune without --model: " + r.stderr[-200:])
+        r = run(["finetune", "--help"])
+        check(r.returncode == 0 and "--eval-fraction" in r.stdout and "--resume DIR" in r.stdout, "finetune --help")
+        bad = os.path.join(tmp, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"prompt": "a", "response": "b"}\n{"prompt": "a" "response": "b"}\n')
+        r = run(["finetune", "--model", model, "--data", bad, "--out", os.path.join(tmp, "x")])
+        check(r.returncode == 1 and "bad.jsonl: line 2: column 16: expected" in r.stderr, "a bad JSONL line is named: " + r.stderr[-300:])
+
         a = os.path.join(tmp, "a")
         r = run(["finetune", "--out", a, "--steps", "8"] + common)
         if r.returncode != 0 and "not in this build" in r.stderr:
