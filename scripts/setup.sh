@@ -127,8 +127,27 @@ install_venv() {
   log "python references in $venv"
 }
 
+# The fine-tuning text: the King James Bible as Debian's bible-kjv prints it (chapter headings,
+# numbered verses, lines wrapped at 80 columns), about 4.3 MB.
+install_text() {
+  local out=$DEPS/data/kjv.txt
+  if [ -s "$out" ]; then log "text $out present"; return; fi
+  if ! command -v bible >/dev/null 2>&1; then
+    echo "setup: the 'bible' command (Debian bible-kjv) is missing; install bible-kjv bible-kjv-text" >&2; exit 1
+  fi
+  mkdir -p "$DEPS/data"
+  COLUMNS=80 bible gen1:1-rev22:21 </dev/null > "$out.tmp"
+  local size; size=$(wc -c < "$out.tmp")
+  if [ "$size" -lt 4000000 ]; then
+    rm -f "$out.tmp"; echo "setup: bible printed only $size bytes" >&2; exit 1
+  fi
+  mv "$out.tmp" "$out"
+  log "King James Bible text in $out ($size bytes)"
+}
+
 [ "${WGML_SKIP_APT:-0}" = 1 ] || install_apt
 install_wgpu
 install_venv
 install_model
+install_text
 log "done"

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-
+int finetune_main(wgml_ctx *ctx, int argc, char **argv); /* tools/finetune.c */
+int eval_main(wgml_ctx *ctx, int argc, char **argv);
+int lora_load_dir(wgml_model *m, const char *model_path, const char *dir);
 
 static int print_text(void *user, const char *text, size_t len) {
     (void)user;
@@ -14,10 +16,10 @@ static int print_text(void *user, const char *text, size_t len) {
     return 0;
 }
 
-/* wgml generate --model FILE --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
+/* wgml generate --model FILE --prompt TEXT [--chat] [--lora DIR] [--max-tokens N] [--temperature T]
  *                [--top-k K] [--top-p P] [--seed S] [--ctx N] */
 static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *system = NULL;
+    const char *model = NULL, *prompt = NULL, *system = NULL, *lora = NULL;
     int chat = 0;
     wgml_gen_options opt = {.max_tokens = 256, .sampler = {0.0f, 40, 0.95f}, .seed = 0};
     wgml_model_options mo = {0};
@@ -29,6 +31,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
             return 2;
         } else if (!strcmp(a, "--model")) model = v, i++;
         else if (!strcmp(a, "--prompt")) prompt = v, i++;
+        else if (!strcmp(a, "--lora")) lora = v, i++;
         else if (!strcmp(a, "--system")) system = v, i++;
         else if (!strcmp(a, "--max-tokens")) opt.max_tokens = atoi(v), i++;
         else if (!strcmp(a, "--temperature")) opt.sampler.temperature = (float)atof(v), i++;
@@ -42,13 +45,17 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         }
     }
     if (!model || !prompt || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
-        fprintf(stderr, "usage: wgml generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--max-tokens N]\n"
+        fprintf(stderr, "usage: wgml generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
                         "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n");
         return 2;
     }
     wgml_model *m = wgml_model_load(ctx, model, &mo);
     if (!m) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
+        return 1;
+    }
+    if (lora && lora_load_dir(m, model, lora)) {
+        wgml_model_free(m);
         return 1;
     }
     const wgml_tokenizer *tok = wgml_model_tokenizer(m);
@@ -103,9 +110,15 @@ static void usage(FILE *f) {
             "  bench matmul [opts]  fp32 matmul GFLOP/s per shape (GPU time from timestamps)\n"
             "                       --shapes MxNxK[,..]  --reps N  --variant auto|NAME  --check\n"
             "  bench generate --model FILE  prefill tokens/s (128-token prompt), decode tokens/s (64 steps)\n"
-            "  generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--max-tokens N]\n"
+            "  generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
             "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n"
-            "                       text generation (greedy at temperature 0, the default)\n"
+            "                       text generation (greedy at temperature 0, the default); --lora DIR\n"
+            "                       applies an adapter written by wgml finetune\n"
+            "  finetune --model FILE --data TEXT|JSONL --out DIR [options]\n"
+            "                       LoRA (QLoRA) or straight-through 4-bit fine-tuning on the GPU;\n"
+            "                       wgml finetune --help lists the options\n"
+            "  eval --model FILE --data TEXT|JSONL [--lora DIR] [--seq-len N] [--all]\n"
+            "                       perplexity on the held-out part of the data (or all of it)\n"
             "  help                 this text\n"
             "\n"
             "environment:\n"
@@ -146,6 +159,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "generate")) {
         if (open_ctx(&ctx)) return 1;
         rc = cmd_generate(ctx, argc - 2, argv + 2);
+    } else if (!strcmp(cmd, "finetune") || !strcmp(cmd, "eval")) {
+        for (int i = 2; i < argc; i++) /* help needs no GPU */
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+                return !strcmp(cmd, "finetune") ? finetune_main(NULL, argc - 2, argv + 2) : eval_main(NULL, argc - 2, argv + 2);
+        if (open_ctx(&ctx)) return 1;
+        rc = !strcmp(cmd, "finetune") ? finetune_main(ctx, argc - 2, argv + 2) : eval_main(ctx, argc - 2, argv + 2);
     } else {
         fprintf(stderr, "wgml: unknown command '%s'\n\n", cmd);
         usage(stderr);

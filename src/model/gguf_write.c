@@ -1,0 +1,112 @@
+/* STE GGUF output: requantised 4-bit codes written into a copy of the input file. */
+#define _POSIX_C_SOURCE 200809L
+#include "model/gguf_write.h"
+
+#include "model/safetensors.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static wgml_status gerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static wgml_status gerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, f = h & 1023, bits;
+    if (e == 0) {
+        if (f == 0) bits = sign;
+        else { /* subnormal: normalise */
+            int sh = 0;
+            while (!(f & 1024)) f <<= 1, sh++;
+            f &= 1023;
+            bits = sign | (uint32_t)(127 - 15 - sh + 1) << 23 | f << 13;
+        }
+    } else if (e == 31) {
+        bits = sign | 0x7F800000u | f << 13;
+    } else {
+        bits = sign | (e + 127 - 15) << 23 | f << 13;
+    }
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
+wgml_status gguf_requant_blocks(uint32_t type, const float *latent, int64_t n, int64_t k, uint8_t *blocks, size_t bytes,
+                                char *err, size_t errlen) {
+    if (type != WGML_GGML_Q4_0 && type != WGML_GGML_Q4_1)
+        return gerr(err, errlen, WGML_ERR_UNSUPPORTED, "requant: type %s is not a 4-bit GGUF type (Q4_0, Q4_1)", wgml_ggml_type_name(type));
+    size_t bb = type == WGML_GGML_Q4_0 ? 18 : 20;
+    if (n < 1 || k < 32 || k % 32 || bytes != (size_t)n * (size_t)(k / 32) * bb)
+        return gerr(err, errlen, WGML_ERR_SHAPE, "requant: %lld x %lld elements do not fit %zu bytes of %s blocks", (long long)n,
+                    (long long)k, bytes, wgml_ggml_type_name(type));
+    size_t nb = (size_t)n * (size_t)(k / 32);
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *blk = blocks + b * bb;
+        const float *x = latent + b * 32;
+        float d = half_to_float((uint16_t)(blk[0] | blk[1] << 8)), m = 0;
+        if (type == WGML_GGML_Q4_1) m = half_to_float((uint16_t)(blk[2] | blk[3] << 8));
+        uint8_t *qs = blk + (type == WGML_GGML_Q4_0 ? 2 : 4);
+        uint8_t code[32];
+        for (int j = 0; j < 32; j++) {
+            float c;
+            if (type == WGML_GGML_Q4_0) {
+                c = d == 0 ? 0.0f : nearbyintf(x[j] / d);
+                c = c < -8 ? -8 : c > 7 ? 7 : c;
+                c += 8;
+            } else {
+                c = d == 0 ? 0.0f : nearbyintf((x[j] - m) / d);
+                c = c < 0 ? 0 : c > 15 ? 15 : c;
+            }
+            if (c != c) c = type == WGML_GGML_Q4_0 ? 8 : 0; /* NaN latent */
+            code[j] = (uint8_t)c;
+        }
+        /* byte j: element j in the low nibble, element j + 16 in the high nibble */
+        for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(code[j] | code[j + 16] << 4);
+    }
+    return WGML_OK;
+}
+
+wgml_status gguf_write_ste(const char *in_path, const char *out_path, int n, const char *const *names, const float *const *latent,
+                           char *err, size_t errlen) {
+    wgml_gguf *g = NULL;
+    char e2[400];
+    wgml_status s = wgml_gguf_open(in_path, &g, e2, sizeof e2);
+    if (s) return gerr(err, errlen, s, "%s", e2);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    s = file_read_all(in_path, &buf, &len, err, errlen);
+    if (!s && len != wgml_gguf_file_size(g)) s = gerr(err, errlen, WGML_ERR_IO, "%s changed while being read", in_path);
+    for (int i = 0; i < n && !s; i++) {
+        int64_t ti = wgml_gguf_find_tensor(g, names[i]);
+        if (ti < 0) {
+            s = gerr(err, errlen, WGML_ERR_FORMAT, "%s has no tensor '%s'", in_path, names[i]);
+            break;
+        }
+        const wgml_gguf_tensor *t = wgml_gguf_tensor_at(g, ti);
+        uint64_t off = wgml_gguf_data_offset(g) + t->offset;
+        if (t->n_dims != 2 || off + t->nbytes > len) {
+            s = gerr(err, errlen, WGML_ERR_FORMAT, "tensor '%s' is not a 2-D weight inside the file", names[i]);
+            break;
+        }
+        s = gguf_requant_blocks(t->type, latent[i], t->dims[1], t->dims[0], buf + off, (size_t)t->nbytes, e2, sizeof e2);
+        if (s) gerr(err, errlen, s, "tensor '%s': %s", names[i], e2);
+    }
+    if (!s) {
+        const void *parts[1] = {buf};
+        size_t sizes[1] = {len};
+        s = file_write_atomic(out_path, parts, sizes, 1, SIZE_MAX, err, errlen);
+    }
+    free(buf);
+    wgml_gguf_close(g);
+    return s;
+}

@@ -1,0 +1,25 @@
+/* Training checkpoints: one safetensors file DIR/state.safetensors holding the trainable
+ * tensors, the optimizer's moments and state blob, and string metadata (step, data position,
+ * RNG state, run configuration, base-model identity), protected by a 64-bit FNV-1a checksum
+ * of the whole file (taken with the checksum's own 16 hex digits set to '0') and written
+ * atomically (temp file, fsync, rename, fsync of the directory): a crash while saving leaves
+ * the previous checkpoint in place. Internal to wgml. */
+#ifndef WGML_TRAIN_CHECKPOINT_H
+#define WGML_TRAIN_CHECKPOINT_H
+
+#include "model/safetensors.h"
+
+#define CKPT_FORMAT "wgml-checkpoint-1"
+#define CKPT_FILE "state.safetensors"
+
+/* Saves into dir (created if missing; its parent must exist). crash_after: see
+ * file_write_atomic (SIZE_MAX normally). */
+wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const char *const *keys, const char *const *vals,
+                      int n_meta, size_t crash_after, char *err, size_t errlen);
+/* Loads dir's checkpoint and verifies format and checksum ("corrupt checkpoint ..."). */
+wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen);
+/* WGML_OK when metadata key equals want; else WGML_ERR_FORMAT with
+ * "checkpoint mismatch: KEY is 'saved' in the checkpoint but 'want' in this run". */
+wgml_status ckpt_expect(const st_file *f, const char *key, const char *want, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1030 @@
+/* wgml finetune / wgml eval, and loading a LoRA directory for wgml generate. Every call of
+ * the training-step API (wgml_trainer_*) is in this file; data, checkpoints, safetensors and
+ * reports are library code (src/train, src/model) tested on their own. */
+#define _POSIX_C_SOURCE 200809L
+#include "wgml.h"
+
+#include "model/json.h"
+#include "model/gguf_write.h"
+#include "model/llama.h"
+#include "model/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int finetune_main(wgml_ctx *ctx, int argc, char **argv);
+int eval_main(wgml_ctx *ctx, int argc, char **argv);
+int lora_load_dir(wgml_model *m, const char *model_path, const char *dir);
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- targets ---- */
+static const char *const target_names[7] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+static int parse_targets(const char *s, unsigned *out) {
+    unsigned m = 0;
+    if (!strcmp(s, "all")) {
+        *out = WGML_TARGET_ALL;
+        return 0;
+    }
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        int found = 0;
+        for (int i = 0; i < 7; i++)
+            if (strlen(target_names[i]) == n && !strncmp(s, target_names[i], n)) m |= 1u << i, found = 1;
+        if (!found) return 1;
+        s += n + (e ? 1 : 0);
+    }
+    *out = m;
+    return m ? 0 : 1;
+}
+
+static void targets_string(unsigned m, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < 7; i++)
+        if (m & (1u << i)) {
+            if (buf[0]) strncat(buf, ",", n - strlen(buf) - 1);
+            strncat(buf, target_names[i], n - strlen(buf) - 1);
+        }
+}
+
+/* ---- the run's options ---- */
+typedef struct opts {
+    const char *model, *data, *out, *resume;
+    wgml_train_config cfg;
+    int grad_accum;
+    int64_t steps;
+    double epochs;
+    double lr, min_lr;
+    int64_t warmup;
+    int64_t eval_every, eval_tokens, save_every;
+    double eval_fraction;
+    int warmup_set, min_lr_set;
+    int64_t stop_after; /* tests: behave as if interrupted after this step (0: never) */
+} opts;
+
+static void finetune_usage(FILE *f) {
+    wgml_train_config d = wgml_train_defaults();
+    char tg[64];
+    targets_string(d.targets, tg, sizeof tg);
+    fprintf(f,
+            "usage: wgml finetune --model FILE.gguf --data TEXT|JSONL --out DIR [options]\n"
+            "\n"
+            "Fine-tunes a GGUF Llama model on the GPU: LoRA adapters on a frozen 4-bit base (QLoRA), or\n"
+            "straight-through training of the 4-bit weights themselves (--mode ste).\n"
+            "\n"
+            "data: a plain-text file (tokenised and packed into rows of seq-len + 1 tokens), or JSONL\n"
+            "  (name ends in .jsonl or first byte '{'): {\"messages\":[{\"role\":..,\"content\":..},..]} or\n"
+            "  {\"prompt\":..,\"response\":..} per line, formatted with the model's chat template; the loss\n"
+            "  counts only the assistant's tokens. The last --eval-fraction is held out, never trained on.\n"
+            "\n"
+            "options (default):\n"
+            "  --mode lora|ste       what to train (lora)\n"
+            "  --rank R              LoRA rank (%d)\n"
+            "  --alpha A             LoRA alpha; scale = alpha / rank (%g)\n"
+            "  --targets LIST        projections with adapters: q,k,v,o,gate,up,down or all (%s)\n"
+            "  --seq-len N           tokens per row (%d)\n"
+            "  --batch B             rows per step (%d)\n"
+            "  --grad-accum N        micro-batches per step: only 1 is supported (the trainer has no\n"
+            "                        gradient accumulation yet; use --batch)\n"
+            "  --steps N | --epochs E  length of the run (1 epoch)\n"
+            "  --lr LR               peak learning rate (%g)\n"
+            "  --warmup N            linear warmup steps (5%% of the steps)\n"
+            "  --min-lr LR           cosine decay floor (lr / 10)\n"
+            "  --weight-decay W      AdamW weight decay (%g)\n"
+            "  --clip C              global gradient-norm clip, 0 = off (%g)\n"
+            "  --seed S              data order and adapter initialisation (%llu)\n"
+            "  --eval-fraction F     held-out share of the data (0.05)\n"
+            "  --eval-every N        held-out perplexity every N steps; 0 = only before and after (0)\n"
+            "  --eval-tokens N       held-out tokens per evaluation (8192)\n"
+            "  --save-every N        checkpoint every N steps; 0 = only at the end (0)\n"
+            "  --resume DIR          continue the run whose outputs are in DIR (DIR/checkpoint);\n"
+            "                        without --out the run continues in DIR. Give the same\n"
+            "                        --model, --data and options as the first part\n"
+            "\n"
+            "outputs in DIR: adapter.safetensors + adapter_config.json (lora) or model.gguf (ste),\n"
+            "loss.csv, loss.svg, checkpoint/. Ctrl-C finishes the current step, saves a checkpoint\n"
+            "and exits; --resume DIR continues exactly where it stopped.\n",
+            d.lora_rank, (double)d.lora_alpha, tg, d.seq_len, d.batch, (double)d.lr, (double)d.weight_decay, (double)d.clip_norm,
+            (unsigned long long)d.seed);
+}
+
+static int need_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    char *e;
+    errno = 0;
+    long long x = strtoll(v, &e, 10);
+    if (errno || *e || e == v || x < lo || x > hi) {
+        fprintf(stderr, "wgml finetune: %s needs an integer in [%lld, %lld], got '%s'\n", opt, (long long)lo, (long long)hi, v);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int need_num(const char *opt, const char *v, double lo, double hi, double *out) {
+    char *e;
+    double x = strtod(v, &e);
+    if (*e || e == v || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "wgml finetune: %s needs a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* 0 ok, 1 error, 2 help printed */
+static int parse_opts(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->cfg = wgml_train_defaults();
+    o->grad_accum = 1;
+    o->lr = o->cfg.lr;
+    o->eval_tokens = 8192;
+    o->eval_fraction = 0.05;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t n;
+        double x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            finetune_usage(stdout);
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "wgml finetune: %s needs a value (see wgml finetune --help)\n", a);
+            return 1;
+        }
+        i++;
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--mode")) {
+            if (!strcmp(v, "lora")) o->cfg.mode = WGML_TRAIN_LORA;
+            else if (!strcmp(v, "ste")) o->cfg.mode = WGML_TRAIN_STE;
+            else {
+                fprintf(stderr, "wgml finetune: --mode is lora or ste, got '%s'\n", v);
+                return 1;
+            }
+        } else if (!strcmp(a, "--targets")) {
+            if (parse_targets(v, &o->cfg.targets)) {
+                fprintf(stderr, "wgml finetune: --targets takes a comma list of q,k,v,o,gate,up,down (or all), got '%s'\n", v);
+                return 1;
+            }
+        } else if (!strcmp(a, "--rank")) {
+            if (need_int(a, v, 1, 4096, &n)) return 1;
+            o->cfg.lora_rank = (int)n;
+        } else if (!strcmp(a, "--alpha")) {
+            if (need_num(a, v, 1e-6, 1e6, &x)) return 1;
+            o->cfg.lora_alpha = (float)x;
+        } else if (!strcmp(a, "--seq-len")) {
+            if (need_int(a, v, 2, 1 << 16, &n)) return 1;
+            o->cfg.seq_len = (int)n;
+        } else if (!strcmp(a, "--batch")) {
+            if (need_int(a, v, 1, 4096, &n)) return 1;
+            o->cfg.batch = (int)n;
+        } else if (!strcmp(a, "--grad-accum")) {
+            if (need_int(a, v, 1, 4096, &n)) return 1;
+            o->grad_accum = (int)n;
+        } else if (!strcmp(a, "--steps")) {
+            if (need_int(a, v, 1, INT64_MAX / 2, &o->steps)) return 1;
+        } else if (!strcmp(a, "--epochs")) {
+            if (need_num(a, v, 1e-9, 1e6, &o->epochs)) return 1;
+        } else if (!strcmp(a, "--lr")) {
+            if (need_num(a, v, 0, 10, &o->lr)) return 1;
+        } else if (!strcmp(a, "--min-lr")) {
+            if (need_num(a, v, 0, 10, &o->min_lr)) return 1;
+            o->min_lr_set = 1;
+        } else if (!strcmp(a, "--warmup")) {
+            if (need_int(a, v, 0, INT64_MAX / 2, &o->warmup)) return 1;
+            o->warmup_set = 1;
+        } else if (!strcmp(a, "--weight-decay")) {
+            if (need_num(a, v, 0, 10, &x)) return 1;
+            o->cfg.weight_decay = (float)x;
+        } else if (!strcmp(a, "--clip")) {
+            if (need_num(a, v, 0, 1e9, &x)) return 1;
+            o->cfg.clip_norm = (float)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (need_int(a, v, 0, INT64_MAX, &n)) return 1;
+            o->cfg.seed = (uint64_t)n;
+        } else if (!strcmp(a, "--eval-every")) {
+            if (need_int(a, v, 0, INT64_MAX / 2, &o->eval_every)) return 1;
+        } else if (!strcmp(a, "--eval-tokens")) {
+            if (need_int(a, v, 1, INT64_MAX / 2, &o->eval_tokens)) return 1;
+        } else if (!strcmp(a, "--eval-fraction")) {
+            if (need_num(a, v, 0.0, 0.9, &o->eval_fraction)) return 1;
+        } else if (!strcmp(a, "--stop-after")) { /* undocumented: tests of --resume */
+            if (need_int(a, v, 1, INT64_MAX / 2, &o->stop_after)) return 1;
+        } else if (!strcmp(a, "--save-every")) {
+            if (need_int(a, v, 0, INT64_MAX / 2, &o->save_every)) return 1;
+        } else {
+            fprintf(stderr, "wgml finetune: unknown option '%s' (see wgml finetune --help)\n", a);
+            return 1;
+        }
+    }
+    if (!o->out) o->out = o->resume; /* continue in place */
+    if (!o->model || !o->data || !o->out) {
+        fprintf(stderr, "wgml finetune: --model, --data and --out (or --resume) are required (see wgml finetune --help)\n");
+        return 1;
+    }
+    if (o->grad_accum != 1) {
+        fprintf(stderr, "wgml finetune: --grad-accum %d is not supported yet (the trainer steps once per batch); use --batch\n",
+                o->grad_accum);
+        return 1;
+    }
+    if (o->steps && o->epochs) {
+        fprintf(stderr, "wgml finetune: give --steps or --epochs, not both\n");
+        return 1;
+    }
+    o->cfg.lr = (float)o->lr;
+    return 0;
+}
+
+/* ---- Ctrl-C ---- */
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+/* ---- helpers over the trainer ---- */
+typedef struct tensor_info {
+    const char *name;
+    int rank;
+    int64_t shape[4];
+    int64_t numel;
+} tensor_info;
+
+static tensor_info *trainer_tensors(wgml_trainer *t, int *n, wgml_ctx *ctx) {
+    *n = wgml_trainer_tensor_count(t);
+    tensor_info *ti = calloc((size_t)(*n > 0 ? *n : 1), sizeof *ti);
+    if (!ti) return NULL;
+    for (int i = 0; i < *n; i++) {
+        ti[i].name = wgml_trainer_tensor_name(t, i);
+        if (!ti[i].name || wgml_trainer_tensor_shape(t, i, &ti[i].rank, ti[i].shape)) {
+            fprintf(stderr, "wgml: trainer tensor %d: %s\n", i, wgml_last_error(ctx));
+            free(ti);
+            return NULL;
+        }
+        ti[i].numel = 1;
+        for (int d = 0; d < ti[i].rank; d++) ti[i].numel *= ti[i].shape[d];
+    }
+    return ti;
+}
+
+/* Held-out loss over up to max_tokens labels' worth of rows; returns the mean loss (NaN on error). */
+static double evaluate(wgml_trainer *t, wgml_dataset *ds, int batch, int64_t max_tokens, wgml_ctx *ctx, int64_t *n_tokens) {
+    int64_t rows = (max_tokens + ds->seq_len - 1) / ds->seq_len;
+    if (rows > ds->n_eval) rows = ds->n_eval;
+    size_t bl = (size_t)batch * (size_t)ds->seq_len;
+    int32_t *in = malloc(bl * sizeof(int32_t)), *lab = malloc(bl * sizeof(int32_t));
+    double sum = 0;
+    int64_t n = 0;
+    wgml_status s = in && lab ? WGML_OK : WGML_ERR_OOM;
+    for (int64_t r = 0; r < rows && !s; r += batch) {
+        data_eval_batch(ds, r, batch, in, lab);
+        /* rows of this batch beyond the requested count are ignored too */
+        for (int b = 0; b < batch; b++)
+            if (r + b >= rows)
+                for (int j = 0; j < ds->seq_len; j++) lab[(size_t)b * (size_t)ds->seq_len + (size_t)j] = -100;
+        double ls = 0;
+        int64_t nv = 0;
+        s = wgml_trainer_eval(t, in, lab, &ls, &nv);
+        sum += ls;
+        n += nv;
+    }
+    free(in);
+    free(lab);
+    if (s) {
+        fprintf(stderr, "\nwgml: evaluation failed: %s\n", wgml_last_error(ctx));
+        return NAN;
+    }
+    if (n_tokens) *n_tokens = n;
+    if (!n) fprintf(stderr, "\nwgml: the held-out rows evaluated hold no labels (raise --eval-tokens or --seq-len)\n");
+    return n ? sum / (double)n : NAN;
+}
+
+static char *path_in(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (p) snprintf(p, a + b + 2, "%s/%s", dir, name);
+    return p;
+}
+
+typedef struct run_id {
+    char sha256[65];
+    uint64_t size;
+} run_id;
+
+/* The run's identity and configuration, as checkpoint metadata (and checked on resume). */
+typedef struct meta_kv {
+    char k[32], v[600];
+} meta_kv;
+
+static int add_meta(meta_kv *m, int n, const char *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int add_meta(meta_kv *m, int n, const char *k, const char *fmt, ...) {
+    snprintf(m[n].k, sizeof m[n].k, "%s", k);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m[n].v, sizeof m[n].v, fmt, ap);
+    va_end(ap);
+    return n + 1;
+}
+
+/* Config keys that must match for a resume. */
+static const char *const fixed_keys[] = {"model_sha256", "mode", "rank", "alpha", "targets", "seq_len", "batch", "seed", "data_rows"};
+
+static int run_meta(meta_kv *m, const opts *o, const run_id *id, const wgml_dataset *ds) {
+    char tg[64];
+    targets_string(o->cfg.targets, tg, sizeof tg);
+    int n = 0;
+    n = add_meta(m, n, "model_sha256", "%s", id->sha256);
+    n = add_meta(m, n, "mode", "%s", o->cfg.mode == WGML_TRAIN_STE ? "ste" : "lora");
+    n = add_meta(m, n, "rank", "%d", o->cfg.lora_rank);
+    n = add_meta(m, n, "alpha", "%.9g", (double)o->cfg.lora_alpha);
+    n = add_meta(m, n, "targets", "%s", tg);
+    n = add_meta(m, n, "seq_len", "%d", o->cfg.seq_len);
+    n = add_meta(m, n, "batch", "%d", o->cfg.batch);
+    n = add_meta(m, n, "seed", "%llu", (unsigned long long)o->cfg.seed);
+    n = add_meta(m, n, "data_rows", "%lld+%lld", (long long)ds->n_train, (long long)ds->n_eval);
+    n = add_meta(m, n, "model_size", "%llu", (unsigned long long)id->size);
+    n = add_meta(m, n, "model_path", "%s", o->model);
+    n = add_meta(m, n, "data_path", "%s", o->data);
+    return n;
+}
+
+static int save_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, const wgml_dataset *ds,
+                           int64_t step, int64_t total, int64_t data_pos, wgml_ctx *ctx) {
+    int rc = 1;
+    float **bufs = calloc((size_t)nt * 3 + 1, sizeof(float *));
+    char(*names)[160] = calloc((size_t)nt * 3 + 1, 160);
+    st_write_tensor *w = calloc((size_t)nt * 3 + 1, sizeof *w);
+    size_t ob = 0;
+    void *opt = NULL;
+    if (!bufs || !names || !w) goto out;
+    int n = 0;
+    for (int i = 0; i < nt; i++)
+        for (int what = 0; what < 3; what++) {
+            bufs[n] = malloc((size_t)ti[i].numel * sizeof(float));
+            if (!bufs[n]) goto out;
+            if (wgml_trainer_read_state(t, i, what, bufs[n])) {
+                fprintf(stderr, "\nwgml: checkpoint: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
+                n++;
+                goto out;
+            }
+            snprintf(names[n], 160, "%s%s", ti[i].name, what == 0 ? "" : what == 1 ? ".adam_m" : ".adam_v");
+            w[n] = (st_write_tensor){names[n], "F32", ti[i].rank, {0}, bufs[n]};
+            for (int d = 0; d < ti[i].rank; d++) w[n].shape[d] = ti[i].shape[d];
+            n++;
+        }
+    ob = 4096; /* the state is small (the trainer promises 64 bytes are enough) */
+    if (!(opt = malloc(ob)) || wgml_trainer_read_opt_state(t, opt, &ob)) {
+        fprintf(stderr, "\nwgml: checkpoint: optimizer state: %s\n", wgml_last_error(ctx));
+        goto out_n;
+    }
+    w[n] = (st_write_tensor){"optimizer_state", "U8", 1, {(int64_t)ob}, opt};
+    int nw = n + 1;
+    meta_kv m[24];
+    int nm = run_meta(m, o, id, ds);
+    nm = add_meta(m, nm, "step", "%lld", (long long)step);
+    nm = add_meta(m, nm, "total_steps", "%lld", (long long)total);
+    nm = add_meta(m, nm, "data_pos", "%lld", (long long)data_pos);
+    /* the data order is a function of (seed, data_pos); the trainer's own randomness is in its state */
+    nm = add_meta(m, nm, "rng", "splitmix64 seed %llu position %lld", (unsigned long long)o->cfg.seed, (long long)data_pos);
+    nm = add_meta(m, nm, "lr", "%.9g", o->lr);
+    nm = add_meta(m, nm, "min_lr", "%.9g", o->min_lr);
+    nm = add_meta(m, nm, "warmup", "%lld", (long long)o->warmup);
+    nm = add_meta(m, nm, "weight_decay", "%.9g", (double)o->cfg.weight_decay);
+    nm = add_meta(m, nm, "clip", "%.9g", (double)o->cfg.clip_norm);
+    const char *k[24], *v[24];
+    for (int i = 0; i < nm; i++) k[i] = m[i].k, v[i] = m[i].v;
+    char *dir = path_in(o->out, "checkpoint"), err[600];
+    if (dir && ckpt_save(dir, w, nw, k, v, nm, SIZE_MAX, err, sizeof err) == WGML_OK) rc = 0;
+    else fprintf(stderr, "\nwgml: checkpoint: %s\n", dir ? err : "out of memory");
+    free(dir);
+out_n:
+out:
+    if (bufs)
+        for (int i = 0; i < nt * 3; i++) free(bufs[i]);
+    free(bufs);
+    free(names);
+    free(w);
+    free(opt);
+    return rc;
+}
+
+/* Restores the trainer from DIR/checkpoint; returns 0 and the step and data position. */
+static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, const wgml_dataset *ds,
+                           int64_t *step, int64_t *data_pos, wgml_ctx *ctx) {
+    char *dir = path_in(o->resume, "checkpoint"), err[700];
+    st_file f;
+    if (!dir || ckpt_load(dir, &f, err, sizeof err)) {
+        fprintf(stderr, "wgml finetune: --resume: %s\n", dir ? err : "out of memory");
+        free(dir);
+        return 1;
+    }
+    free(dir);
+    int rc = 1;
+    meta_kv m[24];
+    int nm = run_meta(m, o, id, ds);
+    for (size_t i = 0; i < sizeof fixed_keys / sizeof fixed_keys[0]; i++) {
+        const char *want = "";
+        for (int j = 0; j < nm && !*want; j++)
+            if (!strcmp(m[j].k, fixed_keys[i])) want = m[j].v;
+        if (ckpt_expect(&f, fixed_keys[i], want, err, sizeof err)) {
+            fprintf(stderr, "wgml finetune: --resume %s: %s\n", o->resume, err);
+            goto out;
+        }
+    }
+    int nten = 0;
+    for (int i = 0; i < f.n; i++) nten += !strstr(f.t[i].name, ".adam_") && strcmp(f.t[i].name, "optimizer_state");
+    if (nten != nt) {
+        fprintf(stderr, "wgml finetune: --resume: checkpoint mismatch: %d trainable tensors saved, this run has %d\n", nten, nt);
+        goto out;
+    }
+    for (int i = 0; i < nt; i++)
+        for (int what = 0; what < 3; what++) {
+            char nm[200];
+            snprintf(nm, sizeof nm, "%s%s", ti[i].name, what == 0 ? "" : what == 1 ? ".adam_m" : ".adam_v");
+            const st_tensor *x = st_find(&f, nm);
+            int ok = x && !strcmp(x->dtype, "F32") && x->rank == ti[i].rank && x->numel == ti[i].numel;
+            for (int d = 0; ok && d < x->rank; d++) ok = x->shape[d] == ti[i].shape[d];
+            if (!ok) {
+                fprintf(stderr, "wgml finetune: --resume: checkpoint mismatch: tensor %s is missing or has another shape\n", nm);
+                goto out;
+            }
+            float *buf = malloc(x->nbytes);
+            if (!buf) goto out;
+            memcpy(buf, x->data, x->nbytes);
+            wgml_status s = wgml_trainer_write_state(t, i, what, buf);
+            free(buf);
+            if (s) {
+                fprintf(stderr, "wgml finetune: --resume: %s: %s\n", nm, wgml_last_error(ctx));
+                goto out;
+            }
+        }
+    const st_tensor *os = st_find(&f, "optimizer_state");
+    if (!os || wgml_trainer_write_opt_state(t, os->data, os->nbytes)) {
+        fprintf(stderr, "wgml finetune: --resume: optimizer state: %s\n", os ? wgml_last_error(ctx) : "missing");
+        goto out;
+    }
+    const char *sv = st_meta(&f, "step"), *dv = st_meta(&f, "data_pos");
+    if (!sv || !dv) {
+        fprintf(stderr, "wgml finetune: --resume: the checkpoint lacks step or data_pos\n");
+        goto out;
+    }
+    *step = strtoll(sv, NULL, 10);
+    *data_pos = strtoll(dv, NULL, 10);
+    rc = 0;
+out:
+    st_free(&f);
+    return rc;
+}
+
+static int write_adapter(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, int64_t step, wgml_ctx *ctx) {
+    int rc = 1;
+    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
+    st_write_tensor *w = calloc((size_t)nt + 1, sizeof *w);
+    char *cfg = NULL, err[600];
+    size_t cl = 0, cc = 0;
+    char *path = path_in(o->out, "adapter.safetensors"), *cpath = path_in(o->out, "adapter_config.json");
+    uint8_t *file = NULL;
+    size_t flen;
+    if (!bufs || !w || !path || !cpath) goto out;
+    for (int i = 0; i < nt; i++) {
+        bufs[i] = malloc((size_t)ti[i].numel * sizeof(float));
+        if (!bufs[i] || wgml_trainer_read_state(t, i, 0, bufs[i])) {
+            fprintf(stderr, "wgml: adapter: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
+            goto out;
+        }
+        w[i] = (st_write_tensor){ti[i].name, "F32", ti[i].rank, {0}, bufs[i]};
+        for (int d = 0; d < ti[i].rank; d++) w[i].shape[d] = ti[i].shape[d];
+    }
+    char tg[64], rk[16], al[32];
+    targets_string(o->cfg.targets, tg, sizeof tg);
+    snprintf(rk, sizeof rk, "%d", o->cfg.lora_rank);
+    snprintf(al, sizeof al, "%.9g", (double)o->cfg.lora_alpha);
+    const char *mk[5] = {"format", "rank", "alpha", "targets", "base_model_sha256"}, *mv[5] = {"wgml-lora-1", rk, al, tg, id->sha256};
+    if (st_build(w, nt, mk, mv, 5, &file, &flen, err, sizeof err)) {
+        fprintf(stderr, "wgml: adapter: %s\n", err);
+        goto out;
+    }
+    const void *parts[1] = {file};
+    size_t sizes[1] = {flen};
+    if (file_write_atomic(path, parts, sizes, 1, SIZE_MAX, err, sizeof err)) {
+        fprintf(stderr, "wgml: adapter: %s\n", err);
+        goto out;
+    }
+    char num[128];
+    int bad = json_put_raw(&cfg, &cl, &cc, "{\n  \"format\": \"wgml-lora-1\",\n  \"mode\": ");
+    bad |= json_put_raw(&cfg, &cl, &cc, o->cfg.mode == WGML_TRAIN_STE ? "\"ste\"" : "\"lora\"");
+    snprintf(num, sizeof num, ",\n  \"rank\": %d,\n  \"alpha\": %.9g,\n  \"targets\": [", o->cfg.lora_rank, (double)o->cfg.lora_alpha);
+    bad |= json_put_raw(&cfg, &cl, &cc, num);
+    int first = 1;
+    for (int i = 0; i < 7; i++)
+        if (o->cfg.targets & (1u << i)) {
+            bad |= json_put_raw(&cfg, &cl, &cc, first ? "" : ", ");
+            bad |= json_put_string(&cfg, &cl, &cc, target_names[i], strlen(target_names[i]));
+            first = 0;
+        }
+    bad |= json_put_raw(&cfg, &cl, &cc, "],\n  \"base_model\": {\"path\": ");
+    bad |= json_put_string(&cfg, &cl, &cc, o->model, strlen(o->model));
+    snprintf(num, sizeof num, ", \"size\": %llu, \"sha256\": \"%s\"},\n  \"data\": ", (unsigned long long)id->size, id->sha256);
+    bad |= json_put_raw(&cfg, &cl, &cc, num);
+    bad |= json_put_string(&cfg, &cl, &cc, o->data, strlen(o->data));
+    snprintf(num, sizeof num, ",\n  \"seq_len\": %d,\n  \"batch\": %d,\n  \"steps\": %lld,\n  \"tensors\": %d\n}\n", o->cfg.seq_len,
+             o->cfg.batch, (long long)step, nt);
+    bad |= json_put_raw(&cfg, &cl, &cc, num);
+    parts[0] = cfg;
+    sizes[0] = cl;
+    if (bad || file_write_atomic(cpath, parts, sizes, 1, SIZE_MAX, err, sizeof err)) {
+        fprintf(stderr, "wgml: adapter config: %s\n", bad ? "out of memory" : err);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (bufs)
+        for (int i = 0; i < nt; i++) free(bufs[i]);
+    free(bufs);
+    free(w);
+    free(cfg);
+    free(file);
+    free(path);
+    free(cpath);
+    return rc;
+}
+
+static int write_ste_model(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, wgml_ctx *ctx) {
+    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
+    const char **names = calloc((size_t)nt + 1, sizeof(char *));
+    char *path = path_in(o->out, "model.gguf"), err[600];
+    int rc = 1;
+    if (!bufs || !names || !path) goto out;
+    for (int i = 0; i < nt; i++) {
+        /* the trainer's "blk.L.TARGET.latent" is the GGUF's "blk.L.TARGET.weight" */
+        size_t nl = strlen(ti[i].name);
+        char *g = malloc(nl + 8);
+        if (!g) goto out;
+        memcpy(g, ti[i].name, nl + 1);
+        if (nl > 7 && !strcmp(g + nl - 7, ".latent")) strcpy(g + nl - 7, ".weight");
+        names[i] = g;
+        bufs[i] = malloc((size_t)ti[i].numel * sizeof(float));
+        if (!bufs[i] || wgml_trainer_read_state(t, i, 0, bufs[i])) {
+            fprintf(stderr, "wgml: ste export: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
+            goto out;
+        }
+    }
+    if (gguf_write_ste(o->model, path, nt, names, (const float *const *)bufs, err, sizeof err)) {
+        fprintf(stderr, "wgml: ste export: %s\n", err);
+        goto out;
+    }
+    printf("wrote %s\n", path);
+    rc = 0;
+out:
+    if (bufs)
+        for (int i = 0; i < nt; i++) free(bufs[i]);
+    if (names)
+        for (int i = 0; i < nt; i++) free((char *)names[i]);
+    free(bufs);
+    free(names);
+    free(path);
+    return rc;
+}
+
+static void write_reports(const opts *o, const report_row *rows, size_t n) {
+    char *csv = path_in(o->out, "loss.csv"), *svg = path_in(o->out, "loss.svg"), err[600], title[300];
+    const char *base = strrchr(o->model, '/');
+    snprintf(title, sizeof title, "wgml finetune (%s): %s", o->cfg.mode == WGML_TRAIN_STE ? "ste" : "lora", base ? base + 1 : o->model);
+    if (csv && report_write_csv(csv, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    if (svg && report_write_svg(svg, title, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    free(csv);
+    free(svg);
+}
+
+static int push_row(report_row **rows, size_t *n, size_t *cap, report_row r) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        report_row *q = realloc(*rows, c * sizeof *q);
+        if (!q) return 1;
+        *rows = q, *cap = c;
+    }
+    (*rows)[(*n)++] = r;
+    return 0;
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
+    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
+    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%.0fs", s);
+}
+
+int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
+    opts o;
+    int pr = parse_opts(argc, argv, &o);
+    if (pr) return pr == 2 ? 0 : 2;
+    if (mkdir(o.out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "wgml finetune: cannot create %s: %s\n", o.out, strerror(errno));
+        return 1;
+    }
+    run_id id;
+    char err[700];
+    if (sha256_file(o.model, id.sha256, &id.size, err, sizeof err)) {
+        fprintf(stderr, "wgml finetune: %s\n", err);
+        return 1;
+    }
+    wgml_model_options mo = {.n_ctx = o.cfg.seq_len > 256 ? o.cfg.seq_len : 256};
+    wgml_model *m = wgml_model_load(ctx, o.model, &mo);
+    if (!m) {
+        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(ctx));
+        return 1;
+    }
+    int rc = 1;
+    wgml_dataset ds = {0};
+    wgml_trainer *t = NULL;
+    tensor_info *ti = NULL;
+    report_row *rows = NULL;
+    size_t n_rows = 0, cap_rows = 0;
+    int32_t *in = NULL, *lab = NULL;
+    double t0 = now_s();
+    if (data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
+        fprintf(stderr, "wgml finetune: %s\n", err);
+        goto out;
+    }
+    printf("data: %s: %lld training rows (%lld labels), %lld held-out rows (%lld labels) of %d tokens",
+           o.data, (long long)ds.n_train, (long long)ds.train_labels, (long long)ds.n_eval, (long long)ds.eval_labels, ds.seq_len);
+    if (ds.n_examples) printf("; %lld examples, %lld truncated", (long long)ds.n_examples, (long long)ds.n_truncated);
+    printf(" (%.1f s)\n", now_s() - t0);
+    if (ds.train_labels == 0) {
+        fprintf(stderr, "wgml finetune: the training rows hold no labels (every answer falls beyond --seq-len %d); raise --seq-len\n",
+                ds.seq_len);
+        goto out;
+    }
+    if (ds.n_eval && ds.eval_labels == 0) {
+        printf("note: the held-out rows hold no labels (answers beyond --seq-len): no perplexity is reported\n");
+        ds.n_eval = 0;
+    }
+    if (ds.n_eval == 0) printf("note: no held-out data: no perplexity is reported\n");
+    int64_t total = o.steps;
+    if (!total) total = (int64_t)ceil((o.epochs > 0 ? o.epochs : 1.0) * (double)ds.n_train / o.cfg.batch);
+    if (total < 1) total = 1;
+    if (!o.warmup_set) o.warmup = total / 20;
+    if (!o.min_lr_set) o.min_lr = o.lr / 10;
+    t = wgml_trainer_new(m, &o.cfg);
+    if (!t) {
+        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(ctx));
+        goto out;
+    }
+    int nt;
+    ti = trainer_tensors(t, &nt, ctx);
+    if (!ti) goto out;
+    int64_t params = 0;
+    for (int i = 0; i < nt; i++) params += ti[i].numel;
+    char tg[64];
+    targets_string(o.cfg.targets, tg, sizeof tg);
+    if (o.cfg.mode == WGML_TRAIN_LORA)
+        printf("lora: rank %d, alpha %g, targets %s: %d tensors, %lld trainable parameters\n", o.cfg.lora_rank, (double)o.cfg.lora_alpha,
+               tg, nt, (long long)params);
+    else printf("ste: %d 4-bit weights trained straight-through (%lld latent parameters)\n", nt, (long long)params);
+    printf("schedule: %lld steps of %d x %d tokens, lr %g, warmup %lld, cosine to %g, weight decay %g, clip %g, seed %llu\n",
+           (long long)total, o.cfg.batch, o.cfg.seq_len, o.lr, (long long)o.warmup, o.min_lr, (double)o.cfg.weight_decay,
+           (double)o.cfg.clip_norm, (unsigned long long)o.cfg.seed);
+    int64_t step = 0, pos = 0;
+    if (o.resume) {
+        if (load_checkpoint(t, ti, nt, &o, &id, &ds, &step, &pos, ctx)) goto out;
+        char *csv = path_in(o.resume, "loss.csv");
+        if (csv && report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
+        free(csv);
+        printf("resumed from %s at step %lld (data position %lld)\n", o.resume, (long long)step, (long long)pos);
+        if (step >= total) printf("the run is already complete (%lld steps)\n", (long long)total);
+    }
+    if (ds.n_eval && !o.resume) {
+        int64_t nv = 0;
+        double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
+        if (!isfinite(l)) goto out;
+        printf("held-out perplexity before training: %.3f (loss %.4f over %lld tokens)\n", exp(l), l, (long long)nv);
+        push_row(&rows, &n_rows, &cap_rows, (report_row){0, NAN, 0, 0, exp(l)});
+    }
+    size_t bl = (size_t)o.cfg.batch * (size_t)o.cfg.seq_len;
+    in = malloc(bl * sizeof(int32_t));
+    lab = malloc(bl * sizeof(int32_t));
+    if (!in || !lab) goto out;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal during a GPU wait does not fail the wait */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    double start = now_s(), ema_tps = 0;
+    int64_t first_step = step;
+    int interactive = isatty(fileno(stdout));
+    while (step < total && !g_stop) {
+        double lr = lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
+        int64_t labels_in_batch = 0;
+        pos = data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
+        for (size_t j = 0; j < bl; j++) labels_in_batch += lab[j] >= 0;
+        double ts = now_s();
+        float loss = NAN;
+        if (wgml_trainer_step(t, in, lab, (float)lr, &loss)) {
+            fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
+            goto out;
+        }
+        double dt = now_s() - ts;
+        step++;
+        double tps = (double)bl / (dt > 0 ? dt : 1e-9);
+        ema_tps = ema_tps ? 0.9 * ema_tps + 0.1 * tps : tps;
+        double elapsed = now_s() - start, eta = elapsed / (double)(step - first_step) * (double)(total - step);
+        char eta_s[32];
+        fmt_time(eta, eta_s, sizeof eta_s);
+        /* one line redrawn on a terminal; in a log, about 100 lines per run */
+        int64_t every = total > 200 ? total / 100 : 1;
+        if (interactive || step % every == 0 || step == total || step == first_step + 1) {
+            printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s", interactive ? "\r" : "", (long long)step,
+                   (long long)total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
+            fflush(stdout);
+        }
+        report_row r = {step, loss, lr, tps, 0};
+        if (ds.n_eval && ((o.eval_every && step % o.eval_every == 0) || step == total)) {
+            int64_t nv = 0;
+            double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
+            if (!isfinite(l)) goto out;
+            r.eval_ppl = exp(l);
+            printf("%sheld-out perplexity at step %lld: %.3f (loss %.4f over %lld tokens)\n", interactive ? "\n" : "", (long long)step,
+                   exp(l), l, (long long)nv);
+        }
+        (void)labels_in_batch;
+        push_row(&rows, &n_rows, &cap_rows, r);
+        if (o.stop_after && step == o.stop_after) g_stop = 1;
+        if (o.save_every && step % o.save_every == 0 && step < total) {
+            if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
+            write_reports(&o, rows, n_rows);
+        }
+    }
+    if (interactive) printf("\n");
+    if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
+    write_reports(&o, rows, n_rows);
+    if (o.cfg.mode == WGML_TRAIN_LORA) {
+        if (write_adapter(t, ti, nt, &o, &id, step, ctx)) goto out;
+    } else if (write_ste_model(t, ti, nt, &o, ctx)) {
+        goto out;
+    }
+    if (g_stop) {
+        printf("interrupted: stopped after step %lld of %lld; checkpoint saved in %s/checkpoint (continue with --resume %s)\n",
+               (long long)step, (long long)total, o.out, o.out);
+    } else {
+        char el[32];
+        fmt_time(now_s() - start, el, sizeof el);
+        printf("done: %lld steps in %s; outputs in %s (%s, loss.csv, loss.svg, checkpoint/)\n", (long long)(step - first_step), el, o.out,
+               o.cfg.mode == WGML_TRAIN_LORA ? "adapter.safetensors, adapter_config.json" : "model.gguf");
+    }
+    rc = 0;
+out:
+    free(in);
+    free(lab);
+    free(rows);
+    free(ti);
+    wgml_trainer_free(t);
+    data_free(&ds);
+    wgml_model_free(m);
+    return rc;
+}
+
+/* ---- LoRA directories (wgml generate --lora, wgml eval --lora) ---- */
+
+typedef struct lora_dir {
+    wgml_train_config cfg;
+    st_file st;
+    int n;
+    const char **names;
+    float **data;
+} lora_dir;
+
+static void lora_dir_free(lora_dir *l) {
+    for (int i = 0; i < l->n; i++) free(l->data[i]);
+    free(l->data);
+    free(l->names);
+    st_free(&l->st);
+    memset(l, 0, sizeof *l);
+}
+
+static int lora_dir_read(const char *model_path, const char *dir, lora_dir *l) {
+    memset(l, 0, sizeof *l);
+    l->cfg = wgml_train_defaults();
+    char err[700];
+    char *cp = path_in(dir, "adapter_config.json"), *sp = path_in(dir, "adapter.safetensors");
+    uint8_t *cj = NULL;
+    size_t cl;
+    json_value v = {0};
+    int rc = 1;
+    if (!cp || !sp) goto out;
+    if (file_read_all(cp, &cj, &cl, err, sizeof err)) {
+        fprintf(stderr, "wgml: --lora: %s\n", err);
+        goto out;
+    }
+    if (json_parse((const char *)cj, cl, &v, err, sizeof err)) {
+        fprintf(stderr, "wgml: --lora: %s: %s\n", cp, err);
+        goto out;
+    }
+    const json_value *fmt = json_get(&v, "format"), *rank = json_get(&v, "rank"), *alpha = json_get(&v, "alpha"),
+                     *tg = json_get(&v, "targets"), *mode = json_get(&v, "mode"), *base = json_get(&v, "base_model");
+    if (!fmt || fmt->kind != JSON_STRING || strcmp(fmt->str, "wgml-lora-1") || !rank || rank->kind != JSON_NUMBER || !alpha ||
+        alpha->kind != JSON_NUMBER || !tg || tg->kind != JSON_ARRAY || (mode && (mode->kind != JSON_STRING || strcmp(mode->str, "lora")))) {
+        fprintf(stderr, "wgml: --lora: %s is not a wgml-lora-1 adapter config (format, mode lora, rank, alpha, targets)\n", cp);
+        goto out;
+    }
+    l->cfg.mode = WGML_TRAIN_LORA;
+    l->cfg.lora_rank = (int)rank->number;
+    l->cfg.lora_alpha = (float)alpha->number;
+    l->cfg.targets = 0;
+    for (size_t i = 0; i < tg->n; i++) {
+        unsigned b;
+        if (tg->items[i].kind != JSON_STRING || parse_targets(tg->items[i].str, &b)) {
+            fprintf(stderr, "wgml: --lora: %s: unknown target\n", cp);
+            goto out;
+        }
+        l->cfg.targets |= b;
+    }
+    const json_value *bs = json_get(base, "sha256"), *bz = json_get(base, "size");
+    if (bs && bs->kind == JSON_STRING && bz && bz->kind == JSON_NUMBER) {
+        char sha[65];
+        uint64_t size;
+        if (sha256_file(model_path, sha, &size, err, sizeof err)) {
+            fprintf(stderr, "wgml: %s\n", err);
+            goto out;
+        }
+        if (size != (uint64_t)bz->number || strcmp(sha, bs->str)) {
+            fprintf(stderr, "wgml: --lora: the adapter in %s was trained on another base model (sha256 %.16s..., this model %.16s...)\n",
+                    dir, bs->str, sha);
+            goto out;
+        }
+    }
+    if (st_read(sp, &l->st, err, sizeof err)) {
+        fprintf(stderr, "wgml: --lora: %s\n", err);
+        goto out;
+    }
+    l->names = calloc((size_t)l->st.n + 1, sizeof(char *));
+    l->data = calloc((size_t)l->st.n + 1, sizeof(float *));
+    if (!l->names || !l->data) goto out;
+    for (int i = 0; i < l->st.n; i++) {
+        const st_tensor *x = &l->st.t[i];
+        if (strcmp(x->dtype, "F32")) {
+            fprintf(stderr, "wgml: --lora: %s: tensor %s is %s, not F32\n", sp, x->name, x->dtype);
+            goto out;
+        }
+        l->names[l->n] = x->name;
+        l->data[l->n] = malloc(x->nbytes ? x->nbytes : 4); /* aligned copy */
+        if (!l->data[l->n]) goto out;
+        memcpy(l->data[l->n], x->data, x->nbytes);
+        l->n++;
+    }
+    rc = 0;
+out:
+    json_free(&v);
+    free(cj);
+    free(cp);
+    free(sp);
+    if (rc) lora_dir_free(l);
+    return rc;
+}
+
+int lora_load_dir(wgml_model *m, const char *model_path, const char *dir) {
+    lora_dir l;
+    if (lora_dir_read(model_path, dir, &l)) return 1;
+    wgml_status s = wgml_model_set_lora(m, &l.cfg, l.n, l.names, (const float *const *)l.data);
+    if (s) fprintf(stderr, "wgml: --lora %s: %s\n", dir, wgml_last_error(llama_ctx(m)));
+    lora_dir_free(&l);
+    return s ? 1 : 0;
+}
+
+/* wgml eval --model FILE --data TEXT|JSONL [--lora DIR] [--seq-len N] [--batch B]
+ *           [--eval-fraction F | --all] [--eval-tokens N] */
+int eval_main(wgml_ctx *ctx, int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *lora = NULL;
+    wgml_train_config cfg = wgml_train_defaults();
+    double frac = 0.05;
+    int all = 0;
+    int64_t max_tokens = INT64_MAX / 4, n;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--all")) {
+            all = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !v) {
+            fprintf(!v && strcmp(a, "--help") && strcmp(a, "-h") ? stderr : stdout,
+                    "usage: wgml eval --model FILE.gguf --data TEXT|JSONL [--lora DIR] [--seq-len N] [--batch B]\n"
+                    "                 [--eval-fraction F | --all] [--eval-tokens N]\n"
+                    "Perplexity (exp of the mean next-token loss) of the model, with a LoRA adapter directory\n"
+                    "written by wgml finetune if given, on the held-out part of the data (the same last\n"
+                    "--eval-fraction, default 0.05, that wgml finetune holds out) or on all of it (--all).\n");
+            return v || !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
+        }
+        i++;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--lora")) lora = v;
+        else if (!strcmp(a, "--seq-len")) {
+            if (need_int(a, v, 2, 1 << 16, &n)) return 2;
+            cfg.seq_len = (int)n;
+        } else if (!strcmp(a, "--batch")) {
+            if (need_int(a, v, 1, 4096, &n)) return 2;
+            cfg.batch = (int)n;
+        } else if (!strcmp(a, "--eval-tokens")) {
+            if (need_int(a, v, 1, INT64_MAX / 4, &max_tokens)) return 2;
+        } else if (!strcmp(a, "--eval-fraction")) {
+            if (need_num(a, v, 1e-6, 0.9, &frac)) return 2;
+        } else {
+            fprintf(stderr, "wgml eval: unknown option '%s' (see wgml eval --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model || !data) {
+        fprintf(stderr, "wgml eval: --model and --data are required (see wgml eval --help)\n");
+        return 2;
+    }
+    lora_dir l = {0};
+    if (lora) {
+        if (lora_dir_read(model, lora, &l)) return 1;
+        cfg.lora_rank = l.cfg.lora_rank;
+        cfg.lora_alpha = l.cfg.lora_alpha;
+        cfg.targets = l.cfg.targets;
+    }
+    cfg.mode = WGML_TRAIN_LORA;
+    wgml_model_options mo = {.n_ctx = cfg.seq_len > 256 ? cfg.seq_len : 256};
+    wgml_model *m = wgml_model_load(ctx, model, &mo);
+    if (!m) {
+        fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
+        lora_dir_free(&l);
+        return 1;
+    }
+    int rc = 1;
+    char err[700];
+    wgml_dataset ds = {0};
+    wgml_trainer *t = NULL;
+    tensor_info *ti = NULL;
+    if (data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
+        fprintf(stderr, "wgml eval: %s\n", err);
+        goto out;
+    }
+    if (all) { /* every row is evaluated: treat them all as held out */
+        ds.n_eval = ds.n_train;
+        ds.n_train = 0;
+    }
+    t = wgml_trainer_new(m, &cfg);
+    if (!t) {
+        fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
+        goto out;
+    }
+    int nt;
+    ti = trainer_tensors(t, &nt, ctx);
+    if (!ti) goto out;
+    if (lora) {
+        /* the adapter's tensors replace the fresh ones (B = 0 there: the base model) */
+        if (l.n != nt) {
+            fprintf(stderr, "wgml eval: --lora %s holds %d tensors, its configuration needs %d\n", lora, l.n, nt);
+            goto out;
+        }
+        for (int i = 0; i < nt; i++) {
+            const st_tensor *x = st_find(&l.st, ti[i].name);
+            int j = 0;
+            while (j < l.n && strcmp(l.names[j], ti[i].name)) j++;
+            if (!x || j == l.n || x->numel != ti[i].numel) {
+                fprintf(stderr, "wgml eval: --lora %s: tensor %s is missing or has another shape\n", lora, ti[i].name);
+                goto out;
+            }
+            if (wgml_trainer_write_state(t, i, 0, l.data[j])) {
+                fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
+                goto out;
+            }
+        }
+    }
+    double t0 = now_s();
+    int64_t nv = 0;
+    double loss = evaluate(t, &ds, cfg.batch, max_tokens, ctx, &nv);
+    if (!isfinite(loss)) goto out;
+    printf("perplexity %.4f (mean loss %.5f nats over %lld tokens of %s%s, %s; %.1f s)\n", exp(loss), loss, (long long)nv, data,
+           all ? "" : " (held-out part)", lora ? lora : "base model", now_s() - t0);
+    rc = 0;
+out:
+    free(ti);
+    wgml_trainer_free(t);
+    data_free(&ds);
+    wgml_model_free(m);
+    lora_dir_free(&l);
+    return rc;
+}
