@@ -114,7 +114,10 @@ wgml_status wgml_graph_run_timed(wgml_graph *g, double *seconds);
  * best and the median time of one run (GPU timestamps, else wall time). */
 wgml_status wgml_graph_benchmark(wgml_graph *g, double warmup_s, int runs, double *best, double *median);
 size_t wgml_graph_dispatch_count(const wgml_graph *g);
-uint64_t wgml_graph_arena_bytes(const wgml_graph *g);
+uint64_t wgml_graph_arena_bytes(const wgml_graph *g); /* all arenas together */
+/* Intermediates go to arenas of at most the device's buffer size ($WGML_ARENA_BYTES lowers the
+ * cap); no tensor straddles two. */
+int wgml_graph_arena_count(const wgml_graph *g);
 /* Submits made on the context so far (a run is one). */
 uint64_t wgml_submit_count(const wgml_ctx *ctx);
 

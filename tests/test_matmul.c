@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* fp32 matmuls (mm, bmm, linear, addmm, transposed forms) against OpenBLAS cblas_dgemm in
  * double precision, on every kernel variant, eager and in a built graph; and bad input. */
 #include "harness.h"
@@ -171,7 +172,10 @@ static void test_linear_dw(void) {
 
 /* A built graph: x -> linear -> mm -> linear, intermediates in the arena, run twice with new
  * inputs; the arena is smaller than the sum of the intermediates. */
-static void test_graph(void) {
+/* arena_cap > 0: intermediates limited to arenas of that many bytes ($WGML_ARENA_BYTES), so
+ * the plan spreads them over several arenas. */
+static void test_graph(const char *arena_cap) {
+    if (arena_cap) setenv("WGML_ARENA_BYTES", arena_cap, 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t m = 40, k = 24, h = 36, n = 20;
     int64_t xs[2] = {m, k}, w1s[2] = {h, k}, w2s[2] = {h, h}, w3s[2] = {n, h};
@@ -183,6 +187,14 @@ static void test_graph(void) {
     wgml_tensor *out = wgml_linear(g, h3, w3, NULL);
     th_check(out && !wgml_graph_keep(g, out) && !wgml_graph_compile(g), "graph builds and compiles: %s",
              wgml_last_error(T.ctx));
+    if (arena_cap) {
+        unsetenv("WGML_ARENA_BYTES");
+        /* one [40, 36] tensor (5,888 bytes aligned) per arena: h1 and h2 are live together */
+        th_check(wgml_graph_arena_count(g) == 2, "arenas of %s bytes: %d arenas (want 2)", arena_cap,
+                 wgml_graph_arena_count(g));
+    } else {
+        th_check(wgml_graph_arena_count(g) == 1, "one arena: %d", wgml_graph_arena_count(g));
+    }
     uint64_t sum = wgml_tensor_nbytes(h1) + wgml_tensor_nbytes(h2) + wgml_tensor_nbytes(h3) + wgml_tensor_nbytes(out);
     /* h1 and h3, h2 and out are never live together: two slots suffice */
     th_check(wgml_graph_arena_bytes(g) < sum && wgml_graph_arena_bytes(g) >= wgml_tensor_nbytes(h1) + wgml_tensor_nbytes(h2),
@@ -312,7 +324,8 @@ int main(int argc, char **argv) {
     test_linear();
     test_addmm();
     test_linear_dw();
-    test_graph();
+    test_graph(NULL);
+    test_graph("6000");
     test_views();
     test_huge_grid();
     test_bad_input();

@@ -25,7 +25,8 @@ struct wgml_graph {
     graph_node *nodes;
     size_t n_nodes, cap_nodes;
     wgml_tensor *tensors; /* list of every tensor the graph owns */
-    gpu_buffer *arena;
+    gpu_buffer **arenas;
+    int n_arenas;
     uint64_t arena_bytes;
     gpu_buffer *uniforms;
     gpu_dispatch *dispatches;
@@ -73,8 +74,10 @@ static void release_compiled(wgml_graph *g) {
     g->n_dispatches = 0;
     if (g->uniforms) gpu_buffer_release(g->uniforms);
     g->uniforms = NULL;
-    if (g->arena) gpu_buffer_put(g->ctx, g->arena);
-    g->arena = NULL;
+    for (int i = 0; i < g->n_arenas; i++) gpu_buffer_put(g->ctx, g->arenas[i]);
+    free(g->arenas);
+    g->arenas = NULL;
+    g->n_arenas = 0;
     g->compiled = false;
 }
 
@@ -534,17 +537,61 @@ wgml_status wgml_sync(wgml_ctx *ctx) {
     return s ? s : gpu_wait_idle(ctx);
 }
 
-/* Liveness-based placement of the graph's intermediate tensors in one arena: tensors are
- * placed in order of first use, each at the lowest offset that no live tensor occupies. */
+/* Liveness-based placement of the graph's intermediate tensors in arenas: tensors are placed
+ * in order of first use, each at the lowest offset of the first arena where no live tensor
+ * occupies it and where it ends below the arena cap (the device's buffer size limit, or
+ * $WGML_ARENA_BYTES); a tensor that fits in no arena opens a new one. Every tensor lies inside
+ * one arena, so none straddles a buffer or a binding. */
 typedef struct placed {
     uint64_t lo, hi;
     int last_use;
 } placed;
 
+typedef struct arena_plan {
+    placed *live; /* sorted by offset */
+    size_t n_live;
+    uint64_t size;
+} arena_plan;
+
+#define MAX_ARENAS 64
+
+static uint64_t arena_cap(wgml_ctx *ctx, uint64_t align) {
+    uint64_t cap = gpu_get_caps(ctx)->max_buffer_size;
+    const char *env = getenv("WGML_ARENA_BYTES");
+    if (env && strtoull(env, NULL, 0) > 0 && strtoull(env, NULL, 0) < cap) cap = strtoull(env, NULL, 0);
+    return cap / align * align;
+}
+
+/* Lowest offset in a where [at, at + size) meets no tensor live at `first`; UINT64_MAX when
+ * it would end past cap. Drops the tensors that died before `first`. */
+static uint64_t arena_fit(arena_plan *a, int first, uint64_t size, uint64_t cap) {
+    size_t k = 0;
+    for (size_t j = 0; j < a->n_live; j++)
+        if (a->live[j].last_use >= first) a->live[k++] = a->live[j];
+    a->n_live = k;
+    uint64_t at = 0;
+    for (size_t j = 0; j < a->n_live; j++) {
+        if (a->live[j].lo >= at + size) break;
+        if (a->live[j].hi > at) at = a->live[j].hi;
+    }
+    return at + size <= cap ? at : UINT64_MAX;
+}
+
+static void arena_put(arena_plan *a, placed p) {
+    size_t b = a->n_live++;
+    while (b > 0 && a->live[b - 1].lo > p.lo) {
+        a->live[b] = a->live[b - 1];
+        b--;
+    }
+    a->live[b] = p;
+    if (p.hi > a->size) a->size = p.hi;
+}
+
 static wgml_status plan_memory(wgml_graph *g) {
     wgml_ctx *ctx = g->ctx;
     uint64_t align = gpu_get_caps(ctx)->storage_align;
     if (align < 256) align = 256;
+    uint64_t cap = arena_cap(ctx, align);
     for (wgml_tensor *t = g->tensors; t; t = t->next) t->first_use = t->last_use = -1;
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
@@ -557,12 +604,11 @@ static wgml_status plan_memory(wgml_graph *g) {
     for (wgml_tensor *t = g->tensors; t; t = t->next)
         if (!t->persistent && !t->base) n++;
     wgml_tensor **order = calloc(n ? n : 1, sizeof *order);
-    placed *live = calloc(n ? n : 1, sizeof *live);
-    if (!order || !live) {
-        free(order);
-        free(live);
-        return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-    }
+    arena_plan plans[MAX_ARENAS];
+    memset(plans, 0, sizeof plans);
+    int n_plans = 0;
+    wgml_status s = WGML_OK;
+    if (!order) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
     n = 0;
     for (wgml_tensor *t = g->tensors; t; t = t->next)
         if (!t->persistent && !t->base) {
@@ -582,41 +628,47 @@ static wgml_status plan_memory(wgml_graph *g) {
         }
         order[j] = t;
     }
-    size_t n_live = 0;
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !s; i++) {
         wgml_tensor *t = order[i];
-        size_t k = 0; /* drop tensors whose last use is before this one's first */
-        for (size_t j = 0; j < n_live; j++)
-            if (live[j].last_use >= t->first_use) live[k++] = live[j];
-        n_live = k;
-        for (size_t a = 1; a < n_live; a++) { /* keep live sorted by offset */
-            placed p = live[a];
-            size_t b = a;
-            while (b > 0 && live[b - 1].lo > p.lo) {
-                live[b] = live[b - 1];
-                b--;
+        uint64_t size = align_up(tensor_binding_size(t), align), at = UINT64_MAX;
+        int a = 0;
+        for (; a < n_plans; a++)
+            if ((at = arena_fit(&plans[a], t->first_use, size, cap)) != UINT64_MAX) break;
+        if (a == n_plans) { /* a new arena */
+            if (n_plans == MAX_ARENAS || size > cap) {
+                s = wgml_set_error(ctx, WGML_ERR_LIMIT,
+                                   "graph compile: the intermediates need more than %d arenas of %llu bytes", MAX_ARENAS,
+                                   (unsigned long long)cap);
+                break;
             }
-            live[b] = p;
+            plans[n_plans].live = calloc(n, sizeof(placed));
+            if (!plans[n_plans].live) {
+                s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+                break;
+            }
+            n_plans++;
+            at = 0;
         }
-        uint64_t size = align_up(tensor_binding_size(t), align), at = 0;
-        for (size_t j = 0; j < n_live; j++) {
-            if (live[j].lo >= at + size) break;
-            if (live[j].hi > at) at = live[j].hi;
-        }
+        t->arena = a;
         t->offset = at;
-        live[n_live++] = (placed){at, at + size, t->last_use};
-        if (at + size > total) total = at + size;
+        arena_put(&plans[a], (placed){at, at + size, t->last_use});
     }
     free(order);
-    free(live);
-    g->arena_bytes = total;
-    if (total) {
-        g->arena = gpu_buffer_get(ctx, total, "graph arena");
-        if (!g->arena) return wgml_last_status(ctx);
+    g->arena_bytes = 0;
+    if (!s && n_plans) {
+        g->arenas = calloc((size_t)n_plans, sizeof *g->arenas);
+        if (!g->arenas) s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        for (int a = 0; !s && a < n_plans; a++) {
+            g->arenas[a] = gpu_buffer_get(ctx, plans[a].size, "graph arena");
+            if (!g->arenas[a]) s = wgml_last_status(ctx);
+            else g->n_arenas++;
+            g->arena_bytes += plans[a].size;
+        }
     }
+    for (int a = 0; a < n_plans; a++) free(plans[a].live);
+    if (s) return s;
     for (wgml_tensor *t = g->tensors; t; t = t->next)
-        if (!t->persistent && !t->base) t->buf = g->arena;
+        if (!t->persistent && !t->base) t->buf = g->arenas[t->arena];
     for (wgml_tensor *t = g->tensors; t; t = t->next)
         if (t->base) {
             t->buf = t->base->buf;
@@ -688,3 +740,4 @@ wgml_status wgml_graph_benchmark(wgml_graph *g, double warmup_s, int runs, doubl
 
 size_t wgml_graph_dispatch_count(const wgml_graph *g) { return g ? g->n_nodes : 0; }
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g) { return g ? g->arena_bytes : 0; }
+int wgml_graph_arena_count(const wgml_graph *g) { return g ? g->n_arenas : 0; }

@@ -15,6 +15,7 @@ struct wgml_tensor {
     bool keep;           /* arena tensor kept alive to the end of each run */
     gpu_buffer *buf;     /* NULL for an arena tensor until its graph is compiled */
     uint64_t offset;     /* byte offset in buf */
+    int arena;           /* an intermediate of a built graph: which of the graph's arenas */
     int first_use, last_use; /* node indices (graph planning) */
     wgml_tensor *base;   /* a view: the tensor whose memory it shares (never itself a view) */
     uint64_t view_offset; /* a view: byte offset into base */
