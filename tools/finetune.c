@@ -633,11 +633,30 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%.0fs", s);
 }
 
+/* mkdir -p: creates path and any missing parents. */
+static int make_dirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        char c = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        buf[i] = c;
+    }
+    return 0;
+}
+
 int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     opts o;
     int pr = parse_opts(argc, argv, &o);
     if (pr) return pr == 2 ? 0 : 2;
-    if (mkdir(o.out, 0755) && errno != EEXIST) {
+    if (make_dirs(o.out)) {
         fprintf(stderr, "wgml finetune: cannot create %s: %s\n", o.out, strerror(errno));
         return 1;
     }
