@@ -688,14 +688,14 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, s
     return WGML_OK;
 }
 
-int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t) { return t->n_vocab; }
-int32_t wgml_tokenizer_bos(const wgml_tokenizer *t) { return t->bos; }
-int32_t wgml_tokenizer_eos(const wgml_tokenizer *t) { return t->eos; }
+int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t) { return t ? t->n_vocab : 0; }
+int32_t wgml_tokenizer_bos(const wgml_tokenizer *t) { return t ? t->bos : -1; }
+int32_t wgml_tokenizer_eos(const wgml_tokenizer *t) { return t ? t->eos : -1; }
 const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id) {
-    return id >= 0 && id < t->n_vocab ? t->tok[id] : NULL;
+    return t && id >= 0 && id < t->n_vocab ? t->tok[id] : NULL;
 }
-const char *wgml_tokenizer_pre(const wgml_tokenizer *t) { return t->pre; }
-int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t) { return t->n_merges; }
+const char *wgml_tokenizer_pre(const wgml_tokenizer *t) { return t ? t->pre : ""; }
+int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t) { return t ? t->n_merges : 0; }
 const char *wgml_tokenizer_error(const wgml_tokenizer *t) { return t ? t->err : "no tokenizer"; }
 
 /* ---- chat template ------------------------------------------------------------------------ */
