@@ -510,8 +510,12 @@ static int bpe_word(const wgml_tokenizer *t, work *w, const uint8_t *s, size_t n
     if (n == 0) return 1;
     if (n > w->cap_bytes) {
         size_t cap = n < 64 ? 64 : n;
+        /* The heap keeps stale pairs (dropped when popped), so it can hold more entries than
+         * symbols: m - 1 pairs at the start, then up to 2 new ones per merge, and there are at
+         * most m - 1 merges, so at most 3(m - 1) entries. (Sized 1× before: a long run of one
+         * repeated letter overflowed it; found by fuzz/fuzz_tokenizer.c.) */
         if (!grow((void **)&w->sym, sizeof *w->sym, cap) || !grow((void **)&w->prev, sizeof *w->prev, cap) ||
-            !grow((void **)&w->next, sizeof *w->next, cap) || !grow((void **)&w->heap, sizeof *w->heap, cap))
+            !grow((void **)&w->next, sizeof *w->next, cap) || !grow((void **)&w->heap, sizeof *w->heap, 3 * cap))
             return 0;
         w->cap_bytes = cap;
     }
