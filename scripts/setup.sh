@@ -6,6 +6,7 @@
 #  - a Python virtual environment (.deps/venv, with Debian's site packages visible) holding the
 #    PyPI reference packages.
 # Re-running it does only what is missing. Set WGML_SKIP_APT=1 to skip the apt part.
+# `setup.sh --fuzz-tools` installs only clang and libFuzzer (for scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -144,6 +145,20 @@ install_text() {
   mv "$out.tmp" "$out"
   log "King James Bible text in $out ($size bytes)"
 }
+
+# Only for fuzzing (scripts/fuzz.sh calls `setup.sh --fuzz-tools`): clang and its libFuzzer runtime.
+FUZZ_APT_PACKAGES=(clang libclang-rt-14-dev)
+install_fuzz_tools() {
+  local need=()
+  for p in "${FUZZ_APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+  if [ ${#need[@]} -eq 0 ]; then log "fuzzing tools present"; return; fi
+  as_root apt-get update -q
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends "${need[@]}"
+}
+if [ "${1:-}" = "--fuzz-tools" ]; then
+  install_fuzz_tools
+  exit 0
+fi
 
 [ "${WGML_SKIP_APT:-0}" = 1 ] || install_apt
 install_wgpu

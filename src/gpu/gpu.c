@@ -204,7 +204,7 @@ static wgml_status wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *wha
         if (flag ? *flag : empty) return WGML_OK;
         double waited = (double)(gpu_now_ns() - start) * 1e-9;
         if (waited > ctx->timeout_s)
-            return wgml_set_error(ctx, WGML_ERR_TIMEOUT, "%s: the GPU did not finish within %.0f s", what,
+            return wgml_set_error(ctx, WGML_ERR_TIMEOUT, "%s: the GPU did not finish within %.3g s", what,
                                   ctx->timeout_s);
         nap_us(nap);
         if (nap < 500) nap *= 2;
@@ -620,8 +620,13 @@ wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void 
     return take_pending(ctx, "uploading to the GPU");
 }
 
+/* The state of one mapping. It lives on the heap: when a wait for the mapping times out, the
+ * waiter leaves (abandoned = true) and the callback, which still fires later (when the copy
+ * completes or the buffer is released), frees it. A stack variable would be written after its
+ * frame is gone. */
 typedef struct map_result {
-    bool done;
+    volatile bool done;
+    bool abandoned;
     WGPUMapAsyncStatus status;
     char msg[256];
 } map_result;
@@ -629,22 +634,36 @@ typedef struct map_result {
 static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
     (void)u2;
     map_result *r = u1;
+    if (r->abandoned) {
+        free(r);
+        return;
+    }
     r->status = status;
     sv_copy(r->msg, sizeof r->msg, msg);
     r->done = true;
 }
 
 static wgml_status map_read(wgml_ctx *ctx, WGPUBuffer staging, uint64_t size, void *data) {
-    map_result r = {0};
+    map_result *r = calloc(1, sizeof *r);
+    if (!r) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
     WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
     cb.mode = WGPUCallbackMode_AllowProcessEvents;
     cb.callback = on_map;
-    cb.userdata1 = &r;
+    cb.userdata1 = r;
     wgpuBufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)size, cb);
-    wgml_status s = wait_flag(ctx, &r.done, "reading back from the GPU");
-    if (s) return s;
-    if (r.status != WGPUMapAsyncStatus_Success)
-        return wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: %s", r.msg);
+    wgml_status s = wait_flag(ctx, &r->done, "reading back from the GPU");
+    if (s) {
+        if (r->done) free(r);
+        else r->abandoned = true; /* the callback frees it */
+        return s;
+    }
+    WGPUMapAsyncStatus st = r->status;
+    if (st != WGPUMapAsyncStatus_Success) {
+        s = wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: %s", r->msg);
+        free(r);
+        return s;
+    }
+    free(r);
     const void *p = wgpuBufferGetConstMappedRange(staging, 0, (size_t)size);
     if (!p) {
         wgpuBufferUnmap(staging);

@@ -314,7 +314,10 @@ wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const in
  * lets several built graphs (a model's prefill and decode graphs) use one copy of the weights
  * and the KV cache. x's graph must outlive g. */
 wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
-    if (!g || !x) return NULL;
+    if (!g || !x) {
+        wgml_set_error(g ? g->ctx : NULL, WGML_ERR_ARG, "tensor_share: %s is NULL", g ? "x" : "g");
+        return NULL;
+    }
     if (x->graph->ctx != g->ctx) {
         wgml_set_error(g->ctx, WGML_ERR_ARG, "tensor_share: x belongs to another context");
         return NULL;

@@ -420,6 +420,7 @@ wgml_status wgml_gguf_open(const char *path, wgml_gguf **out, char *err, size_t 
 static wgml_status ferr(const wgml_gguf *f, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static wgml_status ferr(const wgml_gguf *f, wgml_status s, const char *fmt, ...) {
     wgml_gguf *m = (wgml_gguf *)f; /* the error buffer is the only mutable state */
+    if (!m) return s;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(m->err, sizeof m->err, fmt, ap);
@@ -428,18 +429,18 @@ static wgml_status ferr(const wgml_gguf *f, wgml_status s, const char *fmt, ...)
 }
 
 const char *wgml_gguf_error(const wgml_gguf *f) { return f ? f->err : "no file"; }
-uint32_t wgml_gguf_version(const wgml_gguf *f) { return f->version; }
-uint64_t wgml_gguf_alignment(const wgml_gguf *f) { return f->alignment; }
-uint64_t wgml_gguf_data_offset(const wgml_gguf *f) { return f->data_offset; }
-uint64_t wgml_gguf_file_size(const wgml_gguf *f) { return f->size; }
-int64_t wgml_gguf_kv_count(const wgml_gguf *f) { return f->n_kv; }
+uint32_t wgml_gguf_version(const wgml_gguf *f) { return f ? f->version : 0; }
+uint64_t wgml_gguf_alignment(const wgml_gguf *f) { return f ? f->alignment : 0; }
+uint64_t wgml_gguf_data_offset(const wgml_gguf *f) { return f ? f->data_offset : 0; }
+uint64_t wgml_gguf_file_size(const wgml_gguf *f) { return f ? f->size : 0; }
+int64_t wgml_gguf_kv_count(const wgml_gguf *f) { return f ? f->n_kv : 0; }
 
 const char *wgml_gguf_kv_key(const wgml_gguf *f, int64_t i) {
-    return i >= 0 && i < f->n_kv ? f->kv[i].key : NULL;
+    return f && i >= 0 && i < f->n_kv ? f->kv[i].key : NULL;
 }
 
 wgml_gguf_value wgml_gguf_kv_value(const wgml_gguf *f, int64_t i) {
-    if (i >= 0 && i < f->n_kv) return f->kv[i].v;
+    if (f && i >= 0 && i < f->n_kv) return f->kv[i].v;
     wgml_gguf_value none = {.type = (wgml_gguf_type)-1, .index = -1};
     return none;
 }
@@ -456,6 +457,7 @@ int wgml_gguf_find(const wgml_gguf *f, const char *key, wgml_gguf_value *v) {
 
 /* Reads an integer-typed scalar as a signed 128-bit-free pair: *neg set when negative. */
 static int read_int(const wgml_gguf *f, wgml_gguf_value v, uint64_t *mag, int *neg) {
+    if (!f || v.offset >= f->size) return 0; /* a NULL file or a value not from it */
     const uint8_t *p = f->map + v.offset;
     int64_t sv = 0;
     *neg = 0;
@@ -480,6 +482,7 @@ static int read_int(const wgml_gguf *f, wgml_gguf_value v, uint64_t *mag, int *n
 }
 
 wgml_status wgml_gguf_value_u64(const wgml_gguf *f, wgml_gguf_value v, uint64_t *out) {
+    if (!f || !out) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     uint64_t m;
     int neg;
     if (!read_int(f, v, &m, &neg)) return ferr(f, WGML_ERR_FORMAT, "value of type %s is not an integer", wgml_gguf_type_name(v.type));
@@ -489,6 +492,7 @@ wgml_status wgml_gguf_value_u64(const wgml_gguf *f, wgml_gguf_value v, uint64_t 
 }
 
 wgml_status wgml_gguf_value_i64(const wgml_gguf *f, wgml_gguf_value v, int64_t *out) {
+    if (!f || !out) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     uint64_t m;
     int neg;
     if (!read_int(f, v, &m, &neg)) return ferr(f, WGML_ERR_FORMAT, "value of type %s is not an integer", wgml_gguf_type_name(v.type));
@@ -498,6 +502,7 @@ wgml_status wgml_gguf_value_i64(const wgml_gguf *f, wgml_gguf_value v, int64_t *
 }
 
 wgml_status wgml_gguf_value_f64(const wgml_gguf *f, wgml_gguf_value v, double *out) {
+    if (!f || !out) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     const uint8_t *p = f->map + v.offset;
     if (v.type == WGML_GGUF_F32) {
         uint32_t b = rd32(p);
@@ -519,6 +524,7 @@ wgml_status wgml_gguf_value_f64(const wgml_gguf *f, wgml_gguf_value v, double *o
 }
 
 wgml_status wgml_gguf_value_string(const wgml_gguf *f, wgml_gguf_value v, const char **s, size_t *len) {
+    if (!f || !s || !len) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     if (v.type != WGML_GGUF_STRING) return ferr(f, WGML_ERR_FORMAT, "value of type %s is not a string", wgml_gguf_type_name(v.type));
     *s = (const char *)f->map + v.offset;
     *len = (size_t)v.count;
@@ -526,6 +532,7 @@ wgml_status wgml_gguf_value_string(const wgml_gguf *f, wgml_gguf_value v, const 
 }
 
 wgml_status wgml_gguf_array_elem(const wgml_gguf *f, wgml_gguf_value arr, uint64_t i, wgml_gguf_value *out) {
+    if (!f || !out) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     if (arr.type != WGML_GGUF_ARRAY) return ferr(f, WGML_ERR_FORMAT, "value of type %s is not an array", wgml_gguf_type_name(arr.type));
     if (i >= arr.count) return ferr(f, WGML_ERR_ARG, "array index %llu out of range (%llu elements)", (unsigned long long)i, (unsigned long long)arr.count);
     if (arr.index >= 0) {
@@ -538,6 +545,7 @@ wgml_status wgml_gguf_array_elem(const wgml_gguf *f, wgml_gguf_value arr, uint64
 }
 
 static wgml_status lookup(const wgml_gguf *f, const char *key, wgml_gguf_value *v) {
+    if (!f || !key) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     if (!wgml_gguf_find(f, key, v)) return ferr(f, WGML_ERR_FORMAT, "gguf: %s: missing metadata key '%s'", f->path, key);
     return WGML_OK;
 }
@@ -603,10 +611,10 @@ wgml_status wgml_gguf_get_array(const wgml_gguf *f, const char *key, wgml_gguf_v
     return WGML_OK;
 }
 
-int64_t wgml_gguf_tensor_count(const wgml_gguf *f) { return f->n_tensors; }
+int64_t wgml_gguf_tensor_count(const wgml_gguf *f) { return f ? f->n_tensors : 0; }
 
 const wgml_gguf_tensor *wgml_gguf_tensor_at(const wgml_gguf *f, int64_t i) {
-    return i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
+    return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
 int64_t wgml_gguf_find_tensor(const wgml_gguf *f, const char *name) {
@@ -617,6 +625,7 @@ int64_t wgml_gguf_find_tensor(const wgml_gguf *f, const char *name) {
 }
 
 wgml_status wgml_gguf_tensor_data(const wgml_gguf *f, int64_t i, const void **data, size_t *nbytes) {
+    if (!f || !data || !nbytes) return ferr(f, WGML_ERR_ARG, "gguf: NULL argument");
     if (i < 0 || i >= f->n_tensors)
         return ferr(f, WGML_ERR_ARG, "gguf: %s: tensor index %lld out of range (%lld tensors)", f->path, (long long)i, (long long)f->n_tensors);
     const wgml_gguf_tensor *t = &f->tensors[i];

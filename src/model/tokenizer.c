@@ -510,8 +510,12 @@ static int bpe_word(const wgml_tokenizer *t, work *w, const uint8_t *s, size_t n
     if (n == 0) return 1;
     if (n > w->cap_bytes) {
         size_t cap = n < 64 ? 64 : n;
+        /* The heap keeps stale pairs (dropped when popped), so it can hold more entries than
+         * symbols: m - 1 pairs at the start, then up to 2 new ones per merge, and there are at
+         * most m - 1 merges, so at most 3(m - 1) entries. (Sized 1× before: a long run of one
+         * repeated letter overflowed it; found by fuzz/fuzz_tokenizer.c.) */
         if (!grow((void **)&w->sym, sizeof *w->sym, cap) || !grow((void **)&w->prev, sizeof *w->prev, cap) ||
-            !grow((void **)&w->next, sizeof *w->next, cap) || !grow((void **)&w->heap, sizeof *w->heap, cap))
+            !grow((void **)&w->next, sizeof *w->next, cap) || !grow((void **)&w->heap, sizeof *w->heap, 3 * cap))
             return 0;
         w->cap_bytes = cap;
     }
@@ -688,14 +692,14 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, s
     return WGML_OK;
 }
 
-int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t) { return t->n_vocab; }
-int32_t wgml_tokenizer_bos(const wgml_tokenizer *t) { return t->bos; }
-int32_t wgml_tokenizer_eos(const wgml_tokenizer *t) { return t->eos; }
+int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t) { return t ? t->n_vocab : 0; }
+int32_t wgml_tokenizer_bos(const wgml_tokenizer *t) { return t ? t->bos : -1; }
+int32_t wgml_tokenizer_eos(const wgml_tokenizer *t) { return t ? t->eos : -1; }
 const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id) {
-    return id >= 0 && id < t->n_vocab ? t->tok[id] : NULL;
+    return t && id >= 0 && id < t->n_vocab ? t->tok[id] : NULL;
 }
-const char *wgml_tokenizer_pre(const wgml_tokenizer *t) { return t->pre; }
-int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t) { return t->n_merges; }
+const char *wgml_tokenizer_pre(const wgml_tokenizer *t) { return t ? t->pre : ""; }
+int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t) { return t ? t->n_merges : 0; }
 const char *wgml_tokenizer_error(const wgml_tokenizer *t) { return t ? t->err : "no tokenizer"; }
 
 /* ---- chat template ------------------------------------------------------------------------ */

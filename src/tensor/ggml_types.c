@@ -30,5 +30,6 @@ const char *wgml_ggml_type_name(uint32_t type) {
 size_t wgml_ggml_row_bytes(uint32_t type, int64_t k) {
     uint64_t be, bb;
     if (k <= 0 || !wgml_ggml_type_size(type, &be, &bb) || (uint64_t)k % be) return 0;
+    if ((uint64_t)k / be > SIZE_MAX / bb) return 0; /* would wrap */
     return (size_t)((uint64_t)k / be * bb);
 }

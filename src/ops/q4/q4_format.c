@@ -58,7 +58,13 @@ wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     if (block && k % 32)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s rows of K = %lld are not whole 32-element blocks", op,
                               wgml_ggml_type_name(type), (long long)k);
-    size_t want = wgml_ggml_row_bytes(type, k) * (size_t)n;
+    /* the byte count and n·k must not wrap (found by fuzzing: a huge k made the row bytes
+     * wrap to 0, so 0 bytes passed for an enormous tensor) */
+    size_t row = wgml_ggml_row_bytes(type, k);
+    if (row == 0 || (uint64_t)n > SIZE_MAX / row || (uint64_t)n > (uint64_t)INT64_MAX / (uint64_t)k)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s [%lld, %lld] is too large to address", op,
+                              wgml_ggml_type_name(type), (long long)n, (long long)k);
+    size_t want = row * (size_t)n;
     if (bytes != want)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %zu bytes given; %s [%lld, %lld] (ne = [%lld, %lld]) needs %zu",
                               op, bytes, wgml_ggml_type_name(type), (long long)n, (long long)k, (long long)k,

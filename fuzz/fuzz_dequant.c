@@ -1,0 +1,53 @@
+/* Fuzz target: the GGUF block import (wgml_gguf_dequantize), host side. The input's first
+ * 12 bytes choose the type (one byte, taken modulo 40 so unknown types are tried too), and n
+ * and k (signed 40-bit little-endian values, so negative, zero and huge sizes appear); the
+ * rest is the data, with a byte count that may or may not match n rows of k elements. The
+ * output buffer holds exactly the elements the data can describe (at most 2 per byte), so a
+ * size check that lets a wrong count through writes past it and the sanitizer stops. */
+#include "wgml.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t s40(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 5; i++) v |= (uint64_t)p[i] << (8 * i);
+    if (v & (1ull << 39)) v |= ~((1ull << 40) - 1); /* sign-extend */
+    return (int64_t)v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 12) return 0;
+    int type = data[0] % 40;
+    /* byte 1 picks a scale for the sizes: small sizes are the interesting ones for the
+     * arithmetic, shifted ones probe overflow of n·k and of the byte count */
+    int shift = data[1] & 63;
+    int64_t n = s40(data + 2), k = s40(data + 7);
+    if (data[1] & 64) {
+        n = (int64_t)((uint64_t)n << (shift & 31));
+        k = (int64_t)((uint64_t)k << (shift >> 1));
+    }
+    const uint8_t *blk = data + 12;
+    size_t bytes = size - 12;
+    if (data[1] & 128) bytes = bytes ? bytes - 1 : 0; /* an off-by-one byte count */
+    size_t cap = bytes * 2 + 1;
+    float *out = malloc(cap * sizeof(float));
+    if (!out) return 0;
+    /* copy the data so that reading past `bytes` is caught too */
+    uint8_t *copy = malloc(bytes ? bytes : 1);
+    if (!copy) { free(out); return 0; }
+    if (bytes) memcpy(copy, blk, bytes);
+    wgml_status s = wgml_gguf_dequantize(type, copy, bytes, n, k, out);
+    if (s == WGML_OK) {
+        /* accepted: the data must be exactly n rows of k elements */
+        size_t rb = wgml_ggml_row_bytes((uint32_t)type, k);
+        if (n <= 0 || k <= 0 || rb == 0 || bytes / rb != (size_t)n || bytes % rb) abort();
+        if ((uint64_t)n * (uint64_t)k > cap) abort();
+    } else if (!wgml_last_error(NULL)[0]) {
+        abort(); /* a refusal must say why */
+    }
+    free(copy);
+    free(out);
+    return 0;
+}
