@@ -77,8 +77,10 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int rc = 1;
-    if (wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids) || n_ids == 0) {
+    if (wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids)) {
         fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
+    } else if (n_ids == 0) {
+        fprintf(stderr, "wgml generate: the prompt is empty (it gives no tokens)\n");
     } else {
         wgml_gen_stats st;
         wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, NULL, NULL);

@@ -221,6 +221,9 @@ static wgml_status load_config(wgml_model *m, const char *path, const wgml_model
     if ((s = get_int(m, path, "llama.vocab_size", &c->n_vocab, te->dims[1], 0))) return s;
     c->tok_embd_type = te->type;
     c->tied_output = wgml_gguf_find_tensor(m->file, "output.weight") < 0;
+    if (opt && (opt->n_ctx < 0 || opt->n_ctx > ((int64_t)1 << 24)))
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_load: n_ctx %lld is outside 1..%lld (0: the default)",
+                              (long long)opt->n_ctx, (long long)1 << 24);
     c->n_ctx = opt && opt->n_ctx > 0 ? opt->n_ctx : (c->n_ctx_train < 2048 ? c->n_ctx_train : 2048);
     return WGML_OK;
 }
