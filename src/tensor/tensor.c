@@ -80,6 +80,16 @@ wgml_status check_rank(wgml_ctx *ctx, const char *op, const char *arg, const wgm
     return WGML_OK;
 }
 
+wgml_status check_operand(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t,
+                          wgml_dtype dtype, int lo, int hi) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, dtype)) ||
+        (s = check_rank(ctx, op, arg, t, lo, hi)))
+        return s;
+    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    return WGML_OK;
+}
+
 wgml_status check_same_graph(wgml_ctx *ctx, const char *op, const wgml_tensor *a, const wgml_tensor *b) {
     if (a->graph != b->graph)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: the tensors belong to different graphs", op);

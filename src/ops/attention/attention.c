@@ -8,16 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Checks that t is a present f32 rank-4 tensor of graph g. */
-static wgml_status check_f32_4d(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
-    wgml_status s;
-    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_F32)) ||
-        (s = check_rank(ctx, op, arg, t, 4, 4)))
-        return s;
-    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
-    return WGML_OK;
-}
-
 static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
     wgml_status s;
     if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_I32))) return s;
@@ -32,8 +22,9 @@ static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op
 static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const wgml_tensor *q, const char *kn,
                              const wgml_tensor *k, const char *vn, const wgml_tensor *v) {
     wgml_status s;
-    if ((s = check_f32_4d(ctx, g, op, "q", q)) || (s = check_f32_4d(ctx, g, op, kn, k)) ||
-        (s = check_f32_4d(ctx, g, op, vn, v)))
+    if ((s = check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4)) ||
+        (s = check_operand(ctx, g, op, kn, k, WGML_F32, 4, 4)) ||
+        (s = check_operand(ctx, g, op, vn, v, WGML_F32, 4, 4)))
         return s;
     if (memcmp(k->shape, v->shape, sizeof(int64_t) * 4) != 0)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s and %s %s must have the same shape", op, kn, tshape(k), vn,
@@ -195,7 +186,8 @@ wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_r
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "kv_append";
     wgml_status s;
-    if ((s = check_f32_4d(ctx, g, op, "cache", cache)) || (s = check_f32_4d(ctx, g, op, "new_rows", new_rows)) ||
+    if ((s = check_operand(ctx, g, op, "cache", cache, WGML_F32, 4, 4)) ||
+        (s = check_operand(ctx, g, op, "new_rows", new_rows, WGML_F32, 4, 4)) ||
         (s = check_scalar_i32(ctx, g, op, "pos", pos)))
         return s;
     if (cache == new_rows)

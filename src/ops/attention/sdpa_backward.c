@@ -14,15 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static wgml_status check4(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
-    wgml_status s;
-    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_F32)) ||
-        (s = check_rank(ctx, op, arg, t, 4, 4)))
-        return s;
-    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
-    return WGML_OK;
-}
-
 static bool same_shape(const wgml_tensor *a, const wgml_tensor *b) {
     return memcmp(a->shape, b->shape, sizeof(int64_t) * 4) == 0;
 }
@@ -38,8 +29,9 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     wgml_ctx *ctx = graph_ctx(g);
     if (!dq || !dk || !dv) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: dq, dk and dv must not be NULL", op);
     wgml_status s;
-    if ((s = check4(ctx, g, op, "q", q)) || (s = check4(ctx, g, op, "k", k)) || (s = check4(ctx, g, op, "v", v)) ||
-        (s = check4(ctx, g, op, "out", out)) || (s = check4(ctx, g, op, "dout", dout)))
+    if ((s = check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4)) || (s = check_operand(ctx, g, op, "k", k, WGML_F32, 4, 4)) ||
+        (s = check_operand(ctx, g, op, "v", v, WGML_F32, 4, 4)) ||
+        (s = check_operand(ctx, g, op, "out", out, WGML_F32, 4, 4)) || (s = check_operand(ctx, g, op, "dout", dout, WGML_F32, 4, 4)))
         return s;
     if (!same_shape(k, v))
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: k %s and v %s must have the same shape", op, tshape(k), tshape(v));

@@ -28,13 +28,7 @@ static void bwd_prelude(char *buf, size_t n, int64_t d, bool has_w) {
 /* x: f32, rank >= 1, of graph g, small enough for 32-bit indexing. */
 static bool check_x(wgml_graph *g, const char *op, wgml_tensor *x) {
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_tensor(ctx, op, "x", x) || check_dtype(ctx, op, "x", x, WGML_F32) ||
-        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK))
-        return false;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return false;
-    }
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK)) return false;
     if ((uint64_t)x->numel >= 0xFFFFFFFFull) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s has too many elements for 32-bit indexing", op, tshape(x));
         return false;
