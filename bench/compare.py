@@ -1,4 +1,7 @@
-"""Joins wgml's and the peer's numbers from a bench/h200.sh run folder into one table."""
+"""Joins wgml's and the peers' numbers from one bench/h200.sh run folder into the table of the
+performance keys: key first, ratio (wgml / peer, higher is better) last. A key whose wgml side
+failed its correctness check, or did not run, says so instead of giving a ratio."""
+import math
 import os
 import re
 import sys
@@ -11,38 +14,115 @@ def read(name):
     return open(p).read() if os.path.exists(p) else ""
 
 
-wgml = {}
-for line in read("wgml_matmul.txt").splitlines():
-    m = re.match(r"(\d+)x(\d+)x(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
-    if m:
-        wgml[f"matmul_{m.group(1)}x{m.group(2)}x{m.group(3)}"] = (float(m.group(6)), m.group(7))
 peer = {}
-for line in read("peer_matmul.txt").splitlines():
-    m = re.match(r"peer (\S+) ([\d.]+)", line)
-    if m:
-        peer[m.group(1)] = float(m.group(2))
-print(f"{'key':28s} {'wgml GFLOP/s':>13s} {'cuBLAS fp32':>12s} {'check':>6s} {'ratio':>7s}")
-for key, (g, check) in wgml.items():
-    p = peer.get(key)
-    ratio = f"{g / p:.3f}" if p else "-"
-    print(f"{key:28s} {g:13.1f} {p if p else float('nan'):12.1f} {check:>6s} {ratio:>7s}")
+for name in ("peer_matmul.txt", "peer_copy.txt", "peer_generate.txt", "peer_train.txt"):
+    for line in read(name).splitlines():
+        m = re.match(r"peer (\S+) ([\d.]+)", line)
+        if m:
+            peer[m.group(1)] = float(m.group(2))
+copy_peer = next((v for k, v in peer.items() if k.startswith("copy_")), None)
 
-gen = {}
-m = re.search(r"prefill\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
-if m:
-    gen["generate_prefill"] = float(m.group(1))
-m = re.search(r"decode\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
-if m:
-    gen["generate_decode"] = float(m.group(1))
-m = re.search(r"([\d.]+) tokens/s \(best\)", read("wgml_train.txt"))
-if m:
-    gen["train_step"] = float(m.group(1))
-for line in (read("peer_generate.txt") + read("peer_train.txt")).splitlines():
-    m = re.match(r"peer (\S+) ([\d.]+)", line)
+# wgml matmul: "MxNxK[:tt] variant ms GFLOP/s check"
+mm = {}
+for line in read("wgml_matmul.txt").splitlines():
+    m = re.match(r"(\d+x\d+x\d+(?::[nt]{2})?)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
     if m:
-        peer[m.group(1)] = float(m.group(2))
-if gen:
-    print(f"{'key':28s} {'wgml tok/s':>13s} {'PyTorch tok/s':>14s} {'ratio':>7s}")
-    for key, v in gen.items():
-        p = peer.get(key)
-        print(f"{key:28s} {v:13.1f} {p if p else float('nan'):14.1f} {v / p if p else float('nan'):7.3f}")
+        mm[m.group(1)] = (float(m.group(4)), m.group(5) or "-", m.group(2))
+
+ops = {}
+copy_wgml = None
+dispatch_us = None
+for line in read("wgml_ops.txt").splitlines():
+    m = re.match(r"(\S+) \(.*?\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+(\S+)", line)
+    if m:
+        ops[m.group(1)] = (float(m.group(3)), m.group(5))
+        if m.group(1) == "copy":
+            copy_wgml = float(m.group(3))
+    m = re.match(r"dispatch_cpu_us\s+([\d.]+) us.*\s(\S+)$", line)
+    if m:
+        dispatch_us = (float(m.group(1)), m.group(2))
+
+q4 = {}
+for line in read("wgml_q4.txt").splitlines():
+    m = re.match(r"M=1 (\d+)->(\d+) \(GEMV\)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
+    if m:
+        q4[f"{m.group(1)}->{m.group(2)}"] = (float(m.group(4)), m.group(5) or "-")
+
+rows = []  # key, what, wgml, peer, check, target, ratio
+
+
+def add(key, what, wv, unit, pv, punit, check, target):
+    ratio = wv / pv if (wv and pv) else None
+    rows.append((key, what, f"{wv:,.1f} {unit}" if wv else "not run", f"{pv:,.1f} {punit}" if pv else "not run",
+                 check, target, f"{ratio:.2f}" if ratio and check == "ok" else ("-" if ratio is None else f"({ratio:.2f})")))
+
+
+for key, shape in (("gemm_fp32_4096", "4096x4096x4096"), ("gemm_fp32_8192", "8192x8192x8192")):
+    w = mm.get(shape)
+    add(key, shape + " fp32", w[0] / 1e3 if w else None, "TF/s", peer.get("matmul_" + shape, 0) / 1e3 or None,
+        "TF/s cuBLAS", w[1] if w else "-", ">= 0.90")
+
+# the training step's GEMMs: every shape with an orientation suffix, or the three plain
+# training shapes; time-weighted (total FLOPs / total time on each side)
+train_shapes = [s for s in mm if ":" in s] or [s for s in ("4096x1536x576", "4096x576x1536", "576x1536x4096") if s in mm]
+fl_w = t_w = t_p = 0.0
+checks = set()
+for s in train_shapes:
+    m_, n_, k_ = (int(v) for v in s.split(":")[0].split("x"))
+    f = 2.0 * m_ * n_ * k_
+    p = peer.get("matmul_" + s)
+    if not p:
+        continue
+    fl_w += f
+    t_w += f / (mm[s][0] * 1e9)
+    t_p += f / (p * 1e9)
+    checks.add(mm[s][1])
+    rows.append(("  gemm_fp32_train " + s, "", f"{mm[s][0] / 1e3:.1f} TF/s", f"{p / 1e3:.1f} TF/s", mm[s][1], "",
+                 f"{mm[s][0] / p:.2f}"))
+if t_w:
+    add("gemm_fp32_train", f"{len(train_shapes)} GEMMs, time-weighted", fl_w / t_w / 1e12, "TF/s",
+        fl_w / t_p / 1e12, "TF/s cuBLAS", "ok" if checks == {"ok"} else "FAIL", ">= 0.80")
+
+ref_copy = copy_wgml
+for kn in ("2048->8192", "4096->11008"):
+    w = q4.get(kn)
+    add("gemv_q4_decode " + kn, "4-bit GEMV, M = 1", w[0] if w else None, "GB/s", ref_copy, "GB/s WGSL copy",
+        w[1] if w else "-", ">= 0.85")
+for op in ("add", "softmax", "rms_norm", "layer_norm", "cross_entropy", "sum"):
+    w = ops.get(op)
+    add("ops_bandwidth " + op, "rows of 4096, 256 MiB", w[0] if w else None, "GB/s", ref_copy, "GB/s WGSL copy",
+        w[1] if w else "-", ">= 0.80")
+if copy_wgml and copy_peer:
+    rows.append(("  (WGSL copy vs PyTorch copy)", "", f"{copy_wgml:,.1f} GB/s", f"{copy_peer:,.1f} GB/s", "ok", "",
+                 f"{copy_wgml / copy_peer:.2f}"))
+rows.append(("dispatch_cpu_us", "CPU to record + submit one dispatch", f"{dispatch_us[0]:.2f} us" if dispatch_us else
+             "not run", "-", dispatch_us[1] if dispatch_us else "-", "<= 2 us",
+             f"{2.0 / dispatch_us[0]:.2f}" if dispatch_us else "-"))
+
+gen = read("wgml_generate.txt")
+m = re.search(r"([\d.]+) tokens/s \(best\)", read("wgml_train.txt"))
+tcheck = re.search(r"train check (\S+)", read("wgml_train.txt"))
+add("train_step", "LoRA r=16 all proj, 8 x 512", float(m.group(1)) if m else None, "tok/s",
+    peer.get("train_step"), "tok/s PEFT", tcheck.group(1) if tcheck else "-", ">= 1.5")
+m = re.search(r"^decode\s+\d+\s+[\d.]+\s+([\d.]+)", gen, re.M)
+gcheck = re.search(r"generate check (\S+)", gen)
+add("decode", "SmolLM2-135M, batch 1, wall", float(m.group(1)) if m else None, "tok/s",
+    peer.get("generate_decode"), "tok/s eager", gcheck.group(1) if gcheck else "-", ">= 10")
+m = re.search(r"^prefill\s+\d+\s+[\d.]+\s+([\d.]+)", gen, re.M)
+add("  prefill", "128-token prompt, wall", float(m.group(1)) if m else None, "tok/s", peer.get("generate_prefill"),
+    "tok/s eager", gcheck.group(1) if gcheck else "-", "")
+
+lm = read("wgml_lmhead.txt")
+m = re.search(r"lmhead_ce_ratio\s+([\d.]+)\s+fused\s+([\d.]+)\s+ms\s+gemm\s+([\d.]+)\s+ms\s+(\S+)", lm)
+if m:
+    rows.append(("lmhead_ce", "fused fwd / LM-head GEMM alone", f"{float(m.group(2)):.3f} ms",
+                 f"{float(m.group(3)):.3f} ms GEMM", m.group(4), "<= 1.1", f"{float(m.group(1)):.2f}"))
+else:
+    rows.append(("lmhead_ce", "fused fwd / LM-head GEMM alone", "not run", "-", "-", "<= 1.1", "-"))
+
+hdr = ("key", "what", "wgml", "peer", "check", "target", "ratio")
+widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
+for r in [hdr] + rows:
+    print("  ".join(str(c).ljust(widths[i]) if i < len(hdr) - 1 else str(c).rjust(widths[i]) for i, c in enumerate(r)))
+print("ratio = wgml / peer (higher is better; dispatch_cpu_us: 2 us / measured; lmhead_ce: fused time / GEMM time, "
+      "lower is better); in parentheses: the check failed, the number is not valid")

@@ -114,12 +114,21 @@ wgml_status wgml_graph_run_timed(wgml_graph *g, double *seconds);
  * best and the median time of one run (GPU timestamps, else wall time). */
 wgml_status wgml_graph_benchmark(wgml_graph *g, double warmup_s, int runs, double *best, double *median);
 size_t wgml_graph_dispatch_count(const wgml_graph *g);
+/* Profiling: one run of a compiled graph with each dispatch in its own timestamped pass;
+ * seconds[i] (wgml_graph_dispatch_count entries) receives the GPU time of dispatch i. Needs
+ * timestamp queries (WGML_ERR_UNSUPPORTED otherwise). */
+wgml_status wgml_graph_profile(wgml_graph *g, double *seconds);
+/* The op that recorded dispatch i and (shader may be NULL) its kernel's name; NULL past the end. */
+const char *wgml_graph_dispatch_name(const wgml_graph *g, size_t i, const char **shader);
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g); /* all arenas together */
 /* Intermediates go to arenas of at most the device's buffer size ($WGML_ARENA_BYTES lowers the
  * cap); no tensor straddles two. */
 int wgml_graph_arena_count(const wgml_graph *g);
 /* Submits made on the context so far (a run is one). */
 uint64_t wgml_submit_count(const wgml_ctx *ctx);
+/* CPU time (this thread's) spent recording and submitting graph runs on ctx so far, in ns, and
+ * the number of dispatches recorded: the host cost of one dispatch is cpu_ns / dispatches. */
+void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches);
 
 /* ---- tensors ---------------------------------------------------------------------------- */
 
@@ -468,8 +477,10 @@ wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_
  * an fp32 latent for straight-through training without a host round trip). */
 wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
 /* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
- * graphs of repeated dispatches; writes a table to out (a FILE*). Returns 0 on success. */
-int wgml_q4_bench(wgml_ctx *ctx, void *out);
+ * graphs of repeated dispatches, each checked against a double-precision product on sampled
+ * outputs; writes a table to out (a FILE*). gemv_only: the M = 1 shapes only. Returns 0 when all
+ * ran and passed. */
+int wgml_q4_bench(wgml_ctx *ctx, void *out, int gemv_only);
 
 /* ---- rope and attention ------------------------------------------------------------------ */
 
@@ -931,6 +942,9 @@ wgml_status wgml_trainer_read_opt_state(wgml_trainer *t, void *buf, size_t *byte
 wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_t bytes);
 /* Submits made by the last wgml_trainer_step (graph run and loss readback included). */
 uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t);
+/* The compiled training-step graph (forward, backward, optimizer), e.g. for wgml_graph_profile
+ * after a wgml_trainer_step has written its inputs (a profiled run is one more update). */
+wgml_graph *wgml_trainer_graph(wgml_trainer *t);
 /* Generation with the trained adapter: copies the trainer's current LoRA into the model's
  * inference graphs (wgml_model_set_lora), so wgml_model_prefill/decode/wgml_generate use base +
  * adapter from then on. STE mode: nothing to do (the model's own codes are trained). */

@@ -223,6 +223,30 @@ static void test_graph(const char *arena_cap) {
         th_close(run ? "graph run 2" : "graph run 1", got, ro, (size_t)(m * n), 4 * tol_abs(h), RTOL);
         free(got); free(hx); free(r1); free(r2); free(r3); free(ro); free(dw2); free(dw3);
     }
+    /* profiling: one time per dispatch, each positive, named by its op; the profiled run
+     * computes the same result; recording cost is counted per dispatch */
+    size_t nd = wgml_graph_dispatch_count(g);
+    double *per = malloc(sizeof(double) * nd);
+    for (size_t i = 0; i < nd; i++) per[i] = -1;
+    uint64_t rec_ns0, rec_n0, rec_ns1, rec_n1;
+    wgml_record_stats(T.ctx, &rec_ns0, &rec_n0);
+    th_check(!wgml_graph_run(g), "graph run: %s", wgml_last_error(T.ctx));
+    wgml_record_stats(T.ctx, &rec_ns1, &rec_n1);
+    th_check(rec_n1 == rec_n0 + nd && rec_ns1 > rec_ns0, "record stats: %llu dispatches, %llu ns more",
+             (unsigned long long)(rec_n1 - rec_n0), (unsigned long long)(rec_ns1 - rec_ns0));
+    wgml_status ps = wgml_graph_profile(g, per);
+    if (ps == WGML_ERR_UNSUPPORTED) {
+        th_check(strstr(wgml_last_error(T.ctx), "timestamp") != NULL, "profile refused: %s", wgml_last_error(T.ctx));
+    } else {
+        th_check(ps == WGML_OK, "graph profile: %s", wgml_last_error(T.ctx));
+        for (size_t i = 0; i < nd; i++) {
+            const char *shader = NULL, *op = wgml_graph_dispatch_name(g, i, &shader);
+            th_check(per[i] >= 0 && op && shader, "dispatch %zu: %s/%s %.3g s", i, op ? op : "?", shader ? shader : "?", per[i]);
+        }
+    }
+    th_check(wgml_graph_dispatch_name(g, nd, NULL) == NULL, "no name past the last dispatch");
+    th_expect_error("profile without an output array", wgml_graph_profile(g, NULL) != 0, WGML_ERR_ARG, "wgml_graph_profile", NULL);
+    free(per);
     float *buf = malloc(wgml_tensor_nbytes(h1));
     th_expect_error("reading an intermediate that was not kept", wgml_tensor_read(h1, buf, wgml_tensor_nbytes(h1)) != 0,
                     WGML_ERR_STATE, "wgml_graph_keep", NULL);

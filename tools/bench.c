@@ -115,6 +115,51 @@ double bench_wall_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+typedef struct prof_row {
+    const char *op, *shader;
+    double s;
+    int count;
+} prof_row;
+
+static int prof_cmp(const void *a, const void *b) {
+    double x = ((const prof_row *)a)->s, y = ((const prof_row *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int bench_profile_print(wgml_graph *g, const char *title, int top) {
+    size_t n = wgml_graph_dispatch_count(g);
+    double *per = calloc(n ? n : 1, sizeof(double));
+    prof_row *rows = calloc(n ? n : 1, sizeof(prof_row));
+    int nr = 0, rc = 0;
+    if (!per || !rows) {
+        free(per);
+        free(rows);
+        return WGML_ERR_OOM;
+    }
+    if ((rc = (int)wgml_graph_profile(g, per))) goto done;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *shader = NULL, *op = wgml_graph_dispatch_name(g, i, &shader);
+        total += per[i];
+        int r = 0;
+        while (r < nr && !(strcmp(rows[r].op, op) == 0 && strcmp(rows[r].shader, shader) == 0)) r++;
+        if (r == nr) rows[nr++] = (prof_row){op, shader, 0, 0};
+        rows[r].s += per[i];
+        rows[r].count++;
+    }
+    qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
+    printf("profile %s: %zu dispatches, %.3f ms GPU in separate passes (each dispatch timed alone)\n", title, n,
+           total * 1e3);
+    printf("  %-28s %-22s %6s %10s %9s %6s\n", "op", "kernel", "count", "ms", "us/each", "share");
+    for (int r = 0; r < nr && r < top; r++)
+        printf("  %-28s %-22s %6d %10.3f %9.1f %5.1f%%\n", rows[r].op, rows[r].shader, rows[r].count, rows[r].s * 1e3,
+               rows[r].s / rows[r].count * 1e6, total > 0 ? 100 * rows[r].s / total : 0);
+done:
+    free(per);
+    free(rows);
+    return rc;
+}
+
 /* wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]: prefill tokens/s
  * for an N-token prompt (default 128) and decode tokens/s over N steps (default 64), GPU time
  * from timestamps where the device has them (else the wall time of each graph run). */
@@ -188,10 +233,11 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
-    if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout);
+    if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout, 0);
+    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return wgml_q4_bench(ctx, stdout, 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N]\n"
-                    "       wgml bench q4\n"
+                    "       wgml bench q4 [--gemv]\n"
                     "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
     return 2;
 }

@@ -7,4 +7,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv);       /* bench.c: dispatch
 int bench_ops_main(wgml_ctx *ctx, int argc, char **argv);   /* bench_ops.c */
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv); /* bench_train.c */
 double bench_wall_now(void);                                /* monotonic seconds */
+/* Profiles one run of compiled graph g (wgml_graph_profile) and prints the GPU time per
+ * (op, kernel), largest first, with counts and shares; returns 0 or a wgml status. */
+int bench_profile_print(wgml_graph *g, const char *title, int top);
 #endif

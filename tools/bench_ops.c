@@ -15,11 +15,13 @@ typedef struct ops_case {
 static const ops_case CASES[] = {
     {"copy (clone)", 8}, {"add (broadcast-free)", 12}, {"softmax (rows of 4096)", 8},
     {"rms_norm (rows of 4096)", 8}, {"layer_norm (rows of 4096)", 8}, {"sum (rows of 4096)", 4},
+    {"cross_entropy (rows of 4096)", 8}, /* reads the logits, writes dlogits (labels: 4 B a row) */
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
-static wgml_tensor *run_case(wgml_graph *g, int c, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w) {
+static wgml_tensor *run_case(wgml_graph *g, int c, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, wgml_tensor *lab) {
     int last = -1;
+    wgml_tensor *d = NULL;
     switch (c) {
     case 0: return wgml_clone(g, x);
     case 1: return wgml_add(g, x, y, 1.0f);
@@ -27,12 +29,14 @@ static wgml_tensor *run_case(wgml_graph *g, int c, wgml_tensor *x, wgml_tensor *
     case 3: return wgml_rms_norm(g, x, w, 1e-5f);
     case 4: return wgml_layer_norm(g, x, w, NULL, 1e-5f, NULL, NULL);
     case 5: return wgml_sum(g, x, &last, 1, 0);
+    case 6: return wgml_cross_entropy(g, x, lab, &d) ? d : NULL;
     }
     return NULL;
 }
 
 /* Reference for row r of case c, in double precision. */
-static void reference_row(int c, const float *x, const float *y, const float *w, int64_t cols, double *out) {
+static void reference_row(int c, const float *x, const float *y, const float *w, int64_t cols, int32_t label,
+                          int64_t rows, double *out) {
     double s = 0, mx = -INFINITY, ss = 0;
     for (int64_t j = 0; j < cols; j++) {
         s += x[j];
@@ -53,6 +57,7 @@ static void reference_row(int c, const float *x, const float *y, const float *w,
         case 3: out[j] = x[j] / sqrt(ss / cols + 1e-5) * w[j]; break;
         case 4: out[j] = (x[j] - mean) / sqrt(var + 1e-5) * w[j]; break;
         case 5: out[0] = s; return;
+        case 6: out[j] = (exp(x[j] - mx) / z - (j == label)) / (double)rows; break;
         }
     }
 }
@@ -62,6 +67,41 @@ static float frand(uint64_t *s) {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* Host cost of a dispatch in a built graph: a chain of small clones (one dispatch each, on a
+ * [64] tensor), run repeatedly; wgml_record_stats gives the CPU time (this thread) spent
+ * encoding and submitting the runs, divided by the dispatches recorded. */
+static int dispatch_cost(wgml_ctx *ctx, int cpu) {
+    int nd = cpu ? 200 : 2000, runs = cpu ? 5 : 50;
+    wgml_graph *g = wgml_graph_new(ctx);
+    int64_t len = 64;
+    wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 1, &len);
+    float host[64];
+    for (int i = 0; i < 64; i++) host[i] = (float)i;
+    int ok = t && !wgml_tensor_write(t, host, sizeof host);
+    wgml_tensor *cur = t;
+    for (int i = 0; ok && i < nd; i++) ok = (cur = wgml_clone(g, cur)) != NULL;
+    ok = ok && !wgml_graph_keep(g, cur) && !wgml_graph_compile(g) && !wgml_graph_run(g) && !wgml_sync(ctx);
+    uint64_t ns0 = 0, n0 = 0, ns1 = 0, n1 = 0;
+    wgml_record_stats(ctx, &ns0, &n0);
+    double wall0 = bench_wall_now();
+    for (int r = 0; ok && r < runs; r++) ok = !wgml_graph_run(g) && !wgml_sync(ctx);
+    double wall = bench_wall_now() - wall0;
+    wgml_record_stats(ctx, &ns1, &n1);
+    float back[64];
+    ok = ok && !wgml_tensor_read(cur, back, sizeof back);
+    for (int i = 0; ok && i < 64; i++) ok = back[i] == host[i];
+    if (!ok || n1 <= n0) {
+        fprintf(stderr, "bench ops: dispatch cost: %s\n", ok ? "no dispatches recorded" : wgml_last_error(ctx));
+        wgml_graph_free(g);
+        return 1;
+    }
+    printf("%-28s %10.3f us CPU per dispatch (record + submit; %d dispatches a run, %d runs; wall %.1f us a "
+           "dispatch incl. GPU) %s\n",
+           "dispatch_cpu_us", (double)(ns1 - ns0) / (double)(n1 - n0) * 1e-3, nd, runs, wall / runs / nd * 1e6, "ok");
+    wgml_graph_free(g);
+    return 0;
 }
 
 int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
@@ -86,7 +126,9 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
     float *hx = malloc(sizeof(float) * (size_t)n), *hy = malloc(sizeof(float) * (size_t)n);
     float *hw = malloc(sizeof(float) * (size_t)cols), *row = malloc(sizeof(float) * (size_t)cols);
     double *ref = malloc(sizeof(double) * (size_t)cols);
-    if (!hx || !hy || !hw || !row || !ref) {
+    int32_t *hl = malloc(sizeof(int32_t) * (size_t)rows);
+    if (!hx || !hy || !hw || !row || !ref || !hl) {
+        free(hl);
         fprintf(stderr, "bench ops: out of host memory\n");
         free(hx); free(hy); free(hw); free(row); free(ref);
         return 1;
@@ -94,6 +136,7 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
     uint64_t seed = 0x2545F4914F6CDD1Dull;
     for (int64_t i = 0; i < n; i++) hx[i] = 4.0f * frand(&seed), hy[i] = frand(&seed);
     for (int64_t j = 0; j < cols; j++) hw[j] = 1.0f + 0.5f * frand(&seed);
+    for (int64_t r = 0; r < rows; r++) hl[r] = (int32_t)((frand(&seed) * 0.5f + 0.5f) * (float)(cols - 1));
     printf("adapter: %s (%s, %s); x [%lld, %lld] f32 (%.0f MiB); %d reps per submit; %s\n", info.adapter,
            info.backend, info.type, (long long)rows, (long long)cols, n * 4.0 / 1048576, reps,
            info.has_timestamps ? "GPU timestamps" : "wall clock");
@@ -104,16 +147,17 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         wgml_graph *g = wgml_graph_new(ctx);
         int64_t shape[2] = {rows, cols};
         wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *y = wgml_tensor_new(g, WGML_F32, 2, shape);
-        wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 1, &cols);
-        if (!x || !y || !w || wgml_tensor_write(x, hx, (size_t)n * 4) || wgml_tensor_write(y, hy, (size_t)n * 4) ||
-            wgml_tensor_write(w, hw, (size_t)cols * 4)) {
+        wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 1, &cols), *lab = wgml_tensor_new(g, WGML_I32, 1, &rows);
+        if (!x || !y || !w || !lab || wgml_tensor_write(x, hx, (size_t)n * 4) ||
+            wgml_tensor_write(y, hy, (size_t)n * 4) || wgml_tensor_write(w, hw, (size_t)cols * 4) ||
+            wgml_tensor_write(lab, hl, (size_t)rows * 4)) {
             fprintf(stderr, "bench ops: %s\n", wgml_last_error(ctx));
             wgml_graph_free(g);
             failed = 1;
             break;
         }
         wgml_tensor *out = NULL;
-        for (int r = 0; r < reps; r++) out = run_case(g, c, x, y, w);
+        for (int r = 0; r < reps; r++) out = run_case(g, c, x, y, w, lab);
         double best = INFINITY;
         if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) ||
             wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL)) {
@@ -128,11 +172,13 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         int ok = ho && !wgml_tensor_read(out, ho, out_bytes);
         for (int s = 0; ok && s < 8; s++) {
             int64_t r = (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(rows - 1));
-            reference_row(c, hx + r * cols, hy + r * cols, hw, cols, ref);
+            reference_row(c, hx + r * cols, hy + r * cols, hw, cols, hl[r], rows, ref);
             int64_t len = c == 5 ? 1 : cols;
             const float *got = c == 5 ? ho + r : ho + r * cols;
             for (int64_t j = 0; j < len; j++) {
-                double tol = c == 5 ? 1e-4 * sqrt((double)cols) * 4 : 1e-5 + 1e-4 * fabs(ref[j]);
+                double tol = c == 5 ? 1e-4 * sqrt((double)cols) * 4
+                             : c == 6 ? 1e-6 / (double)rows + 1e-4 * fabs(ref[j])
+                                      : 1e-5 + 1e-4 * fabs(ref[j]);
                 if (!(fabs(got[j] - ref[j]) <= tol)) ok = 0;
             }
         }
@@ -145,6 +191,7 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         if (!ok) failed = 1;
         wgml_graph_free(g);
     }
-    free(hx); free(hy); free(hw); free(row); free(ref);
+    free(hx); free(hy); free(hw); free(row); free(ref); free(hl);
+    if (dispatch_cost(ctx, cpu)) failed = 1;
     return failed;
 }

@@ -2,6 +2,7 @@
  * graph run) on a GGUF Llama, with the GPU time of the run from timestamps where available. */
 #include "bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +15,18 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     cfg.targets = WGML_TARGET_ALL;
     cfg.batch = 8;
     cfg.seq_len = 512;
-    int steps = 10;
+    int steps = 10, profile = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) cfg.batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seq-len") && i + 1 < argc) cfg.seq_len = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rank") && i + 1 < argc) cfg.lora_rank = atoi(argv[++i]), cfg.lora_alpha = 2.0f * cfg.lora_rank;
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else path = NULL, i = argc;
     }
     if (!path || cfg.batch < 1 || cfg.seq_len < 2 || cfg.lora_rank < 1 || steps < 1) {
-        fprintf(stderr, "usage: wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N]\n");
+        fprintf(stderr, "usage: wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n");
         return 2;
     }
     wgml_model_options mo = {.n_ctx = cfg.seq_len + 1};
@@ -52,7 +54,15 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     for (size_t i = 0; i < n && tok && lab; i++) lab[i] = (i + 1) % (size_t)cfg.seq_len ? tok[i + 1] : -100;
     int rc = 1;
     float loss = 0;
-    if (!tok || !lab || wgml_trainer_step(t, tok, lab, 1e-4f, &loss)) goto done; /* warm-up */
+    /* check: the train graph's loss (computed before its update) equals the eval graph's, two
+     * separately built graphs over the same weights and batch */
+    double esum = 0;
+    int64_t nvalid = 0;
+    if (!tok || !lab || wgml_trainer_eval(t, tok, lab, &esum, &nvalid) || nvalid <= 0) goto done;
+    if (wgml_trainer_step(t, tok, lab, 1e-4f, &loss)) goto done; /* also the warm-up */
+    double emean = esum / (double)nvalid;
+    int check = isfinite(loss) && fabs(loss - emean) <= 1e-4 * fabs(emean) + 1e-5;
+    printf("train check %s (train-graph loss %.6f, eval-graph loss %.6f)\n", check ? "ok" : "FAIL", loss, emean);
     double best = 1e30, sum = 0;
     for (int i = 0; i < steps; i++) {
         double a = bench_wall_now();
@@ -65,7 +75,8 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
            path, cfg.lora_rank, cfg.batch, cfg.seq_len, t_build, (unsigned long long)wgml_trainer_submits_per_step(t));
     printf("train_step: best %.1f ms, mean %.1f ms, %.1f tokens/s (best), loss %.4f\n", best * 1e3, sum / steps * 1e3,
            (double)n / best, loss);
-    rc = 0;
+    if (profile && bench_profile_print(wgml_trainer_graph(t), "train step", 40)) goto done;
+    rc = check ? 0 : 1;
 done:
     if (rc) fprintf(stderr, "bench train: %s\n", wgml_last_error(ctx));
     free(tok);

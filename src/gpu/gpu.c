@@ -58,6 +58,7 @@ struct wgml_ctx {
     WGPUBuffer ts_resolve, ts_read;
     uint64_t submits;
     uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
+    uint64_t record_ns, recorded; /* CPU time recording + submitting passes, dispatches recorded */
     wgml_graph *eager;
 };
 
@@ -186,6 +187,13 @@ static wgml_status scope_pop(wgml_ctx *ctx, const char *during) {
 uint64_t gpu_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread (recording cost, as opposed to wall time) */
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -455,6 +463,11 @@ void wgml_matmul_force_variant(wgml_ctx *ctx, int v) {
     if (ctx) ctx->matmul_variant = v;
 }
 uint64_t wgml_submit_count(const wgml_ctx *ctx) { return ctx ? ctx->submits : 0; }
+
+void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches) {
+    if (cpu_ns) *cpu_ns = ctx ? ctx->record_ns : 0;
+    if (dispatches) *dispatches = ctx ? ctx->recorded : 0;
+}
 uint64_t wgml_read_bytes(const wgml_ctx *ctx) { return ctx ? ctx->read_bytes : 0; }
 
 static const char *backend_name(WGPUBackendType b) {
@@ -920,6 +933,7 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     if (s) return s;
     bool ts = time_out && ctx->caps.timestamps;
     if (ts && (s = ensure_timestamps(ctx))) return s;
+    uint64_t c0 = thread_cpu_ns();
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
     WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
@@ -951,6 +965,8 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     ctx->submits++;
     wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
+    ctx->record_ns += thread_cpu_ns() - c0;
+    ctx->recorded += n;
     if ((s = take_pending(ctx, "submitting GPU work"))) return s;
     if (!time_out) return WGML_OK;
     if ((s = gpu_wait_idle(ctx))) return s;
@@ -964,4 +980,66 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     double period = native_timestamp_period(ctx->queue);
     *time_out = stamps[1] > stamps[0] ? (double)(stamps[1] - stamps[0]) * period * 1e-9 : wall;
     return WGML_OK;
+}
+
+/* Profiling: each dispatch in its own compute pass with timestamps at its beginning and end,
+ * PROFILE_CHUNK dispatches per submit (a query set holds 2 per dispatch). Separate passes
+ * change the barriers wgpu places, so the sum is close to, not equal to, a normal run. */
+#define PROFILE_CHUNK 1024
+wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *seconds) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    if (!ctx->caps.timestamps)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "graph profile: the adapter has no timestamp queries");
+    WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+    qd.type = WGPUQueryType_Timestamp;
+    qd.count = 2 * PROFILE_CHUNK;
+    WGPUQuerySet qs = wgpuDeviceCreateQuerySet(ctx->device, &qd);
+    WGPUBufferDescriptor bd = WGPU_BUFFER_DESCRIPTOR_INIT;
+    bd.size = 16 * PROFILE_CHUNK;
+    bd.usage = WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc;
+    WGPUBuffer resolve = wgpuDeviceCreateBuffer(ctx->device, &bd);
+    bd.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    WGPUBuffer readb = wgpuDeviceCreateBuffer(ctx->device, &bd);
+    uint64_t *stamps = malloc(16 * PROFILE_CHUNK);
+    s = take_pending(ctx, "creating profiling queries");
+    if (!s && !stamps) s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    double period = native_timestamp_period(ctx->queue);
+    for (size_t first = 0; !s && first < n; first += PROFILE_CHUNK) {
+        size_t m = n - first < PROFILE_CHUNK ? n - first : PROFILE_CHUNK;
+        WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+        for (size_t i = 0; i < m; i++) {
+            const gpu_dispatch *di = &d[first + i];
+            WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+            tw.querySet = qs;
+            tw.beginningOfPassWriteIndex = (uint32_t)(2 * i);
+            tw.endOfPassWriteIndex = (uint32_t)(2 * i + 1);
+            WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+            pd.timestampWrites = &tw;
+            WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
+            wgpuComputePassEncoderSetPipeline(pass, di->pipeline->pipeline);
+            wgpuComputePassEncoderSetBindGroup(pass, 0, di->bind_group->bg, 0, NULL);
+            wgpuComputePassEncoderDispatchWorkgroups(pass, di->x, di->y, di->z);
+            wgpuComputePassEncoderEnd(pass);
+            wgpuComputePassEncoderRelease(pass);
+        }
+        wgpuCommandEncoderResolveQuerySet(enc, qs, 0, (uint32_t)(2 * m), resolve, 0);
+        wgpuCommandEncoderCopyBufferToBuffer(enc, resolve, 0, readb, 0, 16 * m);
+        WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+        wgpuQueueSubmit(ctx->queue, 1, &cmd);
+        ctx->submits++;
+        wgpuCommandBufferRelease(cmd);
+        wgpuCommandEncoderRelease(enc);
+        if ((s = take_pending(ctx, "submitting a profiled run")) || (s = gpu_wait_idle(ctx)) ||
+            (s = map_read(ctx, readb, 16 * m, stamps)))
+            break;
+        for (size_t i = 0; i < m; i++)
+            seconds[first + i] =
+                stamps[2 * i + 1] > stamps[2 * i] ? (double)(stamps[2 * i + 1] - stamps[2 * i]) * period * 1e-9 : 0.0;
+    }
+    free(stamps);
+    if (readb) wgpuBufferRelease(readb);
+    if (resolve) wgpuBufferRelease(resolve);
+    if (qs) wgpuQuerySetRelease(qs);
+    return s;
 }

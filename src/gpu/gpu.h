@@ -71,6 +71,8 @@ typedef struct gpu_dispatch {
  * With time_out != NULL, waits and writes the GPU time of the pass in seconds (timestamps;
  * wall time when the device has none). */
 wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out);
+/* Profiled run: each dispatch in its own timestamped pass; seconds[i] = GPU time of d[i]. */
+wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *seconds);
 /* Waits until the queue is empty (bounded by the context's timeout). */
 wgml_status gpu_wait_idle(wgml_ctx *ctx);
 

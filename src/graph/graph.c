@@ -741,6 +741,18 @@ wgml_status wgml_graph_benchmark(wgml_graph *g, double warmup_s, int runs, doubl
     return s;
 }
 
+wgml_status wgml_graph_profile(wgml_graph *g, double *seconds) {
+    if (!g || !seconds) return wgml_set_error(g ? g->ctx : NULL, WGML_ERR_ARG, "wgml_graph_profile: NULL argument");
+    if (!g->compiled) return wgml_set_error(g->ctx, WGML_ERR_STATE, "wgml_graph_profile: compile the graph first");
+    return gpu_submit_profile(g->ctx, g->dispatches, g->n_dispatches, seconds);
+}
+
+const char *wgml_graph_dispatch_name(const wgml_graph *g, size_t i, const char **shader) {
+    if (!g || i >= g->n_nodes) return NULL;
+    if (shader) *shader = g->nodes[i].shader;
+    return g->nodes[i].op;
+}
+
 size_t wgml_graph_dispatch_count(const wgml_graph *g) { return g ? g->n_nodes : 0; }
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g) { return g ? g->arena_bytes : 0; }
 int wgml_graph_arena_count(const wgml_graph *g) { return g ? g->n_arenas : 0; }

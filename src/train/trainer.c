@@ -498,6 +498,7 @@ wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_
 }
 
 uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t) { return t ? t->submits : 0; }
+wgml_graph *wgml_trainer_graph(wgml_trainer *t) { return t ? t->g : NULL; }
 
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
     if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_attach_lora: trainer is NULL");
