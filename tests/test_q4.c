@@ -60,7 +60,7 @@ static hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, 
     hw h;
     memset(&h, 0, sizeof h);
     h.deq = malloc(sizeof(float) * (size_t)(n * k));
-    if (bias) h.bias = th_random((size_t)n, -1, 1);
+    if (bias && kind == 0) h.bias = th_random((size_t)n, -1, 1); /* GGUF kinds carry no bias */
     if (kind == 0) {
         float *wf = th_random((size_t)(n * k), -1, 1);
         int64_t ng = (k + group - 1) / group;
@@ -222,6 +222,18 @@ static void test_linear(void) {
         case_linear(2, 130, 66, 64, 32, false, true);
     }
     wgml_matmul_force_variant(T.ctx, -1);
+    /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
+     * $WGML_Q4_GEMV, the benchmark sweep's knob: each must give the same results */
+    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "32,4,256,4", "64,1,128,3", "4,8,32,8"};
+    for (int f = 0; f < 6; f++) {
+        if (f) setenv("WGML_Q4_GEMV", gemv[f], 1);
+        printf("  GEMV shape forced: %s\n", gemv[f]);
+        case_linear(0, 1, 37, 96, 32, true, false);
+        case_linear(0, 4, 129, 200, 64, false, false);
+        case_linear(1, 3, 50, 1056, 32, true, false);
+        case_linear(2, 2, 66, 96, 32, false, false);
+    }
+    unsetenv("WGML_Q4_GEMV");
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM). */
@@ -769,7 +781,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gguf-check") && i + 1 < argc) return gguf_check(argv[i + 1]);
         if (!strcmp(argv[i], "--bench")) {
-            th_check(wgml_q4_bench(T.ctx, stdout) == 0, "bench: %s", wgml_last_error(T.ctx));
+            th_check(wgml_q4_bench(T.ctx, stdout, 0) == 0, "bench: %s", wgml_last_error(T.ctx));
             return th_done();
         }
     }

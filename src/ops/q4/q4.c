@@ -215,38 +215,42 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
 #define GEMV_MAX_M 4
 
 /* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
- * threads per workgroup (WG). Chosen from K and N; $WGML_Q4_GEMV="TPR,RPT,WG" overrides it
- * (benchmark sweeps). */
-static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg) {
+ * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). Chosen
+ * from K and N; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
+static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
     /* from the H200 sweep (bench/q4_sweep.sh, bench/NOTES.md): 16x2 best for K >= 4096,
      * 32x4 for K = 2048 with many rows, 32x1 for the small, launch-bound shapes */
     *wg = 256;
+    *bpi = 1;
     if (nblk >= 128) *tpr = 16, *rpt = 2;
     else if (nblk >= 64 && n >= 4096) *tpr = 32, *rpt = 4;
     else *tpr = 32, *rpt = 1;
     const char *env = getenv("WGML_Q4_GEMV");
-    int a, b, c;
-    if (env && sscanf(env, "%d,%d,%d", &a, &b, &c) == 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 &&
-        b <= 8 && c >= a && c <= 256 && c % a == 0) {
+    int a, b, c, d = 1;
+    int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
+    if (got >= 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 && b <= 8 && c >= a && c <= 256 && c % a == 0 &&
+        d >= 1 && d <= 8) {
         *tpr = a;
         *rpt = b;
         *wg = c;
+        *bpi = d;
     }
 }
 
 static wgml_tensor *record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int64_t m,
                                 int rank, const int64_t *shape) {
     int64_t nblk = w->kp / 32;
-    int tpr, rpt, wgs;
-    gemv_shape(nblk, w->n, &tpr, &rpt, &wgs);
+    int tpr, rpt, wgs, bpi;
+    gemv_shape(nblk, w->n, &tpr, &rpt, &wgs, &bpi);
     int64_t rows = (int64_t)(wgs / tpr) * rpt;
     char prelude[1536];
     int xv = w->k % 4 == 0 ? 4 : 1;
     int len = snprintf(prelude, sizeof prelude,
                        "const HAS_BIAS: bool = %s; alias XT = %s;\n"
                        "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
+                       "const BPI: u32 = %du;\n"
                        "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
-                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m,
+                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi,
                        xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
                                : "  var v = vec4<f32>(0.0);\n"
                                  "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"

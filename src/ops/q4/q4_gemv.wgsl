@@ -10,7 +10,8 @@
 // row it accumulates a * dot(x, c) + b * sum(x) (w = c * a + b, one group per block). The TPR
 // partial sums of each (row, m) are reduced with a tree in workgroup memory.
 // The prelude gives KIND CPW G BPG ABT group_ab (see q4.c), HAS_BIAS, XT (vec4<f32> when
-// K % 4 == 0, else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR.
+// K % 4 == 0, else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR,
+// BPI (blocks whose loads are issued together).
 struct Params { M: u32, N: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32 }
 
 @group(0) @binding(0) var<storage, read> X: array<XT>;
@@ -57,26 +58,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = lid % TPR;
     let n0 = (wg * RG + rg) * RPT;
     var acc: array<array<f32, MR>, RPT>;
-    for (var b = t; b < p.nblk; b += TPR) {
-        // the codes and (a, b) of this block for every row of the group
-        var cw: array<array<vec4<u32>, 2>, RPT>;
-        var ab: array<vec2<f32>, RPT>;
-        for (var r = 0u; r < RPT; r++) {
-            let n = min(n0 + r, p.N - 1u); // rows past N compute a copy of the last, never stored
-            cw[r][0] = C[n * p.vpr + b * VPB];
-            if (VPB == 2u) { cw[r][1] = C[n * p.vpr + b * VPB + 1u]; }
-            ab[r] = group_ab(n * p.ng + b / BPG);
-        }
-        for (var mm = 0u; mm < MR; mm++) {
-            var xs: array<vec4<f32>, 8>;
-            var sx = vec4<f32>(0.0);
-            for (var i = 0u; i < 8u; i++) {
-                xs[i] = x4(mm * p.K, b * 32u + i * 4u);
-                sx += xs[i];
-            }
-            let sum_x = dot(sx, vec4<f32>(1.0));
+    // BPI blocks (b0, b0 + TPR, ...) per iteration: all their codes and (a, b) are loaded before
+    // any is used, so BPI x RPT loads are in flight per thread
+    for (var b0 = t; b0 < p.nblk; b0 += TPR * BPI) {
+        var cw: array<array<array<vec4<u32>, 2>, RPT>, BPI>;
+        var ab: array<array<vec2<f32>, RPT>, BPI>;
+        for (var u = 0u; u < BPI; u++) {
+            let b = min(b0 + u * TPR, p.nblk - 1u); // past the end: a copy of the last, unused
             for (var r = 0u; r < RPT; r++) {
-                acc[r][mm] += ab[r].x * block_dot(cw[r][0], cw[r][1], xs) + ab[r].y * sum_x;
+                let n = min(n0 + r, p.N - 1u); // rows past N compute a copy of the last, never stored
+                cw[u][r][0] = C[n * p.vpr + b * VPB];
+                if (VPB == 2u) { cw[u][r][1] = C[n * p.vpr + b * VPB + 1u]; }
+                ab[u][r] = group_ab(n * p.ng + b / BPG);
+            }
+        }
+        for (var u = 0u; u < BPI; u++) {
+            let b = b0 + u * TPR;
+            if (b >= p.nblk) { break; }
+            for (var mm = 0u; mm < MR; mm++) {
+                var xs: array<vec4<f32>, 8>;
+                var sx = vec4<f32>(0.0);
+                for (var i = 0u; i < 8u; i++) {
+                    xs[i] = x4(mm * p.K, b * 32u + i * 4u);
+                    sx += xs[i];
+                }
+                let sum_x = dot(sx, vec4<f32>(1.0));
+                for (var r = 0u; r < RPT; r++) {
+                    acc[r][mm] += ab[u][r].x * block_dot(cw[u][r][0], cw[u][r][1], xs) + ab[u][r].y * sum_x;
+                }
             }
         }
     }
