@@ -966,11 +966,6 @@ wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_
                             const wgml_ce_options *opt, wgml_tensor **d_h_out);
 wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
                                int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
-/* Times the LM-head GEMM alone, the fused forward, the fused forward + backward and the unfused
- * GEMM + wgml_cross_entropy at R = 4096, D = 576, V = 49152 (smaller on a CPU adapter) with an
- * 8-bit (Q8_0, the tied SmolLM head) weight and an f32 one, after checking sampled rows against
- * a double reference; writes a table to out (a FILE*). Returns 0 on success. */
-int wgml_lmhead_bench(wgml_ctx *ctx, void *out);
 
 #ifdef __cplusplus
 }
