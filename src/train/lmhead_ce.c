@@ -1,17 +1,20 @@
 /* Fused LM head + cross-entropy: loss = CE(h · Wᵀ, labels) and d_h without the [R, V] logits.
  * The vocabulary is cut into chunks of C columns; one [R, C] scratch holds one chunk's logits
- * at a time (in a built graph the memory plan gives every chunk's scratch the same bytes, in the
- * eager graph the pool hands the freed buffer back).
- *   forward, per chunk:  scratch = h · W[c0 : c0 + C]ᵀ     (matmul / q4_mm through their record
- *                        functions, W's rows taken as views)
- *                        lmhead_ce_fwd: online (max, sum-exp) and the target logit merged into a
- *                        per-row state; the last chunk writes logsumexp and the row losses;
- *   then train_ce_count (n_valid, first) and train_ce_sum (fixed-order sum / n_valid) as in
- *   wgml_cross_entropy, so the loss has the same meaning bit for bit in structure.
- *   backward, per chunk: scratch = h · W_chunkᵀ again; lmhead_ce_bwd turns it in place into
- *                        (softmax − onehot)·scale/n_valid; d_h (+)= scratch · W_chunk.
- * W is frozen: no weight gradient. The backward runs in the same call when the caller asks for
- * d_h, or as the autograd rule of the op (wgml_backward), with d(loss) as the scale. */
+ * at a time. Per chunk:
+ *   scratch = h · W[c0 : c0 + C]ᵀ   (matmul / q4_mm through their record functions; the chunk
+ *                                    of W is a view of its rows)
+ *   loss only: lmhead_ce_fwd merges the chunk's online (max, sum-exp) and the target logit into
+ *              a per-row state; the last chunk writes logsumexp and the row losses.
+ *   with d_h:  lmhead_ce_grad does the same, turns the scratch into P = exp(z − m') with the
+ *              running max m', rescales the accumulator A[R, D] by exp(m − m') (as flash
+ *              attention rescales its output), then A += P · W_chunk (the input-gradient GEMM
+ *              with accumulation). One pass: two GEMMs for forward + backward, as unfused.
+ * Then train_ce_count (n_valid, out-of-range labels) and train_ce_sum (fixed-order sum /
+ * n_valid), the kernels of wgml_cross_entropy, and for d_h lmhead_ce_dh:
+ *   d_h = (A / l − W[label]) · scale / n_valid   (0 for ignored rows).
+ * W is frozen: no weight gradient is formed. d_h is finished in the call when the caller asks
+ * for it, else by the op's autograd rule in wgml_backward (scale = d(loss)); the chunk loop
+ * that accumulates A runs in the forward either way. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_into.h"
 #include "ops/q4/q4_internal.h"
@@ -116,53 +119,75 @@ static wgml_tensor *scratch_window(wgml_tensor *scratch, int64_t rows, int64_t n
     return wgml_tensor_view(scratch, 0, 2, s);
 }
 
-/* d_h (shape of h) = d(loss)/dh · sa[0] · sb[0] (either may be NULL: 1). */
-static wgml_tensor *lmce_backward(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w,
-                                  wgml_tensor *labels, wgml_tensor *stats, wgml_tensor *state, int64_t chunk,
-                                  wgml_tensor *sa, wgml_tensor *sb) {
-    int64_t V = w_rows(w), D = w_cols(w), rows = h->numel / D, cc = chunk < V ? chunk : V;
-    int64_t ss[2] = {rows, cc};
-    wgml_tensor *dh = graph_output(g, op, WGML_F32, h->rank, h->shape);
-    wgml_tensor *scratch = dh ? graph_output(g, op, WGML_F32, 2, ss) : NULL;
-    wgml_status s = scratch ? WGML_OK : wgml_last_status(graph_ctx(g));
+/* The chunk loop: scratch = h · W_chunkᵀ, then per row the online statistics (lmhead_ce_fwd);
+ * with acc (d_h wanted) lmhead_ce_grad also turns the scratch into P = exp(z − m') and rescales
+ * acc, and acc (+)= P · W_chunk. */
+static wgml_status chunk_loop(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w, wgml_tensor *labels,
+                              int64_t chunk, wgml_tensor *state, wgml_tensor *row_loss, wgml_tensor *acc) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t V = w_rows(w), D = w_cols(w), rows = h->numel / D, cc = chunk < V ? chunk : V, ss[2] = {rows, cc};
+    wgml_tensor *scratch = graph_output(g, op, WGML_F32, 2, ss);
+    wgml_status s = scratch ? WGML_OK : wgml_last_status(ctx);
     for (int64_t c0 = 0; !s && c0 < V; c0 += cc) {
         int64_t n = V - c0 < cc ? V - c0 : cc;
         lm_weight cw;
         if (!chunk_take(w, c0, n, &cw)) {
-            s = wgml_last_status(graph_ctx(g));
+            s = wgml_last_status(ctx);
             break;
         }
         wgml_tensor *x = scratch_window(scratch, rows, n);
-        s = x ? chunk_logits(g, op, h, &cw, rows, x) : wgml_last_status(graph_ctx(g));
+        s = x ? chunk_logits(g, op, h, &cw, rows, x) : wgml_last_status(ctx);
         if (!s) {
             int vw = n % 4 == 0 ? 4 : 1;
             char extra[128], prelude[1024];
-            snprintf(extra, sizeof extra, "const HAS_SA: bool = %s; const HAS_SB: bool = %s;\n", sa ? "true" : "false",
-                     sb ? "true" : "false");
+            snprintf(extra, sizeof extra, "const FIRST: bool = %s; const LAST: bool = %s;\n",
+                     c0 == 0 ? "true" : "false", c0 + n == V ? "true" : "false");
             vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)(n / vw)), vw, extra);
-            struct { uint32_t n_rows, cols, c0, vocab; } p = {(uint32_t)rows, (uint32_t)n, (uint32_t)c0, (uint32_t)V};
-            wgml_tensor *ro[5] = {labels, stats, state, sa ? sa : stats, sb ? sb : stats};
-            s = graph_dispatch(g, op, "lmhead_ce_bwd", prelude, ro, 5, &x, 1, &p, sizeof p, (uint64_t)rows);
+            if (!acc) {
+                struct { uint32_t n_rows, cols, c0, vocab; float ninf; } p = {(uint32_t)rows, (uint32_t)n,
+                                                                            (uint32_t)c0, (uint32_t)V, -INFINITY};
+                wgml_tensor *ro[2] = {x, labels}, *rw[2] = {state, row_loss};
+                s = graph_dispatch(g, op, "lmhead_ce_fwd", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)rows);
+            } else {
+                struct { uint32_t n_rows, cols, c0, vocab, d; float ninf; } p = {
+                    (uint32_t)rows, (uint32_t)n, (uint32_t)c0, (uint32_t)V, (uint32_t)D, -INFINITY};
+                wgml_tensor *rw[4] = {state, row_loss, x, acc};
+                s = graph_dispatch(g, op, "lmhead_ce_grad", prelude, &labels, 1, rw, 4, &p, sizeof p, (uint64_t)rows);
+                /* acc (+)= P[R, n] · W_chunk[n, D] */
+                if (!s && cw.is_q) s = q4_mm_into(g, op, x, &cw.q, 1, rows, acc, c0 > 0);
+                else if (!s) s = matmul_record_into(g, op, x, cw.f, 0, rows, D, n, acc, c0 > 0);
+            }
         }
-        /* d_h (+)= G[R, n] · W_chunk[n, D] */
-        if (!s && cw.is_q) s = q4_mm_into(g, op, x, &cw.q, 1, rows, dh, c0 > 0);
-        else if (!s) s = matmul_record_into(g, op, x, cw.f, 0, rows, D, n, dh, c0 > 0);
         if (x && x != scratch) wgml_tensor_free(x);
         chunk_free(w, &cw);
     }
     wgml_tensor_free(scratch);
-    if (s) {
-        wgml_tensor_free(dh);
-        return NULL;
-    }
-    return dh;
+    return s;
+}
+
+/* d_h = (acc / l − W[label]) · sa[0] · sb[0] / n_valid, in place in acc (either scale may be
+ * NULL: 1). Returns acc, or NULL. */
+static wgml_tensor *finish_dh(wgml_graph *g, const char *op, const lm_weight *w, wgml_tensor *labels,
+                              wgml_tensor *stats, wgml_tensor *state, wgml_tensor *acc, wgml_tensor *sa,
+                              wgml_tensor *sb) {
+    int64_t V = w_rows(w), D = w_cols(w);
+    wgml_tensor *wl = w->is_q ? wgml_q4_embedding(g, &w->q, labels) : w->f;
+    if (!wl) return NULL;
+    char prelude[160];
+    snprintf(prelude, sizeof prelude, "const HAS_SA: bool = %s; const HAS_SB: bool = %s; const GATHER: bool = %s;\n",
+             sa ? "true" : "false", sb ? "true" : "false", w->is_q ? "false" : "true");
+    struct { uint32_t n, d, vocab; } p = {(uint32_t)acc->numel, (uint32_t)D, (uint32_t)V};
+    wgml_tensor *ro[6] = {labels, stats, state, wl, sa ? sa : stats, sb ? sb : stats};
+    wgml_status s = graph_dispatch(g, op, "lmhead_ce_dh", prelude, ro, 6, &acc, 1, &p, sizeof p,
+                                   ((uint64_t)acc->numel + 255) / 256);
+    if (w->is_q) wgml_tensor_free(wl);
+    return s ? NULL : acc;
 }
 
 static wgml_status lmce_rule(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     lm_attrs a;
     memcpy(&a, op->attrs, sizeof a);
-    dx[0] = lmce_backward(g, "lmhead_ce_backward", op->in[0], &a.w, op->in[1], op->in[2], op->in[3], a.chunk, dy,
-                          op->in[4]);
+    dx[0] = finish_dh(g, "lmhead_ce_backward", &a.w, op->in[1], op->in[2], op->in[3], op->in[4], dy, op->in[5]);
     return grad_result(g, op, dx);
 }
 
@@ -209,7 +234,8 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
         return NULL;
     }
     int64_t cc = chunk < V ? chunk : V;
-    if ((uint64_t)rows * (uint64_t)cc >= 0xFFFFFFFFull || V >= 0x7FFFFFFF || (uint64_t)rows * 4 >= 0xFFFFFFFFull) {
+    if ((uint64_t)rows * (uint64_t)cc >= 0xFFFFFFFFull || V >= 0x7FFFFFFF || (uint64_t)h->numel >= 0xFFFFFFFFull ||
+        (uint64_t)V * (uint64_t)D >= 0xFFFFFFFFull) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %lld rows x chunk %lld are too many elements for 32-bit indexing", op,
                        (long long)rows, (long long)cc);
         return NULL;
@@ -234,41 +260,21 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     }
     if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, V)) return NULL;
 
-    int64_t one = 1, s4[2] = {rows, 4}, ss[2] = {rows, cc};
+    /* d_h is formed in the chunk loop when the caller asks for it or autograd may (the rule then
+     * only finishes it with d(loss) as the scale) */
+    bool want = d_h_out || graph_grad_enabled(g, &h, 1);
+    int64_t one = 1, s4[2] = {rows, 4};
     wgml_tensor *stats = status ? status : graph_output(g, op, WGML_I32, 1, (int64_t[]){3});
     wgml_tensor *state = stats ? graph_output(g, op, WGML_F32, 2, s4) : NULL;
     wgml_tensor *row_loss = state ? graph_output(g, op, WGML_F32, 1, &rows) : NULL;
     wgml_tensor *loss = row_loss ? graph_output(g, op, WGML_F32, 1, &one) : NULL;
-    wgml_tensor *scratch = loss ? graph_output(g, op, WGML_F32, 2, ss) : NULL;
-    wgml_status s = scratch ? WGML_OK : wgml_last_status(ctx);
+    wgml_tensor *acc = loss && want ? graph_output(g, op, WGML_F32, h->rank, h->shape) : NULL;
+    wgml_status s = loss && (acc || !want) ? WGML_OK : wgml_last_status(ctx);
     if (!s) {
         struct { uint32_t n_rows, vocab; } pc = {(uint32_t)rows, (uint32_t)V};
         s = graph_dispatch(g, op, "train_ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
     }
-    for (int64_t c0 = 0; !s && c0 < V; c0 += cc) {
-        int64_t n = V - c0 < cc ? V - c0 : cc;
-        lm_weight cw;
-        if (!chunk_take(w, c0, n, &cw)) {
-            s = wgml_last_status(ctx);
-            break;
-        }
-        wgml_tensor *x = scratch_window(scratch, rows, n);
-        s = x ? chunk_logits(g, op, h, &cw, rows, x) : wgml_last_status(ctx);
-        if (!s) {
-            int vw = n % 4 == 0 ? 4 : 1;
-            char extra[128], prelude[1024];
-            snprintf(extra, sizeof extra, "const FIRST: bool = %s; const LAST: bool = %s;\n",
-                     c0 == 0 ? "true" : "false", c0 + n == V ? "true" : "false");
-            vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)(n / vw)), vw, extra);
-            struct { uint32_t n_rows, cols, c0, vocab; float ninf; } p = {(uint32_t)rows, (uint32_t)n, (uint32_t)c0,
-                                                                        (uint32_t)V, -INFINITY};
-            wgml_tensor *ro[2] = {x, labels}, *rw[2] = {state, row_loss};
-            s = graph_dispatch(g, op, "lmhead_ce_fwd", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)rows);
-        }
-        if (x && x != scratch) wgml_tensor_free(x);
-        chunk_free(w, &cw);
-    }
-    wgml_tensor_free(scratch);
+    if (!s) s = chunk_loop(g, op, h, w, labels, cc, state, row_loss, acc);
     if (!s) {
         uint32_t ps = (uint32_t)rows;
         wgml_tensor *ro[2] = {row_loss, stats};
@@ -277,14 +283,15 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     wgml_tensor_free(row_loss);
     wgml_tensor *dh = NULL;
     if (!s && d_h_out) {
-        dh = lmce_backward(g, op, h, w, labels, stats, state, chunk, scale, NULL);
+        dh = finish_dh(g, op, w, labels, stats, state, acc, scale, NULL);
         if (!dh) s = wgml_last_status(ctx);
+        acc = NULL; /* now dh */
     }
-    /* the autograd rule keeps labels, stats and state (no gradient of their own) for its pass */
-    bool record = !s && !d_h_out && graph_grad_enabled(g, &h, 1);
+    /* the autograd rule keeps labels, stats, state and acc (no gradient of their own) */
+    bool record = !s && !d_h_out && want;
     if (record) {
-        graph_op rec = {.name = "lmhead_ce", .backward = lmce_rule, .n_in = 5,
-                        .in = {h, labels, stats, state, scale}, .out = loss};
+        graph_op rec = {.name = "lmhead_ce", .backward = lmce_rule, .n_in = 6,
+                        .in = {h, labels, stats, state, acc, scale}, .out = loss};
         lm_attrs a = {*w, chunk};
         memcpy(rec.attrs, &a, sizeof a);
         if (!graph_record_op(g, &rec)) s = wgml_last_status(ctx);
@@ -292,6 +299,7 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     if (!record) {
         if (stats != status) wgml_tensor_free(stats);
         wgml_tensor_free(state);
+        wgml_tensor_free(acc);
     }
     if (s) {
         wgml_tensor_free(loss);
