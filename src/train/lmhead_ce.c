@@ -35,7 +35,6 @@ typedef struct lm_weight {
 
 typedef struct lm_attrs {
     lm_weight w;
-    int64_t chunk;
 } lm_attrs;
 _Static_assert(sizeof(lm_attrs) <= GRAPH_OP_ATTR_BYTES, "lmhead_ce attributes must fit the op record");
 
@@ -285,14 +284,14 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     if (!s && d_h_out) {
         dh = finish_dh(g, op, w, labels, stats, state, acc, scale, NULL);
         if (!dh) s = wgml_last_status(ctx);
-        acc = NULL; /* now dh */
+        else acc = NULL; /* now dh */
     }
     /* the autograd rule keeps labels, stats, state and acc (no gradient of their own) */
     bool record = !s && !d_h_out && want;
     if (record) {
         graph_op rec = {.name = "lmhead_ce", .backward = lmce_rule, .n_in = 6,
                         .in = {h, labels, stats, state, acc, scale}, .out = loss};
-        lm_attrs a = {*w, chunk};
+        lm_attrs a = {*w};
         memcpy(rec.attrs, &a, sizeof a);
         if (!graph_record_op(g, &rec)) s = wgml_last_status(ctx);
     }
