@@ -297,6 +297,28 @@ static void test_graph(int kind) {
     wgml_graph_free(g);
 }
 
+/* No [R, V] tensor: a built graph's intermediates (scratch, accumulator, d_h, statistics)
+ * stay well below the logits' bytes, and the dispatch count is 2 per chunk for the loss alone
+ * and 3 per chunk with d_h (plus count, sum and the d_h finish). */
+static void test_memory(void) {
+    int64_t rows = 64, d = 32, v = 4096, hs[2] = {rows, d}, ws[2] = {v, d};
+    for (int with_d = 0; with_d < 2; with_d++) {
+        wgml_graph *g = wgml_graph_new(T.ctx);
+        wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *w = wgml_tensor_new(g, WGML_F32, 2, ws);
+        wgml_tensor *l = wgml_tensor_new(g, WGML_I32, 1, &rows), *dh = NULL;
+        wgml_tensor *loss = wgml_lmhead_ce(g, wgml_mul_scalar(g, h, 1.0f), w, l, 256, NULL, with_d ? &dh : NULL);
+        bool ok = loss && !wgml_graph_keep(g, loss) && (!dh || !wgml_graph_keep(g, dh)) && !wgml_graph_compile(g);
+        uint64_t arena = wgml_graph_arena_bytes(g), logits = (uint64_t)(rows * v * 4);
+        size_t nd = wgml_graph_dispatch_count(g), want = 1 + (with_d ? 3 : 2) * 16 + 1 + (with_d ? 1 : 0) + 1;
+        th_check(ok && arena * 4 < logits, "%s: arena %llu bytes < 1/4 of the %llu bytes of logits", with_d ? "with d_h" : "loss only",
+                 (unsigned long long)arena, (unsigned long long)logits);
+        th_check(nd == want, "%s: %zu dispatches (want %zu)", with_d ? "with d_h" : "loss only", nd, want);
+        printf("  memory %s: arena %llu bytes (logits would be %llu), %zu dispatches\n", with_d ? "with d_h" : "loss only",
+               (unsigned long long)arena, (unsigned long long)logits, nd);
+        wgml_graph_free(g);
+    }
+}
+
 static void test_errors(void) {
     int64_t hs[2] = {4, 8}, ws[2] = {100, 8}, w2s[2] = {100, 7}, four = 4, three = 3, two = 2;
     float hh[32] = {0}, hw[800] = {0}, hw2[700] = {0};
@@ -371,6 +393,7 @@ int main(int argc, char **argv) {
     printf("  [%s done at %.1f s]\n", "test_graph(", now() - t0);
     test_graph(1);
     printf("  [%s done at %.1f s]\n", "test_graph(", now() - t0);
+    test_memory();
     test_errors();
     printf("  [%s done at %.1f s]\n", "test_errors", now() - t0);
     printf("test_lmhead_ce: %.1f s\n", now() - t0);
