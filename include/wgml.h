@@ -959,6 +959,28 @@ wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int
  * internal readback), next to wgml_submit_count: lets tests check what a step reads. */
 uint64_t wgml_read_bytes(const wgml_ctx *ctx);
 
+/* ---- lmhead_ce ---- */
+/* Fused LM head + cross-entropy: loss = wgml_cross_entropy(h · Wᵀ, labels) (same meaning: mean
+ * over the n_valid rows whose label is in [0, V), ignored rows (negative labels, -100) give 0,
+ * a label >= V is an error in the eager graph and an ignored row counted in opt->status in a
+ * built graph) without ever holding the [R, V] logits: the vocabulary is cut into chunks of
+ * `chunk` columns (a positive multiple of 64; 0: 8192), each chunk's logits [R, chunk] go
+ * through one reused scratch with an online logsumexp per row.
+ *   h       f32 [..., D] (R rows), labels i32 [...] (h's shape without its last dim);
+ *   w       the head weight W [V, D]: f32 (wgml_lmhead_ce; must not require a gradient) or a
+ *           4-bit/8-bit weight (wgml_lmhead_ce_q4, any kind, bias included), on h's graph;
+ *   opt     NULL or as for wgml_cross_entropy_ex (grad_scale multiplies d_h, status i32 [3]).
+ * Returns the loss f32 [1]. d_h_out (may be NULL): d_h = d(loss)/dh · grad_scale, f32 with
+ * h's shape, computed in the same call by a second pass over the chunks (the logits of each
+ * chunk are recomputed, turned into (softmax − onehot)·scale/n_valid in place, and
+ * d_h += G_chunk · W_chunk). W is frozen: no weight gradient is ever formed.
+ * Autograd: when d_h_out is NULL and h requires a gradient in a built graph, the op records a
+ * rule, and wgml_backward gives h the same d_h times d(loss) (and grad_scale). */
+wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_tensor *labels, int64_t chunk,
+                            const wgml_ce_options *opt, wgml_tensor **d_h_out);
+wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
+                               int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -235,9 +235,12 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
     if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout, 0);
     if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return wgml_q4_bench(ctx, stdout, 1);
+    if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N]\n"
                     "       wgml bench q4 [--gemv]\n"
+                    "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
+                    "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"
                     "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
     return 2;
 }

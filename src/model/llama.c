@@ -408,8 +408,8 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
 /* The training forward (no KV cache): ids [B*S] at positions [S] (every sequence starts at 0),
  * causal attention within each sequence, logits [B*S, V]. lora: NULL or n_layer·7 adapters
  * (NULL entries: none) whose tensors are g's own; the weights are shared from the model. */
-wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
-                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
+wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
+                                        int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
     const wgml_llama_config *c = &m->cfg;
     int64_t hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv, T = B * S;
     int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {T, H * hd};
@@ -438,8 +438,33 @@ wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids,
 #undef LW
 #undef LT
     }
-    x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
-    return linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [T, V] */
+    return wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps); /* [T, D] */
+}
+
+wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
+                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
+    wgml_tensor *x = llama_forward_train_hidden(m, g, ids, positions, B, S, lora, latent);
+    return x ? linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd) : NULL; /* [T, V] */
+}
+
+/* Vocabulary columns per chunk of the fused head: the scratch is [T, 8192] f32 (128 MiB at
+ * T = 4096, against 768 MiB for the whole logits and as much again for dlogits). */
+#define LMHEAD_CHUNK 8192
+
+wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
+                             const wgml_ce_options *opt) {
+    if (!h) return NULL;
+    const lweight *w = m->output.q || m->output.f ? &m->output : &m->tok_embd;
+    if (w->q) {
+        wgml_q4_weight q = *w->q;
+        q.codes = share(g, q.codes);
+        q.ab = share(g, q.ab);
+        q.bias = share(g, q.bias);
+        if (!q.codes || !q.ab || (w->q->bias && !q.bias)) return NULL;
+        return wgml_lmhead_ce_q4(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
+    }
+    wgml_tensor *f = share(g, w->f);
+    return f ? wgml_lmhead_ce(g, h, f, labels, LMHEAD_CHUNK, opt, NULL) : NULL;
 }
 
 static void free_step(step_graph *sg) {

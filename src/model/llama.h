@@ -26,5 +26,14 @@ const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
  * are shared into g. Returns logits f32 [B*S, V]. */
 wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
                                  int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
+/* The same forward up to the final norm: h f32 [B*S, D], the LM head's input. */
+wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
+                                        int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
+/* Mean cross-entropy of the model's LM head (output.weight, or the tied token embedding, in the
+ * form the model holds it: 4-bit/8-bit or f32, shared into g) on h [B*S, D] against labels,
+ * through the fused chunked wgml_lmhead_ce (no [B*S, V] logits; its autograd rule gives h its
+ * gradient in wgml_backward). opt as for wgml_cross_entropy_ex. */
+wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
+                             const wgml_ce_options *opt);
 
 #endif

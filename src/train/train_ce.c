@@ -4,6 +4,7 @@
  *   train_ce_rows.wgsl   one workgroup per row: online (max, sum), per-row loss, dlogits;
  *   train_ce_sum.wgsl    one workgroup: the per-row losses summed in a fixed order / n_valid. */
 #include "graph/graph.h"
+#include "train/train_ce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,8 +42,7 @@ static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, boo
                  wg, hd, hs);
 }
 
-/* Eager graph only: reads the labels back and names the first one >= V. */
-static bool host_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, int64_t vocab) {
+bool train_ce_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, int64_t vocab) {
     int32_t *h = malloc((size_t)labels->nbytes ? (size_t)labels->nbytes : 1);
     if (!h) {
         wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
@@ -111,7 +111,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
             return NULL;
         }
     }
-    if (graph_is_eager(g) && !host_check_labels(ctx, op, labels, vocab)) return NULL;
+    if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, vocab)) return NULL;
 
     int64_t one = 1, four = 4;
     wgml_tensor *stats = status ? status : graph_output(g, op, WGML_I32, 1, (int64_t[]){3});

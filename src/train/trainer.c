@@ -2,13 +2,14 @@
  * a step is one submit plus the 4-byte loss readback.
  *
  * Graphs:
- *   train graph g   ids, labels, positions (persistent) -> llama_forward_train (weights shared
- *                   from the model; LoRA A/B are views of the optimizer's flat params buffer) ->
- *                   cross-entropy (loss and dlogits in one pass) -> wgml_backward of the
- *                   surrogate sum(logits · dlogits), whose gradient with respect to the logits is
- *                   exactly dlogits (dlogits is a constant to autograd: the cross-entropy op
- *                   records no backward) -> AdamW step over the flat buffers. Gradients land in
- *                   the optimizer's flat grads buffer (wgml_tensor_set_grad).
+ *   train graph g   ids, labels, positions (persistent) -> llama_forward_train_hidden (weights
+ *                   shared from the model; LoRA A/B are views of the optimizer's flat params
+ *                   buffer) -> the fused LM head + cross-entropy (llama_lmhead_ce: vocabulary
+ *                   chunks through one [T, 8192] scratch, no [T, V] logits or dlogits) ->
+ *                   wgml_backward of the loss (the fused op's rule recomputes each chunk's
+ *                   logits and gives d_h; the head weight is frozen) -> AdamW step over the
+ *                   flat buffers. Gradients land in the optimizer's flat grads buffer
+ *                   (wgml_tensor_set_grad).
  *   eval graph ge   the same forward with the adapters shared from g, then the loss and the
  *                   cross-entropy status (n_valid).
  * The loss tensor of g is kept (readable after the run); everything else stays on the GPU.
@@ -330,21 +331,20 @@ static wgml_status build(wgml_trainer *t) {
     }
     free(pos);
     int ste = c->mode == WGML_TRAIN_STE;
-    wgml_tensor *logits = llama_forward_train(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
-                                              ste ? t->latent_p : NULL);
-    wgml_tensor *dlogits = NULL;
-    t->loss = logits ? wgml_cross_entropy(g, logits, t->labels, &dlogits) : NULL;
-    /* surrogate whose gradient with respect to logits is dlogits */
-    wgml_tensor *sur = t->loss ? wgml_sum(g, wgml_mul(g, logits, dlogits), NULL, 0, 0) : NULL;
-    if (!sur || wgml_graph_keep(g, t->loss) || wgml_backward(g, sur, 1.0f) || wgml_adamw_step(g, t->opt) ||
+    /* the fused head: loss without the [T, V] logits; its autograd rule gives h its gradient */
+    wgml_tensor *h = llama_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
+                                                ste ? t->latent_p : NULL);
+    t->loss = h ? llama_lmhead_ce(t->model, g, h, t->labels, NULL) : NULL;
+    if (!t->loss || wgml_graph_keep(g, t->loss) || wgml_backward(g, t->loss, 1.0f) || wgml_adamw_step(g, t->opt) ||
         (ste && record_requant(t, g, 1)) || wgml_graph_compile(g))
         return wgml_last_status(t->ctx);
     if (ste && (!(t->gr = wgml_graph_new(t->ctx)) || record_requant(t, t->gr, 0) || wgml_graph_compile(t->gr)))
         return wgml_last_status(t->ctx);
     /* eval graph */
     wgml_ce_options ce = {NULL, t->e_status};
-    wgml_tensor *el = llama_forward_train(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
-    t->e_loss = el ? wgml_cross_entropy_ex(t->ge, el, t->e_labels, &ce, NULL) : NULL;
+    wgml_tensor *eh =
+        llama_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
+    t->e_loss = eh ? llama_lmhead_ce(t->model, t->ge, eh, t->e_labels, &ce) : NULL;
     if (!t->e_loss || wgml_graph_keep(t->ge, t->e_loss) || wgml_graph_compile(t->ge)) return wgml_last_status(t->ctx);
     return WGML_OK;
 }

@@ -2,6 +2,7 @@
  * one tiled kernel (matmul.wgsl) whose tile shape is chosen from the problem's shape. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_grad.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -231,4 +232,11 @@ wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wg
     /* dW[N,K] = d_outᵀ[N,M] · x[M,K]: d_out read as a transposed [M,N] operand */
     matmul_args a = {d_out, x, NULL, 1, 0, 1, n, k, m, 0, 0, 0, 0, 0, 1.0f, accumulate ? 1.0f : 0.0f, dw, accumulate != 0};
     return matmul_record(g, op, &a, 2, dw->shape) ? WGML_OK : wgml_last_status(ctx);
+}
+
+wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_b, int64_t m,
+                               int64_t n, int64_t k, wgml_tensor *into, bool accumulate) {
+    matmul_args x = {a, b, NULL, 0, trans_b, 1, m, n, k, 0, 0, 0, 0, 0, 1.0f, accumulate ? 1.0f : 0.0f, into,
+                     accumulate};
+    return matmul_record(g, op, &x, 2, into->shape) ? WGML_OK : wgml_last_status(graph_ctx(g));
 }

@@ -175,8 +175,8 @@ static bool same_graph(wgml_ctx *ctx, const char *op, const char *arg, const wgm
 
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
  * gradient (trans = 1: C = K, reduction over N). */
-static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
-                              int64_t m, int rank, const int64_t *shape) {
+static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
+                                 int64_t m, int rank, const int64_t *shape, wgml_tensor *into, bool acc) {
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     int va = r % 4 == 0 ? 4 : 1;
@@ -189,11 +189,11 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
     const uint32_t TM = v == 1 ? 4 : 8, TC = v == 0 ? 8 : 4;
     char prelude[1536];
     int len = snprintf(prelude, sizeof prelude,
-                       "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du;\n"
+                       "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du; const ACC: bool = %s;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", bias ? "true" : "false", va, BM, BC, BR, TM, TC,
+                       trans ? "true" : "false", bias ? "true" : "false", va, acc ? "true" : "false", BM, BC, BR, TM, TC,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + BM - 1) / BM, tiles_c = (c + BC - 1) / BC;
@@ -201,15 +201,26 @@ static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, con
         uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp;
     } params = {(uint32_t)m, (uint32_t)r, (uint32_t)c, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
                 (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
+    wgml_tensor *out = into ? into : graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
     wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : w->ab};
     if (graph_dispatch(g, op, "q4_mm", prelude, ro, 4, &out, 1, &params, sizeof params,
                        (uint64_t)(tiles_m * tiles_c))) {
-        wgml_tensor_free(out);
+        if (!into) wgml_tensor_free(out);
         return NULL;
     }
     return out;
+}
+
+static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
+                              int64_t m, int rank, const int64_t *shape) {
+    return record_mm_ex(g, op, a, w, trans, m, rank, shape, NULL, false);
+}
+
+wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
+                       wgml_tensor *into, bool accumulate) {
+    return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, into, accumulate) ? WGML_OK
+                                                                                          : wgml_last_status(graph_ctx(g));
 }
 
 #define GEMV_MAX_M 4

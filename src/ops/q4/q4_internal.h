@@ -15,4 +15,10 @@ void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t
                    float *ab);
 void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab);
 
+/* The tiled q4 product for other families' fused ops (no checks, no autograd record), written
+ * into the existing f32 tensor `into`: trans = 0: into[m, N] = a[m, K] · dequant(W)ᵀ (+ bias);
+ * trans = 1: into[m, K] = a[m, N] · dequant(W). accumulate: into += the product. */
+wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
+                       wgml_tensor *into, bool accumulate);
+
 #endif

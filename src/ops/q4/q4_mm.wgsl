@@ -9,7 +9,8 @@
 // of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, VA, AV,
+// With ACC the output is read and added to (O += the product; q4_mm_into).
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, ACC, VA, AV,
 // a_at and the tile constants.
 struct Params { M: u32, R: u32, C: u32, wpr: u32, ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32 }
 
@@ -123,6 +124,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (gc >= p.C) { break; }
                 var v = acc[i][h][c];
                 if (HAS_BIAS) { v += BIAS[gc]; }
+                if (ACC) { v += O[gm * p.C + gc]; }
                 O[gm * p.C + gc] = v;
             }
         }

@@ -1,0 +1,80 @@
+// lmhead_ce_fwd: one vocabulary chunk of the fused LM-head cross-entropy forward. x is the
+// chunk's logits [R, cols] (columns c0 .. c0 + cols of the vocabulary, in the reused scratch);
+// state[r] = (m, l, t, lse) is the row's running max, sum of exp(logit - m), target logit and,
+// after the last chunk, logsumexp.
+// Workgroup: WG threads (prelude; 32..256 from cols) own one row. Thread t keeps an online
+// (max, sum) over elements t, t+WG, ... (read as V: vec4 when cols % 4 == 0); a tree in
+// workgroup memory merges the WG pairs (m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m));
+// thread 0 merges the chunk's pair into state[r] (FIRST: state starts at (-inf, 0, 0, 0)),
+// takes the target logit when the label falls in this chunk, and with LAST writes
+// lse = m + log(l) and row_loss[r] = lse - target for a valid row (0 <= label < vocab), else 0.
+// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), FIRST, LAST.
+struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, ninf: f32 }
+
+@group(0) @binding(0) var<storage, read> x: array<V>;
+@group(0) @binding(1) var<storage, read> labels: array<i32>;
+@group(0) @binding(2) var<storage, read_write> state: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> row_loss: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+var<workgroup> sm: array<f32, WG>;
+var<workgroup> sl: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.n_rows) { return; } // the same for the whole workgroup
+    let cnt = p.cols / VW;
+    let base = row * cnt;
+    var m = p.ninf;
+    var l = 0.0;
+    for (var j = lid; j < cnt; j += WG) {
+        let v = x[base + j];
+        let mv = hmax(v);
+        if (mv > p.ninf) { // an all -inf step adds nothing
+            if (mv > m) {
+                l = l * exp(m - mv);
+                m = mv;
+            }
+            l += hsum(exp(v - V(m)));
+        }
+    }
+    sm[lid] = m;
+    sl[lid] = l;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            let ma = sm[lid];
+            let mb = sm[lid + s];
+            let mx = max(ma, mb);
+            if (mx > p.ninf) {
+                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
+                sm[lid] = mx;
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u) {
+        var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
+        if (!FIRST) { st = state[row]; }
+        let rm = sm[0];
+        let rl = sl[0];
+        let mx = max(st.x, rm);
+        if (mx > p.ninf) {
+            st.y = st.y * exp(st.x - mx) + rl * exp(rm - mx);
+            st.x = mx;
+        }
+        let lab = labels[row];
+        if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
+            let k = u32(lab) - p.c0;
+            st.z = comp(x[base + k / VW], k % VW);
+        }
+        if (LAST) {
+            st.w = st.x + log(st.y);
+            let valid = lab >= 0 && u32(lab) < p.vocab;
+            row_loss[row] = select(0.0, st.w - st.z, valid);
+        }
+        state[row] = st;
+    }
+}

@@ -1,0 +1,101 @@
+// lmhead_ce_grad: one vocabulary chunk of the fused LM-head cross-entropy when d_h is wanted:
+// the forward statistics of lmhead_ce_fwd plus, in one pass (as flash attention keeps its
+// output accumulator), the unnormalised gradient accumulator A [R, D]:
+//   m' = max(m, chunk max); alpha = exp(m - m'); l' = l*alpha + sum_j exp(x_j - m');
+//   x_j <- P_j = exp(x_j - m') in place (the handler then adds P · W_chunk into A);
+//   A[r, :] *= alpha (skipped for the first chunk, whose product overwrites A).
+// After the last chunk A = sum_j exp(z_j - m) W_j with the row's final m, and
+// lmhead_ce_dh forms d_h = (A / l - W[label]) * scale / n_valid.
+// state[r] = (m, l, target logit, lse) as in lmhead_ce_fwd; LAST writes lse and row_loss.
+// Workgroup: WG threads (prelude; 32..256 from cols) own one row: each thread an online
+// (max, sum) over elements t, t+WG, ... (V: vec4 when cols % 4 == 0), a tree in workgroup
+// memory merges them, thread 0 updates the state and shares (m', alpha) through workgroup
+// memory; then every thread rewrites its elements as P and scales its part of A's row.
+// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), FIRST, LAST.
+struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, d: u32, ninf: f32 }
+
+@group(0) @binding(0) var<storage, read> labels: array<i32>;
+@group(0) @binding(1) var<storage, read_write> state: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> row_loss: array<f32>;
+@group(0) @binding(3) var<storage, read_write> x: array<V>;
+@group(0) @binding(4) var<storage, read_write> acc: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> sm: array<f32, WG>;
+var<workgroup> sl: array<f32, WG>;
+var<workgroup> s_new: vec2<f32>; // (m', alpha)
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.n_rows) { return; } // the same for the whole workgroup
+    let cnt = p.cols / VW;
+    let base = row * cnt;
+    var m = p.ninf;
+    var l = 0.0;
+    for (var j = lid; j < cnt; j += WG) {
+        let v = x[base + j];
+        let mv = hmax(v);
+        if (mv > p.ninf) {
+            if (mv > m) {
+                l = l * exp(m - mv);
+                m = mv;
+            }
+            l += hsum(exp(v - V(m)));
+        }
+    }
+    sm[lid] = m;
+    sl[lid] = l;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            let ma = sm[lid];
+            let mb = sm[lid + s];
+            let mx = max(ma, mb);
+            if (mx > p.ninf) {
+                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
+                sm[lid] = mx;
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u) {
+        var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
+        if (!FIRST) { st = state[row]; }
+        let rm = sm[0];
+        let rl = sl[0];
+        let mx = max(st.x, rm);
+        var alpha = 1.0;
+        if (mx > p.ninf) {
+            alpha = exp(st.x - mx);
+            st.y = st.y * alpha + rl * exp(rm - mx);
+            st.x = mx;
+        }
+        let lab = labels[row];
+        if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
+            let k = u32(lab) - p.c0;
+            st.z = comp(x[base + k / VW], k % VW);
+        }
+        if (LAST) {
+            st.w = st.x + log(st.y);
+            let valid = lab >= 0 && u32(lab) < p.vocab;
+            row_loss[row] = select(0.0, st.w - st.z, valid);
+        }
+        state[row] = st;
+        s_new = vec2<f32>(mx, alpha);
+    }
+    workgroupBarrier();
+    let nm = s_new.x;
+    let live = nm > p.ninf; // all -inf so far: P = 0
+    for (var j = lid; j < cnt; j += WG) {
+        x[base + j] = select(V(0.0), exp(x[base + j] - V(nm)), live);
+    }
+    if (!FIRST) {
+        let alpha = s_new.y;
+        let ab = row * p.d;
+        for (var k = lid; k < p.d; k += WG) {
+            acc[ab + k] *= alpha;
+        }
+    }
+}

@@ -1,0 +1,8 @@
+/* Shared by the fused cross-entropy (train_ce.c) and the fused LM head + cross-entropy
+ * (lmhead_ce.c). */
+#ifndef WGML_TRAIN_CE_H
+#define WGML_TRAIN_CE_H
+#include "graph/graph.h"
+/* Eager graph only: reads the labels back and names the first one >= vocab (false, error set). */
+bool train_ce_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, int64_t vocab);
+#endif

@@ -1,0 +1,219 @@
+/* wgml bench lmhead: the fused LM head + cross-entropy (wgml_lmhead_ce*) against the LM-head
+ * GEMM alone and the unfused GEMM + wgml_cross_entropy, at R = 4096 rows, D = 576, V = 49152
+ * (SmolLM's head) with the model's head format (Q8_0, the tied token embedding; --weight f32
+ * for an f32 head). Each case is one built graph, run once with only 8 sampled rows labelled to
+ * check it against a double reference (loss, d_h of those rows, logits rows for the GEMM),
+ * then timed with every row labelled (wgml_graph_benchmark: 0.3 s warm-up, best of 5; GPU
+ * timestamps when the adapter has them). Peak intermediates = the graph's arena bytes. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { C_GEMM, C_UNF_F, C_UNF_FB, C_FUSED_F, C_FUSED_FB, N_CASES };
+static const char *NAMES[N_CASES] = {"LM-head GEMM alone", "unfused GEMM + cross_entropy", "unfused fwd + bwd",
+                                     "fused forward", "fused forward + backward"};
+
+static float frand(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+typedef struct head {
+    wgml_tensor *f;
+    wgml_q4_weight *q;
+} head;
+
+/* out: the case's checked output (logits, or the loss); dh: d_h when the case has one. */
+static wgml_status build(wgml_graph *g, int c, const head *w, wgml_tensor *h, wgml_tensor *l, int64_t chunk,
+                         wgml_tensor **out, wgml_tensor **dh) {
+    *dh = NULL;
+    wgml_tensor *logits = NULL, *dl = NULL;
+    switch (c) {
+    case C_GEMM: *out = w->q ? wgml_q4_linear(g, h, w->q) : wgml_linear(g, h, w->f, NULL); break;
+    case C_UNF_F:
+    case C_UNF_FB:
+        logits = w->q ? wgml_q4_linear(g, h, w->q) : wgml_linear(g, h, w->f, NULL);
+        *out = logits ? wgml_cross_entropy(g, logits, l, c == C_UNF_FB ? &dl : NULL) : NULL;
+        if (dl) *dh = w->q ? wgml_q4_linear_dx(g, dl, w->q) : wgml_mm(g, dl, w->f);
+        if (c == C_UNF_FB && !*dh) *out = NULL;
+        break;
+    default:
+        *out = w->q ? wgml_lmhead_ce_q4(g, h, w->q, l, chunk, NULL, c == C_FUSED_FB ? dh : NULL)
+                    : wgml_lmhead_ce(g, h, w->f, l, chunk, NULL, c == C_FUSED_FB ? dh : NULL);
+    }
+    if (!*out || wgml_graph_keep(g, *out) || (*dh && wgml_graph_keep(g, *dh))) return WGML_ERR_ARG;
+    return wgml_graph_compile(g);
+}
+
+/* Row r's logits in double. */
+static void ref_logits(const float *hh, const float *wd, int64_t d, int64_t v, int64_t r, double *z) {
+    for (int64_t j = 0; j < v; j++) {
+        double a = 0;
+        for (int64_t k = 0; k < d; k++) a += (double)hh[r * d + k] * wd[j * d + k];
+        z[j] = a;
+    }
+}
+
+int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    int cpu = strcmp(info.type, "CPU") == 0, f32 = 0;
+    int64_t rows = cpu ? 128 : 4096, d = 576, v = cpu ? 8192 : 49152, chunk = cpu ? 2048 : 8192;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) d = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) v = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--weight") && i + 1 < argc) {
+            const char *k = argv[++i];
+            if (!strcmp(k, "f32")) f32 = 1;
+            else if (!strcmp(k, "q8")) f32 = 0;
+            else argc = -1;
+        } else {
+            argc = -1;
+            break;
+        }
+    }
+    if (argc < 0 || rows < 8 || d < 32 || d % 32 || v < 64 || chunk < 64 || chunk % 64) {
+        fprintf(stderr, "usage: wgml bench lmhead [--rows N >= 8] [--dim D (multiple of 32)] [--vocab V >= 64]\n"
+                        "                         [--chunk C (multiple of 64)] [--weight q8|f32]\n");
+        return 2;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    size_t nw = (size_t)(v * d), nb = (size_t)(v * d / 32);
+    float *hh = malloc(sizeof(float) * (size_t)(rows * d)), *wd = malloc(sizeof(float) * nw);
+    uint8_t *blk = f32 ? NULL : malloc(nb * 34);
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)rows), *lab8 = malloc(sizeof(int32_t) * (size_t)rows);
+    double *z = malloc(sizeof(double) * (size_t)v), *ref_dh = NULL, **ref_z = NULL, ref_loss = 0;
+    int64_t sample[8];
+    int failed = 0;
+    if (!hh || !wd || (!f32 && !blk) || !lab || !lab8 || !z) {
+        fprintf(stderr, "bench lmhead: out of host memory\n");
+        failed = 1;
+        goto done;
+    }
+    for (int64_t i = 0; i < rows * d; i++) hh[i] = 2.0f * frand(&seed);
+    if (f32) {
+        for (size_t i = 0; i < nw; i++) wd[i] = 0.1f * frand(&seed);
+    } else { /* Q8_0 blocks: fp16 scale in [2^-10, 2^-9), random int8 codes (|w| < 0.25) */
+        for (size_t b = 0; b < nb; b++) {
+            uint8_t *p = blk + b * 34;
+            uint16_t hb = (uint16_t)((5u << 10) | ((uint32_t)((frand(&seed) + 1) * 511) & 0x3FF));
+            p[0] = (uint8_t)hb, p[1] = (uint8_t)(hb >> 8);
+            for (int j = 2; j < 34; j++) p[j] = (uint8_t)((frand(&seed) + 1) * 127.9f);
+        }
+        if (wgml_gguf_dequantize(WGML_GGML_Q8_0, blk, nb * 34, v, d, wd)) {
+            fprintf(stderr, "bench lmhead: %s\n", wgml_last_error(NULL));
+            failed = 1;
+            goto done;
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) lab[r] = (int32_t)((frand(&seed) + 1) * 0.5f * (float)(v - 1)), lab8[r] = -100;
+    for (int s = 0; s < 8; s++) {
+        sample[s] = (int64_t)s * (rows / 8) + (int64_t)((frand(&seed) + 1) * 0.5f * (float)(rows / 8 - 1));
+        lab8[sample[s]] = lab[sample[s]];
+    }
+    /* references of the sampled rows: logits row 0..., loss (mean over the 8), d_h rows */
+    ref_dh = malloc(sizeof(double) * (size_t)(8 * d));
+    ref_z = calloc(8, sizeof(double *));
+    if (!ref_dh || !ref_z) {
+        failed = 1;
+        goto done;
+    }
+    for (int s = 0; s < 8; s++) {
+        int64_t r = sample[s];
+        ref_z[s] = malloc(sizeof(double) * (size_t)v);
+        if (!ref_z[s]) {
+            failed = 1;
+            goto done;
+        }
+        ref_logits(hh, wd, d, v, r, ref_z[s]);
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < v; j++) m = fmax(m, ref_z[s][j]);
+        for (int64_t j = 0; j < v; j++) sum += exp(ref_z[s][j] - m);
+        double lse = m + log(sum);
+        ref_loss += (lse - ref_z[s][lab[r]]) / 8;
+        for (int64_t k = 0; k < d; k++) ref_dh[s * d + k] = 0;
+        for (int64_t j = 0; j < v; j++) {
+            double gj = (exp(ref_z[s][j] - lse) - (j == lab[r])) / 8;
+            for (int64_t k = 0; k < d; k++) ref_dh[s * d + k] += gj * wd[j * d + k];
+        }
+    }
+    printf("adapter: %s (%s, %s); h [%lld, %lld], head [%lld, %lld] %s, chunk %lld; %s\n", info.adapter, info.backend,
+           info.type, (long long)rows, (long long)d, (long long)v, (long long)d, f32 ? "f32" : "Q8_0", (long long)chunk,
+           info.has_timestamps ? "GPU timestamps" : "wall clock");
+    printf("%-30s %10s %9s %14s %s\n", "case", "ms", "x GEMM", "peak interm.", "check");
+    double gemm_t = 0;
+    for (int c = 0; c < N_CASES; c++) {
+        wgml_graph *g = wgml_graph_new(ctx);
+        int64_t hs[2] = {rows, d};
+        head w = {0};
+        if (f32) {
+            int64_t ws[2] = {v, d};
+            w.f = wgml_tensor_new(g, WGML_F32, 2, ws);
+            if (w.f && wgml_tensor_write(w.f, wd, sizeof(float) * nw)) w.f = NULL;
+        } else {
+            w.q = wgml_q4_upload_gguf(g, WGML_GGML_Q8_0, blk, nb * 34, v, d);
+        }
+        wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+        wgml_tensor *out = NULL, *dh = NULL;
+        double best = INFINITY;
+        int ok = (w.f || w.q) && h && l && !wgml_tensor_write(h, hh, sizeof(float) * (size_t)(rows * d)) &&
+                 !wgml_tensor_write(l, lab8, sizeof(int32_t) * (size_t)rows) && !build(g, c, &w, h, l, chunk, &out, &dh) &&
+                 !wgml_graph_run(g);
+        if (!ok) {
+            fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
+            failed = 1;
+            wgml_q4_free(w.q);
+            wgml_graph_free(g);
+            continue;
+        }
+        /* check the sampled rows */
+        wgml_tensor *big = c == C_GEMM ? out : dh; /* logits [R, V] or d_h [R, D] */
+        size_t bytes = big ? wgml_tensor_nbytes(big) : 0;
+        float *all = big ? malloc(bytes) : NULL;
+        int good = !big || (all && !wgml_tensor_read(big, all, bytes));
+        for (int s = 0; s < 8 && good && big; s++) {
+            int64_t r = sample[s];
+            if (c == C_GEMM) {
+                const float *row = all + r * v;
+                for (int64_t j = 0; good && j < v; j++) good = fabs(row[j] - ref_z[s][j]) <= 1e-4 + 1e-4 * fabs(ref_z[s][j]);
+            } else {
+                const float *row = all + r * d;
+                double am = 0;
+                for (int64_t k = 0; k < d; k++) am = fmax(am, fabs(ref_dh[s * d + k]));
+                for (int64_t k = 0; good && k < d; k++)
+                    good = fabs(row[k] - ref_dh[s * d + k]) <= 1e-4 * am + 1e-3 * fabs(ref_dh[s * d + k]);
+            }
+        }
+        if (good && c != C_GEMM) {
+            float gl = NAN;
+            good = !wgml_tensor_read(out, &gl, sizeof gl) && fabs(gl - ref_loss) <= 1e-4 * (1 + fabs(ref_loss));
+        }
+        free(all);
+        /* time with every row labelled */
+        if (wgml_tensor_write(l, lab, sizeof(int32_t) * (size_t)rows) ||
+            wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL)) {
+            fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
+            failed = 1;
+        } else {
+            if (c == C_GEMM) gemm_t = best;
+            printf("%-30s %10.3f %8.2fx %10.1f MiB %s\n", NAMES[c], best * 1e3, gemm_t > 0 ? best / gemm_t : 0,
+                   (double)wgml_graph_arena_bytes(g) / 1048576.0, good ? "ok" : "FAIL");
+            fflush(stdout);
+        }
+        if (!good) failed = 1;
+        wgml_q4_free(w.q);
+        wgml_graph_free(g);
+    }
+done:
+    for (int s = 0; ref_z && s < 8; s++) free(ref_z[s]);
+    free(ref_z), free(ref_dh);
+    free(hh), free(wd), free(blk), free(lab), free(lab8), free(z);
+    return failed;
+}
