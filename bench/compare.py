@@ -112,11 +112,21 @@ m = re.search(r"^prefill\s+\d+\s+[\d.]+\s+([\d.]+)", gen, re.M)
 add("  prefill", "128-token prompt, wall", float(m.group(1)) if m else None, "tok/s", peer.get("generate_prefill"),
     "tok/s eager", gcheck.group(1) if gcheck else "-", "")
 
-lm = read("wgml_lmhead.txt")
-m = re.search(r"lmhead_ce_ratio\s+([\d.]+)\s+fused\s+([\d.]+)\s+ms\s+gemm\s+([\d.]+)\s+ms\s+(\S+)", lm)
-if m:
-    rows.append(("lmhead_ce", "fused fwd / LM-head GEMM alone", f"{float(m.group(2)):.3f} ms",
-                 f"{float(m.group(3)):.3f} ms GEMM", m.group(4), "<= 1.1", f"{float(m.group(1)):.2f}"))
+lm = {}
+for line in read("wgml_lmhead.txt").splitlines():
+    m = re.match(r"(LM-head GEMM alone|fused forward \+ backward|fused forward|unfused fwd \+ bwd|unfused GEMM \+ cross_entropy)"
+                 r"\s+([\d.]+)\s+([\d.]+)x\s+([\d.]+) MiB\s+(\S+)", line)
+    if m:
+        lm[m.group(1)] = (float(m.group(2)), float(m.group(3)), float(m.group(4)), m.group(5))
+if "fused forward" in lm and "LM-head GEMM alone" in lm:
+    f, gm = lm["fused forward"], lm["LM-head GEMM alone"]
+    ok = "ok" if f[3] == "ok" and gm[3] == "ok" else "FAIL"
+    rows.append(("lmhead_ce", "fused fwd / LM-head GEMM alone", f"{f[0]:.3f} ms", f"{gm[0]:.3f} ms GEMM", ok, "<= 1.1",
+                 f"{f[0] / gm[0]:.2f}"))
+    for name in ("fused forward + backward", "unfused GEMM + cross_entropy", "unfused fwd + bwd"):
+        if name in lm:
+            rows.append(("  " + name, f"peak intermediates {lm[name][2]:.0f} MiB", f"{lm[name][0]:.3f} ms", "", lm[name][3],
+                         "", f"{lm[name][1]:.2f}"))
 else:
     rows.append(("lmhead_ce", "fused fwd / LM-head GEMM alone", "not run", "-", "-", "<= 1.1", "-"))
 

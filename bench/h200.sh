@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # One GPU run (NVIDIA, Vulkan): builds wgml there, prints the device, checks and times wgml's
-# kernels and PyTorch's on the same GPU in the same run, and prints the ratios.
+# kernels and PyTorch's on the same GPU in the same run, and prints the table of performance
+# keys (bench/compare.py: key first, ratio last). Every wgml number comes from a command that
+# checks its kernel against a double-precision reference before timing (`check` column).
 # Run from the repository root on the GPU machine with .deps/wgpu and .gl (the Vulkan loader
-# .deb) carried along. Logs go to $OUT (or out/).
+# .deb) carried along; MODEL=<SmolLM2-135M gguf> adds the model keys (train_step, decode).
+# Optional: SWEEP=1 adds bench/gemm_sweep.sh and bench/q4_sweep.sh (every variant, checked).
+# Logs go to $OUT (or out/).
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -14,30 +18,46 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake.log" 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-./build-gpu/wgml info | tee "$OUT/info.txt"
+W=./build-gpu/wgml
+$W info | tee "$OUT/info.txt"
+t0=$(date +%s)
+stamp() { echo "-- $1 at $(($(date +%s) - t0)) s"; }
 
-SHAPES=${SHAPES:-4096x4096x4096,8192x8192x8192,4096x1536x576,4096x576x1536,576x1536x4096,2048x2048x2048}
-echo "== wgml bench matmul (checked) =="
-./build-gpu/wgml bench matmul --check --shapes "$SHAPES" | tee "$OUT/wgml_matmul.txt"
-for v in ${VARIANTS:-}; do
-  ./build-gpu/wgml bench matmul --variant "$v" --shapes "$SHAPES" | tee -a "$OUT/wgml_matmul_variants.txt"
+# fp32 GEMM: the squares, and the GEMMs of a SmolLM2 training step (8 x 512 = 4096 tokens) in
+# their three orientations: forward x·Wᵀ (NT), dx = dy·W (NN), dW = dyᵀ·x (TN), for the
+# projections 576->576 (q, o), 576->192 (k, v), 576->1536 (gate, up) and 1536->576 (down)
+SQUARE=${SQUARE:-4096x4096x4096,8192x8192x8192,2048x2048x2048}
+TRAIN=${TRAIN:-4096x576x576:NT 4096x576x576:NN 576x576x4096:TN 4096x192x576:NT 4096x576x192:NN 192x576x4096:TN \
+4096x1536x576:NT 4096x576x1536:NN 1536x576x4096:TN 4096x576x1536:NT 4096x1536x576:NN 576x1536x4096:TN}
+stamp "bench matmul"
+$W bench matmul --check --shapes "$SQUARE" | tee "$OUT/wgml_matmul.txt"
+for s in $TRAIN; do
+  $W bench matmul --check --shapes "${s%%:*}" --trans "${s##*:}" | grep -v '^adapter\|^shape' | tee -a "$OUT/wgml_matmul.txt"
 done
-echo "== wgml bench ops =="
-./build-gpu/wgml bench ops | tee "$OUT/wgml_ops.txt"
-echo "== wgml bench q4 =="
-./build-gpu/wgml bench q4 | tee "$OUT/wgml_q4.txt"
+stamp "bench ops"
+$W bench ops | tee "$OUT/wgml_ops.txt"
+stamp "bench q4"
+$W bench q4 | tee "$OUT/wgml_q4.txt"
+stamp "bench lmhead"
+$W bench lmhead | tee "$OUT/wgml_lmhead.txt"
 if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
-  echo "== wgml bench generate =="
-  ./build-gpu/wgml bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
-  echo "== PyTorch peer: generate (fp32 eager, KV cache) =="
+  stamp "bench generate"
+  $W bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
+  stamp "peer generate"
   PYTHONUNBUFFERED=1 python3 bench/peer_generate.py "$MODEL" | tee "$OUT/peer_generate.txt"
-  echo "== wgml bench train (LoRA r=16, all projections, batch 8 x 512) =="
-  ./build-gpu/wgml bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 5 | tee "$OUT/wgml_train.txt"
-  echo "== PyTorch + PEFT peer: train step =="
+  stamp "bench train"
+  $W bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 5 --profile | tee "$OUT/wgml_train.txt"
+  stamp "peer train"
   PYTHONUNBUFFERED=1 python3 bench/peer_train.py 8 512 16 5 | tee "$OUT/peer_train.txt"
 fi
-echo "== PyTorch peer =="
-PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SHAPES" | tee "$OUT/peer_matmul.txt"
+stamp "peer matmul and copy"
+PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SQUARE,$(echo $TRAIN | tr ' ' ',')" | tee "$OUT/peer_matmul.txt"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py copy 1073741824 | tee "$OUT/peer_copy.txt"
-echo "== ratios =="
+if [ -n "${SWEEP:-}" ]; then
+  stamp "sweeps"
+  NO_BUILD=1 OUT="$OUT" bash bench/gemm_sweep.sh >"$OUT/gemm_sweep.log" 2>&1; tail -30 "$OUT/gemm_sweep.log"
+  B=$W bash bench/q4_sweep.sh | tee "$OUT/q4_sweep.txt"
+fi
+stamp "done"
+echo "== performance keys =="
 python3 bench/compare.py "$OUT" | tee "$OUT/summary.txt"

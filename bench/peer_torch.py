@@ -25,14 +25,17 @@ def median_ms(fn, reps=20, warmup=5):
 
 
 def matmul(shapes):
+    """shapes: (m, n, k, op) with op NN (a [M, K] times b [K, N]), NT (b stored [N, K],
+    transposed) or TN (a stored [K, M], transposed), as wgml bench matmul --trans names them."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    for m, n, k in shapes:
-        a = torch.randn(m, k, device="cuda")
-        b = torch.randn(k, n, device="cuda")
+    for m, n, k, op in shapes:
+        a = torch.randn(k, m, device="cuda").t() if op[0] == "T" else torch.randn(m, k, device="cuda")
+        b = torch.randn(n, k, device="cuda").t() if op[1] == "T" else torch.randn(k, n, device="cuda")
         out = torch.empty(m, n, device="cuda")
         ms = median_ms(lambda: torch.mm(a, b, out=out))
-        print(f"peer matmul_{m}x{n}x{k} {2.0 * m * n * k / (ms * 1e-3) * 1e-9:.1f} GFLOP/s", flush=True)
+        key = f"matmul_{m}x{n}x{k}" + ("" if op == "NN" else f":{op}")
+        print(f"peer {key} {2.0 * m * n * k / (ms * 1e-3) * 1e-9:.1f} GFLOP/s", flush=True)
 
 
 def copy(nbytes):
@@ -46,7 +49,10 @@ def copy(nbytes):
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "matmul":
-        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[2].split(",")]
+        shapes = []
+        for spec in sys.argv[2].split(","):  # MxNxK or MxNxK:OP
+            dims, _, op = spec.partition(":")
+            shapes.append(tuple(int(v) for v in dims.split("x")) + (op or "NN",))
         matmul(shapes)
     elif what == "copy":
         copy(int(sys.argv[2]))
