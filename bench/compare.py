@@ -13,9 +13,10 @@ def read(name):
 
 wgml = {}
 for line in read("wgml_matmul.txt").splitlines():
-    m = re.match(r"(\d+)x(\d+)x(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
+    # shape, op (NN: plain), variant, split, ms, TFLOP/s, check
+    m = re.match(r"(\d+)x(\d+)x(\d+)\s+NN\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
     if m:
-        wgml[f"matmul_{m.group(1)}x{m.group(2)}x{m.group(3)}"] = (float(m.group(6)), m.group(7))
+        wgml[f"matmul_{m.group(1)}x{m.group(2)}x{m.group(3)}"] = (float(m.group(7)) * 1e3, m.group(8))
 peer = {}
 for line in read("peer_matmul.txt").splitlines():
     m = re.match(r"peer (\S+) ([\d.]+)", line)

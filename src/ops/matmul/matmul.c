@@ -2,6 +2,7 @@
  * one tiled kernel (matmul.wgsl) whose tile shape is chosen from the problem's shape. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_grad.h"
+#include "ops/matmul/matmul_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,17 @@ static int choose_splits(int64_t tiles, int64_t k, uint32_t bk) {
     return s < 2 ? 1 : (int)s;
 }
 
+void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
+    int vi = choose_variant(ctx, batch, m, n);
+    const matmul_variant *v = &VARIANTS[vi];
+    int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    int s = choose_splits(tiles, k, v->bk);
+    /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
+    while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
+    *variant = vi;
+    *splits = s;
+}
+
 typedef struct matmul_args {
     wgml_tensor *a, *b, *c;
     int trans_a, trans_b;
@@ -102,7 +114,8 @@ typedef struct matmul_args {
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
                                   const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
-    int vi = choose_variant(ctx, x->batch, x->m, x->n);
+    int vi, splits;
+    matmul_plan(ctx, x->batch, x->m, x->n, x->k, &vi, &splits);
     const matmul_variant *v = &VARIANTS[vi];
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch start)
      * is a multiple of 4 */
@@ -110,13 +123,10 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
     int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
     int64_t tiles = tiles_m * tiles_n * x->batch;
-    int splits = choose_splits(tiles, x->k, v->bk);
-    /* each slice a whole number of BK steps; the partial buffer stays within 32-bit indexing */
-    int64_t k_chunk = (x->k + splits - 1) / splits;
-    k_chunk = (k_chunk + v->bk - 1) / v->bk * v->bk;
     int64_t mn_total = x->batch * x->m * x->n;
-    while (splits > 1 && (int64_t)splits * mn_total > 0x7FFFFFFFll) splits /= 2;
-    if (splits == 1) k_chunk = x->k;
+    /* each slice a whole number of BK steps */
+    int64_t k_chunk = (x->k + splits - 1) / splits;
+    k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
     char prelude[900];
     snprintf(prelude, sizeof prelude,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
