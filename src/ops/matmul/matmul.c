@@ -61,10 +61,20 @@ static int env_splits(void) {
  * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
  * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
  * 13 TFLOP/s); bench/NOTES.md has the sweep. */
+/* Whether variant v fits the device: workgroup memory (two k-tiles per operand in the db
+ * kernels) and threads per workgroup. */
+static bool variant_fits(wgml_ctx *ctx, int v) {
+    const matmul_variant *x = &VARIANTS[v];
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint32_t bytes = x->bk * (x->bm + x->bn) * 4u * (strcmp(x->shader, "matmul_db") ? 1u : 2u);
+    uint32_t threads = (x->bm / x->tm) * (x->bn / x->tn);
+    return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
+}
+
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
     int forced = gpu_ctx_matmul_variant(ctx);
-    if (forced >= 0 && forced < N_VARIANTS) return forced;
-    if ((forced = env_variant()) >= 0) return forced;
+    if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
+    if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
     int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
     if (tiles_128x64 >= 256) return V_TILE128X64;
