@@ -87,7 +87,7 @@ static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
  * 132-SM GPU and K is long (>= 1024): enough slices for about two waves, each slice at least
  * 256 deep. $WGML_MATMUL_SPLITK forces a count (1: off). */
 #define SPLIT_TARGET_WGS 264
-static int choose_splits(int64_t tiles, int64_t k, uint32_t bk) {
+static int choose_splits(int64_t tiles, int64_t k) {
     int forced = env_splits();
     if (forced > 0) return forced;
     if (tiles >= SPLIT_TARGET_WGS || k < 1024) return 1;
@@ -95,7 +95,6 @@ static int choose_splits(int64_t tiles, int64_t k, uint32_t bk) {
     int64_t by_depth = k / 256;
     if (s > by_depth) s = by_depth;
     if (s > 16) s = 16;
-    (void)bk;
     return s < 2 ? 1 : (int)s;
 }
 
@@ -103,7 +102,7 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
     int vi = choose_variant(ctx, batch, m, n);
     const matmul_variant *v = &VARIANTS[vi];
     int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
-    int s = choose_splits(tiles, k, v->bk);
+    int s = choose_splits(tiles, k);
     /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
     while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
     *variant = vi;
