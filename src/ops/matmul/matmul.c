@@ -57,10 +57,6 @@ static int env_splits(void) {
     return s < 1 ? 0 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
 }
 
-/* The largest tile that still gives the GPU enough workgroups: on an H200, 128x64 tiles ran
- * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
- * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
- * 13 TFLOP/s); bench/NOTES.md has the sweep. */
 /* Whether variant v fits the device: workgroup memory (two k-tiles per operand in the db
  * kernels) and threads per workgroup. */
 static bool variant_fits(wgml_ctx *ctx, int v) {
@@ -71,6 +67,11 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
     return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
 }
 
+/* The largest tile that still gives the GPU enough workgroups: on an H200, 128x64 tiles ran
+ * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
+ * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
+ * 13 TFLOP/s); bench/NOTES.md has the sweep. A forced variant (wgml_matmul_force_variant, else
+ * $WGML_MATMUL_VARIANT) wins when it fits the device. */
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
     int forced = gpu_ctx_matmul_variant(ctx);
     if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
