@@ -22,12 +22,13 @@ for name in ("peer_matmul.txt", "peer_copy.txt", "peer_generate.txt", "peer_trai
             peer[m.group(1)] = float(m.group(2))
 copy_peer = next((v for k, v in peer.items() if k.startswith("copy_")), None)
 
-# wgml matmul: "MxNxK[:tt] variant ms GFLOP/s check"
+# wgml matmul: "MxNxK OP variant split ms TFLOP/s check"; key MxNxK for NN, else MxNxK:OP
 mm = {}
 for line in read("wgml_matmul.txt").splitlines():
-    m = re.match(r"(\d+x\d+x\d+(?::[nt]{2})?)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
+    m = re.match(r"(\d+x\d+x\d+)\s+([NT]{2})\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
     if m:
-        mm[m.group(1)] = (float(m.group(4)), m.group(5) or "-", m.group(2))
+        key = m.group(1) + ("" if m.group(2) == "NN" else ":" + m.group(2))
+        mm[key] = (float(m.group(6)) * 1e3, m.group(7) or "-", m.group(3) + " split " + m.group(4))
 
 ops = {}
 copy_wgml = None
@@ -64,12 +65,15 @@ for key, shape in (("gemm_fp32_4096", "4096x4096x4096"), ("gemm_fp32_8192", "819
 
 # the training step's GEMMs: every shape with an orientation suffix, or the three plain
 # training shapes; time-weighted (total FLOPs / total time on each side)
-train_shapes = [s for s in mm if ":" in s] or [s for s in ("4096x1536x576", "4096x576x1536", "576x1536x4096") if s in mm]
+TRAIN_COUNT = {"4096x576x576:NT": 2, "4096x576x576": 2, "576x576x4096:TN": 2, "4096x192x576:NT": 2, "4096x576x192": 2,
+               "192x576x4096:TN": 2, "4096x1536x576:NT": 2, "4096x576x1536": 2, "1536x576x4096:TN": 2,
+               "4096x576x1536:NT": 1, "4096x1536x576": 1, "576x1536x4096:TN": 1}
+train_shapes = [s for s in TRAIN_COUNT if s in mm]
 fl_w = t_w = t_p = 0.0
 checks = set()
 for s in train_shapes:
     m_, n_, k_ = (int(v) for v in s.split(":")[0].split("x"))
-    f = 2.0 * m_ * n_ * k_
+    f = 2.0 * m_ * n_ * k_ * TRAIN_COUNT[s]
     p = peer.get("matmul_" + s)
     if not p:
         continue
@@ -77,10 +81,10 @@ for s in train_shapes:
     t_w += f / (mm[s][0] * 1e9)
     t_p += f / (p * 1e9)
     checks.add(mm[s][1])
-    rows.append(("  gemm_fp32_train " + s, "", f"{mm[s][0] / 1e3:.1f} TF/s", f"{p / 1e3:.1f} TF/s", mm[s][1], "",
+    rows.append(("  gemm_fp32_train " + s, f"x{TRAIN_COUNT[s]} a layer; {mm[s][2]}", f"{mm[s][0] / 1e3:.1f} TF/s", f"{p / 1e3:.1f} TF/s", mm[s][1], "",
                  f"{mm[s][0] / p:.2f}"))
 if t_w:
-    add("gemm_fp32_train", f"{len(train_shapes)} GEMMs, time-weighted", fl_w / t_w / 1e12, "TF/s",
+    add("gemm_fp32_train", f"{len(train_shapes)} GEMM shapes of a layer, time-weighted", fl_w / t_w / 1e12, "TF/s",
         fl_w / t_p / 1e12, "TF/s cuBLAS", "ok" if checks == {"ok"} else "FAIL", ">= 0.80")
 
 ref_copy = copy_wgml

@@ -77,10 +77,103 @@ static void test_shapes_all_variants(void) {
     case_matmul("batch broadcast b", 5, 0, 9, 11, 13, 0, 0);
 }
 
+static void test_linear(void);
+static void test_addmm(void);
+static void test_linear_dw(void);
+
+/* Split-K ($WGML_MATMUL_SPLITK): every variant and transpose with K not a multiple of the
+ * slice, K = 1 (empty slices write zero partials), slice counts 2, 3 and 7; batch and
+ * broadcast batch; then the epilogues (bias, addmm's C, linear_dw's accumulation) through the
+ * reduction, and the variant override by name. */
+static void test_splitk(void) {
+    static const int64_t shapes[][3] = {{129, 37, 65}, {33, 17, 1}, {132, 136, 36}};
+    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    for (int v = 0; v < wgml_matmul_variant_count(); v++) {
+        wgml_matmul_force_variant(T.ctx, v);
+        char label[96];
+        snprintf(label, sizeof label, "split3 %s", wgml_matmul_variant_name(v));
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int t = 0; t < 4; t++) case_matmul(label, 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
+    }
+    wgml_matmul_force_variant(T.ctx, -1);
+    static const char *const counts[] = {"2", "7"};
+    for (int c = 0; c < 2; c++) {
+        setenv("WGML_MATMUL_SPLITK", counts[c], 1);
+        char label[64];
+        snprintf(label, sizeof label, "split%s", counts[c]);
+        case_matmul(label, 0, 0, 70, 50, 333, 1, 0);
+        case_matmul(label, 3, 3, 33, 17, 29, 0, 0);
+        case_matmul(label, 4, 4, 20, 24, 100, 1, 1);
+        case_matmul(label, 1, 5, 9, 11, 13, 0, 1);
+        case_matmul(label, 5, 0, 9, 11, 13, 0, 0);
+    }
+    setenv("WGML_MATMUL_SPLITK", "4", 1);
+    setenv("WGML_MATMUL_VARIANT", "db128x64_k16_r8x4", 1);
+    case_matmul("split4 by $WGML_MATMUL_VARIANT", 0, 0, 40, 30, 50, 0, 1);
+    unsetenv("WGML_MATMUL_VARIANT");
+    test_linear();
+    test_addmm();
+    test_linear_dw();
+    unsetenv("WGML_MATMUL_SPLITK");
+}
+
+/* Split-K in a built graph: linear (bias) -> mm, and linear_dw accumulating into a persistent
+ * gradient, run twice with new inputs (the gradient holds the sum of both runs). */
+static void test_splitk_graph(void) {
+    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t m = 24, k = 70, h = 20, n = 12;
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, k});
+    wgml_tensor *w1 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
+    wgml_tensor *bias = wgml_tensor_new(g, WGML_F32, 1, (int64_t[]){h});
+    wgml_tensor *w2 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, n});
+    wgml_tensor *dy = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, h});
+    wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
+    wgml_tensor *out = wgml_mm(g, wgml_linear(g, x, w1, bias), w2);
+    th_check(out && !wgml_linear_dw(g, dy, x, dw, 1) && !wgml_graph_keep(g, out) && !wgml_graph_compile(g),
+             "split-K graph builds: %s", wgml_last_error(T.ctx));
+    unsetenv("WGML_MATMUL_SPLITK");
+    float *hw1 = th_random((size_t)(h * k), -1, 1), *hb = th_random((size_t)h, -1, 1);
+    float *hw2 = th_random((size_t)(h * n), -1, 1);
+    wgml_tensor_write(w1, hw1, wgml_tensor_nbytes(w1));
+    wgml_tensor_write(bias, hb, wgml_tensor_nbytes(bias));
+    wgml_tensor_write(w2, hw2, wgml_tensor_nbytes(w2));
+    float *zero = calloc((size_t)(h * k), sizeof(float));
+    wgml_tensor_write(dw, zero, wgml_tensor_nbytes(dw));
+    double *dw_ref = calloc((size_t)(h * k), sizeof(double));
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1), *hdy = th_random((size_t)(m * h), -1, 1);
+        wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
+        wgml_tensor_write(dy, hdy, wgml_tensor_nbytes(dy));
+        th_check(!wgml_graph_run(g), "split-K graph run: %s", wgml_last_error(T.ctx));
+        double *r1 = malloc(sizeof(double) * (size_t)(m * h)), *ro = malloc(sizeof(double) * (size_t)(m * n));
+        double *d = malloc(sizeof(double) * (size_t)(h * k));
+        ref_matmul(hx, hw1, r1, 1, m, h, k, 0, 1, 0, 0);
+        for (int64_t i = 0; i < m * h; i++) r1[i] += hb[i % h];
+        double *dw2 = to_double(hw2, (size_t)(h * n));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)h, 1, r1, (int)h, dw2, (int)n, 0, ro,
+                    (int)n);
+        ref_matmul(hdy, hx, d, 1, h, k, m, 1, 0, 0, 0);
+        for (int64_t i = 0; i < h * k; i++) dw_ref[i] += d[i];
+        float *got = malloc(wgml_tensor_nbytes(out));
+        th_check(!wgml_tensor_read(out, got, wgml_tensor_nbytes(out)), "read split-K graph output");
+        th_close(run ? "split-K graph run 2" : "split-K graph run 1", got, ro, (size_t)(m * n), 4 * tol_abs(k), RTOL);
+        float *gdw = th_read_f32(dw);
+        th_close(run ? "split-K graph linear_dw accumulated twice" : "split-K graph linear_dw", gdw, dw_ref,
+                 (size_t)(h * k), 2 * tol_abs(m), RTOL);
+        free(got); free(gdw); free(hx); free(hdy); free(r1); free(ro); free(d); free(dw2);
+    }
+    free(hw1); free(hb); free(hw2); free(zero); free(dw_ref);
+    wgml_graph_free(g);
+}
+
 static void test_huge_grid(void) {
     /* 70,000 batch entries of 2x2x3: one workgroup each, more than 65,535 in one dimension */
     wgml_matmul_force_variant(T.ctx, 2);
     case_matmul("grid > 65535 workgroups", 70000, 70000, 2, 2, 3, 0, 0);
+    setenv("WGML_MATMUL_SPLITK", "2", 1);
+    case_matmul("split2, grid > 65535 workgroups", 40000, 40000, 2, 2, 9, 0, 1);
+    unsetenv("WGML_MATMUL_SPLITK");
     wgml_matmul_force_variant(T.ctx, -1);
 }
 
@@ -351,6 +444,8 @@ int main(int argc, char **argv) {
     test_graph(NULL);
     test_graph("6000");
     test_views();
+    test_splitk();
+    test_splitk_graph();
     test_huge_grid();
     test_bad_input();
     return th_done();

@@ -3,6 +3,7 @@
  * figure is kernel time, not launch or host time. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench.h"
+#include "ops/matmul/matmul_plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,14 +42,16 @@ static wgml_tensor *random_tensor(wgml_graph *g, int64_t r, int64_t c, float **h
     return t;
 }
 
-/* Spot-checks `samples` entries of out = a·b against a double-precision dot product. */
-static double spot_check(const float *a, const float *b, const float *out, shape3 s, int samples) {
+/* Spot-checks `samples` entries of out = op(a)·op(b) against a double-precision dot product
+ * (a stored [K, M] when ta, b stored [N, K] when tb). */
+static double spot_check(const float *a, const float *b, const float *out, shape3 s, int ta, int tb, int samples) {
     double worst = 0;
     for (int i = 0; i < samples; i++) {
         int64_t m = (int64_t)((frand() * 0.5f + 0.5f) * (float)(s.m - 1));
         int64_t n = (int64_t)((frand() * 0.5f + 0.5f) * (float)(s.n - 1));
         double ref = 0;
-        for (int64_t k = 0; k < s.k; k++) ref += (double)a[m * s.k + k] * (double)b[k * s.n + n];
+        for (int64_t k = 0; k < s.k; k++)
+            ref += (double)a[ta ? k * s.m + m : m * s.k + k] * (double)b[tb ? n * s.k + k : k * s.n + n];
         double err = fabs(ref - out[m * s.n + n]) / (sqrt((double)s.k) * 1e-4 + 1e-3 * fabs(ref));
         if (err > worst || isnan(err)) worst = isnan(err) ? INFINITY : err;
     }
@@ -61,51 +64,83 @@ static int cpu_adapter(wgml_ctx *ctx) {
     return strcmp(info.type, "CPU") == 0;
 }
 
-static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int reps, int check, const char *variant) {
-    printf("%-22s %-22s %10s %10s %s\n", "shape MxNxK", "variant", "ms", "GFLOP/s", check ? "check" : "");
-    int failed = 0;
-    for (int i = 0; i < n_shapes; i++) {
-        shape3 s = shapes[i];
-        wgml_graph *g = wgml_graph_new(ctx);
-        float *ha = NULL, *hb = NULL;
-        wgml_tensor *a = random_tensor(g, s.m, s.k, check ? &ha : NULL);
-        wgml_tensor *b = random_tensor(g, s.k, s.n, check ? &hb : NULL);
-        wgml_tensor *out = NULL;
-        for (int r = 0; r < reps; r++) out = wgml_mm(g, a, b);
-        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g)) {
-            fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
-            free(ha);
-            free(hb);
-            wgml_graph_free(g);
-            return 1;
-        }
-        double best = INFINITY;
-        if (wgml_graph_benchmark(g, cpu_adapter(ctx) ? 0.0 : 0.3, 3, &best, NULL))
-            fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
-        double per = best / reps;
-        double gflops = 2.0 * (double)s.m * (double)s.n * (double)s.k / per * 1e-9;
-        char name[64];
-        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m, (long long)s.n, (long long)s.k);
-        char verdict[32] = "";
-        if (check) {
-            float *ho = malloc(sizeof(float) * (size_t)(s.m * s.n));
-            if (ho && !wgml_tensor_read(out, ho, sizeof(float) * (size_t)(s.m * s.n))) {
-                double w = spot_check(ha, hb, ho, s, 64);
-                snprintf(verdict, sizeof verdict, "%s", w <= 1 ? "ok" : "FAIL");
-                if (w > 1) failed = 1;
-            }
-            free(ho);
-        }
-        printf("%-22s %-22s %10.3f %10.1f %s\n", name, variant, per * 1e3, gflops, verdict);
-        fflush(stdout);
-        free(ha);
-        free(hb);
-        wgml_graph_free(g);
-    }
+typedef struct matmul_sweep {
+    int variants[64], n_variants; /* -1: auto */
+    int splits[16], n_splits;     /* 0: auto */
+    int trans[4], n_trans;        /* bit 0: a transposed, bit 1: b transposed */
+} matmul_sweep;
+
+/* Times every (shape, orientation, variant, split) of the sweep: a built graph of `reps`
+ * products per configuration; with check, each configuration's output is spot-checked. */
+static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int reps, int check, const matmul_sweep *sw) {
+    printf("%-20s %-3s %-26s %5s %10s %9s %s\n", "shape MxNxK", "op", "variant", "split", "ms", "TFLOP/s",
+           check ? "check" : "");
+    int failed = 0, first = 0; /* 1 + the shape last timed */
+    for (int i = 0; i < n_shapes; i++)
+        for (int ti = 0; ti < sw->n_trans; ti++)
+            for (int vi = 0; vi < sw->n_variants; vi++)
+                for (int si = 0; si < sw->n_splits; si++) {
+                    shape3 s = shapes[i];
+                    int ta = sw->trans[ti] & 1, tb = sw->trans[ti] >> 1;
+                    wgml_matmul_force_variant(ctx, sw->variants[vi]);
+                    char sk[16];
+                    snprintf(sk, sizeof sk, "%d", sw->splits[si]);
+                    if (sw->splits[si] > 0) setenv("WGML_MATMUL_SPLITK", sk, 1);
+                    else unsetenv("WGML_MATMUL_SPLITK");
+                    int used_v = 0, used_s = 1;
+                    matmul_plan(ctx, 1, s.m, s.n, s.k, &used_v, &used_s);
+                    wgml_graph *g = wgml_graph_new(ctx);
+                    float *ha = NULL, *hb = NULL;
+                    wgml_tensor *a = random_tensor(g, ta ? s.k : s.m, ta ? s.m : s.k, check ? &ha : NULL);
+                    wgml_tensor *b = random_tensor(g, tb ? s.n : s.k, tb ? s.k : s.n, check ? &hb : NULL);
+                    wgml_tensor *out = NULL;
+                    for (int r = 0; r < reps && a && b; r++) out = wgml_matmul(g, a, b, ta, tb);
+                    if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g)) {
+                        fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
+                        free(ha);
+                        free(hb);
+                        wgml_graph_free(g);
+                        failed = 1;
+                        continue;
+                    }
+                    double best = INFINITY;
+                    /* warm the clocks on a new shape and after a long host set-up (random
+                     * operands of over 8M elements), during which they may drop */
+                    int long_setup = s.m * s.k + s.k * s.n > (8 << 20);
+                    double warm = cpu_adapter(ctx) ? 0.0 : first != i + 1 || long_setup ? 0.3 : 0.05;
+                    first = i + 1;
+                    if (wgml_graph_benchmark(g, warm, 3, &best, NULL)) fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
+                    double per = best / reps;
+                    double tflops = 2.0 * (double)s.m * (double)s.n * (double)s.k / per * 1e-12;
+                    char name[64];
+                    snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m, (long long)s.n, (long long)s.k);
+                    char verdict[32] = "";
+                    if (check) {
+                        float *ho = malloc(sizeof(float) * (size_t)(s.m * s.n));
+                        snprintf(verdict, sizeof verdict, "FAIL");
+                        if (ho && !wgml_tensor_read(out, ho, sizeof(float) * (size_t)(s.m * s.n))) {
+                            double w = spot_check(ha, hb, ho, s, ta, tb, 64);
+                            snprintf(verdict, sizeof verdict, "%s", w <= 1 ? "ok" : "FAIL");
+                        }
+                        if (strcmp(verdict, "ok")) failed = 1;
+                        free(ho);
+                    }
+                    static const char *const ops[4] = {"NN", "TN", "NT", "TT"};
+                    char vname[48], sname[16];
+                    snprintf(vname, sizeof vname, "%s%s", sw->variants[vi] < 0 ? "auto:" : "",
+                             wgml_matmul_variant_name(used_v));
+                    snprintf(sname, sizeof sname, "%s%d", sw->splits[si] > 0 ? "" : "a", used_s);
+                    printf("%-20s %-3s %-26s %5s %10.3f %9.3f %s\n", name, ops[sw->trans[ti]], vname, sname, per * 1e3,
+                           tflops, verdict);
+                    fflush(stdout);
+                    free(ha);
+                    free(hb);
+                    wgml_graph_free(g);
+                }
+    wgml_matmul_force_variant(ctx, -1);
+    unsetenv("WGML_MATMUL_SPLITK");
     return failed;
 }
-
-
 
 static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv);
 
@@ -236,7 +271,8 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout, 0);
     if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return wgml_q4_bench(ctx, stdout, 1);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
-    fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME] [--check]\n"
+    fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME,...|all|auto]\n"
+                    "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N]\n"
                     "       wgml bench q4 [--gemv]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
@@ -252,7 +288,7 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     shape3 shapes[64];
     int n = 0;
     int reps = cpu ? 2 : 10, check = 0;
-    const char *variant = "auto";
+    matmul_sweep sw = {.variants = {-1}, .n_variants = 1, .splits = {0}, .n_splits = 1, .trans = {0}, .n_trans = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
             char *p = argv[++i];
@@ -274,18 +310,53 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
-            const char *want = argv[++i];
-            int v = -1;
-            for (int j = 0; j < wgml_matmul_variant_count(); j++)
-                if (!strcmp(want, wgml_matmul_variant_name(j))) v = j;
-            if (v < 0 && strcmp(want, "auto")) {
-                fprintf(stderr, "bench: unknown variant '%s'; one of: auto", want);
-                for (int j = 0; j < wgml_matmul_variant_count(); j++) fprintf(stderr, " %s", wgml_matmul_variant_name(j));
-                fprintf(stderr, "\n");
-                return 2;
+            /* NAME[,NAME...], "auto" or "all" */
+            char list[1024];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            sw.n_variants = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                if (!strcmp(tok, "all")) {
+                    for (int j = 0; j < wgml_matmul_variant_count() && sw.n_variants < 64; j++) sw.variants[sw.n_variants++] = j;
+                    continue;
+                }
+                int v = -1;
+                for (int j = 0; j < wgml_matmul_variant_count(); j++)
+                    if (!strcmp(tok, wgml_matmul_variant_name(j))) v = j;
+                if ((v < 0 && strcmp(tok, "auto")) || sw.n_variants >= 64) {
+                    fprintf(stderr, "bench: unknown variant '%s'; one of: auto all", tok);
+                    for (int j = 0; j < wgml_matmul_variant_count(); j++) fprintf(stderr, " %s", wgml_matmul_variant_name(j));
+                    fprintf(stderr, "\n");
+                    return 2;
+                }
+                sw.variants[sw.n_variants++] = v;
             }
-            wgml_matmul_force_variant(ctx, v);
-            variant = want;
+        } else if (!strcmp(argv[i], "--splitk") && i + 1 < argc) {
+            /* S[,S...]: K slices (1: no split, 0 or "auto": the automatic choice) */
+            char list[256];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            sw.n_splits = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                char *end;
+                long v = strtol(tok, &end, 10);
+                if (!strcmp(tok, "auto")) v = 0, end = tok + 4;
+                if (*end || v < 0 || v > 64 || sw.n_splits >= 16) {
+                    fprintf(stderr, "bench: --splitk wants counts 0..64 (0: auto), got '%s'\n", tok);
+                    return 2;
+                }
+                sw.splits[sw.n_splits++] = (int)v;
+            }
+        } else if (!strcmp(argv[i], "--trans") && i + 1 < argc) {
+            /* NN,TN,NT,TT: whether a (first letter) and b are stored transposed */
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            sw.n_trans = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                if (strlen(tok) != 2 || !strchr("NT", tok[0]) || !strchr("NT", tok[1]) || sw.n_trans >= 4) {
+                    fprintf(stderr, "bench: --trans wants NN, TN, NT or TT, got '%s'\n", tok);
+                    return 2;
+                }
+                sw.trans[sw.n_trans++] = (tok[0] == 'T') | (tok[1] == 'T') << 1;
+            }
         } else if (!strcmp(argv[i], "--check")) {
             check = 1;
         } else {
@@ -300,5 +371,5 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     }
     printf("adapter: %s (%s, %s), timing: %s, %d reps per submit\n", info.adapter, info.backend, info.type,
            info.has_timestamps ? "GPU timestamps" : "wall clock", reps);
-    return bench_matmul(ctx, shapes, n, reps, check, variant);
+    return bench_matmul(ctx, shapes, n, reps, check, &sw);
 }

@@ -3,41 +3,112 @@
 #include "graph/graph.h"
 #include "ops/matmul/matmul_grad.h"
 #include "ops/matmul/matmul_into.h"
+#include "ops/matmul/matmul_plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct matmul_variant {
     const char *name;
+    const char *shader; /* "matmul" (single-buffered) or "matmul_db" (double-buffered) */
     uint32_t bm, bn, bk, tm, tn;
 } matmul_variant;
 
 /* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). TM and TN are
- * multiples of 4 (the kernel reads workgroup memory as vec4). */
+ * multiples of 4 (the kernels read workgroup memory as vec4). The db variants keep two k-tiles
+ * per operand in workgroup memory (2·BK·(BM+BN)·4 bytes: 32 KiB for 128x128 at BK 16). */
 static const matmul_variant VARIANTS[] = {
-    {"tile128x128_k8_r8x8", 128, 128, 8, 8, 8},
-    {"tile64x64_k16_r4x4", 64, 64, 16, 4, 4},
-    {"tile32x32_k16_r4x4", 32, 32, 16, 4, 4},
-    {"tile128x128_k16_r8x8", 128, 128, 16, 8, 8},
-    {"tile128x64_k16_r8x4", 128, 64, 16, 8, 4},
+    {"tile128x128_k8_r8x8", "matmul", 128, 128, 8, 8, 8},
+    {"tile64x64_k16_r4x4", "matmul", 64, 64, 16, 4, 4},
+    {"tile32x32_k16_r4x4", "matmul", 32, 32, 16, 4, 4},
+    {"tile128x128_k16_r8x8", "matmul", 128, 128, 16, 8, 8},
+    {"tile128x64_k16_r8x4", "matmul", 128, 64, 16, 8, 4},
+    {"db128x128_k8_r8x8", "matmul_db", 128, 128, 8, 8, 8},
+    {"db128x128_k16_r8x8", "matmul_db", 128, 128, 16, 8, 8},
+    {"db128x64_k16_r8x4", "matmul_db", 128, 64, 16, 8, 4},
+    {"db64x64_k16_r4x4", "matmul_db", 64, 64, 16, 4, 4},
 };
 #define N_VARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
+#define V_TILE64 1
+#define V_TILE32 2
+#define V_TILE128X64 4
+#define MAX_SPLITS 64
 
 int wgml_matmul_variant_count(void) { return N_VARIANTS; }
 const char *wgml_matmul_variant_name(int v) { return v >= 0 && v < N_VARIANTS ? VARIANTS[v].name : "auto"; }
 
+/* $WGML_MATMUL_VARIANT: a variant name or index (used when wgml_matmul_force_variant has not
+ * forced one); -1 when unset or unknown. */
+static int env_variant(void) {
+    const char *e = getenv("WGML_MATMUL_VARIANT");
+    if (!e || !*e || !strcmp(e, "auto")) return -1;
+    for (int v = 0; v < N_VARIANTS; v++)
+        if (!strcmp(e, VARIANTS[v].name)) return v;
+    char *end;
+    long v = strtol(e, &end, 10);
+    return *end == 0 && v >= 0 && v < N_VARIANTS ? (int)v : -1;
+}
+
+/* $WGML_MATMUL_SPLITK: a forced number of K slices (1: never split); 0 when unset (auto). */
+static int env_splits(void) {
+    const char *e = getenv("WGML_MATMUL_SPLITK");
+    if (!e || !*e) return 0;
+    long s = strtol(e, NULL, 10);
+    return s < 1 ? 0 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
+}
+
+/* Whether variant v fits the device: workgroup memory (two k-tiles per operand in the db
+ * kernels) and threads per workgroup. */
+static bool variant_fits(wgml_ctx *ctx, int v) {
+    const matmul_variant *x = &VARIANTS[v];
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint32_t bytes = x->bk * (x->bm + x->bn) * 4u * (strcmp(x->shader, "matmul_db") ? 1u : 2u);
+    uint32_t threads = (x->bm / x->tm) * (x->bn / x->tn);
+    return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
+}
+
 /* The largest tile that still gives the GPU enough workgroups: on an H200, 128x64 tiles ran
  * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
  * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
- * 13 TFLOP/s); bench/NOTES.md has the sweep. */
+ * 13 TFLOP/s); bench/NOTES.md has the sweep. A forced variant (wgml_matmul_force_variant, else
+ * $WGML_MATMUL_VARIANT) wins when it fits the device. */
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
     int forced = gpu_ctx_matmul_variant(ctx);
-    if (forced >= 0 && forced < N_VARIANTS) return forced;
+    if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
+    if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
     int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
-    if (tiles_128x64 >= 256) return 4;
-    if (tiles_64x64 >= 32 || (m >= 64 && n >= 64)) return 1;
-    return 2;
+    if (tiles_128x64 >= 256) return V_TILE128X64;
+    if (tiles_64x64 >= 32 || (m >= 64 && n >= 64)) return V_TILE64;
+    return V_TILE32;
+}
+
+/* Split-K: how many K slices, each a separate set of workgroups writing a partial product,
+ * summed by a second dispatch. Auto: only when the tiles fill fewer than two waves of a
+ * 132-SM GPU and K is long (>= 1024): enough slices for about two waves, each slice at least
+ * 256 deep. $WGML_MATMUL_SPLITK forces a count (1: off). */
+#define SPLIT_TARGET_WGS 264
+static int choose_splits(int64_t tiles, int64_t k) {
+    int forced = env_splits();
+    if (forced > 0) return forced;
+    if (tiles >= SPLIT_TARGET_WGS || k < 1024) return 1;
+    int64_t s = (SPLIT_TARGET_WGS + tiles - 1) / tiles;
+    int64_t by_depth = k / 256;
+    if (s > by_depth) s = by_depth;
+    if (s > 16) s = 16;
+    return s < 2 ? 1 : (int)s;
+}
+
+void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
+    int vi = choose_variant(ctx, batch, m, n);
+    const matmul_variant *v = &VARIANTS[vi];
+    int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    int s = choose_splits(tiles, k);
+    /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
+    while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
+    *variant = vi;
+    *splits = s;
 }
 
 typedef struct matmul_args {
@@ -54,35 +125,69 @@ typedef struct matmul_args {
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
                                   const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
-    const matmul_variant *v = &VARIANTS[choose_variant(ctx, x->batch, x->m, x->n)];
+    int vi, splits;
+    matmul_plan(ctx, x->batch, x->m, x->n, x->k, &vi, &splits);
+    const matmul_variant *v = &VARIANTS[vi];
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch start)
      * is a multiple of 4 */
     int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
     int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
-    char prelude[768];
+    int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
+    int64_t tiles = tiles_m * tiles_n * x->batch;
+    int64_t mn_total = x->batch * x->m * x->n;
+    /* each slice a whole number of BK steps */
+    int64_t k_chunk = (x->k + splits - 1) / splits;
+    k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
+    char prelude[900];
     snprintf(prelude, sizeof prelude,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
              "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+             "const SPLITK: bool = %s;\n"
              "alias AV = %s; alias BV = %s;\n"
              "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
              "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
              v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, x->trans_a ? "true" : "false",
              x->trans_b ? "true" : "false", x->c ? "true" : "false", x->accumulate ? "true" : "false",
-             va == 4 ? "vec4<f32>" : "f32",
-             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
-    int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
+             splits > 1 ? "true" : "false", va == 4 ? "vec4<f32>" : "f32", vb == 4 ? "vec4<f32>" : "f32",
+             va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
     struct {
         uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
         float alpha, beta;
+        uint32_t k_chunk, splits, pad;
     } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
                 (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
-                (uint32_t)tiles_n, (uint32_t)tiles_m, x->alpha, x->beta};
+                (uint32_t)tiles_n, (uint32_t)tiles_m, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0};
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
+    wgml_tensor *part = NULL;
+    if (splits > 1) {
+        int64_t pn = (int64_t)splits * mn_total;
+        if (!(part = graph_output(g, op, WGML_F32, 1, &pn))) {
+            if (!x->into) wgml_tensor_free(out);
+            return NULL;
+        }
+    }
     wgml_tensor *ro[3] = {x->a, x->b, x->c ? x->c : x->a};
-    uint64_t groups = (uint64_t)(tiles_m * tiles_n * x->batch);
-    if (graph_dispatch(g, op, "matmul", prelude, ro, 3, &out, 1, &params, sizeof params, groups)) {
+    uint64_t groups = (uint64_t)tiles * (uint64_t)splits;
+    wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 3, part ? &part : &out, 1, &params, sizeof params,
+                                   groups);
+    if (!s && part) {
+        char rp[128];
+        snprintf(rp, sizeof rp, "const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n", x->c ? "true" : "false",
+                 x->accumulate ? "true" : "false");
+        struct {
+            uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
+            float alpha, beta;
+            uint32_t pad[3];
+        } rpar = {(uint32_t)mn_total, (uint32_t)(x->m * x->n), (uint32_t)x->n, (uint32_t)splits, (uint32_t)x->c_bs,
+                  (uint32_t)x->c_sm, (uint32_t)x->c_sn, x->alpha, x->beta, {0, 0, 0}};
+        wgml_tensor *rro[2] = {part, x->c ? x->c : part};
+        s = graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar,
+                           ((uint64_t)mn_total + 255) / 256);
+    }
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
         if (!x->into) wgml_tensor_free(out);
         return NULL;
     }

@@ -7,13 +7,17 @@
 // (see main): vec4 workgroup reads without bank conflicts, coalesced global writes.
 // TM and TN are multiples of 4.
 // Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
-// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT, the aliases
-// AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C before
-// it is overwritten (accumulation in place: each element is read and written by one thread).
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
+// aliases AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C
+// before it is overwritten (accumulation in place: each element is read and written by one
+// thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
+// and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
+// by matmul_splitk_reduce.
 struct Params {
     M: u32, N: u32, K: u32, batch: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32, c_sn: u32,
-    tiles_n: u32, tiles_m: u32, alpha: f32, beta: f32,
+    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
+    c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
+    beta: f32, k_chunk: u32, splits: u32, pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -35,7 +39,7 @@ var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;
 fn put_a(k: u32, m: u32, v: f32) { As[(k * BM + m) / 4u][m % 4u] = v; }
 fn put_b(k: u32, n: u32, v: f32) { Bs[(k * BN + n) / 4u][n % 4u] = v; }
 
-fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
+fn load_a(a_base: u32, m0: u32, k0: u32, ke: u32, lid: u32) {
     for (var e = lid; e < BM * BK / VA; e += THREADS) {
         if (TRANS_A) { // A stored [K, M]: contiguous along m
             let kr = e / (BM / VA);
@@ -43,7 +47,7 @@ fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
             let gk = k0 + kr;
             let gm = m0 + mv;
             var v = AV();
-            if (gk < p.K && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
+            if (gk < ke && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
             for (var c = 0u; c < VA; c++) { put_a(kr, mv + c, a_at(v, c)); }
         } else { // A stored [M, K]: contiguous along k
             let r = e / (BK / VA);
@@ -51,13 +55,13 @@ fn load_a(a_base: u32, m0: u32, k0: u32, lid: u32) {
             let gm = m0 + r;
             let gk = k0 + kv;
             var v = AV();
-            if (gm < p.M && gk < p.K) { v = A[(a_base + gm * p.K + gk) / VA]; }
+            if (gm < p.M && gk < ke) { v = A[(a_base + gm * p.K + gk) / VA]; }
             for (var c = 0u; c < VA; c++) { put_a(kv + c, r, a_at(v, c)); }
         }
     }
 }
 
-fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
+fn load_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
     for (var e = lid; e < BN * BK / VB; e += THREADS) {
         if (TRANS_B) { // B stored [N, K]: contiguous along k
             let r = e / (BK / VB);
@@ -65,7 +69,7 @@ fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
             let gn = n0 + r;
             let gk = k0 + kv;
             var v = BV();
-            if (gn < p.N && gk < p.K) { v = B[(b_base + gn * p.K + gk) / VB]; }
+            if (gn < p.N && gk < ke) { v = B[(b_base + gn * p.K + gk) / VB]; }
             for (var c = 0u; c < VB; c++) { put_b(kv + c, r, b_at(v, c)); }
         } else { // B stored [K, N]: contiguous along n
             let kr = e / (BN / VB);
@@ -73,7 +77,7 @@ fn load_b(b_base: u32, n0: u32, k0: u32, lid: u32) {
             let gk = k0 + kr;
             let gn = n0 + nv;
             var v = BV();
-            if (gk < p.K && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
+            if (gk < ke && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
             for (var c = 0u; c < VB; c++) { put_b(kr, nv + c, b_at(v, c)); }
         }
     }
@@ -87,9 +91,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     let tiles = p.tiles_n * p.tiles_m;
-    if (wg >= tiles * p.batch) { return; }
-    let b = wg / tiles;
-    let t = wg % tiles;
+    let per_slice = tiles * p.batch;
+    if (wg >= per_slice * p.splits) { return; }
+    let s = wg / per_slice;
+    let bt = wg % per_slice;
+    let b = bt / tiles;
+    let t = bt % tiles;
     let m0 = (t / p.tiles_n) * BM;
     let n0 = (t % p.tiles_n) * BN;
     let tx = lid % WX;
@@ -97,10 +104,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a_base = b * p.a_bs;
     let b_base = b * p.b_bs;
 
+    let kb = min(p.K, s * p.k_chunk);
+    let ke = min(p.K, kb + p.k_chunk);
+
     var acc: array<array<vec4<f32>, TN4>, TM>;
-    for (var k0 = 0u; k0 < p.K; k0 += BK) {
-        load_a(a_base, m0, k0, lid);
-        load_b(b_base, n0, k0, lid);
+    for (var k0 = kb; k0 < ke; k0 += BK) {
+        load_a(a_base, m0, k0, ke, lid);
+        load_b(b_base, n0, k0, ke, lid);
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
             var av: array<vec4<f32>, TM4>;
@@ -119,7 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    let o_base = b * p.M * p.N;
+    let o_base = (s * p.batch + b) * p.M * p.N;
     for (var i = 0u; i < TM; i++) {
         let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
@@ -128,6 +138,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var c = 0u; c < 4u; c++) {
                 let gn = gn0 + c;
                 if (gn >= p.N) { break; }
+                if (SPLITK) {
+                    O[o_base + gm * p.N + gn] = acc[i][h][c];
+                    continue;
+                }
                 var v = p.alpha * acc[i][h][c];
                 if (C_IS_OUT) {
                     v += p.beta * O[o_base + gm * p.N + gn];

@@ -1,0 +1,209 @@
+// matmul, double-buffered: O[b] = alpha * op(A[b]) * op(B[b]) + beta * C, or with SPLITK the
+// raw partial product of one K slice into P[s, b, m, n] (summed by matmul_splitk_reduce).
+//
+// Tile: each workgroup computes a BM x BN block of O (e.g. 128x128 with 256 threads, each
+// thread owning an 8x8 register tile; 128x64 with 8x4). K advances by BK per step through two
+// workgroup buffers per operand: while the FMAs run on buffer t%2, each thread already holds
+// its part of the next k-tile in registers (global loads in flight), stores it into buffer
+// (t+1)%2 after the FMAs, and one barrier per k-step separates the steps.
+// Workgroup layout: k-major rows of BM/4 (BN/4) vec4 slots; the vec4 slot of row k is XORed
+// with sw(k) (constant per k-group of 4), so the scalar stores of a [M, K]-contiguous operand
+// (four k rows from one vec4 load) hit distinct banks while the vec4 reads of the FMA loop
+// stay contiguous within each 16-slot group (no padding: 128x128 at BK 16 is exactly 32 KiB).
+// Thread (tx, ty) owns rows (g*WY + ty)*4 + r (g < TM/4, r < 4) and columns
+// (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
+// aliases AV/BV and their component readers a_at/b_at. Each K slice s covers
+// [s*k_chunk, min(K, (s+1)*k_chunk)); k_chunk is a multiple of BK (the whole K when splits = 1).
+struct Params {
+    M: u32, N: u32, K: u32, batch: u32,
+    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
+    c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
+    beta: f32, k_chunk: u32, splits: u32, pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> A: array<AV>;
+@group(0) @binding(1) var<storage, read> B: array<BV>;
+@group(0) @binding(2) var<storage, read> C: array<f32>;
+@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const WX: u32 = BN / TN;
+const WY: u32 = BM / TM;
+const THREADS: u32 = WX * WY;
+const TM4: u32 = TM / 4u;
+const TN4: u32 = TN / 4u;
+const BM4: u32 = BM / 4u;
+const BN4: u32 = BN / 4u;
+// loads per thread per k-tile (rounded up; the tail is guarded)
+const NA: u32 = (BM * BK / VA + THREADS - 1u) / THREADS;
+const NB: u32 = (BN * BK / VB + THREADS - 1u) / THREADS;
+
+var<workgroup> As: array<vec4<f32>, 2u * BK * BM4>;
+var<workgroup> Bs: array<vec4<f32>, 2u * BK * BN4>;
+
+// slot swizzle of k row k: the k-groups of 4 spread over the 8 bank groups of 4 words
+fn sw(k: u32) -> u32 { return (k / 4u) * (32u / BK) % 8u; }
+
+// Global -> registers: element e = lid + i*THREADS of the k-tile at k0 (bounds and the slice
+// end ke checked; outside reads give zeros).
+fn fetch_a(a_base: u32, m0: u32, k0: u32, ke: u32, lid: u32, i: u32) -> AV {
+    let e = lid + i * THREADS;
+    var v = AV();
+    if (e < BM * BK / VA) {
+        if (TRANS_A) { // A stored [K, M]: contiguous along m
+            let gk = k0 + e / (BM / VA);
+            let gm = m0 + (e % (BM / VA)) * VA;
+            if (gk < ke && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
+        } else { // A stored [M, K]: contiguous along k
+            let gm = m0 + e / (BK / VA);
+            let gk = k0 + (e % (BK / VA)) * VA;
+            if (gm < p.M && gk < ke) { v = A[(a_base + gm * p.K + gk) / VA]; }
+        }
+    }
+    return v;
+}
+
+fn fetch_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32, i: u32) -> BV {
+    let e = lid + i * THREADS;
+    var v = BV();
+    if (e < BN * BK / VB) {
+        if (TRANS_B) { // B stored [N, K]: contiguous along k
+            let gn = n0 + e / (BK / VB);
+            let gk = k0 + (e % (BK / VB)) * VB;
+            if (gn < p.N && gk < ke) { v = B[(b_base + gn * p.K + gk) / VB]; }
+        } else { // B stored [K, N]: contiguous along n
+            let gk = k0 + e / (BN / VB);
+            let gn = n0 + (e % (BN / VB)) * VB;
+            if (gk < ke && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
+        }
+    }
+    return v;
+}
+
+// Registers -> workgroup buffer `buf` (0 or 1), k-major with the slot swizzle.
+fn put_a(buf: u32, k: u32, m: u32, x: f32) { As[(buf * BK + k) * BM4 + ((m / 4u) ^ sw(k))][m % 4u] = x; }
+fn put_b(buf: u32, k: u32, n: u32, x: f32) { Bs[(buf * BK + k) * BN4 + ((n / 4u) ^ sw(k))][n % 4u] = x; }
+
+fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
+    let e = lid + i * THREADS;
+    if (e >= BM * BK / VA) { return; }
+    if (TRANS_A) {
+        let k = e / (BM / VA);
+        let m = (e % (BM / VA)) * VA;
+        if (VA == 4u) {
+            As[(buf * BK + k) * BM4 + ((m / 4u) ^ sw(k))] = vec4<f32>(a_at(v, 0u), a_at(v, 1u), a_at(v, 2u), a_at(v, 3u));
+        } else {
+            put_a(buf, k, m, a_at(v, 0u));
+        }
+    } else {
+        let m = e / (BK / VA);
+        let k = (e % (BK / VA)) * VA;
+        for (var c = 0u; c < VA; c++) { put_a(buf, k + c, m, a_at(v, c)); }
+    }
+}
+
+fn store_b(buf: u32, lid: u32, i: u32, v: BV) {
+    let e = lid + i * THREADS;
+    if (e >= BN * BK / VB) { return; }
+    if (TRANS_B) {
+        let n = e / (BK / VB);
+        let k = (e % (BK / VB)) * VB;
+        for (var c = 0u; c < VB; c++) { put_b(buf, k + c, n, b_at(v, c)); }
+    } else {
+        let k = e / (BN / VB);
+        let n = (e % (BN / VB)) * VB;
+        if (VB == 4u) {
+            Bs[(buf * BK + k) * BN4 + ((n / 4u) ^ sw(k))] = vec4<f32>(b_at(v, 0u), b_at(v, 1u), b_at(v, 2u), b_at(v, 3u));
+        } else {
+            put_b(buf, k, n, b_at(v, 0u));
+        }
+    }
+}
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    let tiles = p.tiles_n * p.tiles_m;
+    let per_slice = tiles * p.batch;
+    if (wg >= per_slice * p.splits) { return; }
+    let s = wg / per_slice;
+    let bt = wg % per_slice;
+    let b = bt / tiles;
+    let t = bt % tiles;
+    let m0 = (t / p.tiles_n) * BM;
+    let n0 = (t % p.tiles_n) * BN;
+    let tx = lid % WX;
+    let ty = lid / WX;
+    let a_base = b * p.a_bs;
+    let b_base = b * p.b_bs;
+    let kb = min(p.K, s * p.k_chunk);
+    let ke = min(p.K, kb + p.k_chunk);
+    let nt = (ke - kb + BK - 1u) / BK;
+
+    var ra: array<AV, NA>;
+    var rb: array<BV, NB>;
+    for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(a_base, m0, kb, ke, lid, i); }
+    for (var i = 0u; i < NB; i++) { rb[i] = fetch_b(b_base, n0, kb, ke, lid, i); }
+    for (var i = 0u; i < NA; i++) { store_a(0u, lid, i, ra[i]); }
+    for (var i = 0u; i < NB; i++) { store_b(0u, lid, i, rb[i]); }
+    workgroupBarrier();
+
+    var acc: array<array<vec4<f32>, TN4>, TM>;
+    for (var st = 0u; st < nt; st++) {
+        let cur = st & 1u;
+        let more = st + 1u < nt;
+        if (more) {
+            let k1 = kb + (st + 1u) * BK;
+            for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(a_base, m0, k1, ke, lid, i); }
+            for (var i = 0u; i < NB; i++) { rb[i] = fetch_b(b_base, n0, k1, ke, lid, i); }
+        }
+        let abase = cur * BK * BM4;
+        let bbase = cur * BK * BN4;
+        for (var kk = 0u; kk < BK; kk++) {
+            let swk = sw(kk);
+            var av: array<vec4<f32>, TM4>;
+            var bv: array<vec4<f32>, TN4>;
+            for (var g = 0u; g < TM4; g++) { av[g] = As[abase + kk * BM4 + ((g * WY + ty) ^ swk)]; }
+            for (var h = 0u; h < TN4; h++) { bv[h] = Bs[bbase + kk * BN4 + ((h * WX + tx) ^ swk)]; }
+            for (var g = 0u; g < TM4; g++) {
+                for (var r = 0u; r < 4u; r++) {
+                    let a = av[g][r];
+                    for (var h = 0u; h < TN4; h++) {
+                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
+                    }
+                }
+            }
+        }
+        if (more) {
+            for (var i = 0u; i < NA; i++) { store_a(cur ^ 1u, lid, i, ra[i]); }
+            for (var i = 0u; i < NB; i++) { store_b(cur ^ 1u, lid, i, rb[i]); }
+        }
+        workgroupBarrier();
+    }
+
+    let o_base = (s * p.batch + b) * p.M * p.N;
+    for (var i = 0u; i < TM; i++) {
+        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
+        if (gm >= p.M) { continue; }
+        for (var h = 0u; h < TN4; h++) {
+            let gn0 = n0 + (h * WX + tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gn = gn0 + c;
+                if (gn >= p.N) { break; }
+                if (SPLITK) {
+                    O[o_base + gm * p.N + gn] = acc[i][h][c];
+                } else {
+                    var v = p.alpha * acc[i][h][c];
+                    if (C_IS_OUT) {
+                        v += p.beta * O[o_base + gm * p.N + gn];
+                    } else if (HAS_C) {
+                        v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
+                    }
+                    O[o_base + gm * p.N + gn] = v;
+                }
+            }
+        }
+    }
+}

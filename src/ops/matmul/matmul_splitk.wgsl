@@ -1,0 +1,35 @@
+// matmul split-K reduction: O[i] = alpha * sum_{s < splits} P[s * total + i] + beta * C(i),
+// summing the slices in order s = 0, 1, ... (deterministic; no atomics). i runs over the
+// batch * M * N outputs (row-major [b, m, n]); C is read through its strides as in matmul.wgsl,
+// or is O itself (C_IS_OUT: accumulation in place).
+// One thread per output element, 256 threads per workgroup; consecutive threads read
+// consecutive words of each slice (coalesced).
+// The prelude supplies HAS_C and C_IS_OUT.
+struct Params {
+    total: u32, mn: u32, N: u32, splits: u32,
+    c_bs: u32, c_sm: u32, c_sn: u32, alpha: f32,
+    beta: f32, pad0: u32, pad1: u32, pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> P: array<f32>;
+@group(0) @binding(1) var<storage, read> C: array<f32>;
+@group(0) @binding(2) var<storage, read_write> O: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (i >= p.total) { return; }
+    var acc = 0.0;
+    for (var s = 0u; s < p.splits; s++) { acc += P[s * p.total + i]; }
+    var v = p.alpha * acc;
+    if (C_IS_OUT) {
+        v += p.beta * O[i];
+    } else if (HAS_C) {
+        let b = i / p.mn;
+        let r = i % p.mn;
+        v += p.beta * C[b * p.c_bs + (r / p.N) * p.c_sm + (r % p.N) * p.c_sn];
+    }
+    O[i] = v;
+}
