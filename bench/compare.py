@@ -31,9 +31,13 @@ gen = {}
 m = re.search(r"prefill\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
 if m:
     gen["generate_prefill"] = float(m.group(1))
-m = re.search(r"decode\s+\d+\s+[\d.]+\s+([\d.]+)", read("wgml_generate.txt"))
+# "decode <n> <GPU s> <GPU tok/s> [<wall tok/s> <submits/tok>]": the peer is timed by wall
+# clock, so the wall figure is the one compared when the line has it
+m = re.search(r"^decode\s+\d+\s+[\d.]+\s+([\d.]+)(?:\s+([\d.]+))?", read("wgml_generate.txt"), re.M)
 if m:
-    gen["generate_decode"] = float(m.group(1))
+    gen["generate_decode"] = float(m.group(2) or m.group(1))
+    if m.group(2):
+        gen["generate_decode_gpu_time"] = float(m.group(1))
 m = re.search(r"([\d.]+) tokens/s \(best\)", read("wgml_train.txt"))
 if m:
     gen["train_step"] = float(m.group(1))

@@ -5,6 +5,7 @@
 #include "model/llama.h"
 
 #include "gpu/gpu.h"
+#include "graph/graph.h"
 #include "train/trainer.h"
 
 #include <math.h>
@@ -35,6 +36,7 @@ typedef struct step_graph {
     wgml_tensor *row;       /* i32 [1]: the row whose logits are wanted (S > 1 only) */
     wgml_tensor *logits;    /* f32 [1, V] (kept) */
     wgml_tensor *argmax;    /* i32 [1] (kept) */
+    wgml_tensor *history;   /* decode graph only: i32 [n_ctx], the argmax of the step at each position */
 } step_graph;
 
 #define MAX_PREFILL_GRAPHS 32
@@ -400,8 +402,17 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
     sg->logits = linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [1, V] */
     sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
-    if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax) || wgml_graph_compile(g))
-        return wgml_last_status(m->ctx);
+    if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax)) return wgml_last_status(m->ctx);
+    if (S == 1) {
+        /* feedback for greedy decoding on the GPU (wgml_model_decode_greedy): the argmax becomes
+         * the next token, goes to the history at this position, position and length advance.
+         * Harmless for host-driven steps, which write ids, position and length before each run. */
+        sg->history = wgml_tensor_new(g, WGML_I32, 1, &c->n_ctx);
+        wgml_tensor *ro[1] = {sg->argmax}, *rw[4] = {sg->ids, sg->positions, sg->len, sg->history};
+        if (!sg->history || graph_dispatch(g, "llama_feedback", "llama_feedback", NULL, ro, 1, rw, 4, NULL, 0, 1))
+            return wgml_last_status(m->ctx);
+    }
+    if (wgml_graph_compile(g)) return wgml_last_status(m->ctx);
     return WGML_OK;
 }
 
@@ -524,6 +535,75 @@ wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t 
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_decode: the context of %lld positions is full",
                               (long long)m->cfg.n_ctx);
     return run_step(m, &m->decode, &id, 1, logits, next);
+}
+
+/* Steps in flight: a group is read back while the next one runs. */
+#define GREEDY_DEPTH 2
+#define GREEDY_BATCH 16
+
+wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
+                                     void *user, wgml_decode_stats *stats) {
+    const char *op = "model_decode_greedy";
+    if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: model is NULL", op);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (check_ids(m, op, &id, 1)) return wgml_last_status(m->ctx);
+    if (m->pos + (int64_t)n_steps > m->cfg.n_ctx)
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "%s: %lld + %zu steps exceed the context of %lld", op,
+                              (long long)m->pos, n_steps, (long long)m->cfg.n_ctx);
+    if (n_steps == 0) return WGML_OK;
+    size_t per = batch > 0 ? (size_t)batch : GREEDY_BATCH;
+    step_graph *sg = &m->decode;
+    int32_t p0 = (int32_t)m->pos, len = p0 + 1;
+    uint64_t submits0 = wgml_submit_count(m->ctx);
+    wgml_status s = wgml_tensor_write(sg->ids, &id, sizeof id);
+    if (!s) s = wgml_tensor_write(sg->positions, &p0, sizeof p0);
+    if (!s) s = wgml_tensor_write(sg->len, &len, sizeof len);
+    gpu_async *flight[GREEDY_DEPTH] = {0};
+    size_t count[GREEDY_DEPTH] = {0};
+    int32_t *got = malloc(sizeof(int32_t) * per);
+    if (!got && !s) s = wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    size_t submitted = 0, used = 0;
+    int head = 0, n_flight = 0, stop = 0;
+    double gpu_s = 0;
+    /* keep GREEDY_DEPTH groups queued; read the oldest, hand its tokens over in order */
+    while (!s && !stop && used < n_steps) {
+        while (!s && n_flight < GREEDY_DEPTH && submitted < n_steps) {
+            size_t k = n_steps - submitted < per ? n_steps - submitted : per;
+            int slot = (head + n_flight) % GREEDY_DEPTH;
+            flight[slot] = graph_run_async(sg->g, k, sg->history, sizeof(int32_t) * (uint64_t)(p0 + (int64_t)submitted),
+                                           sizeof(int32_t) * k, true);
+            if (!flight[slot]) s = wgml_last_status(m->ctx);
+            else count[slot] = k, submitted += k, n_flight++;
+        }
+        if (s) break;
+        double t = 0;
+        gpu_async *a = flight[head];
+        flight[head] = NULL;
+        size_t k = count[head];
+        head = (head + 1) % GREEDY_DEPTH, n_flight--;
+        if ((s = gpu_async_wait(m->ctx, a, got, &t))) break;
+        gpu_s = t < 0 || gpu_s < 0 ? -1 : gpu_s + t;
+        for (size_t i = 0; i < k && !stop; i++) {
+            used++, m->pos++; /* the step that made this token has run: its position is in the cache */
+            if (on_token && on_token(user, got[i])) stop = 1;
+        }
+    }
+    /* groups submitted past a stop: let them finish (they only write cache rows past pos and
+     * the history), then drop their tokens */
+    for (; n_flight > 0; head = (head + 1) % GREEDY_DEPTH, n_flight--) {
+        double t = 0;
+        if (s) gpu_async_free(flight[head]);
+        else if (!(s = gpu_async_wait(m->ctx, flight[head], NULL, &t))) gpu_s = t < 0 || gpu_s < 0 ? -1 : gpu_s + t;
+        flight[head] = NULL;
+    }
+    free(got);
+    if (stats) {
+        stats->steps = used;
+        stats->submitted = submitted;
+        stats->gpu_s = gpu_s;
+        stats->submits = wgml_submit_count(m->ctx) - submits0;
+    }
+    return s;
 }
 
 /* ------------------------------------------------------------------ lifetime */
