@@ -753,6 +753,8 @@ typedef struct wgml_decode_stats {
     size_t submitted; /* steps run, those dropped after a stop included */
     uint64_t submits; /* queue submits made */
     double gpu_s;     /* GPU seconds of all submitted steps (timestamps); -1 without timestamps */
+    double submit_s;  /* host seconds spent recording and submitting them */
+    size_t dispatches_per_step; /* compute dispatches in one decode step */
 } wgml_decode_stats;
 wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
                                      void *user, wgml_decode_stats *stats);

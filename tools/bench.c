@@ -196,8 +196,9 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     wgml_device_get_info(ctx, &info);
     printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", t_load, t_first,
            info.has_timestamps ? "GPU timestamps" : "wall time (no timestamps)");
-    printf("decode: GPU-pipelined greedy, %d steps per submit (%zu tokens read back); decode-step: one submit per token\n",
-           batch > 0 ? batch : 16, got);
+    printf("decode: GPU-pipelined greedy, %d steps per submit (%zu tokens read back), %zu dispatches per step, host "
+           "recording + submitting %.3f ms per token; decode-step: one submit and readback per token\n",
+           batch > 0 ? batch : 16, got, ds.dispatches_per_step, 1e3 * ds.submit_s / n_decode);
     printf("%-11s %8s %12s %12s %12s %12s\n", "phase", "tokens", "GPU s", "tokens/s", "wall tok/s", "submits/tok");
     printf("%-11s %8d %12.3f %12.1f %12.1f %12s\n", "prefill", n_prompt, pre_gpu, n_prompt / pre_gpu, n_prompt / pre_wall,
            "-");

@@ -565,13 +565,16 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
     size_t submitted = 0, used = 0;
     int head = 0, n_flight = 0, stop = 0;
     double gpu_s = 0;
+    uint64_t submit_ns = 0;
     /* keep GREEDY_DEPTH groups queued; read the oldest, hand its tokens over in order */
     while (!s && !stop && used < n_steps) {
         while (!s && n_flight < GREEDY_DEPTH && submitted < n_steps) {
             size_t k = n_steps - submitted < per ? n_steps - submitted : per;
             int slot = (head + n_flight) % GREEDY_DEPTH;
+            uint64_t t0 = gpu_now_ns();
             flight[slot] = graph_run_async(sg->g, k, sg->history, sizeof(int32_t) * (uint64_t)(p0 + (int64_t)submitted),
                                            sizeof(int32_t) * k, true);
+            submit_ns += gpu_now_ns() - t0;
             if (!flight[slot]) s = wgml_last_status(m->ctx);
             else count[slot] = k, submitted += k, n_flight++;
         }
@@ -602,7 +605,10 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
         stats->submitted = submitted;
         stats->gpu_s = gpu_s;
         stats->submits = wgml_submit_count(m->ctx) - submits0;
+        stats->submit_s = (double)submit_ns * 1e-9;
+        stats->dispatches_per_step = wgml_graph_dispatch_count(sg->g);
     }
+    m->last_s = gpu_s;
     return s;
 }
 
