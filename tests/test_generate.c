@@ -128,7 +128,6 @@ static int mid_batch_token(const run *a, int *at) {
 static void test_generate(void) {
     synth s;
     synth_make(&s, 0);
-    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = CTX};
     wgml_model *m = wgml_model_load(T.ctx, g_path, &mo);
@@ -246,10 +245,53 @@ static void test_generate(void) {
     synth_free(&s);
 }
 
+/* The inference graphs' fused kernels (residual add + RMSNorm, silu * up) against the plain
+ * ops ($WGML_LLAMA_UNFUSED=1): the same logits in prefill and decode, 3 dispatches fewer per
+ * layer in the decode step. */
+static void test_fused(void) {
+    synth s;
+    synth_make(&s, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    setenv("WGML_LLAMA_UNFUSED", "1", 1);
+    wgml_model *u = wgml_model_load(T.ctx, g_path, &mo);
+    unsetenv("WGML_LLAMA_UNFUSED");
+    wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
+    if (!th_check(u && f, "load fused and unfused: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(u), wgml_model_free(f);
+        synth_free(&s);
+        return;
+    }
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    float lu[V], lf[V];
+    double ref[V];
+    wgml_status st = wgml_model_prefill(u, ids, 11, lu, NULL);
+    if (!st) st = wgml_model_prefill(f, ids, 11, lf, NULL);
+    for (int j = 0; j < V; j++) ref[j] = lu[j];
+    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: prefill 11", lf, ref, V, 1e-5, 1e-5);
+    st = wgml_model_decode(u, ids[11], lu, NULL);
+    if (!st) st = wgml_model_decode(f, ids[11], lf, NULL);
+    for (int j = 0; j < V; j++) ref[j] = lu[j];
+    if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: decode", lf, ref, V, 1e-5, 1e-5);
+    wgml_decode_stats du, df;
+    st = wgml_model_decode_greedy(u, 3, 2, 0, NULL, NULL, &du);
+    if (!st) st = wgml_model_decode_greedy(f, 3, 2, 0, NULL, NULL, &df);
+    th_check(!st && du.dispatches_per_step == df.dispatches_per_step + 3 * NL,
+             "decode dispatches per step: %zu fused, %zu plain (want %d fewer)", df.dispatches_per_step,
+             du.dispatches_per_step, 3 * NL);
+    printf("  decode step: %zu dispatches (plain ops: %zu)\n", df.dispatches_per_step, du.dispatches_per_step);
+    wgml_model_free(u), wgml_model_free(f);
+    remove(g_path);
+    synth_free(&s);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_generate", argc, argv);
+    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();
+    test_fused();
     printf("  total %.2f s\n", now_s() - t0);
     return th_done();
 }

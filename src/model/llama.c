@@ -57,6 +57,7 @@ struct wgml_model {
     int n_prefill;
     int64_t pos;
     double last_s;
+    int unfused; /* $WGML_LLAMA_UNFUSED at load: plain ops instead of the fused kernels */
     int32_t stop_ids[4];
     int n_stop;
     wgml_lora **lora; /* [n_layer * LLAMA_N_TARGETS] adapters of the inference graphs, or NULL;
@@ -352,6 +353,49 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
     return wgml_permute(g, x, perm);
 }
 
+/* Fused kernels of the inference graphs (one dispatch where the plain ops take two; the
+ * training forward keeps the plain, differentiable ops). $WGML_LLAMA_UNFUSED=1 when the model
+ * is loaded makes its graphs use the plain ops instead (for comparisons). */
+
+/* h = rms_norm(x + y) * w, with *sum = x + y (x, y f32 of one shape, rows of d = w's length). */
+static wgml_tensor *add_rms(const wgml_model *m, wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w,
+                            float eps, wgml_tensor **sum) {
+    *sum = NULL;
+    if (!x || !y || !w) return NULL;
+    int64_t d = w->shape[0];
+    if (m->unfused || d % 4 || x->rank != y->rank || x->numel != y->numel || x->shape[x->rank - 1] != d) {
+        *sum = wgml_add(g, x, y, 1.0f);
+        return wgml_rms_norm(g, *sum, w, eps);
+    }
+    int64_t rows = x->numel / d;
+    wgml_tensor *s = graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape);
+    wgml_tensor *h = s ? graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape) : NULL;
+    if (!h) return NULL;
+    uint32_t wg = d / 4 >= 256 ? 256 : d / 4 >= 128 ? 128 : 64;
+    char prelude[64];
+    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
+    struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
+    wgml_tensor *ro[3] = {x, y, w}, *rw[2] = {s, h};
+    if (graph_dispatch(g, "llama_add_rms", "llama_add_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows))
+        return NULL;
+    *sum = s;
+    return h;
+}
+
+/* silu(gate) * up (f32, one shape). */
+static wgml_tensor *swiglu(const wgml_model *m, wgml_graph *g, wgml_tensor *gate, wgml_tensor *up) {
+    if (!gate || !up) return NULL;
+    if (m->unfused || gate->numel % 4 || gate->numel != up->numel || gate->rank != up->rank)
+        return wgml_mul(g, wgml_silu(g, gate), up);
+    wgml_tensor *out = graph_output(g, "llama_swiglu", WGML_F32, gate->rank, gate->shape);
+    if (!out) return NULL;
+    uint32_t n4 = (uint32_t)(gate->numel / 4);
+    wgml_tensor *ro[2] = {gate, up};
+    if (graph_dispatch(g, "llama_swiglu", "llama_swiglu", NULL, ro, 2, &out, 1, &n4, sizeof n4, ((uint64_t)n4 + 63) / 64))
+        return NULL;
+    return out;
+}
+
 static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     const wgml_llama_config *c = &m->cfg;
     int64_t D = c->n_embd, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
@@ -368,9 +412,10 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
 
     wgml_tensor *x = embed(g, sg->ids, &m->tok_embd); /* [S, D] */
     int64_t s4q[4] = {1, S, H, hd}, s4k[4] = {1, S, Hk, hd}, s2[2] = {S, D};
+    /* h: the normed input of the next block; each residual add computes it with the norm */
+    wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), c->rms_eps), *xn = NULL;
     for (int64_t l = 0; l < c->n_layer; l++) {
         layer *L = &m->layers[l];
-        wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
         wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
 #define LW(t) (lw ? lw[t] : NULL)
         wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 1), 4, s4q);
@@ -390,16 +435,20 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
             a = wgml_permute(g, a, perm);
         }
         a = wgml_reshape(g, a, 2, s2);
-        x = wgml_add(g, x, linear_lora(g, a, &L->wo, LW(3), 1), 1.0f);
-        h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
-        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_lora(g, h, &L->gate, LW(4), 1)),
-                                  linear_lora(g, h, &L->up, LW(5), 1));
-        x = wgml_add(g, x, linear_lora(g, f, &L->down, LW(6), 1), 1.0f);
+        h = add_rms(m, g, x, linear_lora(g, a, &L->wo, LW(3), 1), share(g, L->ffn_norm), c->rms_eps, &x);
+        wgml_tensor *f = swiglu(m, g, linear_lora(g, h, &L->gate, LW(4), 1), linear_lora(g, h, &L->up, LW(5), 1));
+        f = linear_lora(g, f, &L->down, LW(6), 1);
+        if (l + 1 < c->n_layer) h = add_rms(m, g, x, f, share(g, m->layers[l + 1].attn_norm), c->rms_eps, &x);
+        else if (S == 1) xn = add_rms(m, g, x, f, share(g, m->output_norm), c->rms_eps, &x); /* the head's input */
+        else x = wgml_add(g, x, f, 1.0f);
 #undef LW
-        if (!x) return wgml_last_status(m->ctx);
+        if (!x || !h) return wgml_last_status(m->ctx);
     }
-    if (S > 1) x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
-    x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    if (S > 1) {
+        x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
+        xn = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    }
+    x = xn;
     sg->logits = linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [1, V] */
     sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
     if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax)) return wgml_last_status(m->ctx);
@@ -640,6 +689,8 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
         return NULL;
     }
     m->ctx = ctx;
+    const char *e = getenv("WGML_LLAMA_UNFUSED");
+    m->unfused = e && *e && strcmp(e, "0");
     char err[512];
     wgml_status s = wgml_gguf_open(path, &m->file, err, sizeof err);
     if (s) {
