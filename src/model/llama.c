@@ -396,6 +396,51 @@ static wgml_tensor *swiglu(const wgml_model *m, wgml_graph *g, wgml_tensor *gate
     return out;
 }
 
+/* The RoPE frequency table of llama_rope_kv.wgsl (as the rope op builds its own): per pair i,
+ * theta^(-2i/hd) / 2pi in turns, split g1 + g2 (12 significant bits each) + g3. */
+static double trunc12(double v) {
+    if (v == 0) return 0;
+    int e;
+    double f = frexp(v, &e);
+    return ldexp(floor(ldexp(f, 12)), e - 12);
+}
+
+static wgml_tensor *rope_table(wgml_graph *g, int64_t hd, float theta) {
+    int64_t half = hd / 2, ts[2] = {half, 4};
+    float *tab = calloc((size_t)(half * 4), sizeof(float));
+    if (!tab) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "model: out of host memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < half; i++) {
+        double gi = exp(-(double)(2 * i) / (double)hd * log((double)theta)) / 6.283185307179586476925;
+        double g1 = trunc12(gi), g2 = trunc12(gi - g1);
+        tab[4 * i] = (float)g1, tab[4 * i + 1] = (float)g2, tab[4 * i + 2] = (float)(gi - g1 - g2);
+    }
+    wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 2, ts);
+    if (t && wgml_tensor_write(t, tab, sizeof(float) * (size_t)(half * 4))) t = NULL;
+    free(tab);
+    return t;
+}
+
+/* One decode step (S = 1): q [1, 1, H, hd] and k [1, 1, Hk, hd] rotated at position pos, k and
+ * v [1, 1, Hk, hd] written to the caches' row pos; returns rotated q as [1, H, 1, hd]. */
+static wgml_tensor *rope_kv(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                            wgml_tensor *tab, wgml_tensor *kc, wgml_tensor *vc) {
+    if (!q || !k || !v || !pos || !tab || !kc || !vc) return NULL;
+    int64_t H = q->shape[2], Hk = k->shape[2], hd = q->shape[3];
+    int64_t qs[4] = {1, H, 1, hd};
+    wgml_tensor *out = graph_output(g, "llama_rope_kv", WGML_F32, 4, qs);
+    if (!out) return NULL;
+    struct { uint32_t nq, nk, half, smax; } p = {(uint32_t)(H * hd / 2), (uint32_t)(Hk * hd / 2), (uint32_t)(hd / 2),
+                                                 (uint32_t)kc->shape[2]};
+    wgml_tensor *ro[5] = {q, k, v, pos, tab}, *rw[3] = {out, kc, vc};
+    if (graph_dispatch(g, "llama_rope_kv", "llama_rope_kv", NULL, ro, 5, rw, 3, &p, sizeof p,
+                       ((uint64_t)p.nq + 2ull * p.nk + 63) / 64))
+        return NULL;
+    return out;
+}
+
 static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     const wgml_llama_config *c = &m->cfg;
     int64_t D = c->n_embd, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
@@ -414,6 +459,8 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     int64_t s4q[4] = {1, S, H, hd}, s4k[4] = {1, S, Hk, hd}, s2[2] = {S, D};
     /* h: the normed input of the next block; each residual add computes it with the norm */
     wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), c->rms_eps), *xn = NULL;
+    wgml_tensor *tab = S == 1 && !m->unfused ? rope_table(g, hd, c->rope_base) : NULL;
+    if (S == 1 && !m->unfused && !tab) return wgml_last_status(m->ctx);
     for (int64_t l = 0; l < c->n_layer; l++) {
         layer *L = &m->layers[l];
         wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
@@ -421,14 +468,19 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
         wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 1), 4, s4q);
         wgml_tensor *k = wgml_reshape(g, linear_lora(g, h, &L->wk, LW(1), 1), 4, s4k);
         wgml_tensor *v = wgml_reshape(g, linear_lora(g, h, &L->wv, LW(2), 1), 4, s4k);
-        q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        q = heads_first(g, q, S, H, hd);
-        k = heads_first(g, k, S, Hk, hd);
-        v = heads_first(g, v, S, Hk, hd);
         wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
-        if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
-            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
+            q = rope_kv(g, q, k, v, sg->positions, tab, kc, vc);
+            if (!q) return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        } else {
+            q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+            k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+            q = heads_first(g, q, S, H, hd);
+            k = heads_first(g, k, S, Hk, hd);
+            v = heads_first(g, v, S, Hk, hd);
+            if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
+                return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        }
         wgml_tensor *a = wgml_sdpa_cached(g, q, kc, vc, sg->len, 1, 0.0f); /* [1, H, S, hd] */
         if (S > 1) {
             static const int perm[4] = {0, 2, 1, 3};
