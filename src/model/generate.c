@@ -48,7 +48,7 @@ static int stream_emit(stream *st, int flush, wgml_text_fn on_text, void *user) 
     size_t k = flush ? st->n : llama_utf8_complete((const unsigned char *)st->buf, st->n);
     int stop = 0;
     if (k && on_text) stop = on_text(user, st->buf, k);
-    memmove(st->buf, st->buf + k, st->n - k);
+    if (k && st->n > k) memmove(st->buf, st->buf + k, st->n - k); /* (buf is NULL before any text) */
     st->n -= k;
     return stop;
 }
