@@ -4,7 +4,8 @@
  * stop flag, position and KV-cache state for several batch sizes, max_tokens not a multiple of
  * the batch, the context filling up, a stop token in the middle of a batch, a stop from
  * on_text, a second generation after the first, a prefill continuing after a stopped
- * generation; submits per token; argument errors of wgml_model_decode_greedy. */
+ * generation; submits per token; argument errors of wgml_model_decode_greedy; the device lost
+ * mid-decoding; the fused kernels of the inference graphs against the plain ops. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "tiny_llama.h"
@@ -286,12 +287,46 @@ static void test_fused(void) {
     synth_free(&s);
 }
 
+void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/gpu.c) */
+
+static int lose_device(void *user, int32_t id) {
+    (void)id;
+    gpu_debug_destroy_device(user); /* while the next group is in flight */
+    return 0;
+}
+
+/* The device lost during pipelined decoding (own context): a device-lost error, no hang, the
+ * groups in flight dropped without leaks, the model and context still freed cleanly. */
+static void test_device_lost(void) {
+    wgml_ctx *ctx = NULL;
+    wgml_ctx_options co = {0};
+    if (!th_check(wgml_ctx_create(&co, &ctx) == WGML_OK, "context: %s", wgml_create_error())) return;
+    synth s;
+    synth_make(&s, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    wgml_model *m = wgml_model_load(ctx, g_path, &mo);
+    int32_t ids[NP] = {3, 4, 5, 6, 7}, next = 0;
+    wgml_status st = m ? wgml_model_prefill(m, ids, NP, NULL, &next) : WGML_ERR_ARG;
+    if (th_check(st == WGML_OK, "device lost: load and prefill: %s", wgml_last_error(ctx))) {
+        double t0 = now_s();
+        st = wgml_model_decode_greedy(m, next, 20, 2, lose_device, ctx, NULL);
+        th_check(st == WGML_ERR_DEVICE_LOST && now_s() - t0 < 60, "device lost while decoding: %s (%s)",
+                 wgml_status_name(st), wgml_last_error(ctx));
+    }
+    wgml_model_free(m);
+    wgml_ctx_destroy(ctx);
+    remove(g_path);
+    synth_free(&s);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_generate", argc, argv);
     snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();
     test_fused();
+    test_device_lost();
     printf("  total %.2f s\n", now_s() - t0);
     return th_done();
 }

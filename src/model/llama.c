@@ -652,6 +652,7 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "%s: %lld + %zu steps exceed the context of %lld", op,
                               (long long)m->pos, n_steps, (long long)m->cfg.n_ctx);
     if (n_steps == 0) return WGML_OK;
+    if (!m->decode.g) return wgml_set_error(m->ctx, WGML_ERR_STATE, "%s: the model has no decode graph", op);
     size_t per = batch > 0 ? (size_t)batch : GREEDY_BATCH;
     step_graph *sg = &m->decode;
     int32_t p0 = (int32_t)m->pos, len = p0 + 1;
@@ -676,8 +677,12 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
             flight[slot] = graph_run_async(sg->g, k, sg->history, sizeof(int32_t) * (uint64_t)(p0 + (int64_t)submitted),
                                            sizeof(int32_t) * k, true);
             submit_ns += gpu_now_ns() - t0;
-            if (!flight[slot]) s = wgml_last_status(m->ctx);
-            else count[slot] = k, submitted += k, n_flight++;
+            if (!flight[slot]) {
+                s = wgml_last_status(m->ctx);
+                if (!s) s = wgml_set_error(m->ctx, WGML_ERR_GPU, "%s: the submit failed", op);
+            } else {
+                count[slot] = k, submitted += k, n_flight++;
+            }
         }
         if (s) break;
         double t = 0;
