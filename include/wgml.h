@@ -749,6 +749,26 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
 wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next);
 /* GPU seconds (timestamps, else wall) of the last prefill or decode graph run. */
 double wgml_model_last_run_seconds(const wgml_model *m);
+/* Greedy decoding kept on the GPU: n_steps decode steps from token id at position pos, each
+ * step's argmax (computed and fed back on the GPU) being the next step's token. The host
+ * submits `batch` steps per submit (<= 0: 16) and keeps two submits queued, reading each
+ * one's tokens back while the next runs, so the GPU does not wait for the host. on_token (may
+ * be NULL) receives the produced tokens in order (each at most 2 * batch steps after the GPU
+ * made it); a non-zero return stops after that token. Steps already submitted past the stop
+ * run to their end but are dropped: afterwards wgml_model_pos and the cache are exactly those
+ * of host-driven wgml_model_decode steps that stopped there (pos advanced by the tokens
+ * handed to on_token). Fails with WGML_ERR_LIMIT when pos + n_steps > n_ctx. */
+typedef int (*wgml_token_fn)(void *user, int32_t id);
+typedef struct wgml_decode_stats {
+    size_t steps;     /* steps whose tokens were handed over (the position advance) */
+    size_t submitted; /* steps run, those dropped after a stop included */
+    uint64_t submits; /* queue submits made */
+    double gpu_s;     /* GPU seconds of all submitted steps (timestamps); -1 without timestamps */
+    double submit_s;  /* host seconds spent recording and submitting them */
+    size_t dispatches_per_step; /* compute dispatches in one decode step */
+} wgml_decode_stats;
+wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
+                                     void *user, wgml_decode_stats *stats);
 
 /* Host-side sampling from one logits row: temperature <= 0 gives the argmax (first of ties);
  * otherwise softmax(logits / temperature) restricted to the top_k largest (top_k <= 0: all)
@@ -763,13 +783,17 @@ int32_t wgml_sample(const float *logits, int64_t n, const wgml_sampler *s, uint6
 uint64_t wgml_rng_seed(uint64_t seed); /* a non-zero state from a seed */
 
 /* Generation: prefill the prompt from position 0, then decode until a stop token or
- * max_tokens. Greedy (temperature 0) reads back only the GPU argmax; sampling reads back the
- * last logits row. on_text receives the generated text as it is decoded, held back at an
+ * max_tokens. Greedy (temperature 0) keeps the tokens on the GPU (wgml_model_decode_greedy,
+ * decode_batch steps per submit, read back with a lag of at most two batches, so on_text and
+ * the stop check see tokens that late); decode_batch < 0 takes the step-by-step path (one
+ * submit and one argmax readback per token; same tokens). Sampling reads back the last logits
+ * row of each step. on_text receives the generated text as it is decoded, held back at an
  * incomplete UTF-8 sequence (so every call is whole characters); a non-zero return stops. */
 typedef struct wgml_gen_options {
     int max_tokens;
     wgml_sampler sampler;
     uint64_t seed;
+    int decode_batch; /* greedy: decode steps per submit; 0: 16; < 0: step by step */
 } wgml_gen_options;
 typedef struct wgml_gen_stats {
     size_t prompt_tokens, generated_tokens;
@@ -777,6 +801,7 @@ typedef struct wgml_gen_stats {
     double prefill_s, decode_s; /* GPU (or wall) seconds of the graph runs */
     double prefill_wall_s, decode_wall_s;
     int stopped; /* 1: a stop token ended generation */
+    uint64_t decode_submits; /* queue submits during decoding */
 } wgml_gen_stats;
 typedef int (*wgml_text_fn)(void *user, const char *text, size_t len);
 /* out_ids (may be NULL) receives the generated ids (malloc'ed) and *n_out their count. */

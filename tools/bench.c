@@ -195,20 +195,30 @@ done:
     return rc;
 }
 
-/* wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]: prefill tokens/s
- * for an N-token prompt (default 128) and decode tokens/s over N steps (default 64), GPU time
- * from timestamps where the device has them (else the wall time of each graph run). */
+/* wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B]:
+ * prefill tokens/s for an N-token prompt (default 128) and greedy decode tokens/s over N steps
+ * (default 64): line "decode" for the GPU-pipelined path (wgml_model_decode_greedy, B steps per
+ * submit, default 16; timed after one untimed warm-up run), line "decode-step" for host-driven
+ * steps (one submit and readback per token). GPU time from timestamps where the device has
+ * them (else wall time); wall tokens/s over the whole decode; submits per generated token. */
+static int count_token(void *user, int32_t id) {
+    (void)id;
+    ++*(size_t *)user;
+    return 0;
+}
+
 static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     const char *path = NULL;
-    int n_prompt = 128, n_decode = 64;
+    int n_prompt = 128, n_decode = 64, batch = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--prompt-tokens") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) n_decode = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else path = NULL, i = argc;
     }
-    if (!path || n_prompt < 1 || n_decode < 1) {
-        fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
+    if (!path || n_prompt < 1 || n_decode < 1 || batch < 0) {
+        fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B]\n");
         return 2;
     }
     wgml_model_options mo = {.n_ctx = n_prompt + n_decode + 1};
@@ -238,20 +248,44 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     t0 = bench_wall_now();
     if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
     double pre_wall = bench_wall_now() - t0, pre_gpu = wgml_model_last_run_seconds(m);
-    double dec_gpu = 0;
+    int32_t first = next;
+    /* host-driven steps: one submit and one argmax readback per token */
+    double step_gpu = 0;
+    uint64_t sub0 = wgml_submit_count(ctx);
     t0 = bench_wall_now();
     for (int i = 0; i < n_decode; i++) {
         if (wgml_model_decode(m, next, NULL, &next)) goto fail;
-        dec_gpu += wgml_model_last_run_seconds(m);
+        step_gpu += wgml_model_last_run_seconds(m);
     }
-    double dec_wall = bench_wall_now() - t0;
+    double step_wall = bench_wall_now() - t0;
+    double step_sub = (double)(wgml_submit_count(ctx) - sub0) / n_decode;
+    /* GPU-pipelined greedy decoding: a warm-up run, then the timed one, from the same prefill */
+    wgml_decode_stats ds;
+    size_t got = 0;
+    double dec_wall = 0;
+    for (int run = 0; run < 2; run++) {
+        wgml_model_reset(m);
+        if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
+        got = 0;
+        t0 = bench_wall_now();
+        if (wgml_model_decode_greedy(m, first, (size_t)n_decode, batch, count_token, &got, &ds)) goto fail;
+        dec_wall = bench_wall_now() - t0;
+    }
+    double dec_gpu = ds.gpu_s >= 0 ? ds.gpu_s : dec_wall;
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", t_load, t_first,
-           info.has_timestamps ? "GPU timestamps" : "wall time of each graph run (no timestamps)");
-    printf("%-10s %8s %12s %12s %12s\n", "phase", "tokens", "GPU s", "tokens/s", "wall tok/s");
-    printf("%-10s %8d %12.3f %12.1f %12.1f\n", "prefill", n_prompt, pre_gpu, n_prompt / pre_gpu, n_prompt / pre_wall);
-    printf("%-10s %8d %12.3f %12.1f %12.1f\n", "decode", n_decode, dec_gpu, n_decode / dec_gpu, n_decode / dec_wall);
+           info.has_timestamps ? "GPU timestamps" : "wall time (no timestamps)");
+    printf("decode: GPU-pipelined greedy, %d steps per submit (%zu tokens read back), %zu dispatches per step, host "
+           "recording + submitting %.3f ms per token; decode-step: one submit and readback per token\n",
+           batch > 0 ? batch : 16, got, ds.dispatches_per_step, 1e3 * ds.submit_s / n_decode);
+    printf("%-11s %8s %12s %12s %12s %12s\n", "phase", "tokens", "GPU s", "tokens/s", "wall tok/s", "submits/tok");
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12s\n", "prefill", n_prompt, pre_gpu, n_prompt / pre_gpu, n_prompt / pre_wall,
+           "-");
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode", n_decode, dec_gpu, n_decode / dec_gpu,
+           n_decode / dec_wall, (double)ds.submits / n_decode);
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode-step", n_decode, step_gpu, n_decode / step_gpu,
+           n_decode / step_wall, step_sub);
     rc = 0;
     goto done;
 fail:
@@ -277,7 +311,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
                     "       wgml bench q4 [--gemv]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"
-                    "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N]\n");
+                    "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B]\n");
     return 2;
 }
 

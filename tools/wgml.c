@@ -17,7 +17,8 @@ static int print_text(void *user, const char *text, size_t len) {
 }
 
 /* wgml generate --model FILE --prompt TEXT [--chat] [--lora DIR] [--max-tokens N] [--temperature T]
- *                [--top-k K] [--top-p P] [--seed S] [--ctx N] */
+ *                [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]
+ * --decode-batch: greedy decode steps per submit (default 16; -1: one submit per token) */
 static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *system = NULL, *lora = NULL;
     int chat = 0;
@@ -38,6 +39,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) opt.sampler.top_k = atoi(v), i++;
         else if (!strcmp(a, "--top-p")) opt.sampler.top_p = (float)atof(v), i++;
         else if (!strcmp(a, "--seed")) opt.seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--decode-batch")) opt.decode_batch = atoi(v), i++;
         else if (!strcmp(a, "--ctx")) mo.n_ctx = atoll(v), i++;
         else {
             fprintf(stderr, "wgml generate: unknown option '%s'\n", a);
@@ -46,7 +48,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     }
     if (!model || !prompt || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
         fprintf(stderr, "usage: wgml generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
-                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n");
+                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]\n");
         return 2;
     }
     wgml_model *m = wgml_model_load(ctx, model, &mo);
@@ -90,9 +92,11 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         } else {
             fprintf(stderr, "\n[prefill: %zu tokens in %.3f s GPU (%.3f s wall), %.1f tokens/s]\n", st.prompt_tokens,
                     st.prefill_s, st.prefill_wall_s, st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0);
-            fprintf(stderr, "[decode: %zu tokens generated, %zu decode steps in %.3f s GPU (%.3f s wall), %.1f tokens/s%s]\n",
+            fprintf(stderr, "[decode: %zu tokens generated, %zu decode steps in %.3f s GPU (%.3f s wall), %.1f tokens/s, "
+                            "%llu submits%s]\n",
                     st.generated_tokens, st.decode_steps, st.decode_s, st.decode_wall_s,
-                    st.decode_s > 0 ? (double)st.decode_steps / st.decode_s : 0.0, st.stopped ? ", stopped at end of turn" : "");
+                    st.decode_s > 0 ? (double)st.decode_steps / st.decode_s : 0.0, (unsigned long long)st.decode_submits,
+                    st.stopped ? ", stopped at end of turn" : "");
             rc = 0;
         }
     }

@@ -928,6 +928,32 @@ static wgml_status ensure_timestamps(wgml_ctx *ctx) {
     return take_pending(ctx, "creating timestamp queries");
 }
 
+/* Records d[0..n), repeat times over, into one compute pass of enc (with its begin and end
+ * timestamps written to queries 0 and 1 of qs when qs is not NULL). */
+static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs) {
+    WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+    WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+    if (qs) {
+        tw.querySet = qs;
+        tw.beginningOfPassWriteIndex = 0;
+        tw.endOfPassWriteIndex = 1;
+        pd.timestampWrites = &tw;
+    }
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
+    WGPUComputePipeline last = NULL;
+    for (size_t r = 0; r < repeat; r++)
+        for (size_t i = 0; i < n; i++) {
+            if (d[i].pipeline->pipeline != last) {
+                wgpuComputePassEncoderSetPipeline(pass, d[i].pipeline->pipeline);
+                last = d[i].pipeline->pipeline;
+            }
+            wgpuComputePassEncoderSetBindGroup(pass, 0, d[i].bind_group->bg, 0, NULL);
+            wgpuComputePassEncoderDispatchWorkgroups(pass, d[i].x, d[i].y, d[i].z);
+        }
+    wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+}
+
 wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out) {
     wgml_status s = gpu_check_alive(ctx);
     if (s) return s;
@@ -935,26 +961,7 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     if (ts && (s = ensure_timestamps(ctx))) return s;
     uint64_t c0 = thread_cpu_ns();
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
-    WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
-    if (ts) {
-        tw.querySet = ctx->timestamps;
-        tw.beginningOfPassWriteIndex = 0;
-        tw.endOfPassWriteIndex = 1;
-        pd.timestampWrites = &tw;
-    }
-    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
-    WGPUComputePipeline last = NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (d[i].pipeline->pipeline != last) {
-            wgpuComputePassEncoderSetPipeline(pass, d[i].pipeline->pipeline);
-            last = d[i].pipeline->pipeline;
-        }
-        wgpuComputePassEncoderSetBindGroup(pass, 0, d[i].bind_group->bg, 0, NULL);
-        wgpuComputePassEncoderDispatchWorkgroups(pass, d[i].x, d[i].y, d[i].z);
-    }
-    wgpuComputePassEncoderEnd(pass);
-    wgpuComputePassEncoderRelease(pass);
+    encode_pass(enc, d, n, 1, ts ? ctx->timestamps : NULL);
     if (ts) {
         wgpuCommandEncoderResolveQuerySet(enc, ctx->timestamps, 0, 2, ctx->ts_resolve, 0);
         wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16);
@@ -1042,4 +1049,125 @@ wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, d
     if (resolve) wgpuBufferRelease(resolve);
     if (qs) wgpuQuerySetRelease(qs);
     return s;
+}
+
+/* ------------------------------------------------------------------ asynchronous submits */
+
+struct gpu_async {
+    WGPUBuffer staging;    /* MapRead: [16 bytes of timestamps][the copied bytes] */
+    WGPUQuerySet queries;  /* NULL without timestamps */
+    WGPUBuffer resolve;
+    uint64_t size;         /* bytes copied from the source */
+    map_result *map;
+};
+
+void gpu_async_free(gpu_async *a) {
+    if (!a) return;
+    if (a->map) {
+        if (a->map->done) free(a->map);
+        else a->map->abandoned = true; /* the callback frees it when the release cancels the map */
+    }
+    if (a->staging) wgpuBufferRelease(a->staging);
+    if (a->resolve) wgpuBufferRelease(a->resolve);
+    if (a->queries) wgpuQuerySetRelease(a->queries);
+    free(a);
+}
+
+gpu_async *gpu_submit_async(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, gpu_buffer *src,
+                            uint64_t offset, uint64_t size, bool timed) {
+    if (gpu_check_alive(ctx)) return NULL;
+    if (offset % 4 || size % 4 || offset + size > src->size) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "asynchronous readback of %llu bytes at %llu: not whole words inside the %llu-byte buffer",
+                       (unsigned long long)size, (unsigned long long)offset, (unsigned long long)src->size);
+        return NULL;
+    }
+    gpu_async *a = calloc(1, sizeof *a);
+    map_result *r = calloc(1, sizeof *r);
+    if (!a || !r) {
+        free(a), free(r);
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    a->size = size;
+    bool ts = timed && ctx->caps.timestamps;
+    scope_push(ctx);
+    WGPUBufferDescriptor bd = WGPU_BUFFER_DESCRIPTOR_INIT;
+    bd.label = sv("async readback");
+    bd.size = 16 + size;
+    bd.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    a->staging = wgpuDeviceCreateBuffer(ctx->device, &bd);
+    if (ts) {
+        WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+        qd.type = WGPUQueryType_Timestamp;
+        qd.count = 2;
+        a->queries = wgpuDeviceCreateQuerySet(ctx->device, &qd);
+        bd.label = sv("async timestamps");
+        bd.size = 16;
+        bd.usage = WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc;
+        a->resolve = wgpuDeviceCreateBuffer(ctx->device, &bd);
+    }
+    wgml_status s = scope_pop(ctx, "allocating an asynchronous readback");
+    if (s || !a->staging || (ts && (!a->queries || !a->resolve))) {
+        free(r);
+        gpu_async_free(a);
+        if (!s) wgml_set_error(ctx, WGML_ERR_OOM, "allocating an asynchronous readback");
+        return NULL;
+    }
+    uint64_t c0 = thread_cpu_ns();
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    encode_pass(enc, d, n, repeat, a->queries);
+    if (ts) {
+        wgpuCommandEncoderResolveQuerySet(enc, a->queries, 0, 2, a->resolve, 0);
+        wgpuCommandEncoderCopyBufferToBuffer(enc, a->resolve, 0, a->staging, 0, 16);
+    }
+    if (size) wgpuCommandEncoderCopyBufferToBuffer(enc, src->buf, offset, a->staging, 16, size);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    ctx->submits++;
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    ctx->record_ns += thread_cpu_ns() - c0;
+    ctx->recorded += n * repeat;
+    if ((s = take_pending(ctx, "submitting GPU work"))) {
+        free(r);
+        gpu_async_free(a);
+        return NULL;
+    }
+    /* the mapping completes once the GPU has run everything submitted up to here */
+    a->map = r;
+    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = on_map;
+    cb.userdata1 = r;
+    wgpuBufferMapAsync(a->staging, WGPUMapMode_Read, 0, (size_t)(16 + size), cb);
+    return a;
+}
+
+wgml_status gpu_async_wait(wgml_ctx *ctx, gpu_async *a, void *data, double *seconds) {
+    wgml_status s = wait_flag(ctx, &a->map->done, "reading back from the GPU");
+    if (s) {
+        gpu_async_free(a);
+        return s;
+    }
+    if (a->map->status != WGPUMapAsyncStatus_Success) {
+        s = wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: %s", a->map->msg);
+        gpu_async_free(a);
+        return s;
+    }
+    const uint8_t *p = wgpuBufferGetConstMappedRange(a->staging, 0, (size_t)(16 + a->size));
+    if (!p) {
+        gpu_async_free(a);
+        return wgml_set_error(ctx, WGML_ERR_GPU, "reading back from the GPU: no mapped range");
+    }
+    uint64_t stamps[2];
+    memcpy(stamps, p, 16);
+    if (data) memcpy(data, p + 16, (size_t)a->size);
+    ctx->read_bytes += a->size;
+    wgpuBufferUnmap(a->staging);
+    if (seconds)
+        *seconds = a->queries && stamps[1] > stamps[0]
+                       ? (double)(stamps[1] - stamps[0]) * native_timestamp_period(ctx->queue) * 1e-9
+                       : -1.0;
+    gpu_async_free(a);
+    return take_pending(ctx, "reading back from the GPU");
 }

@@ -73,6 +73,20 @@ typedef struct gpu_dispatch {
 wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out);
 /* Profiled run: each dispatch in its own timestamped pass; seconds[i] = GPU time of d[i]. */
 wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *seconds);
+/* Asynchronous submit with readback (for work kept on the GPU across submits, such as greedy
+ * decoding): records d[0..n) `repeat` times over into one compute pass (timestamped at its
+ * start and end when timed and the device has timestamps), then a copy of src[offset, offset +
+ * size) (whole words) into a staging buffer, submits, starts mapping the staging buffer and
+ * returns without waiting. NULL on error. Later submits queue behind it, so the host can keep
+ * the GPU busy while it waits for an earlier one.
+ * gpu_async_wait waits until the mapping completes (the submit has run), copies the bytes to
+ * data (may be NULL) and the pass's GPU seconds to *seconds (-1 without timestamps), and frees
+ * a (also on error). gpu_async_free drops one without waiting (its results are lost). */
+typedef struct gpu_async gpu_async;
+gpu_async *gpu_submit_async(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, gpu_buffer *src,
+                            uint64_t offset, uint64_t size, bool timed);
+wgml_status gpu_async_wait(wgml_ctx *ctx, gpu_async *a, void *data, double *seconds);
+void gpu_async_free(gpu_async *a);
 /* Waits until the queue is empty (bounded by the context's timeout). */
 wgml_status gpu_wait_idle(wgml_ctx *ctx);
 

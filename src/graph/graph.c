@@ -714,6 +714,18 @@ wgml_status wgml_graph_run_timed(wgml_graph *g, double *seconds) {
     return gpu_submit(g->ctx, g->dispatches, g->n_dispatches, seconds);
 }
 
+gpu_async *graph_run_async(wgml_graph *g, size_t repeat, wgml_tensor *out, uint64_t byte_offset, uint64_t bytes,
+                           bool timed) {
+    if (!g || !g->compiled || !out || !out->persistent || out->graph != g || byte_offset + bytes > out->nbytes ||
+        repeat == 0) {
+        wgml_set_error(g ? g->ctx : NULL, WGML_ERR_ARG,
+                       "graph_run_async: needs a compiled graph, a persistent tensor of it and a range inside it");
+        return NULL;
+    }
+    return gpu_submit_async(g->ctx, g->dispatches, g->n_dispatches, repeat, out->buf, out->offset + byte_offset, bytes,
+                            timed);
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

@@ -30,6 +30,14 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
 /* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words). */
 wgml_status graph_fill_bits(wgml_graph *g, wgml_tensor *t, uint32_t bits);
 
+/* Submits the compiled graph g `repeat` times over in one pass, followed by a copy of bytes
+ * [byte_offset, byte_offset + bytes) of persistent tensor out, without waiting (gpu_submit_async:
+ * finish with gpu_async_wait). The runs see each other's writes in order, so a graph that
+ * updates its own input tensors (e.g. a decode step that feeds its output token back) runs
+ * several steps per submit. NULL on error. */
+gpu_async *graph_run_async(wgml_graph *g, size_t repeat, wgml_tensor *out, uint64_t byte_offset, uint64_t bytes,
+                           bool timed);
+
 /* ------------------------------------------------------------------ autograd
  * An op-level record beside the dispatch records. A differentiable op, after recording its
  * dispatches, describes itself with one graph_record_op call; nothing is kept when no input

@@ -48,9 +48,44 @@ static int stream_emit(stream *st, int flush, wgml_text_fn on_text, void *user) 
     size_t k = flush ? st->n : llama_utf8_complete((const unsigned char *)st->buf, st->n);
     int stop = 0;
     if (k && on_text) stop = on_text(user, st->buf, k);
-    memmove(st->buf, st->buf + k, st->n - k);
+    if (k && st->n > k) memmove(st->buf, st->buf + k, st->n - k); /* (buf is NULL before any text) */
     st->n -= k;
     return stop;
+}
+
+/* The generation in progress: the tokens kept so far and the text stream. */
+typedef struct gen_state {
+    wgml_model *m;
+    wgml_text_fn on_text;
+    void *user;
+    stream out;
+    int32_t *ids;
+    size_t n;
+    int stopped;   /* a stop token came */
+    wgml_status s; /* an error while taking a token */
+} gen_state;
+
+/* Takes one produced token: a stop token, a stop from on_text or an error ends generation
+ * (returns 1); otherwise it is kept and its text streamed. */
+static int take_token(void *u, int32_t id) {
+    gen_state *g = u;
+    if (wgml_model_is_stop(g->m, id)) {
+        g->stopped = 1;
+        return 1;
+    }
+    g->ids[g->n++] = id;
+    char *text = NULL;
+    size_t len = 0;
+    if (wgml_tokenizer_decode(wgml_model_tokenizer(g->m), &id, 1, WGML_TOK_SKIP_SPECIAL, &text, &len) == WGML_OK) {
+        int full = stream_put(&g->out, text, len);
+        free(text);
+        if (full) {
+            g->s = wgml_set_error(llama_ctx(g->m), WGML_ERR_OOM, "generate: out of host memory");
+            return 1;
+        }
+        if (stream_emit(&g->out, 0, g->on_text, g->user)) return 1;
+    }
+    return 0;
 }
 
 wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt, const wgml_gen_options *opt,
@@ -62,57 +97,59 @@ wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt,
     wgml_gen_stats st = {0};
     st.prompt_tokens = n_prompt;
     const wgml_llama_config *c = wgml_model_config(m);
-    const wgml_tokenizer *tok = wgml_model_tokenizer(m);
     int greedy = !(opt->sampler.temperature > 0);
+    int pipelined = greedy && opt->decode_batch >= 0;
     uint64_t rng = wgml_rng_seed(opt->seed);
     float *logits = greedy ? NULL : malloc(sizeof(float) * (size_t)c->n_vocab);
     int max = opt->max_tokens > 0 ? opt->max_tokens : 0;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(max + 1));
-    stream out = {0};
-    if ((!greedy && !logits) || !ids) {
+    gen_state g = {.m = m, .on_text = on_text, .user = user};
+    g.ids = malloc(sizeof(int32_t) * (size_t)(max + 1));
+    if ((!greedy && !logits) || !g.ids) {
         free(logits);
-        free(ids);
+        free(g.ids);
         return wgml_set_error(ctx, WGML_ERR_OOM, "generate: out of host memory");
     }
     wgml_model_reset(m);
     int32_t next = 0;
-    size_t n = 0;
     double t0 = now_s();
     wgml_status s = wgml_model_prefill(m, prompt, n_prompt, logits, greedy ? &next : NULL);
     st.prefill_s = wgml_model_last_run_seconds(m);
     st.prefill_wall_s = now_s() - t0;
     t0 = now_s();
-    while (!s && n < (size_t)max) {
-        if (!greedy) next = wgml_sample(logits, c->n_vocab, &opt->sampler, &rng);
-        if (wgml_model_is_stop(m, next)) {
-            st.stopped = 1;
-            break;
+    uint64_t submits0 = wgml_submit_count(ctx);
+    if (pipelined) {
+        /* the prefill's token, then every later one from wgml_model_decode_greedy: as many
+         * steps as the step-by-step loop below would run */
+        if (!s && max > 0 && !take_token(&g, next)) {
+            int64_t room = c->n_ctx - wgml_model_pos(m);
+            size_t steps = (size_t)(max - 1) < (size_t)room ? (size_t)(max - 1) : (size_t)room;
+            wgml_decode_stats ds;
+            s = wgml_model_decode_greedy(m, next, steps, opt->decode_batch, take_token, &g, &ds);
+            st.decode_steps = ds.steps;
+            st.decode_s = ds.gpu_s;
         }
-        ids[n++] = next;
-        char *text = NULL;
-        size_t len = 0;
-        if (wgml_tokenizer_decode(tok, &next, 1, WGML_TOK_SKIP_SPECIAL, &text, &len) == WGML_OK) {
-            int full = stream_put(&out, text, len);
-            free(text);
-            if (full) {
-                s = wgml_set_error(ctx, WGML_ERR_OOM, "generate: out of host memory");
-                break;
-            }
-            if (stream_emit(&out, 0, on_text, user)) break;
+    } else {
+        while (!s && g.n < (size_t)max) {
+            if (!greedy) next = wgml_sample(logits, c->n_vocab, &opt->sampler, &rng);
+            if (take_token(&g, next)) break;
+            if (g.n == (size_t)max || wgml_model_pos(m) >= c->n_ctx) break;
+            s = wgml_model_decode(m, next, logits, greedy ? &next : NULL);
+            st.decode_s += wgml_model_last_run_seconds(m);
+            st.decode_steps++;
         }
-        if (n == (size_t)max || wgml_model_pos(m) >= c->n_ctx) break;
-        s = wgml_model_decode(m, next, logits, greedy ? &next : NULL);
-        st.decode_s += wgml_model_last_run_seconds(m);
-        st.decode_steps++;
     }
+    if (!s) s = g.s;
     st.decode_wall_s = now_s() - t0;
-    if (!s) stream_emit(&out, 1, on_text, user);
-    st.generated_tokens = n;
-    free(out.buf);
+    if (st.decode_s < 0) st.decode_s = st.decode_wall_s; /* no timestamps */
+    st.decode_submits = wgml_submit_count(ctx) - submits0;
+    st.stopped = g.stopped;
+    if (!s) stream_emit(&g.out, 1, on_text, user);
+    st.generated_tokens = g.n;
+    free(g.out.buf);
     free(logits);
     if (stats) *stats = st;
-    if (out_ids && !s) *out_ids = ids;
-    else free(ids);
-    if (n_out && !s) *n_out = n;
+    if (out_ids && !s) *out_ids = g.ids;
+    else free(g.ids);
+    if (n_out && !s) *n_out = g.n;
     return s;
 }

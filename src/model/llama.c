@@ -5,6 +5,7 @@
 #include "model/llama.h"
 
 #include "gpu/gpu.h"
+#include "graph/graph.h"
 #include "train/trainer.h"
 
 #include <math.h>
@@ -35,6 +36,7 @@ typedef struct step_graph {
     wgml_tensor *row;       /* i32 [1]: the row whose logits are wanted (S > 1 only) */
     wgml_tensor *logits;    /* f32 [1, V] (kept) */
     wgml_tensor *argmax;    /* i32 [1] (kept) */
+    wgml_tensor *history;   /* decode graph only: i32 [n_ctx], the argmax of the step at each position */
 } step_graph;
 
 #define MAX_PREFILL_GRAPHS 32
@@ -55,6 +57,7 @@ struct wgml_model {
     int n_prefill;
     int64_t pos;
     double last_s;
+    int unfused; /* $WGML_LLAMA_UNFUSED at load: plain ops instead of the fused kernels */
     int32_t stop_ids[4];
     int n_stop;
     wgml_lora **lora; /* [n_layer * LLAMA_N_TARGETS] adapters of the inference graphs, or NULL;
@@ -350,6 +353,94 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
     return wgml_permute(g, x, perm);
 }
 
+/* Fused kernels of the inference graphs (one dispatch where the plain ops take two; the
+ * training forward keeps the plain, differentiable ops). $WGML_LLAMA_UNFUSED=1 when the model
+ * is loaded makes its graphs use the plain ops instead (for comparisons). */
+
+/* h = rms_norm(x + y) * w, with *sum = x + y (x, y f32 of one shape, rows of d = w's length). */
+static wgml_tensor *add_rms(const wgml_model *m, wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w,
+                            float eps, wgml_tensor **sum) {
+    *sum = NULL;
+    if (!x || !y || !w) return NULL;
+    int64_t d = w->shape[0];
+    if (m->unfused || d % 4 || x->rank != y->rank || x->numel != y->numel || x->shape[x->rank - 1] != d) {
+        *sum = wgml_add(g, x, y, 1.0f);
+        return wgml_rms_norm(g, *sum, w, eps);
+    }
+    int64_t rows = x->numel / d;
+    wgml_tensor *s = graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape);
+    wgml_tensor *h = s ? graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape) : NULL;
+    if (!h) return NULL;
+    uint32_t wg = d / 4 >= 256 ? 256 : d / 4 >= 128 ? 128 : 64;
+    char prelude[64];
+    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
+    struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
+    wgml_tensor *ro[3] = {x, y, w}, *rw[2] = {s, h};
+    if (graph_dispatch(g, "llama_add_rms", "llama_add_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows))
+        return NULL;
+    *sum = s;
+    return h;
+}
+
+/* silu(gate) * up (f32, one shape). */
+static wgml_tensor *swiglu(const wgml_model *m, wgml_graph *g, wgml_tensor *gate, wgml_tensor *up) {
+    if (!gate || !up) return NULL;
+    if (m->unfused || gate->numel % 4 || gate->numel != up->numel || gate->rank != up->rank)
+        return wgml_mul(g, wgml_silu(g, gate), up);
+    wgml_tensor *out = graph_output(g, "llama_swiglu", WGML_F32, gate->rank, gate->shape);
+    if (!out) return NULL;
+    uint32_t n4 = (uint32_t)(gate->numel / 4);
+    wgml_tensor *ro[2] = {gate, up};
+    if (graph_dispatch(g, "llama_swiglu", "llama_swiglu", NULL, ro, 2, &out, 1, &n4, sizeof n4, ((uint64_t)n4 + 63) / 64))
+        return NULL;
+    return out;
+}
+
+/* The RoPE frequency table of llama_rope_kv.wgsl (as the rope op builds its own): per pair i,
+ * theta^(-2i/hd) / 2pi in turns, split g1 + g2 (12 significant bits each) + g3. */
+static double trunc12(double v) {
+    if (v == 0) return 0;
+    int e;
+    double f = frexp(v, &e);
+    return ldexp(floor(ldexp(f, 12)), e - 12);
+}
+
+static wgml_tensor *rope_table(wgml_graph *g, int64_t hd, float theta) {
+    int64_t half = hd / 2, ts[2] = {half, 4};
+    float *tab = calloc((size_t)(half * 4), sizeof(float));
+    if (!tab) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "model: out of host memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < half; i++) {
+        double gi = exp(-(double)(2 * i) / (double)hd * log((double)theta)) / 6.283185307179586476925;
+        double g1 = trunc12(gi), g2 = trunc12(gi - g1);
+        tab[4 * i] = (float)g1, tab[4 * i + 1] = (float)g2, tab[4 * i + 2] = (float)(gi - g1 - g2);
+    }
+    wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 2, ts);
+    if (t && wgml_tensor_write(t, tab, sizeof(float) * (size_t)(half * 4))) t = NULL;
+    free(tab);
+    return t;
+}
+
+/* One decode step (S = 1): q [1, 1, H, hd] and k [1, 1, Hk, hd] rotated at position pos, k and
+ * v [1, 1, Hk, hd] written to the caches' row pos; returns rotated q as [1, H, 1, hd]. */
+static wgml_tensor *rope_kv(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                            wgml_tensor *tab, wgml_tensor *kc, wgml_tensor *vc) {
+    if (!q || !k || !v || !pos || !tab || !kc || !vc) return NULL;
+    int64_t H = q->shape[2], Hk = k->shape[2], hd = q->shape[3];
+    int64_t qs[4] = {1, H, 1, hd};
+    wgml_tensor *out = graph_output(g, "llama_rope_kv", WGML_F32, 4, qs);
+    if (!out) return NULL;
+    struct { uint32_t nq, nk, half, smax; } p = {(uint32_t)(H * hd / 2), (uint32_t)(Hk * hd / 2), (uint32_t)(hd / 2),
+                                                 (uint32_t)kc->shape[2]};
+    wgml_tensor *ro[5] = {q, k, v, pos, tab}, *rw[3] = {out, kc, vc};
+    if (graph_dispatch(g, "llama_rope_kv", "llama_rope_kv", NULL, ro, 5, rw, 3, &p, sizeof p,
+                       ((uint64_t)p.nq + 2ull * p.nk + 63) / 64))
+        return NULL;
+    return out;
+}
+
 static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     const wgml_llama_config *c = &m->cfg;
     int64_t D = c->n_embd, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
@@ -366,42 +457,63 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
 
     wgml_tensor *x = embed(g, sg->ids, &m->tok_embd); /* [S, D] */
     int64_t s4q[4] = {1, S, H, hd}, s4k[4] = {1, S, Hk, hd}, s2[2] = {S, D};
+    /* h: the normed input of the next block; each residual add computes it with the norm */
+    wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), c->rms_eps), *xn = NULL;
+    wgml_tensor *tab = S == 1 && !m->unfused ? rope_table(g, hd, c->rope_base) : NULL;
+    if (S == 1 && !m->unfused && !tab) return wgml_last_status(m->ctx);
     for (int64_t l = 0; l < c->n_layer; l++) {
         layer *L = &m->layers[l];
-        wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
         wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
 #define LW(t) (lw ? lw[t] : NULL)
         wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 1), 4, s4q);
         wgml_tensor *k = wgml_reshape(g, linear_lora(g, h, &L->wk, LW(1), 1), 4, s4k);
         wgml_tensor *v = wgml_reshape(g, linear_lora(g, h, &L->wv, LW(2), 1), 4, s4k);
-        q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        q = heads_first(g, q, S, H, hd);
-        k = heads_first(g, k, S, Hk, hd);
-        v = heads_first(g, v, S, Hk, hd);
         wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
-        if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
-            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
+            q = rope_kv(g, q, k, v, sg->positions, tab, kc, vc);
+            if (!q) return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        } else {
+            q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+            k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+            q = heads_first(g, q, S, H, hd);
+            k = heads_first(g, k, S, Hk, hd);
+            v = heads_first(g, v, S, Hk, hd);
+            if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
+                return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        }
         wgml_tensor *a = wgml_sdpa_cached(g, q, kc, vc, sg->len, 1, 0.0f); /* [1, H, S, hd] */
         if (S > 1) {
             static const int perm[4] = {0, 2, 1, 3};
             a = wgml_permute(g, a, perm);
         }
         a = wgml_reshape(g, a, 2, s2);
-        x = wgml_add(g, x, linear_lora(g, a, &L->wo, LW(3), 1), 1.0f);
-        h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
-        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_lora(g, h, &L->gate, LW(4), 1)),
-                                  linear_lora(g, h, &L->up, LW(5), 1));
-        x = wgml_add(g, x, linear_lora(g, f, &L->down, LW(6), 1), 1.0f);
+        h = add_rms(m, g, x, linear_lora(g, a, &L->wo, LW(3), 1), share(g, L->ffn_norm), c->rms_eps, &x);
+        wgml_tensor *f = swiglu(m, g, linear_lora(g, h, &L->gate, LW(4), 1), linear_lora(g, h, &L->up, LW(5), 1));
+        f = linear_lora(g, f, &L->down, LW(6), 1);
+        if (l + 1 < c->n_layer) h = add_rms(m, g, x, f, share(g, m->layers[l + 1].attn_norm), c->rms_eps, &x);
+        else if (S == 1) xn = add_rms(m, g, x, f, share(g, m->output_norm), c->rms_eps, &x); /* the head's input */
+        else x = wgml_add(g, x, f, 1.0f);
 #undef LW
-        if (!x) return wgml_last_status(m->ctx);
+        if (!x || !h) return wgml_last_status(m->ctx);
     }
-    if (S > 1) x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
-    x = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    if (S > 1) {
+        x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
+        xn = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
+    }
+    x = xn;
     sg->logits = linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [1, V] */
     sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
-    if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax) || wgml_graph_compile(g))
-        return wgml_last_status(m->ctx);
+    if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax)) return wgml_last_status(m->ctx);
+    if (S == 1) {
+        /* feedback for greedy decoding on the GPU (wgml_model_decode_greedy): the argmax becomes
+         * the next token, goes to the history at this position, position and length advance.
+         * Harmless for host-driven steps, which write ids, position and length before each run. */
+        sg->history = wgml_tensor_new(g, WGML_I32, 1, &c->n_ctx);
+        wgml_tensor *ro[1] = {sg->argmax}, *rw[4] = {sg->ids, sg->positions, sg->len, sg->history};
+        if (!sg->history || graph_dispatch(g, "llama_feedback", "llama_feedback", NULL, ro, 1, rw, 4, NULL, 0, 1))
+            return wgml_last_status(m->ctx);
+    }
+    if (wgml_graph_compile(g)) return wgml_last_status(m->ctx);
     return WGML_OK;
 }
 
@@ -551,6 +663,86 @@ wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t 
     return run_step(m, &m->decode, &id, 1, logits, next);
 }
 
+/* Steps in flight: a group is read back while the next one runs. */
+#define GREEDY_DEPTH 2
+#define GREEDY_BATCH 16
+
+wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
+                                     void *user, wgml_decode_stats *stats) {
+    const char *op = "model_decode_greedy";
+    if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: model is NULL", op);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (check_ids(m, op, &id, 1)) return wgml_last_status(m->ctx);
+    if (m->pos + (int64_t)n_steps > m->cfg.n_ctx)
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "%s: %lld + %zu steps exceed the context of %lld", op,
+                              (long long)m->pos, n_steps, (long long)m->cfg.n_ctx);
+    if (n_steps == 0) return WGML_OK;
+    if (!m->decode.g) return wgml_set_error(m->ctx, WGML_ERR_STATE, "%s: the model has no decode graph", op);
+    size_t per = batch > 0 ? (size_t)batch : GREEDY_BATCH;
+    step_graph *sg = &m->decode;
+    int32_t p0 = (int32_t)m->pos, len = p0 + 1;
+    uint64_t submits0 = wgml_submit_count(m->ctx);
+    wgml_status s = wgml_tensor_write(sg->ids, &id, sizeof id);
+    if (!s) s = wgml_tensor_write(sg->positions, &p0, sizeof p0);
+    if (!s) s = wgml_tensor_write(sg->len, &len, sizeof len);
+    gpu_async *flight[GREEDY_DEPTH] = {0};
+    size_t count[GREEDY_DEPTH] = {0};
+    int32_t *got = malloc(sizeof(int32_t) * per);
+    if (!got && !s) s = wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    size_t submitted = 0, used = 0;
+    int head = 0, n_flight = 0, stop = 0;
+    double gpu_s = 0;
+    uint64_t submit_ns = 0;
+    /* keep GREEDY_DEPTH groups queued; read the oldest, hand its tokens over in order */
+    while (!s && !stop && used < n_steps) {
+        while (!s && n_flight < GREEDY_DEPTH && submitted < n_steps) {
+            size_t k = n_steps - submitted < per ? n_steps - submitted : per;
+            int slot = (head + n_flight) % GREEDY_DEPTH;
+            uint64_t t0 = gpu_now_ns();
+            flight[slot] = graph_run_async(sg->g, k, sg->history, sizeof(int32_t) * (uint64_t)(p0 + (int64_t)submitted),
+                                           sizeof(int32_t) * k, true);
+            submit_ns += gpu_now_ns() - t0;
+            if (!flight[slot]) {
+                s = wgml_last_status(m->ctx);
+                if (!s) s = wgml_set_error(m->ctx, WGML_ERR_GPU, "%s: the submit failed", op);
+            } else {
+                count[slot] = k, submitted += k, n_flight++;
+            }
+        }
+        if (s) break;
+        double t = 0;
+        gpu_async *a = flight[head];
+        flight[head] = NULL;
+        size_t k = count[head];
+        head = (head + 1) % GREEDY_DEPTH, n_flight--;
+        if ((s = gpu_async_wait(m->ctx, a, got, &t))) break;
+        gpu_s = t < 0 || gpu_s < 0 ? -1 : gpu_s + t;
+        for (size_t i = 0; i < k && !stop; i++) {
+            used++, m->pos++; /* the step that made this token has run: its position is in the cache */
+            if (on_token && on_token(user, got[i])) stop = 1;
+        }
+    }
+    /* groups submitted past a stop: let them finish (they only write cache rows past pos and
+     * the history), then drop their tokens */
+    for (; n_flight > 0; head = (head + 1) % GREEDY_DEPTH, n_flight--) {
+        double t = 0;
+        if (s) gpu_async_free(flight[head]);
+        else if (!(s = gpu_async_wait(m->ctx, flight[head], NULL, &t))) gpu_s = t < 0 || gpu_s < 0 ? -1 : gpu_s + t;
+        flight[head] = NULL;
+    }
+    free(got);
+    if (stats) {
+        stats->steps = used;
+        stats->submitted = submitted;
+        stats->gpu_s = gpu_s;
+        stats->submits = wgml_submit_count(m->ctx) - submits0;
+        stats->submit_s = (double)submit_ns * 1e-9;
+        stats->dispatches_per_step = wgml_graph_dispatch_count(sg->g);
+    }
+    m->last_s = gpu_s;
+    return s;
+}
+
 /* ------------------------------------------------------------------ lifetime */
 
 static void find_stops(wgml_model *m) {
@@ -579,6 +771,8 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
         return NULL;
     }
     m->ctx = ctx;
+    const char *e = getenv("WGML_LLAMA_UNFUSED");
+    m->unfused = e && *e && strcmp(e, "0");
     char err[512];
     wgml_status s = wgml_gguf_open(path, &m->file, err, sizeof err);
     if (s) {

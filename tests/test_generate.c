@@ -1,0 +1,332 @@
+/* Greedy generation kept on the GPU (wgml_model_decode_greedy, the default greedy path of
+ * wgml_generate) against the step-by-step path (decode_batch < 0: one decode graph run and one
+ * argmax readback per token), on the tiny synthetic Llama of tiny_llama.h: the same token ids,
+ * stop flag, position and KV-cache state for several batch sizes, max_tokens not a multiple of
+ * the batch, the context filling up, a stop token in the middle of a batch, a stop from
+ * on_text, a second generation after the first, a prefill continuing after a stopped
+ * generation; submits per token; argument errors of wgml_model_decode_greedy; the device lost
+ * mid-decoding; the fused kernels of the inference graphs against the plain ops. */
+#define _POSIX_C_SOURCE 200809L
+#include "harness.h"
+#include "tiny_llama.h"
+
+#include <time.h>
+#include <unistd.h>
+
+static char g_path[256];
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes the model with tokenizer.ggml.eos_token_id = eos (the file's stop token). */
+static int write_with_eos(const synth *s, const char *path, uint32_t eos) {
+    if (!synth_write(s, path, "llama", NULL, NULL)) return 0;
+    FILE *f = fopen(path, "r+b");
+    if (!f) return 0;
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    static const char key[] = "tokenizer.ggml.eos_token_id";
+    size_t kl = sizeof key - 1;
+    int ok = 0;
+    for (size_t i = 0; i + kl + 8 <= n && !ok; i++)
+        if (!memcmp(buf + i, key, kl)) {
+            uint32_t type;
+            memcpy(&type, buf + i + kl, 4);
+            if (type != 4) break; /* u32 */
+            ok = fseek(f, (long)(i + kl + 4), SEEK_SET) == 0 && fwrite(&eos, 4, 1, f) == 1;
+        }
+    return fclose(f) == 0 && ok;
+}
+
+typedef struct run {
+    wgml_status st;
+    int32_t *ids;
+    size_t n;
+    int64_t pos;
+    wgml_gen_stats gs;
+    int texts; /* on_text calls */
+} run;
+
+typedef struct text_ctx {
+    int calls, stop_at; /* stop_at > 0: return 1 on that call */
+} text_ctx;
+
+static int on_text(void *user, const char *text, size_t len) {
+    (void)text, (void)len;
+    text_ctx *t = user;
+    return ++t->calls == t->stop_at;
+}
+
+static run gen(wgml_model *m, const int32_t *prompt, size_t np, int max, int batch, int stop_at) {
+    run r = {0};
+    wgml_gen_options o = {.max_tokens = max, .sampler = {0, 0, 0}, .seed = 1, .decode_batch = batch};
+    text_ctx tc = {0, stop_at};
+    r.st = wgml_generate(m, prompt, np, &o, on_text, &tc, &r.gs, &r.ids, &r.n);
+    r.pos = wgml_model_pos(m);
+    r.texts = tc.calls;
+    return r;
+}
+
+/* b (GPU-pipelined) equals a (step by step) in everything the caller sees. */
+static int same_run(const char *name, const run *a, const run *b) {
+    int ok = a->st == WGML_OK && b->st == WGML_OK && a->n == b->n && a->pos == b->pos &&
+             a->gs.stopped == b->gs.stopped && a->gs.generated_tokens == b->gs.generated_tokens &&
+             a->gs.decode_steps == b->gs.decode_steps && a->texts == b->texts &&
+             (a->n == 0 || !memcmp(a->ids, b->ids, a->n * sizeof *a->ids));
+    return th_check(ok, "%s: %zu tokens, pos %lld, stopped %d, %zu steps (step by step: %zu, %lld, %d, %zu)%s%s", name,
+                    b->n, (long long)b->pos, b->gs.stopped, b->gs.decode_steps, a->n, (long long)a->pos, a->gs.stopped,
+                    a->gs.decode_steps, a->st ? " step error: " : "", a->st || b->st ? wgml_last_error(T.ctx) : "");
+}
+
+static void free_run(run *r) {
+    free(r->ids);
+    r->ids = NULL;
+}
+
+enum { NP = 5, CTX = 40 };
+
+/* the step-by-step run and pipelined runs with several batch sizes; returns the step run */
+static run compare_batches(wgml_model *m, const int32_t *prompt, int max, const char *what) {
+    run a = gen(m, prompt, NP, max, -1, 0);
+    th_check(a.st == WGML_OK, "%s: step-by-step generation: %s", what, wgml_last_error(T.ctx));
+    const int batches[] = {1, 4, 7, 0, 64};
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
+        double t0 = now_s();
+        run b = gen(m, prompt, NP, max, batches[i], 0);
+        double t = now_s() - t0;
+        char name[128];
+        snprintf(name, sizeof name, "%s, batch %d (%.2f s)", what, batches[i], t);
+        same_run(name, &a, &b);
+        if (!b.gs.stopped) { /* no stop: exactly ceil(steps / batch) submits */
+            uint64_t per = batches[i] > 0 ? (uint64_t)batches[i] : 16, want = (b.gs.decode_steps + per - 1) / per;
+            th_check(b.gs.decode_submits == want, "%s: %llu submits for %zu steps, want %llu", name,
+                     (unsigned long long)b.gs.decode_submits, b.gs.decode_steps, (unsigned long long)want);
+        }
+        free_run(&b);
+    }
+    return a;
+}
+
+/* Token ids[i] (i >= 1, made by decode step i - 1) that first occurs at i, with the step in
+ * the middle of a batch of 4 (not its first or last step): -1 when none. */
+static int mid_batch_token(const run *a, int *at) {
+    for (size_t i = 5; i < a->n; i++) {
+        size_t off = (i - 1) % 4;
+        if (off == 0 || off == 3) continue;
+        int first = 1;
+        for (size_t j = 0; j < i && first; j++) first = a->ids[j] != a->ids[i];
+        if (first) {
+            *at = (int)i;
+            return a->ids[i];
+        }
+    }
+    return -1;
+}
+
+static void test_generate(void) {
+    synth s;
+    synth_make(&s, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    wgml_model *m = wgml_model_load(T.ctx, g_path, &mo);
+    if (!th_check(m != NULL, "load: %s", m ? "" : wgml_last_error(T.ctx))) {
+        synth_free(&s);
+        return;
+    }
+    int32_t prompt[4][NP];
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < NP; i++) prompt[p][i] = 3 + (int32_t)floor(th_uniform(0, V - 3));
+
+    /* 30 tokens: 29 decode steps (not a multiple of 4, 7 or 16) */
+    run a = compare_batches(m, prompt[0], 30, "max_tokens 30");
+    if (!a.gs.stopped) th_check(a.n == 30 && a.pos == NP + 29, "max_tokens 30: 30 tokens, position %lld", (long long)a.pos);
+    free_run(&a);
+    /* the context fills up: 40 - 5 steps, 36 tokens */
+    run full = compare_batches(m, prompt[1], 100, "context full");
+    if (!full.gs.stopped)
+        th_check(full.n == CTX - NP + 1 && full.pos == CTX, "context full: %zu tokens, position %lld", full.n,
+                 (long long)full.pos);
+
+    /* a stop from on_text after its 6th call */
+    run ta = gen(m, prompt[1], NP, 100, -1, 6), tb = gen(m, prompt[1], NP, 100, 4, 6);
+    same_run("on_text stops after 6 calls, batch 4", &ta, &tb);
+    th_check(ta.texts == 6 && ta.n == 6 && ta.pos == NP + 5, "on_text stop: 6 tokens, position %lld", (long long)ta.pos);
+    free_run(&ta), free_run(&tb);
+
+    /* a stop token in the middle of a batch: the file's EOS made a token that the greedy
+     * continuation first produces mid-batch (searched over a few prompts) */
+    int at = -1, eos = -1;
+    const int32_t *sp = NULL;
+    for (int p = 1; p < 4 && eos < 0; p++) {
+        run r = p == 1 ? full : gen(m, prompt[p], NP, 100, -1, 0);
+        eos = mid_batch_token(&r, &at);
+        printf("  prompt %d continues:", p);
+        for (size_t i = 0; i < r.n; i++) printf(" %d", r.ids[i]);
+        printf("\n");
+        if (eos >= 0) sp = prompt[p];
+        if (p != 1) free_run(&r);
+    }
+    free_run(&full);
+    wgml_model_free(m);
+    if (!th_check(eos >= 0, "a token first made in the middle of a batch (the prompts' continuations cycle too soon)")) {
+        synth_free(&s);
+        return;
+    }
+    th_check(write_with_eos(&s, g_path, (uint32_t)eos), "write gguf with EOS %d", eos);
+    m = wgml_model_load(T.ctx, g_path, &mo);
+    if (!th_check(m != NULL && wgml_model_is_stop(m, eos), "load with EOS %d: %s", eos, m ? "" : wgml_last_error(T.ctx))) {
+        wgml_model_free(m);
+        synth_free(&s);
+        return;
+    }
+    printf("  stop token %d first made at token %d (decode step %d, step %d of its batch of 4)\n", eos, at, at - 1,
+           (at - 1) % 4 + 1);
+    enum { NX = 4 };
+    int32_t extra[NX] = {7, 11, 13, 17};
+    float la[V], lb[V];
+    run sa = gen(m, sp, NP, 100, -1, 0);
+    wgml_status st = sa.st ? sa.st : wgml_model_prefill(m, extra, NX, la, NULL);
+    run sb = gen(m, sp, NP, 100, 4, 0);
+    wgml_status st2 = sb.st ? sb.st : wgml_model_prefill(m, extra, NX, lb, NULL);
+    same_run("stop token mid-batch, batch 4", &sa, &sb);
+    th_check(sb.gs.stopped && (int)sb.n == at && sb.pos == NP + at,
+             "stop mid-batch: %zu tokens (want %d), position %lld (want %d)", sb.n, at, (long long)sb.pos, NP + at);
+    /* the stopped generation left the cache as the step path did: a prefill continuing after
+     * it gives the same logits, and those of the whole sequence prefilled at once */
+    if (th_check(!st && !st2, "prefill after the stopped generations: %s", wgml_last_error(T.ctx))) {
+        int same = !memcmp(la, lb, sizeof la);
+        th_check(same, "prefill continuing after a pipelined stop equals it after a step-by-step stop");
+        int32_t seq[CTX];
+        size_t L = 0;
+        for (int i = 0; i < NP; i++) seq[L++] = sp[i];
+        for (size_t i = 0; i < sb.n; i++) seq[L++] = sb.ids[i];
+        /* (the cache holds the prompt and the kept tokens: the stop token was never fed) */
+        for (int i = 0; i < NX; i++) seq[L++] = extra[i];
+        float lf[V];
+        double ref[V];
+        wgml_model_reset(m);
+        if (th_check(wgml_model_prefill(m, seq, L, lf, NULL) == WGML_OK, "whole-sequence prefill: %s",
+                     wgml_last_error(T.ctx))) {
+            for (int j = 0; j < V; j++) ref[j] = lf[j];
+            th_close("prefill after a pipelined stop vs the whole sequence at once", lb, ref, V, 1e-4, 1e-4);
+        }
+    }
+    free_run(&sa), free_run(&sb);
+    /* a second generation after a stopped one: another prompt, then the first again */
+    for (int p = 0; p < 2; p++) {
+        const int32_t *pr = p ? sp : prompt[0];
+        run x = gen(m, pr, NP, 23, -1, 0);
+        run y = gen(m, pr, NP, 23, 16, 0);
+        same_run(p ? "the stopping prompt again" : "a second generation after a stopped one", &x, &y);
+        free_run(&x), free_run(&y);
+    }
+
+    /* the model-level call: steps without a callback, errors */
+    wgml_model_reset(m);
+    int32_t next = -1;
+    wgml_decode_stats ds;
+    st = wgml_model_prefill(m, prompt[2], NP, NULL, &next);
+    if (!st) st = wgml_model_decode_greedy(m, next, 10, 3, NULL, NULL, &ds);
+    th_check(st == WGML_OK && wgml_model_pos(m) == NP + 10 && ds.steps == 10 && ds.submitted == 10 && ds.submits == 4,
+             "decode_greedy without a callback: position %lld, %zu steps, %llu submits: %s", (long long)wgml_model_pos(m),
+             ds.steps, (unsigned long long)ds.submits, st ? wgml_last_error(T.ctx) : "");
+    th_check(wgml_model_decode_greedy(m, next, 0, 3, NULL, NULL, &ds) == WGML_OK && wgml_model_pos(m) == NP + 10,
+             "decode_greedy: 0 steps is nothing");
+    th_expect_error("decode_greedy: past the context", wgml_model_decode_greedy(m, next, CTX, 4, NULL, NULL, NULL) != WGML_OK,
+                    WGML_ERR_LIMIT, "context", NULL);
+    th_expect_error("decode_greedy: id out of range", wgml_model_decode_greedy(m, V, 1, 4, NULL, NULL, NULL) != WGML_OK,
+                    WGML_ERR_ARG, "vocabulary", NULL);
+    th_check(wgml_model_decode_greedy(NULL, 0, 1, 4, NULL, NULL, NULL) == WGML_ERR_ARG, "decode_greedy: NULL model");
+    th_check(wgml_model_pos(m) == NP + 10, "failed calls leave the position");
+    wgml_model_free(m);
+    remove(g_path);
+    synth_free(&s);
+}
+
+/* The inference graphs' fused kernels (residual add + RMSNorm, silu * up, the decode step's
+ * RoPE + KV-cache writes) against the plain ops ($WGML_LLAMA_UNFUSED=1): the same logits in
+ * prefill and decode, 6 dispatches fewer per layer in the decode step. */
+static void test_fused(void) {
+    synth s;
+    synth_make(&s, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    setenv("WGML_LLAMA_UNFUSED", "1", 1);
+    wgml_model *u = wgml_model_load(T.ctx, g_path, &mo);
+    unsetenv("WGML_LLAMA_UNFUSED");
+    wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
+    if (!th_check(u && f, "load fused and unfused: %s", wgml_last_error(T.ctx))) {
+        wgml_model_free(u), wgml_model_free(f);
+        synth_free(&s);
+        return;
+    }
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    float lu[V], lf[V];
+    double ref[V];
+    wgml_status st = wgml_model_prefill(u, ids, 11, lu, NULL);
+    if (!st) st = wgml_model_prefill(f, ids, 11, lf, NULL);
+    for (int j = 0; j < V; j++) ref[j] = lu[j];
+    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: prefill 11", lf, ref, V, 1e-5, 1e-5);
+    st = wgml_model_decode(u, ids[11], lu, NULL);
+    if (!st) st = wgml_model_decode(f, ids[11], lf, NULL);
+    for (int j = 0; j < V; j++) ref[j] = lu[j];
+    if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: decode", lf, ref, V, 1e-5, 1e-5);
+    wgml_decode_stats du, df;
+    st = wgml_model_decode_greedy(u, 3, 2, 0, NULL, NULL, &du);
+    if (!st) st = wgml_model_decode_greedy(f, 3, 2, 0, NULL, NULL, &df);
+    th_check(!st && du.dispatches_per_step == df.dispatches_per_step + 6 * NL,
+             "decode dispatches per step: %zu fused, %zu plain (want %d fewer)", df.dispatches_per_step,
+             du.dispatches_per_step, 6 * NL);
+    printf("  decode step: %zu dispatches (plain ops: %zu)\n", df.dispatches_per_step, du.dispatches_per_step);
+    wgml_model_free(u), wgml_model_free(f);
+    remove(g_path);
+    synth_free(&s);
+}
+
+void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/gpu.c) */
+
+static int lose_device(void *user, int32_t id) {
+    (void)id;
+    gpu_debug_destroy_device(user); /* while the next group is in flight */
+    return 0;
+}
+
+/* The device lost during pipelined decoding (own context): a device-lost error, no hang, the
+ * groups in flight dropped without leaks, the model and context still freed cleanly. */
+static void test_device_lost(void) {
+    wgml_ctx *ctx = NULL;
+    wgml_ctx_options co = {0};
+    if (!th_check(wgml_ctx_create(&co, &ctx) == WGML_OK, "context: %s", wgml_create_error())) return;
+    synth s;
+    synth_make(&s, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    wgml_model *m = wgml_model_load(ctx, g_path, &mo);
+    int32_t ids[NP] = {3, 4, 5, 6, 7}, next = 0;
+    wgml_status st = m ? wgml_model_prefill(m, ids, NP, NULL, &next) : WGML_ERR_ARG;
+    if (th_check(st == WGML_OK, "device lost: load and prefill: %s", wgml_last_error(ctx))) {
+        double t0 = now_s();
+        st = wgml_model_decode_greedy(m, next, 20, 2, lose_device, ctx, NULL);
+        th_check(st == WGML_ERR_DEVICE_LOST && now_s() - t0 < 60, "device lost while decoding: %s (%s)",
+                 wgml_status_name(st), wgml_last_error(ctx));
+    }
+    wgml_model_free(m);
+    wgml_ctx_destroy(ctx);
+    remove(g_path);
+    synth_free(&s);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_generate", argc, argv);
+    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
+    double t0 = now_s();
+    test_generate();
+    test_fused();
+    test_device_lost();
+    printf("  total %.2f s\n", now_s() - t0);
+    return th_done();
+}
