@@ -114,7 +114,7 @@ m = re.search(r"^decode\s+\d+\s+[\d.]+\s+([\d.]+)(?:\s+([\d.]+))?", gen, re.M)
 gcheck = re.search(r"generate check (\S+)", gen)
 add("decode", "SmolLM2-135M, batch 1, wall", float(m.group(2) or m.group(1)) if m else None, "tok/s",
     peer.get("generate_decode"), "tok/s eager", gcheck.group(1) if gcheck else "-", ">= 10")
-m = re.search(r"^prefill\s+\d+\s+[\d.]+\s+([\d.]+)", gen, re.M)
+m = re.search(r"^prefill\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", gen, re.M)
 add("  prefill", "128-token prompt, wall", float(m.group(1)) if m else None, "tok/s", peer.get("generate_prefill"),
     "tok/s eager", gcheck.group(1) if gcheck else "-", "")
 

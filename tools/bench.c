@@ -201,9 +201,15 @@ done:
  * submit, default 16; timed after one untimed warm-up run), line "decode-step" for host-driven
  * steps (one submit and readback per token). GPU time from timestamps where the device has
  * them (else wall time); wall tokens/s over the whole decode; submits per generated token. */
+typedef struct token_log {
+    int32_t *ids;
+    size_t n, cap;
+} token_log;
+
 static int count_token(void *user, int32_t id) {
-    (void)id;
-    ++*(size_t *)user;
+    token_log *l = user;
+    if (l->n < l->cap) l->ids[l->n] = id;
+    l->n++;
     return 0;
 }
 
@@ -231,7 +237,8 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     double t_load = bench_wall_now() - t0;
     const char *text = "The King James Bible begins: In the beginning God created the heaven and the earth. "
                        "And the earth was without form, and void; and darkness was upon the face of the deep. ";
-    int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt), *step_ids = NULL;
+    token_log pipe = {0};
     size_t n_ids = 0;
     int rc = 1;
     if (!prompt || wgml_tokenizer_encode(wgml_model_tokenizer(m), text, strlen(text), 0, &ids, &n_ids) || !n_ids) {
@@ -252,9 +259,14 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     /* host-driven steps: one submit and one argmax readback per token */
     double step_gpu = 0;
     uint64_t sub0 = wgml_submit_count(ctx);
+    step_ids = malloc(sizeof(int32_t) * (size_t)n_decode);
+    pipe.ids = malloc(sizeof(int32_t) * (size_t)n_decode);
+    pipe.cap = (size_t)n_decode;
+    if (!step_ids || !pipe.ids) goto fail;
     t0 = bench_wall_now();
     for (int i = 0; i < n_decode; i++) {
         if (wgml_model_decode(m, next, NULL, &next)) goto fail;
+        step_ids[i] = next;
         step_gpu += wgml_model_last_run_seconds(m);
     }
     double step_wall = bench_wall_now() - t0;
@@ -266,9 +278,10 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     for (int run = 0; run < 2; run++) {
         wgml_model_reset(m);
         if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
-        got = 0;
+        pipe.n = 0;
         t0 = bench_wall_now();
-        if (wgml_model_decode_greedy(m, first, (size_t)n_decode, batch, count_token, &got, &ds)) goto fail;
+        if (wgml_model_decode_greedy(m, first, (size_t)n_decode, batch, count_token, &pipe, &ds)) goto fail;
+        got = pipe.n;
         dec_wall = bench_wall_now() - t0;
     }
     double dec_gpu = ds.gpu_s >= 0 ? ds.gpu_s : dec_wall;
@@ -286,11 +299,18 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
            n_decode / dec_wall, (double)ds.submits / n_decode);
     printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode-step", n_decode, step_gpu, n_decode / step_gpu,
            n_decode / step_wall, step_sub);
-    rc = 0;
+    /* check: the tokens the pipelined steps produce (from the same first token) are the
+     * step-by-step path's, token for token */
+    int same = pipe.n == (size_t)n_decode;
+    for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe.ids[i] == step_ids[i];
+    printf("generate check %s (GPU-pipelined greedy tokens equal the step-by-step ones)\n", same ? "ok" : "FAIL");
+    rc = same ? 0 : 1;
     goto done;
 fail:
     fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
 done:
+    free(step_ids);
+    free(pipe.ids);
     free(ids);
     free(prompt);
     wgml_model_free(m);
