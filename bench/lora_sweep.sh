@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The skinny GEMMs of LoRA training (rank 16 on SmolLM2-135M, 8 x 512 tokens): x·Aᵀ, h·Bᵀ,
+# dh = dy·B, dB = dyᵀ·h, dA = dhᵀ·x, dx += dh·A, over the tile variants and split factors,
+# each checked against a double reference. Run after bench/h200.sh has built build-gpu.
+set -uo pipefail
+W=${WGML:-./build-gpu/wgml}
+V=${VARIANTS:-tile32x32_k16_r4x4,tile64x64_k16_r4x4,tile128x64_k16_r8x4,db64x64_k16_r4x4,auto}
+S=${SPLITS:-1,2,4,8,16,auto}
+for spec in 4096x16x576:NT 4096x16x1536:NT 4096x576x16:NT 4096x1536x16:NT 4096x16x576:NN 4096x16x1536:NN \
+  576x16x4096:TN 1536x16x4096:TN 16x576x4096:TN 16x1536x4096:TN 4096x576x16:NN 4096x1536x16:NN; do
+  "$W" bench matmul --check --reps 20 --shapes "${spec%%:*}" --trans "${spec##*:}" --variant "$V" --splitk "$S" |
+    grep -v '^adapter\|^shape'
+done
