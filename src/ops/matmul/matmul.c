@@ -73,38 +73,51 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
  * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
  * 13 TFLOP/s); bench/NOTES.md has the sweep. A forced variant (wgml_matmul_force_variant, else
  * $WGML_MATMUL_VARIANT) wins when it fits the device. */
-static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n) {
+/* The automatic choice, from the H200 sweeps (bench/gemm_sweep.sh, bench/lora_sweep.sh;
+ * bench/NOTES.md): the double-buffered 128 x 128 tile wherever it gives at least 256 tiles and
+ * K is not tiny (+5-12% over 128 x 64 at 2048^3-8192^3 and 4096x1536x576); 128 x 64 when that
+ * gives 256 tiles, or when K is long (split-K then fills the GPU: 576x1536x4096 ran 29.6
+ * TFLOP/s at 128 x 64 split 8 against 21 at 64 x 64 split 2); 32 x 32 for skinny products (a
+ * side <= 32, e.g. LoRA's rank 16: half the time of 64 x 64); else 64 x 64 or 32 x 32 by the
+ * tile count. */
+#define V_DB128 5
+static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
     int forced = gpu_ctx_matmul_variant(ctx);
     if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
     if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
+    int64_t tiles_128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
     int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
-    if (tiles_128x64 >= 256) return V_TILE128X64;
+    if (tiles_128 >= 256 && k >= 256 && variant_fits(ctx, V_DB128)) return V_DB128;
+    if (tiles_128x64 >= 256 || (k >= 1024 && tiles_128x64 >= 32)) return V_TILE128X64;
+    if (m <= 32 || n <= 32) return V_TILE32;
     if (tiles_64x64 >= 32 || (m >= 64 && n >= 64)) return V_TILE64;
     return V_TILE32;
 }
 
 /* Split-K: how many K slices, each a separate set of workgroups writing a partial product,
- * summed by a second dispatch. Auto: only when the tiles fill fewer than two waves of a
- * 132-SM GPU and K is long (>= 1024): enough slices for about two waves, each slice at least
- * 256 deep. $WGML_MATMUL_SPLITK forces a count (1: off). */
-#define SPLIT_TARGET_WGS 264
-static int choose_splits(int64_t tiles, int64_t k) {
+ * summed by a second dispatch. Auto: when the tiles fill fewer than four waves of a 132-SM GPU
+ * and K is long (>= 1024; skinny products, a side <= 32, from K >= 128): enough slices for
+ * about eight waves (1056 workgroups), each slice at least 256 deep (64 for skinny ones), at
+ * most 16. K = 576 products ran slower split at every factor. $WGML_MATMUL_SPLITK forces a
+ * count (1: off). */
+#define SPLIT_TARGET_WGS 1056
+static int choose_splits(int64_t tiles, int64_t k, bool skinny) {
     int forced = env_splits();
     if (forced > 0) return forced;
-    if (tiles >= SPLIT_TARGET_WGS || k < 1024) return 1;
+    if (tiles >= SPLIT_TARGET_WGS / 2 || k < (skinny ? 128 : 1024)) return 1;
     int64_t s = (SPLIT_TARGET_WGS + tiles - 1) / tiles;
-    int64_t by_depth = k / 256;
+    int64_t by_depth = k / (skinny ? 64 : 256);
     if (s > by_depth) s = by_depth;
     if (s > 16) s = 16;
     return s < 2 ? 1 : (int)s;
 }
 
 void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
-    int vi = choose_variant(ctx, batch, m, n);
+    int vi = choose_variant(ctx, batch, m, n, k);
     const matmul_variant *v = &VARIANTS[vi];
     int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
-    int s = choose_splits(tiles, k);
+    int s = choose_splits(tiles, k, m <= 32 || n <= 32);
     /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
     while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
     *variant = vi;

@@ -227,15 +227,16 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
 
 /* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
  * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). Chosen
- * from K and N; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
-static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
-    /* from the H200 sweep (bench/q4_sweep.sh, bench/NOTES.md): 16x2 best for K >= 4096,
-     * 32x4 for K = 2048 with many rows, 32x1 for the small, launch-bound shapes */
+ * from K; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
+static void gemv_shape(int64_t nblk, int *tpr, int *rpt, int *wg, int *bpi) {
+    /* from the H200 sweep of 2026-11-30 (bench/q4_sweep.sh, bench/NOTES.md): 32x4 best for
+     * K >= 2048 with many rows (4096->11008: 1160 GB/s against 873 at 16x2), 64x1 with two
+     * blocks in flight for the small, launch-bound shapes; more blocks in flight per thread
+     * (BPI 2-4) was slower everywhere else */
     *wg = 256;
     *bpi = 1;
-    if (nblk >= 128) *tpr = 16, *rpt = 2;
-    else if (nblk >= 64 && n >= 4096) *tpr = 32, *rpt = 4;
-    else *tpr = 32, *rpt = 1;
+    if (nblk >= 64) *tpr = 32, *rpt = 4;
+    else *tpr = 64, *rpt = 1, *bpi = 2;
     const char *env = getenv("WGML_Q4_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
@@ -252,7 +253,7 @@ static wgml_tensor *record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, c
                                 int rank, const int64_t *shape) {
     int64_t nblk = w->kp / 32;
     int tpr, rpt, wgs, bpi;
-    gemv_shape(nblk, w->n, &tpr, &rpt, &wgs, &bpi);
+    gemv_shape(nblk, &tpr, &rpt, &wgs, &bpi);
     int64_t rows = (int64_t)(wgs / tpr) * rpt;
     char prelude[1536];
     int xv = w->k % 4 == 0 ? 4 : 1;
