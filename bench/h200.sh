@@ -5,6 +5,7 @@
 # checks its kernel against a double-precision reference before timing (`check` column).
 # Run from the repository root on the GPU machine with .deps/wgpu and .gl (the Vulkan loader
 # .deb) carried along; MODEL=<SmolLM2-135M gguf> adds the model keys (train_step, decode).
+# .whl/ may hold the gguf wheel (the generate peer reads the model with it).
 # Optional: SWEEP=1 adds bench/gemm_sweep.sh and bench/q4_sweep.sh (every variant, checked).
 # Logs go to $OUT (or out/).
 set -uo pipefail
@@ -15,6 +16,8 @@ ldconfig
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
+# the gguf package for the PyTorch peers that read the model (carried as a wheel in .whl/)
+if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v WARNING; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake.log" 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
