@@ -56,6 +56,8 @@ fi
 stamp "peer matmul and copy"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SQUARE,$(echo $TRAIN | tr ' ' ',')" | tee "$OUT/peer_matmul.txt"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py copy 1073741824 | tee "$OUT/peer_copy.txt"
+stamp "noise: the same version timed again"
+{ $W bench q4 --gemv; $W bench matmul --check --shapes 4096x4096x4096; $W bench ops; } 2>&1 | tee "$OUT/noise.txt"
 if [ -n "${SWEEP:-}" ]; then
   stamp "sweeps"
   NO_BUILD=1 OUT="$OUT" bash bench/gemm_sweep.sh >"$OUT/gemm_sweep.log" 2>&1; tail -30 "$OUT/gemm_sweep.log"
@@ -64,3 +66,4 @@ fi
 stamp "done"
 echo "== performance keys =="
 python3 bench/compare.py "$OUT" | tee "$OUT/summary.txt"
+tar czf "$OUT.tgz" -C "$OUT" . 2>/dev/null || true
