@@ -16,6 +16,7 @@ struct gpu_buffer {
     WGPUBuffer buf;
     uint64_t size;
     gpu_buffer *next_free;
+    wgml_ctx *owner; /* whose device-memory count this buffer is in */
 };
 
 struct gpu_pipeline {
@@ -58,6 +59,9 @@ struct wgml_ctx {
     WGPUBuffer ts_resolve, ts_read;
     uint64_t submits;
     uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
+    /* device memory in buffers (pooled ones included) and the budget: WGML_DEVICE_MEMORY_LIMIT
+     * bytes (0: none; the device's own out-of-memory errors still apply) */
+    uint64_t mem_used, mem_limit;
     wgml_graph *eager;
 };
 
@@ -372,6 +376,14 @@ wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out) {
     const char *env_checks = getenv("WGML_SHADER_CHECKS");
     ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
     ctx->matmul_variant = -1;
+    const char *env_mem = getenv("WGML_DEVICE_MEMORY_LIMIT");
+    if (env_mem && *env_mem) {
+        char *end;
+        double v = strtod(env_mem, &end);
+        double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
+                      : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
+        if (v > 0 && v * unit < 1.8e19) ctx->mem_limit = (uint64_t)(v * unit);
+    }
     ctx->instance = native_create_instance();
     if (!ctx->instance) {
         free(ctx);
@@ -547,6 +559,21 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
                        (unsigned long long)size, (unsigned long long)ctx->caps.max_buffer_size);
         return NULL;
     }
+    if (ctx->mem_limit && ctx->mem_used + size > ctx->mem_limit) {
+        /* give the pool's idle buffers back first */
+        while (ctx->free_buffers) {
+            gpu_buffer *f = ctx->free_buffers;
+            ctx->free_buffers = f->next_free;
+            gpu_buffer_release(f);
+        }
+        if (ctx->mem_used + size > ctx->mem_limit) {
+            wgml_set_error(ctx, WGML_ERR_OOM,
+                           "%s: out of device memory: allocating %llu bytes would pass the device memory limit of %llu bytes "
+                           "(%llu in use; WGML_DEVICE_MEMORY_LIMIT)",
+                           what, (unsigned long long)size, (unsigned long long)ctx->mem_limit, (unsigned long long)ctx->mem_used);
+            return NULL;
+        }
+    }
     gpu_buffer *b = calloc(1, sizeof *b);
     if (!b) {
         wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", what);
@@ -559,7 +586,7 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
     scope_push(ctx);
     b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
     char during[160];
-    snprintf(during, sizeof during, "%s: allocating %llu bytes", what, (unsigned long long)size);
+    snprintf(during, sizeof during, "%s: allocating %llu bytes of device memory", what, (unsigned long long)size);
     if (scope_pop(ctx, during) || !b->buf) {
         if (b->buf) wgpuBufferRelease(b->buf);
         free(b);
@@ -567,6 +594,8 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
         return NULL;
     }
     b->size = size;
+    b->owner = ctx;
+    ctx->mem_used += size;
     return b;
 }
 
@@ -598,6 +627,7 @@ gpu_buffer *gpu_uniform_create(wgml_ctx *ctx, uint64_t size) {
 
 void gpu_buffer_release(gpu_buffer *b) {
     if (!b) return;
+    if (b->owner) b->owner->mem_used -= b->size;
     wgpuBufferRelease(b->buf);
     free(b);
 }
