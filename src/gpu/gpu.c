@@ -552,6 +552,15 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
 
 /* ------------------------------------------------------------------ buffers */
 
+/* Releases the pool's idle buffers (their device memory goes back to the device). */
+static void release_idle(wgml_ctx *ctx) {
+    while (ctx->free_buffers) {
+        gpu_buffer *f = ctx->free_buffers;
+        ctx->free_buffers = f->next_free;
+        gpu_buffer_release(f);
+    }
+}
+
 static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usage, const char *what) {
     if (gpu_check_alive(ctx)) return NULL;
     if (size > ctx->caps.max_buffer_size) {
@@ -560,12 +569,7 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
         return NULL;
     }
     if (ctx->mem_limit && ctx->mem_used + size > ctx->mem_limit) {
-        /* give the pool's idle buffers back first */
-        while (ctx->free_buffers) {
-            gpu_buffer *f = ctx->free_buffers;
-            ctx->free_buffers = f->next_free;
-            gpu_buffer_release(f);
-        }
+        release_idle(ctx); /* give the pool's idle buffers back first */
         if (ctx->mem_used + size > ctx->mem_limit) {
             wgml_set_error(ctx, WGML_ERR_OOM,
                            "%s: out of device memory: allocating %llu bytes would pass the device memory limit of %llu bytes "
@@ -583,12 +587,21 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
     d.label = sv(what);
     d.size = size;
     d.usage = usage;
-    scope_push(ctx);
-    b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
     char during[160];
     snprintf(during, sizeof during, "%s: allocating %llu bytes of device memory", what, (unsigned long long)size);
-    if (scope_pop(ctx, during) || !b->buf) {
+    for (int attempt = 0;; attempt++) {
+        scope_push(ctx);
+        b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
+        wgml_status s = scope_pop(ctx, during);
+        if (!s && b->buf) break;
         if (b->buf) wgpuBufferRelease(b->buf);
+        b->buf = NULL;
+        /* the device is out of memory: give the pool's idle buffers back and try once more */
+        if (attempt == 0 && s == WGML_ERR_OOM && ctx->free_buffers) {
+            release_idle(ctx);
+            wgml_clear_error(ctx);
+            continue;
+        }
         free(b);
         if (ctx->status == WGML_OK) wgml_set_error(ctx, WGML_ERR_OOM, "%s", during);
         return NULL;
