@@ -4,7 +4,13 @@
              and their corrupted forms (truncated, a count or a length made huge)
   tokenizer/ a flags byte then text (English, code, digits, special tokens, non-ASCII, bad UTF-8)
   dequant/   the 12-byte header of fuzz_dequant.c (type, size mode, n, k) then block bytes
-Usage: .deps/venv/bin/python fuzz/make_seeds.py"""
+  safetensors/ small valid files (every dtype, rank 0..3, empty tensors, metadata with escapes)
+             and their corruptions (truncated, bad header length, overlapping offsets, ...)
+  checkpoint/  a flags byte (bit 0: fuzz_checkpoint.c fixes the checksum) then a checkpoint
+             file laid out as ckpt_save writes it (correct checksum), and corrupted forms
+  data/      the 3-byte header of fuzz_data.c (flags, seq_len, eval fraction) then plain text
+             in several scripts or JSONL (both forms, malformed lines)
+Usage: .deps/venv/bin/python fuzz/make_seeds.py [target ...]   (default: all)"""
 import os
 import struct
 import sys
@@ -134,10 +140,140 @@ def dequant_seeds():
     out("dequant", "huge", hdr(0, 64 | 62, 1, 1) + bytes(16))
 
 
+def st_file(tensors, meta=None, pad=True):
+    """A safetensors file as src/model/safetensors.c's st_build lays it out: metadata first,
+    tensors in order, the header padded with spaces to a multiple of 8."""
+    import json
+    h = {}
+    if meta is not None:
+        h["__metadata__"] = meta
+    off = 0
+    blob = b""
+    for name, dtype, shape, data in tensors:
+        h[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        blob += data
+    hj = json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+    while pad and len(hj) % 8:
+        hj += b" "
+    return struct.pack("<Q", len(hj)) + hj + blob
+
+
+def safetensors_seeds():
+    rng = np.random.default_rng(3)
+    f32 = rng.standard_normal(6).astype(np.float32).tobytes()
+    t = [("w", "F32", (2, 3), f32), ("ids", "I32", (4,), struct.pack("<4i", 1, -2, 3, -4)),
+         ("mask", "BOOL", (3,), b"\x01\x00\x01"), ("scalar", "F64", (), struct.pack("<d", 2.5)),
+         ("empty", "F16", (0, 5), b""), ("b", "BF16", (1, 1, 2), b"\x80\x3f\x00\x40"),
+         ("u8", "U8", (5,), bytes(range(5))), ("i64", "I64", (1,), struct.pack("<q", -1)),
+         ("u16", "U16", (2,), b"\xff\xff\x00\x01"), ("i8", "I8", (2,), b"\x80\x7f"),
+         ("i16", "I16", (1,), b"\x00\x80"), ("u32", "U32", (1,), b"\x01\x02\x03\x04"),
+         ("u64", "U64", (1,), bytes(8))]
+    good = st_file(t, {"k": "v", "esc": "quote\" back\\ nl\n tab\t é"})
+    out("safetensors", "all_dtypes.st", good)
+    out("safetensors", "one.st", st_file([t[0]]))
+    out("safetensors", "meta_only.st", st_file([], {"a": "1"}))
+    out("safetensors", "empty_obj.st", st_file([]))
+    out("safetensors", "unpadded.st", st_file(t[:3], {"x": ""}, pad=False))
+    out("safetensors", "trunc_data.st", good[:-3])
+    out("safetensors", "trunc_header.st", good[:40])
+    out("safetensors", "short.st", good[:5])
+    out("safetensors", "huge_hlen.st", struct.pack("<Q", 1 << 62) + good[8:])
+    out("safetensors", "extra_byte.st", good + b"\x00")
+    h = b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}'
+    out("safetensors", "overlap.st", struct.pack("<Q", len(h)) + h + b"abc")
+    h = b'{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}}'
+    out("safetensors", "bad_dtype.st", struct.pack("<Q", len(h)) + h + b"ab")
+    h = b'{"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]}}'
+    out("safetensors", "huge_shape.st", struct.pack("<Q", len(h)) + h + b"abcd")
+    h = b'{"__metadata__":{"n":1},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    out("safetensors", "meta_not_string.st", struct.pack("<Q", len(h)) + h + b"a")
+
+
+def fnv1a64(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def ckpt_file(tensors, meta):
+    """A checkpoint as ckpt_save writes it: format first, checksum last, FNV-1a of the file
+    with the checksum's digits zeroed."""
+    m = {"format": "wgml-checkpoint-1"}
+    m.update(meta)
+    m["checksum"] = "0" * 16
+    b = st_file(tensors, m)
+    i = b.index(b'"checksum":"') + len(b'"checksum":"')
+    return b[:i] + b"%016x" % fnv1a64(b) + b[i + 16:]
+
+
+def checkpoint_seeds():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 4)).astype(np.float32).tobytes()
+    t = [("lora.0.a", "F32", (2, 4), a), ("lora.0.b", "F32", (4, 2), a), ("opt.m.0", "F32", (8,), a),
+         ("opt.state", "U8", (3,), b"xyz")]
+    meta = {"step": "12", "data_pos": "48", "seed": "7", "rng": "0123456789abcdef", "lora_rank": "2",
+            "base_sha256": "ab" * 32}
+    good = ckpt_file(t, meta)
+    out("checkpoint", "good", b"\x00" + good)
+    out("checkpoint", "good_fix", b"\x01" + good)
+    out("checkpoint", "no_tensors", b"\x00" + ckpt_file([], {"step": "0"}))
+    bad = bytearray(good)
+    bad[-1] ^= 1
+    out("checkpoint", "flipped_byte", b"\x00" + bytes(bad))
+    out("checkpoint", "flipped_byte_fix", b"\x01" + bytes(bad))
+    out("checkpoint", "truncated", b"\x00" + good[: len(good) - 5])
+    out("checkpoint", "no_checksum", b"\x01" + st_file(t, {"format": "wgml-checkpoint-1"}))
+    out("checkpoint", "wrong_format", b"\x01" + st_file(t, {"format": "other", "checksum": "0" * 16}))
+    out("checkpoint", "short_checksum", b"\x01" + st_file([], {"format": "wgml-checkpoint-1", "checksum": "12"}))
+
+
+def data_seeds():
+    texts = [
+        "The quick brown fox jumps over the lazy dog. " * 6,
+        "naïve café — 日本語のテキストです。 Ελληνικά κείμενα. Русский текст. 😀😀 " * 3,
+        "def f(x):\n    return x**2  # comment\n" * 5,
+        "short",
+        "",
+        "<|im_start|>user\nhi<|im_end|>\n" * 4,
+    ]
+    for i, t in enumerate(texts):
+        for j, (sl, fr) in enumerate(((8, 0), (4, 64), (1, 128), (63, 255))):
+            out("data", f"text{i}_{j}", bytes([0, sl - 1, fr]) + t.encode())
+    out("data", "text_bad_utf8", bytes([0, 3, 0]) + b"\xff\xfe\x80 abc \xc3( more words here and there")
+    lines = [
+        '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]}',
+        '{"prompt":"2+2?","response":"4"}',
+        '{"prompt":"Translate: chat","response":"cat \\u00e9 \\ud83d\\ude00"}',
+        '{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"}]}',
+    ]
+    good = "\n".join(lines * 2) + "\n"
+    for j, (fl, sl, fr) in enumerate(((1, 16, 0), (3, 8, 128), (7, 64, 255), (1, 1, 0))):
+        out("data", f"jsonl_{j}", bytes([fl, sl - 1, fr]) + good.encode())
+    malformed = [
+        '{"prompt":"x"}',
+        '{"prompt":"x","response":3}',
+        '{"messages":[{"role":"user"}]}',
+        '{"messages":"no"}',
+        '{"prompt":"x","response":"y"',
+        '[1,2,3]',
+        '{"prompt":"x","response":"y"}\n\n   \n{"prompt":"a","response":"b"}\r\n',
+        '{"messages":[]}',
+        '{"prompt":"a\\u0000b","response":"c"}',
+        '{"messages":[{"role":"tool","content":"x"},{"role":"assistant","content":"y"}]}',
+    ]
+    for j, m in enumerate(malformed):
+        out("data", f"jsonl_bad{j}", bytes([1, 15, 0]) + (lines[1] + "\n" + m + "\n" + lines[0]).encode())
+
+
+SEEDS = {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "dequant": dequant_seeds, "safetensors": safetensors_seeds,
+         "checkpoint": checkpoint_seeds, "data": data_seeds}
+
 if __name__ == "__main__":
-    gguf_seeds()
-    tokenizer_seeds()
-    dequant_seeds()
-    for t in ("gguf", "tokenizer", "dequant"):
+    which = sys.argv[1:] or list(SEEDS)
+    for t in which:
+        SEEDS[t]()
+    for t in which:
         d = os.path.join(HERE, "corpus", t)
         print(t, len(os.listdir(d)), "files", sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)), "bytes")

@@ -3,6 +3,9 @@
  *  - limits: a tensor over the storage-binding limit (WGML_ERR_LIMIT), a built graph whose
  *    arena would exceed the device's buffer size (WGML_ERR_LIMIT at compile), many large
  *    allocations (capped at 2 GiB in all) to see whether the device runs out first;
+ *  - a device memory budget (WGML_DEVICE_MEMORY_LIMIT): allocations, op outputs and a built
+ *    graph's arenas past it give WGML_ERR_OOM naming the op and the sizes; freeing makes the
+ *    memory usable again; the context shuts down cleanly;
  *  - a lost device (the internal hook gpu_debug_destroy_device destroys the WebGPU device, as a
  *    driver reset would): every call after it returns WGML_ERR_DEVICE_LOST with a message,
  *    reads fail cleanly, wgml_ctx_destroy works, nothing hangs;
@@ -124,6 +127,64 @@ static void test_limits(void) {
     for (int i = 0; i < nh; i++) wgml_tensor_free(held[i]);
     wgml_clear_error(ctx);
     still_usable(ctx, "after the large allocations");
+    wgml_ctx_destroy(ctx);
+}
+
+/* ---- a device memory budget ---------------------------------------------------------------- */
+
+/* A context with WGML_DEVICE_MEMORY_LIMIT=1 MiB: allocations past it fail with WGML_ERR_OOM
+ * naming the op and the sizes, as a device out of memory does; after freeing, the memory is
+ * usable again; the context shuts down cleanly. */
+static bool expect_oom(wgml_ctx *ctx, const char *name, bool failed, const char *sub1, const char *sub2) {
+    const char *msg = wgml_last_error(ctx);
+    bool ok = failed && wgml_last_status(ctx) == WGML_ERR_OOM && strstr(msg, sub1) && (!sub2 || strstr(msg, sub2));
+    th_check(ok, "%s: failed %d, status %s, message '%s' (wanted '%s'%s%s)", name, failed, wgml_status_name(wgml_last_status(ctx)),
+             msg, sub1, sub2 ? ", " : "", sub2 ? sub2 : "");
+    wgml_clear_error(ctx);
+    return ok;
+}
+
+static void test_memory_limit(void) {
+    setenv("WGML_DEVICE_MEMORY_LIMIT", "1M", 1);
+    wgml_ctx *ctx = NULL;
+    wgml_ctx_options opt = {0};
+    wgml_status cs = wgml_ctx_create(&opt, &ctx);
+    unsetenv("WGML_DEVICE_MEMORY_LIMIT");
+    if (cs != WGML_OK) {
+        th_check(false, "context: %s", wgml_create_error());
+        return;
+    }
+    wgml_graph *g = wgml_eager(ctx);
+    int64_t q[1] = {65536}; /* 256 KiB */
+    wgml_tensor *held[8];
+    int nh = 0;
+    wgml_tensor *x = NULL;
+    while (nh < 8 && (x = wgml_tensor_new(g, WGML_F32, 1, q))) held[nh++] = x;
+    th_check(nh >= 2 && nh <= 4, "memory limit: %d tensors of 256 KiB fit in 1 MiB", nh);
+    printf("  memory limit: %d x 256 KiB, then: %s\n", nh, wgml_last_error(ctx));
+    expect_oom(ctx, "a tensor past the device memory limit", x == NULL, "out of device memory", "1048576");
+    wgml_tensor *y = wgml_full(g, WGML_F32, 1, q, 1.0);
+    expect_oom(ctx, "an op's output past the device memory limit", y == NULL, "full", "262144");
+    /* a built graph whose arena does not fit: compile fails, nothing is left half-built */
+    wgml_graph *bg = wgml_graph_new(ctx);
+    int64_t big[1] = {1 << 20}; /* 4 MiB */
+    wgml_tensor *z = wgml_full(bg, WGML_F32, 1, big, 3.0);
+    bool rec = z && wgml_graph_keep(bg, z) == WGML_OK;
+    th_check(rec, "memory limit: a 4 MiB tensor recorded in a built graph (%s)", rec ? "" : wgml_last_error(ctx));
+    wgml_status s = wgml_graph_compile(bg);
+    printf("  built graph: %s\n", wgml_last_error(ctx));
+    expect_oom(ctx, "a built graph past the device memory limit", s != WGML_OK, "out of device memory", NULL);
+    wgml_graph_free(bg);
+    for (int i = 0; i < nh; i++) wgml_tensor_free(held[i]);
+    still_usable(ctx, "after the memory-limit errors and freeing");
+    /* the freed memory can be used again (the pool gives idle buffers back when needed) */
+    int64_t q2[1] = {3 * 65536}; /* 768 KiB: fits only once the 256 KiB buffers are gone */
+    wgml_tensor *w = wgml_full(g, WGML_F32, 1, q2, 2.0);
+    float *v = calloc(3 * 65536, sizeof(float));
+    th_check(w && v && wgml_tensor_read(w, v, 3 * 65536 * sizeof(float)) == WGML_OK && v[0] == 2.0f && v[3 * 65536 - 1] == 2.0f,
+             "memory limit: 768 KiB allocated and written after freeing (%s)", w ? "" : wgml_last_error(ctx));
+    free(v);
+    wgml_tensor_free(w);
     wgml_ctx_destroy(ctx);
 }
 
@@ -504,6 +565,9 @@ int main(int argc, char **argv) {
     t0 = now_s();
     test_limits();
     printf("limits: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_memory_limit();
+    printf("memory limit: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_device_lost();
     printf("device lost: %.2f s\n", now_s() - t0);

@@ -789,14 +789,16 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         (void)labels_in_batch;
         push_row(&rows, &n_rows, &cap_rows, r);
         if (o.stop_after && step == o.stop_after) g_stop = 1;
+        /* loss.csv before the checkpoint: a run killed between the two resumes from the older
+         * checkpoint and keeps the rows up to it, so no row is ever missing */
         if (o.save_every && step % o.save_every == 0 && step < total) {
-            if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
             write_reports(&o, rows, n_rows);
+            if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
         }
     }
     if (interactive) printf("\n");
-    if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
     write_reports(&o, rows, n_rows);
+    if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
     if (o.cfg.mode == WGML_TRAIN_LORA) {
         if (write_adapter(t, ti, nt, &o, &id, step, ctx)) goto out;
     } else if (write_ste_model(t, ti, nt, &o, ctx)) {

@@ -83,6 +83,11 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
     } else if (n_ids == 0) {
         fprintf(stderr, "wgml generate: the prompt is empty (it gives no tokens)\n");
+    } else if ((int64_t)n_ids >= (int64_t)wgml_model_config(m)->n_ctx) {
+        fprintf(stderr,
+                "wgml generate: the context length %lld leaves no room to generate after the prompt's %zu tokens; "
+                "raise --ctx or shorten the prompt\n",
+                (long long)wgml_model_config(m)->n_ctx, n_ids);
     } else {
         wgml_gen_stats st;
         wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, NULL, NULL);
@@ -96,7 +101,9 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
                             "%llu submits%s]\n",
                     st.generated_tokens, st.decode_steps, st.decode_s, st.decode_wall_s,
                     st.decode_s > 0 ? (double)st.decode_steps / st.decode_s : 0.0, (unsigned long long)st.decode_submits,
-                    st.stopped ? ", stopped at end of turn" : "");
+                    st.stopped                                   ? ", stopped at end of turn"
+                    : st.generated_tokens < (size_t)opt.max_tokens ? ", stopped: the context is full (raise --ctx)"
+                                                                   : "");
             rc = 0;
         }
     }

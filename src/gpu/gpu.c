@@ -16,6 +16,7 @@ struct gpu_buffer {
     WGPUBuffer buf;
     uint64_t size;
     gpu_buffer *next_free;
+    wgml_ctx *owner; /* whose device-memory count this buffer is in */
 };
 
 struct gpu_pipeline {
@@ -59,6 +60,9 @@ struct wgml_ctx {
     uint64_t submits;
     uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
     uint64_t record_ns, recorded; /* CPU time recording + submitting passes, dispatches recorded */
+    /* device memory in buffers (pooled ones included) and the budget: WGML_DEVICE_MEMORY_LIMIT
+     * bytes (0: none; the device's own out-of-memory errors still apply) */
+    uint64_t mem_used, mem_limit;
     wgml_graph *eager;
 };
 
@@ -380,6 +384,14 @@ wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out) {
     const char *env_checks = getenv("WGML_SHADER_CHECKS");
     ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
     ctx->matmul_variant = -1;
+    const char *env_mem = getenv("WGML_DEVICE_MEMORY_LIMIT");
+    if (env_mem && *env_mem) {
+        char *end;
+        double v = strtod(env_mem, &end);
+        double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
+                      : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
+        if (v > 0 && v * unit < 1.8e19) ctx->mem_limit = (uint64_t)(v * unit);
+    }
     ctx->instance = native_create_instance();
     if (!ctx->instance) {
         free(ctx);
@@ -553,12 +565,31 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
 
 /* ------------------------------------------------------------------ buffers */
 
+/* Releases the pool's idle buffers (their device memory goes back to the device). */
+static void release_idle(wgml_ctx *ctx) {
+    while (ctx->free_buffers) {
+        gpu_buffer *f = ctx->free_buffers;
+        ctx->free_buffers = f->next_free;
+        gpu_buffer_release(f);
+    }
+}
+
 static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usage, const char *what) {
     if (gpu_check_alive(ctx)) return NULL;
     if (size > ctx->caps.max_buffer_size) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %llu bytes is over the device's buffer size limit of %llu", what,
                        (unsigned long long)size, (unsigned long long)ctx->caps.max_buffer_size);
         return NULL;
+    }
+    if (ctx->mem_limit && ctx->mem_used + size > ctx->mem_limit) {
+        release_idle(ctx); /* give the pool's idle buffers back first */
+        if (ctx->mem_used + size > ctx->mem_limit) {
+            wgml_set_error(ctx, WGML_ERR_OOM,
+                           "%s: out of device memory: allocating %llu bytes would pass the device memory limit of %llu bytes "
+                           "(%llu in use; WGML_DEVICE_MEMORY_LIMIT)",
+                           what, (unsigned long long)size, (unsigned long long)ctx->mem_limit, (unsigned long long)ctx->mem_used);
+            return NULL;
+        }
     }
     gpu_buffer *b = calloc(1, sizeof *b);
     if (!b) {
@@ -569,17 +600,28 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
     d.label = sv(what);
     d.size = size;
     d.usage = usage;
-    scope_push(ctx);
-    b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
     char during[160];
-    snprintf(during, sizeof during, "%s: allocating %llu bytes", what, (unsigned long long)size);
-    if (scope_pop(ctx, during) || !b->buf) {
+    snprintf(during, sizeof during, "%s: allocating %llu bytes of device memory", what, (unsigned long long)size);
+    for (int attempt = 0;; attempt++) {
+        scope_push(ctx);
+        b->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
+        wgml_status s = scope_pop(ctx, during);
+        if (!s && b->buf) break;
         if (b->buf) wgpuBufferRelease(b->buf);
+        b->buf = NULL;
+        /* the device is out of memory: give the pool's idle buffers back and try once more */
+        if (attempt == 0 && s == WGML_ERR_OOM && ctx->free_buffers) {
+            release_idle(ctx);
+            wgml_clear_error(ctx);
+            continue;
+        }
         free(b);
         if (ctx->status == WGML_OK) wgml_set_error(ctx, WGML_ERR_OOM, "%s", during);
         return NULL;
     }
     b->size = size;
+    b->owner = ctx;
+    ctx->mem_used += size;
     return b;
 }
 
@@ -611,6 +653,7 @@ gpu_buffer *gpu_uniform_create(wgml_ctx *ctx, uint64_t size) {
 
 void gpu_buffer_release(gpu_buffer *b) {
     if (!b) return;
+    if (b->owner) b->owner->mem_used -= b->size;
     wgpuBufferRelease(b->buf);
     free(b);
 }

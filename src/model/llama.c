@@ -155,6 +155,13 @@ static wgml_tensor *upload_f32(wgml_model *m, const float *x, int rank, const in
     return t;
 }
 
+/* An upload failed (out of device memory, a limit): name the tensor in the error. */
+static wgml_status upload_err(wgml_model *m, const char *name) {
+    char prev[1024];
+    snprintf(prev, sizeof prev, "%s", wgml_last_error(m->ctx));
+    return wgml_set_error(m->ctx, wgml_last_status(m->ctx), "model_load: tensor '%s': %s", name, prev);
+}
+
 static wgml_status load_vector(wgml_model *m, const char *path, const char *name, int64_t k, wgml_tensor **out) {
     int64_t i = find_tensor(m, path, name, 0, k, 0);
     if (i < 0) return wgml_last_status(m->ctx);
@@ -162,7 +169,7 @@ static wgml_status load_vector(wgml_model *m, const char *path, const char *name
     if (!h) return wgml_last_status(m->ctx);
     *out = upload_f32(m, h, 1, &k);
     free(h);
-    return *out ? WGML_OK : wgml_last_status(m->ctx);
+    return *out ? WGML_OK : upload_err(m, name);
 }
 
 /* Loads W[n, k]; optional: returns WGML_OK with w untouched when absent. */
@@ -177,14 +184,14 @@ static wgml_status load_matrix(wgml_model *m, const char *path, const char *name
         size_t bytes;
         if (wgml_gguf_tensor_data(m->file, i, &data, &bytes)) return ferr(m, path);
         w->q = wgml_q4_upload_gguf(m->wg, (int)t->type, data, bytes, n, k);
-        return w->q ? WGML_OK : wgml_last_status(m->ctx);
+        return w->q ? WGML_OK : upload_err(m, name);
     }
     float *h = host_f32(m, path, i, n, k);
     if (!h) return wgml_last_status(m->ctx);
     int64_t shape[2] = {n, k};
     w->f = upload_f32(m, h, 2, shape);
     free(h);
-    return w->f ? WGML_OK : wgml_last_status(m->ctx);
+    return w->f ? WGML_OK : upload_err(m, name);
 }
 
 static wgml_status load_config(wgml_model *m, const char *path, const wgml_model_options *opt) {

@@ -236,7 +236,11 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
                      (unsigned long long)data_len);
             goto done;
         }
-        if (numel_of(t->rank, t->shape, &t->numel) || (uint64_t)t->numel * es != b - a) {
+        if (numel_of(t->rank, t->shape, &t->numel)) {
+            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a shape whose element count overflows", key);
+            goto done;
+        }
+        if ((uint64_t)t->numel * es != b - a) {
             s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s': %llu bytes for %lld elements of %s", key,
                      (unsigned long long)(b - a), (long long)t->numel, dt->str);
             goto done;

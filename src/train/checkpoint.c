@@ -81,21 +81,17 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     return s;
 }
 
-wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
-    memset(f, 0, sizeof *f);
-    char *path = path_join(dir, CKPT_FILE);
-    if (!path) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, char *err, size_t errlen) {
     char e2[400];
-    wgml_status s = st_read(path, f, e2, sizeof e2);
+    wgml_status s = st_parse(buf, size, f, e2, sizeof e2);
     if (s) {
-        cerr(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
-        free(path);
+        cerr(err, errlen, s, "corrupt or missing checkpoint: %s: %s", name, e2);
         st_free(f);
         return s;
     }
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) || !f->checksum_off || f->checksum_off + 16 > f->size) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", path, CKPT_FORMAT);
+        s = cerr(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", name, CKPT_FORMAT);
         goto fail;
     }
     char saved[17];
@@ -107,14 +103,30 @@ wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
     if (strcmp(hex, saved)) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", path, saved, hex);
+        s = cerr(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", name, saved, hex);
         goto fail;
     }
-    free(path);
     return WGML_OK;
 fail:
-    free(path);
     st_free(f);
+    return s;
+}
+
+wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    char *path = path_join(dir, CKPT_FILE);
+    if (!path) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+    char e2[400];
+    uint8_t *buf;
+    size_t size;
+    wgml_status s = file_read_all(path, &buf, &size, e2, sizeof e2);
+    if (s) {
+        cerr(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
+        free(path);
+        return s;
+    }
+    s = ckpt_parse(buf, size, path, f, err, errlen);
+    free(path);
     return s;
 }
 

@@ -18,6 +18,9 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
                       int n_meta, size_t crash_after, char *err, size_t errlen);
 /* Loads dir's checkpoint and verifies format and checksum ("corrupt checkpoint ..."). */
 wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen);
+/* Parses and verifies a checkpoint held in buf[0..size) (f takes ownership of buf, even on
+ * error), as ckpt_load does after reading the file; name (the path) is used in messages. */
+wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, char *err, size_t errlen);
 /* WGML_OK when metadata key equals want; else WGML_ERR_FORMAT with
  * "checkpoint mismatch: KEY is 'saved' in the checkpoint but 'want' in this run". */
 wgml_status ckpt_expect(const st_file *f, const char *key, const char *want, char *err, size_t errlen);
