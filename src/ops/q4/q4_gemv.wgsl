@@ -27,30 +27,14 @@ const RG: u32 = WG / TPR;          // row groups per workgroup
 var<workgroup> red: array<f32, WG * RPT * MR>;
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
-// Codes without integer-to-float conversions (a quarter-rate instruction on NVIDIA; 45 M of
-// them bounded the 4096 -> 11008 GEMV). An integer n below 2^23 OR-ed into the mantissa of 2^23
-// (bits 0x4B000000) gives the float 2^23 + n exactly; subtracting 2^23 leaves n. Each code is
-// masked in place, so it comes out multiplied by a power of two, and x comes pre-scaled by the
-// inverse power (exact), which leaves every product c * x unchanged:
-//  - 4-bit: code i of a 16-bit half sits at bits 4i: (half & (15 << 4i)) = c * 16^i;
-//  - 8-bit (signed): bytes XOR 0x80 are c + 128; byte i of a 16-bit half at bits 8i gives
-//    (c + 128) * 256^i; the 128 * sum(x) this adds over a block is taken off once per block.
-const MAGIC: u32 = 0x4B000000u;
-const XSCALE: vec4<f32> = select(vec4<f32>(1.0, 0.00390625, 1.0, 0.00390625),
-                                 vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625), CPW == 8u);
-fn masked_float(v: vec4<u32>, mask: vec4<u32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>((v & mask) | vec4<u32>(MAGIC)) - vec4<f32>(8388608.0);
-}
-
-// xa, xb: the x values of the word's codes, pre-scaled by XSCALE
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
     if (CPW == 8u) {
-        let m = vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u);
-        return dot(xa, masked_float(vec4<u32>(word), m)) + dot(xb, masked_float(vec4<u32>(word >> 16u), m));
+        let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
+        let c1 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
+        return dot(xa, c0) + dot(xb, c1);
     } else {
-        let w = word ^ 0x80808080u;
-        let c = masked_float(vec4<u32>(w, w, w >> 16u, w >> 16u), vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u));
-        return dot(xa, c); // the codes + 128; block_dot8 takes the 128 * sum(x) off
+        let c0 = vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+        return dot(xa, c0);
     }
 }
 
@@ -95,15 +79,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 var xs: array<vec4<f32>, 8>;
                 var sx = vec4<f32>(0.0);
                 for (var i = 0u; i < 8u; i++) {
-                    let xv = x4(mm * p.K, b * 32u + i * 4u);
-                    sx += xv;
-                    xs[i] = xv * XSCALE;
+                    xs[i] = x4(mm * p.K, b * 32u + i * 4u);
+                    sx += xs[i];
                 }
                 let sum_x = dot(sx, vec4<f32>(1.0));
                 for (var r = 0u; r < RPT; r++) {
-                    var dotc = block_dot(cw[u][r][0], cw[u][r][1], xs);
-                    if (CPW == 4u) { dotc -= 128.0 * sum_x; } // 8-bit codes came as c + 128
-                    acc[r][mm] += ab[u][r].x * dotc + ab[u][r].y * sum_x;
+                    acc[r][mm] += ab[u][r].x * block_dot(cw[u][r][0], cw[u][r][1], xs) + ab[u][r].y * sum_x;
                 }
             }
         }
