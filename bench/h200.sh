@@ -49,9 +49,9 @@ if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
   stamp "peer generate"
   PYTHONUNBUFFERED=1 python3 bench/peer_generate.py "$MODEL" | tee "$OUT/peer_generate.txt"
   stamp "bench train"
-  $W bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 5 --profile | tee "$OUT/wgml_train.txt"
+  $W bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 20 --profile | tee "$OUT/wgml_train.txt"
   stamp "peer train"
-  PYTHONUNBUFFERED=1 python3 bench/peer_train.py 8 512 16 5 | tee "$OUT/peer_train.txt"
+  PYTHONUNBUFFERED=1 python3 bench/peer_train.py 8 512 16 20 | tee "$OUT/peer_train.txt"
 fi
 stamp "peer matmul and copy"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SQUARE,$(echo $TRAIN | tr ' ' ',')" | tee "$OUT/peer_matmul.txt"

@@ -8,7 +8,7 @@ import time
 import torch
 
 
-def main(batch=8, seq=512, rank=16, steps=10, warmup=3):
+def main(batch=8, seq=512, rank=16, steps=20, warmup=5):
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -37,7 +37,8 @@ def main(batch=8, seq=512, rank=16, steps=10, warmup=3):
             times.append(time.perf_counter() - t0)
     times.sort()
     t = times[len(times) // 2]
-    print(f"peer train_step {batch * seq / t:.1f} tokens/s (step {t * 1e3:.1f} ms, loss {loss:.3f})")
+    print(f"peer train_step {batch * seq / t:.1f} tokens/s (step {t * 1e3:.1f} ms median of {steps}, "
+          f"{times[0] * 1e3:.1f}-{times[-1] * 1e3:.1f} ms, loss {loss:.3f})")
     import transformers, peft
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}")
 
