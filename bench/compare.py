@@ -104,7 +104,7 @@ rows.append(("dispatch_cpu_us", "CPU to record + submit one dispatch", f"{dispat
              f"{2.0 / dispatch_us[0]:.2f}" if dispatch_us else "-"))
 
 gen = read("wgml_generate.txt")
-m = re.search(r"([\d.]+) tokens/s \(best\)", read("wgml_train.txt"))
+m = re.search(r"([\d.]+) tokens/s \((?:median|best)\)", read("wgml_train.txt"))
 tcheck = re.search(r"train check (\S+)", read("wgml_train.txt"))
 add("train_step", "LoRA r=16 all proj, 8 x 512", float(m.group(1)) if m else None, "tok/s",
     peer.get("train_step"), "tok/s PEFT", tcheck.group(1) if tcheck else "-", ">= 1.5")

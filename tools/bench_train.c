@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int cmp_seconds(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     const char *path = NULL;
     wgml_train_config cfg = wgml_train_defaults();
@@ -54,6 +59,7 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     for (size_t i = 0; i < n && tok && lab; i++) lab[i] = (i + 1) % (size_t)cfg.seq_len ? tok[i + 1] : -100;
     int rc = 1;
     float loss = 0;
+    double *times = NULL;
     /* check: the train graph's loss (computed before its update) equals the eval graph's, two
      * separately built graphs over the same weights and batch */
     double esum = 0;
@@ -63,22 +69,28 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     double emean = esum / (double)nvalid;
     int check = isfinite(loss) && fabs(loss - emean) <= 1e-4 * fabs(emean) + 1e-5;
     printf("train check %s (train-graph loss %.6f, eval-graph loss %.6f)\n", check ? "ok" : "FAIL", loss, emean);
-    double best = 1e30, sum = 0;
+    /* as the peer (bench/peer_train.py): 5 warm-up steps (the first above), then the median
+     * of the timed steps */
+    for (int i = 0; i < 4; i++)
+        if (wgml_trainer_step(t, tok, lab, 1e-4f, &loss)) goto done;
+    times = malloc(sizeof(double) * (size_t)steps);
+    if (!times) goto done;
     for (int i = 0; i < steps; i++) {
         double a = bench_wall_now();
         if (wgml_trainer_step(t, tok, lab, 1e-4f, &loss)) goto done;
-        double dt = bench_wall_now() - a;
-        sum += dt;
-        if (dt < best) best = dt;
+        times[i] = bench_wall_now() - a;
     }
+    qsort(times, (size_t)steps, sizeof *times, cmp_seconds);
+    double med = times[steps / 2];
     printf("model %s; LoRA r=%d on all projections; batch %d x %d tokens; graph build %.2f s; %llu submits per step\n",
            path, cfg.lora_rank, cfg.batch, cfg.seq_len, t_build, (unsigned long long)wgml_trainer_submits_per_step(t));
-    printf("train_step: best %.1f ms, mean %.1f ms, %.1f tokens/s (best), loss %.4f\n", best * 1e3, sum / steps * 1e3,
-           (double)n / best, loss);
+    printf("train_step: median %.1f ms of %d (%.1f-%.1f ms), %.1f tokens/s (median), loss %.4f\n", med * 1e3, steps,
+           times[0] * 1e3, times[steps - 1] * 1e3, (double)n / med, loss);
     if (profile && bench_profile_print(wgml_trainer_graph(t), "train step", 40)) goto done;
     rc = check ? 0 : 1;
 done:
     if (rc) fprintf(stderr, "bench train: %s\n", wgml_last_error(ctx));
+    free(times);
     free(tok);
     free(lab);
     wgml_trainer_free(t);
