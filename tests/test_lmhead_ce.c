@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200809L
 /* Fused LM head + cross-entropy (wgml_lmhead_ce, wgml_lmhead_ce_q4) against plain double loops:
  * loss and d_h for f32, symmetric 4-bit (with bias) and Q8_0 head weights; ignored rows (-100,
  * -1), every row ignored, a vocabulary that is not a multiple of the chunk (and a last chunk of
@@ -302,6 +302,8 @@ static void test_graph(int kind) {
  * and 3 per chunk with d_h (plus count, sum and the d_h finish). */
 static void test_memory(void) {
     int64_t rows = 64, d = 32, v = 4096, hs[2] = {rows, d}, ws[2] = {v, d};
+    /* the dispatch count below assumes one dispatch per chunk GEMM: no split-K reduction */
+    setenv("WGML_MATMUL_SPLITK", "1", 1);
     for (int with_d = 0; with_d < 2; with_d++) {
         wgml_graph *g = wgml_graph_new(T.ctx);
         wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *w = wgml_tensor_new(g, WGML_F32, 2, ws);
@@ -317,6 +319,7 @@ static void test_memory(void) {
                (unsigned long long)arena, (unsigned long long)logits, nd);
         wgml_graph_free(g);
     }
+    unsetenv("WGML_MATMUL_SPLITK");
 }
 
 static void test_errors(void) {
