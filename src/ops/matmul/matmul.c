@@ -99,12 +99,16 @@ static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, in
  * summed by a second dispatch. Auto: when the tiles fill fewer than four waves of a 132-SM GPU
  * and K is long (>= 1024; skinny products, a side <= 32, from K >= 128): enough slices for
  * about eight waves (1056 workgroups), each slice at least 256 deep (64 for skinny ones), at
- * most 16. K = 576 products ran slower split at every factor. $WGML_MATMUL_SPLITK forces a
- * count (1: off). */
+ * most 16, and only for products of at least 2^24 multiply-adds. K = 576 products ran slower
+ * split at every factor. $WGML_MATMUL_SPLITK forces a count (1: off). */
 #define SPLIT_TARGET_WGS 1056
-static int choose_splits(int64_t tiles, int64_t k, bool skinny) {
+static int choose_splits(int64_t tiles, int64_t k, bool skinny, int64_t macs) {
     int forced = env_splits();
     if (forced > 0) return forced;
+    /* below 2^24 multiply-adds a product is over in a few microseconds on a large GPU and the
+     * reduction dispatch would cost as much as it saves (and the summation order would differ
+     * from the plain one for nothing) */
+    if (macs < (1ll << 24)) return 1;
     if (tiles >= SPLIT_TARGET_WGS / 2 || k < (skinny ? 128 : 1024)) return 1;
     int64_t s = (SPLIT_TARGET_WGS + tiles - 1) / tiles;
     int64_t by_depth = k / (skinny ? 64 : 256);
@@ -119,7 +123,7 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
     int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
     /* the 128 x 128 tile is chosen only where it fills the GPU; split, it ran slower (2048³:
      * 31.8 TFLOP/s at split 5 against 33.6 unsplit) */
-    int s = vi == V_DB128 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32);
+    int s = vi == V_DB128 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32, batch * m * n * k);
     /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
     while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
     *variant = vi;
