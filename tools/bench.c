@@ -327,7 +327,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
-                    "       wgml bench ops [--rows N] [--reps N]\n"
+                    "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
                     "       wgml bench q4 [--gemv]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"

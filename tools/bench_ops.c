@@ -109,12 +109,13 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
     wgml_device_get_info(ctx, &info);
     int cpu = strcmp(info.type, "CPU") == 0;
     int64_t cols = 4096, rows = cpu ? 256 : 16384;
-    int reps = cpu ? 2 : 10;
+    int reps = cpu ? 2 : 10, profile = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else {
-            fprintf(stderr, "usage: wgml bench ops [--rows N] [--reps N]\n");
+            fprintf(stderr, "usage: wgml bench ops [--rows N] [--reps N] [--profile]\n");
             return 2;
         }
     }
@@ -189,6 +190,7 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
                ok ? "ok" : "FAIL");
         fflush(stdout);
         if (!ok) failed = 1;
+        if (profile && bench_profile_print(g, CASES[c].name, 8)) failed = 1;
         wgml_graph_free(g);
     }
     free(hx); free(hy); free(hw); free(row); free(ref); free(hl);
