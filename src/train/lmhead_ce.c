@@ -239,24 +239,7 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
                        (long long)rows, (long long)cc);
         return NULL;
     }
-    if (scale) {
-        if (check_tensor(ctx, op, "grad_scale", scale) || check_dtype(ctx, op, "grad_scale", scale, WGML_F32) ||
-            check_same_graph(ctx, op, h, scale))
-            return NULL;
-        if (scale->numel != 1) {
-            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: grad_scale %s must hold one element", op, tshape(scale));
-            return NULL;
-        }
-    }
-    if (status) {
-        if (check_tensor(ctx, op, "status", status) || check_dtype(ctx, op, "status", status, WGML_I32) ||
-            check_same_graph(ctx, op, h, status))
-            return NULL;
-        if (status->numel != 3) {
-            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: status %s must be i32 [3]", op, tshape(status));
-            return NULL;
-        }
-    }
+    if (!train_ce_check_options(ctx, op, h, scale, status)) return NULL;
     if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, V)) return NULL;
 
     /* d_h is formed in the chunk loop when the caller asks for it or autograd may (the rule then

@@ -42,6 +42,28 @@ static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, boo
                  wg, hd, hs);
 }
 
+bool train_ce_check_options(wgml_ctx *ctx, const char *op, wgml_tensor *like, wgml_tensor *scale, wgml_tensor *status) {
+    if (scale) {
+        if (check_tensor(ctx, op, "grad_scale", scale) || check_dtype(ctx, op, "grad_scale", scale, WGML_F32) ||
+            check_same_graph(ctx, op, like, scale))
+            return false;
+        if (scale->numel != 1) {
+            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: grad_scale %s must hold one element", op, tshape(scale));
+            return false;
+        }
+    }
+    if (status) {
+        if (check_tensor(ctx, op, "status", status) || check_dtype(ctx, op, "status", status, WGML_I32) ||
+            check_same_graph(ctx, op, like, status))
+            return false;
+        if (status->numel != 3) {
+            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: status %s must be i32 [3]", op, tshape(status));
+            return false;
+        }
+    }
+    return true;
+}
+
 bool train_ce_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, int64_t vocab) {
     int32_t *h = malloc((size_t)labels->nbytes ? (size_t)labels->nbytes : 1);
     if (!h) {
@@ -93,24 +115,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
                        tshape(logits));
         return NULL;
     }
-    if (scale) {
-        if (check_tensor(ctx, op, "grad_scale", scale) || check_dtype(ctx, op, "grad_scale", scale, WGML_F32) ||
-            check_same_graph(ctx, op, logits, scale))
-            return NULL;
-        if (scale->numel != 1) {
-            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: grad_scale %s must hold one element", op, tshape(scale));
-            return NULL;
-        }
-    }
-    if (status) {
-        if (check_tensor(ctx, op, "status", status) || check_dtype(ctx, op, "status", status, WGML_I32) ||
-            check_same_graph(ctx, op, logits, status))
-            return NULL;
-        if (status->numel != 3) {
-            wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: status %s must be i32 [3]", op, tshape(status));
-            return NULL;
-        }
-    }
+    if (!train_ce_check_options(ctx, op, logits, scale, status)) return NULL;
     if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, vocab)) return NULL;
 
     int64_t one = 1, four = 4;

@@ -5,4 +5,7 @@
 #include "graph/graph.h"
 /* Eager graph only: reads the labels back and names the first one >= vocab (false, error set). */
 bool train_ce_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, int64_t vocab);
+/* The wgml_ce_options tensors (either may be NULL): grad_scale f32 of one element, status i32
+ * [3], both on like's graph. false with the error set (naming op and the argument) otherwise. */
+bool train_ce_check_options(wgml_ctx *ctx, const char *op, wgml_tensor *like, wgml_tensor *scale, wgml_tensor *status);
 #endif
