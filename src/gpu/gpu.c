@@ -972,14 +972,15 @@ static wgml_status ensure_timestamps(wgml_ctx *ctx) {
 }
 
 /* Records d[0..n), repeat times over, into one compute pass of enc (with its begin and end
- * timestamps written to queries 0 and 1 of qs when qs is not NULL). */
-static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs) {
+ * timestamps written to queries q0 and q0 + 1 of qs when qs is not NULL). */
+static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs,
+                        uint32_t q0) {
     WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
     WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
     if (qs) {
         tw.querySet = qs;
-        tw.beginningOfPassWriteIndex = 0;
-        tw.endOfPassWriteIndex = 1;
+        tw.beginningOfPassWriteIndex = q0;
+        tw.endOfPassWriteIndex = q0 + 1;
         pd.timestampWrites = &tw;
     }
     WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
@@ -1004,7 +1005,7 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     if (ts && (s = ensure_timestamps(ctx))) return s;
     uint64_t c0 = thread_cpu_ns();
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    encode_pass(enc, d, n, 1, ts ? ctx->timestamps : NULL);
+    encode_pass(enc, d, n, 1, ts ? ctx->timestamps : NULL, 0);
     if (ts) {
         wgpuCommandEncoderResolveQuerySet(enc, ctx->timestamps, 0, 2, ctx->ts_resolve, 0);
         wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16);
@@ -1058,21 +1059,7 @@ wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, d
     for (size_t first = 0; !s && first < n; first += PROFILE_CHUNK) {
         size_t m = n - first < PROFILE_CHUNK ? n - first : PROFILE_CHUNK;
         WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-        for (size_t i = 0; i < m; i++) {
-            const gpu_dispatch *di = &d[first + i];
-            WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
-            tw.querySet = qs;
-            tw.beginningOfPassWriteIndex = (uint32_t)(2 * i);
-            tw.endOfPassWriteIndex = (uint32_t)(2 * i + 1);
-            WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
-            pd.timestampWrites = &tw;
-            WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
-            wgpuComputePassEncoderSetPipeline(pass, di->pipeline->pipeline);
-            wgpuComputePassEncoderSetBindGroup(pass, 0, di->bind_group->bg, 0, NULL);
-            wgpuComputePassEncoderDispatchWorkgroups(pass, di->x, di->y, di->z);
-            wgpuComputePassEncoderEnd(pass);
-            wgpuComputePassEncoderRelease(pass);
-        }
+        for (size_t i = 0; i < m; i++) encode_pass(enc, &d[first + i], 1, 1, qs, (uint32_t)(2 * i));
         wgpuCommandEncoderResolveQuerySet(enc, qs, 0, (uint32_t)(2 * m), resolve, 0);
         wgpuCommandEncoderCopyBufferToBuffer(enc, resolve, 0, readb, 0, 16 * m);
         WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
@@ -1158,7 +1145,7 @@ gpu_async *gpu_submit_async(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size
     }
     uint64_t c0 = thread_cpu_ns();
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    encode_pass(enc, d, n, repeat, a->queries);
+    encode_pass(enc, d, n, repeat, a->queries, 0);
     if (ts) {
         wgpuCommandEncoderResolveQuerySet(enc, a->queries, 0, 2, a->resolve, 0);
         wgpuCommandEncoderCopyBufferToBuffer(enc, a->resolve, 0, a->staging, 0, 16);
