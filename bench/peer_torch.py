@@ -46,6 +46,33 @@ def copy(nbytes):
     print(f"peer copy_{nbytes} {2.0 * nbytes / (ms * 1e-3) * 1e-9:.1f} GB/s", flush=True)
 
 
+def attention(b, hq, hkv, s, d):
+    """Causal grouped-query attention in fp32 as the PEFT peer's model runs it (transformers
+    repeats the kv heads, then F.scaled_dot_product_attention): forward, and forward + backward
+    (dq, dk, dv). FLOPs as wgml bench attention counts them (the causal half)."""
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+    q = torch.randn(b, hq, s, d, device="cuda", requires_grad=True)
+    k = torch.randn(b, hkv, s, d, device="cuda", requires_grad=True)
+    v = torch.randn(b, hkv, s, d, device="cuda", requires_grad=True)
+    g = torch.randn(b, hq, s, d, device="cuda")
+
+    def fwd():
+        kk = k.repeat_interleave(hq // hkv, dim=1)
+        vv = v.repeat_interleave(hq // hkv, dim=1)
+        return F.scaled_dot_product_attention(q, kk, vv, is_causal=True)
+
+    def fwd_bwd():
+        torch.autograd.grad(fwd(), (q, k, v), g)
+
+    flop = 2.0 * 2.0 * b * hq * s * s * d / 2.0
+    with torch.no_grad():
+        ms = median_ms(fwd)
+    print(f"peer attention_fwd {flop / (ms * 1e-3) * 1e-12:.2f} TFLOP/s ({ms:.3f} ms)", flush=True)
+    ms = median_ms(fwd_bwd)
+    print(f"peer attention_fwd_bwd {3.5 * flop / (ms * 1e-3) * 1e-12:.2f} TFLOP/s ({ms:.3f} ms)", flush=True)
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "matmul":
@@ -56,4 +83,6 @@ if __name__ == "__main__":
         matmul(shapes)
     elif what == "copy":
         copy(int(sys.argv[2]))
+    elif what == "attention":  # B Hq Hkv S D
+        attention(*(int(v) for v in sys.argv[2:7]))
     print(f"torch {torch.__version__}, cuda {torch.version.cuda}, device {torch.cuda.get_device_name()}")

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
@@ -61,6 +62,20 @@ static uint64_t tile_bytes(const sdpa_tile *t, int64_t D) {
     return 4ull * (bq * (uint64_t)D + 2ull * bk * (uint64_t)D + bk * bq + bq * t->wx) + 16;
 }
 
+/* $WGML_SDPA_TILE="WX,WY,TM,TN" overrides the choice (benchmark sweeps): 0 when unset, 1 with *t
+ * set, -1 when it is not a tile (WX and WY powers of two, WX·WY <= 256, TM and TN 1..8) that
+ * fits the workgroup memory. */
+static int env_tile(int64_t D, uint64_t limit, sdpa_tile *t) {
+    const char *env = getenv("WGML_SDPA_TILE");
+    unsigned wx, wy, tm, tn;
+    if (!env || !*env) return 0;
+    if (sscanf(env, "%u,%u,%u,%u", &wx, &wy, &tm, &tn) != 4 || !wx || !wy || (wx & (wx - 1)) || (wy & (wy - 1)) ||
+        wx * wy > 256 || tm < 1 || tm > 8 || tn < 1 || tn > 8)
+        return -1;
+    *t = (sdpa_tile){wx, wy, tm, tn};
+    return tile_bytes(t, D) <= limit ? 1 : -1;
+}
+
 static const sdpa_tile *choose_tile(int64_t rows, int64_t D, uint64_t limit) {
     const sdpa_tile *list = rows <= 4 ? TILES_FEW : rows <= 16 ? TILES_MID : TILES_MANY;
     size_t n = rows <= 4 ? sizeof TILES_FEW / sizeof *TILES_FEW
@@ -86,7 +101,16 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
-    const sdpa_tile *tile = choose_tile(rows, D, limit);
+    sdpa_tile forced;
+    int env = env_tile(D, limit, &forced);
+    if (env < 0) {
+        wgml_set_error(ctx, WGML_ERR_ARG,
+                       "%s: $WGML_SDPA_TILE=%s is not WX,WY,TM,TN (WX, WY powers of two, WX*WY <= 256, TM, TN 1..8) "
+                       "fitting %llu bytes of workgroup memory at D = %lld",
+                       op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
+        return NULL;
+    }
+    const sdpa_tile *tile = env > 0 ? &forced : choose_tile(rows, D, limit);
     if (!tile) {
         wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
                        op, (long long)D, (unsigned long long)limit);
