@@ -100,6 +100,8 @@ static void test_sdpa(void) {
     case_sdpa(1, 9, 3, 1, 2000, 64, 1, 0, 1, NULL);             /* long decode: many key chunks */
     case_sdpa(1, 9, 3, 37, 300, 64, 1, 0, 1, NULL);             /* prefill chunk after 263 keys */
     case_sdpa(1, 3, 3, 20, 20, 128, 1, 0, 1, "sdpa_d128");     /* D = 128 */
+    for (int causal = 0; causal < 2; causal++)                 /* D = 32: the 4x32-thread tile fits 32 KiB */
+        case_sdpa(2, 6, 2, 70, 70, 32, causal, 0, 1, NULL);
 }
 
 /* More than 65,535 workgroups: 70,000 batch entries of one query row each. */
