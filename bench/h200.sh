@@ -43,6 +43,8 @@ stamp "bench q4"
 $W bench q4 | tee "$OUT/wgml_q4.txt"
 stamp "bench lmhead"
 $W bench lmhead | tee "$OUT/wgml_lmhead.txt"
+stamp "bench attention"
+$W bench attention --profile | tee "$OUT/wgml_attention.txt"
 if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
   stamp "bench generate"
   $W bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
@@ -56,6 +58,7 @@ fi
 stamp "peer matmul and copy"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py matmul "$SQUARE,$(echo $TRAIN | tr ' ' ',')" | tee "$OUT/peer_matmul.txt"
 PYTHONUNBUFFERED=1 python3 bench/peer_torch.py copy 1073741824 | tee "$OUT/peer_copy.txt"
+PYTHONUNBUFFERED=1 python3 bench/peer_torch.py attention 8 9 3 512 64 | tee "$OUT/peer_attention.txt"
 stamp "noise: the same version timed again"
 { $W bench q4 --gemv; $W bench matmul --check --shapes 4096x4096x4096; $W bench ops; } 2>&1 | tee "$OUT/noise.txt"
 if [ -n "${SWEEP:-}" ]; then
