@@ -1029,6 +1029,18 @@ static void test_lora_init(void) {
         free(b);
     }
     th_expect_error("lora_new: r 0", wgml_lora_new(g, 6, 16, 0, 8, 1) == NULL, WGML_ERR_ARG, "lora_new", NULL);
+    { /* the adapter's output must match the base output's shape [..., N = 6] */
+        wgml_graph *g2 = wgml_graph_new(T.ctx);
+        wgml_lora *l2 = wgml_lora_new(g2, 6, 16, 4, 8.0f, 7);
+        int64_t xs[2] = {3, 16}, bs[2] = {3, 5};
+        wgml_tensor *x = wgml_tensor_new(g2, WGML_F32, 2, xs), *base = wgml_tensor_new(g2, WGML_F32, 2, bs);
+        th_check(l2 && x && base, "lora_apply operands: %s", wgml_last_error(T.ctx));
+        th_expect_error("lora_apply: base_out [3, 5] for N = 6", wgml_lora_apply(g2, x, base, l2) == NULL,
+                        WGML_ERR_SHAPE, "lora_apply", "[3, 5]", NULL);
+        th_expect_error("lora_apply: NULL base_out", wgml_lora_apply(g2, x, NULL, l2) == NULL, WGML_ERR_ARG, NULL);
+        wgml_lora_free(l2);
+        wgml_graph_free(g2);
+    }
     wgml_lora_free(l);
     wgml_graph_free(g);
 }

@@ -3,6 +3,7 @@
  * Init as PEFT's default (which is PyTorch's nn.Linear init for A): A ~ U(−1/√K, 1/√K)
  * (kaiming_uniform with a = √5), B = 0, so the adapted layer starts equal to the base. */
 #include "graph/graph.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,9 +70,20 @@ wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_ou
         wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "lora_apply: adapter is NULL");
         return NULL;
     }
-    wgml_tensor *h = wgml_linear(g, x, l->a, NULL);      /* [..., r] */
-    wgml_tensor *delta = wgml_linear(g, h, l->b, NULL);  /* [..., N] */
-    return wgml_add(g, base_out, delta, l->scale);
+    /* h = x·Aᵀ, then base_out + scale·h·Bᵀ in one product whose epilogue adds base_out (no
+     * [..., N] delta tensor, no separate add, and the backward folds the scale into its
+     * products) */
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "lora_apply";
+    if (check_tensor(ctx, op, "x", x) || check_tensor(ctx, op, "base_out", base_out)) return NULL;
+    if (x->shape[x->rank - 1] != l->k || base_out->shape[base_out->rank - 1] != l->n ||
+        base_out->numel / l->n != x->numel / l->k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x %s and base_out %s must be [..., %lld] and [..., %lld] with the same rows",
+                       op, tshape(x), tshape(base_out), (long long)l->k, (long long)l->n);
+        return NULL;
+    }
+    wgml_tensor *h = wgml_linear(g, x, l->a, NULL); /* [..., r] */
+    return h ? matmul_add_linear(g, "lora_apply", base_out, h, l->b, l->scale) : NULL;
 }
 
 wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l) {

@@ -364,3 +364,33 @@ wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wg
                      accumulate};
     return matmul_record(g, op, &x, 2, into->shape) ? WGML_OK : wgml_last_status(graph_ctx(g));
 }
+
+wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
+                           int64_t m, int64_t n, int64_t k, float alpha, wgml_tensor *into, bool accumulate) {
+    matmul_args x = {a, b, NULL, trans_a, trans_b, 1, m, n, k, 0, 0, 0, 0, 0, alpha, accumulate ? 1.0f : 0.0f, into,
+                     into && accumulate};
+    int64_t shape[2] = {m, n};
+    return matmul_record(g, op, &x, 2, into ? into->shape : shape);
+}
+
+wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
+                               float alpha) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = ctx_of(g);
+    if (check_operands(ctx, op, x, "x", w, "w") || check_operands(ctx, op, x, "x", c, "c") ||
+        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || check_rank(ctx, op, "w", w, 2, 2))
+        return NULL;
+    int64_t k = x->shape[x->rank - 1], n = w->shape[0], m = x->numel / k;
+    if (w->shape[1] != k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x %s and w %s: w must be [N, %lld]", op, tshape(x), tshape(w),
+                       (long long)k);
+        return NULL;
+    }
+    if (c->shape[c->rank - 1] != n || c->numel != m * n) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: c %s must hold [%lld, %lld] (x %s, w %s)", op, tshape(c), (long long)m,
+                       (long long)n, tshape(x), tshape(w));
+        return NULL;
+    }
+    matmul_args a = {x, w, c, 0, 1, 1, m, n, k, 0, 0, 0, n, 1, alpha, 1.0f, NULL, false};
+    return add_linear_grad_record(g, matmul_record(g, op, &a, c->rank, c->shape), c, x, w, alpha);
+}

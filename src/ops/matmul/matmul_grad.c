@@ -2,6 +2,7 @@
  * transpose copies); weight gradients of linear use wgml_linear_dw. mm and bmm are recorded
  * as matmul. */
 #include "ops/matmul/matmul_grad.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <string.h>
 
@@ -80,6 +81,37 @@ wgml_tensor *addmm_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *c, 
                                float alpha) {
     graph_op op = {.name = "addmm", .backward = addmm_backward, .n_in = 3, .in = {c, a, b}, .out = out};
     mm_attrs at = {0, 0, beta, alpha};
+    memcpy(op.attrs, &at, sizeof at);
+    return graph_record_op(g, &op);
+}
+
+/* out = c + alpha·x·wᵀ (matmul_add_linear): dc = dy; dx = alpha·dy·w and dw = alpha·Σ_m dyᵀ·x
+ * with the scale folded into the products (no scaled copy of dy). */
+static wgml_status add_linear_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    const mm_attrs *at = (const mm_attrs *)op->attrs;
+    wgml_tensor *x = op->in[1], *w = op->in[2];
+    int64_t n = w->shape[0], k = w->shape[1], m = x->numel / k;
+    if (graph_op_wants(op, 0)) dx[0] = dy;
+    int64_t dy2[2] = {m, n}, x2[2] = {m, k};
+    wgml_tensor *dyf = wgml_reshape(g, dy, 2, dy2);
+    if (graph_op_wants(op, 1) && dyf) {
+        wgml_tensor *d = matmul_scaled(g, "lora_dx", dyf, w, 0, 0, m, k, n, at->alpha, NULL, false);
+        dx[1] = d ? wgml_reshape(g, d, x->rank, x->shape) : NULL;
+    }
+    wgml_tensor *xf = graph_op_wants(op, 2) ? wgml_reshape(g, x, 2, x2) : NULL;
+    if (xf && dyf) { /* straight into the caller's gradient tensor when it can */
+        bool acc = false;
+        wgml_tensor *dw = graph_grad_sink(op, 2, &acc);
+        if (!dw) dw = graph_output(g, "lora_dw", WGML_F32, 2, w->shape);
+        dx[2] = dw && matmul_scaled(g, "lora_dw", dyf, xf, 1, 0, n, k, m, at->alpha, dw, acc) ? dw : NULL;
+    }
+    return grad_result(g, op, dx);
+}
+
+wgml_tensor *add_linear_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
+                                   float alpha) {
+    graph_op op = {.name = "add_linear", .backward = add_linear_backward, .n_in = 3, .in = {c, x, w}, .out = out};
+    mm_attrs at = {0, 1, 1, alpha};
     memcpy(op.attrs, &at, sizeof at);
     return graph_record_op(g, &op);
 }

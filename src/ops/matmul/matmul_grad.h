@@ -6,4 +6,6 @@ wgml_tensor *matmul_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *a,
 wgml_tensor *linear_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias);
 wgml_tensor *addmm_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b, float beta,
                                float alpha);
+wgml_tensor *add_linear_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
+                                   float alpha);
 #endif
