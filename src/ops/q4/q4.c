@@ -294,20 +294,19 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
     char prelude[1536];
     int len = snprintf(prelude, sizeof prelude,
-                       "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du; const ACC: bool = %s;\n"
-                       "const SPLITK: bool = %s;\n"
+                       "const TRANS: bool = %s; const VA: u32 = %du;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", bias ? "true" : "false", va, acc ? "true" : "false",
-                       splits > 1 ? "true" : "false", v->bm, v->bc, v->br, v->tm, v->tc,
-                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
+                       trans ? "true" : "false", va, v->bm, v->bc, v->br, v->tm, v->tc, va == 4 ? "vec4<f32>" : "f32",
+                       va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + v->bm - 1) / v->bm, tiles_c = (c + v->bc - 1) / v->bc;
     struct {
-        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, pad0, pad1;
+        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, pad1;
     } params = {(uint32_t)m, (uint32_t)r, (uint32_t)c, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
-                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp, (uint32_t)r_chunk, (uint32_t)splits, 0, 0};
+                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp, (uint32_t)r_chunk, (uint32_t)splits,
+                (bias ? 1u : 0u) | (acc ? 2u : 0u), 0};
     wgml_tensor *out = into ? into : graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

@@ -9,16 +9,17 @@
 // of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
-// With ACC the output is read and added to (O += the product; q4_mm_into).
-// With SPLITK, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes its
-// raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
+// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
+// reads the output and adds to it (O += the product; q4_mm_into).
+// With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
+// its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, ACC, SPLITK, VA, AV,
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV,
 // a_at and the tile constants.
 struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
-    r_chunk: u32, splits: u32, pad0: u32, pad1: u32,
+    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -127,6 +128,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     let o_base = s * p.M * p.C;
+    let has_bias = (p.flags & 1u) != 0u;
+    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
     for (var i = 0u; i < TM; i++) {
         let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
@@ -136,8 +139,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let gc = gc0 + c;
                 if (gc >= p.C) { break; }
                 var v = acc[i][h][c];
-                if (HAS_BIAS && s == 0u) { v += BIAS[gc]; }
-                if (ACC && !SPLITK) { v += O[gm * p.C + gc]; }
+                if (has_bias && s == 0u) { v += BIAS[gc]; }
+                if (acc_out) { v += O[gm * p.C + gc]; }
                 O[o_base + gm * p.C + gc] = v;
             }
         }

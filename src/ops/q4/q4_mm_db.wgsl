@@ -1,9 +1,11 @@
 // q4_mm, double-buffered: the products of q4_mm.wgsl with two k-steps in workgroup memory.
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
-// With SPLITK, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes its
-// raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices in
-// order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
+// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
+// reads the output and adds to it (O += the product; q4_mm_into).
+// With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
+// its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
+// in order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
 // Tile: a workgroup computes a BM x BC block of O (128 x 128 with 256 threads and an 8 x 8
 // register tile per thread; 128 x 64 with 8 x 4; 64 x 64 with 4 x 4), stepping R by BR (8 or
 // 16; a step never straddles two groups, since G is a multiple of 32). Per step, while the FMAs
@@ -15,12 +17,11 @@
 // word is CPW consecutive k of one column) spread over the banks; the TRANS form stores each
 // word as CPW/4 vec4 slots of one row. Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, ACC, SPLITK,
-// VA, AV, a_at and the tile constants BM BC BR TM TC.
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC.
 struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
-    r_chunk: u32, splits: u32, pad0: u32, pad1: u32,
+    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -177,6 +178,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     let o_base = s * p.M * p.C;
+    let has_bias = (p.flags & 1u) != 0u;
+    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
     for (var i = 0u; i < TM; i++) {
         let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
@@ -186,8 +189,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let gc = gc0 + c;
                 if (gc >= p.C) { break; }
                 var v = acc[i][h][c];
-                if (HAS_BIAS && s == 0u) { v += BIAS[gc]; }
-                if (ACC && !SPLITK) { v += O[gm * p.C + gc]; }
+                if (has_bias && s == 0u) { v += BIAS[gc]; }
+                if (acc_out) { v += O[gm * p.C + gc]; }
                 O[o_base + gm * p.C + gc] = v;
             }
         }
