@@ -324,12 +324,13 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
     if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout, 0);
     if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return wgml_q4_bench(ctx, stdout, 1);
+    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--train")) return wgml_q4_bench(ctx, stdout, 2);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
-                    "       wgml bench q4 [--gemv]\n"
+                    "       wgml bench q4 [--gemv|--train]   (--train: WGML_Q4_MM_VARIANT, WGML_Q4_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"

@@ -130,6 +130,24 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
     *splits = s;
 }
 
+/* The ordered split-K reduction (matmul_splitk.wgsl): out[i] = alpha * sum_s part[s * total + i]
+ * + beta * (out[i] when c_is_out, else C through its strides when c is given). */
+wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *part, int splits, int64_t total,
+                                 int64_t mn, int64_t n, wgml_tensor *c, int64_t c_bs, int64_t c_sm, int64_t c_sn,
+                                 float alpha, float beta, bool c_is_out, wgml_tensor *out) {
+    char rp[128];
+    snprintf(rp, sizeof rp, "const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n", c ? "true" : "false",
+             c_is_out ? "true" : "false");
+    struct {
+        uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
+        float alpha, beta;
+        uint32_t pad[3];
+    } rpar = {(uint32_t)total, (uint32_t)mn, (uint32_t)n, (uint32_t)splits, (uint32_t)c_bs,
+              (uint32_t)c_sm, (uint32_t)c_sn, alpha, beta, {0, 0, 0}};
+    wgml_tensor *rro[2] = {part, c ? c : part};
+    return graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar, ((uint64_t)total + 255) / 256);
+}
+
 typedef struct matmul_args {
     wgml_tensor *a, *b, *c;
     int trans_a, trans_b;
@@ -191,20 +209,9 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     uint64_t groups = (uint64_t)tiles * (uint64_t)splits;
     wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 3, part ? &part : &out, 1, &params, sizeof params,
                                    groups);
-    if (!s && part) {
-        char rp[128];
-        snprintf(rp, sizeof rp, "const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n", x->c ? "true" : "false",
-                 x->accumulate ? "true" : "false");
-        struct {
-            uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
-            float alpha, beta;
-            uint32_t pad[3];
-        } rpar = {(uint32_t)mn_total, (uint32_t)(x->m * x->n), (uint32_t)x->n, (uint32_t)splits, (uint32_t)x->c_bs,
-                  (uint32_t)x->c_sm, (uint32_t)x->c_sn, x->alpha, x->beta, {0, 0, 0}};
-        wgml_tensor *rro[2] = {part, x->c ? x->c : part};
-        s = graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar,
-                           ((uint64_t)mn_total + 255) / 256);
-    }
+    if (!s && part)
+        s = matmul_splitk_record(g, op, part, splits, mn_total, x->m * x->n, x->n, x->c, x->c_bs, x->c_sm, x->c_sn,
+                                 x->alpha, x->beta, x->accumulate, out);
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s) {
         if (!x->into) wgml_tensor_free(out);

@@ -16,4 +16,11 @@ wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_t
  * up-projection and its residual add (wgml_lora_apply). Checked; errors name `op`. */
 wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
                                float alpha);
+/* The matmul family's ordered split-K reduction (matmul_splitk.wgsl), for other families'
+ * split products: out[i] = alpha * sum_{s < splits} part[s * total + i] (slices summed in order)
+ * + beta * out[i] when c_is_out, else + beta * C[b * c_bs + m * c_sm + n * c_sn] when c is given
+ * (i = b * mn + m * n_cols + n, n_cols = n). part is f32 [splits * total]. */
+wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *part, int splits, int64_t total,
+                                 int64_t mn, int64_t n, wgml_tensor *c, int64_t c_bs, int64_t c_sm, int64_t c_sn,
+                                 float alpha, float beta, bool c_is_out, wgml_tensor *out);
 #endif

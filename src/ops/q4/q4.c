@@ -16,6 +16,7 @@
  */
 #include "ops/q4/q4_internal.h"
 #include "ops/q4/q4_grad.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,39 +174,156 @@ static bool same_graph(wgml_ctx *ctx, const char *op, const char *arg, const wgm
     return true;
 }
 
+/* Tile variants of the q4 GEMM: q4_mm (single-buffered: one step of A and dequantised W in
+ * workgroup memory) and q4_mm_db (double-buffered; the next step's A and code words held in
+ * registers during the FMAs). TM and TC are multiples of 4; BR divides 32 (a step stays in one
+ * group). Names follow the matmul family's. */
+typedef struct q4_variant {
+    const char *name;
+    const char *shader;
+    uint32_t bm, bc, br, tm, tc;
+} q4_variant;
+
+static const q4_variant Q4_VARIANTS[] = {
+    {"tile64x64_k32_r4x4", "q4_mm", 64, 64, 32, 4, 4},
+    {"tile128x64_k16_r8x4", "q4_mm", 128, 64, 16, 8, 4},
+    {"tile128x128_k16_r8x8", "q4_mm", 128, 128, 16, 8, 8},
+    {"db128x128_k8_r8x8", "q4_mm_db", 128, 128, 8, 8, 8},
+    {"db128x128_k16_r8x8", "q4_mm_db", 128, 128, 16, 8, 8},
+    {"db128x64_k16_r8x4", "q4_mm_db", 128, 64, 16, 8, 4},
+    {"db128x64_k8_r8x4", "q4_mm_db", 128, 64, 8, 8, 4},
+    {"db64x64_k16_r4x4", "q4_mm_db", 64, 64, 16, 4, 4},
+};
+#define Q4_N_VARIANTS (int)(sizeof Q4_VARIANTS / sizeof Q4_VARIANTS[0])
+#define Q4V_TILE64 0
+#define Q4V_TILE128X64 1
+#define Q4V_TILE128 2
+#define Q4V_DB128 3
+#define Q4V_DB128X64 5
+#define Q4_MAX_SPLITS 64
+#define Q4_SPLIT_TARGET_WGS 1056
+
+int q4_mm_variant_count(void) { return Q4_N_VARIANTS; }
+const char *q4_mm_variant_name(int v) { return v >= 0 && v < Q4_N_VARIANTS ? Q4_VARIANTS[v].name : "auto"; }
+
+static int q4_variant_by_name(const char *e) {
+    for (int v = 0; v < Q4_N_VARIANTS; v++)
+        if (!strcmp(e, Q4_VARIANTS[v].name)) return v;
+    return -1;
+}
+
+static bool q4_variant_fits(wgml_ctx *ctx, int v) {
+    const q4_variant *x = &Q4_VARIANTS[v];
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint32_t bytes = x->br * (x->bm + x->bc) * 4u * (strcmp(x->shader, "q4_mm_db") ? 1u : 2u);
+    uint32_t threads = (x->bm / x->tm) * (x->bc / x->tc);
+    return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
+}
+
+/* The variant: $WGML_Q4_MM_VARIANT (a name or index) first; else a matmul variant forced on
+ * the context (wgml_matmul_force_variant) by the same name, or the older mapping of its index
+ * (0: 128 x 128, 4: 128 x 64, others 64 x 64); else automatic: the double-buffered 128 x 128
+ * tile where it gives at least 256 tiles, else the double-buffered 128 x 64 (split-K then fills
+ * the GPU on long reductions). A forced variant that does not fit the device falls back to
+ * the automatic choice. */
+static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c) {
+    int forced = -1;
+    const char *e = getenv("WGML_Q4_MM_VARIANT");
+    if (e && *e && strcmp(e, "auto")) {
+        forced = q4_variant_by_name(e);
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (forced < 0 && *end == 0 && v >= 0 && v < Q4_N_VARIANTS) forced = (int)v;
+    }
+    int mv = gpu_ctx_matmul_variant(ctx);
+    if (forced < 0 && mv >= 0 && mv < wgml_matmul_variant_count()) {
+        forced = q4_variant_by_name(wgml_matmul_variant_name(mv));
+        if (forced < 0) forced = mv == 0 ? Q4V_TILE128 : mv == 4 ? Q4V_TILE128X64 : Q4V_TILE64;
+    }
+    if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
+    int64_t tiles_128 = ((m + 127) / 128) * ((c + 127) / 128);
+    if (tiles_128 >= 256 && q4_variant_fits(ctx, Q4V_DB128)) return Q4V_DB128;
+    if (q4_variant_fits(ctx, Q4V_DB128X64)) return Q4V_DB128X64;
+    return Q4V_TILE128X64;
+}
+
+/* Split-K: $WGML_Q4_MM_SPLITK forces a count (1: never split); else split when the tiles fill
+ * fewer than two waves of a 132-SM GPU (< 264) and R >= 1024, into enough slices for about
+ * eight waves (1056 workgroups), each slice at least 256 deep, at most 16, and only for
+ * products of at least 2^24 multiply-adds. The partial buffer [S, M, C] stays within 32-bit
+ * indexing. */
+static int q4_choose_splits(int64_t tiles, int64_t m, int64_t r, int64_t c) {
+    int s = 1;
+    const char *e = getenv("WGML_Q4_MM_SPLITK");
+    long f = e && *e ? strtol(e, NULL, 10) : 0;
+    if (f >= 1) s = f > Q4_MAX_SPLITS ? Q4_MAX_SPLITS : (int)f;
+    else if (m * r * c >= (1ll << 24) && tiles < 264 && r >= 1024) {
+        int64_t x = (Q4_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r / 256;
+        if (x > by_depth) x = by_depth;
+        if (x > 16) x = 16;
+        s = x < 2 ? 1 : (int)x;
+    }
+    while (s > 1 && (int64_t)s * m * c > 0x7FFFFFFFll) s /= 2;
+    return s;
+}
+
+void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, int *variant, int *splits) {
+    int vi = q4_choose_variant(ctx, m, c);
+    const q4_variant *v = &Q4_VARIANTS[vi];
+    int64_t tiles = ((m + v->bm - 1) / v->bm) * ((c + v->bc - 1) / v->bc);
+    int s = q4_choose_splits(tiles, m, r, c);
+    /* each slice a whole number of BR steps and not empty */
+    int64_t steps = (r + v->br - 1) / v->br;
+    if (s > steps) s = (int)steps;
+    *variant = vi;
+    *splits = s < 1 ? 1 : s;
+}
+
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
- * gradient (trans = 1: C = K, reduction over N). */
+ * gradient (trans = 1: C = K, reduction over N); split-K into a partial buffer [S, M, C]
+ * summed in order by the matmul family's reduction (which adds out with acc). */
 static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
                                  int64_t m, int rank, const int64_t *shape, wgml_tensor *into, bool acc) {
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     int va = r % 4 == 0 ? 4 : 1;
-    /* tiles as in matmul.c: 128 x 64 when that gives enough workgroups, else 64 x 64; the
-     * matmul override (variant 0: 128 x 128, 4: 128 x 64, others 64 x 64) picks them too */
-    int forced = gpu_ctx_matmul_variant(graph_ctx(g));
-    int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
-    int v = forced >= 0 ? (forced == 0 ? 0 : forced == 4 ? 4 : 1) : (tiles_128x64 >= 256 ? 4 : 1);
-    const uint32_t BM = v == 1 ? 64 : 128, BC = v == 0 ? 128 : 64, BR = v == 1 ? 32 : 16;
-    const uint32_t TM = v == 1 ? 4 : 8, TC = v == 0 ? 8 : 4;
+    int vi, splits;
+    q4_mm_plan(graph_ctx(g), m, r, c, &vi, &splits);
+    const q4_variant *v = &Q4_VARIANTS[vi];
+    int64_t r_chunk = (r + splits - 1) / splits;
+    r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
     char prelude[1536];
     int len = snprintf(prelude, sizeof prelude,
-                       "const TRANS: bool = %s; const HAS_BIAS: bool = %s; const VA: u32 = %du; const ACC: bool = %s;\n"
+                       "const TRANS: bool = %s; const VA: u32 = %du;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", bias ? "true" : "false", va, acc ? "true" : "false", BM, BC, BR, TM, TC,
-                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
+                       trans ? "true" : "false", va, v->bm, v->bc, v->br, v->tm, v->tc, va == 4 ? "vec4<f32>" : "f32",
+                       va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    int64_t tiles_m = (m + BM - 1) / BM, tiles_c = (c + BC - 1) / BC;
+    int64_t tiles_m = (m + v->bm - 1) / v->bm, tiles_c = (c + v->bc - 1) / v->bc;
     struct {
-        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp;
+        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, pad1;
     } params = {(uint32_t)m, (uint32_t)r, (uint32_t)c, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
-                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp};
+                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp, (uint32_t)r_chunk, (uint32_t)splits,
+                (bias ? 1u : 0u) | (acc ? 2u : 0u), 0};
     wgml_tensor *out = into ? into : graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
+    wgml_tensor *part = NULL;
+    if (splits > 1) {
+        int64_t pn = (int64_t)splits * m * c;
+        if (!(part = graph_output(g, op, WGML_F32, 1, &pn))) {
+            if (!into) wgml_tensor_free(out);
+            return NULL;
+        }
+    }
     wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : w->ab};
-    if (graph_dispatch(g, op, "q4_mm", prelude, ro, 4, &out, 1, &params, sizeof params,
-                       (uint64_t)(tiles_m * tiles_c))) {
+    wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 4, part ? &part : &out, 1, &params, sizeof params,
+                                   (uint64_t)(tiles_m * tiles_c) * (uint64_t)splits);
+    /* the bias is in slice 0's partial; the reduction adds out itself with acc */
+    if (!s && part) s = matmul_splitk_record(g, op, part, splits, m * c, m * c, c, NULL, 0, 0, 0, 1.0f, 1.0f, acc, out);
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
         if (!into) wgml_tensor_free(out);
         return NULL;
     }

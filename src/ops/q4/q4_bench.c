@@ -1,7 +1,9 @@
 /* wgml_q4_bench: throughput of the 4-bit forward, timed with GPU timestamps over a built graph
  * of repeated dispatches (one submit per timed run; the best of 5 after 0.3 s of warm-up runs). Decode (M = 1, GEMV): effective GB/s of
  * the bytes one forward must move (codes + scales + activations in and out). Prefill/training
- * (M = 512, GEMM): GFLOP/s. */
+ * (M = 512, GEMM): GFLOP/s. Training mode (mode 2): the LoRA training step's 4-bit GEMMs,
+ * forward O = A·Wᵀ and input gradient dX = dY·W, at M = 4096 and 512, and the LM head's chunk,
+ * each with the tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). */
 #include "ops/q4/q4_internal.h"
 
 #include <math.h>
@@ -16,57 +18,65 @@ static float bench_rand(void) {
     return (float)((bench_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-/* Seconds per forward of x[m, k] · W[n, k]ᵀ, or a negative value on error. The graph cycles
- * through `copies` distinct weights (same codes, separate buffers) so that a GPU cache larger
- * than one weight does not serve the repeated reads. After timing, 64 sampled outputs of the
- * last forward are checked against a double-precision product with the dequantised weight
+/* Seconds per product with the weight W[n, k]: forward (trans = 0) x[m, k] · Wᵀ, or input
+ * gradient (trans = 1) d[m, n] · W, or a negative value on error. The graph cycles through
+ * `copies` distinct weights (same codes, separate buffers) so that a GPU cache larger than one
+ * weight does not serve the repeated reads. After timing, 64 sampled outputs of the last
+ * product are checked against a double-precision product with the dequantised weight
  * (*check_ok). */
-static double time_forward(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int reps, int copies, int *check_ok) {
+static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans, int reps, int copies,
+                      int *check_ok) {
     int64_t kb = (k + 1) / 2, pn = (n + 3) / 4 * 4, ng = (k + 31) / 32;
-    float *w = malloc(sizeof(float) * (size_t)(n * k)), *x = malloc(sizeof(float) * (size_t)(m * k));
+    int64_t r = trans ? n : k, c = trans ? k : n; /* reduction and output columns */
+    float *w = malloc(sizeof(float) * (size_t)(n * k)), *x = malloc(sizeof(float) * (size_t)(m * r));
     uint8_t *codes = malloc((size_t)(n * kb));
     float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
     wgml_q4_weight **q = calloc((size_t)copies, sizeof *q);
     double result = -1;
+    *check_ok = 0;
     wgml_graph *g = wgml_graph_new(ctx);
     if (!w || !x || !codes || !scales || !q || !g) goto done;
     for (int64_t i = 0; i < n * k; i++) w[i] = bench_rand();
-    for (int64_t i = 0; i < m * k; i++) x[i] = bench_rand();
+    for (int64_t i = 0; i < m * r; i++) x[i] = bench_rand();
     if (wgml_q4gsw_quantize(w, n, k, 32, codes, scales)) goto done;
-    for (int c = 0; c < copies; c++)
-        if (!(q[c] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32))) goto done;
-    int64_t xs[2] = {m, k};
+    for (int cp = 0; cp < copies; cp++)
+        if (!(q[cp] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32))) goto done;
+    int64_t xs[2] = {m, r};
     wgml_tensor *xt = wgml_tensor_new(g, WGML_F32, 2, xs);
-    if (!xt || wgml_tensor_write(xt, x, sizeof(float) * (size_t)(m * k))) goto done;
+    if (!xt || wgml_tensor_write(xt, x, sizeof(float) * (size_t)(m * r))) goto done;
     bool ok = true;
     wgml_tensor *last = NULL;
-    for (int r = 0; r < reps && ok; r++) ok = (last = wgml_q4_linear(g, xt, q[r % copies])) != NULL;
+    for (int i = 0; i < reps && ok; i++) {
+        wgml_tensor_free(last); /* only the last product is read back */
+        last = trans ? wgml_q4_linear_dx(g, xt, q[i % copies]) : wgml_q4_linear(g, xt, q[i % copies]);
+        ok = last != NULL;
+    }
     double t = 0;
     bool cpu = gpu_get_caps(ctx)->is_cpu;
     if (ok && !wgml_graph_keep(g, last) && !wgml_graph_compile(g) &&
         !wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &t, NULL))
         result = t / reps;
-    *check_ok = 0;
-    float *got = result > 0 ? malloc(sizeof(float) * (size_t)(m * n)) : NULL;
-    if (got && !wgml_tensor_read(last, got, sizeof(float) * (size_t)(m * n))) {
+    float *got = result > 0 ? malloc(sizeof(float) * (size_t)(m * c)) : NULL;
+    if (got && !wgml_tensor_read(last, got, sizeof(float) * (size_t)(m * c))) {
         /* the dequantised weight (independent host code) times x in double precision */
         if (!wgml_q4gsw_dequantize(codes, scales, n, k, 32, w)) {
             *check_ok = 1;
-            for (int s = 0; s < 64; s++) {
+            for (int smp = 0; smp < 64; smp++) {
                 int64_t i = (int64_t)((bench_rand() * 0.5f + 0.5f) * (float)(m - 1));
-                int64_t j = (int64_t)((bench_rand() * 0.5f + 0.5f) * (float)(n - 1));
+                int64_t j = (int64_t)((bench_rand() * 0.5f + 0.5f) * (float)(c - 1));
                 double ref = 0, mag = 0;
-                for (int64_t kk = 0; kk < k; kk++) {
-                    ref += (double)x[i * k + kk] * w[j * k + kk];
-                    mag += fabs((double)x[i * k + kk] * w[j * k + kk]);
+                for (int64_t rr = 0; rr < r; rr++) {
+                    double wv = trans ? w[rr * k + j] : w[j * k + rr];
+                    ref += (double)x[i * r + rr] * wv;
+                    mag += fabs((double)x[i * r + rr] * wv);
                 }
-                if (!(fabs(got[i * n + j] - ref) <= 1e-5 * mag + 1e-6)) *check_ok = 0;
+                if (!(fabs(got[i * c + j] - ref) <= 1e-5 * mag + 1e-6)) *check_ok = 0;
             }
         }
     }
     free(got);
 done:
-    for (int c = 0; q && c < copies; c++) wgml_q4_free(q[c]);
+    for (int cp = 0; q && cp < copies; cp++) wgml_q4_free(q[cp]);
     wgml_graph_free(g);
     free(q);
     free(w);
@@ -76,9 +86,52 @@ done:
     return result;
 }
 
-int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int gemv_only) {
+static double time_forward(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int reps, int copies, int *check_ok) {
+    return time_mm(ctx, m, n, k, 0, reps, copies, check_ok);
+}
+
+/* The training shapes: the LoRA step's 4-bit GEMMs (K -> N of each frozen projection) at M =
+ * 4096 and 512 tokens, forward and input gradient (TRANS), and the LM head's 8192-column
+ * vocabulary chunk (lmhead_ce.c). On a CPU adapter only the small M = 512 shapes run, once. */
+static int bench_train(wgml_ctx *ctx, FILE *out) {
+    bool cpu = gpu_get_caps(ctx)->is_cpu;
+    static const int64_t shapes[][3] = {
+        /* M, K, N */
+        {4096, 576, 1536}, {4096, 1536, 576}, {4096, 576, 576}, {4096, 576, 192}, {4096, 576, 8192},
+        {512, 576, 1536},  {512, 1536, 576},  {512, 576, 576},  {512, 576, 192},
+    };
+    fprintf(out, "%-40s %9s %9s  %-22s %3s %s\n", "q4 training GEMMs (G = 32)", "ms", "TFLOP/s", "variant", "S",
+            "check");
+    int failed = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t m = shapes[i][0], k = shapes[i][1], n = shapes[i][2];
+        if (cpu && (m > 512 || n > 576)) continue;
+        for (int trans = 0; trans < 2; trans++) {
+            int64_t r = trans ? n : k, c = trans ? k : n;
+            int vi, splits, check = 0;
+            q4_mm_plan(ctx, m, r, c, &vi, &splits);
+            double t = time_mm(ctx, m, n, k, trans, cpu ? 1 : 20, 1, &check);
+            char label[80];
+            snprintf(label, sizeof label, "M=%lld %lld->%lld %s", (long long)m, (long long)k, (long long)n,
+                     trans ? "dx (TRANS)" : "fwd");
+            if (t <= 0) {
+                fprintf(out, "%-40s failed: %s\n", label, wgml_last_error(ctx));
+                failed++;
+                continue;
+            }
+            fprintf(out, "%-40s %9.3f %9.2f  %-22s %3d %s\n", label, t * 1e3, 2.0 * m * r * c / t * 1e-12,
+                    q4_mm_variant_name(vi), splits, check ? "ok" : "FAIL");
+            if (!check) failed++;
+        }
+    }
+    return failed;
+}
+
+int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int mode) {
     FILE *out = out_file ? (FILE *)out_file : stdout;
     if (!ctx) return 1;
+    if (mode == 2) return bench_train(ctx, out);
+    int gemv_only = mode == 1;
     bool cpu = gpu_get_caps(ctx)->is_cpu;
     static const int64_t decode[][2] = {{576, 1536}, {1536, 576}, {2048, 8192}, {4096, 11008}}; /* K -> N */
     fprintf(out, "%-34s %10s %10s %s\n", "q4 forward (G = 32)", "us", "GB/s", "check");

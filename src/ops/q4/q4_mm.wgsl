@@ -9,10 +9,18 @@
 // of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
-// With ACC the output is read and added to (O += the product; q4_mm_into).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, HAS_BIAS, ACC, VA, AV,
+// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
+// reads the output and adds to it (O += the product; q4_mm_into).
+// With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
+// its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
+// (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV,
 // a_at and the tile constants.
-struct Params { M: u32, R: u32, C: u32, wpr: u32, ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32 }
+struct Params {
+    M: u32, R: u32, C: u32, wpr: u32,
+    ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
+    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
+}
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
 @group(0) @binding(1) var<storage, read> CODES: array<u32>;
@@ -35,19 +43,19 @@ var<workgroup> Ws: array<vec4<f32>, BR * BC / 4u>; // [r][c]
 fn put_a(r: u32, m: u32, v: f32) { As[(r * BM + m) / 4u][m % 4u] = v; }
 fn put_w(r: u32, c: u32, v: f32) { Ws[(r * BC + c) / 4u][c % 4u] = v; }
 
-fn load_a(m0: u32, r0: u32, lid: u32) {
+fn load_a(m0: u32, r0: u32, re: u32, lid: u32) {
     for (var e = lid; e < BM * BR / VA; e += THREADS) {
         let row = e / (BR / VA);
         let rv = (e % (BR / VA)) * VA;
         let gm = m0 + row;
         let gr = r0 + rv;
         var v = AV();
-        if (gm < p.M && gr < p.R) { v = A[(gm * p.R + gr) / VA]; }
+        if (gm < p.M && gr < re) { v = A[(gm * p.R + gr) / VA]; }
         for (var c = 0u; c < VA; c++) { put_a(rv + c, row, a_at(v, c)); }
     }
 }
 
-fn load_w(c0: u32, r0: u32, lid: u32) {
+fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
     if (!TRANS) {
         // W rows are the output columns n; the tile covers k in [r0, r0 + 32): one group
         const WPT: u32 = BR / CPW; // words per tile row
@@ -71,7 +79,7 @@ fn load_w(c0: u32, r0: u32, lid: u32) {
             let wi = e % WPT;
             let n = r0 + rl;
             let kb = c0 + wi * CPW;
-            if (n < p.R && kb < p.Kp) {
+            if (n < re && kb < p.Kp) {
                 let word = CODES[n * p.wpr + kb / CPW];
                 let ab = group_ab(n * p.ng + kb / G);
                 for (var i = 0u; i < CPW; i++) { put_w(rl, wi * CPW + i, deq(code_f(word, i), ab)); }
@@ -86,16 +94,21 @@ fn load_w(c0: u32, r0: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    if (wg >= p.tiles_c * p.tiles_m) { return; }
-    let m0 = (wg / p.tiles_c) * BM;
-    let c0 = (wg % p.tiles_c) * BC;
+    let tiles = p.tiles_c * p.tiles_m;
+    if (wg >= tiles * p.splits) { return; }
+    let s = wg / tiles;
+    let t = wg % tiles;
+    let m0 = (t / p.tiles_c) * BM;
+    let c0 = (t % p.tiles_c) * BC;
+    let rb = min(p.R, s * p.r_chunk);
+    let re = min(p.R, rb + p.r_chunk);
     let tx = lid % WX;
     let ty = lid / WX;
 
     var acc: array<array<vec4<f32>, TC4>, TM>;
-    for (var r0 = 0u; r0 < p.R; r0 += BR) {
-        load_a(m0, r0, lid);
-        load_w(c0, r0, lid);
+    for (var r0 = rb; r0 < re; r0 += BR) {
+        load_a(m0, r0, re, lid);
+        load_w(c0, r0, re, lid);
         workgroupBarrier();
         for (var kk = 0u; kk < BR; kk++) {
             var av: array<vec4<f32>, TM4>;
@@ -114,6 +127,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
+    let o_base = s * p.M * p.C;
+    let has_bias = (p.flags & 1u) != 0u;
+    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
     for (var i = 0u; i < TM; i++) {
         let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
@@ -123,9 +139,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let gc = gc0 + c;
                 if (gc >= p.C) { break; }
                 var v = acc[i][h][c];
-                if (HAS_BIAS) { v += BIAS[gc]; }
-                if (ACC) { v += O[gm * p.C + gc]; }
-                O[gm * p.C + gc] = v;
+                if (has_bias && s == 0u) { v += BIAS[gc]; }
+                if (acc_out) { v += O[gm * p.C + gc]; }
+                O[o_base + gm * p.C + gc] = v;
             }
         }
     }

@@ -1,0 +1,198 @@
+// q4_mm, double-buffered: the products of q4_mm.wgsl with two k-steps in workgroup memory.
+//   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
+//   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
+// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
+// reads the output and adds to it (O += the product; q4_mm_into).
+// With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
+// its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
+// in order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
+// Tile: a workgroup computes a BM x BC block of O (128 x 128 with 256 threads and an 8 x 8
+// register tile per thread; 128 x 64 with 8 x 4; 64 x 64 with 4 x 4), stepping R by BR (8 or
+// 16; a step never straddles two groups, since G is a multiple of 32). Per step, while the FMAs
+// run on buffer t%2, each thread holds the next step's A values and W code words with their
+// group's (a, b) in registers (global loads in flight); after the FMAs it dequantises them into
+// buffer (t+1)%2, and one barrier per step separates the steps.
+// Workgroup layout as in matmul_db.wgsl: k-major rows of BM/4 (BC/4) vec4 slots, the slot of
+// row k XORed with sw(k) so that the scalar stores of A (and of W in the forward form: one code
+// word is CPW consecutive k of one column) spread over the banks; the TRANS form stores each
+// word as CPW/4 vec4 slots of one row. Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
+// (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC.
+struct Params {
+    M: u32, R: u32, C: u32, wpr: u32,
+    ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
+    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> A: array<AV>;
+@group(0) @binding(1) var<storage, read> CODES: array<u32>;
+@group(0) @binding(2) var<storage, read> AB: array<ABT>;
+@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
+@group(0) @binding(4) var<storage, read_write> O: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+const WX: u32 = BC / TC;
+const WY: u32 = BM / TM;
+const THREADS: u32 = WX * WY;
+const TM4: u32 = TM / 4u;
+const TC4: u32 = TC / 4u;
+const BM4: u32 = BM / 4u;
+const BC4: u32 = BC / 4u;
+// loads per thread per step (rounded up; the tail is guarded): A elements and W code words
+const NA: u32 = (BM * BR / VA + THREADS - 1u) / THREADS;
+const NWORDS: u32 = BC * BR / CPW;
+const NW: u32 = (NWORDS + THREADS - 1u) / THREADS;
+// words per tile row: along k (forward) or along the output columns (TRANS)
+const WPT: u32 = select(BR / CPW, BC / CPW, TRANS);
+
+var<workgroup> As: array<vec4<f32>, 2u * BR * BM4>;
+var<workgroup> Ws: array<vec4<f32>, 2u * BR * BC4>;
+
+fn sw(k: u32) -> u32 { return (k / 4u) * (32u / BR) % 8u; }
+
+// A [M, R], contiguous along r: element e = lid + i*THREADS of the step at r0 (zeros outside
+// the slice end re and M)
+fn fetch_a(m0: u32, r0: u32, re: u32, lid: u32, i: u32) -> AV {
+    let e = lid + i * THREADS;
+    var v = AV();
+    if (e < BM * BR / VA) {
+        let gm = m0 + e / (BR / VA);
+        let gr = r0 + (e % (BR / VA)) * VA;
+        if (gm < p.M && gr < re) { v = A[(gm * p.R + gr) / VA]; }
+    }
+    return v;
+}
+
+fn put_a(buf: u32, k: u32, m: u32, x: f32) { As[(buf * BR + k) * BM4 + ((m / 4u) ^ sw(k))][m % 4u] = x; }
+fn put_w(buf: u32, k: u32, c: u32, x: f32) { Ws[(buf * BR + k) * BC4 + ((c / 4u) ^ sw(k))][c % 4u] = x; }
+
+fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
+    let e = lid + i * THREADS;
+    if (e >= BM * BR / VA) { return; }
+    let m = e / (BR / VA);
+    let k = (e % (BR / VA)) * VA;
+    for (var c = 0u; c < VA; c++) { put_a(buf, k + c, m, a_at(v, c)); }
+}
+
+// Code word e = lid + i*THREADS of the step at r0 and its group's (a, b); outside the weight
+// (or the slice) the word is 0 with (a, b) = 0, which dequantises to 0 for every kind.
+struct Word { w: u32, ab: vec2<f32> }
+
+fn fetch_w(c0: u32, r0: u32, re: u32, lid: u32, i: u32) -> Word {
+    let e = lid + i * THREADS;
+    var x = Word(0u, vec2<f32>(0.0));
+    if (e < NWORDS && r0 < re) {
+        let rowi = e / WPT;
+        let wi = e % WPT;
+        if (!TRANS) { // W rows are the output columns n; the step covers k in [r0, r0 + BR)
+            let n = c0 + rowi;
+            if (n < p.C) {
+                x.w = CODES[n * p.wpr + r0 / CPW + wi];
+                x.ab = group_ab(n * p.ng + r0 / G);
+            }
+        } else { // W rows are the reduction index n in [r0, r0 + BR); columns k in [c0, c0 + BC)
+            let n = r0 + rowi;
+            let kb = c0 + wi * CPW;
+            if (n < re && kb < p.Kp) {
+                x.w = CODES[n * p.wpr + kb / CPW];
+                x.ab = group_ab(n * p.ng + kb / G);
+            }
+        }
+    }
+    return x;
+}
+
+fn store_w(buf: u32, lid: u32, i: u32, x: Word) {
+    let e = lid + i * THREADS;
+    if (e >= NWORDS) { return; }
+    let rowi = e / WPT;
+    let wi = e % WPT;
+    if (!TRANS) {
+        for (var j = 0u; j < CPW; j++) { put_w(buf, wi * CPW + j, rowi, deq(code_f(x.w, j), x.ab)); }
+    } else {
+        let base = (buf * BR + rowi) * BC4;
+        for (var q = 0u; q < CPW / 4u; q++) {
+            let j = q * 4u;
+            Ws[base + (((wi * CPW) / 4u + q) ^ sw(rowi))] =
+                vec4<f32>(deq(code_f(x.w, j), x.ab), deq(code_f(x.w, j + 1u), x.ab),
+                          deq(code_f(x.w, j + 2u), x.ab), deq(code_f(x.w, j + 3u), x.ab));
+        }
+    }
+}
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    let tiles = p.tiles_c * p.tiles_m;
+    if (wg >= tiles * p.splits) { return; }
+    let s = wg / tiles;
+    let t = wg % tiles;
+    let m0 = (t / p.tiles_c) * BM;
+    let c0 = (t % p.tiles_c) * BC;
+    let tx = lid % WX;
+    let ty = lid / WX;
+    let rb = min(p.R, s * p.r_chunk);
+    let re = min(p.R, rb + p.r_chunk);
+    let nt = (re - rb + BR - 1u) / BR;
+
+    var ra: array<AV, NA>;
+    var rw: array<Word, NW>;
+    for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(m0, rb, re, lid, i); }
+    for (var i = 0u; i < NW; i++) { rw[i] = fetch_w(c0, rb, re, lid, i); }
+    for (var i = 0u; i < NA; i++) { store_a(0u, lid, i, ra[i]); }
+    for (var i = 0u; i < NW; i++) { store_w(0u, lid, i, rw[i]); }
+    workgroupBarrier();
+
+    var acc: array<array<vec4<f32>, TC4>, TM>;
+    for (var st = 0u; st < nt; st++) {
+        let cur = st & 1u;
+        let more = st + 1u < nt;
+        if (more) {
+            let r1 = rb + (st + 1u) * BR;
+            for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(m0, r1, re, lid, i); }
+            for (var i = 0u; i < NW; i++) { rw[i] = fetch_w(c0, r1, re, lid, i); }
+        }
+        let abase = cur * BR * BM4;
+        let wbase = cur * BR * BC4;
+        for (var kk = 0u; kk < BR; kk++) {
+            let swk = sw(kk);
+            var av: array<vec4<f32>, TM4>;
+            var bv: array<vec4<f32>, TC4>;
+            for (var g = 0u; g < TM4; g++) { av[g] = As[abase + kk * BM4 + ((g * WY + ty) ^ swk)]; }
+            for (var h = 0u; h < TC4; h++) { bv[h] = Ws[wbase + kk * BC4 + ((h * WX + tx) ^ swk)]; }
+            for (var g = 0u; g < TM4; g++) {
+                for (var r = 0u; r < 4u; r++) {
+                    let a = av[g][r];
+                    for (var h = 0u; h < TC4; h++) {
+                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
+                    }
+                }
+            }
+        }
+        if (more) {
+            for (var i = 0u; i < NA; i++) { store_a(cur ^ 1u, lid, i, ra[i]); }
+            for (var i = 0u; i < NW; i++) { store_w(cur ^ 1u, lid, i, rw[i]); }
+        }
+        workgroupBarrier();
+    }
+
+    let o_base = s * p.M * p.C;
+    let has_bias = (p.flags & 1u) != 0u;
+    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
+    for (var i = 0u; i < TM; i++) {
+        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
+        if (gm >= p.M) { continue; }
+        for (var h = 0u; h < TC4; h++) {
+            let gc0 = c0 + (h * WX + tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gc = gc0 + c;
+                if (gc >= p.C) { break; }
+                var v = acc[i][h][c];
+                if (has_bias && s == 0u) { v += BIAS[gc]; }
+                if (acc_out) { v += O[gm * p.C + gc]; }
+                O[o_base + gm * p.C + gc] = v;
+            }
+        }
+    }
+}

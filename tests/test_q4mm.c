@@ -1,0 +1,209 @@
+#define _POSIX_C_SOURCE 200809L
+/* The q4 GEMM's tile variants and split-K: every variant (single- and double-buffered) in both
+ * orientations (forward O = A·Wᵀ + bias, input gradient O = A·W), unsplit and split, writing a
+ * fresh output and accumulating into an existing one (q4_mm_into), on odd shapes with partial
+ * tiles, every code kind (4-bit symmetric with G = 32/64/128, 4-bit with minimum, 8-bit);
+ * the automatic choice; a built graph run twice. References in fp64 (q4_host.h). */
+#include "harness.h"
+#include "ops/q4/q4_internal.h"
+#include "q4_host.h"
+
+/* One product through variant vi with `splits` K slices forced by the environment knobs
+ * (the sweep's interface). api: through wgml_q4_linear / wgml_q4_linear_dx (fresh output);
+ * else q4_mm_into on an output holding random values, accumulating or overwriting. */
+static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, int kind, int64_t m, int64_t r,
+                    int64_t c, int group, bool bias) {
+    double t0 = now_s();
+    const char *vname = q4_mm_variant_name(vi);
+    char sbuf[16];
+    snprintf(sbuf, sizeof sbuf, "%d", splits);
+    setenv("WGML_Q4_MM_VARIANT", vname, 1);
+    setenv("WGML_Q4_MM_SPLITK", sbuf, 1);
+    int64_t n = trans ? r : c, k = trans ? c : r;
+    hw h = make_weight(T.g, kind, n, k, group, bias);
+    char name[200];
+    snprintf(name, sizeof name, "%s %s S=%d%s%s %s M=%lld R=%lld C=%lld G=%d%s", vname, trans ? "dx" : "fwd", splits,
+             accumulate ? " acc" : "", api ? " api" : "", KIND_NAMES[kind], (long long)m, (long long)r, (long long)c,
+             group, h.bias ? " bias" : "");
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    int pv, ps;
+    q4_mm_plan(T.ctx, m, r, c, &pv, &ps);
+    /* the plan caps the slices at one BR step each */
+    int br = (int)(strstr(vname, "_k8_") ? 8 : strstr(vname, "_k32_") ? 32 : 16);
+    int want_s = splits < (r + br - 1) / br ? splits : (int)((r + br - 1) / br);
+    th_check(pv == vi && ps == want_s, "%s: plan %s S=%d (want S=%d)", name, q4_mm_variant_name(pv), ps, want_s);
+    float *ha = th_random((size_t)(m * r), -1, 1);
+    float *h0 = th_random((size_t)(m * c), -2, 2);
+    int64_t as[2] = {m, r}, os[2] = {m, c};
+    wgml_tensor *a = th_tensor_f32(2, as, ha), *o = NULL;
+    if (api) {
+        o = trans ? wgml_q4_linear_dx(T.g, a, h.w) : wgml_q4_linear(T.g, a, h.w);
+        th_check(o != NULL, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
+    } else {
+        o = th_tensor_f32(2, os, h0);
+        th_check(q4_mm_into(T.g, "q4_mm_test", a, h.w, trans, m, o, accumulate) == WGML_OK, "%s: recorded (%s)", name,
+                 wgml_last_error(T.ctx));
+    }
+    float *got = o ? th_read_f32(o) : NULL;
+    double *ref = trans ? ref_dx(ha, &h, m, n, k) : ref_forward(ha, &h, m, n, k);
+    if (accumulate)
+        for (int64_t i = 0; i < m * c; i++) ref[i] += h0[i];
+    if (got) th_close(name, got, ref, (size_t)(m * c), tol_abs(r), RTOL);
+    printf("  %-86s %.2f s\n", name, now_s() - t0);
+    free(got);
+    free(ref);
+    free(ha);
+    free(h0);
+    wgml_tensor_free(a);
+    wgml_tensor_free(o);
+    free_weight(&h);
+}
+
+/* Every variant x orientation x split (off, 3) x (fresh, accumulate), the forward with and
+ * without a bias. The pipeline depends on the variant, the orientation, the code kind, G and
+ * whether R is a multiple of 4 (vec4 loads of A), not on split, bias or ACC (uniform flags), so
+ * each variant keeps one kind per orientation (rotating over the variants) to bound the
+ * compile time on lavapipe; M and C leave partial tiles for every tile size. */
+static void test_variants(void) {
+    static const int groups[] = {32, 64, 128};
+    for (int v = 0; v < q4_mm_variant_count(); v++) {
+        double t0 = now_s();
+        for (int trans = 0; trans < 2; trans++)
+            for (int si = 0; si < 2; si++)
+                for (int acc = 0; acc < 2; acc++) {
+                    int splits = si ? 3 : 1;
+                    int64_t m = acc ? 133 : 70;
+                    bool odd_r = v % 2 == 1;
+                    int kind = trans ? v % 3 : 0;
+                    int group = kind == 0 ? groups[(v + trans) % 3] : 32;
+                    int64_t r, c;
+                    if (!trans) {
+                        r = odd_r ? 203 : 200; /* K */
+                        c = acc ? 150 : 37;    /* N */
+                    } else {
+                        r = odd_r ? 151 : 148;                            /* N */
+                        c = kind == 0 ? (acc ? 200 : 77) : 96 + 64 * acc; /* K */
+                    }
+                    /* the fresh-output cases alternate between the public API and q4_mm_into */
+                    bool api = !acc && (v + trans + si) % 2 == 0;
+                    case_mm(v, trans, splits, acc != 0, api, kind, m, r, c, group, !trans && (si + acc) != 1);
+                }
+        printf("  variant %-22s %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
+    }
+    /* the forward with the GGUF kinds (4-bit with minimum, 8-bit) on double-buffered tiles */
+    case_mm(3, 0, 1, false, true, 1, 133, 160, 150, 32, false);
+    case_mm(3, 0, 3, true, false, 1, 70, 160, 37, 32, false);
+    case_mm(5, 0, 1, true, false, 2, 133, 96, 150, 32, false);
+    case_mm(5, 0, 3, false, true, 2, 70, 96, 37, 32, false);
+    /* more slices than steps (capped: one step each) and many slices with a bias and ACC */
+    case_mm(3, 0, 64, true, false, 0, 70, 96, 37, 32, true);
+    case_mm(5, 1, 7, true, false, 2, 133, 300, 96, 32, false);
+    case_mm(0, 0, 5, false, true, 0, 65, 1000, 66, 128, true);
+    unsetenv("WGML_Q4_MM_VARIANT");
+    unsetenv("WGML_Q4_MM_SPLITK");
+}
+
+/* The automatic choice (no knobs set): db 128 x 128 where it gives >= 256 tiles, else db
+ * 128 x 64; split when the tiles are < 264, R >= 1024 and the product has >= 2^24 MACs. */
+static void test_auto(void) {
+    static const struct {
+        int64_t m, r, c;
+        const char *variant;
+        int splits;
+    } cases[] = {
+        {4096, 576, 1536, "db128x128_k8_r8x8", 1},  /* training forward: 384 tiles */
+        {4096, 1536, 576, "db128x64_k16_r8x4", 1},  /* 160 tiles of 128 x 128; 288 of 128 x 64 */
+        {4096, 576, 49152, "db128x128_k8_r8x8", 1}, /* the LM head */
+        {512, 1536, 576, "db128x64_k16_r8x4", 6},   /* 36 tiles, R = 1536: min(30, 1536/256) */
+        {512, 576, 1536, "db128x64_k16_r8x4", 1},   /* R < 1024 */
+        {70, 4096, 37, "db128x64_k16_r8x4", 1},     /* too small a product to split */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int v, s;
+        q4_mm_plan(T.ctx, cases[i].m, cases[i].r, cases[i].c, &v, &s);
+        const char *want = cases[i].variant;
+        int want_s = cases[i].splits;
+        th_check(!strcmp(q4_mm_variant_name(v), want) && s == want_s,
+                 "auto plan M=%lld R=%lld C=%lld: %s S=%d (want %s S=%d)", (long long)cases[i].m,
+                 (long long)cases[i].r, (long long)cases[i].c, q4_mm_variant_name(v), s, want, want_s);
+    }
+    /* an unknown name falls back to the automatic choice; an index selects by position */
+    int v, s;
+    setenv("WGML_Q4_MM_VARIANT", "no_such_tile", 1);
+    q4_mm_plan(T.ctx, 4096, 576, 1536, &v, &s);
+    th_check(!strcmp(q4_mm_variant_name(v), "db128x128_k8_r8x8"), "unknown variant name: auto (%s)",
+             q4_mm_variant_name(v));
+    setenv("WGML_Q4_MM_VARIANT", "0", 1);
+    setenv("WGML_Q4_MM_SPLITK", "1", 1);
+    q4_mm_plan(T.ctx, 512, 1536, 576, &v, &s);
+    th_check(v == 0 && s == 1, "variant by index 0, split 1: %s S=%d", q4_mm_variant_name(v), s);
+    unsetenv("WGML_Q4_MM_VARIANT");
+    unsetenv("WGML_Q4_MM_SPLITK");
+    /* the automatic split on a real product: M = 512, R = 1536, C = 576 at S = 6 */
+    case_mm(5, 1, 6, false, true, 0, 512, 1536, 576, 64, false);
+    unsetenv("WGML_Q4_MM_VARIANT");
+    unsetenv("WGML_Q4_MM_SPLITK");
+}
+
+/* A built graph with split double-buffered products (forward with bias; input gradient
+ * accumulated into an existing tensor), run twice with new inputs. */
+static void test_graph(void) {
+    const int64_t m = 70, n = 150, k = 200;
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    hw h = make_weight(g, 0, n, k, 64, true);
+    setenv("WGML_Q4_MM_VARIANT", "db128x64_k16_r8x4", 1);
+    setenv("WGML_Q4_MM_SPLITK", "3", 1);
+    int64_t xs[2] = {m, k}, ds[2] = {m, n};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *d = wgml_tensor_new(g, WGML_F32, 2, ds);
+    wgml_tensor *gx = wgml_tensor_new(g, WGML_F32, 2, xs);
+    wgml_tensor *o = h.w && x ? wgml_q4_linear(g, x, h.w) : NULL;
+    setenv("WGML_Q4_MM_VARIANT", "db128x128_k8_r8x8", 1);
+    setenv("WGML_Q4_MM_SPLITK", "4", 1);
+    wgml_status s = h.w && d && gx ? q4_mm_into(g, "q4_mm_test", d, h.w, 1, m, gx, true) : WGML_ERR_ARG;
+    unsetenv("WGML_Q4_MM_VARIANT");
+    unsetenv("WGML_Q4_MM_SPLITK");
+    bool ok = o && s == WGML_OK && !wgml_graph_keep(g, o) && !wgml_graph_keep(g, gx) && !wgml_graph_compile(g);
+    th_check(ok, "graph built: %s", wgml_last_error(T.ctx));
+    for (int run = 0; ok && run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1), *hd = th_random((size_t)(m * n), -1, 1);
+        float *g0 = th_random((size_t)(m * k), -1, 1);
+        wgml_tensor_write(x, hx, sizeof(float) * (size_t)(m * k));
+        wgml_tensor_write(d, hd, sizeof(float) * (size_t)(m * n));
+        wgml_tensor_write(gx, g0, sizeof(float) * (size_t)(m * k));
+        th_check(wgml_graph_run(g) == WGML_OK, "graph run %d: %s", run, wgml_last_error(T.ctx));
+        float *go = th_read_f32(o), *gg = th_read_f32(gx);
+        double *ro = ref_forward(hx, &h, m, n, k), *rg = ref_dx(hd, &h, m, n, k);
+        for (int64_t i = 0; i < m * k; i++) rg[i] += g0[i];
+        char name[96];
+        snprintf(name, sizeof name, "graph run %d: forward + bias (db128x64, S=3)", run);
+        if (go) th_close(name, go, ro, (size_t)(m * n), tol_abs(k), RTOL);
+        snprintf(name, sizeof name, "graph run %d: d_x accumulated (db128x128, S=4)", run);
+        if (gg) th_close(name, gg, rg, (size_t)(m * k), tol_abs(n), RTOL);
+        free(hx);
+        free(hd);
+        free(g0);
+        free(go);
+        free(gg);
+        free(ro);
+        free(rg);
+    }
+    free_weight(&h);
+    wgml_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_q4mm", argc, argv);
+    double t0 = now_s();
+    test_variants();
+    printf("variants x orientation x split x acc: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_auto();
+    printf("automatic choice: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_graph();
+    printf("built graph: %.2f s\n", now_s() - t0);
+    return th_done();
+}
