@@ -2,7 +2,7 @@
 // before the rows pass when the rows are too many for every row workgroup to count them
 // itself (train_ce.c: R > V / 4 with dlogits). Writes stats[2] only; train_ce_sum writes all
 // three statistics at the end of the call.
-// Workgroup: one workgroup of 256 threads; thread t owns labels t, t+256, ..., loaded 8 at a
+// Workgroup: one workgroup of 256 threads; thread t owns labels t, t+256, ..., loaded 16 at a
 // time (independent loads in flight, masked past the end), and the counts are merged by a tree
 // in workgroup memory.
 struct Params { n_rows: u32, vocab: u32 }
@@ -11,7 +11,7 @@ struct Params { n_rows: u32, vocab: u32 }
 @group(0) @binding(1) var<storage, read_write> stats: array<i32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-const U: u32 = 8u;
+const U: u32 = 16u;
 
 var<workgroup> s_valid: array<u32, 256>;
 

@@ -4,7 +4,7 @@
 //   stats[1] = the first such row (-1 when none), stats[2] = n_valid (0 <= label < vocab),
 //   loss[0]  = sum of row_loss[0..R) / n_valid (0 when no row is valid).
 // Workgroup: one workgroup of 256 threads for the whole call; thread t owns rows t, t+256, ...
-// It loads them 8 at a time (8 independent loads in flight per thread, masked past the end:
+// It loads them 16 at a time (16 independent loads in flight per thread, masked past the end:
 // a long serial chain of loads would make this one small workgroup latency-bound), then adds
 // them in row order; a tree in workgroup memory merges the 256 partial sums and counts. The
 // order is fixed, so the loss is the same bits on every run (no float atomics).
@@ -16,7 +16,7 @@ struct Params { n_rows: u32, vocab: u32 }
 @group(0) @binding(3) var<storage, read_write> loss: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-const U: u32 = 8u;
+const U: u32 = 16u;
 
 var<workgroup> ss: array<f32, 256>;
 var<workgroup> s_valid: array<u32, 256>;
