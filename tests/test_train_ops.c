@@ -278,9 +278,10 @@ static void test_ce_dispatches(void) {
 
 /* Many rows counted inline (1,200 row workgroups of 256 threads, each reading all 1,200 labels:
  * more than one wave of an H200, 8 such workgroups per SM x 132 SMs), run three times in
- * one built graph and once more with n_valid counted by the count dispatch
- * ($WGML_CE_COUNT=dispatch): the loss and dlogits are the same bits every run and in both
- * modes (the count is an integer either way and the loss is summed in one fixed order). */
+ * one built graph, then once each with n_valid counted by the count dispatch
+ * ($WGML_CE_COUNT=dispatch) and inline by workgroups of 7 rows each (inline:7; the last one
+ * has 3): the loss and dlogits are the same bits every run and in every mode (the count is an
+ * integer either way and the loss is summed in one fixed order). */
 static void test_ce_repeat(void) {
     int64_t rows = 1200, v = 4800, shape[2] = {1200, 4800}, n = rows * v;
     float *hx = th_random((size_t)n, -6, 6);
@@ -290,47 +291,63 @@ static void test_ce_repeat(void) {
         if (hl[r] >= v) hl[r] = (int32_t)v - 1;
         if (th_uniform(0, 1) < 0.2) hl[r] = -100;
     }
-    float loss_bits[4] = {0}, *d0 = malloc(sizeof(float) * (size_t)n), *d1 = malloc(sizeof(float) * (size_t)n);
+    static const char *env[3] = {NULL, "dispatch", "inline:7"};
+    static const char *want[3] = {"train_ce_rows train_ce_sum", "train_ce_count train_ce_rows train_ce_sum",
+                                  "train_ce_rows train_ce_sum"};
+    float loss_bits[5] = {0}, *d0 = malloc(sizeof(float) * (size_t)n), *d1 = malloc(sizeof(float) * (size_t)n);
     bool same_d = true;
-    char shaders[2][200] = {"", ""};
+    int nl = 0;
     double t0 = now();
-    for (int mode = 0; mode < 2; mode++) {
-        if (mode) setenv("WGML_CE_COUNT", "dispatch", 1);
+    for (int mode = 0; mode < 3; mode++) {
+        if (env[mode]) setenv("WGML_CE_COUNT", env[mode], 1);
         wgml_graph *g = wgml_graph_new(T.ctx);
         wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
         wgml_tensor *dl = NULL, *loss = wgml_cross_entropy(g, x, l, &dl);
         bool ok = loss && dl && !wgml_graph_keep(g, loss) && !wgml_graph_keep(g, dl) && !wgml_graph_compile(g) &&
                   !wgml_tensor_write(x, hx, sizeof(float) * (size_t)n) &&
                   !wgml_tensor_write(l, hl, sizeof(int32_t) * (size_t)rows);
-        graph_shaders(g, shaders[mode], sizeof shaders[mode]);
+        char shaders[200];
+        graph_shaders(g, shaders, sizeof shaders);
+        th_check(!strcmp(shaders, want[mode]), "[1200, 4800] %s: dispatches \"%s\" (want \"%s\")",
+                 env[mode] ? env[mode] : "default", shaders, want[mode]);
         for (int run = 0; ok && run < (mode ? 1 : 3); run++) {
             float *dst = run == 0 && mode == 0 ? d0 : d1;
-            ok = !wgml_graph_run(g) && !wgml_tensor_read(loss, &loss_bits[mode ? 3 : run], sizeof(float)) &&
+            ok = !wgml_graph_run(g) && !wgml_tensor_read(loss, &loss_bits[nl++], sizeof(float)) &&
                  !wgml_tensor_read(dl, dst, sizeof(float) * (size_t)n);
             if (ok && dst == d1) same_d = same_d && !memcmp(d0, d1, sizeof(float) * (size_t)n);
         }
-        th_check(ok, "cross_entropy [1200, 4800] graph (%s count): %s", mode ? "dispatch" : "inline",
+        th_check(ok, "cross_entropy [1200, 4800] graph (%s): %s", env[mode] ? env[mode] : "default",
                  wgml_last_error(T.ctx));
         wgml_graph_free(g);
-        if (mode) unsetenv("WGML_CE_COUNT");
+        if (env[mode]) unsetenv("WGML_CE_COUNT");
     }
     double dt = now() - t0;
-    th_check(!strcmp(shaders[0], "train_ce_rows train_ce_sum") &&
-                 !strcmp(shaders[1], "train_ce_count train_ce_rows train_ce_sum"),
-             "[1200, 4800] dispatches: inline \"%s\", forced count \"%s\"", shaders[0], shaders[1]);
-    th_check(!memcmp(&loss_bits[0], &loss_bits[1], 4) && !memcmp(&loss_bits[0], &loss_bits[2], 4) &&
-                 !memcmp(&loss_bits[0], &loss_bits[3], 4),
-             "cross_entropy [1200, 4800]: the same loss bits on 3 runs and with the count dispatch (%.9g %.9g %.9g "
-             "%.9g)",
-             (double)loss_bits[0], (double)loss_bits[1], (double)loss_bits[2], (double)loss_bits[3]);
-    th_check(same_d, "cross_entropy [1200, 4800]: the same dlogits bits on every run and in both count modes");
+    bool same_l = nl == 5;
+    for (int i = 1; i < nl; i++) same_l = same_l && !memcmp(&loss_bits[0], &loss_bits[i], 4);
+    th_check(same_l,
+             "cross_entropy [1200, 4800]: the same loss bits on 3 runs, with the count dispatch and inline:7 (%.9g "
+             "%.9g %.9g %.9g %.9g)",
+             (double)loss_bits[0], (double)loss_bits[1], (double)loss_bits[2], (double)loss_bits[3],
+             (double)loss_bits[4]);
+    th_check(same_d, "cross_entropy [1200, 4800]: the same dlogits bits on every run and in every count mode");
     double rl, *rd = malloc(sizeof(double) * (size_t)n);
     int64_t nv = ref_ce(hx, hl, rows, v, 1, &rl, rd);
     char nm[120];
-    snprintf(nm, sizeof nm, "cross_entropy [1200, 4800] %lld valid, 4 graph runs (%.0f ms)", (long long)nv, dt * 1e3);
+    snprintf(nm, sizeof nm, "cross_entropy [1200, 4800] %lld valid, 5 graph runs (%.0f ms)", (long long)nv, dt * 1e3);
     th_close(nm, &loss_bits[0], &rl, 1, 2e-6 * (6 + log((double)v)), 1e-5);
     th_close("  dlogits [1200, 4800]", d0, rd, (size_t)n, 2e-6 / (double)nv, 1e-4);
     free(hx); free(hl); free(d0); free(d1); free(rd);
+}
+
+/* Inline counting with several rows per workgroup where R > V/4 (the default there is the count
+ * dispatch): 5,001 rows of 8 (scalar labels) in workgroups of 64 rows, eager, against the
+ * reference; and a scaled single-valid-label case in workgroups of 3 rows. */
+static void test_ce_multirow(void) {
+    setenv("WGML_CE_COUNT", "inline:64", 1);
+    case_ce(5001, 8, 0.25, -4, 4, -1, true);
+    setenv("WGML_CE_COUNT", "inline:3", 1);
+    case_ce(40, 20, 2.0, -3, 3, 0.5, true);
+    unsetenv("WGML_CE_COUNT");
 }
 
 static void test_ce_errors(void) {
@@ -722,7 +739,8 @@ int main(int argc, char **argv) {
     test_ce_dispatches();
     t0 = now();
     test_ce_repeat();
-    printf("  cross_entropy repeat: %.1f s\n", now() - t0);
+    test_ce_multirow();
+    printf("  cross_entropy repeat and multi-row: %.1f s\n", now() - t0);
     test_ce_errors();
     t0 = now();
     test_adamw_eager();

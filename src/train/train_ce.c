@@ -29,32 +29,43 @@ static uint32_t ce_workgroup(uint64_t loads) {
  * 1 / 4: every row workgroup counts the labels itself, read as i32 / vec4<i32>. Inline when
  * the R labels are at most a quarter of a row's V logits, so each workgroup's extra reads stay
  * small (they are the same words for every workgroup: cache hits) and the count grows no
- * worse than the rows pass itself; a count dispatch costs about as much as a tiny kernel. */
-static int ce_count_mode(int64_t rows, int64_t vocab) {
+ * worse than the rows pass itself; a count dispatch costs about as much as a tiny kernel.
+ * $WGML_CE_COUNT (for measuring): "dispatch", "inline", or "inline:N" (inline, each workgroup
+ * owning N rows one after the other, 1..64, so the labels are read once per N rows). *rpw
+ * receives the rows per workgroup (1 unless asked). */
+static int ce_count_mode(int64_t rows, int64_t vocab, uint32_t *rpw) {
     const char *e = getenv("WGML_CE_COUNT");
     bool inl = (uint64_t)rows * 4 <= (uint64_t)vocab;
-    if (e && !strcmp(e, "inline")) inl = true;
-    else if (e && !strcmp(e, "dispatch")) inl = false;
+    *rpw = 1;
+    if (e && !strncmp(e, "inline", 6)) {
+        inl = true;
+        long n = e[6] == ':' ? strtol(e + 7, NULL, 10) : 1;
+        *rpw = n >= 1 && n <= 64 ? (uint32_t)n : 1;
+    } else if (e && !strcmp(e, "dispatch")) {
+        inl = false;
+    }
     return !inl ? 0 : rows % 4 == 0 ? 4 : 1;
 }
 
-static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, bool has_scale, int count) {
+static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, bool has_scale, int count,
+                       uint32_t rpw) {
     const char *hd = has_d ? "true" : "false", *hs = has_scale ? "true" : "false";
-    char cnt[512];
+    char cnt[600];
     if (count == 4)
         snprintf(cnt, sizeof cnt,
-                 "const COUNT: u32 = 4u; alias LV = vec4<i32>;\n"
+                 "const RPW: u32 = %uu; const COUNT: u32 = 4u; alias LV = vec4<i32>;\n"
                  "fn n_ok(v: LV, vocab: i32) -> u32 {\n"
                  "  let c = select(vec4<u32>(0u), vec4<u32>(1u), (v >= LV(0)) & (v < LV(vocab)));\n"
                  "  return c.x + c.y + c.z + c.w;\n"
                  "}\n"
-                 "fn stat(v: LV) -> i32 { return v.x; }\n");
+                 "fn stat(v: LV) -> i32 { return v.x; }\n",
+                 rpw);
     else
         snprintf(cnt, sizeof cnt,
-                 "const COUNT: u32 = %du; alias LV = i32;\n"
+                 "const RPW: u32 = %uu; const COUNT: u32 = %du; alias LV = i32;\n"
                  "fn n_ok(v: LV, vocab: i32) -> u32 { return select(0u, 1u, v >= 0 && v < vocab); }\n"
                  "fn stat(v: LV) -> i32 { return v; }\n",
-                 count);
+                 rpw, count);
     if (vw == 4)
         snprintf(buf, n,
                  "const WG: u32 = %uu; const VW: u32 = 4u; alias V = vec4<f32>;\n"
@@ -169,7 +180,9 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
                                           : graph_output(g, op, WGML_F32, 1, &four))
                            : NULL;
     wgml_status s = dx ? WGML_OK : wgml_last_status(ctx);
-    int count = dlogits_out ? ce_count_mode(rows, vocab) : 0;
+    uint32_t rpw = 1;
+    int count = dlogits_out ? ce_count_mode(rows, vocab, &rpw) : 0;
+    if (!count) rpw = 1;
     if (!s && dlogits_out && !count) {
         struct { uint32_t n_rows, vocab; } pc = {(uint32_t)rows, (uint32_t)vocab};
         s = graph_dispatch(g, op, "train_ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
@@ -178,12 +191,13 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
         int vw = vocab % 4 == 0 ? 4 : 1;
         char prelude[1024];
         ce_prelude(prelude, sizeof prelude, ce_workgroup((uint64_t)vocab / (uint64_t)vw), vw, dlogits_out != NULL,
-                   scale != NULL, count);
+                   scale != NULL, count, rpw);
         struct { uint32_t n_rows, vocab; float ninf; uint32_t n_cnt; } pr = {
             (uint32_t)rows, (uint32_t)vocab, -INFINITY, (uint32_t)(count ? rows / count : 0)};
         /* binding 2: the labels again when the row workgroups count n_valid, else the statistics */
         wgml_tensor *ro[4] = {logits, labels, count ? labels : stats, scale ? scale : labels}, *rw[2] = {row_loss, dx};
-        s = graph_dispatch(g, op, "train_ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr, (uint64_t)rows);
+        s = graph_dispatch(g, op, "train_ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr,
+                           ((uint64_t)rows + rpw - 1) / rpw);
     }
     if (!s) s = train_ce_finish(g, op, row_loss, labels, vocab, stats, loss);
     if (stats != status) wgml_tensor_free(stats);
