@@ -9,7 +9,8 @@
  *                        summed in a fixed order / n_valid.
  * The sum stays a dispatch of its own: WGSL cannot make the rows of other workgroups visible to
  * a "last workgroup" (storageBarrier has workgroup memory scope and atomics are relaxed only).
- * $WGML_CE_COUNT=inline|dispatch overrides the choice of where n_valid is counted (benchmarks). */
+ * $WGML_CE_COUNT=dispatch|inline|inline:N overrides the choice of where n_valid is counted, for
+ * measuring (see ce_count_mode). */
 #include "graph/graph.h"
 #include "train/train_ce.h"
 
