@@ -258,6 +258,15 @@ static void test_graph(int kind) {
         th_check(memcmp(gs, want, sizeof want) == 0, "graph run %d: status [%d, %d, %d], want [%d, %d, %d]", run + 1,
                  gs[0], gs[1], gs[2], want[0], want[1], want[2]);
         free(hh);
+        if (run == 1) { /* the same inputs again: the same bits (fixed-order sums only) */
+            float gl2 = NAN, gd2[50 * 64];
+            int32_t gs2[3] = {0};
+            bool ok = !wgml_graph_run(g) && !wgml_tensor_read(loss, &gl2, sizeof gl2) &&
+                      !wgml_tensor_read(dh, gd2, sizeof gd2) && !wgml_tensor_read(st, gs2, sizeof gs2);
+            th_check(ok && !memcmp(&gl, &gl2, sizeof gl) && !memcmp(gd, gd2, sizeof gd) && !memcmp(gs, gs2, sizeof gs),
+                     "graph %s run 3 (run 2's inputs): the same loss, d_h and status bits (%.9g vs %.9g)", KIND[kind],
+                     (double)gl2, (double)gl);
+        }
     }
     head_free(&hd);
     wgml_graph_free(g);
@@ -299,7 +308,8 @@ static void test_graph(int kind) {
 
 /* No [R, V] tensor: a built graph's intermediates (scratch, accumulator, d_h, statistics)
  * stay well below the logits' bytes, and the dispatch count is 2 per chunk for the loss alone
- * and 3 per chunk with d_h (plus count, sum and the d_h finish). */
+ * and 3 per chunk with d_h (plus the input's mul_scalar, the sum, which also counts n_valid,
+ * and the d_h finish; no count dispatch). */
 static void test_memory(void) {
     int64_t rows = 64, d = 32, v = 4096, hs[2] = {rows, d}, ws[2] = {v, d};
     /* the dispatch count below assumes one dispatch per chunk GEMM: no split-K reduction */
@@ -311,10 +321,19 @@ static void test_memory(void) {
         wgml_tensor *loss = wgml_lmhead_ce(g, wgml_mul_scalar(g, h, 1.0f), w, l, 256, NULL, with_d ? &dh : NULL);
         bool ok = loss && !wgml_graph_keep(g, loss) && (!dh || !wgml_graph_keep(g, dh)) && !wgml_graph_compile(g);
         uint64_t arena = wgml_graph_arena_bytes(g), logits = (uint64_t)(rows * v * 4);
-        size_t nd = wgml_graph_dispatch_count(g), want = 1 + (with_d ? 3 : 2) * 16 + 1 + (with_d ? 1 : 0) + 1;
+        size_t nd = wgml_graph_dispatch_count(g), want = 1 + (with_d ? 3 : 2) * 16 + 1 + (with_d ? 1 : 0);
         th_check(ok && arena * 4 < logits, "%s: arena %llu bytes < 1/4 of the %llu bytes of logits", with_d ? "with d_h" : "loss only",
                  (unsigned long long)arena, (unsigned long long)logits);
         th_check(nd == want, "%s: %zu dispatches (want %zu)", with_d ? "with d_h" : "loss only", nd, want);
+        int n_count = 0, n_sum = 0;
+        for (size_t i = 0; i < nd; i++) {
+            const char *sh = NULL;
+            wgml_graph_dispatch_name(g, i, &sh);
+            n_count += sh && !strcmp(sh, "train_ce_count");
+            n_sum += sh && !strcmp(sh, "train_ce_sum");
+        }
+        th_check(n_count == 0 && n_sum == 1, "%s: no train_ce_count dispatch (%d) and one train_ce_sum (%d)",
+                 with_d ? "with d_h" : "loss only", n_count, n_sum);
         printf("  memory %s: arena %llu bytes (logits would be %llu), %zu dispatches\n", with_d ? "with d_h" : "loss only",
                (unsigned long long)arena, (unsigned long long)logits, nd);
         wgml_graph_free(g);

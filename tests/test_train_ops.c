@@ -1,9 +1,12 @@
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200809L
 /* Training operators: fused cross-entropy and AdamW against plain double-precision loops.
  * cross_entropy: masked rows, all rows masked, vocab 49,152 with few rows, 70,000 rows of a
  * small vocab (more than 65,535 workgroups), logits spanning ±40, a grad scale, loss only, a
  * label >= V (eager: an error naming the row; built graph: ignored and flagged in the status
- * tensor), a built graph run twice, bad input.
+ * tensor), a built graph run twice, bad input; where n_valid is counted (inline in the row
+ * workgroups for R <= V/4 with dlogits, else a count dispatch) with the dispatches of each
+ * form, a single valid label and every row ignored in both, 1,200 row workgroups counting
+ * inline, and a graph run repeatedly giving the same loss and dlogits bits in both forms.
  * AdamW: parameters of 7, 37, 129 and 576x64 elements in the flat buffers; 10 eager steps with
  * weight decay changed at a later step and lr changed between steps; 10 runs of one built graph
  * with clipping, a cosine lr and a NaN gradient at step 5 (skipped, reported, and the next
@@ -50,7 +53,8 @@ static int64_t ref_ce(const float *x, const int32_t *lab, int64_t rows, int64_t 
 static int n_ce_dumped;
 
 /* Random logits in [lo, hi], labels in [0, V) with a share of ignored rows (-100 and -1).
- * mask: fraction of ignored rows (1: all). scale < 0: no grad_scale tensor. */
+ * mask: fraction of ignored rows (1: all; 2: all but row rows / 2). scale < 0: no grad_scale
+ * tensor. */
 static void case_ce(int64_t rows, int64_t v, double mask, double lo, double hi, double scale, bool with_d) {
     int64_t shape[2] = {rows, v};
     float *hx = th_random((size_t)(rows * v), lo, hi);
@@ -64,8 +68,8 @@ static void case_ce(int64_t rows, int64_t v, double mask, double lo, double hi, 
         hl[1] = -100;
         hl[rows - 1] = -1;
     }
-    if (mask >= 1)
-        for (int64_t r = 0; r < rows; r++) hl[r] = -100;
+    if (mask >= 1) /* 1: every row ignored; 2: every row but one */
+        for (int64_t r = 0; r < rows; r++) hl[r] = mask >= 2 && r == rows / 2 ? (int32_t)(v / 3) : -100;
     wgml_tensor *x = th_tensor_f32(2, shape, hx), *l = th_tensor_i32(1, &rows, hl), *sc = NULL;
     float fs = (float)(scale < 0 ? 1 : scale);
     if (scale >= 0) {
@@ -143,7 +147,9 @@ static void test_ce_graph(void) {
     wgml_tensor *dl = NULL, *loss = wgml_cross_entropy_ex(g, x, l, &opt, &dl);
     th_check(loss && dl && !wgml_graph_keep(g, loss) && !wgml_graph_keep(g, dl) && !wgml_graph_compile(g),
              "cross_entropy graph builds and compiles: %s", wgml_last_error(T.ctx));
-    th_check(wgml_graph_dispatch_count(g) == 3, "cross_entropy is 3 dispatches (got %zu)", wgml_graph_dispatch_count(g));
+    /* 37 rows <= 1000 / 4: the row workgroups count n_valid, then the sum (no count dispatch) */
+    th_check(wgml_graph_dispatch_count(g) == 2, "cross_entropy with R <= V/4 is 2 dispatches (got %zu)",
+             wgml_graph_dispatch_count(g));
     for (int run = 0; run < 2; run++) {
         float *hx = th_random((size_t)(rows * v), -8, 8), fs = run ? 0.25f : 1.0f;
         int32_t hl[37];
@@ -205,6 +211,143 @@ static void test_ce_graph_arena(void) {
         free(hx);
     }
     wgml_graph_free(g);
+}
+
+/* The shaders a built graph's dispatches run, joined by spaces. */
+static void graph_shaders(wgml_graph *g, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (size_t i = 0; i < wgml_graph_dispatch_count(g); i++) {
+        const char *sh = NULL;
+        wgml_graph_dispatch_name(g, i, &sh);
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, "%s%s", len ? " " : "", sh ? sh : "?");
+    }
+}
+
+/* Dispatches of one cross-entropy in a built graph: with dlogits and R <= V/4 the row
+ * workgroups count n_valid themselves (no count dispatch: rows + sum); loss only is rows + sum
+ * whatever R; R > V/4 with dlogits keeps the count dispatch (count + rows + sum). The label
+ * statistics are always written (by the sum), checked against the host. */
+static void test_ce_dispatches(void) {
+    struct { int64_t rows, v; bool with_d; const char *want; } cs[] = {
+        {64, 256, true, "train_ce_rows train_ce_sum"},       /* R = V/4, vec4 labels */
+        {63, 256, true, "train_ce_rows train_ce_sum"},       /* scalar labels */
+        {65, 256, true, "train_ce_count train_ce_rows train_ce_sum"},
+        {300, 64, false, "train_ce_rows train_ce_sum"},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int64_t rows = cs[c].rows, v = cs[c].v, shape[2] = {rows, v}, three = 3;
+        wgml_graph *g = wgml_graph_new(T.ctx);
+        wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+        wgml_tensor *st = wgml_tensor_new(g, WGML_I32, 1, &three);
+        wgml_ce_options opt = {NULL, st};
+        wgml_tensor *dl = NULL, *loss = wgml_cross_entropy_ex(g, x, l, &opt, cs[c].with_d ? &dl : NULL);
+        bool ok = loss && !wgml_graph_keep(g, loss) && (!dl || !wgml_graph_keep(g, dl)) && !wgml_graph_compile(g);
+        char got[200];
+        graph_shaders(g, got, sizeof got);
+        th_check(ok && !strcmp(got, cs[c].want), "cross_entropy [%lld, %lld]%s dispatches: %s (want %s)",
+                 (long long)rows, (long long)v, cs[c].with_d ? "" : " loss only", got, cs[c].want);
+        float *hx = th_random((size_t)(rows * v), -5, 5);
+        int32_t *hl = malloc(sizeof(int32_t) * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) hl[r] = r % 3 == 0 ? -100 : (int32_t)((r * 101) % v);
+        hl[rows - 2] = (int32_t)v; /* out of range: ignored and reported */
+        hl[rows - 1] = (int32_t)v + 7;
+        ok = ok && !wgml_tensor_write(x, hx, sizeof(float) * (size_t)(rows * v)) &&
+             !wgml_tensor_write(l, hl, sizeof(int32_t) * (size_t)rows) && !wgml_graph_run(g);
+        float gl = NAN, *gd = dl ? malloc(sizeof(float) * (size_t)(rows * v)) : NULL;
+        int32_t gs[3] = {0, 0, 0};
+        ok = ok && !wgml_tensor_read(loss, &gl, sizeof gl) && !wgml_tensor_read(st, gs, sizeof gs) &&
+             (!dl || !wgml_tensor_read(dl, gd, sizeof(float) * (size_t)(rows * v)));
+        th_check(ok, "cross_entropy dispatch graph runs: %s", wgml_last_error(T.ctx));
+        double rl, *rd = dl ? malloc(sizeof(double) * (size_t)(rows * v)) : NULL;
+        int64_t nv = ref_ce(hx, hl, rows, v, 1, &rl, rd);
+        char nm[120];
+        snprintf(nm, sizeof nm, "  [%lld, %lld] loss", (long long)rows, (long long)v);
+        th_close(nm, &gl, &rl, 1, 2e-5, 1e-5);
+        if (dl) {
+            snprintf(nm, sizeof nm, "  [%lld, %lld] dlogits", (long long)rows, (long long)v);
+            th_close(nm, gd, rd, (size_t)(rows * v), 2e-6 / (double)nv, 1e-4);
+        }
+        int32_t want[3] = {2, (int32_t)rows - 2, (int32_t)nv};
+        th_check(!memcmp(gs, want, sizeof want), "  [%lld, %lld] status [%d, %d, %d], want [%d, %d, %d]",
+                 (long long)rows, (long long)v, gs[0], gs[1], gs[2], want[0], want[1], want[2]);
+        free(hx); free(hl); free(gd); free(rd);
+        wgml_graph_free(g);
+    }
+}
+
+/* Many rows counted inline (1,200 row workgroups of 256 threads, each reading all 1,200 labels:
+ * more than one wave of an H200, 8 such workgroups per SM x 132 SMs), run three times in
+ * one built graph, then once each with n_valid counted by the count dispatch
+ * ($WGML_CE_COUNT=dispatch) and inline by workgroups of 7 rows each (inline:7; the last one
+ * has 3): the loss and dlogits are the same bits every run and in every mode (the count is an
+ * integer either way and the loss is summed in one fixed order). */
+static void test_ce_repeat(void) {
+    int64_t rows = 1200, v = 4800, shape[2] = {1200, 4800}, n = rows * v;
+    float *hx = th_random((size_t)n, -6, 6);
+    int32_t *hl = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        hl[r] = (int32_t)th_uniform(0, (double)v);
+        if (hl[r] >= v) hl[r] = (int32_t)v - 1;
+        if (th_uniform(0, 1) < 0.2) hl[r] = -100;
+    }
+    static const char *env[3] = {NULL, "dispatch", "inline:7"};
+    static const char *want[3] = {"train_ce_rows train_ce_sum", "train_ce_count train_ce_rows train_ce_sum",
+                                  "train_ce_rows train_ce_sum"};
+    float loss_bits[5] = {0}, *d0 = malloc(sizeof(float) * (size_t)n), *d1 = malloc(sizeof(float) * (size_t)n);
+    bool same_d = true;
+    int nl = 0;
+    double t0 = now();
+    for (int mode = 0; mode < 3; mode++) {
+        if (env[mode]) setenv("WGML_CE_COUNT", env[mode], 1);
+        wgml_graph *g = wgml_graph_new(T.ctx);
+        wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+        wgml_tensor *dl = NULL, *loss = wgml_cross_entropy(g, x, l, &dl);
+        bool ok = loss && dl && !wgml_graph_keep(g, loss) && !wgml_graph_keep(g, dl) && !wgml_graph_compile(g) &&
+                  !wgml_tensor_write(x, hx, sizeof(float) * (size_t)n) &&
+                  !wgml_tensor_write(l, hl, sizeof(int32_t) * (size_t)rows);
+        char shaders[200];
+        graph_shaders(g, shaders, sizeof shaders);
+        th_check(!strcmp(shaders, want[mode]), "[1200, 4800] %s: dispatches \"%s\" (want \"%s\")",
+                 env[mode] ? env[mode] : "default", shaders, want[mode]);
+        for (int run = 0; ok && run < (mode ? 1 : 3); run++) {
+            float *dst = run == 0 && mode == 0 ? d0 : d1;
+            ok = !wgml_graph_run(g) && !wgml_tensor_read(loss, &loss_bits[nl++], sizeof(float)) &&
+                 !wgml_tensor_read(dl, dst, sizeof(float) * (size_t)n);
+            if (ok && dst == d1) same_d = same_d && !memcmp(d0, d1, sizeof(float) * (size_t)n);
+        }
+        th_check(ok, "cross_entropy [1200, 4800] graph (%s): %s", env[mode] ? env[mode] : "default",
+                 wgml_last_error(T.ctx));
+        wgml_graph_free(g);
+        if (env[mode]) unsetenv("WGML_CE_COUNT");
+    }
+    double dt = now() - t0;
+    bool same_l = nl == 5;
+    for (int i = 1; i < nl; i++) same_l = same_l && !memcmp(&loss_bits[0], &loss_bits[i], 4);
+    th_check(same_l,
+             "cross_entropy [1200, 4800]: the same loss bits on 3 runs, with the count dispatch and inline:7 (%.9g "
+             "%.9g %.9g %.9g %.9g)",
+             (double)loss_bits[0], (double)loss_bits[1], (double)loss_bits[2], (double)loss_bits[3],
+             (double)loss_bits[4]);
+    th_check(same_d, "cross_entropy [1200, 4800]: the same dlogits bits on every run and in every count mode");
+    double rl, *rd = malloc(sizeof(double) * (size_t)n);
+    int64_t nv = ref_ce(hx, hl, rows, v, 1, &rl, rd);
+    char nm[120];
+    snprintf(nm, sizeof nm, "cross_entropy [1200, 4800] %lld valid, 5 graph runs (%.0f ms)", (long long)nv, dt * 1e3);
+    th_close(nm, &loss_bits[0], &rl, 1, 2e-6 * (6 + log((double)v)), 1e-5);
+    th_close("  dlogits [1200, 4800]", d0, rd, (size_t)n, 2e-6 / (double)nv, 1e-4);
+    free(hx); free(hl); free(d0); free(d1); free(rd);
+}
+
+/* Inline counting with several rows per workgroup where R > V/4 (the default there is the count
+ * dispatch): 5,001 rows of 8 (scalar labels) in workgroups of 64 rows, eager, against the
+ * reference; and a scaled single-valid-label case in workgroups of 3 rows. */
+static void test_ce_multirow(void) {
+    setenv("WGML_CE_COUNT", "inline:64", 1);
+    case_ce(5001, 8, 0.25, -4, 4, -1, true);
+    setenv("WGML_CE_COUNT", "inline:3", 1);
+    case_ce(40, 20, 2.0, -3, 3, 0.5, true);
+    unsetenv("WGML_CE_COUNT");
 }
 
 static void test_ce_errors(void) {
@@ -586,10 +729,18 @@ int main(int argc, char **argv) {
     case_ce(24, 512, 0.2, -40, 40, 0.25, true);  /* logits spanning ±40, grad scale */
     case_ce(70000, 8, 0.1, -4, 4, -1, true);     /* more than 65,535 workgroups */
     case_ce(9, 4097, 0.2, -5, 5, -1, false);     /* loss only */
+    case_ce(100, 64, 1.0, -3, 3, -1, true);      /* every row ignored, n_valid from the count dispatch */
+    case_ce(40, 300, 2.0, -3, 3, 0.5, true);     /* a single valid label, counted inline (scalar) */
+    case_ce(400, 72, 2.0, -3, 3, -1, true);      /* a single valid label, count dispatch */
     printf("  cross_entropy cases: %.1f s\n", now() - t0);
     test_ce_rank3();
     test_ce_graph();
     test_ce_graph_arena();
+    test_ce_dispatches();
+    t0 = now();
+    test_ce_repeat();
+    test_ce_multirow();
+    printf("  cross_entropy repeat and multi-row: %.1f s\n", now() - t0);
     test_ce_errors();
     t0 = now();
     test_adamw_eager();

@@ -9,8 +9,9 @@
  *              running max m', rescales the accumulator A[R, D] by exp(m − m') (as flash
  *              attention rescales its output), then A += P · W_chunk (the input-gradient GEMM
  *              with accumulation). One pass: two GEMMs for forward + backward, as unfused.
- * Then train_ce_count (n_valid, out-of-range labels) and train_ce_sum (fixed-order sum /
- * n_valid), the kernels of wgml_cross_entropy, and for d_h lmhead_ce_dh:
+ * Then train_ce_sum (the label statistics: n_valid, out-of-range labels; and the fixed-order
+ * sum of the row losses / n_valid), the last kernel of wgml_cross_entropy, and for d_h
+ * lmhead_ce_dh:
  *   d_h = (A / l − W[label]) · scale / n_valid   (0 for ignored rows).
  * W is frozen: no weight gradient is formed. d_h is finished in the call when the caller asks
  * for it, else by the op's autograd rule in wgml_backward (scale = d(loss)); the chunk loop
@@ -252,16 +253,8 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     wgml_tensor *loss = row_loss ? graph_output(g, op, WGML_F32, 1, &one) : NULL;
     wgml_tensor *acc = loss && want ? graph_output(g, op, WGML_F32, h->rank, h->shape) : NULL;
     wgml_status s = loss && (acc || !want) ? WGML_OK : wgml_last_status(ctx);
-    if (!s) {
-        struct { uint32_t n_rows, vocab; } pc = {(uint32_t)rows, (uint32_t)V};
-        s = graph_dispatch(g, op, "train_ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
-    }
     if (!s) s = chunk_loop(g, op, h, w, labels, cc, state, row_loss, acc);
-    if (!s) {
-        uint32_t ps = (uint32_t)rows;
-        wgml_tensor *ro[2] = {row_loss, stats};
-        s = graph_dispatch(g, op, "train_ce_sum", NULL, ro, 2, &loss, 1, &ps, sizeof ps, 1);
-    }
+    if (!s) s = train_ce_finish(g, op, row_loss, labels, V, stats, loss);
     wgml_tensor_free(row_loss);
     wgml_tensor *dh = NULL;
     if (!s && d_h_out) {

@@ -1,8 +1,16 @@
 /* Fused cross-entropy: loss and dlogits of logits [..., V] against i32 labels [...] in one
- * pass over the logits. Three dispatches, all deterministic (no atomics):
- *   train_ce_count.wgsl  one workgroup: n_valid, out-of-range labels (count, first row);
- *   train_ce_rows.wgsl   one workgroup per row: online (max, sum), per-row loss, dlogits;
- *   train_ce_sum.wgsl    one workgroup: the per-row losses summed in a fixed order / n_valid. */
+ * pass over the logits. Two dispatches (three for many rows with dlogits), all deterministic
+ * (no float atomics):
+ *   train_ce_count.wgsl  only with dlogits and R > V / 4: one workgroup counts n_valid first;
+ *   train_ce_rows.wgsl   one workgroup per row: online (max, sum), per-row loss, dlogits; with
+ *                        dlogits and R <= V / 4 every workgroup counts n_valid itself (it reads
+ *                        all R labels, at most a quarter of what it reads of its row);
+ *   train_ce_sum.wgsl    one workgroup: the label statistics (status) and the per-row losses
+ *                        summed in a fixed order / n_valid.
+ * The sum stays a dispatch of its own: WGSL cannot make the rows of other workgroups visible to
+ * a "last workgroup" (storageBarrier has workgroup memory scope and atomics are relaxed only).
+ * $WGML_CE_COUNT=dispatch|inline|inline:N overrides the choice of where n_valid is counted, for
+ * measuring (see ce_count_mode). */
 #include "graph/graph.h"
 #include "train/train_ce.h"
 
@@ -18,28 +26,74 @@ static uint32_t ce_workgroup(uint64_t loads) {
     return wg;
 }
 
-static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, bool has_scale) {
+/* Where the rows pass gets n_valid (dlogits only): 0: train_ce_count, a dispatch before it;
+ * 1 / 4: every row workgroup counts the labels itself, read as i32 / vec4<i32>. Inline when
+ * the R labels are at most a quarter of a row's V logits, so each workgroup's extra reads stay
+ * small (they are the same words for every workgroup: cache hits) and the count grows no
+ * worse than the rows pass itself; a count dispatch costs about as much as a tiny kernel.
+ * $WGML_CE_COUNT (for measuring): "dispatch", "inline", or "inline:N" (inline, each workgroup
+ * owning N rows one after the other, 1..64, so the labels are read once per N rows). *rpw
+ * receives the rows per workgroup (1 unless asked). */
+static int ce_count_mode(int64_t rows, int64_t vocab, uint32_t *rpw) {
+    const char *e = getenv("WGML_CE_COUNT");
+    bool inl = (uint64_t)rows * 4 <= (uint64_t)vocab;
+    *rpw = 1;
+    if (e && !strncmp(e, "inline", 6)) {
+        inl = true;
+        long n = e[6] == ':' ? strtol(e + 7, NULL, 10) : 1;
+        *rpw = n >= 1 && n <= 64 ? (uint32_t)n : 1;
+    } else if (e && !strcmp(e, "dispatch")) {
+        inl = false;
+    }
+    return !inl ? 0 : rows % 4 == 0 ? 4 : 1;
+}
+
+static void ce_prelude(char *buf, size_t n, uint32_t wg, int vw, bool has_d, bool has_scale, int count,
+                       uint32_t rpw) {
     const char *hd = has_d ? "true" : "false", *hs = has_scale ? "true" : "false";
+    char cnt[600];
+    if (count == 4)
+        snprintf(cnt, sizeof cnt,
+                 "const RPW: u32 = %uu; const COUNT: u32 = 4u; alias LV = vec4<i32>;\n"
+                 "fn n_ok(v: LV, vocab: i32) -> u32 {\n"
+                 "  let c = select(vec4<u32>(0u), vec4<u32>(1u), (v >= LV(0)) & (v < LV(vocab)));\n"
+                 "  return c.x + c.y + c.z + c.w;\n"
+                 "}\n"
+                 "fn stat(v: LV) -> i32 { return v.x; }\n",
+                 rpw);
+    else
+        snprintf(cnt, sizeof cnt,
+                 "const RPW: u32 = %uu; const COUNT: u32 = %du; alias LV = i32;\n"
+                 "fn n_ok(v: LV, vocab: i32) -> u32 { return select(0u, 1u, v >= 0 && v < vocab); }\n"
+                 "fn stat(v: LV) -> i32 { return v; }\n",
+                 rpw, count);
     if (vw == 4)
         snprintf(buf, n,
                  "const WG: u32 = %uu; const VW: u32 = 4u; alias V = vec4<f32>;\n"
-                 "const HAS_D: bool = %s; const HAS_SCALE: bool = %s;\n"
+                 "const HAS_D: bool = %s; const HAS_SCALE: bool = %s;\n%s"
                  "fn comp(v: V, c: u32) -> f32 { return v[c]; }\n"
                  "fn hsum(v: V) -> f32 { return dot(v, V(1.0)); }\n"
                  "fn hmax(v: V) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }\n"
                  "fn onehot(j: u32, k: u32) -> V {\n"
                  "  return select(V(0.0), V(1.0), vec4<u32>(j * 4u) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(k));\n"
                  "}\n",
-                 wg, hd, hs);
+                 wg, hd, hs, cnt);
     else
         snprintf(buf, n,
                  "const WG: u32 = %uu; const VW: u32 = 1u; alias V = f32;\n"
-                 "const HAS_D: bool = %s; const HAS_SCALE: bool = %s;\n"
+                 "const HAS_D: bool = %s; const HAS_SCALE: bool = %s;\n%s"
                  "fn comp(v: V, c: u32) -> f32 { return v; }\n"
                  "fn hsum(v: V) -> f32 { return v; }\n"
                  "fn hmax(v: V) -> f32 { return v; }\n"
                  "fn onehot(j: u32, k: u32) -> V { return select(0.0, 1.0, j == k); }\n",
-                 wg, hd, hs);
+                 wg, hd, hs, cnt);
+}
+
+wgml_status train_ce_finish(wgml_graph *g, const char *op, wgml_tensor *row_loss, wgml_tensor *labels, int64_t vocab,
+                            wgml_tensor *stats, wgml_tensor *loss) {
+    struct { uint32_t n_rows, vocab; } p = {(uint32_t)labels->numel, (uint32_t)vocab};
+    wgml_tensor *ro[2] = {row_loss, labels}, *rw[2] = {stats, loss};
+    return graph_dispatch(g, op, "train_ce_sum", NULL, ro, 2, rw, 2, &p, sizeof p, 1);
 }
 
 bool train_ce_check_options(wgml_ctx *ctx, const char *op, wgml_tensor *like, wgml_tensor *scale, wgml_tensor *status) {
@@ -127,7 +181,10 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
                                           : graph_output(g, op, WGML_F32, 1, &four))
                            : NULL;
     wgml_status s = dx ? WGML_OK : wgml_last_status(ctx);
-    if (!s) {
+    uint32_t rpw = 1;
+    int count = dlogits_out ? ce_count_mode(rows, vocab, &rpw) : 0;
+    if (!count) rpw = 1;
+    if (!s && dlogits_out && !count) {
         struct { uint32_t n_rows, vocab; } pc = {(uint32_t)rows, (uint32_t)vocab};
         s = graph_dispatch(g, op, "train_ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
     }
@@ -135,16 +192,15 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
         int vw = vocab % 4 == 0 ? 4 : 1;
         char prelude[1024];
         ce_prelude(prelude, sizeof prelude, ce_workgroup((uint64_t)vocab / (uint64_t)vw), vw, dlogits_out != NULL,
-                   scale != NULL);
-        struct { uint32_t n_rows, vocab; float ninf; } pr = {(uint32_t)rows, (uint32_t)vocab, -INFINITY};
-        wgml_tensor *ro[4] = {logits, labels, stats, scale ? scale : stats}, *rw[2] = {row_loss, dx};
-        s = graph_dispatch(g, op, "train_ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr, (uint64_t)rows);
+                   scale != NULL, count, rpw);
+        struct { uint32_t n_rows, vocab; float ninf; uint32_t n_cnt; } pr = {
+            (uint32_t)rows, (uint32_t)vocab, -INFINITY, (uint32_t)(count ? rows / count : 0)};
+        /* binding 2: the labels again when the row workgroups count n_valid, else the statistics */
+        wgml_tensor *ro[4] = {logits, labels, count ? labels : stats, scale ? scale : labels}, *rw[2] = {row_loss, dx};
+        s = graph_dispatch(g, op, "train_ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr,
+                           ((uint64_t)rows + rpw - 1) / rpw);
     }
-    if (!s) {
-        uint32_t ps = (uint32_t)rows;
-        wgml_tensor *ro[2] = {row_loss, stats};
-        s = graph_dispatch(g, op, "train_ce_sum", NULL, ro, 2, &loss, 1, &ps, sizeof ps, 1);
-    }
+    if (!s) s = train_ce_finish(g, op, row_loss, labels, vocab, stats, loss);
     if (stats != status) wgml_tensor_free(stats);
     wgml_tensor_free(row_loss);
     if (s) {

@@ -1,20 +1,29 @@
 // train_ce_rows: per-row loss and dlogits of a fused cross-entropy over logits [R, V].
-// Workgroup: WG threads (prelude; 32..256 from V) own one row. Thread t keeps a running
+// Workgroup: WG threads (prelude; 32..256 from V) own RPW consecutive rows (prelude; 1 unless
+// $WGML_CE_COUNT asks for more, see train_ce.c), one after the other. Thread t keeps a running
 // (max m, sum l) over elements t, t+WG, ... of the row (read as V: vec4 when V % 4 == 0): on a
 // new maximum v > m, l <- l*exp(m - v), m <- v; then l += exp(v - m). The WG pairs are merged by
 // a tree in workgroup memory: m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m).
 // lse = m + log(l); row_loss[r] = lse - x[label] for a valid row (0 <= label < vocab), else 0.
 // With HAS_D every thread then reads its elements again and writes
-// dlogits = (exp(x - m) / l - onehot(label)) * scale / n_valid (0 for ignored rows), n_valid
-// from stats[2] (train_ce_count) and scale from grad_scale[0] when HAS_SCALE (else 1).
+// dlogits = (exp(x - m) / l - onehot(label)) * scale / n_valid (0 for ignored rows), scale from
+// grad_scale[0] when HAS_SCALE (else 1). n_valid comes from binding 2, `cnt`:
+//   COUNT 0: cnt is the stats tensor of train_ce_count, n_valid = cnt[2];
+//   COUNT 1 / 4: cnt is the labels again (as i32 / vec4<i32>, p.n_cnt elements) and every
+//   workgroup counts the valid labels itself, once for its RPW rows: thread t counts elements
+//   t, t+WG, ... and the counts ride the first row's (m, l) tree in workgroup memory (no extra
+//   barrier), so no count dispatch runs before this one. The label array is small next to a row (the handler picks this mode
+//   when R <= V / 4) and every workgroup reads the same words, so they come from cache.
 // Two reads of the row and one write per element; the per-row losses are summed by
 // train_ce_sum in a fixed order.
-// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), onehot(), HAS_D, HAS_SCALE.
-struct Params { n_rows: u32, vocab: u32, ninf: f32 }
+// The prelude supplies WG, RPW, VW, alias V, hmax(), hsum(), comp(), onehot(), HAS_D, HAS_SCALE,
+// COUNT, alias LV (i32, or vec4<i32> for COUNT 4), n_ok() (valid labels in one LV) and
+// stat() (an LV as i32, for COUNT 0).
+struct Params { n_rows: u32, vocab: u32, ninf: f32, n_cnt: u32 }
 
 @group(0) @binding(0) var<storage, read> x: array<V>;
 @group(0) @binding(1) var<storage, read> labels: array<i32>;
-@group(0) @binding(2) var<storage, read> stats: array<i32>;
+@group(0) @binding(2) var<storage, read> cnt: array<LV>;
 @group(0) @binding(3) var<storage, read> grad_scale: array<f32>;
 @group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dx: array<V>;
@@ -22,64 +31,85 @@ struct Params { n_rows: u32, vocab: u32, ninf: f32 }
 
 var<workgroup> sm: array<f32, WG>;
 var<workgroup> sl: array<f32, WG>;
+var<workgroup> sc: array<u32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= p.n_rows) { return; } // the same for the whole workgroup
-    let cnt = p.vocab / VW;
-    let base = row * cnt;
-    let lab = labels[row];
-    let valid = lab >= 0 && u32(lab) < p.vocab; // out-of-range labels are never used as an index
-    var m = p.ninf;
-    var l = 0.0;
-    for (var j = lid; j < cnt; j += WG) {
-        let v = x[base + j];
-        let mv = hmax(v);
-        if (mv > p.ninf) { // an all -inf step adds nothing
-            if (mv > m) {
-                l = l * exp(m - mv);
-                m = mv;
-            }
-            l += hsum(exp(v - V(m)));
+    let row0 = (wid.x + wid.y * nwg.x) * RPW;
+    if (row0 >= p.n_rows) { return; } // the same for the whole workgroup
+    let cnt_row = p.vocab / VW;
+    let count_here = HAS_D && COUNT != 0u;
+    if (count_here) {
+        var c = 0u;
+        let vocab = i32(p.vocab);
+        for (var i = lid; i < p.n_cnt; i += WG) {
+            c += n_ok(cnt[i], vocab);
         }
+        sc[lid] = c;
     }
-    sm[lid] = m;
-    sl[lid] = l;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            let ma = sm[lid];
-            let mb = sm[lid + s];
-            let mx = max(ma, mb);
-            if (mx > p.ninf) {
-                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
-                sm[lid] = mx;
+    for (var rr = 0u; rr < RPW; rr++) {
+        let row = row0 + rr;
+        if (row >= p.n_rows) { break; } // uniform: the same for the whole workgroup
+        let base = row * cnt_row;
+        let lab = labels[row];
+        let valid = lab >= 0 && u32(lab) < p.vocab; // out-of-range labels are never used as an index
+        var m = p.ninf;
+        var l = 0.0;
+        for (var j = lid; j < cnt_row; j += WG) {
+            let v = x[base + j];
+            let mv = hmax(v);
+            if (mv > p.ninf) { // an all -inf step adds nothing
+                if (mv > m) {
+                    l = l * exp(m - mv);
+                    m = mv;
+                }
+                l += hsum(exp(v - V(m)));
             }
         }
+        sm[lid] = m;
+        sl[lid] = l;
         workgroupBarrier();
-    }
-    let rm = sm[0];
-    let rl = sl[0];
-    if (lid == 0u) {
-        var loss = 0.0;
-        if (valid) {
-            let k = u32(lab);
-            loss = rm + log(rl) - comp(x[base + k / VW], k % VW);
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s) {
+                let ma = sm[lid];
+                let mb = sm[lid + s];
+                let mx = max(ma, mb);
+                if (mx > p.ninf) {
+                    sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
+                    sm[lid] = mx;
+                }
+                if (count_here && rr == 0u) { sc[lid] += sc[lid + s]; }
+            }
+            workgroupBarrier();
         }
-        row_loss[row] = loss;
-    }
-    if (HAS_D) {
-        let n_valid = stats[2];
-        var scale = 1.0;
-        if (HAS_SCALE) { scale = grad_scale[0]; }
-        let fac = select(0.0, scale / f32(n_valid), n_valid > 0 && valid);
-        let inv = 1.0 / rl;
-        let k = select(0xFFFFFFFFu, u32(lab), valid);
-        for (var j = lid; j < cnt; j += WG) {
-            let d = (exp(x[base + j] - V(rm)) * inv - onehot(j, k)) * fac;
-            dx[base + j] = select(d, V(0.0), !valid);
+        let rm = sm[0];
+        let rl = sl[0];
+        if (lid == 0u) {
+            var loss = 0.0;
+            if (valid) {
+                let k = u32(lab);
+                loss = rm + log(rl) - comp(x[base + k / VW], k % VW);
+            }
+            row_loss[row] = loss;
         }
+        if (HAS_D) {
+            var n_valid = 0u;
+            if (COUNT == 0u) {
+                n_valid = u32(max(stat(cnt[2]), 0));
+            } else {
+                n_valid = sc[0];
+            }
+            var scale = 1.0;
+            if (HAS_SCALE) { scale = grad_scale[0]; }
+            let fac = select(0.0, scale / f32(n_valid), n_valid > 0u && valid);
+            let inv = 1.0 / rl;
+            let k = select(0xFFFFFFFFu, u32(lab), valid);
+            for (var j = lid; j < cnt_row; j += WG) {
+                let d = (exp(x[base + j] - V(rm)) * inv - onehot(j, k)) * fac;
+                dx[base + j] = select(d, V(0.0), !valid);
+            }
+        }
+        if (RPW > 1u) { workgroupBarrier(); } // sm[0], sl[0] read by all before the next row
     }
 }

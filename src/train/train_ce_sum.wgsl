@@ -1,32 +1,78 @@
-// train_ce_sum: loss[0] = sum of row_loss[0..R) / n_valid (0 when no row is valid), n_valid
-// from stats[2]. Workgroup: one workgroup of 256 threads; thread t sums rows t, t+256, ... in
-// order, then a tree in workgroup memory merges the 256 partial sums: a fixed order, so the
-// loss is the same bits on every run (no float atomics).
-struct Params { n_rows: u32 }
+// train_ce_sum: the end of a fused cross-entropy (train_ce.c, lmhead_ce.c): the label
+// statistics and the loss in one dispatch.
+//   stats[0] = rows whose label is >= vocab (out of range: treated as ignored),
+//   stats[1] = the first such row (-1 when none), stats[2] = n_valid (0 <= label < vocab),
+//   loss[0]  = sum of row_loss[0..R) / n_valid (0 when no row is valid).
+// Workgroup: one workgroup of 256 threads for the whole call; thread t owns rows t, t+256, ...
+// It loads them 16 at a time (16 independent loads in flight per thread, masked past the end:
+// a long serial chain of loads would make this one small workgroup latency-bound), then adds
+// them in row order; a tree in workgroup memory merges the 256 partial sums and counts. The
+// order is fixed, so the loss is the same bits on every run (no float atomics).
+struct Params { n_rows: u32, vocab: u32 }
 
 @group(0) @binding(0) var<storage, read> row_loss: array<f32>;
-@group(0) @binding(1) var<storage, read> stats: array<i32>;
-@group(0) @binding(2) var<storage, read_write> loss: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> labels: array<i32>;
+@group(0) @binding(2) var<storage, read_write> stats: array<i32>;
+@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const U: u32 = 16u;
 
 var<workgroup> ss: array<f32, 256>;
+var<workgroup> s_valid: array<u32, 256>;
+var<workgroup> s_bad: array<u32, 256>;
+var<workgroup> s_first: array<u32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
     var s = 0.0;
-    for (var i = lid; i < p.n_rows; i += 256u) {
-        s += row_loss[i];
+    var valid = 0u;
+    var bad = 0u;
+    var first = 0xFFFFFFFFu;
+    let last = max(p.n_rows, 1u) - 1u;
+    for (var i0 = lid; i0 < p.n_rows; i0 += 256u * U) {
+        var a: array<f32, U>;
+        var b: array<i32, U>;
+        for (var u = 0u; u < U; u++) {
+            let i = min(i0 + u * 256u, last);
+            a[u] = row_loss[i];
+            b[u] = labels[i];
+        }
+        for (var u = 0u; u < U; u++) {
+            let i = i0 + u * 256u;
+            if (i < p.n_rows) {
+                s += a[u];
+                let lab = b[u];
+                if (lab >= 0) {
+                    if (u32(lab) < p.vocab) {
+                        valid += 1u;
+                    } else {
+                        bad += 1u;
+                        first = min(first, i);
+                    }
+                }
+            }
+        }
     }
     ss[lid] = s;
+    s_valid[lid] = valid;
+    s_bad[lid] = bad;
+    s_first[lid] = first;
     workgroupBarrier();
     for (var k = 128u; k > 0u; k = k >> 1u) {
         if (lid < k) {
             ss[lid] += ss[lid + k];
+            s_valid[lid] += s_valid[lid + k];
+            s_bad[lid] += s_bad[lid + k];
+            s_first[lid] = min(s_first[lid], s_first[lid + k]);
         }
         workgroupBarrier();
     }
     if (lid == 0u) {
-        let n_valid = stats[2];
-        loss[0] = select(0.0, ss[0] / f32(n_valid), n_valid > 0);
+        let n_valid = s_valid[0];
+        stats[0] = i32(s_bad[0]);
+        stats[1] = select(i32(s_first[0]), -1, s_bad[0] == 0u);
+        stats[2] = i32(n_valid);
+        loss[0] = select(0.0, ss[0] / f32(n_valid), n_valid > 0u);
     }
 }
