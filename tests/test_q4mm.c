@@ -106,20 +106,22 @@ static void test_variants(void) {
     unsetenv("WGML_Q4_MM_SPLITK");
 }
 
-/* The automatic choice (no knobs set): db 128 x 128 where it gives >= 256 tiles, else db
- * 128 x 64; split when the tiles are < 264, R >= 1024 and the product has >= 2^24 MACs. */
+/* The automatic choice (no knobs set): 128 x 64 where it gives >= 256 tiles, else 64 x 64;
+ * split when the tiles are < 528 and R >= 1024 (or < 132 and R >= 512) and the product has
+ * >= 2^24 MACs. */
 static void test_auto(void) {
     static const struct {
         int64_t m, r, c;
         const char *variant;
         int splits;
     } cases[] = {
-        {4096, 576, 1536, "db128x128_k8_r8x8", 1},  /* training forward: 384 tiles */
-        {4096, 1536, 576, "db128x64_k16_r8x4", 1},  /* 160 tiles of 128 x 128; 288 of 128 x 64 */
-        {4096, 576, 49152, "db128x128_k8_r8x8", 1}, /* the LM head */
-        {512, 1536, 576, "db128x64_k16_r8x4", 6},   /* 36 tiles, R = 1536: min(30, 1536/256) */
-        {512, 576, 1536, "db128x64_k16_r8x4", 1},   /* R < 1024 */
-        {70, 4096, 37, "db128x64_k16_r8x4", 1},     /* too small a product to split */
+        {4096, 576, 1536, "tile128x64_k16_r8x4", 1},  /* training forward: 768 tiles */
+        {4096, 1536, 576, "tile128x64_k16_r8x4", 4},  /* 288 tiles, R = 1536: ceil(1056 / 288) */
+        {4096, 576, 49152, "tile128x64_k16_r8x4", 1}, /* the LM head */
+        {512, 1536, 576, "tile64x64_k32_r4x4", 6},    /* 36 tiles of 128 x 64; 72 of 64 x 64: min(15, 1536/256) */
+        {512, 576, 1536, "tile64x64_k32_r4x4", 1},    /* R < 1024 and 192 tiles */
+        {512, 576, 192, "tile64x64_k32_r4x4", 4},     /* 24 tiles, R = 576: min(44, 576/128) */
+        {70, 4096, 37, "tile64x64_k32_r4x4", 1},      /* too small a product to split */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int v, s;
@@ -134,7 +136,7 @@ static void test_auto(void) {
     int v, s;
     setenv("WGML_Q4_MM_VARIANT", "no_such_tile", 1);
     q4_mm_plan(T.ctx, 4096, 576, 1536, &v, &s);
-    th_check(!strcmp(q4_mm_variant_name(v), "db128x128_k8_r8x8"), "unknown variant name: auto (%s)",
+    th_check(!strcmp(q4_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
              q4_mm_variant_name(v));
     setenv("WGML_Q4_MM_VARIANT", "0", 1);
     setenv("WGML_Q4_MM_SPLITK", "1", 1);

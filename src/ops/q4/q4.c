@@ -198,8 +198,6 @@ static const q4_variant Q4_VARIANTS[] = {
 #define Q4V_TILE64 0
 #define Q4V_TILE128X64 1
 #define Q4V_TILE128 2
-#define Q4V_DB128 3
-#define Q4V_DB128X64 5
 #define Q4_MAX_SPLITS 64
 #define Q4_SPLIT_TARGET_WGS 1056
 
@@ -241,24 +239,27 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c) {
         if (forced < 0) forced = mv == 0 ? Q4V_TILE128 : mv == 4 ? Q4V_TILE128X64 : Q4V_TILE64;
     }
     if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
-    int64_t tiles_128 = ((m + 127) / 128) * ((c + 127) / 128);
-    if (tiles_128 >= 256 && q4_variant_fits(ctx, Q4V_DB128)) return Q4V_DB128;
-    if (q4_variant_fits(ctx, Q4V_DB128X64)) return Q4V_DB128X64;
-    return Q4V_TILE128X64;
+    /* H200 sweep (bench/NOTES.md, third session): the single-buffered 128 x 64 tile is the best
+     * or within 3% of it on every training shape (the double-buffered 128 x 64 forms tie or
+     * lose, db128x128 runs at 2 TFLOP/s); 64 x 64 when 128 x 64 gives fewer than 256 tiles */
+    int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
+    return tiles_128x64 >= 256 ? Q4V_TILE128X64 : Q4V_TILE64;
 }
 
 /* Split-K: $WGML_Q4_MM_SPLITK forces a count (1: never split); else split when the tiles fill
- * fewer than two waves of a 132-SM GPU (< 264) and R >= 1024, into enough slices for about
- * eight waves (1056 workgroups), each slice at least 256 deep, at most 16, and only for
- * products of at least 2^24 multiply-adds. The partial buffer [S, M, C] stays within 32-bit
+ * fewer than four waves of a 132-SM GPU (< 528) and R >= 1024, or fewer than one (< 132) and
+ * R >= 512, into enough slices for about eight waves (1056 workgroups), each slice at least 256
+ * deep (128 under R = 1024), at most 16, and only for products of at least 2^24 multiply-adds
+ * (H200 sweep: 288 tiles with R = 1536 or 8192 gain 15-35% at S = 4; R = 576 with 288 tiles
+ * loses; 96 tiles with R = 576 gain 25%). The partial buffer [S, M, C] stays within 32-bit
  * indexing. */
 static int q4_choose_splits(int64_t tiles, int64_t m, int64_t r, int64_t c) {
     int s = 1;
     const char *e = getenv("WGML_Q4_MM_SPLITK");
     long f = e && *e ? strtol(e, NULL, 10) : 0;
     if (f >= 1) s = f > Q4_MAX_SPLITS ? Q4_MAX_SPLITS : (int)f;
-    else if (m * r * c >= (1ll << 24) && tiles < 264 && r >= 1024) {
-        int64_t x = (Q4_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r / 256;
+    else if (m * r * c >= (1ll << 24) && ((tiles < 528 && r >= 1024) || (tiles < 132 && r >= 512))) {
+        int64_t x = (Q4_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r >= 1024 ? r / 256 : r / 128;
         if (x > by_depth) x = by_depth;
         if (x > 16) x = 16;
         s = x < 2 ? 1 : (int)x;
