@@ -13,11 +13,25 @@
 
 typedef struct shape3 {
     int64_t m, n, k;
+    int trans; /* 0: the --trans list; else 1 + (a transposed) + 2·(b transposed) */
 } shape3;
 
-static const shape3 DEFAULT_GPU[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 1536, 576},
-                                     {4096, 576, 1536},  {2048, 2048, 2048}, {1024, 1024, 1024}};
-static const shape3 DEFAULT_CPU[] = {{256, 256, 256}, {512, 512, 512}};
+/* --shapes lora: the rank-16 LoRA products of SmolLM2-135M training (8 x 512 tokens, hidden
+ * 576, FFN 1536), each in the orientation the trainer runs it: x·Aᵀ and h·Bᵀ (linear, NT),
+ * dh = dy·B and dx = dh·A (NN), the weight gradients dB = dyᵀ·h and dA = dhᵀ·x (linear_dw,
+ * TN), and the remaining orientations of the same shapes. */
+#define T_NN 1
+#define T_TN 2
+#define T_NT 3
+static const shape3 LORA_SHAPES[] = {
+    {4096, 16, 576, T_NT},  {4096, 16, 1536, T_NT}, {4096, 576, 16, T_NT},  {4096, 1536, 16, T_NT},
+    {4096, 16, 576, T_NN},  {4096, 16, 1536, T_NN}, {4096, 576, 16, T_NN},  {4096, 1536, 16, T_NN},
+    {576, 16, 4096, T_TN},  {1536, 16, 4096, T_TN}, {16, 576, 4096, T_TN},  {16, 1536, 4096, T_TN},
+};
+
+static const shape3 DEFAULT_GPU[] = {{4096, 4096, 4096, 0}, {8192, 8192, 8192, 0}, {4096, 1536, 576, 0},
+                                     {4096, 576, 1536, 0},  {2048, 2048, 2048, 0}, {1024, 1024, 1024, 0}};
+static const shape3 DEFAULT_CPU[] = {{256, 256, 256, 0}, {512, 512, 512, 0}};
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -77,11 +91,12 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
            check ? "check" : "");
     int failed = 0, first = 0; /* 1 + the shape last timed */
     for (int i = 0; i < n_shapes; i++)
-        for (int ti = 0; ti < sw->n_trans; ti++)
+        for (int ti = 0; ti < (shapes[i].trans ? 1 : sw->n_trans); ti++)
             for (int vi = 0; vi < sw->n_variants; vi++)
                 for (int si = 0; si < sw->n_splits; si++) {
                     shape3 s = shapes[i];
-                    int ta = sw->trans[ti] & 1, tb = sw->trans[ti] >> 1;
+                    int tr = s.trans ? s.trans - 1 : sw->trans[ti];
+                    int ta = tr & 1, tb = tr >> 1;
                     wgml_matmul_force_variant(ctx, sw->variants[vi]);
                     char sk[16];
                     snprintf(sk, sizeof sk, "%d", sw->splits[si]);
@@ -130,7 +145,7 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     snprintf(vname, sizeof vname, "%s%s", sw->variants[vi] < 0 ? "auto:" : "",
                              wgml_matmul_variant_name(used_v));
                     snprintf(sname, sizeof sname, "%s%d", sw->splits[si] > 0 ? "" : "a", used_s);
-                    printf("%-20s %-3s %-26s %5s %10.3f %9.3f %s\n", name, ops[sw->trans[ti]], vname, sname, per * 1e3,
+                    printf("%-20s %-3s %-26s %5s %10.3f %9.3f %s\n", name, ops[tr], vname, sname, per * 1e3,
                            tflops, verdict);
                     fflush(stdout);
                     free(ha);
@@ -327,7 +342,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--train")) return wgml_q4_bench(ctx, stdout, 2);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
-    fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK,...] [--reps N] [--variant NAME,...|all|auto]\n"
+    fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
                     "       wgml bench q4 [--gemv|--train]   (--train: WGML_Q4_MM_VARIANT, WGML_Q4_MM_SPLITK)\n"
@@ -349,6 +364,11 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
             char *p = argv[++i];
+            if (!strcmp(p, "lora")) {
+                n = (int)(sizeof LORA_SHAPES / sizeof LORA_SHAPES[0]);
+                memcpy(shapes, LORA_SHAPES, sizeof LORA_SHAPES);
+                continue;
+            }
             while (*p && n < 64) {
                 long long m, nn, k;
                 int used = 0;
@@ -356,8 +376,17 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
                     fprintf(stderr, "bench: bad shape list '%s' (want MxNxK[,MxNxK...])\n", argv[i]);
                     return 2;
                 }
-                shapes[n++] = (shape3){m, nn, k};
+                int tr = 0;
                 p += used;
+                if (*p == ':') { /* MxNxK:XY, X and Y in N/T: this shape's own orientation */
+                    if (!strchr("NT", p[1]) || !p[1] || !strchr("NT", p[2]) || !p[2]) {
+                        fprintf(stderr, "bench: bad orientation in '%s' (want MxNxK:NN, :TN, :NT or :TT)\n", argv[i]);
+                        return 2;
+                    }
+                    tr = 1 + (p[1] == 'T') + 2 * (p[2] == 'T');
+                    p += 3;
+                }
+                shapes[n++] = (shape3){m, nn, k, tr};
                 if (*p == ',') p++;
             }
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {

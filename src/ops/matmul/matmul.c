@@ -9,30 +9,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { K_TILE, K_SKINNY, K_OUTER };
+
 typedef struct matmul_variant {
     const char *name;
-    const char *shader; /* "matmul" (single-buffered) or "matmul_db" (double-buffered) */
+    const char *shader; /* "matmul" (single-buffered), "matmul_db" (double-buffered),
+                           "matmul_skinny" or "matmul_outer" */
+    int kind;           /* K_TILE (the two tiled kernels), K_SKINNY, K_OUTER */
+    /* K_TILE: the tile BM x BN, k-step BK, registers TM x TN per thread.
+     * K_SKINNY: tm = R rows per slot, tn = KT k-threads per slot (256 / KT slots).
+     * K_OUTER: tm = TM rows per thread (a block of 8·TM x 128). */
     uint32_t bm, bn, bk, tm, tn;
 } matmul_variant;
 
 /* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). TM and TN are
  * multiples of 4 (the kernels read workgroup memory as vec4). The db variants keep two k-tiles
- * per operand in workgroup memory (2·BK·(BM+BN)·4 bytes: 32 KiB for 128x128 at BK 16). */
+ * per operand in workgroup memory (2·BK·(BM+BN)·4 bytes: 32 KiB for 128x128 at BK 16).
+ * The skinny variants (matmul_skinny.wgsl) own a short side of at most 32 whole (longer short
+ * sides in blocks of 32) and split K over threads and, for long K, over workgroups; the outer
+ * variants (matmul_outer.wgsl) are for short K. */
 static const matmul_variant VARIANTS[] = {
-    {"tile128x128_k8_r8x8", "matmul", 128, 128, 8, 8, 8},
-    {"tile64x64_k16_r4x4", "matmul", 64, 64, 16, 4, 4},
-    {"tile32x32_k16_r4x4", "matmul", 32, 32, 16, 4, 4},
-    {"tile128x128_k16_r8x8", "matmul", 128, 128, 16, 8, 8},
-    {"tile128x64_k16_r8x4", "matmul", 128, 64, 16, 8, 4},
-    {"db128x128_k8_r8x8", "matmul_db", 128, 128, 8, 8, 8},
-    {"db128x128_k16_r8x8", "matmul_db", 128, 128, 16, 8, 8},
-    {"db128x64_k16_r8x4", "matmul_db", 128, 64, 16, 8, 4},
-    {"db64x64_k16_r4x4", "matmul_db", 64, 64, 16, 4, 4},
+    {"tile128x128_k8_r8x8", "matmul", K_TILE, 128, 128, 8, 8, 8},
+    {"tile64x64_k16_r4x4", "matmul", K_TILE, 64, 64, 16, 4, 4},
+    {"tile32x32_k16_r4x4", "matmul", K_TILE, 32, 32, 16, 4, 4},
+    {"tile128x128_k16_r8x8", "matmul", K_TILE, 128, 128, 16, 8, 8},
+    {"tile128x64_k16_r8x4", "matmul", K_TILE, 128, 64, 16, 8, 4},
+    {"db128x128_k8_r8x8", "matmul_db", K_TILE, 128, 128, 8, 8, 8},
+    {"db128x128_k16_r8x8", "matmul_db", K_TILE, 128, 128, 16, 8, 8},
+    {"db128x64_k16_r8x4", "matmul_db", K_TILE, 128, 64, 16, 8, 4},
+    {"db64x64_k16_r4x4", "matmul_db", K_TILE, 64, 64, 16, 4, 4},
+    {"skinny_r4_kt16", "matmul_skinny", K_SKINNY, 0, 0, 4, 4, 16},
+    {"skinny_r2_kt16", "matmul_skinny", K_SKINNY, 0, 0, 4, 2, 16},
+    {"skinny_r1_kt32", "matmul_skinny", K_SKINNY, 0, 0, 4, 1, 32},
+    {"skinny_r4_kt4", "matmul_skinny", K_SKINNY, 0, 0, 4, 4, 4},
+    {"outer_r4", "matmul_outer", K_OUTER, 32, 128, 16, 4, 4},
+    {"outer_r8", "matmul_outer", K_OUTER, 64, 128, 16, 8, 4},
 };
 #define N_VARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
 #define V_TILE64 1
 #define V_TILE32 2
 #define V_TILE128X64 4
+#define V_SKINNY_R4 9
+#define V_SKINNY_R2 10
+#define V_OUTER_R4 13
 #define MAX_SPLITS 64
 
 int wgml_matmul_variant_count(void) { return N_VARIANTS; }
@@ -63,6 +82,10 @@ static int env_splits(void) {
 static bool variant_fits(wgml_ctx *ctx, int v) {
     const matmul_variant *x = &VARIANTS[v];
     const gpu_caps *caps = gpu_get_caps(ctx);
+    if (x->kind == K_SKINNY) /* JR (<= 8) outputs x 256 threads of partial sums */
+        return !caps || (8u * 256u * 4u <= caps->max_workgroup_storage && 256u <= caps->max_invocations);
+    if (x->kind == K_OUTER) /* 16 k x (BM + 128) */
+        return !caps || (16u * (x->bm + 128u) * 4u <= caps->max_workgroup_storage && 256u <= caps->max_invocations);
     uint32_t bytes = x->bk * (x->bm + x->bn) * 4u * (strcmp(x->shader, "matmul_db") ? 1u : 2u);
     uint32_t threads = (x->bm / x->tm) * (x->bn / x->tn);
     return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
@@ -81,10 +104,23 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
  * side <= 32, e.g. LoRA's rank 16: half the time of 64 x 64); else 64 x 64 or 32 x 32 by the
  * tile count. */
 #define V_DB128 5
+/* Before those rules, the skinny kernels, only for products of at least 2^22 multiply-adds
+ * (below that a product is over in a few microseconds anyway, and the small models of the
+ * parity tests keep the tiled kernels' summation order): a short K (<= 32) with an output
+ * wider than 32 takes the outer-product kernel (outer_r4); an output side <= 32 takes the
+ * skinny kernel (skinny_r4_kt16 when that side is <= 16, else skinny_r2_kt16, which holds
+ * half the accumulators). Conservative, to be tuned on the GPU with bench/lora_sweep.sh. */
+#define SKINNY_MIN_MACS (1ll << 22)
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
     int forced = gpu_ctx_matmul_variant(ctx);
     if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
     if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
+    int64_t small = m < n ? m : n;
+    if (batch * m * n * k >= SKINNY_MIN_MACS) {
+        if (k <= 32 && n > 32 && variant_fits(ctx, V_OUTER_R4)) return V_OUTER_R4;
+        int sv = small <= 16 ? V_SKINNY_R4 : V_SKINNY_R2;
+        if (small <= 32 && variant_fits(ctx, sv)) return sv;
+    }
     int64_t tiles_128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
     int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
@@ -117,13 +153,62 @@ static int choose_splits(int64_t tiles, int64_t k, bool skinny, int64_t macs) {
     return s < 2 ? 1 : (int)s;
 }
 
+/* The skinny kernel's K slices: none when its blocks already give two workgroups per SM of a
+ * 132-SM GPU (264); else enough for about four per SM (528), each slice at least one 4-deep
+ * step per k-thread (K / (4·KT)), at most MAX_SPLITS; none under 2^22 multiply-adds. The
+ * outer kernel is never split automatically (its K is short). $WGML_MATMUL_SPLITK forces. */
+#define SKINNY_MIN_WGS 264
+#define SKINNY_TARGET_WGS 528
+static int choose_splits_skinny(int64_t blocks, int64_t k, uint32_t kt, int64_t macs) {
+    int forced = env_splits();
+    if (forced > 0) return forced;
+    if (macs < SKINNY_MIN_MACS || blocks >= SKINNY_MIN_WGS) return 1;
+    int64_t s = (SKINNY_TARGET_WGS + blocks - 1) / blocks;
+    int64_t by_depth = k / (4 * (int64_t)kt);
+    if (s > by_depth) s = by_depth;
+    if (s > MAX_SPLITS) s = MAX_SPLITS;
+    return s < 2 ? 1 : (int)s;
+}
+
+/* The skinny kernel's geometry: P the long output side, Q <= QP the short one (SWAP when the
+ * short side is M), blocks of ROWS = (256 / KT)·R rows of P by QP columns of Q. */
+typedef struct skinny_geom {
+    bool swap;
+    int64_t p, q, qp, tiles_p, tiles_q;
+} skinny_geom;
+
+static skinny_geom skinny_shape(const matmul_variant *v, int64_t m, int64_t n) {
+    skinny_geom g;
+    g.swap = n > m;
+    g.p = g.swap ? n : m;
+    g.q = g.swap ? m : n;
+    g.qp = (g.q + 3) / 4 * 4;
+    if (g.qp > 32) g.qp = 32;
+    int64_t rows = (int64_t)(256 / v->tn) * v->tm;
+    g.tiles_p = (g.p + rows - 1) / rows;
+    g.tiles_q = (g.q + g.qp - 1) / g.qp;
+    return g;
+}
+
+/* Workgroups of one K slice. */
+static int64_t variant_tiles(const matmul_variant *v, int64_t batch, int64_t m, int64_t n) {
+    if (v->kind == K_SKINNY) {
+        skinny_geom sg = skinny_shape(v, m, n);
+        return batch * sg.tiles_p * sg.tiles_q;
+    }
+    return batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+}
+
 void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
     int vi = choose_variant(ctx, batch, m, n, k);
     const matmul_variant *v = &VARIANTS[vi];
-    int64_t tiles = batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    int64_t tiles = variant_tiles(v, batch, m, n), macs = batch * m * n * k;
+    int s;
+    if (v->kind == K_SKINNY) s = choose_splits_skinny(tiles, k, v->tn, macs);
+    else if (v->kind == K_OUTER) s = env_splits() > 0 ? env_splits() : 1;
     /* the 128 x 128 tile is chosen only where it fills the GPU; split, it ran slower (2048³:
      * 31.8 TFLOP/s at split 5 against 33.6 unsplit) */
-    int s = vi == V_DB128 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32, batch * m * n * k);
+    else s = vi == V_DB128 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32, macs);
     /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
     while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
     *variant = vi;
@@ -165,36 +250,83 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     int vi, splits;
     matmul_plan(ctx, x->batch, x->m, x->n, x->k, &vi, &splits);
     const matmul_variant *v = &VARIANTS[vi];
-    /* vec4 loads when the operand's contiguous dimension (and so every row and batch start)
-     * is a multiple of 4 */
-    int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
-    int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
-    int64_t tiles_m = (x->m + v->bm - 1) / v->bm, tiles_n = (x->n + v->bn - 1) / v->bn;
-    int64_t tiles = tiles_m * tiles_n * x->batch;
+    int64_t tiles = variant_tiles(v, x->batch, x->m, x->n);
     int64_t mn_total = x->batch * x->m * x->n;
     /* each slice a whole number of BK steps */
     int64_t k_chunk = (x->k + splits - 1) / splits;
     k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
-    char prelude[900];
-    snprintf(prelude, sizeof prelude,
-             "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const VA: u32 = %du; const VB: u32 = %du;\n"
-             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-             "const SPLITK: bool = %s;\n"
-             "alias AV = %s; alias BV = %s;\n"
-             "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
-             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
-             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, x->trans_a ? "true" : "false",
-             x->trans_b ? "true" : "false", x->c ? "true" : "false", x->accumulate ? "true" : "false",
-             splits > 1 ? "true" : "false", va == 4 ? "vec4<f32>" : "f32", vb == 4 ? "vec4<f32>" : "f32",
-             va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+    const char *tf[2] = {"false", "true"};
+    char prelude[1200];
     struct {
         uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
         float alpha, beta;
         uint32_t k_chunk, splits, pad;
     } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
                 (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
-                (uint32_t)tiles_n, (uint32_t)tiles_m, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0};
+                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0};
+    bool swap = false;
+    if (v->kind == K_SKINNY) {
+        /* X = the long side's operand, Y = the short side's (see matmul_skinny.wgsl) */
+        skinny_geom sg = skinny_shape(v, x->m, x->n);
+        swap = sg.swap;
+        bool tx = swap ? !x->trans_b : x->trans_a, ty = swap ? !x->trans_a : x->trans_b;
+        uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
+        int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
+        int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
+        uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
+        snprintf(prelude, sizeof prelude,
+                 "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
+                 "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
+                 "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
+                 "const KT_FAST: bool = %s;\n"
+                 "alias XV = %s; alias YV = %s;\n"
+                 "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
+                 "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
+                 "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
+                 r, kt, qp, jr, vx, vy, tf[tx], tf[ty], tf[swap], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
+                 tf[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
+                 vy == 4 ? "v[c]" : "v");
+        /* the skinny kernel's Params: P Q K batch x_bs y_bs c_bs c_sm c_sn tiles_p tiles_q alpha
+         * beta k_chunk splits N (same layout, other meanings) */
+        params.m = (uint32_t)sg.p;
+        params.n = (uint32_t)sg.q;
+        params.a_bs = (uint32_t)(swap ? x->b_bs : x->a_bs);
+        params.b_bs = (uint32_t)(swap ? x->a_bs : x->b_bs);
+        params.tiles_n = (uint32_t)sg.tiles_p;
+        params.tiles_m = (uint32_t)sg.tiles_q;
+        params.pad = (uint32_t)x->n;
+    } else if (v->kind == K_OUTER) {
+        int vo = x->n % 4 == 0 ? 4 : 1;
+        snprintf(prelude, sizeof prelude,
+                 "const TM: u32 = %uu; const VO: u32 = %du;\n"
+                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+                 "const SPLITK: bool = %s;\n"
+                 "alias OV = %s;\n"
+                 "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
+                 "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
+                 v->tm, vo, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
+                 vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
+        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+    } else {
+        /* vec4 loads when the operand's contiguous dimension (and so every row and batch
+         * start) is a multiple of 4 */
+        int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
+        int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
+        snprintf(prelude, sizeof prelude,
+                 "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+                 "const VA: u32 = %du; const VB: u32 = %du;\n"
+                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+                 "const SPLITK: bool = %s;\n"
+                 "alias AV = %s; alias BV = %s;\n"
+                 "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
+                 "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
+                 v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL],
+                 tf[x->accumulate], tf[splits > 1], va == 4 ? "vec4<f32>" : "f32", vb == 4 ? "vec4<f32>" : "f32",
+                 va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+    }
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
@@ -205,7 +337,7 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
             return NULL;
         }
     }
-    wgml_tensor *ro[3] = {x->a, x->b, x->c ? x->c : x->a};
+    wgml_tensor *ro[3] = {swap ? x->b : x->a, swap ? x->a : x->b, x->c ? x->c : x->a};
     uint64_t groups = (uint64_t)tiles * (uint64_t)splits;
     wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 3, part ? &part : &out, 1, &params, sizeof params,
                                    groups);
