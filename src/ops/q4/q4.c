@@ -294,6 +294,8 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
     gemv_shape(nblk, &tpr, &rpt, &wgs, &bpi);
     uint32_t sg_known = 0;
     bool sg = gemv_subgroup(ctx, tpr, &sg_known);
+    /* the sums are final in the subgroup: no workgroup memory (1 element, never read) */
+    bool direct = sg && sg_known >= (uint32_t)tpr;
     int64_t rows = (int64_t)(wgs / tpr) * rpt;
     char prelude[6144];
     size_t cap = sizeof prelude, len = 0;
@@ -305,8 +307,10 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
     EMIT("alias XT = %s;\n"
          "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
          "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
+         "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
          "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
          xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi, nw, sg ? "true" : "false", sg ? sg_known : 0u,
+         direct ? "true" : "false", direct ? 1 : wgs * rpt * (int)m,
          xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
                  : "  var v = vec4<f32>(0.0);\n"
                    "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"

@@ -22,12 +22,13 @@
 // The prelude gives KIND CPW G BPG ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
 // else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
-// size, 0 if unknown), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and
-// sg_sum(v, seg, sgs) (the sum of v over the run of seg lanes, seg a power of two, that holds
-// this lane: subgroupAdd when seg is the subgroup size sgs, else a subgroupShuffleXor
-// butterfly), the bindings (X, per weight C_w, AB_w and BIAS_w when it has one, then
-// O_w, then the uniform p) and their readers c_at(w, i), ab_at(w, i) (the (a, b) pair),
-// bias_at(w, n) (0 without a bias) and store(w, i, v).
+// size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
+// length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
+// sgs) (the sum of v over the run of seg lanes, seg a power of two, that holds this lane:
+// subgroupAdd when seg is the subgroup size sgs, else a subgroupShuffleXor butterfly), the
+// bindings (X, per weight C_w, AB_w and BIAS_w when it has one, then O_w, then the uniform p)
+// and their readers c_at(w, i), ab_at(w, i) (the (a, b) pair), bias_at(w, n) (0 without a
+// bias) and store(w, i, v).
 struct Params {
     nrow: vec4<u32>,   // N of each weight
     rg_end: vec4<u32>, // end of each weight's workgroups (cumulative)
@@ -37,7 +38,7 @@ struct Params {
 const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit) or 2 (8-bit)
 const RG: u32 = WG / TPR;          // row groups per workgroup
 
-var<workgroup> red: array<f32, WG * RPT * MR>;
+var<workgroup> red: array<f32, RED_LEN>; // WG * RPT * MR (1 when the subgroup sums are final)
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
@@ -113,7 +114,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     // DIRECT: the subgroup sums are final in lane t = 0 (acc); else the sums end in red at lid
-    const DIRECT = SUBGROUP && SG >= TPR;
     if (SUBGROUP) {
         // the subgroup's lanes of each row summed (every lane gets the sum of its run of
         // min(TPR, subgroup size) lanes)
@@ -152,8 +152,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let n = n0 + r;
             if (n >= N) { break; }
             for (var mm = 0u; mm < MR; mm++) {
-                var o = red[(r * MR + mm) * WG + lid];
-                if (DIRECT) { o = acc[r][mm]; }
+                var o = acc[r][mm];
+                if (!DIRECT) { o = red[(r * MR + mm) * WG + lid]; }
                 store(w, mm * N + n, o + bias_at(w, n));
             }
         }
