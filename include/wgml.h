@@ -1012,7 +1012,8 @@ wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weig
 /* outs[i][..., N_i] = x[..., K] · dequant(W_i)ᵀ (+ W_i's bias) for the n weights W_i =
  * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
  * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
- * wgml_q4_linear give (bit for bit on the GEMV path), in fewer dispatches. For M <= 4 (the rows
+ * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
+ * bit-identical), in fewer dispatches. For M <= 4 (the rows
  * of x: decode) the weights of one kind and group size go through one GEMV dispatch together
  * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
  * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
