@@ -1008,6 +1008,22 @@ wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_
 wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
                                int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
 
+/* ---- q4_multi (fused GEMV over weights that share x) ---- */
+/* Most weights one wgml_q4_linear_multi call takes. */
+#define WGML_Q4_MULTI_MAX 3
+/* outs[i][..., N_i] = x[..., K] · dequant(W_i)ᵀ (+ W_i's bias) for the n weights W_i =
+ * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
+ * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
+ * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
+ * bit-identical), in fewer dispatches. For M <= 4 (the rows
+ * of x: decode) the weights of one kind and group size go through one GEMV dispatch together
+ * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
+ * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
+ * it is one wgml_q4_linear per weight. On error every outs[i] (i < n) is NULL and the status
+ * names the op and the argument (weights[i] NULL or invalid, K mismatch, n out of range). */
+wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+                                 wgml_tensor **outs);
+
 #ifdef __cplusplus
 }
 #endif

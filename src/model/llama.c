@@ -338,6 +338,50 @@ static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w
     return wgml_lora_apply(g, x, y, &sl);
 }
 
+/* y + the adapter l (tensors of the model's weight graph, shared into g) applied to x. */
+static wgml_tensor *add_lora_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, const wgml_lora *l) {
+    wgml_lora sl = *l;
+    sl.a = share(g, l->a);
+    sl.b = share(g, l->b);
+    if (!y || !sl.a || !sl.b) return NULL;
+    return wgml_lora_apply(g, x, y, &sl);
+}
+
+/* y[i] = linear_lora(g, x, ws[i], lw[i], 1) for i < n (n <= WGML_Q4_MULTI_MAX): the products
+ * with 4-bit weights go through one wgml_q4_linear_multi (at decode, one GEMV dispatch per weight
+ * kind instead of one per weight; larger S falls back to one GEMM each inside it), then each
+ * adapter is added; f32 weights (and everything under $WGML_LLAMA_UNFUSED) one by one. Returns
+ * false when any output is missing (the error is on the context). */
+static bool linear_group(const wgml_model *m, wgml_graph *g, wgml_tensor *x, const lweight *const *ws,
+                         wgml_lora *const *lw, int n, wgml_tensor **y) {
+    wgml_q4_weight q[WGML_Q4_MULTI_MAX];
+    const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
+    wgml_tensor *qo[WGML_Q4_MULTI_MAX];
+    int idx[WGML_Q4_MULTI_MAX], nq = 0;
+    for (int i = 0; i < n; i++) {
+        y[i] = NULL;
+        if (!m->unfused && x && ws[i]->q) {
+            q[nq] = *ws[i]->q;
+            q[nq].codes = share(g, q[nq].codes);
+            q[nq].ab = share(g, q[nq].ab);
+            q[nq].bias = share(g, q[nq].bias);
+            if (!q[nq].codes || !q[nq].ab) return false;
+            qp[nq] = &q[nq];
+            idx[nq++] = i;
+        } else {
+            y[i] = linear_lora(g, x, ws[i], lw[i], 1);
+        }
+    }
+    if (nq == 1) y[idx[0]] = wgml_q4_linear(g, x, qp[0]);
+    else if (nq > 1 && !wgml_q4_linear_multi(g, x, qp, nq, qo))
+        for (int j = 0; j < nq; j++) y[idx[j]] = qo[j];
+    for (int j = 0; j < nq; j++)
+        if (lw[idx[j]]) y[idx[j]] = add_lora_shared(g, x, y[idx[j]], lw[idx[j]]);
+    for (int i = 0; i < n; i++)
+        if (!y[i]) return false;
+    return true;
+}
+
 static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
     if (w->q) {
         wgml_q4_weight q = *w->q;
@@ -472,9 +516,15 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
         layer *L = &m->layers[l];
         wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
 #define LW(t) (lw ? lw[t] : NULL)
-        wgml_tensor *q = wgml_reshape(g, linear_lora(g, h, &L->wq, LW(0), 1), 4, s4q);
-        wgml_tensor *k = wgml_reshape(g, linear_lora(g, h, &L->wk, LW(1), 1), 4, s4k);
-        wgml_tensor *v = wgml_reshape(g, linear_lora(g, h, &L->wv, LW(2), 1), 4, s4k);
+        /* q, k, v from the same normed h: one fused GEMV per weight kind at decode */
+        const lweight *wqkv[3] = {&L->wq, &L->wk, &L->wv}, *wgu[2] = {&L->gate, &L->up};
+        wgml_lora *lqkv[3] = {LW(0), LW(1), LW(2)}, *lgu[2] = {LW(4), LW(5)};
+        wgml_tensor *qkv[3], *gu[2];
+        if (!linear_group(m, g, h, wqkv, lqkv, 3, qkv))
+            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
+        wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
+        wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
         wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
         if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
             q = rope_kv(g, q, k, v, sg->positions, tab, kc, vc);
@@ -495,7 +545,10 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
         }
         a = wgml_reshape(g, a, 2, s2);
         h = add_rms(m, g, x, linear_lora(g, a, &L->wo, LW(3), 1), share(g, L->ffn_norm), c->rms_eps, &x);
-        wgml_tensor *f = swiglu(m, g, linear_lora(g, h, &L->gate, LW(4), 1), linear_lora(g, h, &L->up, LW(5), 1));
+        /* gate and up from the same normed h: fused like q, k, v */
+        if (!linear_group(m, g, h, wgu, lgu, 2, gu))
+            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
+        wgml_tensor *f = swiglu(m, g, gu[0], gu[1]);
         f = linear_lora(g, f, &L->down, LW(6), 1);
         if (l + 1 < c->n_layer) h = add_rms(m, g, x, f, share(g, m->layers[l + 1].attn_norm), c->rms_eps, &x);
         else if (S == 1) xn = add_rms(m, g, x, f, share(g, m->output_norm), c->rms_eps, &x); /* the head's input */

@@ -128,13 +128,14 @@ wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *wf, int64_t n, int6
 /* ------------------------------------------------------------------ kernels */
 
 /* WGSL lines shared by every q4 kernel: the kind, codes per u32 word (CPW), the group size,
- * the (a, b) type and readers: group_ab(i) gives (a, b) of w = c·a + b for index
- * i = n·(Kp/G) + group; code_f(word, i) the i-th code of a word; deq(c, ab) the exact value. */
-static void kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w) {
+ * the (a, b) type and readers: ab_of(v) gives (a, b) of w = c·a + b from a stored ABT value,
+ * group_ab(i) (with ab_reader) the pair at index i = n·(Kp/G) + group of the binding AB;
+ * code_f(word, i) the i-th code of a word; deq(c, ab) the exact value. */
+static void kind_prelude_ex(char *buf, size_t cap, const wgml_q4_weight *w, bool ab_reader) {
     const char *ab_t = w->kind == WGML_Q4_MIN ? "vec2<f32>" : "f32";
-    const char *gab = w->kind == WGML_Q4_SYM   ? "let s = AB[i]; return vec2<f32>(s, -8.0 * s);"
-                      : w->kind == WGML_Q4_MIN ? "return AB[i];"
-                                               : "return vec2<f32>(AB[i], 0.0);";
+    const char *gab = w->kind == WGML_Q4_SYM   ? "return vec2<f32>(v, -8.0 * v);"
+                      : w->kind == WGML_Q4_MIN ? "return v;"
+                                               : "return vec2<f32>(v, 0.0);";
     const char *code = w->kind == WGML_Q8 ? "return f32(bitcast<i32>(word << (24u - 8u * i)) >> 24u);"
                                           : "return f32((word >> (4u * i)) & 15u);";
     const char *deq = w->kind == WGML_Q4_SYM   ? "return (c - 8.0) * ab.x;"
@@ -143,11 +144,15 @@ static void kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w) {
     snprintf(buf, cap,
              "const KIND: u32 = %du; const CPW: u32 = %du; const G: u32 = %du; const BPG: u32 = %du;\n"
              "alias ABT = %s;\n"
-             "fn group_ab(i: u32) -> vec2<f32> { %s }\n"
+             "fn ab_of(v: ABT) -> vec2<f32> { %s }\n"
+             "%s"
              "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
              "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n",
-             (int)w->kind, w->kind == WGML_Q8 ? 4 : 8, w->group, w->group / 32, ab_t, gab, code, deq);
+             (int)w->kind, w->kind == WGML_Q8 ? 4 : 8, w->group, w->group / 32, ab_t, gab,
+             ab_reader ? "fn group_ab(i: u32) -> vec2<f32> { return ab_of(AB[i]); }\n" : "", code, deq);
 }
+
+static void kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w) { kind_prelude_ex(buf, cap, w, true); }
 
 static int64_t words_per_row(const wgml_q4_weight *w) { return w->kp / (w->kind == WGML_Q8 ? 4 : 8); }
 
@@ -368,38 +373,157 @@ static void gemv_shape(int64_t nblk, int *tpr, int *rpt, int *wg, int *bpi) {
     }
 }
 
-static wgml_tensor *record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int64_t m,
-                                int rank, const int64_t *shape) {
+/* Whether the GEMV's final reduction uses subgroup operations, and the subgroup size known to
+ * hold at least (*known, 0 when unknown). Only with the device's subgroups feature. Automatic:
+ * when the device reports a minimum subgroup size >= TPR (then each row's TPR partial sums lie
+ * in one subgroup and no workgroup memory is needed). $WGML_Q4_GEMV_SUBGROUP=0 never, =1
+ * whenever the feature is there (a subgroup size below TPR then adds one workgroup-memory step),
+ * =S (a power of two >= 2) as 1 and takes S as the known minimum size (tests: only correct when
+ * the device's subgroups really have at least S lanes). */
+static bool gemv_subgroup(wgml_ctx *ctx, int tpr, uint32_t *known) {
+    const gpu_caps *c = gpu_get_caps(ctx);
+    *known = c->subgroup_min;
+    if (!c->subgroups) return false;
+    const char *env = getenv("WGML_Q4_GEMV_SUBGROUP");
+    if (env && *env) {
+        long v = strtol(env, NULL, 10);
+        if (v <= 0) return false;
+        if (v >= 2 && v <= 128 && (v & (v - 1)) == 0) *known = (uint32_t)v;
+        return true;
+    }
+    return *known >= (uint32_t)tpr;
+}
+
+/* Bindings of one GEMV dispatch over ws[0..nw): x, codes, ab (and bias) per weight, outputs. */
+static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw) {
+    int n = 1 + nw;
+    for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
+    return n;
+}
+
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
+ * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
+ * last dim is replaced by each weight's N. */
+static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                               int64_t m, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    const wgml_q4_weight *w = ws[0];
     int64_t nblk = w->kp / 32;
     int tpr, rpt, wgs, bpi;
     gemv_shape(nblk, &tpr, &rpt, &wgs, &bpi);
+    uint32_t sg_known = 0;
+    bool sg = gemv_subgroup(ctx, tpr, &sg_known);
+    /* the sums are final in the subgroup: no workgroup memory (1 element, never read) */
+    bool direct = sg && sg_known >= (uint32_t)tpr;
     int64_t rows = (int64_t)(wgs / tpr) * rpt;
-    char prelude[1536];
+    char prelude[6144];
+    size_t cap = sizeof prelude, len = 0;
+#define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     int xv = w->k % 4 == 0 ? 4 : 1;
-    int len = snprintf(prelude, sizeof prelude,
-                       "const HAS_BIAS: bool = %s; alias XT = %s;\n"
-                       "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
-                       "const BPI: u32 = %du;\n"
-                       "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
-                       w->bias ? "true" : "false", xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi,
-                       xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
-                               : "  var v = vec4<f32>(0.0);\n"
-                                 "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
-                                 "  return v;\n");
-    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    int64_t row_groups = (w->n + rows - 1) / rows;
-    struct {
-        uint32_t m, n, k, vpr, ng, nblk, row_groups;
-    } params = {(uint32_t)m, (uint32_t)w->n, (uint32_t)w->k, (uint32_t)(words_per_row(w) / 4),
-                (uint32_t)(w->kp / w->group), (uint32_t)nblk, (uint32_t)row_groups};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
-    if (!out) return NULL;
-    wgml_tensor *ro[4] = {x, w->codes, w->ab, w->bias ? w->bias : w->ab};
-    if (graph_dispatch(g, op, "q4_gemv", prelude, ro, 4, &out, 1, &params, sizeof params, (uint64_t)row_groups)) {
-        wgml_tensor_free(out);
-        return NULL;
+    /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
+     * supported") and takes the subgroup builtins and functions without it, given the device's
+     * subgroups feature */
+    EMIT("alias XT = %s;\n"
+         "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
+         "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
+         "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
+         "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
+         xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi, nw, sg ? "true" : "false", sg ? sg_known : 0u,
+         direct ? "true" : "false", direct ? 1 : wgs * rpt * (int)m,
+         xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
+                 : "  var v = vec4<f32>(0.0);\n"
+                   "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
+                   "  return v;\n");
+    if (len < cap) kind_prelude_ex(prelude + len, cap - len, w, false);
+    len += strlen(prelude + len);
+    if (sg)
+        EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
+             "fn sg_size(s: SgIn) -> u32 { return s.size; }\n"
+             "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 {\n"
+             "  if (seg == sgs) { return subgroupAdd(v); }\n"
+             "  var s = v;\n"
+             "  for (var h = 1u; h < seg; h = h * 2u) { s += subgroupShuffleXor(s, h); }\n"
+             "  return s;\n}\n");
+    else
+        EMIT("struct SgIn { @builtin(local_invocation_id) unused: vec3<u32> }\n"
+             "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
+             "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
+    /* bindings: X, per weight C, AB (, BIAS), then the outputs, then the uniform */
+    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
+    int n_ro = 0, b = 0;
+    ro[n_ro++] = x;
+    EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
+    for (int i = 0; i < nw; i++) {
+        EMIT("@group(0) @binding(%d) var<storage, read> C%d: array<vec4<u32>>;\n", b++, i);
+        EMIT("@group(0) @binding(%d) var<storage, read> AB%d: array<ABT>;\n", b++, i);
+        ro[n_ro++] = ws[i]->codes;
+        ro[n_ro++] = ws[i]->ab;
+        if (ws[i]->bias) {
+            EMIT("@group(0) @binding(%d) var<storage, read> BIAS%d: array<f32>;\n", b++, i);
+            ro[n_ro++] = ws[i]->bias;
+        }
     }
-    return out;
+    for (int i = 0; i < nw; i++) EMIT("@group(0) @binding(%d) var<storage, read_write> O%d: array<f32>;\n", b++, i);
+    EMIT("@group(0) @binding(%d) var<uniform> p: Params;\n", b++);
+    /* readers: w is uniform across a workgroup, so these branches are too */
+    EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return C%d[i]; } ", i, i);
+    EMIT("return C0[i]; }\nfn ab_at(w: u32, i: u32) -> vec2<f32> { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return ab_of(AB%d[i]); } ", i, i);
+    EMIT("return ab_of(AB0[i]); }\nfn bias_at(w: u32, n: u32) -> f32 { ");
+    for (int i = 0; i < nw; i++)
+        if (ws[i]->bias) EMIT("if (w == %du) { return BIAS%d[n]; } ", i, i);
+    EMIT("return 0.0; }\nfn store(w: u32, i: u32, v: f32) { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
+    EMIT("O0[i] = v; }\n");
+#undef EMIT
+    if (len >= cap) return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
+    struct {
+        uint32_t nrow[4], rg_end[4];
+        uint32_t m, k, vpr, ng, nblk, row_groups, pad0, pad1;
+    } params;
+    memset(&params, 0, sizeof params);
+    int64_t total = 0;
+    for (int i = 0; i < nw; i++) {
+        total += (ws[i]->n + rows - 1) / rows;
+        params.nrow[i] = (uint32_t)ws[i]->n;
+        params.rg_end[i] = (uint32_t)total;
+    }
+    params.m = (uint32_t)m;
+    params.k = (uint32_t)w->k;
+    params.vpr = (uint32_t)(words_per_row(w) / 4);
+    params.ng = (uint32_t)(w->kp / w->group);
+    params.nblk = (uint32_t)nblk;
+    params.row_groups = (uint32_t)total;
+    int64_t shape[WGML_MAX_RANK];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    for (int i = 0; i < nw; i++) {
+        shape[x->rank - 1] = ws[i]->n;
+        outs[i] = graph_output(g, op, WGML_F32, x->rank, shape);
+    }
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < nw && !s; i++)
+        if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
+    if (!s)
+        s = graph_dispatch(g, op, "q4_gemv", prelude, ro, n_ro, outs, nw, &params, sizeof params, (uint64_t)total);
+    if (s)
+        for (int i = 0; i < nw; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
+
+/* The checks of x shared by q4_linear and q4_linear_multi. */
+static bool x_ok(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x) {
+    if (check_tensor(ctx, op, "x", x) || check_dtype(ctx, op, "x", x, WGML_F32) ||
+        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK))
+        return false;
+    if (x->graph != g) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
+        return false;
+    }
+    return true;
 }
 
 wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
@@ -407,22 +531,90 @@ wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight 
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "q4_linear";
     if (check_tensor(ctx, op, "x", x) || !weight_ok(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
-        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || !same_graph(ctx, op, "x", x, w))
+        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || !same_graph(ctx, op, "x", x, w) || !x_ok(g, ctx, op, x))
         return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
     if (x->shape[x->rank - 1] != w->k) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x %s must end in K = %lld for the weight [%lld, %lld]", op, tshape(x),
                        (long long)w->k, (long long)w->n, (long long)w->k);
         return NULL;
     }
     int64_t m = x->numel / w->k, shape[WGML_MAX_RANK];
+    if (m <= GEMV_MAX_M) {
+        wgml_tensor *out = NULL;
+        record_gemv(g, op, x, &w, 1, m, &out);
+        return q4_linear_grad_record(g, out, x, w);
+    }
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = w->n;
-    if (m <= GEMV_MAX_M) return q4_linear_grad_record(g, record_gemv(g, op, x, w, m, x->rank, shape), x, w);
     return q4_linear_grad_record(g, record_mm(g, op, x, w, 0, m, x->rank, shape), x, w);
+}
+
+wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+                                 wgml_tensor **outs) {
+    const char *op = "q4_linear_multi";
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
+    for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    if (n < 1 || n > WGML_Q4_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+    if (!weights) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
+    if (!x_ok(g, ctx, op, x)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1];
+    for (int i = 0; i < n; i++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "weights[%d]", i);
+        const wgml_q4_weight *w = weights[i];
+        if (!weight_ok(ctx, op, arg, w)) return wgml_last_status(ctx);
+        if (w->codes->graph != g || w->ab->graph != g || (w->bias && w->bias->graph != g))
+            return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s [%lld, %lld] and x %s belong to different graphs", op, arg,
+                                  (long long)w->n, (long long)w->k, tshape(x));
+        if (w->k != k)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] has K = %lld; x %s ends in K = %lld", op, arg,
+                                  (long long)w->n, (long long)w->k, (long long)w->k, tshape(x), (long long)k);
+    }
+    int64_t m = x->numel / k;
+    wgml_status s = WGML_OK;
+    if (m > GEMV_MAX_M || graph_grad_enabled(g, &x, 1)) {
+        /* the tiled GEMM (one dispatch each), or the autograd record of each product */
+        for (int i = 0; i < n && !s; i++)
+            if (!(outs[i] = wgml_q4_linear(g, x, weights[i]))) s = wgml_last_status(ctx);
+    } else {
+        /* groups of weights one dispatch can take: one kind, one group size, bindings that fit */
+        const gpu_caps *caps = gpu_get_caps(ctx);
+        int limit = GRAPH_MAX_BINDINGS - 1;
+        if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
+        bool done[WGML_Q4_MULTI_MAX] = {false};
+        for (int i = 0; i < n && !s; i++) {
+            if (done[i]) continue;
+            const wgml_q4_weight *grp[WGML_Q4_MULTI_MAX];
+            int idx[WGML_Q4_MULTI_MAX], ng = 0;
+            grp[ng] = weights[i], idx[ng++] = i;
+            for (int j = i + 1; j < n; j++) {
+                if (done[j] || weights[j]->kind != weights[i]->kind || weights[j]->group != weights[i]->group) continue;
+                grp[ng] = weights[j];
+                if (gemv_storage_bindings(grp, ng + 1) > limit) continue;
+                idx[ng++] = j;
+            }
+            if (gemv_storage_bindings(grp, ng) > limit) { /* even one weight alone does not fit */
+                s = wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
+                                   caps->max_storage_per_stage);
+                break;
+            }
+            wgml_tensor *o[WGML_Q4_MULTI_MAX];
+            s = record_gemv(g, op, x, grp, ng, m, o);
+            for (int j = 0; j < ng && !s; j++) {
+                done[idx[j]] = true;
+                outs[idx[j]] = o[j];
+            }
+        }
+    }
+    if (s)
+        for (int i = 0; i < n; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
 }
 
 wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w) {

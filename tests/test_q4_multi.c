@@ -1,0 +1,373 @@
+#define _POSIX_C_SOURCE 200809L
+/* The fused 4-bit GEMV over several weights that share x (wgml_q4_linear_multi): each output
+ * against an fp64 product on the host dequantisation, and against wgml_q4_linear of the same
+ * weight (the same kernel arithmetic); the number of dispatches (one per kind at M <= 4, one
+ * GEMM per weight above), mixed kinds, the binding limit, biases, odd K and N, M = 1..4, more
+ * than 65,535 workgroups, a built graph run twice, bad input, and both final reductions of the
+ * GEMV (workgroup-memory tree and subgroup operations, $WGML_Q4_GEMV_SUBGROUP) where the device
+ * has subgroups. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* q4.md: the tolerance grows with K */
+static double tol_abs(int64_t k) { return fmax(1e-4, 1e-3 * sqrt((double)k / 8192.0)); }
+#define RTOL 1e-2
+
+static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8"};
+
+/* A weight on the GPU and its host dequantisation W[n, k] (and bias). */
+typedef struct hweight {
+    wgml_q4_weight *w;
+    float *deq;
+    float *bias;
+} hweight;
+
+static uint16_t half_bits(int emin, int emax, bool negative) {
+    int e = emin + (int)th_uniform(0, emax - emin + 1);
+    if (e > emax) e = emax;
+    return (uint16_t)((negative ? 0x8000 : 0) | (e << 10) | ((uint16_t)th_uniform(0, 1024) & 0x3FF));
+}
+
+/* kind 0: symmetric q4gsw from random fp32 (group G, optional bias); 1: random Q4_1 blocks;
+ * 2: random Q8_0 blocks (G = 32, no bias: GGUF weights carry none). */
+static hweight make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, bool bias) {
+    hweight h = {NULL, malloc(sizeof(float) * (size_t)(n * k)), NULL};
+    if (kind == 0) {
+        float *wf = th_random((size_t)(n * k), -1, 1);
+        int64_t ng = (k + group - 1) / group, pn = (n + 3) / 4 * 4;
+        uint8_t *codes = malloc((size_t)(n * ((k + 1) / 2)));
+        float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
+        if (bias) h.bias = th_random((size_t)n, -1, 1);
+        th_check(wgml_q4gsw_quantize(wf, n, k, group, codes, scales) == WGML_OK, "quantize: %s", wgml_last_error(NULL));
+        th_check(wgml_q4gsw_dequantize(codes, scales, n, k, group, h.deq) == WGML_OK, "dequantize");
+        h.w = wgml_q4_upload_q4gsw(g, codes, scales, h.bias, n, k, group);
+        free(wf);
+        free(codes);
+        free(scales);
+    } else {
+        int type = kind == 1 ? WGML_GGML_Q4_1 : WGML_GGML_Q8_0;
+        size_t bs = kind == 1 ? 20 : 34, bytes = (size_t)(n * k / 32) * bs;
+        uint8_t *blocks = malloc(bytes);
+        for (size_t b = 0; b < bytes / bs; b++) {
+            uint8_t *p = blocks + b * bs;
+            uint16_t d = kind == 1 ? half_bits(9, 12, false) : half_bits(7, 8, false);
+            p[0] = (uint8_t)d, p[1] = (uint8_t)(d >> 8);
+            size_t q0 = 2;
+            if (kind == 1) {
+                uint16_t mn = half_bits(11, 13, true);
+                p[2] = (uint8_t)mn, p[3] = (uint8_t)(mn >> 8);
+                q0 = 4;
+            }
+            for (size_t j = q0; j < bs; j++) p[j] = (uint8_t)th_uniform(0, 256);
+        }
+        th_check(wgml_gguf_dequantize(type, blocks, bytes, n, k, h.deq) == WGML_OK, "gguf dequantize");
+        h.w = wgml_q4_upload_gguf(g, type, blocks, bytes, n, k);
+        free(blocks);
+    }
+    th_check(h.w != NULL, "upload %s [%lld, %lld]: %s", KIND_NAMES[kind], (long long)n, (long long)k,
+             wgml_last_error(T.ctx));
+    return h;
+}
+
+static void free_weight(hweight *h) {
+    wgml_q4_free(h->w);
+    free(h->deq);
+    free(h->bias);
+}
+
+/* ref[m, n] = Σ_k x[m, k] W[n, k] + bias[n], plain loops in double */
+static double *ref_linear(const float *x, const hweight *h, int64_t m, int64_t n, int64_t k) {
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = h->bias ? h->bias[j] : 0.0;
+            const float *xr = x + i * k, *wr = h->deq + j * k;
+            for (int64_t c = 0; c < k; c++) s += (double)xr[c] * wr[c];
+            ref[i * n + j] = s;
+        }
+    return ref;
+}
+
+static uint64_t dispatches_so_far(void) {
+    uint64_t ns, d;
+    wgml_record_stats(T.ctx, &ns, &d);
+    return d;
+}
+
+typedef struct wspec {
+    int kind;
+    int64_t n;
+    bool bias;
+} wspec;
+
+/* One call of wgml_q4_linear_multi in the eager graph on weights ws[0..nw) with x [m, k] (as
+ * [2, m/2, k] when m is 4): every output against fp64 and, at M <= 4, bit for bit against
+ * wgml_q4_linear; want_dispatches: how many the call must record (-1: not checked). */
+static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, int group, int want_dispatches) {
+    double t0 = now_s();
+    hweight h[WGML_Q4_MULTI_MAX];
+    const wgml_q4_weight *wp[WGML_Q4_MULTI_MAX];
+    for (int i = 0; i < nw; i++) {
+        h[i] = make_weight(T.g, ws[i].kind, ws[i].n, k, ws[i].kind == 0 ? group : 32, ws[i].bias);
+        wp[i] = h[i].w;
+    }
+    float *hx = th_random((size_t)(m * k), -1, 1);
+    bool r3 = m == 4;
+    int64_t xs3[3] = {2, m / 2, k}, xs2[2] = {m, k};
+    wgml_tensor *x = r3 ? th_tensor_f32(3, xs3, hx) : th_tensor_f32(2, xs2, hx);
+    wgml_tensor *outs[WGML_Q4_MULTI_MAX];
+    wgml_sync(T.ctx);
+    uint64_t d0 = dispatches_so_far();
+    wgml_status s = wgml_q4_linear_multi(T.g, x, wp, nw, outs);
+    wgml_sync(T.ctx); /* the eager dispatches are counted when they are submitted */
+    /* the harness's context fills each new output with NaN: one more dispatch per output */
+    uint64_t used = dispatches_so_far() - d0 - (uint64_t)nw;
+    char name[200];
+    int len = snprintf(name, sizeof name, "%s M=%lld K=%lld:", what, (long long)m, (long long)k);
+    for (int i = 0; i < nw; i++)
+        len += snprintf(name + len, sizeof name - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind],
+                        (long long)ws[i].n, ws[i].bias ? "+b" : "");
+    th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
+    if (want_dispatches >= 0)
+        th_check(used == (uint64_t)want_dispatches, "%s: %llu dispatches, want %d", name, (unsigned long long)used,
+                 want_dispatches);
+    for (int i = 0; i < nw && s == WGML_OK; i++) {
+        char oname[260];
+        snprintf(oname, sizeof oname, "%s out %d", name, i);
+        th_check(outs[i] && wgml_tensor_rank(outs[i]) == (r3 ? 3 : 2) && wgml_tensor_dim(outs[i], -1) == ws[i].n &&
+                     wgml_tensor_numel(outs[i]) == m * ws[i].n,
+                 "%s shape", oname);
+        float *got = th_read_f32(outs[i]);
+        double *ref = ref_linear(hx, &h[i], m, ws[i].n, k);
+        if (got) th_close(oname, got, ref, (size_t)(m * ws[i].n), tol_abs(k), RTOL);
+        if (got && m <= 4) { /* the same per-row arithmetic as the single-weight GEMV */
+            wgml_tensor *one = wgml_q4_linear(T.g, x, wp[i]);
+            float *g1 = th_read_f32(one);
+            snprintf(oname, sizeof oname, "%s out %d equals q4_linear", name, i);
+            if (g1) th_exact_u32(oname, (const uint32_t *)got, (const uint32_t *)g1, (size_t)(m * ws[i].n));
+            free(g1);
+            wgml_tensor_free(one);
+        }
+        free(got);
+        free(ref);
+        wgml_tensor_free(outs[i]);
+    }
+    printf("  %-100s %.2f s\n", name, now_s() - t0);
+    wgml_tensor_free(x);
+    free(hx);
+    for (int i = 0; i < nw; i++) free_weight(&h[i]);
+}
+
+/* The GEMV cases at M = 1..4: 1, 2, 3 weights of one kind (one dispatch), odd N and K, biases. */
+static void test_fused(void) {
+    static const wspec one[1] = {{0, 37, true}};
+    static const wspec two[2] = {{1, 40, false}, {1, 13, false}};
+    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
+    static const wspec three_q8[3] = {{2, 66, false}, {2, 5, false}, {2, 33, false}};
+    static const wspec three_q41[3] = {{1, 64, false}, {1, 19, false}, {1, 19, false}};
+    for (int64_t m = 1; m <= 4; m++) {
+        case_multi("one", one, 1, m, 77, 32, 1);
+        case_multi("two", two, 2, m, 160, 32, 1);
+        case_multi("three", three, 3, m, 200, 64, 1);
+    }
+    case_multi("three q8", three_q8, 3, 2, 96, 32, 1);
+    case_multi("three q4_1 (qkv-like)", three_q41, 3, 1, 576, 32, 1);
+    case_multi("three, K >= 2048 (32x4 shape)", three, 3, 1, 2080, 32, 1);
+    /* biases on all three: 13 storage buffers are more than one dispatch binds, so two */
+    static const wspec biased[3] = {{0, 21, true}, {0, 9, true}, {0, 40, true}};
+    case_multi("three biased", biased, 3, 3, 96, 32, 2);
+}
+
+/* Weights of different kinds: grouped by kind, one dispatch per kind. */
+static void test_mixed(void) {
+    static const wspec qkv[3] = {{1, 48, false}, {1, 16, false}, {2, 16, false}}; /* Q4_1 q, k; Q8_0 v */
+    static const wspec alt[3] = {{2, 30, false}, {0, 17, true}, {2, 12, false}};
+    static const wspec all3[3] = {{0, 11, false}, {1, 12, false}, {2, 13, false}};
+    case_multi("mixed", qkv, 3, 1, 96, 32, 2);
+    case_multi("mixed (first and last fused)", alt, 3, 4, 64, 32, 2);
+    case_multi("three kinds", all3, 3, 2, 128, 32, 3);
+    /* group sizes differ: separate dispatches */
+    hweight a = make_weight(T.g, 0, 9, 128, 32, false), b = make_weight(T.g, 0, 7, 128, 64, false);
+    const wgml_q4_weight *wp[2] = {a.w, b.w};
+    float *hx = th_random(128, -1, 1);
+    int64_t xs[2] = {1, 128};
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *o[2];
+    wgml_sync(T.ctx);
+    uint64_t d0 = dispatches_so_far();
+    th_check(wgml_q4_linear_multi(T.g, x, wp, 2, o) == WGML_OK, "G 32 + G 64: %s", wgml_last_error(T.ctx));
+    wgml_sync(T.ctx);
+    th_check(dispatches_so_far() - d0 == 2 + 2, "G 32 + G 64: two dispatches (and two NaN fills)");
+    for (int i = 0; i < 2; i++) {
+        float *got = th_read_f32(o[i]);
+        double *ref = ref_linear(hx, i ? &b : &a, 1, i ? 7 : 9, 128);
+        if (got) th_close(i ? "G 64 out" : "G 32 out", got, ref, (size_t)(i ? 7 : 9), tol_abs(128), RTOL);
+        free(got);
+        free(ref);
+        wgml_tensor_free(o[i]);
+    }
+    wgml_tensor_free(x);
+    free(hx);
+    free_weight(&a);
+    free_weight(&b);
+}
+
+/* M > 4: the tiled GEMM for each weight (one dispatch each). */
+static void test_fallback(void) {
+    static const wspec three[3] = {{0, 37, true}, {1, 29, false}, {1, 64, false}};
+    case_multi("GEMM fallback", three, 3, 5, 96, 32, 3);
+    case_multi("GEMM fallback", three, 3, 70, 160, 32, 3);
+}
+
+/* Two weights whose row groups add up to more than 65,535 workgroups (the 2-D fold, with the
+ * second weight's workgroups past the fold): K = 32 gives 4 rows per workgroup. */
+static void test_many_workgroups(void) {
+    static const wspec big[2] = {{2, 140001, false}, {2, 131075, false}};
+    case_multi("two, > 65,535 workgroups", big, 2, 1, 32, 32, 1);
+}
+
+/* Recorded into a built graph (weights and x its persistent tensors), run twice with new x. */
+static void test_built_graph(void) {
+    double t0 = now_s();
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    const int64_t k = 160, m = 2, ns[3] = {40, 13, 27};
+    hweight h[3];
+    const wgml_q4_weight *wp[3];
+    for (int i = 0; i < 3; i++) {
+        h[i] = make_weight(g, i == 2 ? 0 : 1, ns[i], k, 32, i == 2);
+        wp[i] = h[i].w;
+    }
+    int64_t xs[2] = {m, k};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *o[3];
+    bool ok = x && wgml_q4_linear_multi(g, x, wp, 3, o) == WGML_OK;
+    for (int i = 0; ok && i < 3; i++) ok = wgml_graph_keep(g, o[i]) == WGML_OK;
+    ok = ok && wgml_graph_compile(g) == WGML_OK;
+    th_check(ok, "built graph: %s", wgml_last_error(T.ctx));
+    th_check(!ok || wgml_graph_dispatch_count(g) == 2, "built graph: %zu dispatches (Q4_1 pair + q4sym)",
+             ok ? wgml_graph_dispatch_count(g) : 0);
+    for (int run = 0; ok && run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1);
+        th_check(wgml_tensor_write(x, hx, sizeof(float) * (size_t)(m * k)) == WGML_OK, "write x");
+        th_check(wgml_graph_run(g) == WGML_OK, "run %d: %s", run, wgml_last_error(T.ctx));
+        for (int i = 0; i < 3; i++) {
+            float *got = th_read_f32(o[i]);
+            double *ref = ref_linear(hx, &h[i], m, ns[i], k);
+            char name[64];
+            snprintf(name, sizeof name, "built graph run %d out %d", run, i);
+            if (got) th_close(name, got, ref, (size_t)(m * ns[i]), tol_abs(k), RTOL);
+            free(got);
+            free(ref);
+        }
+        free(hx);
+    }
+    for (int i = 0; i < 3; i++) free_weight(&h[i]);
+    wgml_graph_free(g);
+    printf("  built graph: %.2f s\n", now_s() - t0);
+}
+
+static void test_errors(void) {
+    hweight a = make_weight(T.g, 1, 8, 64, 32, false), b = make_weight(T.g, 1, 8, 96, 32, false);
+    int64_t xs[2] = {1, 64};
+    wgml_tensor *x = wgml_full(T.g, WGML_F32, 2, xs, 1.0), *xi = wgml_full(T.g, WGML_I32, 2, xs, 1.0);
+    wgml_tensor *o[4] = {(wgml_tensor *)1, (wgml_tensor *)1, (wgml_tensor *)1, (wgml_tensor *)1};
+    const wgml_q4_weight *kmis[2] = {a.w, b.w}, *null1[2] = {a.w, NULL}, *four[4] = {a.w, a.w, a.w, a.w};
+    wgml_status s = wgml_q4_linear_multi(T.g, x, kmis, 2, o);
+    th_expect_error("K mismatch", s == WGML_ERR_SHAPE, WGML_ERR_SHAPE, "q4_linear_multi", "weights[1]", "[8, 96]",
+                    "K = 64", NULL);
+    th_check(!o[0] && !o[1], "outputs are NULL after an error");
+    s = wgml_q4_linear_multi(T.g, x, null1, 2, o);
+    th_expect_error("NULL weight", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights[1] is NULL", NULL);
+    s = wgml_q4_linear_multi(T.g, x, four, 4, o);
+    th_expect_error("too many weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "4 weights", "1 to 3", NULL);
+    s = wgml_q4_linear_multi(T.g, x, four, 0, o);
+    th_expect_error("no weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "0 weights", NULL);
+    s = wgml_q4_linear_multi(T.g, x, NULL, 1, o);
+    th_expect_error("NULL weights array", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights is NULL", NULL);
+    s = wgml_q4_linear_multi(T.g, x, kmis, 1, NULL);
+    th_expect_error("NULL outs", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "outs is NULL", NULL);
+    s = wgml_q4_linear_multi(T.g, NULL, kmis, 1, o);
+    th_expect_error("NULL x", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "x is NULL", NULL);
+    s = wgml_q4_linear_multi(T.g, xi, kmis, 1, o);
+    th_expect_error("i32 x", s == WGML_ERR_DTYPE, WGML_ERR_DTYPE, "q4_linear_multi", "x", "i32", NULL);
+    s = wgml_q4_linear_multi(NULL, x, kmis, 1, o);
+    th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "q4_linear_multi: graph is NULL"),
+             "NULL graph: %s", wgml_last_error(NULL));
+    /* x on another graph than the weights */
+    wgml_graph *g2 = wgml_graph_new(T.ctx);
+    wgml_tensor *x2 = wgml_tensor_new(g2, WGML_F32, 2, xs);
+    s = wgml_q4_linear_multi(g2, x2, kmis, 1, o);
+    th_expect_error("weight of another graph", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights[0]",
+                    "different graphs", NULL);
+    wgml_graph_free(g2);
+    wgml_tensor_free(x);
+    wgml_tensor_free(xi);
+    free_weight(&a);
+    free_weight(&b);
+    wgml_sync(T.ctx);
+}
+
+/* The final reduction through subgroup operations: $WGML_Q4_GEMV_SUBGROUP=1 (subgroupAdd or
+ * the shuffle butterfly, then one workgroup-memory step), and =4 (the subgroup taken to hold at
+ * least 4 lanes: with TPR = 4 the sums are final in the subgroup) under several GEMV shapes. */
+static void test_subgroup(void) {
+    wgml_device_info info;
+    wgml_device_get_info(T.ctx, &info);
+    if (!info.has_subgroups) {
+        printf("  the device has no subgroups: the tree reduction only\n");
+        return;
+    }
+    printf("  subgroups: size %u..%u (0: not reported)\n", info.subgroup_min, info.subgroup_max);
+    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
+    static const wspec two[2] = {{1, 40, false}, {1, 19, false}};
+    static const struct {
+        const char *sg, *shape;
+    } runs[] = {{"1", NULL}, {"1", "4,2,64,1"}, {"1", "16,2,256,2"}, {"4", "4,2,64,1"}, {"1", "32,4,256,1"}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        setenv("WGML_Q4_GEMV_SUBGROUP", runs[r].sg, 1);
+        if (runs[r].shape) setenv("WGML_Q4_GEMV", runs[r].shape, 1);
+        char what[96];
+        snprintf(what, sizeof what, "subgroup=%s shape %s", runs[r].sg, runs[r].shape ? runs[r].shape : "auto");
+        case_multi(what, three, 3, 3, 200, 64, 1);
+        case_multi(what, two, 2, 1, 2080, 32, 1);
+        unsetenv("WGML_Q4_GEMV");
+    }
+    unsetenv("WGML_Q4_GEMV_SUBGROUP");
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_q4_multi", argc, argv);
+    double t0 = now_s();
+    test_errors();
+    printf("errors: %.2f s\n", now_s() - t0);
+    /* the tree reduction unless $WGML_Q4_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
+    setenv("WGML_Q4_GEMV_SUBGROUP", "0", 0);
+    t0 = now_s();
+    test_fused();
+    printf("fused GEMV: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_mixed();
+    printf("mixed kinds: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_fallback();
+    printf("GEMM fallback: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_many_workgroups();
+    printf("> 65,535 workgroups: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_built_graph();
+    printf("built graph: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_subgroup();
+    printf("subgroup reduction: %.2f s\n", now_s() - t0);
+    return th_done();
+}
