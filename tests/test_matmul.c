@@ -310,8 +310,9 @@ static void test_skinny_epilogues(void) {
     wgml_matmul_force_variant(T.ctx, -1);
 }
 
-/* The automatic choice: the skinny kernels from 2^22 multiply-adds on (LoRA's shapes scaled
- * to this machine), the tiled ones below; the skinny split only where blocks are few. */
+/* The automatic choice: from 2^22 multiply-adds on, the outer kernel for K <= 32 and the
+ * skinny one for a short side with K >= 2048 (LoRA's shapes scaled to this machine), the
+ * tiled ones otherwise; the skinny split only where blocks are few. */
 static void expect_plan(int64_t m, int64_t n, int64_t k, const char *want, int split_min, int split_max) {
     int v = -1, s = 0;
     matmul_plan(T.ctx, 1, m, n, k, &v, &s);
@@ -321,21 +322,21 @@ static void expect_plan(int64_t m, int64_t n, int64_t k, const char *want, int s
 }
 
 /* A LoRA adapter's four products at 2^22-2^23 multiply-adds in a built graph, with the
- * automatic choice: h = x·Aᵀ (skinny), y = h·Bᵀ (outer), dB += dyᵀ·h (skinny, long K, split),
- * dA += dhᵀ·x (skinny, short side M: swapped, split); run twice with new inputs. */
+ * automatic choice: h = x·Aᵀ (32 x 32 tile), y = h·Bᵀ (outer), dB += dyᵀ·h (skinny, long K,
+ * split), dA += dhᵀ·x (skinny, short side M: swapped, split); run twice with new inputs. */
 static void test_skinny_graph(void) {
     double t0 = now_s();
     const int64_t M = 2048, K = 128, R = 16, N = 256;
-    expect_plan(M, R, K, "skinny_r4_kt16", 1, 2);
-    expect_plan(M, N, R, "outer_r4", 1, 1);
-    expect_plan(N, R, M, "skinny_r4_kt16", 2, 64);
-    expect_plan(R, K, M, "skinny_r4_kt16", 2, 64);
-    expect_plan(M, 24, K, "skinny_r2_kt16", 1, 2);
+    expect_plan(M, R, K, "tile32x32_k16_r4x4", 1, 2); /* short side, K < 2048: the tiled kernel */
+    expect_plan(M, N, R, "outer_r8", 1, 1);
+    expect_plan(N, R, M, "skinny_r2_kt16", 2, 64);
+    expect_plan(R, K, M, "skinny_r2_kt16", 2, 64);
+    expect_plan(M, 24, K, "tile32x32_k16_r4x4", 1, 2);
     expect_plan(1024, R, K, "tile32x32_k16_r4x4", 1, 1); /* 2^21: the tiled kernels */
-    expect_plan(4096, 1536, 16, "outer_r4", 1, 1);      /* LoRA's H200 shapes */
-    expect_plan(4096, 16, 576, "skinny_r4_kt16", 2, 64);
-    expect_plan(1536, 16, 4096, "skinny_r4_kt16", 2, 64);
-    expect_plan(16, 576, 4096, "skinny_r4_kt16", 2, 64);
+    expect_plan(4096, 1536, 16, "outer_r8", 1, 1);      /* LoRA's H200 shapes */
+    expect_plan(4096, 16, 576, "tile32x32_k16_r4x4", 2, 16);
+    expect_plan(1536, 16, 4096, "skinny_r2_kt16", 2, 64);
+    expect_plan(16, 576, 4096, "skinny_r2_kt16", 2, 64);
     wgml_graph *g = wgml_graph_new(T.ctx);
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){M, K});
     wgml_tensor *A = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){R, K});

@@ -105,7 +105,7 @@ static void test_linear(void) {
     wgml_matmul_force_variant(T.ctx, -1);
     /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
      * $WGML_Q4_GEMV, the benchmark sweep's knob: each must give the same results */
-    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "32,4,256,4", "64,1,128,3", "4,8,32,8"};
+    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "32,4,256,4", "64,1,128,3", "32,8,64,1"};
     for (int f = 0; f < 6; f++) {
         if (f) setenv("WGML_Q4_GEMV", gemv[f], 1);
         printf("  GEMV shape forced: %s\n", gemv[f]);

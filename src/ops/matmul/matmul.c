@@ -49,9 +49,9 @@ static const matmul_variant VARIANTS[] = {
 #define V_TILE64 1
 #define V_TILE32 2
 #define V_TILE128X64 4
-#define V_SKINNY_R4 9
+
 #define V_SKINNY_R2 10
-#define V_OUTER_R4 13
+#define V_OUTER_R8 14
 #define MAX_SPLITS 64
 
 int wgml_matmul_variant_count(void) { return N_VARIANTS; }
@@ -106,10 +106,13 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
 #define V_DB128 5
 /* Before those rules, the skinny kernels, only for products of at least 2^22 multiply-adds
  * (below that a product is over in a few microseconds anyway, and the small models of the
- * parity tests keep the tiled kernels' summation order): a short K (<= 32) with an output
- * wider than 32 takes the outer-product kernel (outer_r4); an output side <= 32 takes the
- * skinny kernel (skinny_r4_kt16 when that side is <= 16, else skinny_r2_kt16, which holds
- * half the accumulators). Conservative, to be tuned on the GPU with bench/lora_sweep.sh. */
+ * parity tests keep the tiled kernels' summation order), as the H200 LoRA sweep ranked them
+ * (bench/lora_sweep.sh, bench/NOTES.md): a short K (<= 32) with an output wider than 32 takes
+ * the outer-product kernel (outer_r8: 8-14 us on the rank-16 up-projections, outer_r4 10-19);
+ * an output side <= 32 with a long K (>= 2048: the weight gradients) takes skinny_r2_kt16 with
+ * its split (15-21 us against 30 for 32 x 32 split 16). An output side <= 32 with a moderate K
+ * (x·Aᵀ, dy·B at K = 576-1536) stays on the 32 x 32 tile with split-K (17-29 us; the skinny
+ * kernels took 27-90 us there). */
 #define SKINNY_MIN_MACS (1ll << 22)
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
     int forced = gpu_ctx_matmul_variant(ctx);
@@ -117,9 +120,8 @@ static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, in
     if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
     int64_t small = m < n ? m : n;
     if (batch * m * n * k >= SKINNY_MIN_MACS) {
-        if (k <= 32 && n > 32 && variant_fits(ctx, V_OUTER_R4)) return V_OUTER_R4;
-        int sv = small <= 16 ? V_SKINNY_R4 : V_SKINNY_R2;
-        if (small <= 32 && variant_fits(ctx, sv)) return sv;
+        if (k <= 32 && n > 32 && variant_fits(ctx, V_OUTER_R8)) return V_OUTER_R8;
+        if (small <= 32 && k >= 2048 && variant_fits(ctx, V_SKINNY_R2)) return V_SKINNY_R2;
     }
     int64_t tiles_128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);

@@ -359,12 +359,14 @@ static void gemv_shape(int64_t nblk, int *tpr, int *rpt, int *wg, int *bpi) {
      * (BPI 2-4) was slower everywhere else */
     *wg = 256;
     *bpi = 1;
-    if (nblk >= 64) *tpr = 32, *rpt = 4;
+    /* third session: rows per thread 8 (each x load serves 8 rows) in 64-thread workgroups:
+     * 4096->11008 24.1 -> 22.0 us, 2048->8192 12.2 -> 11.3 (RPT 1/2/4/8: 56.0/35.5/24.1/22.0) */
+    if (nblk >= 64) *tpr = 32, *rpt = 8, *wg = 64;
     else *tpr = 64, *rpt = 1, *bpi = 2;
     const char *env = getenv("WGML_Q4_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
-    if (got >= 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 && b <= 8 && c >= a && c <= 256 && c % a == 0 &&
+    if (got >= 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 && b <= 16 && c >= a && c <= 256 && c % a == 0 &&
         d >= 1 && d <= 8) {
         *tpr = a;
         *rpt = b;
