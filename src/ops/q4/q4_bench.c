@@ -140,7 +140,11 @@ int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int mode) {
         int64_t k = decode[i][0], n = decode[i][1];
         double bytes = (double)n * k / 2 + (double)n * (k / 32) * 4 + 4.0 * k + 4.0 * n;
         int reps = cpu ? 4 : 100;
-        int copies = cpu ? 1 : (int)(256e6 / bytes) + 1; /* 256 MB of weights: past any cache */
+        /* 256 MB of weights: past any cache ($WGML_BENCH_Q4_MB changes it, for studying how the
+         * placement of the copies affects the time) */
+        const char *mb_env = getenv("WGML_BENCH_Q4_MB");
+        double mb = mb_env && atof(mb_env) > 0 ? atof(mb_env) : 256.0;
+        int copies = cpu ? 1 : (int)(mb * 1e6 / bytes) + 1;
         int check = 0;
         double t = time_forward(ctx, 1, n, k, reps, copies < reps ? copies : reps, &check);
         char label[64];
