@@ -34,12 +34,14 @@ static const shape3 DEFAULT_GPU[] = {{4096, 4096, 4096, 0}, {8192, 8192, 8192, 0
 static const shape3 DEFAULT_CPU[] = {{256, 256, 256, 0}, {512, 512, 512, 0}};
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+float bench_frand(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
+
+static float frand(void) { return bench_frand(&rng); }
 
 static wgml_tensor *random_tensor(wgml_graph *g, int64_t r, int64_t c, float **host) {
     int64_t shape[2] = {r, c};

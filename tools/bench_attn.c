@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float frand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
 typedef struct attn_shape {
     int64_t B, Hq, Hkv, S, D;
 } attn_shape;
@@ -113,8 +106,8 @@ int bench_attn_main(wgml_ctx *ctx, int argc, char **argv) {
         goto done;
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i < nq; i++) hq[i] = frand(&seed), hg[i] = frand(&seed);
-    for (int64_t i = 0; i < nk; i++) hk[i] = frand(&seed), hv[i] = frand(&seed);
+    for (int64_t i = 0; i < nq; i++) hq[i] = bench_frand(&seed), hg[i] = bench_frand(&seed);
+    for (int64_t i = 0; i < nk; i++) hk[i] = bench_frand(&seed), hv[i] = bench_frand(&seed);
     double fwd_flop = 2.0 * 2.0 * (double)(a.B * a.Hq) * (double)a.S * (double)a.S * (double)a.D / 2.0;
     const char *tile = getenv("WGML_SDPA_TILE");
     printf("attention B=%lld Hq=%lld Hkv=%lld S=%lld D=%lld causal f32; %d calls per graph run; tile %s\n",
@@ -149,9 +142,9 @@ int bench_attn_main(wgml_ctx *ctx, int argc, char **argv) {
         double worst = 0;
         int good = !wgml_tensor_read(c == 0 ? out : gq, got, sizeof(float) * (size_t)nq);
         for (int s = 0; good && s < 8; s++) {
-            int64_t b = (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(a.B - 1));
-            int64_t h = (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(a.Hq - 1));
-            int64_t i = s == 0 ? 0 : s == 1 ? a.S - 1 : (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(a.S - 1));
+            int64_t b = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.B - 1));
+            int64_t h = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.Hq - 1));
+            int64_t i = s == 0 ? 0 : s == 1 ? a.S - 1 : (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.S - 1));
             ref_row(&a, hq, hk, hv, c ? hg : NULL, b, h, i, o, dq, NULL, NULL);
             good = check_close(got + ((b * a.Hq + h) * a.S + i) * a.D, c ? dq : o, a.D, 2e-4, &worst);
         }

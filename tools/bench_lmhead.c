@@ -16,13 +16,6 @@ enum { C_GEMM, C_UNF_F, C_UNF_FB, C_FUSED_F, C_FUSED_FB, N_CASES };
 static const char *NAMES[N_CASES] = {"LM-head GEMM alone", "unfused GEMM + cross_entropy", "unfused fwd + bwd",
                                      "fused forward", "fused forward + backward"};
 
-static float frand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
 typedef struct head {
     wgml_tensor *f;
     wgml_q4_weight *q;
@@ -97,15 +90,15 @@ int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv) {
         failed = 1;
         goto done;
     }
-    for (int64_t i = 0; i < rows * d; i++) hh[i] = 2.0f * frand(&seed);
+    for (int64_t i = 0; i < rows * d; i++) hh[i] = 2.0f * bench_frand(&seed);
     if (f32) {
-        for (size_t i = 0; i < nw; i++) wd[i] = 0.1f * frand(&seed);
+        for (size_t i = 0; i < nw; i++) wd[i] = 0.1f * bench_frand(&seed);
     } else { /* Q8_0 blocks: fp16 scale in [2^-10, 2^-9), random int8 codes (|w| < 0.25) */
         for (size_t b = 0; b < nb; b++) {
             uint8_t *p = blk + b * 34;
-            uint16_t hb = (uint16_t)((5u << 10) | ((uint32_t)((frand(&seed) + 1) * 511) & 0x3FF));
+            uint16_t hb = (uint16_t)((5u << 10) | ((uint32_t)((bench_frand(&seed) + 1) * 511) & 0x3FF));
             p[0] = (uint8_t)hb, p[1] = (uint8_t)(hb >> 8);
-            for (int j = 2; j < 34; j++) p[j] = (uint8_t)((frand(&seed) + 1) * 127.9f);
+            for (int j = 2; j < 34; j++) p[j] = (uint8_t)((bench_frand(&seed) + 1) * 127.9f);
         }
         if (wgml_gguf_dequantize(WGML_GGML_Q8_0, blk, nb * 34, v, d, wd)) {
             fprintf(stderr, "bench lmhead: %s\n", wgml_last_error(NULL));
@@ -113,9 +106,9 @@ int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv) {
             goto done;
         }
     }
-    for (int64_t r = 0; r < rows; r++) lab[r] = (int32_t)((frand(&seed) + 1) * 0.5f * (float)(v - 1)), lab8[r] = -100;
+    for (int64_t r = 0; r < rows; r++) lab[r] = (int32_t)((bench_frand(&seed) + 1) * 0.5f * (float)(v - 1)), lab8[r] = -100;
     for (int s = 0; s < 8; s++) {
-        sample[s] = (int64_t)s * (rows / 8) + (int64_t)((frand(&seed) + 1) * 0.5f * (float)(rows / 8 - 1));
+        sample[s] = (int64_t)s * (rows / 8) + (int64_t)((bench_frand(&seed) + 1) * 0.5f * (float)(rows / 8 - 1));
         lab8[sample[s]] = lab[sample[s]];
     }
     /* references of the sampled rows: logits row 0..., loss (mean over the 8), d_h rows */

@@ -62,13 +62,6 @@ static void reference_row(int c, const float *x, const float *y, const float *w,
     }
 }
 
-static float frand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
 /* Host cost of a dispatch in a built graph: a chain of small clones (one dispatch each, on a
  * [64] tensor), run repeatedly; wgml_record_stats gives the CPU time (this thread) spent
  * encoding and submitting the runs, divided by the dispatches recorded. Five batches of runs,
@@ -149,9 +142,9 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         return 1;
     }
     uint64_t seed = 0x2545F4914F6CDD1Dull;
-    for (int64_t i = 0; i < n; i++) hx[i] = 4.0f * frand(&seed), hy[i] = frand(&seed);
-    for (int64_t j = 0; j < cols; j++) hw[j] = 1.0f + 0.5f * frand(&seed);
-    for (int64_t r = 0; r < rows; r++) hl[r] = (int32_t)((frand(&seed) * 0.5f + 0.5f) * (float)(cols - 1));
+    for (int64_t i = 0; i < n; i++) hx[i] = 4.0f * bench_frand(&seed), hy[i] = bench_frand(&seed);
+    for (int64_t j = 0; j < cols; j++) hw[j] = 1.0f + 0.5f * bench_frand(&seed);
+    for (int64_t r = 0; r < rows; r++) hl[r] = (int32_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(cols - 1));
     printf("adapter: %s (%s, %s); x [%lld, %lld] f32 (%.0f MiB); %d reps per submit; %s\n", info.adapter,
            info.backend, info.type, (long long)rows, (long long)cols, n * 4.0 / 1048576, reps,
            info.has_timestamps ? "GPU timestamps" : "wall clock");
@@ -186,7 +179,7 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
         float *ho = malloc(out_bytes);
         int ok = ho && !wgml_tensor_read(out, ho, out_bytes);
         for (int s = 0; ok && s < 8; s++) {
-            int64_t r = (int64_t)((frand(&seed) * 0.5f + 0.5f) * (float)(rows - 1));
+            int64_t r = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(rows - 1));
             reference_row(c, hx + r * cols, hy + r * cols, hw, cols, hl[r], rows, ref);
             int64_t len = c == 5 ? 1 : cols;
             const float *got = c == 5 ? ho + r : ho + r * cols;
