@@ -495,15 +495,7 @@ wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wg
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "linear_dw: dw %s must be [%lld, %lld] for d_out %s and x %s", tshape(dw),
                               (long long)n, (long long)k, tshape(d_out), tshape(x));
     /* dW[N,K] = d_outᵀ[N,M] · x[M,K]: d_out read as a transposed [M,N] operand */
-    matmul_args a = {d_out, x, NULL, 1, 0, 1, n, k, m, 0, 0, 0, 0, 0, 1.0f, accumulate ? 1.0f : 0.0f, dw, accumulate != 0};
-    return matmul_record(g, op, &a, 2, dw->shape) ? WGML_OK : wgml_last_status(ctx);
-}
-
-wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_b, int64_t m,
-                               int64_t n, int64_t k, wgml_tensor *into, bool accumulate) {
-    matmul_args x = {a, b, NULL, 0, trans_b, 1, m, n, k, 0, 0, 0, 0, 0, 1.0f, accumulate ? 1.0f : 0.0f, into,
-                     accumulate};
-    return matmul_record(g, op, &x, 2, into->shape) ? WGML_OK : wgml_last_status(graph_ctx(g));
+    return matmul_scaled(g, op, d_out, x, 1, 0, n, k, m, 1.0f, dw, accumulate != 0) ? WGML_OK : wgml_last_status(ctx);
 }
 
 wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
@@ -512,6 +504,12 @@ wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_t
                      into && accumulate};
     int64_t shape[2] = {m, n};
     return matmul_record(g, op, &x, 2, into ? into->shape : shape);
+}
+
+wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_b, int64_t m,
+                               int64_t n, int64_t k, wgml_tensor *into, bool accumulate) {
+    return matmul_scaled(g, op, a, b, 0, trans_b, m, n, k, 1.0f, into, accumulate) ? WGML_OK
+                                                                                     : wgml_last_status(graph_ctx(g));
 }
 
 wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
