@@ -43,6 +43,11 @@ float bench_frand(uint64_t *s) {
 
 static float frand(void) { return bench_frand(&rng); }
 
+int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static wgml_tensor *random_tensor(wgml_graph *g, int64_t r, int64_t c, float **host) {
     int64_t shape[2] = {r, c};
     wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 2, shape);

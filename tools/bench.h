@@ -10,6 +10,7 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv); /* bench_train.c */
 int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */
 double bench_wall_now(void);                                /* monotonic seconds */
 float bench_frand(uint64_t *s);                             /* xorshift64 step: uniform in [-1, 1) */
+int bench_cmp_double(const void *a, const void *b);         /* qsort order of doubles, ascending */
 /* Profiles one run of compiled graph g (wgml_graph_profile) and prints the GPU time per
  * (op, kernel), largest first, with counts and shares; returns 0 or a wgml status. */
 int bench_profile_print(wgml_graph *g, const char *title, int top);

@@ -67,11 +67,6 @@ static void reference_row(int c, const float *x, const float *y, const float *w,
  * encoding and submitting the runs, divided by the dispatches recorded. Five batches of runs,
  * the best and the median batch reported (the host's scheduling moves single batches by up to
  * 2x on the GPU machine). */
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int dispatch_cost(wgml_ctx *ctx, int cpu) {
     enum { BATCHES = 5 };
     int nd = cpu ? 200 : 2000, runs = cpu ? 2 : 10;
@@ -103,7 +98,7 @@ static int dispatch_cost(wgml_ctx *ctx, int cpu) {
         wgml_graph_free(g);
         return 1;
     }
-    qsort(per, BATCHES, sizeof per[0], cmp_double);
+    qsort(per, BATCHES, sizeof per[0], bench_cmp_double);
     printf("%-28s %10.3f us CPU per dispatch, best of %d batches (median %.3f; record + submit; %d dispatches a run, "
            "%d runs a batch; wall %.1f us a dispatch incl. GPU) %s\n",
            "dispatch_cpu_us", per[0], BATCHES, per[BATCHES / 2], nd, runs, wall / (BATCHES * runs) / nd * 1e6, "ok");

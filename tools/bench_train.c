@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_seconds(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     const char *path = NULL;
     wgml_train_config cfg = wgml_train_defaults();
@@ -80,7 +75,7 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
         if (wgml_trainer_step(t, tok, lab, 1e-4f, &loss)) goto done;
         times[i] = bench_wall_now() - a;
     }
-    qsort(times, (size_t)steps, sizeof *times, cmp_seconds);
+    qsort(times, (size_t)steps, sizeof *times, bench_cmp_double);
     double med = times[steps / 2];
     printf("model %s; LoRA r=%d on all projections; batch %d x %d tokens; graph build %.2f s; %llu submits per step\n",
            path, cfg.lora_rank, cfg.batch, cfg.seq_len, t_build, (unsigned long long)wgml_trainer_submits_per_step(t));
