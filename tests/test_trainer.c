@@ -5,9 +5,9 @@
  * update; the state read/write and optimizer blob round trip; the trained adapter attached to
  * the inference graphs gives the logits the eval graph implies; straight-through training of the
  * 4-bit weights (latents start at the dequantised weights, the loss falls, the model's codes
- * change); errors. With --dump, the
- * model, the initial adapters, the batches and wgml's losses go to tests/py/
- * test_trainer_parity.py, which trains the same model in PyTorch float32; with
+ * change); errors. With --dump, the model, the batches, wgml's losses and the whole optimizer
+ * state (params, Adam m and v) before every step go to tests/py/test_trainer_parity.py, which
+ * checks each step from wgml's state and trains the same model in PyTorch float32; with
  * $WGML_TRAINER_MODEL (a GGUF path) also SmolLM2 for 10 steps. */
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
@@ -46,18 +46,32 @@ static void make_batch(int k, int B, int S, int vocab, int32_t *tok, int32_t *la
     }
 }
 
-static void dump_params(const char *cs, wgml_trainer *tr, const char *suffix) {
+/* Every trainable tensor's state `what` (0 param, 1 Adam m, 2 Adam v) as "<tensor><suffix>". */
+static void dump_state(const char *cs, wgml_trainer *tr, int what, const char *suffix) {
     int n = wgml_trainer_tensor_count(tr);
     for (int i = 0; i < n; i++) {
         int rank;
         int64_t shape[4];
         wgml_trainer_tensor_shape(tr, i, &rank, shape);
         float *h = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]));
-        wgml_trainer_read_state(tr, i, 0, h);
+        wgml_trainer_read_state(tr, i, what, h);
         char name[96];
         snprintf(name, sizeof name, "%s%s", wgml_trainer_tensor_name(tr, i), suffix);
         th_dump(cs, name, WGML_F32, 2, shape, h);
         free(h);
+    }
+}
+
+static void dump_params(const char *cs, wgml_trainer *tr, const char *suffix) { dump_state(cs, tr, 0, suffix); }
+
+/* The whole optimizer state before step s (s = STEPS: after the last), so that the parity test
+ * can check each step on its own from wgml's state: "<tensor>.p<s>", ".m<s>", ".v<s>". */
+static void dump_step_state(const char *cs, wgml_trainer *tr, int s) {
+    static const char kind[3] = {'p', 'm', 'v'};
+    for (int what = 0; what < 3; what++) {
+        char suffix[16];
+        snprintf(suffix, sizeof suffix, ".%c%d", kind[what], s);
+        dump_state(cs, tr, what, suffix);
     }
 }
 
@@ -153,6 +167,7 @@ static void test_tiny(const char *path) {
             if (!th_check(!wgml_trainer_eval(tr, tok[k], lab[k], &lsum, &nv), "eval: %s", wgml_last_error(T.ctx))) break;
             bad_valid += nv != valid;
         }
+        if (th_dumping()) dump_step_state(cs, tr, s);
         uint64_t r0 = wgml_read_bytes(T.ctx);
         double ts = now_s();
         if (!th_check(!wgml_trainer_step(tr, tok[k], lab[k], cfg.lr, &losses[s]), "step %d: %s", s,
@@ -181,7 +196,7 @@ static void test_tiny(const char *path) {
     if (th_dumping()) {
         int64_t n = STEPS;
         th_dump(cs, "losses", WGML_F32, 1, &n, losses);
-        dump_params(cs, tr, ".final");
+        dump_step_state(cs, tr, STEPS);
     }
 
     /* optimizer state: 20 steps taken; blob round trip */

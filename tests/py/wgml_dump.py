@@ -66,6 +66,16 @@ class Checker:
         self.passed += 1
         return True
 
+    def check(self, name, ok, detail=""):
+        """A yes/no check: counts and prints like close()."""
+        if ok:
+            print(f"  ok {name}")
+            self.passed += 1
+        else:
+            print(f"FAIL: {name}: {detail}")
+            self.failed += 1
+        return ok
+
     def done(self):
         print(f"{self.passed} passed, {self.failed} failed")
         if self.passed == 0:
