@@ -19,7 +19,12 @@ def run_dump(build_dir, test_name, extra_env=None):
     env = dict(os.environ)
     env.update(extra_env or {})
     proc = subprocess.run([exe, "--dump", out], env=env, capture_output=True, text=True)
-    sys.stdout.write(proc.stdout[-4000:])
+    # the seed and every failed check in full (the tail below may not reach them), then the tail
+    lines = proc.stdout.splitlines()
+    keep = [l for l in lines[:-60] if "seed" in l or "FAIL" in l]
+    if keep:
+        sys.stdout.write("\n".join(keep) + "\n...\n")
+    sys.stdout.write("\n".join(lines[-60:]) + "\n")
     if proc.returncode != 0:
         sys.stdout.write(proc.stderr[-4000:])
         raise SystemExit(f"{test_name} --dump failed with exit code {proc.returncode}")
