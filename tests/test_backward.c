@@ -681,6 +681,11 @@ static void test_sdpa(void) {
     case_sdpa((attn_dims){2, 9, 3, 7, 37, 64}, true, 0, 1);  /* Sq < Skv: end-aligned mask */
     case_sdpa((attn_dims){1, 4, 4, 129, 7, 16}, false, 0.3f, 1); /* Sq > Skv, MHA, explicit scale */
     case_sdpa((attn_dims){1, 3, 1, 129, 129, 64}, true, 0, 0);
+    /* causal band skipping in the products (matmul_banded): query segments of 48 rows that
+     * tiles straddle, and an end-aligned band (Sq 32 < Skv 80) whose first key tiles need
+     * every query */
+    case_sdpa((attn_dims){2, 6, 2, 48, 48, 32}, true, 0, 0);
+    case_sdpa((attn_dims){1, 4, 2, 32, 80, 16}, true, 0, 0);
     case_sdpa((attn_dims){1, 9, 3, 512, 512, 64}, true, 0, 0); /* a training length */
     case_sdpa((attn_dims){1100, 2, 1, 30, 3, 4}, false, 0, 0); /* 66,000 rows: more than 65,535 workgroups */
 }

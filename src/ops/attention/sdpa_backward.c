@@ -7,8 +7,11 @@
  *   dq = dS·k, dk = dSᵀ·q, dv = Pᵀ·dout          (wgml_matmul with transpose flags)
  * dk and dv sum over the group's heads and rows inside the matmul's fixed-order K loop, so the
  * GQA reduction is deterministic. Scratch: two [B, Hq, Sq, Skv] tensors. The causal mask is
- * applied to P and dS; the matmuls still run over the masked half. */
+ * applied to P and dS, and the matmuls skip its masked half by tiles (matmul_banded: the
+ * scores' tiles past the band are never computed, dq's K stops at the band, dk's and dv's K
+ * skips the queries before it); the skipped terms are the zeros of P and dS. */
 #include "graph/graph.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -66,8 +69,11 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     wgml_tensor *pm = NULL, *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
     s = qv && kv && vv && ov && dov ? WGML_OK : wgml_last_status(ctx);
     /* scores and dout·vᵀ, [G, R, Skv]; the row kernel turns them into P and dS in place */
-    if (!s && !(pm = wgml_matmul(g, qv, kv, 0, 1))) s = wgml_last_status(ctx);
-    if (!s && !(ds = wgml_matmul(g, dov, vv, 0, 1))) s = wgml_last_status(ctx);
+    /* query r of a row block is r mod Sq; key j is visible when j <= i + Skv - Sq */
+    matmul_band scores = {causal ? 1 : 0, Sq, Skv - Sq}, dq_band = {causal ? 2 : 0, Sq, Skv - Sq};
+    matmul_band dkv_band = {causal ? 3 : 0, Sq, Skv - Sq};
+    if (!s && !(pm = matmul_banded(g, op, qv, kv, 0, 1, &scores))) s = wgml_last_status(ctx);
+    if (!s && !(ds = matmul_banded(g, op, dov, vv, 0, 1, &scores))) s = wgml_last_status(ctx);
     if (!s) {
         uint32_t wg = 32;
         while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
@@ -80,9 +86,9 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     }
     /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
     wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
-    if (!s && !(gq3 = wgml_matmul(g, ds, kv, 0, 0))) s = wgml_last_status(ctx);
-    if (!s && !(gk3 = wgml_matmul(g, ds, qv, 1, 0))) s = wgml_last_status(ctx);
-    if (!s && !(gv3 = wgml_matmul(g, pm, dov, 1, 0))) s = wgml_last_status(ctx);
+    if (!s && !(gq3 = matmul_banded(g, op, ds, kv, 0, 0, &dq_band))) s = wgml_last_status(ctx);
+    if (!s && !(gk3 = matmul_banded(g, op, ds, qv, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
+    if (!s && !(gv3 = matmul_banded(g, op, pm, dov, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
     if (!s && !(gq = wgml_reshape(g, gq3, 4, q->shape))) s = wgml_last_status(ctx);
     if (!s && !(gk = wgml_reshape(g, gk3, 4, k->shape))) s = wgml_last_status(ctx);
     if (!s && !(gv = wgml_reshape(g, gv3, 4, k->shape))) s = wgml_last_status(ctx);

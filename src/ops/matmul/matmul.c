@@ -244,6 +244,7 @@ typedef struct matmul_args {
     float alpha, beta;
     wgml_tensor *into;             /* write into this tensor instead of a new one */
     bool accumulate;               /* into = alpha·op(a)·op(b) + beta·into */
+    const matmul_band *band;       /* causal band of attention's products (NULL: none) */
 } matmul_args;
 
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
@@ -251,7 +252,12 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     wgml_ctx *ctx = graph_ctx(g);
     int vi, splits;
     matmul_plan(ctx, x->batch, x->m, x->n, x->k, &vi, &splits);
+    /* a banded product runs on the single-buffered tile kernel, the one that skips by band */
+    if (x->band && x->band->mode && strcmp(VARIANTS[vi].shader, "matmul"))
+        vi = variant_fits(ctx, V_TILE128X64) ? V_TILE128X64 : V_TILE32;
     const matmul_variant *v = &VARIANTS[vi];
+    uint32_t band = x->band ? (uint32_t)x->band->mode : 0;
+    if (band == 3 && x->band->sq % v->bk) band = 0; /* k-tiles must not straddle query segments */
     int64_t tiles = variant_tiles(v, x->batch, x->m, x->n);
     int64_t mn_total = x->batch * x->m * x->n;
     /* each slice a whole number of BK steps */
@@ -262,10 +268,11 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     struct {
         uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
         float alpha, beta;
-        uint32_t k_chunk, splits, pad;
+        uint32_t k_chunk, splits, pad, band, band_sq, band_off, pad2;
     } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
                 (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
-                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0};
+                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0, band,
+                band ? (uint32_t)x->band->sq : 0, band ? (uint32_t)x->band->off : 0, 0};
     bool swap = false;
     if (v->kind == K_SKINNY) {
         /* X = the long side's operand, Y = the short side's (see matmul_skinny.wgsl) */
@@ -388,7 +395,7 @@ wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int tran
     }
     int64_t batch = ba > bb ? ba : bb;
     matmul_args x = {a, b, NULL, trans_a != 0, trans_b != 0, batch, m, n, ka,
-                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f, NULL, false};
+                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f, NULL, false, NULL};
     int64_t shape3[3] = {batch, m, n};
     int rank = (a->rank == 3 || b->rank == 3) ? 3 : 2;
     return matmul_grad_record(g, matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1), a, b, trans_a,
@@ -445,7 +452,7 @@ wgml_tensor *wgml_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_ten
         }
     }
     int64_t m = x->numel / k;
-    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f, NULL, false};
+    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f, NULL, false, NULL};
     int64_t shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = n;
@@ -471,7 +478,7 @@ wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tens
                        (long long)n);
         return NULL;
     }
-    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta, NULL, false};
+    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta, NULL, false, NULL};
     int64_t shape[2] = {m, n};
     return addmm_grad_record(g, matmul_record(g, op, &x, 2, shape), c, a, b, beta, alpha);
 }
@@ -501,7 +508,7 @@ wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wg
 wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
                            int64_t m, int64_t n, int64_t k, float alpha, wgml_tensor *into, bool accumulate) {
     matmul_args x = {a, b, NULL, trans_a, trans_b, 1, m, n, k, 0, 0, 0, 0, 0, alpha, accumulate ? 1.0f : 0.0f, into,
-                     into && accumulate};
+                     into && accumulate, NULL};
     int64_t shape[2] = {m, n};
     return matmul_record(g, op, &x, 2, into ? into->shape : shape);
 }
@@ -530,6 +537,17 @@ wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wg
                        (long long)n, tshape(x), tshape(w));
         return NULL;
     }
-    matmul_args a = {x, w, c, 0, 1, 1, m, n, k, 0, 0, 0, n, 1, alpha, 1.0f, NULL, false};
+    matmul_args a = {x, w, c, 0, 1, 1, m, n, k, 0, 0, 0, n, 1, alpha, 1.0f, NULL, false, NULL};
     return add_linear_grad_record(g, matmul_record(g, op, &a, c->rank, c->shape), c, x, w, alpha);
+}
+
+wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
+                           const matmul_band *band) {
+    int64_t batch = a->shape[0];
+    int64_t m = trans_a ? a->shape[2] : a->shape[1], k = trans_a ? a->shape[1] : a->shape[2];
+    int64_t n = trans_b ? b->shape[1] : b->shape[2];
+    matmul_args x = {a, b, NULL, trans_a, trans_b, batch, m, n, k, m * k, k * n, 0, 0, 0, 1.0f, 0.0f, NULL, false,
+                     band};
+    int64_t shape[3] = {batch, m, n};
+    return matmul_record(g, op, &x, 3, shape);
 }

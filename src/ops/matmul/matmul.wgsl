@@ -13,11 +13,21 @@
 // thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
 // and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
 // by matmul_splitk_reduce.
+// Causal band (attention's backward products; band = 0 everywhere else): the terms of the
+// product vanish wherever key > query + band_off, the query being an index taken modulo band_sq
+// (the query rows of several heads follow each other). band 1: rows are queries, columns keys
+// (q·kᵀ): a tile whose first key lies past the band of its last query is left zero without
+// reading anything. band 2: rows are queries, K runs over keys (dS·k): K stops after the last
+// query's band. band 3: rows are keys, K runs over queries (dSᵀ·q, Pᵀ·dout): in each query
+// segment the k-tiles wholly before the tile's first key's band are skipped (band_sq is a
+// multiple of BK). The skipped terms are exact zeros in the operands (the masked part of P and
+// dS), so the result equals the full product.
 struct Params {
     M: u32, N: u32, K: u32, batch: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
     c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
     beta: f32, k_chunk: u32, splits: u32, pad: u32,
+    band: u32, band_sq: u32, band_off: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -38,6 +48,30 @@ var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;
 
 fn put_a(k: u32, m: u32, v: f32) { As[(k * BM + m) / 4u][m % 4u] = v; }
 fn put_b(k: u32, n: u32, v: f32) { Bs[(k * BN + n) / 4u][n % 4u] = v; }
+
+// The last query among rows [x0, x1) of a band-1/2 product (x1 > x0).
+fn last_query(x0: u32, x1: u32) -> u32 {
+    if (x0 / p.band_sq != (x1 - 1u) / p.band_sq) { return p.band_sq - 1u; }
+    return (x1 - 1u) % p.band_sq;
+}
+
+// Where the K loop of the tile at (m0, n0) ends, given the slice's [kb, ke).
+fn band_end(m0: u32, n0: u32, kb: u32, ke: u32) -> u32 {
+    if (p.band == 1u || p.band == 2u) {
+        let lq = last_query(m0, min(m0 + BM, p.M)) + p.band_off;
+        if (p.band == 1u) { return select(ke, kb, n0 > lq); }
+        return min(ke, lq + 1u);
+    }
+    return ke;
+}
+
+// The first k-tile at or after k (a multiple of BK) that the tile whose first row is m0 needs.
+fn band_next(m0: u32, k: u32) -> u32 {
+    if (p.band != 3u || m0 <= p.band_off) { return k; }
+    let start = (m0 - p.band_off) / BK * BK;
+    let within = k % p.band_sq;
+    return select(k - within + start, k, within >= start);
+}
 
 fn load_a(a_base: u32, m0: u32, k0: u32, ke: u32, lid: u32) {
     for (var e = lid; e < BM * BK / VA; e += THREADS) {
@@ -105,10 +139,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let b_base = b * p.b_bs;
 
     let kb = min(p.K, s * p.k_chunk);
-    let ke = min(p.K, kb + p.k_chunk);
+    let ke = band_end(m0, n0, kb, min(p.K, kb + p.k_chunk));
 
     var acc: array<array<vec4<f32>, TN4>, TM>;
-    for (var k0 = kb; k0 < ke; k0 += BK) {
+    for (var k0 = band_next(m0, kb); k0 < ke; k0 = band_next(m0, k0 + BK)) {
         load_a(a_base, m0, k0, ke, lid);
         load_b(b_base, n0, k0, ke, lid);
         workgroupBarrier();

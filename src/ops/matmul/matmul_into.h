@@ -23,4 +23,16 @@ wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wg
 wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *part, int splits, int64_t total,
                                  int64_t mn, int64_t n, wgml_tensor *c, int64_t c_bs, int64_t c_sm, int64_t c_sn,
                                  float alpha, float beta, bool c_is_out, wgml_tensor *out);
+/* The causal band of attention's products (matmul.wgsl says how each mode skips): terms vanish
+ * where key > query + off, the query index taken modulo sq. mode 1: rows queries, columns keys;
+ * 2: rows queries, K keys; 3: rows keys, K queries. 0: no band. */
+typedef struct matmul_band {
+    int mode;
+    int64_t sq, off;
+} matmul_band;
+/* A batched product [G, M, K]·[G, K, N] (operands 3-D with the same batch, as the transpose
+ * flags read them) whose skipped terms are zeros in the operands by the band; the result is
+ * the full product. No checks, no autograd record. */
+wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
+                           const matmul_band *band);
 #endif
