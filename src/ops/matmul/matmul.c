@@ -268,10 +268,10 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     struct {
         uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
         float alpha, beta;
-        uint32_t k_chunk, splits, pad, band, band_sq, band_off, pad2;
+        uint32_t k_chunk, splits, pad, pad1, band_sq, band_off, pad2;
     } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
                 (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
-                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0, band,
+                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0, 0,
                 band ? (uint32_t)x->band->sq : 0, band ? (uint32_t)x->band->off : 0, 0};
     bool swap = false;
     if (v->kind == K_SKINNY) {
@@ -326,13 +326,13 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
                  "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
                  "const VA: u32 = %du; const VB: u32 = %du;\n"
                  "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-                 "const SPLITK: bool = %s;\n"
+                 "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
                  "alias AV = %s; alias BV = %s;\n"
                  "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
                  "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
                  v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL],
-                 tf[x->accumulate], tf[splits > 1], va == 4 ? "vec4<f32>" : "f32", vb == 4 ? "vec4<f32>" : "f32",
-                 va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+                 tf[x->accumulate], tf[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
+                 vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
         params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
         params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
     }

@@ -7,13 +7,13 @@
 // (see main): vec4 workgroup reads without bank conflicts, coalesced global writes.
 // TM and TN are multiples of 4.
 // Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
-// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK BAND, the
 // aliases AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C
 // before it is overwritten (accumulation in place: each element is read and written by one
 // thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
 // and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
 // by matmul_splitk_reduce.
-// Causal band (attention's backward products; band = 0 everywhere else): the terms of the
+// Causal band (attention's backward products; BAND = 0 everywhere else, which compiles it out): the terms of the
 // product vanish wherever key > query + band_off, the query being an index taken modulo band_sq
 // (the query rows of several heads follow each other). band 1: rows are queries, columns keys
 // (q·kᵀ): a tile whose first key lies past the band of its last query is left zero without
@@ -21,13 +21,14 @@
 // query's band. band 3: rows are keys, K runs over queries (dSᵀ·q, Pᵀ·dout): in each query
 // segment the k-tiles wholly before the tile's first key's band are skipped (band_sq is a
 // multiple of BK). The skipped terms are exact zeros in the operands (the masked part of P and
-// dS), so the result equals the full product.
+// dS), so the result equals the full product. BAND is the prelude's constant (the mode);
+// band_sq and band_off are parameters.
 struct Params {
     M: u32, N: u32, K: u32, batch: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
     c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
     beta: f32, k_chunk: u32, splits: u32, pad: u32,
-    band: u32, band_sq: u32, band_off: u32, pad2: u32,
+    pad1: u32, band_sq: u32, band_off: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -57,9 +58,9 @@ fn last_query(x0: u32, x1: u32) -> u32 {
 
 // Where the K loop of the tile at (m0, n0) ends, given the slice's [kb, ke).
 fn band_end(m0: u32, n0: u32, kb: u32, ke: u32) -> u32 {
-    if (p.band == 1u || p.band == 2u) {
+    if (BAND == 1u || BAND == 2u) {
         let lq = last_query(m0, min(m0 + BM, p.M)) + p.band_off;
-        if (p.band == 1u) { return select(ke, kb, n0 > lq); }
+        if (BAND == 1u) { return select(ke, kb, n0 > lq); }
         return min(ke, lq + 1u);
     }
     return ke;
@@ -67,7 +68,7 @@ fn band_end(m0: u32, n0: u32, kb: u32, ke: u32) -> u32 {
 
 // The first k-tile at or after k (a multiple of BK) that the tile whose first row is m0 needs.
 fn band_next(m0: u32, k: u32) -> u32 {
-    if (p.band != 3u || m0 <= p.band_off) { return k; }
+    if (BAND != 3u || m0 <= p.band_off) { return k; }
     let start = (m0 - p.band_off) / BK * BK;
     let within = k % p.band_sq;
     return select(k - within + start, k, within >= start);
