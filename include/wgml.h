@@ -682,7 +682,15 @@ wgml_tensor *wgml_adamw_grad(wgml_optimizer *opt, const wgml_tensor *param);
 wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *opt);
 /* Records a fill of the used part of the flat grads buffer with zeros. */
 wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *opt);
-/* New lr / weight decay for the steps that run after this call (a host write of 32 bytes). */
+/* Gradient accumulation in one built graph: record the backward with accumulating gradients
+ * (wgml_tensor_set_grad(param, grad, 1)), then wgml_adamw_step, then
+ * wgml_adamw_zero_grad_after_step. Runs made after wgml_adamw_set_apply(opt, 0) hold the step
+ * (params, m, v, t and the stats stay as they are) and keep the gradients; the first run after
+ * wgml_adamw_set_apply(opt, 1) steps on the sum and clears it (also when that step is skipped
+ * as non-finite). Apply is the default. */
+wgml_status wgml_adamw_set_apply(wgml_optimizer *opt, int apply);
+wgml_status wgml_adamw_zero_grad_after_step(wgml_graph *g, wgml_optimizer *opt);
+/* New lr / weight decay for the steps that run after this call (a host write of 44 bytes). */
 wgml_status wgml_adamw_set_lr(wgml_optimizer *opt, double lr);
 wgml_status wgml_adamw_set_weight_decay(wgml_optimizer *opt, double weight_decay);
 /* Reads the optimizer's small state back (the only readback): steps taken (t), steps skipped,
@@ -934,20 +942,30 @@ typedef struct wgml_train_config {
     float clip_norm;      /* global gradient-norm clipping; <= 0: off */
     uint64_t seed;        /* LoRA A init: one splitmix64 stream over all A's in tensor order,
                              U(-1/sqrt(K), 1/sqrt(K)) as wgml_lora_new; B = 0 */
+    int grad_accum;       /* micro-batches per optimizer step (1 .. 4096): the gradients of
+                             grad_accum calls of wgml_trainer_step are averaged (each
+                             micro-batch's mean loss weighs 1 / grad_accum) and the last call
+                             steps */
 } wgml_train_config;
 /* LoRA r 8, alpha 16, targets q|v, batch 1 x 64, lr 2e-4, wd 0.01, betas (0.9, 0.999),
- * eps 1e-8, clip 1.0, seed 0. */
+ * eps 1e-8, clip 1.0, seed 0, grad_accum 1. */
 wgml_train_config wgml_train_defaults(void);
 typedef struct wgml_trainer wgml_trainer;
 /* Builds and compiles the train graph and an eval graph (forward and loss only), both sharing
  * the model's weights and the adapters. The model must outlive the trainer. NULL on error. */
 wgml_trainer *wgml_trainer_new(wgml_model *m, const wgml_train_config *cfg);
 void wgml_trainer_free(wgml_trainer *t);
-/* One optimizer step: tokens and labels i32 [batch*seq_len] (a label < 0 is ignored; making
- * label = next token is the caller's job), lr for this step; *loss (may be NULL) receives the
- * mean loss over the valid labels, computed before the update. One graph run; only the loss is
- * read back. A step whose gradients are non-finite leaves everything unchanged (AdamW skip). */
+/* One optimizer step (with grad_accum > 1: one micro-batch; every grad_accum-th call steps):
+ * tokens and labels i32 [batch*seq_len] (a label < 0 is ignored; making label = next token is
+ * the caller's job), lr for this step (the stepping call's counts); *loss (may be NULL)
+ * receives the mean loss over the valid labels, computed before the update. One graph run; only
+ * the loss is read back. A step whose gradients are non-finite leaves everything unchanged
+ * (AdamW skip). */
 wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, float lr, float *loss);
+/* Micro-batches accumulated since the last optimizer step (0 at a step boundary, where the
+ * state read by wgml_trainer_read_state / read_opt_state is complete: the pending gradients
+ * are not part of it). */
+int wgml_trainer_pending(const wgml_trainer *t);
 /* The loss summed over the valid labels and their count, without updating (eval graph). */
 wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
                               int64_t *n_valid);

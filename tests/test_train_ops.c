@@ -643,6 +643,72 @@ static void test_adamw_graph(void) {
     wgml_graph_free(g);
 }
 
+/* Gradient accumulation in a built graph (adamw_step + zero_grad_after_step, compiled once):
+ * a held run (set_apply 0) leaves params, m, v, t and the grads exactly as they were; the next
+ * applied run steps on the grads present (checked against the double reference) and zeroes
+ * them; an applied run with a NaN gradient is skipped and still zeroes them. */
+static void test_adamw_accum(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    wgml_adamw_config c = wgml_adamw_defaults();
+    c.lr = 1e-2;
+    c.max_grad_norm = 10;
+    c.capacity = adamw_capacity();
+    wgml_optimizer *o = wgml_adamw_new(g, &c);
+    wgml_tensor *pv[NP], *gv[NP];
+    int64_t offs[NP], used = c.capacity;
+    float *p0 = malloc(sizeof(float) * (size_t)used), *hg = malloc(sizeof(float) * (size_t)used);
+    float *snap = malloc(sizeof(float) * (size_t)used * 4), *now = malloc(sizeof(float) * (size_t)used * 4);
+    ref_adamw r = {used, calloc((size_t)used, sizeof(double)), calloc((size_t)used, sizeof(double)),
+                   calloc((size_t)used, sizeof(double)), 0, 0, 0};
+    wgml_tensor *flat[4] = {wgml_adamw_buffer(o, WGML_ADAMW_PARAMS), wgml_adamw_buffer(o, WGML_ADAMW_M),
+                            wgml_adamw_buffer(o, WGML_ADAMW_V), wgml_adamw_buffer(o, WGML_ADAMW_GRADS)};
+    if (!th_check(o && adamw_setup(o, pv, gv, offs, p0, used) && !wgml_adamw_step(g, o) &&
+                      !wgml_adamw_zero_grad_after_step(g, o) && !wgml_graph_compile(g),
+                  "adamw accum setup: %s", wgml_last_error(T.ctx)))
+        goto out;
+    th_check(wgml_graph_dispatch_count(g) == 4, "adamw_step + zero_grad_after_step: 4 dispatches (got %zu)",
+             wgml_graph_dispatch_count(g));
+    for (int64_t i = 0; i < used; i++) r.p[i] = p0[i];
+    int64_t cap = wgml_tensor_numel(flat[0]);
+    float *tmp = malloc(sizeof(float) * (size_t)cap);
+    /* the used part of params, m, v, grads */
+#define ACC_READ(dst)                                                                     \
+    for (int b = 0; b < 4; b++) {                                                         \
+        wgml_tensor_read(flat[b], tmp, sizeof(float) * (size_t)cap);                      \
+        memcpy((dst) + b * used, tmp, sizeof(float) * (size_t)used);                      \
+    }
+    float *sum = malloc(sizeof(float) * (size_t)used);
+    uint32_t *zero = calloc((size_t)used, sizeof(uint32_t));
+    for (int k = 0; k < 3; k++) {
+        /* micro-batch 1, held */
+        th_check(adamw_grads(gv, offs, hg, used, 1.0, -1), "write grads: %s", wgml_last_error(T.ctx));
+        memcpy(sum, hg, sizeof(float) * (size_t)used);
+        ACC_READ(snap);
+        th_check(!wgml_adamw_set_apply(o, 0) && !wgml_graph_run(g), "held run %d: %s", k, wgml_last_error(T.ctx));
+        ACC_READ(now);
+        th_check(memcmp(snap, now, sizeof(float) * (size_t)used * 4) == 0,
+                 "adamw accum %d: a held run changes neither params, m, v nor the grads", k);
+        /* micro-batch 2 adds to the grads (as the backward does), then the applied run */
+        adamw_grads(gv, offs, hg, used, 1.0, k == 1 ? offs[1] + 3 : -1);
+        for (int64_t i = 0; i < used; i++) sum[i] += hg[i];
+        for (int i = 0; i < NP; i++)
+            wgml_tensor_write(gv[i], sum + offs[i], sizeof(float) * (size_t)wgml_tensor_numel(gv[i]));
+        th_check(!wgml_adamw_set_apply(o, 1) && !wgml_graph_run(g), "applied run %d: %s", k, wgml_last_error(T.ctx));
+        ref_step(&r, sum, (float)c.lr, (float)c.weight_decay, c.beta1, c.beta2, c.eps, c.max_grad_norm);
+        ACC_READ(now);
+        th_exact_u32(k == 1 ? "adamw accum: the grads are zero after a skipped (NaN) step"
+                            : "adamw accum: the grads are zero after the applied step",
+                     (const uint32_t *)(now + 3 * used), zero, (size_t)used);
+    }
+#undef ACC_READ
+    adamw_compare("adamw accum: 3 steps of 2 micro-batches, the second skipped (NaN)", o, &r);
+    free(tmp); free(sum); free(zero);
+out:
+    free(p0); free(hg); free(snap); free(now); free(r.p); free(r.m); free(r.v);
+    wgml_adamw_free(o);
+    wgml_graph_free(g);
+}
+
 /* +inf is non-finite too: the step is skipped; the first finite step after it is step 1
  * (t was not advanced), checked against the reference run without the bad step. */
 static void test_adamw_inf(void) {
@@ -746,6 +812,7 @@ int main(int argc, char **argv) {
     test_adamw_eager();
     test_adamw_graph();
     test_adamw_inf();
+    test_adamw_accum();
     test_adamw_errors();
     printf("  adamw cases: %.1f s\n", now() - t0);
     return th_done();

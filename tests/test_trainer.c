@@ -295,10 +295,124 @@ static void test_tiny(const char *path) {
     bad = cfg;
     bad.lora_rank = 0;
     th_expect_error("trainer_new: rank 0", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "lora_rank", NULL);
+    bad = cfg;
+    bad.grad_accum = 0;
+    th_expect_error("trainer_new: grad_accum 0", wgml_trainer_new(m, &bad) == NULL, WGML_ERR_ARG, "grad_accum 0", NULL);
     th_check(wgml_trainer_new(NULL, &cfg) == NULL, "trainer_new: NULL model gives NULL");
     wgml_trainer_free(tr);
     wgml_model_free(m);
     free(base_logits), free(l2);
+}
+
+/* ------------------------------------------------------------------ gradient accumulation */
+
+/* Every trainable tensor's params, concatenated. */
+static float *all_params(wgml_trainer *tr, int64_t *n_out) {
+    int64_t n = 0;
+    int64_t shape[4];
+    int rank;
+    for (int i = 0; i < wgml_trainer_tensor_count(tr); i++) {
+        wgml_trainer_tensor_shape(tr, i, &rank, shape);
+        n += shape[0] * shape[1];
+    }
+    float *h = malloc(sizeof(float) * (size_t)n);
+    int64_t at = 0;
+    for (int i = 0; h && i < wgml_trainer_tensor_count(tr); i++) {
+        wgml_trainer_tensor_shape(tr, i, &rank, shape);
+        if (wgml_trainer_read_state(tr, i, 0, h + at)) memset(h + at, 0xFF, sizeof(float) * (size_t)(shape[0] * shape[1]));
+        at += shape[0] * shape[1];
+    }
+    *n_out = n;
+    return h;
+}
+
+/* grad_accum 2 at batch 1 against grad_accum 1 at batch 2 on the same sequences: both sequences
+ * of a batch have the same number of valid labels, so the mean of the two micro-batch means is
+ * the batch mean and the steps must agree (to float32 summation order: the weight gradients
+ * sum over 16 + 16 tokens instead of 32). The first micro-batch of a step changes no parameter
+ * and no optimizer count; the loss of the batch is the mean of its micro-batches' losses. */
+static void test_accum(const char *path) {
+    enum { ASTEPS = 3 };
+    wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.lora_rank = 4;
+    cfg.lora_alpha = 8.0f;
+    cfg.targets = WGML_TARGET_ALL;
+    cfg.batch = TB;
+    cfg.seq_len = TS;
+    cfg.lr = 1e-2f;
+    cfg.seed = 99;
+    wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL;
+    wgml_train_config cb = cfg;
+    cb.batch = 1;
+    cb.grad_accum = TB;
+    wgml_trainer *tb = mb ? wgml_trainer_new(mb, &cb) : NULL;
+    if (!th_check(ta && tb, "two trainers: %s", wgml_last_error(T.ctx))) goto out;
+    int64_t n = 0;
+    float *p0 = all_params(ta, &n), *pa = NULL, *pb = NULL;
+    double loss_err = 0, norm_err = 0;
+    int held_changed = 0, bad_pending = 0, bad_count = 0;
+    for (int s = 0; s < ASTEPS; s++) {
+        int32_t tok[TB * TS], lab[TB * TS];
+        make_batch(s, TB, TS, V, tok, lab);
+        float la = 0, lb[TB] = {0};
+        th_check(!wgml_trainer_step(ta, tok, lab, cfg.lr, &la), "accum: full-batch step %d: %s", s, wgml_last_error(T.ctx));
+        for (int j = 0; j < TB; j++) {
+            int64_t n1;
+            th_check(!wgml_trainer_step(tb, tok + j * TS, lab + j * TS, cfg.lr, &lb[j]), "accum: micro-batch %d.%d: %s", s, j,
+                     wgml_last_error(T.ctx));
+            bad_pending += wgml_trainer_pending(tb) != (j + 1) % TB;
+            if (j == 0) { /* held: the params must not have moved since the last step */
+                float *now = all_params(tb, &n1);
+                float *prev = s == 0 ? p0 : pb;
+                held_changed += !now || !prev || memcmp(now, prev, sizeof(float) * (size_t)n) != 0;
+                free(now);
+            }
+        }
+        /* the blob: magic, version, then the optimizer's state words [t, skipped, norm, ...];
+         * the gradient norm (before clipping) shows the 1 / grad_accum weighting, which Adam's
+         * normalisation and the clip would hide from the parameters */
+        uint8_t blob[64], blob_a[64];
+        size_t bytes = sizeof blob, bytes_a = sizeof blob_a;
+        uint32_t w[10], wa[10];
+        if (!wgml_trainer_read_opt_state(tb, blob, &bytes) && !wgml_trainer_read_opt_state(ta, blob_a, &bytes_a)) {
+            memcpy(w, blob, sizeof w);
+            memcpy(wa, blob_a, sizeof wa);
+            bad_count += w[2] != (uint32_t)(s + 1);
+            float nb, na;
+            memcpy(&nb, &w[4], sizeof nb);
+            memcpy(&na, &wa[4], sizeof na);
+            double e = fabs((double)nb - na) / na;
+            if (!(e <= norm_err)) norm_err = e;
+        }
+        double mean = 0;
+        for (int j = 0; j < TB; j++) mean += lb[j] / (double)TB;
+        double e = fabs(mean - la) / fabs(la);
+        if (e > loss_err) loss_err = e;
+        free(pb);
+        pb = all_params(tb, &n);
+    }
+    pa = all_params(ta, &n);
+    double dn = 0, un = 0;
+    for (int64_t i = 0; pa && pb && i < n; i++) {
+        dn += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
+        un += ((double)pa[i] - p0[i]) * ((double)pa[i] - p0[i]);
+    }
+    printf("  accum: %d steps of 2 x 1 micro-batches vs batch 2: losses within %.2e, params %.2e of the update\n", ASTEPS,
+           loss_err, sqrt(dn / un));
+    th_check(held_changed == 0, "accum: the first micro-batch of a step changes no parameter");
+    th_check(bad_pending == 0, "accum: wgml_trainer_pending counts the micro-batches");
+    th_check(bad_count == 0, "accum: the optimizer counts one step per %d micro-batches", TB);
+    th_check(loss_err < 1e-4, "accum: batch loss = mean of its micro-batch losses (max rel. diff %.2e)", loss_err);
+    th_check(norm_err < 1e-4, "accum: the summed gradient's norm = the full batch's (max rel. diff %.2e)", norm_err);
+    th_check(un > 0 && sqrt(dn / un) < 1e-3, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
+             ASTEPS, un > 0 ? sqrt(dn / un) : 0.0);
+    free(p0), free(pa), free(pb);
+out:
+    wgml_trainer_free(ta);
+    wgml_trainer_free(tb);
+    wgml_model_free(ma);
+    wgml_model_free(mb);
 }
 
 /* ------------------------------------------------------------------ straight-through */
@@ -453,6 +567,9 @@ int main(int argc, char **argv) {
         double t0 = now_s();
         test_tiny(path);
         printf("  tiny model: %.2f s\n", now_s() - t0);
+        t0 = now_s();
+        test_accum(path);
+        printf("  gradient accumulation: %.2f s\n", now_s() - t0);
         t0 = now_s();
         test_ste(path, &s);
         printf("  straight-through: %.2f s\n", now_s() - t0);

@@ -6,7 +6,9 @@
  *                            clip coefficient (all on the GPU: no host round trip per step);
  *   train_adamw_update.wgsl  one thread per vec4 of the flat buffers: the update itself.
  * The learning rate and weight decay live in a small persistent tensor (hyper) that the host
- * rewrites between runs, so a built graph follows a schedule without being rebuilt. */
+ * rewrites between runs, so a built graph follows a schedule without being rebuilt; so does
+ * the apply flag of gradient accumulation (0: finish marks the step held, state[3] = 2, and
+ * the update and train_adamw_clear.wgsl leave everything; 1: step, then clear the grads). */
 #include "graph/graph.h"
 
 #include <math.h>
@@ -20,7 +22,7 @@
 
 /* hyper: the f32 numbers the kernels read; 1 - beta and ln beta are computed here in double
  * (1 - beta2 from an f32 beta2 would be off by ~1e-5 relative) */
-enum { HY_LR, HY_WD, HY_B1, HY_B2, HY_EPS, HY_MAX_NORM, HY_LN_B1, HY_LN_B2, HY_OMB1, HY_OMB2, HY_N };
+enum { HY_LR, HY_WD, HY_B1, HY_B2, HY_EPS, HY_MAX_NORM, HY_LN_B1, HY_LN_B2, HY_OMB1, HY_OMB2, HY_APPLY, HY_N };
 enum { ST_T, ST_SKIPPED, ST_NORM, ST_SKIP, ST_COEF, ST_STEP, ST_SQRT_BC2, ST_DECAY, ST_N };
 
 struct wgml_optimizer {
@@ -31,6 +33,7 @@ struct wgml_optimizer {
     wgml_tensor *hyper, *state;
     wgml_tensor **params, **grads;
     int n, cap;
+    bool hold; /* wgml_adamw_set_apply(0): the recorded steps accumulate only */
 };
 
 wgml_adamw_config wgml_adamw_defaults(void) {
@@ -52,7 +55,7 @@ static wgml_status write_hyper(wgml_optimizer *o) {
     float h[HY_N] = {(float)o->cfg.lr,          (float)o->cfg.weight_decay,  (float)o->cfg.beta1,
                      (float)o->cfg.beta2,       (float)o->cfg.eps,           (float)o->cfg.max_grad_norm,
                      (float)log(o->cfg.beta1),  (float)log(o->cfg.beta2),     (float)(1.0 - o->cfg.beta1),
-                     (float)(1.0 - o->cfg.beta2)};
+                     (float)(1.0 - o->cfg.beta2), o->hold ? 0.0f : 1.0f};
     return wgml_tensor_write(o->hyper, h, sizeof h);
 }
 
@@ -243,6 +246,25 @@ wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
     }
     wgml_tensor_free(part);
     return s;
+}
+
+wgml_status wgml_adamw_zero_grad_after_step(wgml_graph *g, wgml_optimizer *o) {
+    const char *op = "adamw_zero_grad_after_step";
+    wgml_status s = check_graph(g, o, op);
+    if (s || o->used == 0) return s;
+    wgml_tensor *prefix = wgml_tensor_view(o->flat[1], 0, 1, &o->used);
+    if (!prefix) return wgml_last_status(graph_ctx(g));
+    uint32_t n4 = (uint32_t)(o->used / 4);
+    s = graph_dispatch(g, op, "train_adamw_clear", NULL, &o->state, 1, &prefix, 1, &n4, sizeof n4, (n4 + 255u) / 256u);
+    wgml_tensor_free(prefix);
+    return s;
+}
+
+wgml_status wgml_adamw_set_apply(wgml_optimizer *o, int apply) {
+    if (!o) return wgml_set_error(NULL, WGML_ERR_ARG, "adamw_set_apply: optimizer is NULL");
+    if (o->hold == !apply) return WGML_OK;
+    o->hold = !apply;
+    return write_hyper(o);
 }
 
 wgml_status wgml_adamw_set_lr(wgml_optimizer *o, double lr) {

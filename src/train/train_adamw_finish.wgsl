@@ -7,10 +7,12 @@
 //   otherwise t += 1, bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (as -expm1(t·ln beta), accurate
 //   for beta near 1), coef = min(1, max_norm / (norm + 1e-6)) when max_norm > 0 (else 1),
 //   step_size = lr / bc1, sqrt_bc2 = sqrt(bc2), decay = 1 - lr·wd.
+// With apply = 0 (gradient accumulation: wgml_adamw_set_apply) it only writes skip = 2: no
+// step, t, norm and the skip count unchanged.
 // hyper (f32, written by the host): [lr, wd, beta1, beta2, eps, max_norm, ln beta1, ln beta2,
-// 1 - beta1, 1 - beta2].
-// state (u32 words; floats as bits): [t, skipped, norm, skip, coef, step_size, sqrt_bc2,
-// decay].
+// 1 - beta1, 1 - beta2, apply].
+// state (u32 words; floats as bits): [t, skipped, norm, skip (0 step, 1 skipped as
+// non-finite, 2 held), coef, step_size, sqrt_bc2, decay].
 struct Params { n_chunks: u32 }
 
 @group(0) @binding(0) var<storage, read> part: array<f32>;
@@ -53,6 +55,10 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier();
     }
     if (lid != 0u) { return; }
+    if (hyper[10] == 0.0) {
+        state[3] = 2u;
+        return;
+    }
     let norm = sqrt(ss[0]);
     let overflow = (bitcast<u32>(norm) & 0x7F800000u) == 0x7F800000u;
     state[2] = bitcast<u32>(norm);

@@ -4,7 +4,7 @@
 //   p <- p - (lr / bc1) · m / (sqrt(v) / sqrt(bc2) + eps)
 // with coef, lr / bc1, sqrt(bc2) and 1 - lr·wd from state (train_adamw_finish), betas, 1 - betas
 // (hyper[8], hyper[9]; computed in double on the host) and eps from hyper. A skipped step
-// (state[3] = 1) writes nothing. The gradients themselves stay unscaled.
+// (state[3] = 1) or a held one (2: gradient accumulation) writes nothing. The gradients themselves stay unscaled.
 // Workgroup: 256 threads; a thread owns one vec4 of the flat buffers (n4 vec4s; 2-D fold).
 struct Params { n4: u32 }
 

@@ -9,7 +9,9 @@
  *                   wgml_backward of the loss (the fused op's rule recomputes each chunk's
  *                   logits and gives d_h; the head weight is frozen) -> AdamW step over the
  *                   flat buffers. Gradients land in the optimizer's flat grads buffer
- *                   (wgml_tensor_set_grad).
+ *                   (wgml_tensor_set_grad). With grad_accum > 1 they are added there (loss
+ *                   scale 1 / grad_accum), the step is held on all but every grad_accum-th
+ *                   run (wgml_adamw_set_apply) and clears them when it runs.
  *   eval graph ge   the same forward with the adapters shared from g, then the loss and the
  *                   cross-entropy status (n_valid).
  * The loss tensor of g is kept (readable after the run); everything else stays on the GPU.
@@ -55,6 +57,7 @@ struct wgml_trainer {
     wgml_tensor *ids, *labels, *positions, *loss;
     wgml_tensor *e_ids, *e_labels, *e_positions, *e_loss, *e_status;
     uint64_t submits;
+    int pending; /* micro-batches accumulated since the last optimizer step */
 };
 
 wgml_train_config wgml_train_defaults(void) {
@@ -73,6 +76,7 @@ wgml_train_config wgml_train_defaults(void) {
     c.eps = 1e-8f;
     c.clip_norm = 1.0f;
     c.seed = 0;
+    c.grad_accum = 1;
     return c;
 }
 
@@ -111,6 +115,9 @@ static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
     if (c->batch < 1 || c->seq_len < 1 || (int64_t)c->batch * c->seq_len > (1 << 24))
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: batch %d x seq_len %d must be positive (at most 2^24 tokens)", op,
                               c->batch, c->seq_len);
+    if (c->grad_accum < 1 || c->grad_accum > 4096)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: grad_accum %d must be 1 .. 4096 micro-batches per step", op,
+                              c->grad_accum);
     return WGML_OK;
 }
 
@@ -220,7 +227,8 @@ static wgml_status make_params(wgml_trainer *t) {
         wgml_tensor *gv = p->p ? wgml_adamw_grad(t->opt, p->p) : NULL;
         p->m = gv ? wgml_tensor_view(fm, p->offset, 2, p->shape) : NULL;
         p->v = p->m ? wgml_tensor_view(fv, p->offset, 2, p->shape) : NULL;
-        if (!p->v || wgml_tensor_set_trainable(p->p, 1) || wgml_tensor_set_grad(p->p, gv, 0)) {
+        /* with gradient accumulation the backward adds into the grads; the step clears them */
+        if (!p->v || wgml_tensor_set_trainable(p->p, 1) || wgml_tensor_set_grad(p->p, gv, c->grad_accum > 1)) {
             s = wgml_last_status(t->ctx);
             break;
         }
@@ -335,7 +343,11 @@ static wgml_status build(wgml_trainer *t) {
     wgml_tensor *h = llama_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
                                                 ste ? t->latent_p : NULL);
     t->loss = h ? llama_lmhead_ce(t->model, g, h, t->labels, NULL) : NULL;
-    if (!t->loss || wgml_graph_keep(g, t->loss) || wgml_backward(g, t->loss, 1.0f) || wgml_adamw_step(g, t->opt) ||
+    /* grad_accum micro-batches: each loss weighs 1 / grad_accum; the step runs on every
+     * grad_accum-th run (wgml_adamw_set_apply) and clears the summed gradients */
+    int acc = c->grad_accum > 1;
+    if (!t->loss || wgml_graph_keep(g, t->loss) || wgml_backward(g, t->loss, 1.0f / (float)c->grad_accum) ||
+        wgml_adamw_step(g, t->opt) || (acc && wgml_adamw_zero_grad_after_step(g, t->opt)) ||
         (ste && record_requant(t, g, 1)) || wgml_graph_compile(g))
         return wgml_last_status(t->ctx);
     if (ste && (!(t->gr = wgml_graph_new(t->ctx)) || record_requant(t, t->gr, 0) || wgml_graph_compile(t->gr)))
@@ -397,9 +409,11 @@ wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int3
     uint64_t s0 = wgml_submit_count(t->ctx);
     wgml_status s = write_batch(t, "trainer_step", tokens, labels, t->ids, t->labels);
     if (!s) s = wgml_adamw_set_lr(t->opt, lr);
+    if (!s) s = wgml_adamw_set_apply(t->opt, t->pending + 1 >= t->cfg.grad_accum);
     if (!s) s = wgml_graph_run(t->g);
     float l = 0;
     if (!s) s = wgml_tensor_read(t->loss, &l, sizeof l);
+    if (!s) t->pending = t->pending + 1 >= t->cfg.grad_accum ? 0 : t->pending + 1;
     if (!s && loss) *loss = l;
     t->submits = wgml_submit_count(t->ctx) - s0;
     return s;
@@ -494,10 +508,20 @@ wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_
     memcpy(w, buf, sizeof w);
     if (w[0] != OPT_MAGIC || w[1] != 1)
         return wgml_set_error(t->ctx, WGML_ERR_FORMAT, "trainer_write_opt_state: not an optimizer state (magic/version)");
-    return wgml_tensor_write(wgml_adamw_buffer(t->opt, WGML_ADAMW_STATE), w + 2, OPT_WORDS * sizeof(uint32_t));
+    wgml_status s = wgml_tensor_write(wgml_adamw_buffer(t->opt, WGML_ADAMW_STATE), w + 2, OPT_WORDS * sizeof(uint32_t));
+    /* a restored state is a step boundary: gradients accumulated since the last step go */
+    if (!s && t->pending) {
+        wgml_tensor *gr = wgml_adamw_buffer(t->opt, WGML_ADAMW_GRADS);
+        void *z = calloc(1, wgml_tensor_nbytes(gr));
+        s = z ? wgml_tensor_write(gr, z, wgml_tensor_nbytes(gr)) : wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_write_opt_state: out of host memory");
+        free(z);
+        if (!s) t->pending = 0;
+    }
+    return s;
 }
 
 uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t) { return t ? t->submits : 0; }
+int wgml_trainer_pending(const wgml_trainer *t) { return t ? t->pending : 0; }
 wgml_graph *wgml_trainer_graph(wgml_trainer *t) { return t ? t->g : NULL; }
 
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
