@@ -101,8 +101,8 @@ static void finetune_usage(FILE *f) {
             "  --targets LIST        projections with adapters: q,k,v,o,gate,up,down or all (%s)\n"
             "  --seq-len N           tokens per row (%d)\n"
             "  --batch B             rows per step (%d)\n"
-            "  --grad-accum N        micro-batches per step: only 1 is supported (the trainer has no\n"
-            "                        gradient accumulation yet; use --batch)\n"
+            "  --grad-accum N        micro-batches of B rows per optimizer step: their gradients are\n"
+            "                        averaged, so a step sees N x B rows with the memory of B (1)\n"
             "  --steps N | --epochs E  length of the run (1 epoch)\n"
             "  --lr LR               peak learning rate (%g)\n"
             "  --warmup N            linear warmup steps (5%% of the steps)\n"
@@ -241,11 +241,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         fprintf(stderr, "wgml finetune: --model, --data and --out (or --resume) are required (see wgml finetune --help)\n");
         return 1;
     }
-    if (o->grad_accum != 1) {
-        fprintf(stderr, "wgml finetune: --grad-accum %d is not supported yet (the trainer steps once per batch); use --batch\n",
-                o->grad_accum);
-        return 1;
-    }
+    o->cfg.grad_accum = o->grad_accum;
     if (o->steps && o->epochs) {
         fprintf(stderr, "wgml finetune: give --steps or --epochs, not both\n");
         return 1;
@@ -359,6 +355,7 @@ static int run_meta(meta_kv *m, const opts *o, const run_id *id, const wgml_data
     n = add_meta(m, n, "targets", "%s", tg);
     n = add_meta(m, n, "seq_len", "%d", o->cfg.seq_len);
     n = add_meta(m, n, "batch", "%d", o->cfg.batch);
+    n = add_meta(m, n, "grad_accum", "%d", o->cfg.grad_accum);
     n = add_meta(m, n, "seed", "%llu", (unsigned long long)o->cfg.seed);
     n = add_meta(m, n, "data_rows", "%lld+%lld", (long long)ds->n_train, (long long)ds->n_eval);
     n = add_meta(m, n, "model_size", "%llu", (unsigned long long)id->size);
@@ -449,6 +446,13 @@ static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
             fprintf(stderr, "wgml finetune: --resume %s: %s\n", o->resume, err);
             goto out;
         }
+    }
+    /* checkpoints written before --grad-accum existed were all made with 1 */
+    const char *ga = st_meta(&f, "grad_accum");
+    if (atoi(ga ? ga : "1") != o->cfg.grad_accum) {
+        fprintf(stderr, "wgml finetune: --resume %s: checkpoint mismatch: grad_accum is %s in the checkpoint but %d in this run\n",
+                o->resume, ga ? ga : "1 (absent)", o->cfg.grad_accum);
+        goto out;
     }
     int nten = 0;
     for (int i = 0; i < f.n; i++) nten += !strstr(f.t[i].name, ".adam_") && strcmp(f.t[i].name, "optimizer_state");
@@ -699,7 +703,8 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     }
     if (ds.n_eval == 0) printf("note: no held-out data: no perplexity is reported\n");
     int64_t total = o.steps;
-    if (!total) total = (int64_t)ceil((o.epochs > 0 ? o.epochs : 1.0) * (double)ds.n_train / o.cfg.batch);
+    if (!total)
+        total = (int64_t)ceil((o.epochs > 0 ? o.epochs : 1.0) * (double)ds.n_train / ((double)o.cfg.batch * o.cfg.grad_accum));
     if (total < 1) total = 1;
     if (!o.warmup_set) o.warmup = total / 20;
     if (!o.min_lr_set) o.min_lr = o.lr / 10;
@@ -719,9 +724,11 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         printf("lora: rank %d, alpha %g, targets %s: %d tensors, %lld trainable parameters\n", o.cfg.lora_rank, (double)o.cfg.lora_alpha,
                tg, nt, (long long)params);
     else printf("ste: %d 4-bit weights trained straight-through (%lld latent parameters)\n", nt, (long long)params);
-    printf("schedule: %lld steps of %d x %d tokens, lr %g, warmup %lld, cosine to %g, weight decay %g, clip %g, seed %llu\n",
-           (long long)total, o.cfg.batch, o.cfg.seq_len, o.lr, (long long)o.warmup, o.min_lr, (double)o.cfg.weight_decay,
-           (double)o.cfg.clip_norm, (unsigned long long)o.cfg.seed);
+    char accum[48] = "";
+    if (o.cfg.grad_accum > 1) snprintf(accum, sizeof accum, " (%d micro-batches of %d)", o.cfg.grad_accum, o.cfg.batch);
+    printf("schedule: %lld steps of %d x %d tokens%s, lr %g, warmup %lld, cosine to %g, weight decay %g, clip %g, seed %llu\n",
+           (long long)total, o.cfg.batch * o.cfg.grad_accum, o.cfg.seq_len, accum, o.lr, (long long)o.warmup, o.min_lr,
+           (double)o.cfg.weight_decay, (double)o.cfg.clip_norm, (unsigned long long)o.cfg.seed);
     int64_t step = 0, pos = 0;
     if (o.resume) {
         if (load_checkpoint(t, ti, nt, &o, &id, &ds, &step, &pos, ctx)) goto out;
@@ -754,18 +761,22 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     int interactive = isatty(fileno(stdout));
     while (step < total && !g_stop) {
         double lr = lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
-        int64_t labels_in_batch = 0;
-        pos = data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
-        for (size_t j = 0; j < bl; j++) labels_in_batch += lab[j] >= 0;
         double ts = now_s();
-        float loss = NAN;
-        if (wgml_trainer_step(t, in, lab, (float)lr, &loss)) {
-            fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
-            goto out;
+        /* one optimizer step: grad_accum micro-batches (the trainer steps on the last); the
+         * step's loss is the mean of theirs, as their gradients are averaged */
+        float loss = 0;
+        for (int mb = 0; mb < o.cfg.grad_accum; mb++) {
+            float l = NAN;
+            pos = data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
+            if (wgml_trainer_step(t, in, lab, (float)lr, &l)) {
+                fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
+                goto out;
+            }
+            loss += l / (float)o.cfg.grad_accum;
         }
         double dt = now_s() - ts;
         step++;
-        double tps = (double)bl / (dt > 0 ? dt : 1e-9);
+        double tps = (double)bl * o.cfg.grad_accum / (dt > 0 ? dt : 1e-9);
         ema_tps = ema_tps ? 0.9 * ema_tps + 0.1 * tps : tps;
         double elapsed = now_s() - start, eta = elapsed / (double)(step - first_step) * (double)(total - step);
         char eta_s[32];
@@ -786,7 +797,6 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
             printf("%sheld-out perplexity at step %lld: %.3f (loss %.4f over %lld tokens)\n", interactive ? "\n" : "", (long long)step,
                    exp(l), l, (long long)nv);
         }
-        (void)labels_in_batch;
         push_row(&rows, &n_rows, &cap_rows, r);
         if (o.stop_after && step == o.stop_after) g_stop = 1;
         /* loss.csv before the checkpoint: a run killed between the two resumes from the older
