@@ -102,9 +102,9 @@ static void dump_file(const char *cs, const char *path) {
 
 enum { STEPS = 20, NB = 4, TB = 2, TS = 16 };
 
-static void test_tiny(const char *path) {
-    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
-    if (!th_check(m != NULL, "load the synthetic model: %s", wgml_last_error(T.ctx))) return;
+/* The tiny model's LoRA configuration: rank 4 on all seven targets, TB x TS tokens, lr 1e-2,
+ * weight decay 0.01, clip 1.0. */
+static wgml_train_config tiny_config(uint64_t seed) {
     wgml_train_config cfg = wgml_train_defaults();
     cfg.lora_rank = 4;
     cfg.lora_alpha = 8.0f;
@@ -114,7 +114,14 @@ static void test_tiny(const char *path) {
     cfg.lr = 1e-2f;
     cfg.weight_decay = 0.01f;
     cfg.clip_norm = 1.0f;
-    cfg.seed = 1234;
+    cfg.seed = seed;
+    return cfg;
+}
+
+static void test_tiny(const char *path) {
+    wgml_model *m = wgml_model_load(T.ctx, path, NULL);
+    if (!th_check(m != NULL, "load the synthetic model: %s", wgml_last_error(T.ctx))) return;
+    wgml_train_config cfg = tiny_config(1234);
 
     /* base logits of a prompt before any adapter, to check wgml_model_set_lora(n = 0) later */
     int32_t tok[NB][TB * TS], lab[NB][TB * TS];
@@ -334,14 +341,7 @@ static float *all_params(wgml_trainer *tr, int64_t *n_out) {
 static void test_accum(const char *path) {
     enum { ASTEPS = 3 };
     wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
-    wgml_train_config cfg = wgml_train_defaults();
-    cfg.lora_rank = 4;
-    cfg.lora_alpha = 8.0f;
-    cfg.targets = WGML_TARGET_ALL;
-    cfg.batch = TB;
-    cfg.seq_len = TS;
-    cfg.lr = 1e-2f;
-    cfg.seed = 99;
+    wgml_train_config cfg = tiny_config(99);
     wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL;
     wgml_train_config cb = cfg;
     cb.batch = 1;
