@@ -784,6 +784,77 @@ const char *gpu_shader_source(const char *name) {
     return NULL;
 }
 
+/* Shared WGSL: a line "//!include NAME" in a kernel is replaced by the embedded NAME.wgsl
+ * (which may include others, to a depth of 4; each file at most once per kernel). Returns a
+ * malloc'd copy; NULL with the error set when NAME is unknown or memory runs out. */
+#define INCLUDE_MARK "//!include "
+typedef struct inc_buf {
+    char *p;
+    size_t n, cap;
+    const char *seen[16];
+    int n_seen;
+} inc_buf;
+
+static bool inc_put(inc_buf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return false;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return true;
+}
+
+static wgml_status inc_expand(wgml_ctx *ctx, inc_buf *b, const char *kernel, const char *src, int depth) {
+    for (const char *line = src; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        if (strncmp(line, INCLUDE_MARK, sizeof INCLUDE_MARK - 1) == 0) {
+            char name[64];
+            size_t nl = len - (sizeof INCLUDE_MARK - 1);
+            while (nl > 0 && (line[sizeof INCLUDE_MARK - 1 + nl - 1] == '\n' || line[sizeof INCLUDE_MARK - 1 + nl - 1] == ' '))
+                nl--;
+            if (nl == 0 || nl >= sizeof name)
+                return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': a malformed %sline", kernel, INCLUDE_MARK);
+            memcpy(name, line + sizeof INCLUDE_MARK - 1, nl);
+            name[nl] = 0;
+            const char *inc = gpu_shader_source(name);
+            if (!inc) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' includes '%s', which is not embedded", kernel, name);
+            bool seen = false;
+            for (int i = 0; i < b->n_seen; i++) seen = seen || b->seen[i] == inc;
+            if (!seen) {
+                if (depth >= 4 || b->n_seen >= 16)
+                    return wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s': includes nested too deep at '%s'", kernel, name);
+                b->seen[b->n_seen++] = inc;
+                wgml_status s = inc_expand(ctx, b, kernel, inc, depth + 1);
+                if (s) return s;
+                if (!inc_put(b, "\n", 1)) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+            }
+        } else if (!inc_put(b, line, len)) {
+            return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        }
+        line += len;
+    }
+    return WGML_OK;
+}
+
+static char *expand_includes(wgml_ctx *ctx, const char *kernel, const char *src) {
+    inc_buf b = {0};
+    if (!inc_put(&b, "", 0)) {
+        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        return NULL;
+    }
+    if (inc_expand(ctx, &b, kernel, src, 0)) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
 /* Returns a copy of code with every "var<storage, read>" made "var<storage, read_write>". */
 static char *rewrite_read_only(const char *code) {
     static const char from[] = "var<storage, read>", to[] = "var<storage, read_write>";
@@ -820,8 +891,8 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
             free(key);
             return p;
         }
-    const char *src = gpu_shader_source(shader);
-    if (!src) {
+    const char *raw = gpu_shader_source(shader);
+    if (!raw) {
         wgml_set_error(ctx, WGML_ERR_ARG, "no WGSL kernel named '%s' is embedded", shader);
         free(key);
         return NULL;
@@ -833,16 +904,19 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
         free(key);
         return NULL;
     }
-    size_t n1 = strlen(prelude), n2 = strlen(src);
-    char *code = malloc(n1 + n2 + 2);
+    char *src = expand_includes(ctx, shader, raw);
+    size_t n1 = strlen(prelude), n2 = src ? strlen(src) : 0;
+    char *code = src ? malloc(n1 + n2 + 2) : NULL;
     if (!code) {
+        if (src) wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+        free(src);
         free(key);
-        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
         return NULL;
     }
     memcpy(code, prelude, n1);
     code[n1] = '\n';
     memcpy(code + n1 + 1, src, n2 + 1);
+    free(src);
     if (all_writable) {
         char *rw = rewrite_read_only(code);
         free(code);

@@ -23,13 +23,7 @@
 // multiple of BK). The skipped terms are exact zeros in the operands (the masked part of P and
 // dS), so the result equals the full product. BAND is the prelude's constant (the mode);
 // band_sq and band_off are parameters.
-struct Params {
-    M: u32, N: u32, K: u32, batch: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
-    c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
-    beta: f32, k_chunk: u32, splits: u32, pad: u32,
-    pad1: u32, band_sq: u32, band_off: u32, pad2: u32,
-}
+//!include matmul_params
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
 @group(0) @binding(1) var<storage, read> B: array<BV>;

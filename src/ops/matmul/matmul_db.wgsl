@@ -15,12 +15,7 @@
 // The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
 // aliases AV/BV and their component readers a_at/b_at. Each K slice s covers
 // [s*k_chunk, min(K, (s+1)*k_chunk)); k_chunk is a multiple of BK (the whole K when splits = 1).
-struct Params {
-    M: u32, N: u32, K: u32, batch: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
-    c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
-    beta: f32, k_chunk: u32, splits: u32, pad: u32,
-}
+//!include matmul_params
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
 @group(0) @binding(1) var<storage, read> B: array<BV>;

@@ -10,12 +10,7 @@
 // supplies TM VO TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the alias OV with its component
 // reader o_at and o_put4 (a vec4 store at a multiple of 4 when VO = 4). SPLITK as in
 // matmul.wgsl: slice s covers K range [s * k_chunk, ...) and writes raw sums to P[s, b, m, n].
-struct Params {
-    M: u32, N: u32, K: u32, batch: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
-    c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
-    beta: f32, k_chunk: u32, splits: u32, pad: u32,
-}
+//!include matmul_params
 
 @group(0) @binding(0) var<storage, read> A: array<f32>;
 @group(0) @binding(1) var<storage, read> B: array<f32>;

@@ -16,25 +16,7 @@
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV,
 // a_at and the tile constants.
-struct Params {
-    M: u32, R: u32, C: u32, wpr: u32,
-    ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
-    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> CODES: array<u32>;
-@group(0) @binding(2) var<storage, read> AB: array<ABT>;
-@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(4) var<storage, read_write> O: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
-const WX: u32 = BC / TC;
-const WY: u32 = BM / TM;
-const THREADS: u32 = WX * WY;
-
-const TM4: u32 = TM / 4u;
-const TC4: u32 = TC / 4u;
+//!include q4_mm_head
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
 var<workgroup> As: array<vec4<f32>, BR * BM / 4u>; // [r][m]

@@ -18,24 +18,7 @@
 // word as CPW/4 vec4 slots of one row. Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC.
-struct Params {
-    M: u32, R: u32, C: u32, wpr: u32,
-    ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
-    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> CODES: array<u32>;
-@group(0) @binding(2) var<storage, read> AB: array<ABT>;
-@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(4) var<storage, read_write> O: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
-const WX: u32 = BC / TC;
-const WY: u32 = BM / TM;
-const THREADS: u32 = WX * WY;
-const TM4: u32 = TM / 4u;
-const TC4: u32 = TC / 4u;
+//!include q4_mm_head
 const BM4: u32 = BM / 4u;
 const BC4: u32 = BC / 4u;
 // loads per thread per step (rounded up; the tail is guarded): A elements and W code words
