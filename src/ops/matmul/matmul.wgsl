@@ -13,16 +13,16 @@
 // thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
 // and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
 // by matmul_splitk_reduce.
-// Causal band (attention's backward products; BAND = 0 everywhere else, which compiles it out): the terms of the
-// product vanish wherever key > query + band_off, the query being an index taken modulo band_sq
-// (the query rows of several heads follow each other). band 1: rows are queries, columns keys
-// (q·kᵀ): a tile whose first key lies past the band of its last query is left zero without
-// reading anything. band 2: rows are queries, K runs over keys (dS·k): K stops after the last
-// query's band. band 3: rows are keys, K runs over queries (dSᵀ·q, Pᵀ·dout): in each query
-// segment the k-tiles wholly before the tile's first key's band are skipped (band_sq is a
-// multiple of BK). The skipped terms are exact zeros in the operands (the masked part of P and
-// dS), so the result equals the full product. BAND is the prelude's constant (the mode);
-// band_sq and band_off are parameters.
+// Causal band (attention's backward products; BAND = 0 everywhere else, which compiles it
+// out): the terms of the product vanish wherever key > query + band_off, the query being an
+// index taken modulo band_sq (the query rows of several heads follow each other). BAND 1: rows
+// are queries, columns keys (q·kᵀ): a tile whose first key lies past the band of its last
+// query is left zero without reading anything. BAND 2: rows are queries, K runs over keys
+// (dS·k): K stops after the last query's band. BAND 3: rows are keys, K runs over queries
+// (dSᵀ·q, Pᵀ·dout): in each query segment the k-tiles wholly before the tile's first key's band
+// are skipped (band_sq is a multiple of BK). The skipped terms are exact zeros in the operands
+// (the masked part of P and dS), so the result equals the full product. BAND is the prelude's
+// constant (the mode); band_sq and band_off are parameters.
 //!include matmul_params
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
