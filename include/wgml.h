@@ -964,7 +964,8 @@ void wgml_trainer_free(wgml_trainer *t);
 wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, float lr, float *loss);
 /* Micro-batches accumulated since the last optimizer step (0 at a step boundary, where the
  * state read by wgml_trainer_read_state / read_opt_state is complete: the pending gradients
- * are not part of it). */
+ * are not part of it). wgml_trainer_write_opt_state drops pending gradients (a restored state
+ * is a step boundary); wgml_trainer_write_state keeps them. */
 int wgml_trainer_pending(const wgml_trainer *t);
 /* The loss summed over the valid labels and their count, without updating (eval graph). */
 wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
