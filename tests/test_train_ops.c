@@ -572,6 +572,17 @@ static void test_adamw_eager(void) {
     wgml_adamw_free(o);
 }
 
+/* The used part of each of the nb flat buffers, one after another into dst [nb * used]. */
+static void read_used(wgml_tensor *const *flat, int nb, int64_t used, float *dst) {
+    int64_t cap = wgml_tensor_numel(flat[0]);
+    float *tmp = malloc(sizeof(float) * (size_t)cap);
+    for (int b = 0; tmp && b < nb; b++) {
+        wgml_tensor_read(flat[b], tmp, sizeof(float) * (size_t)cap);
+        memcpy(dst + b * used, tmp, sizeof(float) * (size_t)used);
+    }
+    free(tmp);
+}
+
 /* A built graph compiled once and run 10 times: clipping at max_norm 100 (grad norms ~55 and
  * ~220 alternate, so some steps clip and some do not), a cosine lr written before every run,
  * weight decay 0.05, and a NaN gradient at step 5. */
@@ -602,7 +613,6 @@ static void test_adamw_graph(void) {
     float *before = malloc(sizeof(float) * (size_t)used * 3), *after = malloc(sizeof(float) * (size_t)used * 3);
     wgml_tensor *flat[3] = {wgml_adamw_buffer(o, WGML_ADAMW_PARAMS), wgml_adamw_buffer(o, WGML_ADAMW_M),
                             wgml_adamw_buffer(o, WGML_ADAMW_V)};
-    int64_t cap = wgml_tensor_numel(flat[0]);
     double t0 = now();
     for (int k = 0; k < STEPS; k++) {
         double lr = 1e-3 + 0.5 * (1e-2 - 1e-3) * (1 + cos(3.14159265358979323846 * k / STEPS));
@@ -616,13 +626,7 @@ static void test_adamw_graph(void) {
         th_check(!wgml_graph_run(g), "adamw graph run %d: %s", k + 1, wgml_last_error(T.ctx));
         ref_step(&r, hg, lrs[k], wds[k], c.beta1, c.beta2, c.eps, c.max_grad_norm);
         if (k == 3 || nan_step) { /* the state before and after the NaN step */
-            float *dst = nan_step ? after : before;
-            float *tmp = malloc(sizeof(float) * (size_t)cap);
-            for (int b = 0; b < 3; b++) {
-                wgml_tensor_read(flat[b], tmp, sizeof(float) * (size_t)cap);
-                memcpy(dst + b * used, tmp, sizeof(float) * (size_t)used);
-            }
-            free(tmp);
+            read_used(flat, 3, used, nan_step ? after : before);
         }
         if (nan_step) {
             int64_t taken = -1, skipped = -1;
@@ -669,23 +673,15 @@ static void test_adamw_accum(void) {
     th_check(wgml_graph_dispatch_count(g) == 4, "adamw_step + zero_grad_after_step: 4 dispatches (got %zu)",
              wgml_graph_dispatch_count(g));
     for (int64_t i = 0; i < used; i++) r.p[i] = p0[i];
-    int64_t cap = wgml_tensor_numel(flat[0]);
-    float *tmp = malloc(sizeof(float) * (size_t)cap);
-    /* the used part of params, m, v, grads */
-#define ACC_READ(dst)                                                                     \
-    for (int b = 0; b < 4; b++) {                                                         \
-        wgml_tensor_read(flat[b], tmp, sizeof(float) * (size_t)cap);                      \
-        memcpy((dst) + b * used, tmp, sizeof(float) * (size_t)used);                      \
-    }
     float *sum = malloc(sizeof(float) * (size_t)used);
     uint32_t *zero = calloc((size_t)used, sizeof(uint32_t));
     for (int k = 0; k < 3; k++) {
         /* micro-batch 1, held */
         th_check(adamw_grads(gv, offs, hg, used, 1.0, -1), "write grads: %s", wgml_last_error(T.ctx));
         memcpy(sum, hg, sizeof(float) * (size_t)used);
-        ACC_READ(snap);
+        read_used(flat, 4, used, snap);
         th_check(!wgml_adamw_set_apply(o, 0) && !wgml_graph_run(g), "held run %d: %s", k, wgml_last_error(T.ctx));
-        ACC_READ(now);
+        read_used(flat, 4, used, now);
         th_check(memcmp(snap, now, sizeof(float) * (size_t)used * 4) == 0,
                  "adamw accum %d: a held run changes neither params, m, v nor the grads", k);
         /* micro-batch 2 adds to the grads (as the backward does), then the applied run */
@@ -695,14 +691,13 @@ static void test_adamw_accum(void) {
             wgml_tensor_write(gv[i], sum + offs[i], sizeof(float) * (size_t)wgml_tensor_numel(gv[i]));
         th_check(!wgml_adamw_set_apply(o, 1) && !wgml_graph_run(g), "applied run %d: %s", k, wgml_last_error(T.ctx));
         ref_step(&r, sum, (float)c.lr, (float)c.weight_decay, c.beta1, c.beta2, c.eps, c.max_grad_norm);
-        ACC_READ(now);
+        read_used(flat, 4, used, now);
         th_exact_u32(k == 1 ? "adamw accum: the grads are zero after a skipped (NaN) step"
                             : "adamw accum: the grads are zero after the applied step",
                      (const uint32_t *)(now + 3 * used), zero, (size_t)used);
     }
-#undef ACC_READ
     adamw_compare("adamw accum: 3 steps of 2 micro-batches, the second skipped (NaN)", o, &r);
-    free(tmp); free(sum); free(zero);
+    free(sum); free(zero);
 out:
     free(p0); free(hg); free(snap); free(now); free(r.p); free(r.m); free(r.v);
     wgml_adamw_free(o);

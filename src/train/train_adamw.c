@@ -207,15 +207,24 @@ static wgml_status check_graph(wgml_graph *g, wgml_optimizer *o, const char *op)
     return WGML_OK;
 }
 
-wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *o) {
-    wgml_status s = check_graph(g, o, "adamw_zero_grad");
+/* Records zeroing of the grads' used prefix (the rest of the capacity stays zero from
+ * creation): always (a fill), or gated by the step recorded before it (train_adamw_clear:
+ * not when that step was held for gradient accumulation). */
+static wgml_status zero_used_grads(wgml_graph *g, wgml_optimizer *o, const char *op, bool gated) {
+    wgml_status s = check_graph(g, o, op);
     if (s || o->used == 0) return s;
-    /* the used prefix only (the rest of the capacity stays zero from creation) */
     wgml_tensor *prefix = wgml_tensor_view(o->flat[1], 0, 1, &o->used);
     if (!prefix) return wgml_last_status(graph_ctx(g));
-    s = graph_fill_bits(g, prefix, 0);
+    uint32_t n4 = (uint32_t)(o->used / 4); /* used is a multiple of 64 */
+    s = gated ? graph_dispatch(g, op, "train_adamw_clear", NULL, &o->state, 1, &prefix, 1, &n4, sizeof n4,
+                               (n4 + 255u) / 256u)
+              : graph_fill_bits(g, prefix, 0);
     wgml_tensor_free(prefix);
     return s;
+}
+
+wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *o) {
+    return zero_used_grads(g, o, "adamw_zero_grad", false);
 }
 
 wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
@@ -249,15 +258,7 @@ wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
 }
 
 wgml_status wgml_adamw_zero_grad_after_step(wgml_graph *g, wgml_optimizer *o) {
-    const char *op = "adamw_zero_grad_after_step";
-    wgml_status s = check_graph(g, o, op);
-    if (s || o->used == 0) return s;
-    wgml_tensor *prefix = wgml_tensor_view(o->flat[1], 0, 1, &o->used);
-    if (!prefix) return wgml_last_status(graph_ctx(g));
-    uint32_t n4 = (uint32_t)(o->used / 4);
-    s = graph_dispatch(g, op, "train_adamw_clear", NULL, &o->state, 1, &prefix, 1, &n4, sizeof n4, (n4 + 255u) / 256u);
-    wgml_tensor_free(prefix);
-    return s;
+    return zero_used_grads(g, o, "adamw_zero_grad_after_step", true);
 }
 
 wgml_status wgml_adamw_set_apply(wgml_optimizer *o, int apply) {
