@@ -814,13 +814,13 @@ static wgml_status inc_expand(wgml_ctx *ctx, inc_buf *b, const char *kernel, con
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line + 1) : strlen(line);
         if (strncmp(line, INCLUDE_MARK, sizeof INCLUDE_MARK - 1) == 0) {
-            char name[64];
+            const char *arg = line + sizeof INCLUDE_MARK - 1;
             size_t nl = len - (sizeof INCLUDE_MARK - 1);
-            while (nl > 0 && (line[sizeof INCLUDE_MARK - 1 + nl - 1] == '\n' || line[sizeof INCLUDE_MARK - 1 + nl - 1] == ' '))
-                nl--;
+            while (nl > 0 && (arg[nl - 1] == '\n' || arg[nl - 1] == ' ')) nl--;
+            char name[64];
             if (nl == 0 || nl >= sizeof name)
                 return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': a malformed %sline", kernel, INCLUDE_MARK);
-            memcpy(name, line + sizeof INCLUDE_MARK - 1, nl);
+            memcpy(name, arg, nl);
             name[nl] = 0;
             const char *inc = gpu_shader_source(name);
             if (!inc) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' includes '%s', which is not embedded", kernel, name);

@@ -409,11 +409,12 @@ wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int3
     uint64_t s0 = wgml_submit_count(t->ctx);
     wgml_status s = write_batch(t, "trainer_step", tokens, labels, t->ids, t->labels);
     if (!s) s = wgml_adamw_set_lr(t->opt, lr);
-    if (!s) s = wgml_adamw_set_apply(t->opt, t->pending + 1 >= t->cfg.grad_accum);
+    bool steps = t->pending + 1 >= t->cfg.grad_accum; /* this micro-batch ends a step */
+    if (!s) s = wgml_adamw_set_apply(t->opt, steps);
     if (!s) s = wgml_graph_run(t->g);
     float l = 0;
     if (!s) s = wgml_tensor_read(t->loss, &l, sizeof l);
-    if (!s) t->pending = t->pending + 1 >= t->cfg.grad_accum ? 0 : t->pending + 1;
+    if (!s) t->pending = steps ? 0 : t->pending + 1;
     if (!s && loss) *loss = l;
     t->submits = wgml_submit_count(t->ctx) - s0;
     return s;
