@@ -1,11 +1,11 @@
-/* Fuzz target: the safetensors reader and writer (src/model/safetensors.c). The input is a
+/* Fuzz target: the safetensors reader and writer (src/io/safetensors.c). The input is a
  * whole file, parsed by st_parse. An accepted file is walked (every tensor's bytes, every
  * metadata pair, st_find / st_meta on each name), then rebuilt with st_build from what was
  * parsed (tensors in header order, metadata in order) and the rebuilt file parsed again: it
  * must be accepted and give the same names, dtypes, shapes and bytes and the same metadata
  * (a real round trip). A rejected file must come with a message. With WGML_FUZZ_VERBOSE set,
  * each rejection is printed (to check what the seeds reach). */
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -141,7 +141,7 @@ def dequant_seeds():
 
 
 def st_file(tensors, meta=None, pad=True):
-    """A safetensors file as src/model/safetensors.c's st_build lays it out: metadata first,
+    """A safetensors file as src/io/safetensors.c's st_build lays it out: metadata first,
     tensors in order, the header padded with spaces to a multiple of 8."""
     import json
     h = {}

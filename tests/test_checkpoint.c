@@ -1,11 +1,11 @@
-/* safetensors reader/writer and training checkpoints (src/model/safetensors.c,
+/* safetensors reader/writer and training checkpoints (src/io/safetensors.c,
  * src/train/checkpoint.c): round trips, strict rejection of malformed files, atomic saves
  * that survive a crash mid-write, checksum and configuration mismatches, SHA-256.
  * With WGML_ST_SAMPLE=PATH it also writes a sample file for tests/py/test_safetensors.py;
  * with WGML_ST_READ=PATH it checks a file that script wrote. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include <unistd.h>
-#include "model/json.h"
+#include "io/json.h"
 #include "train/data.h"
 
 #include <stdio.h>

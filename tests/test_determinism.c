@@ -1,6 +1,6 @@
 /* Determinism: the same op sequence with the same seed, run twice in fresh contexts, gives the
  * same output bytes exactly. Ops: matmul (mm and linear), softmax, rms_norm, sum, fused
- * cross-entropy (loss and dlogits), the linear weight gradient, and AdamW steps (src/train:
+ * cross-entropy (loss and dlogits), the linear weight gradient, and AdamW steps (src/ops/cross_entropy, src/optim:
  * clipping on, so the global-norm reduction is exercised). Sizes are chosen so the reductions
  * span several workgroups. Both an eager run and a built graph (run three times) are compared.
  * The inputs come from a splitmix64 stream of the seed (the harness seed), not from the

@@ -1,4 +1,4 @@
-/* Fine-tuning outputs that need no trainer: the STE GGUF writer (src/model/gguf_write.c:
+/* Fine-tuning outputs that need no trainer: the STE GGUF writer (src/io/gguf_write.c:
  * 4-bit codes recomputed from latents into a copy of a GGUF, everything else unchanged, read
  * back with wgml's GGUF reader), the learning-rate schedule, loss.csv and loss.svg
  * (src/train/report.c).
@@ -7,8 +7,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
-#include "model/gguf_write.h"
-#include "model/safetensors.h"
+#include "io/gguf_write.h"
+#include "io/safetensors.h"
 #include "train/report.h"
 
 #include <math.h>

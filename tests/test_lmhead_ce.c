@@ -329,10 +329,10 @@ static void test_memory(void) {
         for (size_t i = 0; i < nd; i++) {
             const char *sh = NULL;
             wgml_graph_dispatch_name(g, i, &sh);
-            n_count += sh && !strcmp(sh, "train_ce_count");
-            n_sum += sh && !strcmp(sh, "train_ce_sum");
+            n_count += sh && !strcmp(sh, "ce_count");
+            n_sum += sh && !strcmp(sh, "ce_sum");
         }
-        th_check(n_count == 0 && n_sum == 1, "%s: no train_ce_count dispatch (%d) and one train_ce_sum (%d)",
+        th_check(n_count == 0 && n_sum == 1, "%s: no ce_count dispatch (%d) and one ce_sum (%d)",
                  with_d ? "with d_h" : "loss only", n_count, n_sum);
         printf("  memory %s: arena %llu bytes (logits would be %llu), %zu dispatches\n", with_d ? "with d_h" : "loss only",
                (unsigned long long)arena, (unsigned long long)logits, nd);

@@ -230,10 +230,10 @@ static void graph_shaders(wgml_graph *g, char *buf, size_t cap) {
  * statistics are always written (by the sum), checked against the host. */
 static void test_ce_dispatches(void) {
     struct { int64_t rows, v; bool with_d; const char *want; } cs[] = {
-        {64, 256, true, "train_ce_rows train_ce_sum"},       /* R = V/4, vec4 labels */
-        {63, 256, true, "train_ce_rows train_ce_sum"},       /* scalar labels */
-        {65, 256, true, "train_ce_count train_ce_rows train_ce_sum"},
-        {300, 64, false, "train_ce_rows train_ce_sum"},
+        {64, 256, true, "ce_rows ce_sum"},       /* R = V/4, vec4 labels */
+        {63, 256, true, "ce_rows ce_sum"},       /* scalar labels */
+        {65, 256, true, "ce_count ce_rows ce_sum"},
+        {300, 64, false, "ce_rows ce_sum"},
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
         int64_t rows = cs[c].rows, v = cs[c].v, shape[2] = {rows, v}, three = 3;
@@ -292,8 +292,8 @@ static void test_ce_repeat(void) {
         if (th_uniform(0, 1) < 0.2) hl[r] = -100;
     }
     static const char *env[3] = {NULL, "dispatch", "inline:7"};
-    static const char *want[3] = {"train_ce_rows train_ce_sum", "train_ce_count train_ce_rows train_ce_sum",
-                                  "train_ce_rows train_ce_sum"};
+    static const char *want[3] = {"ce_rows ce_sum", "ce_count ce_rows ce_sum",
+                                  "ce_rows ce_sum"};
     float loss_bits[5] = {0}, *d0 = malloc(sizeof(float) * (size_t)n), *d1 = malloc(sizeof(float) * (size_t)n);
     bool same_d = true;
     int nl = 0;

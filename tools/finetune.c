@@ -4,10 +4,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
 
-#include "model/json.h"
-#include "model/gguf_write.h"
+#include "io/json.h"
+#include "io/gguf_write.h"
 #include "model/llama.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/report.h"

@@ -1,5 +1,5 @@
 /* A readable summary of a GGUF model file (wgml info --model FILE). */
-#include "model/gguf.h"
+#include "io/gguf.h"
 
 #include <inttypes.h>
 #include <stdio.h>

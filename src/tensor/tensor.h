@@ -22,7 +22,7 @@ struct wgml_tensor {
     int n_views;         /* views of this tensor still alive (eager freeing waits for them) */
     bool freed;          /* freed by the user while views were alive */
     wgml_tensor *prev, *next; /* the graph's list of tensors */
-    /* autograd (src/graph/autograd.c) */
+    /* autograd (src/autograd/autograd.c) */
     bool requires_grad;  /* trainable, or computed from a tensor that requires a gradient */
     bool trainable;      /* a leaf whose gradient wgml_backward delivers */
     bool grad_accumulate; /* grad_dest: add into it instead of overwriting */

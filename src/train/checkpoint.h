@@ -7,7 +7,7 @@
 #ifndef WGML_TRAIN_CHECKPOINT_H
 #define WGML_TRAIN_CHECKPOINT_H
 
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #define CKPT_FORMAT "wgml-checkpoint-1"
 #define CKPT_FILE "state.safetensors"

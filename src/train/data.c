@@ -2,8 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train/data.h"
 
-#include "model/json.h"
-#include "model/safetensors.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train/report.h"
 
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #include <math.h>
 #include <stdarg.h>

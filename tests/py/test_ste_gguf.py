@@ -1,4 +1,4 @@
-"""The STE GGUF writer (src/model/gguf_write.c) against PyPI gguf.
+"""The STE GGUF writer (src/io/gguf_write.c) against PyPI gguf.
 
 PyPI gguf's GGUFWriter makes a GGUF with metadata of several types, an F32 tensor and Q4_0,
 Q4_1 and Q8_0 weights; test_finetune_io (WGML_STE_* mode) rewrites the Q4_0 and Q4_1 weights

@@ -1,18 +1,18 @@
 /* Fused cross-entropy: loss and dlogits of logits [..., V] against i32 labels [...] in one
  * pass over the logits. Two dispatches (three for many rows with dlogits), all deterministic
  * (no float atomics):
- *   train_ce_count.wgsl  only with dlogits and R > V / 4: one workgroup counts n_valid first;
- *   train_ce_rows.wgsl   one workgroup per row: online (max, sum), per-row loss, dlogits; with
+ *   ce_count.wgsl  only with dlogits and R > V / 4: one workgroup counts n_valid first;
+ *   ce_rows.wgsl   one workgroup per row: online (max, sum), per-row loss, dlogits; with
  *                        dlogits and R <= V / 4 every workgroup counts n_valid itself (it reads
  *                        all R labels, at most a quarter of what it reads of its row);
- *   train_ce_sum.wgsl    one workgroup: the label statistics (status) and the per-row losses
+ *   ce_sum.wgsl    one workgroup: the label statistics (status) and the per-row losses
  *                        summed in a fixed order / n_valid.
  * The sum stays a dispatch of its own: WGSL cannot make the rows of other workgroups visible to
  * a "last workgroup" (storageBarrier has workgroup memory scope and atomics are relaxed only).
  * $WGML_CE_COUNT=dispatch|inline|inline:N overrides the choice of where n_valid is counted, for
  * measuring (see ce_count_mode). */
 #include "graph/graph.h"
-#include "train/train_ce.h"
+#include "ops/cross_entropy/cross_entropy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ static uint32_t ce_workgroup(uint64_t loads) {
     return wg;
 }
 
-/* Where the rows pass gets n_valid (dlogits only): 0: train_ce_count, a dispatch before it;
+/* Where the rows pass gets n_valid (dlogits only): 0: ce_count, a dispatch before it;
  * 1 / 4: every row workgroup counts the labels itself, read as i32 / vec4<i32>. Inline when
  * the R labels are at most a quarter of a row's V logits, so each workgroup's extra reads stay
  * small (they are the same words for every workgroup: cache hits) and the count grows no
@@ -93,7 +93,7 @@ wgml_status train_ce_finish(wgml_graph *g, const char *op, wgml_tensor *row_loss
                             wgml_tensor *stats, wgml_tensor *loss) {
     struct { uint32_t n_rows, vocab; } p = {(uint32_t)labels->numel, (uint32_t)vocab};
     wgml_tensor *ro[2] = {row_loss, labels}, *rw[2] = {stats, loss};
-    return graph_dispatch(g, op, "train_ce_sum", NULL, ro, 2, rw, 2, &p, sizeof p, 1);
+    return graph_dispatch(g, op, "ce_sum", NULL, ro, 2, rw, 2, &p, sizeof p, 1);
 }
 
 bool train_ce_check_options(wgml_ctx *ctx, const char *op, wgml_tensor *like, wgml_tensor *scale, wgml_tensor *status) {
@@ -186,7 +186,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
     if (!count) rpw = 1;
     if (!s && dlogits_out && !count) {
         struct { uint32_t n_rows, vocab; } pc = {(uint32_t)rows, (uint32_t)vocab};
-        s = graph_dispatch(g, op, "train_ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
+        s = graph_dispatch(g, op, "ce_count", NULL, &labels, 1, &stats, 1, &pc, sizeof pc, 1);
     }
     if (!s) {
         int vw = vocab % 4 == 0 ? 4 : 1;
@@ -197,7 +197,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
             (uint32_t)rows, (uint32_t)vocab, -INFINITY, (uint32_t)(count ? rows / count : 0)};
         /* binding 2: the labels again when the row workgroups count n_valid, else the statistics */
         wgml_tensor *ro[4] = {logits, labels, count ? labels : stats, scale ? scale : labels}, *rw[2] = {row_loss, dx};
-        s = graph_dispatch(g, op, "train_ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr,
+        s = graph_dispatch(g, op, "ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr,
                            ((uint64_t)rows + rpw - 1) / rpw);
     }
     if (!s) s = train_ce_finish(g, op, row_loss, labels, vocab, stats, loss);

@@ -1,14 +1,14 @@
 /* AdamW over many parameters at once. Every trainable tensor is a view into four flat
  * persistent buffers (params, grads, m, v), so one step is three dispatches whatever the
  * number of tensors:
- *   train_adamw_norm.wgsl    chunks of the gradient buffer: sums of squares, non-finite flags;
- *   train_adamw_finish.wgsl  one workgroup: global norm, skip decision, t, bias corrections,
+ *   adamw_norm.wgsl    chunks of the gradient buffer: sums of squares, non-finite flags;
+ *   adamw_finish.wgsl  one workgroup: global norm, skip decision, t, bias corrections,
  *                            clip coefficient (all on the GPU: no host round trip per step);
- *   train_adamw_update.wgsl  one thread per vec4 of the flat buffers: the update itself.
+ *   adamw_update.wgsl  one thread per vec4 of the flat buffers: the update itself.
  * The learning rate and weight decay live in a small persistent tensor (hyper) that the host
  * rewrites between runs, so a built graph follows a schedule without being rebuilt; so does
  * the apply flag of gradient accumulation (0: finish marks the step held, state[3] = 2, and
- * the update and train_adamw_clear.wgsl leave everything; 1: step, then clear the grads). */
+ * the update and adamw_clear.wgsl leave everything; 1: step, then clear the grads). */
 #include "graph/graph.h"
 
 #include <math.h>
@@ -208,7 +208,7 @@ static wgml_status check_graph(wgml_graph *g, wgml_optimizer *o, const char *op)
 }
 
 /* Records zeroing of the grads' used prefix (the rest of the capacity stays zero from
- * creation): always (a fill), or gated by the step recorded before it (train_adamw_clear:
+ * creation): always (a fill), or gated by the step recorded before it (adamw_clear:
  * not when that step was held for gradient accumulation). */
 static wgml_status zero_used_grads(wgml_graph *g, wgml_optimizer *o, const char *op, bool gated) {
     wgml_status s = check_graph(g, o, op);
@@ -216,7 +216,7 @@ static wgml_status zero_used_grads(wgml_graph *g, wgml_optimizer *o, const char 
     wgml_tensor *prefix = wgml_tensor_view(o->flat[1], 0, 1, &o->used);
     if (!prefix) return wgml_last_status(graph_ctx(g));
     uint32_t n4 = (uint32_t)(o->used / 4); /* used is a multiple of 64 */
-    s = gated ? graph_dispatch(g, op, "train_adamw_clear", NULL, &o->state, 1, &prefix, 1, &n4, sizeof n4,
+    s = gated ? graph_dispatch(g, op, "adamw_clear", NULL, &o->state, 1, &prefix, 1, &n4, sizeof n4,
                                (n4 + 255u) / 256u)
               : graph_fill_bits(g, prefix, 0);
     wgml_tensor_free(prefix);
@@ -242,16 +242,16 @@ wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
     wgml_tensor *part = graph_output(g, op, WGML_F32, 1, &pn);
     if (!part) return wgml_last_status(ctx);
     struct { uint32_t n4, chunk, n_chunks; } pa = {(uint32_t)n4, (uint32_t)chunk, (uint32_t)n_chunks};
-    s = graph_dispatch(g, op, "train_adamw_norm", NULL, &o->flat[1], 1, &part, 1, &pa, sizeof pa, n_chunks);
+    s = graph_dispatch(g, op, "adamw_norm", NULL, &o->flat[1], 1, &part, 1, &pa, sizeof pa, n_chunks);
     if (!s) {
         uint32_t pf = (uint32_t)n_chunks;
         wgml_tensor *ro[2] = {part, o->hyper};
-        s = graph_dispatch(g, op, "train_adamw_finish", NULL, ro, 2, &o->state, 1, &pf, sizeof pf, 1);
+        s = graph_dispatch(g, op, "adamw_finish", NULL, ro, 2, &o->state, 1, &pf, sizeof pf, 1);
     }
     if (!s) {
         uint32_t pu = (uint32_t)n4;
         wgml_tensor *ro[3] = {o->flat[1], o->hyper, o->state}, *rw[3] = {o->flat[0], o->flat[2], o->flat[3]};
-        s = graph_dispatch(g, op, "train_adamw_update", NULL, ro, 3, rw, 3, &pu, sizeof pu, (n4 + 255) / 256);
+        s = graph_dispatch(g, op, "adamw_update", NULL, ro, 3, rw, 3, &pu, sizeof pu, (n4 + 255) / 256);
     }
     wgml_tensor_free(part);
     return s;

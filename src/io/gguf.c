@@ -8,7 +8,7 @@
  * elements. Every read checks the remaining size first (64-bit, no overflow); every count is
  * checked against the bytes its elements need at least before anything is allocated. */
 #define _POSIX_C_SOURCE 200809L
-#include "model/gguf.h"
+#include "io/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

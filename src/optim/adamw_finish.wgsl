@@ -1,6 +1,6 @@
-// train_adamw_finish: decides an AdamW step on the GPU and prepares its scalars, so no host
+// adamw_finish: decides an AdamW step on the GPU and prepares its scalars, so no host
 // round trip is needed per step. One workgroup of 256 threads: thread t owns chunk t of
-// train_adamw_norm's partials (n_chunks <= 256); a tree merges them in a fixed order. Then
+// adamw_norm's partials (n_chunks <= 256); a tree merges them in a fixed order. Then
 // thread 0:
 //   norm = sqrt(sum of squares); the step is skipped when any gradient is non-finite or the
 //   sum overflows (state.skip = 1, skipped += 1; t, params, m, v stay as they are);

@@ -1,8 +1,8 @@
-// train_adamw_update: the AdamW update of every parameter in the flat buffers at once, exactly
+// adamw_update: the AdamW update of every parameter in the flat buffers at once, exactly
 // torch.optim.AdamW's order of operations:
 //   p <- p·(1 - lr·wd); g <- g·coef; m <- b1·m + (1 - b1)·g; v <- b2·v + (1 - b2)·g²;
 //   p <- p - (lr / bc1) · m / (sqrt(v) / sqrt(bc2) + eps)
-// with coef, lr / bc1, sqrt(bc2) and 1 - lr·wd from state (train_adamw_finish), betas, 1 - betas
+// with coef, lr / bc1, sqrt(bc2) and 1 - lr·wd from state (adamw_finish), betas, 1 - betas
 // (hyper[8], hyper[9]; computed in double on the host) and eps from hyper. A skipped step
 // (state[3] = 1) or a held one (2: gradient accumulation) writes nothing. The gradients themselves stay unscaled.
 // Workgroup: 256 threads; a thread owns one vec4 of the flat buffers (n4 vec4s; 2-D fold).

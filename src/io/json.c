@@ -1,5 +1,5 @@
 /* Strict JSON reader: recursive descent over a bounded buffer; every read checks the end. */
-#include "model/json.h"
+#include "io/json.h"
 
 #include <math.h>
 #include <stdarg.h>

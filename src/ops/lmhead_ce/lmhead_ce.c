@@ -9,7 +9,7 @@
  *              running max m', rescales the accumulator A[R, D] by exp(m − m') (as flash
  *              attention rescales its output), then A += P · W_chunk (the input-gradient GEMM
  *              with accumulation). One pass: two GEMMs for forward + backward, as unfused.
- * Then train_ce_sum (the label statistics: n_valid, out-of-range labels; and the fixed-order
+ * Then ce_sum (the label statistics: n_valid, out-of-range labels; and the fixed-order
  * sum of the row losses / n_valid), the last kernel of wgml_cross_entropy, and for d_h
  * lmhead_ce_dh:
  *   d_h = (A / l − W[label]) · scale / n_valid   (0 for ignored rows).
@@ -19,7 +19,7 @@
 #include "graph/graph.h"
 #include "ops/matmul/matmul_into.h"
 #include "ops/q4/q4_internal.h"
-#include "train/train_ce.h"
+#include "ops/cross_entropy/cross_entropy.h"
 
 #include <math.h>
 #include <stdio.h>

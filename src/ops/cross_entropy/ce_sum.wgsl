@@ -1,4 +1,4 @@
-// train_ce_sum: the end of a fused cross-entropy (train_ce.c, lmhead_ce.c): the label
+// ce_sum: the end of a fused cross-entropy (cross_entropy.c, lmhead_ce.c): the label
 // statistics and the loss in one dispatch.
 //   stats[0] = rows whose label is >= vocab (out of range: treated as ignored),
 //   stats[1] = the first such row (-1 when none), stats[2] = n_valid (0 <= label < vocab),

@@ -1,8 +1,8 @@
 /* STE GGUF output: requantised 4-bit codes written into a copy of the input file. */
 #define _POSIX_C_SOURCE 200809L
-#include "model/gguf_write.h"
+#include "io/gguf_write.h"
 
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #include <math.h>
 #include <stdarg.h>

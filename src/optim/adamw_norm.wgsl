@@ -1,11 +1,11 @@
-// train_adamw_norm: first stage of the global gradient norm and the finiteness check of an
+// adamw_norm: first stage of the global gradient norm and the finiteness check of an
 // AdamW step over the flat gradient buffer (n4 vec4s; every parameter slot is padded with zeros
 // to 64 elements, so the buffer is always whole vec4s).
 // Workgroup: 256 threads own one contiguous chunk of `chunk` vec4s; thread t sums g·g over
 // vec4s t, t+256, ... of the chunk and notes any non-finite element (exponent bits all ones:
 // inf or NaN, tested on the bits so that no fast-math assumption can drop it). A tree in
 // workgroup memory merges the 256 sums; part[2w] = the chunk's sum of squares and
-// part[2w+1] = 1.0 when it holds a non-finite element. train_adamw_finish merges the chunks.
+// part[2w+1] = 1.0 when it holds a non-finite element. adamw_finish merges the chunks.
 struct Params { n4: u32, chunk: u32, n_chunks: u32 }
 
 @group(0) @binding(0) var<storage, read> grads: array<vec4<f32>>;

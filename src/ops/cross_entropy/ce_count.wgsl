@@ -1,6 +1,6 @@
-// train_ce_count: n_valid (rows with 0 <= label < vocab) of a fused cross-entropy, counted
+// ce_count: n_valid (rows with 0 <= label < vocab) of a fused cross-entropy, counted
 // before the rows pass when the rows are too many for every row workgroup to count them
-// itself (train_ce.c: R > V / 4 with dlogits). Writes stats[2] only; train_ce_sum writes all
+// itself (cross_entropy.c: R > V / 4 with dlogits). Writes stats[2] only; ce_sum writes all
 // three statistics at the end of the call.
 // Workgroup: one workgroup of 256 threads; thread t owns labels t, t+256, ..., loaded 16 at a
 // time (independent loads in flight, masked past the end), and the counts are merged by a tree

@@ -1,4 +1,4 @@
-// train_adamw_clear: zeroes the flat gradient buffer (its used part, n4 vec4s) after an AdamW
+// adamw_clear: zeroes the flat gradient buffer (its used part, n4 vec4s) after an AdamW
 // step that ran or was skipped as non-finite (state[3] = 0 or 1), and leaves it when the step
 // was held (state[3] = 2: the gradients keep accumulating over micro-batches).
 // Workgroup: 256 threads; a thread owns one vec4 (2-D fold).

@@ -1,8 +1,8 @@
 /* safetensors reader/writer, SHA-256, FNV-1a and atomic writes (see safetensors.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
-#include "model/json.h"
+#include "io/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

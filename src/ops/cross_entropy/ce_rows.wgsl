@@ -1,6 +1,6 @@
-// train_ce_rows: per-row loss and dlogits of a fused cross-entropy over logits [R, V].
+// ce_rows: per-row loss and dlogits of a fused cross-entropy over logits [R, V].
 // Workgroup: WG threads (prelude; 32..256 from V) own RPW consecutive rows (prelude; 1 unless
-// $WGML_CE_COUNT asks for more, see train_ce.c), one after the other. Thread t keeps a running
+// $WGML_CE_COUNT asks for more, see cross_entropy.c), one after the other. Thread t keeps a running
 // (max m, sum l) over elements t, t+WG, ... of the row (read as V: vec4 when V % 4 == 0): on a
 // new maximum v > m, l <- l*exp(m - v), m <- v; then l += exp(v - m). The WG pairs are merged by
 // a tree in workgroup memory: m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m).
@@ -8,14 +8,14 @@
 // With HAS_D every thread then reads its elements again and writes
 // dlogits = (exp(x - m) / l - onehot(label)) * scale / n_valid (0 for ignored rows), scale from
 // grad_scale[0] when HAS_SCALE (else 1). n_valid comes from binding 2, `cnt`:
-//   COUNT 0: cnt is the stats tensor of train_ce_count, n_valid = cnt[2];
+//   COUNT 0: cnt is the stats tensor of ce_count, n_valid = cnt[2];
 //   COUNT 1 / 4: cnt is the labels again (as i32 / vec4<i32>, p.n_cnt elements) and every
 //   workgroup counts the valid labels itself, once for its RPW rows: thread t counts elements
 //   t, t+WG, ... and the counts ride the first row's (m, l) tree in workgroup memory (no extra
 //   barrier), so no count dispatch runs before this one. The label array is small next to a row (the handler picks this mode
 //   when R <= V / 4) and every workgroup reads the same words, so they come from cache.
 // Two reads of the row and one write per element; the per-row losses are summed by
-// train_ce_sum in a fixed order.
+// ce_sum in a fixed order.
 // The prelude supplies WG, RPW, VW, alias V, hmax(), hsum(), comp(), onehot(), HAS_D, HAS_SCALE,
 // COUNT, alias LV (i32, or vec4<i32> for COUNT 4), n_ok() (valid labels in one LV) and
 // stat() (an LV as i32, for COUNT 0).
