@@ -25,33 +25,11 @@ W=./build-gpu/wgml
 $W info | tee "$OUT/info.txt"
 t0=$(date +%s)
 stamp() { echo "-- $1 at $(($(date +%s) - t0)) s"; }
-
-# fp32 GEMM: the squares, and the GEMMs of a SmolLM2 training step (8 x 512 = 4096 tokens) in
-# their three orientations: forward x·Wᵀ (NT), dx = dy·W (NN), dW = dyᵀ·x (TN), for the
-# projections 576->576 (q, o), 576->192 (k, v), 576->1536 (gate, up) and 1536->576 (down)
-SQUARE=${SQUARE:-4096x4096x4096,8192x8192x8192,2048x2048x2048}
-TRAIN=${TRAIN:-4096x576x576:NT 4096x576x576:NN 576x576x4096:TN 4096x192x576:NT 4096x576x192:NN 192x576x4096:TN \
-4096x1536x576:NT 4096x576x1536:NN 1536x576x4096:TN 4096x576x1536:NT 4096x1536x576:NN 576x1536x4096:TN}
-stamp "bench matmul"
-$W bench matmul --check --shapes "$SQUARE" | tee "$OUT/wgml_matmul.txt"
-for s in $TRAIN; do
-  $W bench matmul --check --shapes "${s%%:*}" --trans "${s##*:}" | grep -v '^adapter\|^shape' | tee -a "$OUT/wgml_matmul.txt"
-done
-stamp "bench ops"
-$W bench ops | tee "$OUT/wgml_ops.txt"
-stamp "bench q4"
-$W bench q4 | tee "$OUT/wgml_q4.txt"
-stamp "bench lmhead"
-$W bench lmhead | tee "$OUT/wgml_lmhead.txt"
-stamp "bench attention"
-$W bench attention --profile | tee "$OUT/wgml_attention.txt"
+bash bench/wgml_keys.sh "$W" "$OUT"
+. bench/shapes.sh
 if [ -n "${MODEL:-}" ] && [ -f "$MODEL" ]; then
-  stamp "bench generate"
-  $W bench generate --model "$MODEL" | tee "$OUT/wgml_generate.txt"
   stamp "peer generate"
   PYTHONUNBUFFERED=1 python3 bench/peer_generate.py "$MODEL" | tee "$OUT/peer_generate.txt"
-  stamp "bench train"
-  $W bench train --model "$MODEL" --batch 8 --seq-len 512 --rank 16 --steps 20 --profile | tee "$OUT/wgml_train.txt"
   stamp "peer train"
   PYTHONUNBUFFERED=1 python3 bench/peer_train.py 8 512 16 20 | tee "$OUT/peer_train.txt"
 fi

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A/B of two wgml builds on the GPU machine, in one run: BASE=<source tree of the other version>
+# bash bench/ab.sh. Builds BASE into $BASE/build-gpu and this tree into build-gpu, then runs
+# bench/wgml_keys.sh for each, alternating A B A B (ROUNDS=2), so drift of the machine shows as
+# the spread within one side. Prints bench/compare.py's table for every run (peers "not run":
+# only wgml's columns are compared). Carry .deps/wgpu and .gl as for bench/h200.sh; MODEL adds
+# decode and train_step. Logs go to $OUT/a1, $OUT/b1, ...
+set -uo pipefail
+OUT=${OUT:-out}
+BASE=${BASE:?BASE=<source tree of the version to compare against>}
+ROUNDS=${ROUNDS:-2}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+build() { # source dir, build dir
+  [ -e "$1/.deps" ] || ln -s "$PWD/.deps" "$1/.deps"
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake_$(basename "$1").log" 2>&1 &&
+    cmake --build "$2" -j"$(nproc)" >>"$OUT/cmake_$(basename "$1").log" 2>&1 ||
+    { tail -30 "$OUT/cmake_$(basename "$1").log"; exit 1; }
+}
+build "$BASE" "$BASE/build-gpu"
+build . build-gpu
+./build-gpu/wgml info | tee "$OUT/info.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  bash bench/wgml_keys.sh "$BASE/build-gpu/wgml" "$OUT/a$r" >"$OUT/a$r.log" 2>&1
+  bash bench/wgml_keys.sh ./build-gpu/wgml "$OUT/b$r" >"$OUT/b$r.log" 2>&1
+done
+for r in $(seq 1 "$ROUNDS"); do
+  for side in a b; do
+    echo "== $side$r ($([ $side = a ] && echo "BASE $BASE" || echo "this tree")) =="
+    python3 bench/compare.py "$OUT/$side$r" | awk -F'  +' 'NR == 1 || $3 != "not run" { print $1 "  " $3 "  " $5 }'
+  done
+done | tee "$OUT/ab.txt"
