@@ -33,5 +33,8 @@ for r in $(seq 1 "$ROUNDS"); do
   for side in a b; do
     echo "== $side$r ($([ $side = a ] && echo "BASE $BASE" || echo "this tree")) =="
     python3 bench/compare.py "$OUT/$side$r" | awk -F'  +' 'NR == 1 || $3 != "not run" { print $1 "  " $3 "  " $5 }'
+    grep -E '^[0-9]+x[0-9]+x[0-9]+ ' "$OUT/$side$r/wgml_matmul.txt"
   done
 done | tee "$OUT/ab.txt"
+# the device tool brings back a few files: the per-run folders travel as one archive
+tar czf "$OUT/ab_runs.tgz" -C "$OUT" $(cd "$OUT" && ls -d a[0-9]* b[0-9]* info.txt) && rm -rf "$OUT"/a[0-9]* "$OUT"/b[0-9]*
