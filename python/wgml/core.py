@@ -22,6 +22,15 @@ DTYPES = [np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32), np.dtyp
 DTypeLike = Union[str, type, np.dtype]
 
 
+class _NoPickle:
+    """wgml objects wrap device pointers of this process: pickling one (e.g. into another
+    process) would carry dangling addresses, so it is refused."""
+
+    def __reduce__(self):
+        raise TypeError("wgml: a %s holds GPU state of this process and cannot be pickled; "
+                        "make it in the process that uses it" % type(self).__name__)
+
+
 class WgmlError(RuntimeError):
     """A failed wgml call. ``str(e)`` is wgml's own message (wgml_last_error: the op, the
     argument and the shapes); ``e.status`` the C status name (e.g. ``"WGML_ERR_SHAPE"``)."""
@@ -61,7 +70,7 @@ class DeviceInfo:
     has_timestamps: bool
 
 
-class Context:
+class Context(_NoPickle):
     """A GPU device, its caches and the last error (wgml_ctx).
 
     ``Context()`` picks the adapter as wgml does ($WGML_ADAPTER, else a discrete GPU, then an
@@ -77,7 +86,7 @@ class Context:
         p = c_void_p()
         s = lib.wgml_ctx_create(byref(opts), byref(p))
         if s:
-            raise WgmlError(lib.wgml_create_error().decode(errors="replace"), _lib.status_name(s))
+            raise WgmlError(lib.wgml_create_error().decode(errors="replace"), _STATUS[s] if 0 <= s < len(_STATUS) else str(s))
         self._ptr: Optional[int] = p.value
         self._children: "weakref.WeakSet" = weakref.WeakSet()
         self._eager = Graph(self, lib.wgml_eager(self._ptr), eager=True)
@@ -184,7 +193,7 @@ class Context:
         return "<wgml.Context %s>" % (repr(self.info.adapter) if self._ptr else "closed")
 
 
-class Graph:
+class Graph(_NoPickle):
     """A list of recorded ops (wgml_graph): the context's eager graph, or a built graph.
 
     Every op is a method (``g.linear(x, w)``, ``g.softmax(x, -1)``, ...) that returns a new
@@ -251,8 +260,9 @@ class Graph:
             if a.dtype not in DTYPES:
                 raise TypeError("wgml: an array of %s needs dtype= (wgml holds float32, int32, uint32, bool)" % a.dtype)
             dtype = a.dtype
-        a = np.ascontiguousarray(a, dtype=np.dtype(dtype))
-        t = self.empty(a.shape, a.dtype)
+        a = np.asarray(a, dtype=np.dtype(dtype), order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+        # wgml_tensor_new makes rank >= 1; a rank-0 tensor comes from wgml_full
+        t = self.full((), 0, a.dtype) if a.ndim == 0 else self.empty(a.shape, a.dtype)
         t.write(a)
         return t
 
@@ -458,7 +468,8 @@ class Graph:
 
     def cross_entropy(self, logits: "Tensor", labels: "Tensor") -> "Tensor":
         """Mean cross-entropy over the rows with a label in [0, V) (negative labels are
-        ignored); differentiable in a built graph."""
+        ignored). The fused op is not an autograd rule: for a loss to differentiate, write
+        ``-mean(gather(log_softmax(y), -1, labels))``."""
         return self._t(lib.wgml_cross_entropy_ex(self.ptr, logits.ptr, labels.ptr, None, None),
                        "wgml_cross_entropy")
 
@@ -482,7 +493,7 @@ for _op in ("minimum", "maximum", "pow"):
     setattr(Graph, _op, (lambda op: lambda self, a, b: self.binary(op, a, b))(_op))
 
 
-class Tensor:
+class Tensor(_NoPickle):
     """A shaped, typed region of GPU memory (wgml_tensor) in one graph.
 
     ``t.numpy()`` reads it (waiting for the work that produces it), ``t.write(a)`` writes a
@@ -612,7 +623,7 @@ class Tensor:
         return "<wgml.Tensor %s %s%s>" % (self.dtype, list(self.shape), " eager" if self.graph.eager else "")
 
 
-class AdamW:
+class AdamW(_NoPickle):
     """Multi-tensor AdamW (torch.optim.AdamW's update) over parameters made with
     :meth:`param`; its flat buffers are persistent tensors of the graph. Record the forward,
     :meth:`Graph.backward`, then :meth:`step`; each run of the graph updates every parameter."""
@@ -678,7 +689,7 @@ class AdamW:
         return a.value, b.value, c.value
 
 
-class LoRA:
+class LoRA(_NoPickle):
     """A LoRA adapter (wgml_lora) of a linear W[n, k] in one graph: ``lora.a`` [r, k],
     ``lora.b`` [n, r]; ``lora(x, base_out)`` adds scale·(x·Aᵀ)·Bᵀ to base_out."""
 

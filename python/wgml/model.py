@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, libc
-from .core import Context, WgmlError
+from .core import Context, WgmlError, _NoPickle
 
 TARGETS = ["q", "k", "v", "o", "gate", "up", "down"]  # bit i of wgml_train_config.targets
 _TOK_ADD_BOS, _TOK_SPECIAL, _TOK_SKIP_SPECIAL = 1, 4, 8
@@ -54,7 +54,7 @@ class EvalResult:
     tokens: int
 
 
-class Model:
+class Model(_NoPickle):
     """A Llama-architecture model loaded from a GGUF file onto the GPU (wgml_model)."""
 
     _close_order = 2
@@ -260,7 +260,7 @@ def rows_of(ids: np.ndarray, seq_len: int) -> np.ndarray:
     return np.stack([ids[r * seq_len: r * seq_len + seq_len + 1] for r in range(n)])
 
 
-class Trainer:
+class Trainer(_NoPickle):
     """LoRA (or straight-through 4-bit) fine-tuning of a :class:`Model` (wgml_trainer): one
     optimizer step is one run of one built graph (forward, backward, AdamW).
 
