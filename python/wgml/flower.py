@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -58,31 +58,34 @@ def _trainer_kwargs(cfg: FederatedConfig) -> dict:
                 lr=cfg.lr, seed=cfg.seed)
 
 
-def split_data(model: Model, cfg: FederatedConfig) -> Tuple[List[np.ndarray], np.ndarray]:
-    """(the training rows of each client, the held-out rows)."""
+def split_data(model: Model, cfg: FederatedConfig, eval_only: bool = False) -> Tuple[List[np.ndarray], np.ndarray]:
+    """(the training rows of each client, the held-out rows); with ``eval_only`` the whole
+    text is held out (a deployed server's own evaluation text)."""
     with open(cfg.data, encoding="utf-8") as f:
         ids = model.tokenize(f.read())
+    if eval_only:
+        return [], rows_of(ids, cfg.seq_len)
     n_eval = int(len(ids) * cfg.eval_fraction)
     train, held = ids[: len(ids) - n_eval], ids[len(ids) - n_eval:]
     rows = rows_of(train, cfg.seq_len)
     if len(rows) < cfg.clients:
         raise ValueError("wgml-flower: %d training rows for %d clients" % (len(rows), cfg.clients))
-    return list(np.array_split(rows, cfg.clients)), rows_of(held, cfg.seq_len)
+    return list(np.array_split(rows, cfg.clients)), (rows_of(held, cfg.seq_len) if n_eval else rows[:0])
 
 
 # ---- one wgml model and trainer per process (a Ray worker serves many simulated clients) ----
 _cache: Dict[str, object] = {}
 
 
-def _process_trainer(cfg: FederatedConfig):
-    key = json.dumps(asdict(cfg), sort_keys=True)
+def _process_trainer(cfg: FederatedConfig, eval_only: bool = False):
+    key = json.dumps(asdict(cfg), sort_keys=True) + str(eval_only)
     if _cache.get("key") != key:
         for k in ("trainer", "model"):
             if k in _cache:
                 _cache.pop(k).close()
         model = Model.load(cfg.model)
         _cache.update(key=key, model=model, trainer=Trainer(model, **_trainer_kwargs(cfg)),
-                      shards=split_data(model, cfg))
+                      shards=split_data(model, cfg, eval_only))
     return _cache["trainer"], _cache["shards"]
 
 
@@ -156,9 +159,9 @@ class WgmlFedAvg(FedAvg):
         return params, metrics
 
 
-def _server_fn(cfg: FederatedConfig, history: list):
+def _server_fn(cfg: FederatedConfig, history: list, eval_only: bool = False):
     def server_fn(context: "Context") -> "ServerAppComponents":
-        trainer, (_, held) = _process_trainer(cfg)
+        trainer, (_, held) = _process_trainer(cfg, eval_only)
         names = trainer.names
         held = held[: max(1, -(-cfg.eval_tokens // cfg.seq_len))] if cfg.eval_tokens else held
 
@@ -185,6 +188,42 @@ def _client_fn(cfg: FederatedConfig):
     def client_fn(context: "Context"):
         return WgmlClient(cfg, int(context.node_config["partition-id"])).to_client()
     return client_fn
+
+
+# ---- deployment: a Flower App (flwr run) on a SuperLink and SuperNodes, docs/FEDERATED.md ----
+
+def config_from_context(context: "Context") -> FederatedConfig:
+    """The run's settings from Flower's run config (pyproject.toml's [tool.flwr.app.config],
+    ``flwr run --run-config``), then the node's own (``flower-supernode --node-config
+    "model='...' data='...'"``: each device names its copy of the base model and its local
+    text), keys spelled with dashes (``local-steps``)."""
+    kw: dict = {}
+    for src in (context.run_config, context.node_config):
+        for f in fields(FederatedConfig):
+            key = f.name.replace("_", "-")
+            if key in src:
+                v = src[key]
+                kw[f.name] = tuple(str(v).split(",")) if f.name == "targets" else v
+    return FederatedConfig(**kw)
+
+
+def deployed_client_fn(context: "Context"):
+    """A SuperNode's client: trains on its whole local text (node config ``data``)."""
+    cfg = replace(config_from_context(context), clients=1, eval_fraction=0.0)
+    return WgmlClient(cfg, 0).to_client()
+
+
+def deployed_server_fn(context: "Context") -> "ServerAppComponents":
+    """The ServerApp: FedAvg over ``clients`` SuperNodes for ``rounds`` rounds, scoring the
+    average on its own held-out text (run config ``data``) every round."""
+    return _server_fn(config_from_context(context), [], eval_only=True)(context)
+
+
+if flwr is not None:
+    #: ``[tool.flwr.app.components] clientapp = "wgml.flower:client_app"``
+    client_app = ClientApp(client_fn=deployed_client_fn)
+    #: ``[tool.flwr.app.components] serverapp = "wgml.flower:server_app"``
+    server_app = ServerApp(server_fn=deployed_server_fn)
 
 
 def run(cfg: FederatedConfig) -> List[Tuple[int, float, float]]:

@@ -113,6 +113,32 @@ def main():
                 check(nc >= 1 and nc + fails == 3, "round 3 goes on (%s, %d failed)" % (parts, fails))
         tr.close()
         mdl.close()
+
+        # the deployment entry points (a Flower App on a SuperLink and SuperNodes), called as
+        # Flower calls them, with a node's own text and the server's held-out text
+        from flwr.common import Context, RecordDict
+        from wgml import flower
+        run_cfg = {"model": model, "rounds": 2, "clients": 2, "local-steps": 1, "rank": 4, "seq-len": 32,
+                   "targets": "q,v"}
+        node = os.path.join(tmp, "node.txt")
+        with open(node, "w") as f:
+            f.write(open(data).read()[:1500])
+        # (one role per process, as deployed: the client's work is done before the server's)
+        from flwr.common import FitIns, GetParametersIns, ndarrays_to_parameters, parameters_to_ndarrays
+        client = flower.deployed_client_fn(Context(1, 7, {"data": node}, RecordDict(), run_cfg))
+        init = parameters_to_ndarrays(client.get_parameters(GetParametersIns({})).parameters)
+        res = client.fit(FitIns(ndarrays_to_parameters(init), {"server_round": 1}))
+        got = parameters_to_ndarrays(res.parameters)
+        comp = flower.deployed_server_fn(Context(1, 0, {}, RecordDict(), dict(run_cfg, data=data)))
+        strat = comp.strategy
+        check(all(np.array_equal(a, b) for a, b in zip(parameters_to_ndarrays(strat.initial_parameters), init)),
+              "the server's initial adapter is the clients' (same seed)")
+        loss0, _ = strat.evaluate_fn(0, init, {})
+        check(comp.config.num_rounds == 2 and strat.min_available_clients == 2 and res.num_examples == 1 and
+              [a.shape for a in got] == [a.shape for a in init] and any(np.any(a != b) for a, b in zip(got, init)),
+              "deployed ServerApp / ClientApp: settings from the run and node configs, one local step")
+        check(np.isfinite(loss0) and loss0 > 0, "deployed server scores its held-out text (%.4f)" % loss0)
+        flower._cache.clear()
     print("python flower: %d passed, %d failed (%.0f s)" % (passes, failures, time.time() - t0))
     return 1 if failures else 0
 
