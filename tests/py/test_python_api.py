@@ -402,12 +402,28 @@ def test_leaks(ctx):
     grown = rss_kb() - before
     check(grown < 8 * 1024, "1,000 create/free cycles grow the resident memory by %d KiB (< 8 MiB)" % grown)
     print("leaks: 1,000 cycles in %.1f s, RSS %+d KiB" % (time.time() - t0, grown), flush=True)
-    n0 = rss_kb()
     for _ in range(3):
         wgml.Context().close()
+    n0 = rss_kb()
     for _ in range(10):
         wgml.Context().close()
     check(rss_kb() - n0 < 16 * 1024, "10 context create/destroy cycles after 3 (RSS %+d KiB)" % (rss_kb() - n0))
+
+
+def test_model_leaks(ctx, path):
+    """Models and trainers loaded and freed again and again."""
+    def cycle():
+        with wgml.Model.load(path, ctx) as m:
+            with wgml.Trainer(m, rank=2, targets=["q"], batch=1, seq_len=16) as tr:
+                tr.get_adapter()
+    for _ in range(5):
+        cycle()
+    n0 = rss_kb()
+    for _ in range(30):
+        cycle()
+    grown = rss_kb() - n0
+    check(grown < 16 * 1024, "30 model + trainer load/free cycles grow the resident memory by %d KiB (< 16 MiB)" % grown)
+    print("model leaks: RSS %+d KiB" % grown, flush=True)
 
 
 def test_gil(ctx):
@@ -485,7 +501,8 @@ def main():
             test_finetune_parity(m, path, tmp)
             print("finetune parity: %.1f s" % (time.time() - t), flush=True)
             m.close()
-            for name, fn in (("leaks", lambda: test_leaks(ctx)), ("gil", lambda: test_gil(ctx))):
+            for name, fn in (("leaks", lambda: test_leaks(ctx)), ("model leaks", lambda: test_model_leaks(ctx, path)),
+                             ("gil", lambda: test_gil(ctx))):
                 t = time.time()
                 fn()
                 print("%s: %.1f s" % (name, time.time() - t), flush=True)
