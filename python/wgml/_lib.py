@@ -25,7 +25,7 @@ def _candidates() -> list:
     here = Path(__file__).resolve().parent
     out.append(here / LIB_NAME)
     root = here.parent.parent
-    out += [root / "build" / LIB_NAME, root / "build-asan" / LIB_NAME]
+    out.append(root / "build" / LIB_NAME)  # (not build-asan: an ASan library needs its runtime preloaded)
     return out
 
 
