@@ -480,7 +480,7 @@ _COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 
 
 def _unary_method(op):
-    def f(self, x: "Tensor") -> "Tensor":
+    def f(self, x: Tensor) -> Tensor:
         return self.unary(op, x)
     f.__name__ = op
     f.__doc__ = "Elementwise %s(x)." % op
@@ -489,8 +489,16 @@ def _unary_method(op):
 
 for _op in _UNARY:
     setattr(Graph, _op, _unary_method(_op))
+def _binary_method(op):
+    def f(self, a: Tensor, b: Union[Tensor, float]) -> Tensor:
+        return self.binary(op, a, b)
+    f.__name__ = op
+    f.__doc__ = "Elementwise %s(a, b) with broadcasting; b may be a number." % op
+    return f
+
+
 for _op in ("minimum", "maximum", "pow"):
-    setattr(Graph, _op, (lambda op: lambda self, a, b: self.binary(op, a, b))(_op))
+    setattr(Graph, _op, _binary_method(_op))
 
 
 class Tensor(_NoPickle):
