@@ -4,7 +4,8 @@
 #    OpenBLAS (double-precision references), PyTorch (CPU references), the default text.
 #  - the pinned wgpu-native from the PyPI wheel `wgpu`, sha256-checked, unpacked into .deps/.
 #  - a Python virtual environment (.deps/venv, with Debian's site packages visible) holding the
-#    PyPI reference packages.
+#    PyPI reference packages and Flower (federated fine-tuning, python/wgml/flower.py), all pinned
+#    in scripts/requirements.txt.
 # Re-running it does only what is missing. Set WGML_SKIP_APT=1 to skip the apt part.
 # `setup.sh --fuzz-tools` installs only clang and libFuzzer (for scripts/fuzz.sh).
 set -euo pipefail

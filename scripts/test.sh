@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh build
+# the Python package over build/libwgml.so into the venv (a reinstall of the same version is
+# harmless; --no-build-isolation: the venv's setuptools, no download); its tests run from python/
+.deps/venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation ./python
+cp build/libwgml.so "$(.deps/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wgml/"
 echo "== tests (plain build) =="
 ctest --test-dir build --output-on-failure -j1
 if [ "${WGML_TEST_SANITIZE:-1}" = 1 ]; then
