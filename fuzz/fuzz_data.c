@@ -10,6 +10,7 @@
  * The model path: $WGML_FUZZ_MODEL, else the compiled-in WGML_FUZZ_MODEL_PATH.
  * WGML_FUZZ_VERBOSE: print each outcome. */
 #include "train/data.h"
+#include "wgml-model.h"
 
 #include <stdint.h>
 #include <stdio.h>

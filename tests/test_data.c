@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "io/json.h"
 #include "train/data.h"
+#include "wgml-model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,6 +10,7 @@
 #include "io/gguf_write.h"
 #include "io/safetensors.h"
 #include "train/report.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -12,6 +12,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench.h"
 #include "ops/matmul/matmul_plan.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,6 +3,8 @@
  * reports are library code (src/train, src/model) tested on their own. */
 #define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include "io/json.h"
 #include "io/gguf_write.h"

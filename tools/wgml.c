@@ -1,5 +1,6 @@
 /* wgml: the command-line tool. */
 #include "bench.h"
+#include "wgml-model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 #define WGML_MODEL_LLAMA_H
 
 #include "wgml.h"
+#include "wgml-model.h"
 
 wgml_ctx *llama_ctx(const wgml_model *m);
 /* Length of the longest prefix of s[0..n) that does not end inside an incomplete UTF-8

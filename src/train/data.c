@@ -1,6 +1,7 @@
 /* Training data: tokenisation, packing, held-out split, shuffled order (see data.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "train/data.h"
+#include "wgml-model.h"
 
 #include "io/json.h"
 #include "io/safetensors.h"

@@ -20,6 +20,7 @@
 #define WGML_TRAIN_DATA_H
 
 #include "wgml.h"
+#include "wgml-model.h"
 
 typedef struct wgml_dataset {
     int seq_len;
