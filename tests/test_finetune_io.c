@@ -9,8 +9,8 @@
 #include "harness.h"
 #include "io/gguf_write.h"
 #include "io/safetensors.h"
-#include "train/report.h"
 #include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -204,25 +204,25 @@ static int ste_from_env(void) {
 
 static void test_reports(void) {
     /* schedule: warmup ramps to lr, cosine ends at min_lr */
-    th_check(fabs(lr_schedule(0, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12 && fabs(lr_schedule(9, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12,
+    th_check(fabs(wgml_lr_schedule(0, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12 && fabs(wgml_lr_schedule(9, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12,
              "schedule: linear warmup from lr/warmup to lr");
-    th_check(fabs(lr_schedule(10, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12 && fabs(lr_schedule(99, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12,
+    th_check(fabs(wgml_lr_schedule(10, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12 && fabs(wgml_lr_schedule(99, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12,
              "schedule: cosine from lr to min_lr at the last step");
-    double mid = lr_schedule(10 + 89 / 2, 100, 10, 1e-3, 1e-4);
+    double mid = wgml_lr_schedule(10 + 89 / 2, 100, 10, 1e-3, 1e-4);
     th_check(fabs(mid - 5.5e-4) < 1e-5, "schedule: half-way is the mean (%g)", mid);
     int mono = 1;
-    for (int s = 11; s < 100; s++) mono &= lr_schedule(s, 100, 10, 1e-3, 1e-4) <= lr_schedule(s - 1, 100, 10, 1e-3, 1e-4);
-    th_check(mono && lr_schedule(0, 1, 0, 1e-3, 0) == 1e-3, "schedule: decays monotonically; a 1-step run uses lr");
+    for (int s = 11; s < 100; s++) mono &= wgml_lr_schedule(s, 100, 10, 1e-3, 1e-4) <= wgml_lr_schedule(s - 1, 100, 10, 1e-3, 1e-4);
+    th_check(mono && wgml_lr_schedule(0, 1, 0, 1e-3, 0) == 1e-3, "schedule: decays monotonically; a 1-step run uses lr");
 
-    report_row rows[5] = {{0, NAN, 0, 0, 20.5}, {1, 3.2, 1e-3, 150.5, 0}, {2, 3.0, 9e-4, 160, 0}, {3, 2.9, 8e-4, 155, 0},
+    wgml_report_row rows[5] = {{0, NAN, 0, 0, 20.5}, {1, 3.2, 1e-3, 150.5, 0}, {2, 3.0, 9e-4, 160, 0}, {3, 2.9, 8e-4, 155, 0},
                           {4, 2.7, 1e-4, 158, 15.25}};
     char csv[128], svg[128], err[300];
     snprintf(csv, sizeof csv, "/tmp/wgml_loss_%d.csv", (int)getpid());
     snprintf(svg, sizeof svg, "/tmp/wgml_loss_%d.svg", (int)getpid());
-    th_check(report_write_csv(csv, rows, 5, err, sizeof err) == WGML_OK, "csv: written");
-    report_row *back;
+    th_check(wgml_report_write_csv(csv, rows, 5, err, sizeof err) == WGML_OK, "csv: written");
+    wgml_report_row *back;
     size_t n;
-    th_check(report_read_csv(csv, 3, &back, &n, err, sizeof err) == WGML_OK && n == 4 && back[0].step == 0 && isnan(back[0].loss) &&
+    th_check(wgml_report_read_csv(csv, 3, &back, &n, err, sizeof err) == WGML_OK && n == 4 && back[0].step == 0 && isnan(back[0].loss) &&
                  back[0].eval_ppl == 20.5 && back[3].step == 3 && fabs(back[3].loss - 2.9) < 1e-9 && back[3].eval_ppl == 0 &&
                  fabs(back[1].lr - 1e-3) < 1e-12,
              "csv: read back up to a step (resume)");
@@ -233,7 +233,7 @@ static void test_reports(void) {
     th_check(text && !strncmp((char *)text, "step,loss,lr,tokens_per_s,eval_ppl\n0,,,,20.5000\n1,3.2,0.001,150.5,\n", 65),
              "csv: header and empty fields (%.80s)", text ? (char *)text : "");
     free(text);
-    th_check(report_write_svg(svg, "run <1> & co", rows, 5, err, sizeof err) == WGML_OK, "svg: written");
+    th_check(wgml_report_write_svg(svg, "run <1> & co", rows, 5, err, sizeof err) == WGML_OK, "svg: written");
     file_read_all(svg, &text, &len, err, sizeof err);
     int circles = 0;
     for (char *p = (char *)text; p && (p = strstr(p, "<circle cx")); p++) circles++;
@@ -242,7 +242,7 @@ static void test_reports(void) {
                  strstr((char *)text, "</svg>"),
              "svg: axes, labels, escaped title, a loss line and two eval points (+1 legend)");
     free(text);
-    th_check(report_write_svg(svg, "empty", NULL, 0, err, sizeof err) == WGML_OK, "svg: an empty history still draws axes");
+    th_check(wgml_report_write_svg(svg, "empty", NULL, 0, err, sizeof err) == WGML_OK, "svg: an empty history still draws axes");
     remove(csv);
     remove(svg);
 }

@@ -11,8 +11,6 @@
 #include "model/llama.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
-#include "train/data.h"
-#include "train/report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -294,7 +292,7 @@ static double evaluate(wgml_trainer *t, wgml_dataset *ds, int batch, int64_t max
     int64_t n = 0;
     wgml_status s = in && lab ? WGML_OK : WGML_ERR_OOM;
     for (int64_t r = 0; r < rows && !s; r += batch) {
-        data_eval_batch(ds, r, batch, in, lab);
+        wgml_data_eval_batch(ds, r, batch, in, lab);
         /* rows of this batch beyond the requested count are ignored too */
         for (int b = 0; b < batch; b++)
             if (r + b >= rows)
@@ -611,20 +609,20 @@ out:
     return rc;
 }
 
-static void write_reports(const opts *o, const report_row *rows, size_t n) {
+static void write_reports(const opts *o, const wgml_report_row *rows, size_t n) {
     char *csv = path_in(o->out, "loss.csv"), *svg = path_in(o->out, "loss.svg"), err[600], title[300];
     const char *base = strrchr(o->model, '/');
     snprintf(title, sizeof title, "wgml finetune (%s): %s", o->cfg.mode == WGML_TRAIN_STE ? "ste" : "lora", base ? base + 1 : o->model);
-    if (csv && report_write_csv(csv, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
-    if (svg && report_write_svg(svg, title, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    if (csv && wgml_report_write_csv(csv, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    if (svg && wgml_report_write_svg(svg, title, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
     free(csv);
     free(svg);
 }
 
-static int push_row(report_row **rows, size_t *n, size_t *cap, report_row r) {
+static int push_row(wgml_report_row **rows, size_t *n, size_t *cap, wgml_report_row r) {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 256;
-        report_row *q = realloc(*rows, c * sizeof *q);
+        wgml_report_row *q = realloc(*rows, c * sizeof *q);
         if (!q) return 1;
         *rows = q, *cap = c;
     }
@@ -682,11 +680,11 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     wgml_dataset ds = {0};
     wgml_trainer *t = NULL;
     tensor_info *ti = NULL;
-    report_row *rows = NULL;
+    wgml_report_row *rows = NULL;
     size_t n_rows = 0, cap_rows = 0;
     int32_t *in = NULL, *lab = NULL;
     double t0 = now_s();
-    if (data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: %s\n", err);
         goto out;
     }
@@ -735,7 +733,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     if (o.resume) {
         if (load_checkpoint(t, ti, nt, &o, &id, &ds, &step, &pos, ctx)) goto out;
         char *csv = path_in(o.resume, "loss.csv");
-        if (csv && report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
+        if (csv && wgml_report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
         free(csv);
         printf("resumed from %s at step %lld (data position %lld)\n", o.resume, (long long)step, (long long)pos);
         if (step >= total) printf("the run is already complete (%lld steps)\n", (long long)total);
@@ -745,7 +743,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
         if (!isfinite(l)) goto out;
         printf("held-out perplexity before training: %.3f (loss %.4f over %lld tokens)\n", exp(l), l, (long long)nv);
-        push_row(&rows, &n_rows, &cap_rows, (report_row){0, NAN, 0, 0, exp(l)});
+        push_row(&rows, &n_rows, &cap_rows, (wgml_report_row){0, NAN, 0, 0, exp(l)});
     }
     size_t bl = (size_t)o.cfg.batch * (size_t)o.cfg.seq_len;
     in = malloc(bl * sizeof(int32_t));
@@ -762,14 +760,14 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     int64_t first_step = step;
     int interactive = isatty(fileno(stdout));
     while (step < total && !g_stop) {
-        double lr = lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
+        double lr = wgml_lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
         double ts = now_s();
         /* one optimizer step: grad_accum micro-batches (the trainer steps on the last); the
          * step's loss is the mean of theirs, as their gradients are averaged */
         float loss = 0;
         for (int mb = 0; mb < o.cfg.grad_accum; mb++) {
             float l = NAN;
-            pos = data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
+            pos = wgml_data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
             if (wgml_trainer_step(t, in, lab, (float)lr, &l)) {
                 fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
                 goto out;
@@ -790,7 +788,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
                    (long long)total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
             fflush(stdout);
         }
-        report_row r = {step, loss, lr, tps, 0};
+        wgml_report_row r = {step, loss, lr, tps, 0};
         if (ds.n_eval && ((o.eval_every && step % o.eval_every == 0) || step == total)) {
             int64_t nv = 0;
             double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
@@ -832,7 +830,7 @@ out:
     free(rows);
     free(ti);
     wgml_trainer_free(t);
-    data_free(&ds);
+    wgml_data_free(&ds);
     wgml_model_free(m);
     return rc;
 }
@@ -1010,7 +1008,7 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
     wgml_dataset ds = {0};
     wgml_trainer *t = NULL;
     tensor_info *ti = NULL;
-    if (data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml eval: %s\n", err);
         goto out;
     }
@@ -1056,7 +1054,7 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
 out:
     free(ti);
     wgml_trainer_free(t);
-    data_free(&ds);
+    wgml_data_free(&ds);
     wgml_model_free(m);
     lora_dir_free(&l);
     return rc;
