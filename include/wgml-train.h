@@ -84,7 +84,7 @@ wgml_tensor *wgml_adamw_buffer(wgml_optimizer *opt, wgml_adamw_buffer_kind which
 int64_t wgml_adamw_used(const wgml_optimizer *opt);
 
 /* ---- the trainer ------------------------------------------------------------------------- */
-/* Fine-tuning a loaded model: one optimizer step is one run of one built graph. */
+/* LoRA or straight-through fine-tuning of a loaded model, its state and its evaluation. */
 
 /* Fine-tuning a loaded Llama (wgml_model) on the GPU. One optimizer step is ONE run of one
  * built graph: embedding (frozen) -> blocks (frozen 4-bit linears plus LoRA adapters on the
@@ -167,7 +167,8 @@ wgml_graph *wgml_trainer_graph(wgml_trainer *t);
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
 
 /* ---- adapters ---------------------------------------------------------------------------- */
-/* LoRA adapters for the model's inference graphs, and adapter files. */
+/* LoRA adapters for the model's inference graphs, adapter files and the STE model export: what
+ * a fine-tuning run leaves behind, and reading it back. */
 
 /* Adapters for the model's inference graphs from host arrays (e.g. a saved adapter): n named
  * tensors as wgml_trainer_tensor_name lists them (every target given needs both lora_a and
@@ -175,6 +176,92 @@ wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
  * the adapters. Rebuilds the inference graphs and forgets the cached sequence (position 0). */
 wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
                                 const float *const *data);
+
+/* Target names: bit i of WGML_TARGET_* is "q", "k", "v", "o", "gate", "up", "down" (i = 0..6),
+ * the names --targets takes and adapter_config.json lists. wgml_target_name: NULL for i out of
+ * range. wgml_targets_parse: a comma list of names, or "all", into *targets (WGML_ERR_ARG on an
+ * unknown name or an empty list, *targets unchanged). wgml_targets_format: the names of the set
+ * bits in bit order, comma-separated, into buf[n] (truncated to fit). */
+const char *wgml_target_name(int i);
+wgml_status wgml_targets_parse(const char *s, unsigned *targets);
+void wgml_targets_format(unsigned targets, char *buf, size_t n);
+
+/* SHA-256 of a file, the base model's identity in checkpoints and adapter configs: 64 hex
+ * digits and a NUL into out, the file's size into *size. WGML_ERR_IO naming the path when the
+ * file cannot be read. */
+wgml_status wgml_file_sha256(const char *path, char out[65], uint64_t *size, char *err, size_t errlen);
+
+/* Adapter files: DIR/adapter.safetensors (the LoRA tensors, F32, named as
+ * wgml_trainer_tensor_name lists them; metadata format "wgml-lora-1", rank, alpha, targets,
+ * base_model_sha256) and DIR/adapter_config.json (format, mode, rank, alpha, targets, the base
+ * model's path, size and sha256, the data path, seq_len, batch, steps and the tensor count),
+ * each written atomically. Errors: a status and a message in err[errlen] naming the file. */
+typedef struct wgml_adapter_info {
+    const char *base_model;  /* the base model's path, as given */
+    uint64_t base_size;      /* its size in bytes ... */
+    const char *base_sha256; /* ... and SHA-256 (wgml_file_sha256) */
+    const char *data;        /* the training data's path */
+    int64_t steps;           /* optimizer steps taken */
+} wgml_adapter_info;
+/* Writes the trainer's current adapter (LoRA mode) into dir (which must exist); cfg is the
+ * configuration the trainer was made with. */
+wgml_status wgml_trainer_save_adapter(wgml_trainer *t, const wgml_train_config *cfg, const char *dir,
+                                      const wgml_adapter_info *info, char *err, size_t errlen);
+/* STE mode: writes a copy of the GGUF at model_path to out_path with the trained weights'
+ * 4-bit codes recomputed from the trainer's latents at their frozen scales (everything else
+ * byte for byte as it was). */
+wgml_status wgml_trainer_save_ste_gguf(wgml_trainer *t, const char *model_path, const char *out_path, char *err,
+                                       size_t errlen);
+
+/* An adapter read back from its directory. */
+typedef struct wgml_adapter wgml_adapter;
+/* Reads dir's adapter_config.json and adapter.safetensors. When model_path is not NULL and the
+ * config records the base model's size and sha256, the file at model_path must match them
+ * ("the adapter in DIR was trained on another base model ..."). A config that is not
+ * wgml-lora-1 (format, mode lora, rank, alpha, known targets), malformed JSON or safetensors,
+ * or a tensor that is not F32 is WGML_ERR_FORMAT naming the file. *out is NULL on error. */
+wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen);
+void wgml_adapter_free(wgml_adapter *a); /* NULL is fine */
+/* wgml_train_defaults() with mode LORA and the file's rank, alpha and targets. */
+const wgml_train_config *wgml_adapter_config(const wgml_adapter *a);
+int wgml_adapter_tensor_count(const wgml_adapter *a);
+/* Generation with the adapter: wgml_model_set_lora with its configuration and tensors (error on
+ * the model's context). */
+wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a);
+/* Writes the adapter's tensors into a LoRA trainer built with wgml_adapter_config (e.g. to
+ * evaluate it): every tensor of the trainer must be in the file with its element count, and the
+ * file must hold no others (WGML_ERR_FORMAT naming the tensor). */
+wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, char *err, size_t errlen);
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+/* Saving a run and resuming it exactly: the trainer's state plus the caller's metadata. */
+
+/* A checkpoint is DIR/state.safetensors: every trainer tensor NAME (as
+ * wgml_trainer_tensor_name lists it) with AdamW's moments as NAME.adam_m and NAME.adam_v, the
+ * optimizer's state blob ("optimizer_state", U8), and string metadata chosen by the caller
+ * (step, data position, run configuration), under a 64-bit checksum of the whole file, written
+ * atomically (temp file, fsync, rename): a crash while saving leaves the previous checkpoint in
+ * place. Save at a step boundary (wgml_trainer_pending 0): pending gradients are not saved.
+ * Errors: a status and a message in err[errlen]. */
+/* Saves t's state and the n_meta pairs keys[i] = vals[i] into dir (created if missing; its
+ * parent must exist). */
+wgml_status wgml_checkpoint_save(wgml_trainer *t, const char *dir, const char *const *keys, const char *const *vals,
+                                 int n_meta, char *err, size_t errlen);
+typedef struct wgml_checkpoint wgml_checkpoint;
+/* Reads dir's checkpoint and verifies its format and checksum ("corrupt or missing checkpoint
+ * ...", "corrupt checkpoint ...: checksum ..."). *out is NULL on error. */
+wgml_status wgml_checkpoint_open(const char *dir, wgml_checkpoint **out, char *err, size_t errlen);
+void wgml_checkpoint_close(wgml_checkpoint *c); /* NULL is fine */
+/* The metadata value of key, NULL when absent (valid until wgml_checkpoint_close). */
+const char *wgml_checkpoint_meta(const wgml_checkpoint *c, const char *key);
+/* WGML_OK when key's value is want; else WGML_ERR_FORMAT with "checkpoint mismatch: KEY is
+ * 'saved' in the checkpoint but 'want' in this run" (saved "(absent)" when missing). */
+wgml_status wgml_checkpoint_expect(const wgml_checkpoint *c, const char *key, const char *want, char *err,
+                                   size_t errlen);
+/* Writes the checkpoint's tensors and optimizer state into t (a trainer of the same
+ * configuration): the saved tensors must be exactly t's, with their shapes ("checkpoint
+ * mismatch: ..."); a restored trainer is at a step boundary. */
+wgml_status wgml_checkpoint_restore(const wgml_checkpoint *c, wgml_trainer *t, char *err, size_t errlen);
 
 /* ---- training data ----------------------------------------------------------------------- */
 /* Text and JSONL files cut into rows of tokens and labels, and their training order (host side,
