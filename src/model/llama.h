@@ -1,4 +1,4 @@
-/* Llama model from GGUF (public API in include/wgml.h, block "model: Llama and generation"). */
+/* Llama model from GGUF (public API in include/wgml-model.h, "the model"). */
 #ifndef WGML_MODEL_LLAMA_H
 #define WGML_MODEL_LLAMA_H
 
