@@ -3,13 +3,14 @@
  * text; bits 1-2: batch size - 1), a byte for seq_len (1..64), a byte for the eval fraction
  * (0, or 1/256 .. 255/512), then the data. Checks on an accepted data set: every row's inputs
  * are token ids, its labels -100 or token ids; the train/eval row counts and the label counts
- * agree with the rows; data_train_batch over two epochs visits every training row exactly
- * once per epoch and stays in bounds; data_eval_batch over the held-out rows and one batch
+ * agree with the rows; wgml_data_train_batch over two epochs visits every training row exactly
+ * once per epoch and stays in bounds; wgml_data_eval_batch over the held-out rows and one batch
  * past them gives pad inputs and -100 labels beyond n_eval. A rejection must come with a
  * message and leave the data set empty.
  * The model path: $WGML_FUZZ_MODEL, else the compiled-in WGML_FUZZ_MODEL_PATH.
  * WGML_FUZZ_VERBOSE: print each outcome. */
-#include "train/data.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -75,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t nv = wgml_tokenizer_vocab_size(g_tok);
     wgml_dataset ds;
     char err[512] = "";
-    wgml_status s = jsonl ? data_from_jsonl(g_tok, text, len, seq_len, frac, &ds, err, sizeof err)
-                          : data_from_text(g_tok, text, len, seq_len, frac, &ds, err, sizeof err);
+    wgml_status s = jsonl ? wgml_data_from_jsonl(g_tok, text, len, seq_len, frac, &ds, err, sizeof err)
+                          : wgml_data_from_text(g_tok, text, len, seq_len, frac, &ds, err, sizeof err);
     if (getenv("WGML_FUZZ_VERBOSE"))
         fprintf(stderr, "%s (%lld train, %lld eval rows)\n", s ? err : "accepted", (long long)ds.n_train, (long long)ds.n_eval);
     if (s != WGML_OK) {
@@ -93,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* every row directly */
     int64_t tl = 0, el = 0;
     for (int64_t r = 0; r < ds.n_train + ds.n_eval; r++) {
-        data_row(&ds, r, in, lab);
+        wgml_data_row(&ds, r, in, lab);
         check_row(&ds, in, lab, nv);
         *(r < ds.n_train ? &tl : &el) += labels_of(lab, L);
     }
@@ -104,21 +105,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t epoch = 0; epoch < 2; epoch++) {
         memset(seen, 0, (size_t)ds.n_train);
         for (int64_t k = 0; k < ds.n_train; k++) {
-            int64_t r = data_train_row(&ds, seed, epoch * ds.n_train + k);
+            int64_t r = wgml_data_train_row(&ds, seed, epoch * ds.n_train + k);
             if (r < 0 || r >= ds.n_train || seen[r]) fail("an epoch does not visit each training row once");
             seen[r] = 1;
         }
     }
     /* batches over the two epochs (a batch may straddle an epoch boundary) */
     for (int64_t pos = 0; pos < 2 * ds.n_train;) {
-        int64_t next = data_train_batch(&ds, seed, pos, batch, in, lab);
-        if (next != pos + batch) fail("data_train_batch position");
+        int64_t next = wgml_data_train_batch(&ds, seed, pos, batch, in, lab);
+        if (next != pos + batch) fail("wgml_data_train_batch position");
         for (int b = 0; b < batch; b++) check_row(&ds, in + (size_t)b * L, lab + (size_t)b * L, nv);
         pos = next;
     }
     /* held-out batches, one past the end */
     for (int64_t first = 0; first < ds.n_eval + batch; first += batch) {
-        data_eval_batch(&ds, first, batch, in, lab);
+        wgml_data_eval_batch(&ds, first, batch, in, lab);
         for (int b = 0; b < batch; b++) {
             const int32_t *bi = in + (size_t)b * L, *bl = lab + (size_t)b * L;
             check_row(&ds, bi, bl, nv);
@@ -130,6 +131,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(seen);
     free(in);
     free(lab);
-    data_free(&ds);
+    wgml_data_free(&ds);
     return 0;
 }

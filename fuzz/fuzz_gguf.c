@@ -6,6 +6,7 @@
  * tokens, merges and types through the accessors). */
 #define _GNU_SOURCE
 #include "wgml.h"
+#include "wgml-model.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -7,6 +7,7 @@
  * and decoded, with and without skipping control tokens.
  * The model path: $WGML_FUZZ_MODEL, else the compiled-in WGML_FUZZ_MODEL_PATH. */
 #include "wgml.h"
+#include "wgml-model.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,11 @@
 /* wgml: neural-network training and inference on any GPU through WebGPU.
  *
- * One public header. Everything is reached through opaque handles:
+ * This header is the core: the context, tensors, graphs, the ops by family and autograd.
+ * Two headers build on it, one layer each, as the library's directories do:
+ *   wgml-model.h - GGUF files, the tokenizer, the chat template, the Llama model, generation
+ *                  and sampling;
+ *   wgml-train.h - AdamW, the trainer, checkpoints, adapter files, training data and reports.
+ * Everything is reached through opaque handles:
  *   wgml_ctx    - a GPU device, its caches and the last error message;
  *   wgml_graph  - a list of recorded ops. The context's eager graph runs each op as soon as
  *                 a result is needed; a graph made with wgml_graph_new is built once,
@@ -53,7 +58,9 @@ typedef enum wgml_dtype {
     WGML_BOOL /* one byte per element, 0 or 1 */
 } wgml_dtype;
 
-/* ---- context ---------------------------------------------------------------------------- */
+/* ---- context and device info ------------------------------------------------------------- */
+/* A context owns one GPU device, its caches, its eager graph and the last error; every other
+ * handle belongs to one context. */
 
 typedef struct wgml_ctx_options {
     const char *adapter;      /* substring of the adapter name to pick; NULL: $WGML_ADAPTER, else
@@ -90,7 +97,55 @@ void wgml_device_get_info(const wgml_ctx *ctx, wgml_device_info *info);
 /* Writes a readable report of the adapter, limits and features. */
 void wgml_device_print(const wgml_ctx *ctx, void *file /* FILE* */);
 
-/* ---- graphs ----------------------------------------------------------------------------- */
+/* ---- measuring counters ------------------------------------------------------------------ */
+/* Counters of the work a context has done, for tests and benchmarks that check what a call
+ * costs (submits, host time, bytes read back). */
+
+/* Submits made on the context so far (a run is one). */
+uint64_t wgml_submit_count(const wgml_ctx *ctx);
+/* CPU time (this thread's) spent recording and submitting graph runs on ctx so far, in ns, and
+ * the number of dispatches recorded: the host cost of one dispatch is cpu_ns / dispatches. */
+void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches);
+/* Bytes read back from the GPU to the host on the context so far (every wgml_tensor_read and
+ * internal readback), next to wgml_submit_count: lets tests check what a step reads. */
+uint64_t wgml_read_bytes(const wgml_ctx *ctx);
+
+/* ---- tensors and views ------------------------------------------------------------------- */
+/* Tensors of a graph: persistent ones (parameters, inputs, state) and views that share their
+ * memory. */
+
+/* A tensor that keeps its contents across runs (parameters, inputs, optimizer state). In the
+ * eager graph every tensor is of this kind. Its contents are undefined until written. */
+wgml_tensor *wgml_tensor_new(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
+wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes);
+/* Reads back; waits for the work that produces t. */
+wgml_status wgml_tensor_read(wgml_tensor *t, void *data, size_t bytes);
+/* Releases t's memory now (eager graph; in a built graph tensors live as long as the graph). */
+void wgml_tensor_free(wgml_tensor *t);
+
+/* Views share memory with x (no copy; x's storage stays alive while views exist).
+ * reshape: the same elements in a new shape (numel must match).
+ * tensor_view: numel(shape) elements starting at element `offset` of x (offset·element size a
+ * multiple of the device's storage offset alignment, e.g. 256 bytes; lets one buffer hold many
+ * parameters, so one dispatch can update all of them). */
+wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
+wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape);
+
+wgml_dtype wgml_tensor_dtype(const wgml_tensor *t);
+int wgml_tensor_rank(const wgml_tensor *t);
+int64_t wgml_tensor_dim(const wgml_tensor *t, int i); /* negative i counts from the end */
+int64_t wgml_tensor_numel(const wgml_tensor *t);
+size_t wgml_tensor_nbytes(const wgml_tensor *t);
+size_t wgml_dtype_size(wgml_dtype d);
+const char *wgml_dtype_name(wgml_dtype d);
+
+/* A view, in graph g, of a persistent tensor x of another graph of the same context: lets
+ * several built graphs use one copy of weights and caches. x's graph must outlive g. */
+wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x);
+
+/* ---- graphs: eager and built ------------------------------------------------------------- */
+/* Where ops are recorded: the eager graph runs them as results are needed; a built graph is
+ * recorded once, compiled and run many times (also timed, benchmarked and profiled). */
 
 /* The context's eager graph: ops record into it and run when a result is read or on wgml_sync. */
 wgml_graph *wgml_eager(wgml_ctx *ctx);
@@ -124,46 +179,29 @@ uint64_t wgml_graph_arena_bytes(const wgml_graph *g); /* all arenas together */
 /* Intermediates go to arenas of at most the device's buffer size ($WGML_ARENA_BYTES lowers the
  * cap); no tensor straddles two. */
 int wgml_graph_arena_count(const wgml_graph *g);
-/* Submits made on the context so far (a run is one). */
-uint64_t wgml_submit_count(const wgml_ctx *ctx);
-/* CPU time (this thread's) spent recording and submitting graph runs on ctx so far, in ns, and
- * the number of dispatches recorded: the host cost of one dispatch is cpu_ns / dispatches. */
-void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches);
 
-/* ---- tensors ---------------------------------------------------------------------------- */
+/* ==== ops ===================================================================================
+ * Ops record into a graph and return their output (NULL on error) or a status; they are
+ * grouped by family below, each forward op with its gradient. The gradients are standalone ops
+ * too (the autograd rules call them): all f32, and every reduction runs in a fixed order (no
+ * float atomics), so the same inputs give the same bits on every run. */
 
-/* A tensor that keeps its contents across runs (parameters, inputs, optimizer state). In the
- * eager graph every tensor is of this kind. Its contents are undefined until written. */
-wgml_tensor *wgml_tensor_new(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
-wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes);
-/* Reads back; waits for the work that produces t. */
-wgml_status wgml_tensor_read(wgml_tensor *t, void *data, size_t bytes);
-/* Releases t's memory now (eager graph; in a built graph tensors live as long as the graph). */
-void wgml_tensor_free(wgml_tensor *t);
-
-/* Views share memory with x (no copy; x's storage stays alive while views exist).
- * reshape: the same elements in a new shape (numel must match).
- * tensor_view: numel(shape) elements starting at element `offset` of x (offset·element size a
- * multiple of the device's storage offset alignment, e.g. 256 bytes; lets one buffer hold many
- * parameters, so one dispatch can update all of them). */
-wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
-wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape);
-
-wgml_dtype wgml_tensor_dtype(const wgml_tensor *t);
-int wgml_tensor_rank(const wgml_tensor *t);
-int64_t wgml_tensor_dim(const wgml_tensor *t, int i); /* negative i counts from the end */
-int64_t wgml_tensor_numel(const wgml_tensor *t);
-size_t wgml_tensor_nbytes(const wgml_tensor *t);
-size_t wgml_dtype_size(wgml_dtype d);
-const char *wgml_dtype_name(wgml_dtype d);
-
-/* ---- fill --------------------------------------------------------------------------------- */
+/* ---- creation and fill ------------------------------------------------------------------- */
+/* New tensors with a value in every element, and filling one in place. */
 
 wgml_tensor *wgml_full(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape, double value);
 /* Writes value into every element of t (in place). */
 wgml_status wgml_fill(wgml_graph *g, wgml_tensor *t, double value);
 
-/* ---- dense linear algebra (fp32) ------------------------------------------------------- */
+/* Creation (through wgml_full). Rank 0 is allowed: a rank-0 tensor holds one element. */
+wgml_tensor *wgml_full_like(wgml_graph *g, wgml_tensor *x, double value); /* x's dtype and shape */
+wgml_tensor *wgml_zeros(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
+wgml_tensor *wgml_ones(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
+/* A rank-0 tensor holding value. */
+wgml_tensor *wgml_scalar_tensor(wgml_graph *g, wgml_dtype dtype, double value);
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+/* Dense fp32 products (the tiled matmul family) and the weight gradient of a linear layer. */
 
 /* out[M,N] = a[M,K] · b[K,N] */
 wgml_tensor *wgml_mm(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);
@@ -187,346 +225,15 @@ wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wg
 void wgml_matmul_force_variant(wgml_ctx *ctx, int variant);
 int wgml_matmul_variant_count(void);
 const char *wgml_matmul_variant_name(int variant);
+/* The kernel variant and split-K factor a product out[batch, m, n] over k would use now (the
+ * forced variant, $WGML_MATMUL_VARIANT, $WGML_MATMUL_SPLITK, else the automatic rules), for
+ * benchmark reports: *variant indexes the variant table, *splits is the number of K slices
+ * (1: none). */
+void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits);
 
-/* ---- reductions and normalisations ---------------------------------------------------- */
+/* ---- elementwise ------------------------------------------------------------------------- */
+/* Binary, unary, comparison and logical ops, clamp and where, with their gradients. */
 
-/* Reductions of an f32 x over the dims listed in dims[0..n_dims) (any set, in any order;
- * negative dims count from the end; a repeated or out-of-range dim is an error; n_dims = 0
- * reduces over every dim). keepdim keeps the reduced dims with size 1; without it they are
- * removed (reducing every dim gives a rank-0 tensor of one element).
- * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
- * outputs). Deterministic: the same input gives the same bits every run. */
-wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
-wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
-wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
-/* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as
- * the maximum (the first NaN wins). */
-wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim);
-/* softmax / log_softmax of f32 x along dim (negative counts from the end), max-stable (online
- * max and sum); output has x's shape. -inf entries give 0 (softmax) / -inf (log_softmax). */
-wgml_tensor *wgml_softmax(wgml_graph *g, wgml_tensor *x, int dim);
-wgml_tensor *wgml_log_softmax(wgml_graph *g, wgml_tensor *x, int dim);
-/* out[..., :] = x[..., :] · rsqrt(mean(x[..., :]²) + eps) · w over the last dim of f32 x;
- * w is f32 [D] or NULL (taken as ones). */
-wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float eps);
-/* out[..., :] = (x[..., :] − mean) · rstd · w + b over the last dim of f32 x, with mean and
- * the biased variance of the row and rstd = rsqrt(var + eps); w, b are f32 [D] or NULL (ones,
- * zeros). When mean_out / rstd_out are not NULL they receive the per-row mean and rstd, shaped
- * like x without its last dim ([1] for a rank-1 x); on error they are set to NULL. */
-wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *b, float eps,
-                             wgml_tensor **mean_out, wgml_tensor **rstd_out);
-
-/* ---- index and shape ------------------------------------------------------------------ */
-/* Indexing. Index tensors are i32; an index must lie in [-size, size) (negative counts from
- * the end). In the eager graph the indices are read back (a sync and a small copy) and an
- * index out of range is an error naming it ("embedding: idx[3] = 50000 is out of range
- * [-49152, 49152)"). In a built graph indices change per run and are not checked: a negative
- * index is wrapped by +size and the result clamped into [0, size - 1]; nothing is ever read
- * outside a tensor. Data tensors may be of any dtype (f32, i32, u32, bool). */
-
-/* out[c] = x[c with c[dim] := index[c]]; index has x's rank and, outside dim, sizes <= x's;
- * out has index's shape and x's dtype. dim may be negative. */
-wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
-/* out[..., :] = weight[idx[...], :]; weight [V, D], idx of rank 0..7; out [idx..., D]. */
-wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx);
-/* x with dim replaced by the entries index[0..n) (index rank 1, or rank 0 as one entry). */
-wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
-
-/* Shape ops and copies; every dtype. dims may be negative (count from the end). */
-/* x[..., start:end:step, ...] along dim, PyTorch's rules: negative start/end count from the
- * end, then both are clamped into [0, size]; step >= 1 (else an error); an empty result is an
- * error (zero-size tensors are not supported). Use INT64_MAX as end for "to the end". */
-wgml_tensor *wgml_slice(wgml_graph *g, wgml_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
-/* Concatenation of tensors[0..n) along dim: same dtype, same shape except in dim. */
-wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim);
-/* out.shape[i] = x.shape[dims[i]], a contiguous copy; dims is a permutation of 0..rank-1. */
-wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims);
-/* Swaps dims d0 and d1 (a copy). */
-wgml_tensor *wgml_transpose(wgml_graph *g, wgml_tensor *x, int d0, int d1);
-/* Materialises x broadcast (NumPy rules) to shape[0..rank); -1 keeps x's size in that dim
- * (not allowed for new leading dims). */
-wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
-/* A copy of x. */
-wgml_tensor *wgml_clone(wgml_graph *g, wgml_tensor *x);
-
-/* Creation (through wgml_full). Rank 0 is allowed: a rank-0 tensor holds one element. */
-wgml_tensor *wgml_full_like(wgml_graph *g, wgml_tensor *x, double value); /* x's dtype and shape */
-wgml_tensor *wgml_zeros(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
-wgml_tensor *wgml_ones(wgml_graph *g, wgml_dtype dtype, int rank, const int64_t *shape);
-/* A rank-0 tensor holding value. */
-wgml_tensor *wgml_scalar_tensor(wgml_graph *g, wgml_dtype dtype, double value);
-
-/* ---- model: GGUF files and the tokenizer ---------------------------------------------- */
-
-/* A GGUF file (versions 2 and 3), memory-mapped read-only. Every count, length and offset is
- * checked against the file's size when it is opened; a truncated or corrupt file gives
- * WGML_ERR_FORMAT and a message naming what was wrong and the file offset. Strings returned
- * by the accessors point into the mapping (valid until wgml_gguf_close) and are NOT
- * NUL-terminated unless said otherwise; their length comes with them. */
-typedef struct wgml_gguf wgml_gguf;
-
-/* Metadata value types, numbered as in the file format. */
-typedef enum wgml_gguf_type {
-    WGML_GGUF_U8 = 0, WGML_GGUF_I8 = 1, WGML_GGUF_U16 = 2, WGML_GGUF_I16 = 3,
-    WGML_GGUF_U32 = 4, WGML_GGUF_I32 = 5, WGML_GGUF_F32 = 6, WGML_GGUF_BOOL = 7,
-    WGML_GGUF_STRING = 8, WGML_GGUF_ARRAY = 9, WGML_GGUF_U64 = 10, WGML_GGUF_I64 = 11,
-    WGML_GGUF_F64 = 12
-} wgml_gguf_type;
-
-/* Tensor data types that wgml knows the layout of (numbered as in the file format). */
-typedef enum wgml_ggml_type {
-    WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3,
-    WGML_GGML_Q8_0 = 8, WGML_GGML_BF16 = 30
-} wgml_ggml_type;
-
-/* A metadata value: a small handle passed by value. For a scalar, offset is where its bytes
- * are; for a string, count is its length in bytes and offset where they start; for an array,
- * elem_type and count describe the elements and wgml_gguf_array_elem reaches each one. */
-typedef struct wgml_gguf_value {
-    wgml_gguf_type type;
-    wgml_gguf_type elem_type; /* arrays only */
-    uint64_t count;           /* arrays: elements; strings: bytes */
-    uint64_t offset;          /* file offset of the payload */
-    int64_t index;            /* internal (element table of a string/array array), else -1 */
-} wgml_gguf_value;
-
-/* A tensor's description. dims[0] is the fastest-varying (contiguous) dimension, as in the
- * file; offset is relative to the data section; nbytes is 0 for a type wgml cannot size. */
-typedef struct wgml_gguf_tensor {
-    const char *name; /* NUL-terminated copy */
-    int n_dims;       /* 1..4 */
-    int64_t dims[4];  /* unused dims are 1 */
-    int64_t numel;
-    uint32_t type;    /* wgml_ggml_type or another file type number */
-    uint64_t offset;
-    uint64_t nbytes;
-} wgml_gguf_tensor;
-
-/* Opens and validates path. On failure *out is NULL and err (when given) holds the message. */
-wgml_status wgml_gguf_open(const char *path, wgml_gguf **out, char *err, size_t errlen);
-void wgml_gguf_close(wgml_gguf *f);
-/* The message of the last failed accessor call on f ("" when none). */
-const char *wgml_gguf_error(const wgml_gguf *f);
-uint32_t wgml_gguf_version(const wgml_gguf *f);
-uint64_t wgml_gguf_alignment(const wgml_gguf *f);   /* general.alignment, default 32 */
-uint64_t wgml_gguf_data_offset(const wgml_gguf *f); /* file offset of the data section */
-uint64_t wgml_gguf_file_size(const wgml_gguf *f);
-
-/* Metadata: by index (0..kv_count-1, in file order) or by key. */
-int64_t wgml_gguf_kv_count(const wgml_gguf *f);
-const char *wgml_gguf_kv_key(const wgml_gguf *f, int64_t i); /* NUL-terminated; NULL if out of range */
-wgml_gguf_value wgml_gguf_kv_value(const wgml_gguf *f, int64_t i);
-/* 1 and *v when key is present, else 0. */
-int wgml_gguf_find(const wgml_gguf *f, const char *key, wgml_gguf_value *v);
-const char *wgml_gguf_type_name(wgml_gguf_type t);
-
-/* Scalar conversions. Integers: any integer or bool type whose value fits; floats: f32/f64
- * (and integers). Wrong type or out of range: WGML_ERR_FORMAT (message via wgml_gguf_error). */
-wgml_status wgml_gguf_value_u64(const wgml_gguf *f, wgml_gguf_value v, uint64_t *out);
-wgml_status wgml_gguf_value_i64(const wgml_gguf *f, wgml_gguf_value v, int64_t *out);
-wgml_status wgml_gguf_value_f64(const wgml_gguf *f, wgml_gguf_value v, double *out);
-wgml_status wgml_gguf_value_string(const wgml_gguf *f, wgml_gguf_value v, const char **s, size_t *len);
-/* Element i of an array value. */
-wgml_status wgml_gguf_array_elem(const wgml_gguf *f, wgml_gguf_value arr, uint64_t i, wgml_gguf_value *out);
-
-/* Typed getters by key; a missing key or a value of the wrong type gives WGML_ERR_FORMAT. */
-wgml_status wgml_gguf_get_u32(const wgml_gguf *f, const char *key, uint32_t *out);
-wgml_status wgml_gguf_get_u64(const wgml_gguf *f, const char *key, uint64_t *out);
-wgml_status wgml_gguf_get_i64(const wgml_gguf *f, const char *key, int64_t *out);
-wgml_status wgml_gguf_get_f32(const wgml_gguf *f, const char *key, float *out);
-wgml_status wgml_gguf_get_bool(const wgml_gguf *f, const char *key, int *out);
-wgml_status wgml_gguf_get_string(const wgml_gguf *f, const char *key, const char **s, size_t *len);
-/* An array's element type and length. */
-wgml_status wgml_gguf_get_array(const wgml_gguf *f, const char *key, wgml_gguf_value *arr);
-
-/* Tensors: by index (file order) or by name (-1 when absent). */
-int64_t wgml_gguf_tensor_count(const wgml_gguf *f);
-const wgml_gguf_tensor *wgml_gguf_tensor_at(const wgml_gguf *f, int64_t i);
-int64_t wgml_gguf_find_tensor(const wgml_gguf *f, const char *name);
-/* The tensor's bytes in the mapping. A type wgml cannot size gives WGML_ERR_FORMAT
- * ("unsupported tensor type N (name)"). */
-wgml_status wgml_gguf_tensor_data(const wgml_gguf *f, int64_t i, const void **data, size_t *nbytes);
-/* "F32", "Q4_1", ... or "type N"; block size in elements and bytes per block (0 if unknown). */
-const char *wgml_ggml_type_name(uint32_t type);
-int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes);
-/* Bytes of one row of k elements of a tensor type (0 when unknown or k is not a whole number
- * of the type's blocks). */
-size_t wgml_ggml_row_bytes(uint32_t type, int64_t k);
-
-/* A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") built from a GGUF's metadata:
- * tokens, merges, token types, BOS/EOS ids and the pre-tokenizer named by
- * tokenizer.ggml.pre ("smollm" and the others that split digits one by one before the GPT-2
- * pattern; "gpt2"/"default" for the plain GPT-2 pattern). Control and user-defined tokens are
- * matched in the text (leftmost, longest) before BPE when WGML_TOK_SPECIAL is given. */
-typedef struct wgml_tokenizer wgml_tokenizer;
-
-enum {
-    WGML_TOK_ADD_BOS = 1,  /* encode: prepend the BOS id */
-    WGML_TOK_ADD_EOS = 2,  /* encode: append the EOS id */
-    WGML_TOK_SPECIAL = 4,  /* encode: match special-token text (else it is plain text) */
-    WGML_TOK_SKIP_SPECIAL = 8 /* decode: leave out control tokens (else they appear as text) */
-};
-
-wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *f, wgml_tokenizer **out, char *err, size_t errlen);
-void wgml_tokenizer_free(wgml_tokenizer *t);
-/* Encodes len bytes of text; *ids is malloc'ed (free it), *n_ids its length. */
-wgml_status wgml_tokenizer_encode(const wgml_tokenizer *t, const char *text, size_t len, int flags,
-                                  int32_t **ids, size_t *n_ids);
-/* Decodes ids to bytes (UTF-8 for text that came from encode); *text is malloc'ed and
- * NUL-terminated, *len excludes the NUL. An id out of range gives WGML_ERR_ARG. */
-wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, size_t n_ids, int flags,
-                                  char **text, size_t *len);
-int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t);
-int32_t wgml_tokenizer_bos(const wgml_tokenizer *t); /* -1 when the file names none */
-int32_t wgml_tokenizer_eos(const wgml_tokenizer *t);
-/* The token's text as stored (byte-level form), NUL-terminated; NULL when out of range. */
-const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id);
-const char *wgml_tokenizer_pre(const wgml_tokenizer *t); /* tokenizer.ggml.pre or "default" */
-int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t);
-/* The last error message of encode/decode/chat on t. */
-const char *wgml_tokenizer_error(const wgml_tokenizer *t);
-
-/* Chat formatting for the instruct model. This is not a general Jinja engine: it recognises
- * the ChatML template that SmolLM2-Instruct carries in tokenizer.chat_template (each message
- * as "<|im_start|>ROLE\nCONTENT<|im_end|>\n", a default system message taken from the
- * template inserted when the first message is not "system", and "<|im_start|>assistant\n"
- * when add_generation_prompt is set). Another template gives WGML_ERR_UNSUPPORTED.
- * *out is malloc'ed and NUL-terminated; encode it with WGML_TOK_SPECIAL. */
-typedef struct wgml_chat_msg {
-    const char *role;
-    const char *content;
-} wgml_chat_msg;
-wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, size_t n_msgs,
-                            int add_generation_prompt, char **out, size_t *len);
-
-/* Writes a summary of a GGUF model to file (a FILE*; NULL: stdout): architecture, every
- * "<arch>.*" hyper-parameter, the tokenizer and a tensor table (name, shape, type, bytes). */
-wgml_status wgml_model_print_info(const char *path, void *file);
-
-/* ---- q4 ---------------------------------------------------------------------------------- */
-/* Frozen 4-bit (and 8-bit) weights W[N, K] (N outputs, K inputs) and the operators on them.
- *
- * Meaning (see the 4-bit spec): K is cut into groups of G consecutive elements; each element
- * has a code c and each (row, group) a pair (a, b):
- *   WGML_Q4_SYM  w = (c - 8)·scale          (ExecuTorch q4gsw, GGUF Q4_0; a = scale)
- *   WGML_Q4_MIN  w = c·d + m                (GGUF Q4_1; a = d, b = m)
- *   WGML_Q8      w = c·d, c a signed int8   (GGUF Q8_0, G = 32; a = d)
- *
- * GPU layout (the one layout every 4-bit operator reads and requant writes):
- *   Kp = K rounded up to G; G is a positive multiple of 32 (so a block of 32 codes never
- *   straddles two groups).
- *   codes: u32 [N, Kp/8] for 4 bits: word j of row n holds k = 8j+i in bits 4i..4i+3
- *          (i = 0..7); codes of the padding k >= K are 8 (SYM) or 0 (MIN).
- *          u32 [N, Kp/4] for Q8: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
- *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: d), or f32 [N, Kp/G, 2] (MIN: d, m pairs),
- *          row-major, so the groups of one output row are contiguous.
- *   bias:  f32 [N] or NULL.
- * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
- * built graph; in a built graph the tensors live as long as the graph). */
-typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2 } wgml_qkind;
-typedef struct wgml_q4_weight {
-    wgml_tensor *codes, *ab, *bias;
-    int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
-    int group;        /* G */
-    int has_min;      /* kind == WGML_Q4_MIN */
-    wgml_qkind kind;
-} wgml_q4_weight;
-
-/* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
-/* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
- * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q8_0); bytes must be n rows' worth. */
-wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
-/* Dequantises ExecuTorch flat q4gsw tensors: codes uint8 [n, ceil(k/2)] (k = 2j low nibble,
- * k = 2j+1 high nibble), scales f32 [ceil(k/G), round_up(n, 4)]; out f32 [n, k]. */
-wgml_status wgml_q4gsw_dequantize(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group,
-                                  float *out);
-/* Quantises w[n, k] into the flat q4gsw tensors (same shapes as above; scale padding is 0):
- * per (row, group) scale = max|w| / 7 (fp32), code = clamp(round_half_even(w / scale), -8, 7)
- * + 8 with the division in fp32; an all-zero group has scale 0 and codes 8. */
-wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group, uint8_t *codes, float *scales);
-
-/* Upload (GPU layout above). Each returns a malloc'ed weight whose tensors are persistent
- * tensors of g, or NULL with the error on g's context. */
-/* From flat q4gsw: codes [n, ceil(k/2)], scales [ceil(k/G), round_up(n,4)], bias [n] or NULL. */
-wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
-                                     int64_t n, int64_t k, int group);
-/* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1 or Q8_0; k a multiple of 32;
- * bytes must equal n * wgml_ggml_row_bytes(type, k). */
-wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
-/* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
-wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
-/* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
- * wgml_graph_free of the weight's graph. */
-void wgml_q4_free(wgml_q4_weight *w);
-
-/* Operators (any kind unless said). */
-/* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 uses
- * the GEMV kernel, larger M the tiled GEMM kernel. */
-wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
-/* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
-wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
-/* Straight-through requant (4-bit kinds): rewrites w->codes in place from the fp32 latent
- * [N, K] at the frozen (a, b). SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
- * scale 0 gives 8. MIN: code = clamp(round_half_even((latent - m) / d), 0, 15), d 0 gives 0
- * (every code is then the weight m). The weight gradient is wgml_linear_dw. */
-wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w);
-/* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
- * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
-wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
-/* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
- * an fp32 latent for straight-through training without a host round trip). */
-wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
-/* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
- * graphs of repeated dispatches, each checked against a double-precision product on sampled
- * outputs; writes a table to out (a FILE*). mode 0: both; 1: the M = 1 shapes only; 2: the
- * training GEMMs (forward and input gradient at M = 4096 and 512, the LM head chunk) with the
- * tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). Returns 0 when
- * all ran and passed. */
-int wgml_q4_bench(wgml_ctx *ctx, void *out, int mode);
-
-/* ---- rope and attention ------------------------------------------------------------------ */
-
-/* Rotary position embedding. x is f32 [B, S, H, D] (row-major, D fastest: batch, sequence,
- * head, head dimension; D even); positions is an i32 tensor [S] (every batch entry) or [B, S]
- * (a tensor, so a built graph can be replayed with new positions). Pair i (0 <= i < D/2) is
- * rotated by the angle pos * theta^(-2i/D):
- *   (a, b) -> (a cos - b sin, a sin + b cos).
- * WGML_ROPE_HALF pairs elements i and i + D/2 (Hugging Face Llama); WGML_ROPE_INTERLEAVED
- * pairs 2i and 2i + 1 (GGML's normal mode, used with GGUF Llama weights). The angle is reduced
- * modulo 2pi in extended precision (error ~1e-7 rad for |pos| < 2^24). Returns a new tensor. */
-typedef enum wgml_rope_style { WGML_ROPE_HALF = 0, WGML_ROPE_INTERLEAVED = 1 } wgml_rope_style;
-wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style);
-/* Backward of wgml_rope: dx = dy rotated by -angle (same shapes and arguments). */
-wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
-                                wgml_rope_style style);
-/* Either direction (backward != 0: rotation by -angle) on either layout: WGML_ROPE_BSHD is
- * x [B, S, H, D] as above; WGML_ROPE_BHSD is x [B, H, S, D], the layout of wgml_sdpa's q and
- * k, so rope can be applied after the heads are split out without a transpose copy. */
-typedef enum wgml_rope_layout { WGML_ROPE_BSHD = 0, WGML_ROPE_BHSD = 1 } wgml_rope_layout;
-wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
-                          wgml_rope_layout layout, int backward);
-
-/* Scaled dot-product attention with grouped-query heads:
- *   out[b, h] = softmax(q[b, h] · k[b, h / (Hq/Hkv)]ᵀ · scale + mask) · v[b, h / (Hq/Hkv)]
- * q f32 [B, Hq, Sq, D], k and v f32 [B, Hkv, Skv, D] with Hq % Hkv == 0; out [B, Hq, Sq, D].
- * causal: the mask is aligned to the end: query i sits at position Skv - Sq + i and sees keys
- * 0 .. Skv - Sq + i (needs Sq <= Skv). scale <= 0 means the default 1/sqrt(D). */
-wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale);
-
-/* KV cache for generation. A cache is an f32 tensor [B, Hkv, Smax, D] (made with
- * wgml_tensor_new). wgml_kv_append writes new [B, Hkv, Snew, D] into cache rows pos .. pos +
- * Snew - 1, where pos is read on the GPU from the i32 tensor pos (one element), so a built
- * graph can be replayed with a new position each step. Rows outside 0 .. Smax - 1 are skipped,
- * never written. */
-wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos);
-/* Attention of q [B, Hq, Sq, D] over the first len rows of the caches k_cache, v_cache
- * [B, Hkv, Smax, D], len read on the GPU from the i32 tensor len (one element, clamped to
- * 0 .. Smax). As wgml_sdpa with Skv = len (causal: query i sits at position len - Sq + i); a
- * query that sees no key (len - Sq + i < 0, or len = 0) gets zeros. */
-wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                              wgml_tensor *len, int causal, float scale);
-
-/* ---- elementwise ---- */
 /* All f32 unless stated. Two-operand ops broadcast NumPy-style (shapes right-aligned, a missing
  * or size-1 dimension repeats; rank <= 8); the result has the broadcast shape. A tensor-scalar
  * form takes the number as a float and keeps a's shape. In a built graph the numbers (alpha,
@@ -614,8 +321,275 @@ wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /*
 wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);  /* a || b */
 /* out = cond ? a : b elementwise; cond bool, a and b f32; the three broadcast together. */
 wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_tensor *b);
+/* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: 0 where x <= 0,
+ * else dy (NaN included, as PyTorch); abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
+wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy);
+/* dx = dy where lo <= x <= hi, else 0 (PyTorch's rule). */
+wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy, float lo, float hi);
 
-/* ---- train ---- */
+/* ---- reductions -------------------------------------------------------------------------- */
+/* sum, mean, amax, argmax and the softmax family over chosen dims. */
+
+/* Reductions of an f32 x over the dims listed in dims[0..n_dims) (any set, in any order;
+ * negative dims count from the end; a repeated or out-of-range dim is an error; n_dims = 0
+ * reduces over every dim). keepdim keeps the reduced dims with size 1; without it they are
+ * removed (reducing every dim gives a rank-0 tensor of one element).
+ * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
+ * outputs). Deterministic: the same input gives the same bits every run. */
+wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+/* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as
+ * the maximum (the first NaN wins). */
+wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim);
+/* softmax / log_softmax of f32 x along dim (negative counts from the end), max-stable (online
+ * max and sum); output has x's shape. -inf entries give 0 (softmax) / -inf (log_softmax). */
+wgml_tensor *wgml_softmax(wgml_graph *g, wgml_tensor *x, int dim);
+wgml_tensor *wgml_log_softmax(wgml_graph *g, wgml_tensor *x, int dim);
+/* softmax backward along dim: dx = y ⊙ (dy − Σ_dim(dy ⊙ y)), y = softmax(x, dim) (the forward
+ * output); y and dy of one shape; dx has it. */
+wgml_tensor *wgml_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
+/* log_softmax backward along dim: dx = dy − exp(y) ⊙ Σ_dim dy, y = log_softmax(x, dim). */
+wgml_tensor *wgml_log_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
+
+/* ---- norms ------------------------------------------------------------------------------- */
+/* RMS norm and layer norm over the last dim, with their gradients. */
+
+/* out[..., :] = x[..., :] · rsqrt(mean(x[..., :]²) + eps) · w over the last dim of f32 x;
+ * w is f32 [D] or NULL (taken as ones). */
+wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float eps);
+/* out[..., :] = (x[..., :] − mean) · rstd · w + b over the last dim of f32 x, with mean and
+ * the biased variance of the row and rstd = rsqrt(var + eps); w, b are f32 [D] or NULL (ones,
+ * zeros). When mean_out / rstd_out are not NULL they receive the per-row mean and rstd, shaped
+ * like x without its last dim ([1] for a rank-1 x); on error they are set to NULL. */
+wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *b, float eps,
+                             wgml_tensor **mean_out, wgml_tensor **rstd_out);
+/* rms_norm backward over the last dim of x [..., D] (w [D] or NULL for ones, dy x's shape):
+ * *dx gets x's shape; *dw (skipped when dw is NULL) gets [D] = Σ_rows dy·x·rstd, summed over
+ * rows in a fixed order. On error the outputs are set to NULL. */
+wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *dy, float eps,
+                                   wgml_tensor **dx, wgml_tensor **dw);
+/* layer_norm backward: x [..., D], w [D] or NULL, mean and rstd as wgml_layer_norm returned
+ * them (x's shape without the last dim, or any shape of rows elements), dy x's shape.
+ * *dx x's shape; *dw = Σ_rows dy·(x − mean)·rstd and *db = Σ_rows dy, [D] each (dw, db may be
+ * NULL to skip them). On error the outputs are set to NULL. */
+wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *mean,
+                                     wgml_tensor *rstd, wgml_tensor *dy, wgml_tensor **dx, wgml_tensor **dw,
+                                     wgml_tensor **db);
+
+/* ---- indexing and shape ------------------------------------------------------------------ */
+/* Gather, embedding and index_select (with gradients), slices, concatenation, permutes and
+ * copies. */
+
+/* Indexing. Index tensors are i32; an index must lie in [-size, size) (negative counts from
+ * the end). In the eager graph the indices are read back (a sync and a small copy) and an
+ * index out of range is an error naming it ("embedding: idx[3] = 50000 is out of range
+ * [-49152, 49152)"). In a built graph indices change per run and are not checked: a negative
+ * index is wrapped by +size and the result clamped into [0, size - 1]; nothing is ever read
+ * outside a tensor. Data tensors may be of any dtype (f32, i32, u32, bool). */
+
+/* out[c] = x[c with c[dim] := index[c]]; index has x's rank and, outside dim, sizes <= x's;
+ * out has index's shape and x's dtype. dim may be negative. */
+wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+/* out[..., :] = weight[idx[...], :]; weight [V, D], idx of rank 0..7; out [idx..., D]. */
+wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx);
+/* x with dim replaced by the entries index[0..n) (index rank 1, or rank 0 as one entry). */
+wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+
+/* Shape ops and copies; every dtype. dims may be negative (count from the end). */
+/* x[..., start:end:step, ...] along dim, PyTorch's rules: negative start/end count from the
+ * end, then both are clamped into [0, size]; step >= 1 (else an error); an empty result is an
+ * error (zero-size tensors are not supported). Use INT64_MAX as end for "to the end". */
+wgml_tensor *wgml_slice(wgml_graph *g, wgml_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+/* Concatenation of tensors[0..n) along dim: same dtype, same shape except in dim. */
+wgml_tensor *wgml_cat(wgml_graph *g, wgml_tensor *const *tensors, int n, int dim);
+/* out.shape[i] = x.shape[dims[i]], a contiguous copy; dims is a permutation of 0..rank-1. */
+wgml_tensor *wgml_permute(wgml_graph *g, wgml_tensor *x, const int *dims);
+/* Swaps dims d0 and d1 (a copy). */
+wgml_tensor *wgml_transpose(wgml_graph *g, wgml_tensor *x, int d0, int d1);
+/* Materialises x broadcast (NumPy rules) to shape[0..rank); -1 keeps x's size in that dim
+ * (not allowed for new leading dims). */
+wgml_tensor *wgml_expand_copy(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape);
+/* A copy of x. */
+wgml_tensor *wgml_clone(wgml_graph *g, wgml_tensor *x);
+/* dW [num_embeddings, D] of wgml_embedding: dW[v, :] = Σ over positions p with idx[p] == v of
+ * dy[p, :], added in increasing p; rows never indexed are 0. idx i32 of any shape (N
+ * positions), dy [idx..., D]. Index range rules as wgml_embedding (checked in the eager graph;
+ * wrapped and clamped in a built graph). Cost: O(N + V) for a count, a scan and a bucket fill,
+ * O(Σ_v count_v²) to order each bucket by position, O(V·D + N·D) for the sums. */
+wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tensor *dy, int64_t num_embeddings);
+/* dx of wgml_gather(x, dim, index): zeros of x's shape (x only gives the shape; any dtype) with
+ * dy (f32, index's shape) added at c with c[dim] := index[c], in increasing c[dim]
+ * (deterministic). Cost: numel(x) · index.shape[dim]. Index rules as wgml_gather. */
+wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index, wgml_tensor *dy);
+
+/* ---- transformer: rope, attention, KV cache ---------------------------------------------- */
+/* The attention block's ops: rotary embeddings, scaled dot-product attention (and its
+ * gradient) and the KV cache of generation. */
+
+/* Rotary position embedding. x is f32 [B, S, H, D] (row-major, D fastest: batch, sequence,
+ * head, head dimension; D even); positions is an i32 tensor [S] (every batch entry) or [B, S]
+ * (a tensor, so a built graph can be replayed with new positions). Pair i (0 <= i < D/2) is
+ * rotated by the angle pos * theta^(-2i/D):
+ *   (a, b) -> (a cos - b sin, a sin + b cos).
+ * WGML_ROPE_HALF pairs elements i and i + D/2 (Hugging Face Llama); WGML_ROPE_INTERLEAVED
+ * pairs 2i and 2i + 1 (GGML's normal mode, used with GGUF Llama weights). The angle is reduced
+ * modulo 2pi in extended precision (error ~1e-7 rad for |pos| < 2^24). Returns a new tensor. */
+typedef enum wgml_rope_style { WGML_ROPE_HALF = 0, WGML_ROPE_INTERLEAVED = 1 } wgml_rope_style;
+wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style);
+/* Backward of wgml_rope: dx = dy rotated by -angle (same shapes and arguments). */
+wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
+                                wgml_rope_style style);
+/* Either direction (backward != 0: rotation by -angle) on either layout: WGML_ROPE_BSHD is
+ * x [B, S, H, D] as above; WGML_ROPE_BHSD is x [B, H, S, D], the layout of wgml_sdpa's q and
+ * k, so rope can be applied after the heads are split out without a transpose copy. */
+typedef enum wgml_rope_layout { WGML_ROPE_BSHD = 0, WGML_ROPE_BHSD = 1 } wgml_rope_layout;
+wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
+                          wgml_rope_layout layout, int backward);
+
+/* Scaled dot-product attention with grouped-query heads:
+ *   out[b, h] = softmax(q[b, h] · k[b, h / (Hq/Hkv)]ᵀ · scale + mask) · v[b, h / (Hq/Hkv)]
+ * q f32 [B, Hq, Sq, D], k and v f32 [B, Hkv, Skv, D] with Hq % Hkv == 0; out [B, Hq, Sq, D].
+ * causal: the mask is aligned to the end: query i sits at position Skv - Sq + i and sees keys
+ * 0 .. Skv - Sq + i (needs Sq <= Skv). scale <= 0 means the default 1/sqrt(D). */
+wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale);
+
+/* KV cache for generation. A cache is an f32 tensor [B, Hkv, Smax, D] (made with
+ * wgml_tensor_new). wgml_kv_append writes new [B, Hkv, Snew, D] into cache rows pos .. pos +
+ * Snew - 1, where pos is read on the GPU from the i32 tensor pos (one element), so a built
+ * graph can be replayed with a new position each step. Rows outside 0 .. Smax - 1 are skipped,
+ * never written. */
+wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos);
+/* Attention of q [B, Hq, Sq, D] over the first len rows of the caches k_cache, v_cache
+ * [B, Hkv, Smax, D], len read on the GPU from the i32 tensor len (one element, clamped to
+ * 0 .. Smax). As wgml_sdpa with Skv = len (causal: query i sits at position len - Sq + i); a
+ * query that sees no key (len - Sq + i < 0, or len = 0) gets zeros. */
+wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_tensor *len, int causal, float scale);
+/* Gradients of wgml_sdpa (same layouts, GQA and end-aligned causal mask, scale <= 0 meaning
+ * 1/sqrt(D)): q, out, dout [B, Hq, Sq, D]; k, v [B, Hkv, Skv, D]; out is wgml_sdpa's output
+ * (rowsum(dout ⊙ out) enters dS). *dq gets q's shape, *dk and *dv k's (summed over the Hq/Hkv
+ * query heads that share a kv head, in a fixed order). The attention probabilities are
+ * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
+ * training lengths up to a few thousand). On error the outputs are set to NULL. */
+wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
+                               wgml_tensor **dv);
+
+/* ---- 4-bit and 8-bit weights ------------------------------------------------------------- */
+/* Frozen quantised weights: host (de)quantisation, upload, and the ops that read them. */
+
+/* Frozen 4-bit (and 8-bit) weights W[N, K] (N outputs, K inputs) and the operators on them.
+ *
+ * Meaning (see the 4-bit spec): K is cut into groups of G consecutive elements; each element
+ * has a code c and each (row, group) a pair (a, b):
+ *   WGML_Q4_SYM  w = (c - 8)·scale          (ExecuTorch q4gsw, GGUF Q4_0; a = scale)
+ *   WGML_Q4_MIN  w = c·d + m                (GGUF Q4_1; a = d, b = m)
+ *   WGML_Q8      w = c·d, c a signed int8   (GGUF Q8_0, G = 32; a = d)
+ *
+ * GPU layout (the one layout every 4-bit operator reads and requant writes):
+ *   Kp = K rounded up to G; G is a positive multiple of 32 (so a block of 32 codes never
+ *   straddles two groups).
+ *   codes: u32 [N, Kp/8] for 4 bits: word j of row n holds k = 8j+i in bits 4i..4i+3
+ *          (i = 0..7); codes of the padding k >= K are 8 (SYM) or 0 (MIN).
+ *          u32 [N, Kp/4] for Q8: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
+ *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: d), or f32 [N, Kp/G, 2] (MIN: d, m pairs),
+ *          row-major, so the groups of one output row are contiguous.
+ *   bias:  f32 [N] or NULL.
+ * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
+ * built graph; in a built graph the tensors live as long as the graph). */
+typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2 } wgml_qkind;
+typedef struct wgml_q4_weight {
+    wgml_tensor *codes, *ab, *bias;
+    int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
+    int group;        /* G */
+    int has_min;      /* kind == WGML_Q4_MIN */
+    wgml_qkind kind;
+} wgml_q4_weight;
+
+/* Block formats: the tensor data types of GGUF files whose layout wgml knows (numbered as in
+ * the file format); wgml_q4_upload_gguf and wgml_gguf_dequantize take their blocks. */
+typedef enum wgml_ggml_type {
+    WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3,
+    WGML_GGML_Q8_0 = 8, WGML_GGML_BF16 = 30
+} wgml_ggml_type;
+/* "F32", "Q4_1", ... or "type N"; block size in elements and bytes per block (0 if unknown). */
+const char *wgml_ggml_type_name(uint32_t type);
+int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes);
+/* Bytes of one row of k elements of a tensor type (0 when unknown or k is not a whole number
+ * of the type's blocks). */
+size_t wgml_ggml_row_bytes(uint32_t type, int64_t k);
+
+/* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
+/* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
+ * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q8_0); bytes must be n rows' worth. */
+wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
+/* Dequantises ExecuTorch flat q4gsw tensors: codes uint8 [n, ceil(k/2)] (k = 2j low nibble,
+ * k = 2j+1 high nibble), scales f32 [ceil(k/G), round_up(n, 4)]; out f32 [n, k]. */
+wgml_status wgml_q4gsw_dequantize(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group,
+                                  float *out);
+/* Quantises w[n, k] into the flat q4gsw tensors (same shapes as above; scale padding is 0):
+ * per (row, group) scale = max|w| / 7 (fp32), code = clamp(round_half_even(w / scale), -8, 7)
+ * + 8 with the division in fp32; an all-zero group has scale 0 and codes 8. */
+wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group, uint8_t *codes, float *scales);
+
+/* Upload (GPU layout above). Each returns a malloc'ed weight whose tensors are persistent
+ * tensors of g, or NULL with the error on g's context. */
+/* From flat q4gsw: codes [n, ceil(k/2)], scales [ceil(k/G), round_up(n,4)], bias [n] or NULL. */
+wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
+                                     int64_t n, int64_t k, int group);
+/* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1 or Q8_0; k a multiple of 32;
+ * bytes must equal n * wgml_ggml_row_bytes(type, k). */
+wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
+/* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
+wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
+/* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
+ * wgml_graph_free of the weight's graph. */
+void wgml_q4_free(wgml_q4_weight *w);
+
+/* Operators (any kind unless said). */
+/* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 uses
+ * the GEMV kernel, larger M the tiled GEMM kernel. */
+wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
+/* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
+wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
+/* Straight-through requant (4-bit kinds): rewrites w->codes in place from the fp32 latent
+ * [N, K] at the frozen (a, b). SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
+ * scale 0 gives 8. MIN: code = clamp(round_half_even((latent - m) / d), 0, 15), d 0 gives 0
+ * (every code is then the weight m). The weight gradient is wgml_linear_dw. */
+wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w);
+/* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
+ * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
+wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+/* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
+ * an fp32 latent for straight-through training without a host round trip). */
+wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
+/* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
+ * graphs of repeated dispatches, each checked against a double-precision product on sampled
+ * outputs; writes a table to out (a FILE*). mode 0: both; 1: the M = 1 shapes only; 2: the
+ * training GEMMs (forward and input gradient at M = 4096 and 512, the LM head chunk) with the
+ * tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). Returns 0 when
+ * all ran and passed. */
+int wgml_q4_bench(wgml_ctx *ctx, void *out, int mode);
+
+/* Most weights one wgml_q4_linear_multi call takes. */
+#define WGML_Q4_MULTI_MAX 3
+/* outs[i][..., N_i] = x[..., K] · dequant(W_i)ᵀ (+ W_i's bias) for the n weights W_i =
+ * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
+ * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
+ * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
+ * bit-identical), in fewer dispatches. For M <= 4 (the rows
+ * of x: decode) the weights of one kind and group size go through one GEMV dispatch together
+ * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
+ * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
+ * it is one wgml_q4_linear per weight. On error every outs[i] (i < n) is NULL and the status
+ * names the op and the argument (weights[i] NULL or invalid, K mismatch, n out of range). */
+wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+                                 wgml_tensor **outs);
+
+/* ---- losses ------------------------------------------------------------------------------ */
+/* Cross-entropy over logits, and the fused LM head + cross-entropy that never holds them. */
+
 /* Fused cross-entropy over the last dim of logits [..., V] (f32) with i32 labels [...] (logits'
  * shape without its last dim; R rows in all). A row whose label is negative (-100 included) is
  * ignored. n_valid, the number of rows with 0 <= label < V, is counted on the GPU, and
@@ -641,188 +615,51 @@ wgml_tensor *wgml_cross_entropy(wgml_graph *g, wgml_tensor *logits, wgml_tensor 
 /* As wgml_cross_entropy; opt may be NULL. */
 wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tensor *labels,
                                    const wgml_ce_options *opt, wgml_tensor **dlogits_out);
+/* Fused LM head + cross-entropy: loss = wgml_cross_entropy(h · Wᵀ, labels) (same meaning: mean
+ * over the n_valid rows whose label is in [0, V), ignored rows (negative labels, -100) give 0,
+ * a label >= V is an error in the eager graph and an ignored row counted in opt->status in a
+ * built graph) without ever holding the [R, V] logits: the vocabulary is cut into chunks of
+ * `chunk` columns (a positive multiple of 64; 0: 8192), each chunk's logits [R, chunk] go
+ * through one reused scratch with an online logsumexp per row.
+ *   h       f32 [..., D] (R rows), labels i32 [...] (h's shape without its last dim);
+ *   w       the head weight W [V, D]: f32 (wgml_lmhead_ce; must not require a gradient) or a
+ *           4-bit/8-bit weight (wgml_lmhead_ce_q4, any kind, bias included), on h's graph;
+ *   opt     NULL or as for wgml_cross_entropy_ex (grad_scale multiplies d_h, status i32 [3]).
+ * Returns the loss f32 [1]. d_h_out (may be NULL): d_h = d(loss)/dh · grad_scale, f32 with
+ * h's shape, computed in the same call by a second pass over the chunks (the logits of each
+ * chunk are recomputed, turned into (softmax − onehot)·scale/n_valid in place, and
+ * d_h += G_chunk · W_chunk). W is frozen: no weight gradient is ever formed.
+ * Autograd: when d_h_out is NULL and h requires a gradient in a built graph, the op records a
+ * rule, and wgml_backward gives h the same d_h times d(loss) (and grad_scale). */
+wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_tensor *labels, int64_t chunk,
+                            const wgml_ce_options *opt, wgml_tensor **d_h_out);
+wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
+                               int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
 
-/* AdamW, exactly torch.optim.AdamW (t starts at 1), over many tensors in one update:
- *   p ← p·(1 − lr·wd); m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
- *   p ← p − lr/(1 − β1ᵗ) · m / (sqrt(v)/sqrt(1 − β2ᵗ) + eps).
- * Every parameter is a view into four flat persistent f32 buffers (params, grads, m, v) of the
- * optimizer's graph, so a step is three dispatches whatever the number of tensors. The step
- * counter t, the bias corrections, the clip coefficient and the skip decision are computed on
- * the GPU (no host round trip per step); lr and weight decay sit in a small persistent tensor
- * the host may rewrite before any run (schedules without rebuilding a graph).
- * Global gradient-norm clipping (max_grad_norm > 0): as torch.nn.utils.clip_grad_norm_, the
- * gradients are multiplied by max_norm / (norm + 1e-6) when that is < 1 (norm over all
- * parameters, a deterministic two-stage reduction); the grad buffer itself is left unscaled.
- * A step where any gradient is non-finite (or their sum of squares overflows f32) is skipped
- * entirely: params, m, v and t stay unchanged, and the skip is counted. */
-typedef struct wgml_optimizer wgml_optimizer;
-typedef struct wgml_adamw_config {
-    double lr, beta1, beta2, eps, weight_decay;
-    double max_grad_norm; /* 0: no clipping */
-    int64_t capacity;     /* f32 elements of each flat buffer: at least the sum over the
-                             parameters of wgml_adamw_padded(numel) */
-} wgml_adamw_config;
-/* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2, no clipping;
- * capacity 0 (the caller sets it). */
-wgml_adamw_config wgml_adamw_defaults(void);
-/* The elements a parameter of numel elements takes in the flat buffers (a multiple of 64, so
- * every view starts on a 256-byte boundary). */
-int64_t wgml_adamw_padded(int64_t numel);
-/* A new optimizer whose buffers are persistent tensors of g (all zero; params too, until the
- * caller writes them). Free it with wgml_adamw_free (before its graph or context). */
-wgml_optimizer *wgml_adamw_new(wgml_graph *g, const wgml_adamw_config *cfg);
-void wgml_adamw_free(wgml_optimizer *opt);
-/* A new trainable parameter of the given shape: a view into the flat params buffer (write its
- * initial values with wgml_tensor_write). The views belong to the optimizer: do not free them. */
-wgml_tensor *wgml_adamw_param(wgml_optimizer *opt, int rank, const int64_t *shape);
-/* The gradient of param: a view of the same shape into the flat grads buffer, where the
- * backward pass writes (or accumulates). NULL if param is not one of opt's. */
-wgml_tensor *wgml_adamw_grad(wgml_optimizer *opt, const wgml_tensor *param);
-/* Records one AdamW step of every parameter into g (the optimizer's graph): 3 dispatches. */
-wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *opt);
-/* Records a fill of the used part of the flat grads buffer with zeros. */
-wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *opt);
-/* Gradient accumulation in one built graph: record the backward with accumulating gradients
- * (wgml_tensor_set_grad(param, grad, 1)), then wgml_adamw_step, then
- * wgml_adamw_zero_grad_after_step. Runs made after wgml_adamw_set_apply(opt, 0) hold the step
- * (params, m, v, t and the stats stay as they are) and keep the gradients; the first run after
- * wgml_adamw_set_apply(opt, 1) steps on the sum and clears it (also when that step is skipped
- * as non-finite). Apply is the default. */
-wgml_status wgml_adamw_set_apply(wgml_optimizer *opt, int apply);
-wgml_status wgml_adamw_zero_grad_after_step(wgml_graph *g, wgml_optimizer *opt);
-/* New lr / weight decay for the steps that run after this call (a host write of 44 bytes). */
-wgml_status wgml_adamw_set_lr(wgml_optimizer *opt, double lr);
-wgml_status wgml_adamw_set_weight_decay(wgml_optimizer *opt, double weight_decay);
-/* Reads the optimizer's small state back (the only readback): steps taken (t), steps skipped,
- * and the global gradient norm of the last step run (before clipping; inf/NaN when skipped).
- * Any pointer may be NULL. */
-wgml_status wgml_adamw_stats(wgml_optimizer *opt, int64_t *steps_taken, int64_t *steps_skipped, float *last_grad_norm);
-/* The whole flat buffers, e.g. for checkpoints: f32 [capacity] params, grads, m, v (element
- * order = the order parameters were added, each padded with zeros to wgml_adamw_padded), and
- * the u32 [8] state: [0] t, [1] steps skipped, [2] last norm (f32 bits), [3..7] scratch. */
-typedef enum wgml_adamw_buffer_kind {
-    WGML_ADAMW_PARAMS = 0,
-    WGML_ADAMW_GRADS,
-    WGML_ADAMW_M,
-    WGML_ADAMW_V,
-    WGML_ADAMW_STATE
-} wgml_adamw_buffer_kind;
-wgml_tensor *wgml_adamw_buffer(wgml_optimizer *opt, wgml_adamw_buffer_kind which);
-/* Elements of the flat buffers taken by the parameters so far (the part a step updates). */
-int64_t wgml_adamw_used(const wgml_optimizer *opt);
+/* ---- LoRA -------------------------------------------------------------------------------- */
+/* Low-rank adapters on a frozen linear (dense or 4-bit). */
 
-/* ---- model: Llama and generation ---- */
-/* A Llama-architecture model (general.architecture = "llama") loaded from a GGUF file. Every
- * hyper-parameter comes from the file's llama.* metadata. Weights stay in their file type on
- * the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token embedding through
- * wgml_q4_embedding), F32/F16/BF16 matrices dequantised to f32; norms f32. When output.weight
- * is absent the output head is the token embedding used as a linear (tied). RoPE pairs
- * elements (2i, 2i+1) of each head (GGML's normal mode, the convention of GGUF Llama q/k
- * weights) with angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of
- * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (8,
- * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
- * so causal masking keeps them out and decode overwrites their cache rows; built on first use
- * and cached) and one decode graph (one token) built at load and replayed with the position,
- * the cache length and the token in tensors. */
-typedef struct wgml_model wgml_model;
+/* LoRA adapter of a linear layer W [N, K]: y = base(x) + scale·(x·Aᵀ)·Bᵀ, A [r, K], B [N, r],
+ * scale = alpha / r. A ~ U(−1/√K, 1/√K) from a splitmix64 stream seeded with seed (PyTorch's
+ * nn.Linear init, PEFT's default for lora_A), B = 0. A and B are persistent tensors of g and,
+ * in a built graph, trainable; the base is frozen. */
+typedef struct wgml_lora {
+    wgml_tensor *a, *b;
+    int64_t n, k, r;
+    float scale;
+} wgml_lora;
+wgml_lora *wgml_lora_new(wgml_graph *g, int64_t n, int64_t k, int r, float alpha, uint64_t seed);
+void wgml_lora_free(wgml_lora *l); /* frees the struct (and, eager, the tensors); NULL is fine */
+/* base_out + scale·(x·Aᵀ)·Bᵀ; x [..., K], base_out [..., N]. */
+wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_out, const wgml_lora *l);
+/* wgml_linear(x, w, bias) plus the adapter. */
+wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l);
+/* wgml_q4_linear(x, w) plus the adapter (QLoRA). */
+wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l);
 
-typedef struct wgml_llama_config {
-    int64_t n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim;
-    int64_t n_ctx_train; /* llama.context_length */
-    int64_t n_ctx;       /* KV cache rows (positions) this instance holds */
-    float rope_base, rms_eps;
-    int tied_output;         /* 1 when the output head is the token embedding */
-    uint32_t tok_embd_type;  /* wgml_ggml_type of token_embd.weight */
-} wgml_llama_config;
+/* ---- autograd ---------------------------------------------------------------------------- */
+/* Gradients recorded into a built graph by one call, over the ops above. */
 
-typedef struct wgml_model_options {
-    int64_t n_ctx; /* KV cache length; 0: min(llama.context_length, 2048) */
-} wgml_model_options;
-
-/* Loads path (options may be NULL). NULL on error, with the message on ctx: a missing file
- * (WGML_ERR_IO), another architecture (WGML_ERR_UNSUPPORTED), a missing key or tensor or a
- * tensor of the wrong shape (WGML_ERR_FORMAT, naming it). */
-wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options);
-void wgml_model_free(wgml_model *m);
-const wgml_llama_config *wgml_model_config(const wgml_model *m);
-const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m);
-/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>). */
-int wgml_model_is_stop(const wgml_model *m, int32_t id);
-/* Forgets the cached sequence (the next prefill starts at position 0). */
-void wgml_model_reset(wgml_model *m);
-int64_t wgml_model_pos(const wgml_model *m); /* tokens in the KV cache */
-/* Runs ids[0..n) at positions pos .. pos + n - 1 (pos = wgml_model_pos), appending them to the
- * KV cache. Writes the last position's logits into logits[n_vocab] and/or its argmax (computed
- * on the GPU) into *next; either may be NULL. */
-wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next);
-/* One decode step: token id at position pos through the decode graph; same outputs. */
-wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next);
-/* GPU seconds (timestamps, else wall) of the last prefill or decode graph run. */
-double wgml_model_last_run_seconds(const wgml_model *m);
-/* Greedy decoding kept on the GPU: n_steps decode steps from token id at position pos, each
- * step's argmax (computed and fed back on the GPU) being the next step's token. The host
- * submits `batch` steps per submit (<= 0: 16) and keeps two submits queued, reading each
- * one's tokens back while the next runs, so the GPU does not wait for the host. on_token (may
- * be NULL) receives the produced tokens in order (each at most 2 * batch steps after the GPU
- * made it); a non-zero return stops after that token. Steps already submitted past the stop
- * run to their end but are dropped: afterwards wgml_model_pos and the cache are exactly those
- * of host-driven wgml_model_decode steps that stopped there (pos advanced by the tokens
- * handed to on_token). Fails with WGML_ERR_LIMIT when pos + n_steps > n_ctx. */
-typedef int (*wgml_token_fn)(void *user, int32_t id);
-typedef struct wgml_decode_stats {
-    size_t steps;     /* steps whose tokens were handed over (the position advance) */
-    size_t submitted; /* steps run, those dropped after a stop included */
-    uint64_t submits; /* queue submits made */
-    double gpu_s;     /* GPU seconds of all submitted steps (timestamps); -1 without timestamps */
-    double submit_s;  /* host seconds spent recording and submitting them */
-    size_t dispatches_per_step; /* compute dispatches in one decode step */
-} wgml_decode_stats;
-wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
-                                     void *user, wgml_decode_stats *stats);
-
-/* Host-side sampling from one logits row: temperature <= 0 gives the argmax (first of ties);
- * otherwise softmax(logits / temperature) restricted to the top_k largest (top_k <= 0: all)
- * then to the smallest prefix, by descending probability, whose mass reaches top_p (top_p
- * outside (0, 1): no cut), renormalised and drawn with *rng (xorshift64*; never 0). */
-typedef struct wgml_sampler {
-    float temperature;
-    int top_k;
-    float top_p;
-} wgml_sampler;
-int32_t wgml_sample(const float *logits, int64_t n, const wgml_sampler *s, uint64_t *rng);
-uint64_t wgml_rng_seed(uint64_t seed); /* a non-zero state from a seed */
-
-/* Generation: prefill the prompt from position 0, then decode until a stop token or
- * max_tokens. Greedy (temperature 0) keeps the tokens on the GPU (wgml_model_decode_greedy,
- * decode_batch steps per submit, read back with a lag of at most two batches, so on_text and
- * the stop check see tokens that late); decode_batch < 0 takes the step-by-step path (one
- * submit and one argmax readback per token; same tokens). Sampling reads back the last logits
- * row of each step. on_text receives the generated text as it is decoded, held back at an
- * incomplete UTF-8 sequence (so every call is whole characters); a non-zero return stops. */
-typedef struct wgml_gen_options {
-    int max_tokens;
-    wgml_sampler sampler;
-    uint64_t seed;
-    int decode_batch; /* greedy: decode steps per submit; 0: 16; < 0: step by step */
-} wgml_gen_options;
-typedef struct wgml_gen_stats {
-    size_t prompt_tokens, generated_tokens;
-    size_t decode_steps;        /* decode graph runs (tokens fed back) */
-    double prefill_s, decode_s; /* GPU (or wall) seconds of the graph runs */
-    double prefill_wall_s, decode_wall_s;
-    int stopped; /* 1: a stop token ended generation */
-    uint64_t decode_submits; /* queue submits during decoding */
-} wgml_gen_stats;
-typedef int (*wgml_text_fn)(void *user, const char *text, size_t len);
-/* out_ids (may be NULL) receives the generated ids (malloc'ed) and *n_out their count. */
-wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt, const wgml_gen_options *opt,
-                          wgml_text_fn on_text, void *user, wgml_gen_stats *stats, int32_t **out_ids, size_t *n_out);
-
-/* A view, in graph g, of a persistent tensor x of another graph of the same context: lets
- * several built graphs use one copy of weights and caches. x's graph must outlive g. */
-wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x);
-
-/* ---- autograd ---- */
 /* Reverse-mode autograd on built graphs (wgml_graph_new; not the eager graph). Mark the leaves
  * to train, record the forward, call wgml_backward once: it records the gradient ops into the
  * same graph (before wgml_graph_compile), and every later run computes forward and backward in
@@ -849,199 +686,6 @@ wgml_status wgml_tensor_set_grad(wgml_tensor *param, wgml_tensor *grad, int accu
 wgml_status wgml_backward(wgml_graph *g, wgml_tensor *loss, float loss_scale);
 /* The gradient of a trainable tensor after wgml_backward (readable after each run), or NULL. */
 wgml_tensor *wgml_tensor_grad(const wgml_tensor *t);
-
-/* LoRA adapter of a linear layer W [N, K]: y = base(x) + scale·(x·Aᵀ)·Bᵀ, A [r, K], B [N, r],
- * scale = alpha / r. A ~ U(−1/√K, 1/√K) from a splitmix64 stream seeded with seed (PyTorch's
- * nn.Linear init, PEFT's default for lora_A), B = 0. A and B are persistent tensors of g and,
- * in a built graph, trainable; the base is frozen. */
-typedef struct wgml_lora {
-    wgml_tensor *a, *b;
-    int64_t n, k, r;
-    float scale;
-} wgml_lora;
-wgml_lora *wgml_lora_new(wgml_graph *g, int64_t n, int64_t k, int r, float alpha, uint64_t seed);
-void wgml_lora_free(wgml_lora *l); /* frees the struct (and, eager, the tensors); NULL is fine */
-/* base_out + scale·(x·Aᵀ)·Bᵀ; x [..., K], base_out [..., N]. */
-wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_out, const wgml_lora *l);
-/* wgml_linear(x, w, bias) plus the adapter. */
-wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l);
-/* wgml_q4_linear(x, w) plus the adapter (QLoRA). */
-wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l);
-
-/* ---- backward ---- */
-/* Gradients of the forward ops, as standalone ops (the autograd rules call them). All f32;
- * every reduction runs in a fixed order (no float atomics), so the same inputs give the same
- * bits on every run. */
-
-/* softmax backward along dim: dx = y ⊙ (dy − Σ_dim(dy ⊙ y)), y = softmax(x, dim) (the forward
- * output); y and dy of one shape; dx has it. */
-wgml_tensor *wgml_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
-/* log_softmax backward along dim: dx = dy − exp(y) ⊙ Σ_dim dy, y = log_softmax(x, dim). */
-wgml_tensor *wgml_log_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim);
-/* rms_norm backward over the last dim of x [..., D] (w [D] or NULL for ones, dy x's shape):
- * *dx gets x's shape; *dw (skipped when dw is NULL) gets [D] = Σ_rows dy·x·rstd, summed over
- * rows in a fixed order. On error the outputs are set to NULL. */
-wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *dy, float eps,
-                                   wgml_tensor **dx, wgml_tensor **dw);
-/* layer_norm backward: x [..., D], w [D] or NULL, mean and rstd as wgml_layer_norm returned
- * them (x's shape without the last dim, or any shape of rows elements), dy x's shape.
- * *dx x's shape; *dw = Σ_rows dy·(x − mean)·rstd and *db = Σ_rows dy, [D] each (dw, db may be
- * NULL to skip them). On error the outputs are set to NULL. */
-wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *mean,
-                                     wgml_tensor *rstd, wgml_tensor *dy, wgml_tensor **dx, wgml_tensor **dw,
-                                     wgml_tensor **db);
-/* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: 0 where x <= 0,
- * else dy (NaN included, as PyTorch); abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
-wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy);
-/* dx = dy where lo <= x <= hi, else 0 (PyTorch's rule). */
-wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy, float lo, float hi);
-/* Gradients of wgml_sdpa (same layouts, GQA and end-aligned causal mask, scale <= 0 meaning
- * 1/sqrt(D)): q, out, dout [B, Hq, Sq, D]; k, v [B, Hkv, Skv, D]; out is wgml_sdpa's output
- * (rowsum(dout ⊙ out) enters dS). *dq gets q's shape, *dk and *dv k's (summed over the Hq/Hkv
- * query heads that share a kv head, in a fixed order). The attention probabilities are
- * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
- * training lengths up to a few thousand). On error the outputs are set to NULL. */
-wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
-                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
-                               wgml_tensor **dv);
-/* dW [num_embeddings, D] of wgml_embedding: dW[v, :] = Σ over positions p with idx[p] == v of
- * dy[p, :], added in increasing p; rows never indexed are 0. idx i32 of any shape (N
- * positions), dy [idx..., D]. Index range rules as wgml_embedding (checked in the eager graph;
- * wrapped and clamped in a built graph). Cost: O(N + V) for a count, a scan and a bucket fill,
- * O(Σ_v count_v²) to order each bucket by position, O(V·D + N·D) for the sums. */
-wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tensor *dy, int64_t num_embeddings);
-/* dx of wgml_gather(x, dim, index): zeros of x's shape (x only gives the shape; any dtype) with
- * dy (f32, index's shape) added at c with c[dim] := index[c], in increasing c[dim]
- * (deterministic). Cost: numel(x) · index.shape[dim]. Index rules as wgml_gather. */
-wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index, wgml_tensor *dy);
-
-/* ---- trainer ---- */
-/* Fine-tuning a loaded Llama (wgml_model) on the GPU. One optimizer step is ONE run of one
- * built graph: embedding (frozen) -> blocks (frozen 4-bit linears plus LoRA adapters on the
- * chosen targets) -> final norm -> head -> fused cross-entropy -> backward -> AdamW over every
- * trainable tensor; the host writes tokens, labels and lr, and reads back only the loss
- * (4 bytes). The model's weights are shared (wgml_tensor_share), never copied. Positions run
- * 0 .. seq_len-1 in every sequence of the batch; attention is causal within a sequence. */
-typedef enum { WGML_TRAIN_LORA = 0, WGML_TRAIN_STE = 1 } wgml_train_mode;
-/* Which linears of every block get an adapter (bits, combine with |). */
-enum {
-    WGML_TARGET_Q = 1, WGML_TARGET_K = 2, WGML_TARGET_V = 4, WGML_TARGET_O = 8,
-    WGML_TARGET_GATE = 16, WGML_TARGET_UP = 32, WGML_TARGET_DOWN = 64, WGML_TARGET_ALL = 127
-};
-typedef struct wgml_train_config {
-    wgml_train_mode mode; /* LORA: adapters on the targets, base frozen. STE: the targets' 4-bit
-                             weights themselves train through fp32 latents (straight-through: the
-                             forward uses the codes, AdamW updates the latent, the same run
-                             requantises the codes at their frozen scales; Q8_0 and float weights
-                             among the targets stay frozen) */
-    int lora_rank;        /* r (LORA) */
-    float lora_alpha;     /* adapter scale = alpha / r (LORA) */
-    unsigned targets;     /* WGML_TARGET_* bits */
-    int batch, seq_len;   /* tokens per step = batch * seq_len */
-    float lr, weight_decay, beta1, beta2, eps; /* AdamW (torch.optim.AdamW's meaning) */
-    float clip_norm;      /* global gradient-norm clipping; <= 0: off */
-    uint64_t seed;        /* LoRA A init: one splitmix64 stream over all A's in tensor order,
-                             U(-1/sqrt(K), 1/sqrt(K)) as wgml_lora_new; B = 0 */
-    int grad_accum;       /* micro-batches per optimizer step (1 .. 4096): the gradients of
-                             grad_accum calls of wgml_trainer_step are averaged (each
-                             micro-batch's mean loss weighs 1 / grad_accum) and the last call
-                             steps */
-} wgml_train_config;
-/* LoRA r 8, alpha 16, targets q|v, batch 1 x 64, lr 2e-4, wd 0.01, betas (0.9, 0.999),
- * eps 1e-8, clip 1.0, seed 0, grad_accum 1. */
-wgml_train_config wgml_train_defaults(void);
-typedef struct wgml_trainer wgml_trainer;
-/* Builds and compiles the train graph and an eval graph (forward and loss only), both sharing
- * the model's weights and the adapters. The model must outlive the trainer. NULL on error. */
-wgml_trainer *wgml_trainer_new(wgml_model *m, const wgml_train_config *cfg);
-void wgml_trainer_free(wgml_trainer *t);
-/* One optimizer step (with grad_accum > 1: one micro-batch; every grad_accum-th call steps):
- * tokens and labels i32 [batch*seq_len] (a label < 0 is ignored; making label = next token is
- * the caller's job), lr for this step (the stepping call's counts); *loss (may be NULL)
- * receives the mean loss over the valid labels, computed before the update. One graph run; only
- * the loss is read back. A step whose gradients are non-finite leaves everything unchanged
- * (AdamW skip). */
-wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, float lr, float *loss);
-/* Micro-batches accumulated since the last optimizer step (0 at a step boundary, where the
- * state read by wgml_trainer_read_state / read_opt_state is complete: the pending gradients
- * are not part of it). wgml_trainer_write_opt_state drops pending gradients (a restored state
- * is a step boundary); wgml_trainer_write_state keeps them. */
-int wgml_trainer_pending(const wgml_trainer *t);
-/* The loss summed over the valid labels and their count, without updating (eval graph). */
-wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
-                              int64_t *n_valid);
-/* Trainable state for checkpoints: named f32 tensors, "blk.<l>.<target>.lora_a" [r, K] and
- * "...lora_b" [N, r] (target = attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up,
- * ffn_down), layer by layer, in the order of the target bits, a before b; in STE mode
- * "blk.<l>.<target>.latent" [N, K]. Host copies in and out: what 0 = the parameter, 1 = AdamW's
- * m, 2 = AdamW's v (numel floats each). Writing a latent (what 0) requantises the model's
- * codes from the latents at once. */
-int wgml_trainer_tensor_count(const wgml_trainer *t);
-const char *wgml_trainer_tensor_name(const wgml_trainer *t, int i);
-wgml_status wgml_trainer_tensor_shape(const wgml_trainer *t, int i, int *rank, int64_t shape[4]);
-wgml_status wgml_trainer_read_state(wgml_trainer *t, int i, int what, float *out);
-wgml_status wgml_trainer_write_state(wgml_trainer *t, int i, int what, const float *in);
-/* The optimizer's small state (step count, steps skipped, ...) as an opaque blob: read with
- * *bytes = the buffer's size (on return: the bytes written; 64 is always enough), write it
- * back as read. */
-wgml_status wgml_trainer_read_opt_state(wgml_trainer *t, void *buf, size_t *bytes);
-wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_t bytes);
-/* Submits made by the last wgml_trainer_step (graph run and loss readback included). */
-uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t);
-/* The compiled training-step graph (forward, backward, optimizer), e.g. for wgml_graph_profile
- * after a wgml_trainer_step has written its inputs (a profiled run is one more update). */
-wgml_graph *wgml_trainer_graph(wgml_trainer *t);
-/* Generation with the trained adapter: copies the trainer's current LoRA into the model's
- * inference graphs (wgml_model_set_lora), so wgml_model_prefill/decode/wgml_generate use base +
- * adapter from then on. STE mode: nothing to do (the model's own codes are trained). */
-wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
-/* Adapters for the model's inference graphs from host arrays (e.g. a saved adapter): n named
- * tensors as wgml_trainer_tensor_name lists them (every target given needs both lora_a and
- * lora_b), shapes from cfg->lora_rank and the model, scale cfg->lora_alpha / r. n = 0 removes
- * the adapters. Rebuilds the inference graphs and forgets the cached sequence (position 0). */
-wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
-                                const float *const *data);
-/* Bytes read back from the GPU to the host on the context so far (every wgml_tensor_read and
- * internal readback), next to wgml_submit_count: lets tests check what a step reads. */
-uint64_t wgml_read_bytes(const wgml_ctx *ctx);
-
-/* ---- lmhead_ce ---- */
-/* Fused LM head + cross-entropy: loss = wgml_cross_entropy(h · Wᵀ, labels) (same meaning: mean
- * over the n_valid rows whose label is in [0, V), ignored rows (negative labels, -100) give 0,
- * a label >= V is an error in the eager graph and an ignored row counted in opt->status in a
- * built graph) without ever holding the [R, V] logits: the vocabulary is cut into chunks of
- * `chunk` columns (a positive multiple of 64; 0: 8192), each chunk's logits [R, chunk] go
- * through one reused scratch with an online logsumexp per row.
- *   h       f32 [..., D] (R rows), labels i32 [...] (h's shape without its last dim);
- *   w       the head weight W [V, D]: f32 (wgml_lmhead_ce; must not require a gradient) or a
- *           4-bit/8-bit weight (wgml_lmhead_ce_q4, any kind, bias included), on h's graph;
- *   opt     NULL or as for wgml_cross_entropy_ex (grad_scale multiplies d_h, status i32 [3]).
- * Returns the loss f32 [1]. d_h_out (may be NULL): d_h = d(loss)/dh · grad_scale, f32 with
- * h's shape, computed in the same call by a second pass over the chunks (the logits of each
- * chunk are recomputed, turned into (softmax − onehot)·scale/n_valid in place, and
- * d_h += G_chunk · W_chunk). W is frozen: no weight gradient is ever formed.
- * Autograd: when d_h_out is NULL and h requires a gradient in a built graph, the op records a
- * rule, and wgml_backward gives h the same d_h times d(loss) (and grad_scale). */
-wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_tensor *labels, int64_t chunk,
-                            const wgml_ce_options *opt, wgml_tensor **d_h_out);
-wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
-                               int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
-
-/* ---- q4_multi (fused GEMV over weights that share x) ---- */
-/* Most weights one wgml_q4_linear_multi call takes. */
-#define WGML_Q4_MULTI_MAX 3
-/* outs[i][..., N_i] = x[..., K] · dequant(W_i)ᵀ (+ W_i's bias) for the n weights W_i =
- * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
- * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
- * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
- * bit-identical), in fewer dispatches. For M <= 4 (the rows
- * of x: decode) the weights of one kind and group size go through one GEMV dispatch together
- * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
- * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
- * it is one wgml_q4_linear per weight. On error every outs[i] (i < n) is NULL and the status
- * names the op and the argument (weights[i] NULL or invalid, K mismatch, n out of range). */
-wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
-                                 wgml_tensor **outs);
 
 #ifdef __cplusplus
 }

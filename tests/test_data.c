@@ -4,7 +4,8 @@
 #include "harness.h"
 #include <unistd.h>
 #include "io/json.h"
-#include "train/data.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ static void test_text(void) {
     const double frac = 0.1;
     wgml_dataset ds;
     char err[300];
-    wgml_status s = data_from_text(TOK, text, len, L, frac, &ds, err, sizeof err);
+    wgml_status s = wgml_data_from_text(TOK, text, len, L, frac, &ds, err, sizeof err);
     th_check(s == WGML_OK, "text: dataset built (%s)", s ? err : "");
     if (s) return;
     size_t n_eval_tok = (size_t)((double)n * frac), n_train_tok = n - n_eval_tok;
@@ -92,7 +93,7 @@ static void test_text(void) {
     int ok_rows = 1, ok_shift = 1;
     for (int64_t r = 0; r < ds.n_train + ds.n_eval; r++) {
         size_t base = r < ds.n_train ? (size_t)r * L : n_train_tok + (size_t)(r - ds.n_train) * L;
-        data_row(&ds, r, in, lab);
+        wgml_data_row(&ds, r, in, lab);
         for (int j = 0; j < L; j++) {
             ok_rows &= in[j] == ids[base + (size_t)j];
             ok_shift &= lab[j] == ids[base + (size_t)j + 1];
@@ -109,8 +110,8 @@ static void test_text(void) {
     int64_t nt = ds.n_train;
     int64_t *o1 = malloc(sizeof(int64_t) * (size_t)nt * 2), *o2 = malloc(sizeof(int64_t) * (size_t)nt * 2);
     char *seen = calloc((size_t)nt, 1);
-    for (int64_t p = 0; p < 2 * nt; p++) o1[p] = data_train_row(&ds, 42, p);
-    for (int64_t p = 0; p < 2 * nt; p++) o2[p] = data_train_row(&ds, 43, p);
+    for (int64_t p = 0; p < 2 * nt; p++) o1[p] = wgml_data_train_row(&ds, 42, p);
+    for (int64_t p = 0; p < 2 * nt; p++) o2[p] = wgml_data_train_row(&ds, 43, p);
     int perm_ok = 1, same_seed = 1, differ_seed = 0, differ_epoch = 0, identity = 1;
     for (int64_t p = 0; p < nt; p++) {
         if (o1[p] < 0 || o1[p] >= nt || seen[o1[p]]) perm_ok = 0;
@@ -119,26 +120,26 @@ static void test_text(void) {
         differ_epoch |= o1[p] != o1[p + nt];
         identity &= o1[p] == p;
     }
-    for (int64_t p = 2 * nt - 1; p >= 0; p--) same_seed &= data_train_row(&ds, 42, p) == o1[p]; /* any access order */
+    for (int64_t p = 2 * nt - 1; p >= 0; p--) same_seed &= wgml_data_train_row(&ds, 42, p) == o1[p]; /* any access order */
     th_check(perm_ok, "order: epoch 1 visits every training row once");
     th_check(same_seed, "order: the same seed gives the same order, whatever the access order (resume)");
     th_check(differ_seed && differ_epoch && !identity, "order: other seeds and epochs give other orders, not the identity");
     int32_t bin[3 * 32], blab[3 * 32];
-    int64_t np = data_train_batch(&ds, 42, 5, 3, bin, blab);
-    data_row(&ds, o1[6], in, lab);
+    int64_t np = wgml_data_train_batch(&ds, 42, 5, 3, bin, blab);
+    wgml_data_row(&ds, o1[6], in, lab);
     th_check(np == 8 && !memcmp(bin + 32, in, sizeof in) && !memcmp(blab + 32, lab, sizeof lab), "order: a batch is consecutive positions");
-    data_eval_batch(&ds, ds.n_eval - 1, 2, bin, blab);
-    data_row(&ds, ds.n_train + ds.n_eval - 1, in, lab);
+    wgml_data_eval_batch(&ds, ds.n_eval - 1, 2, bin, blab);
+    wgml_data_row(&ds, ds.n_train + ds.n_eval - 1, in, lab);
     int pad_ok = !memcmp(bin, in, sizeof in);
     for (int j = 0; j < L; j++) pad_ok &= blab[32 + j] == -100;
     th_check(pad_ok, "eval: a batch past the held-out rows is padded with ignored labels");
     free(o1), free(o2), free(seen);
-    data_free(&ds);
+    wgml_data_free(&ds);
 
-    th_check(data_from_text(TOK, "hello", 5, L, 0.1, &ds, err, sizeof err) == WGML_ERR_ARG && strstr(err, "do not fill one row"),
+    th_check(wgml_data_from_text(TOK, "hello", 5, L, 0.1, &ds, err, sizeof err) == WGML_ERR_ARG && strstr(err, "do not fill one row"),
              "text: too little text is an error naming the problem (%s)", err);
-    th_check(data_from_text(TOK, text, len, 0, 0.1, &ds, err, sizeof err) == WGML_ERR_ARG, "text: seq_len 0 rejected");
-    th_check(data_from_text(TOK, text, len, L, 1.0, &ds, err, sizeof err) == WGML_ERR_ARG, "text: eval fraction 1 rejected");
+    th_check(wgml_data_from_text(TOK, text, len, 0, 0.1, &ds, err, sizeof err) == WGML_ERR_ARG, "text: seq_len 0 rejected");
+    th_check(wgml_data_from_text(TOK, text, len, L, 1.0, &ds, err, sizeof err) == WGML_ERR_ARG, "text: eval fraction 1 rejected");
     free(ids);
     free(text);
 }
@@ -167,7 +168,7 @@ static void test_jsonl(void) {
                      "{\"prompt\": \"p3\", \"response\": \"r3\"}\n";
     wgml_dataset ds;
     char err[300];
-    wgml_status s = data_from_jsonl(TOK, jl, strlen(jl), 96, 0.2, &ds, err, sizeof err);
+    wgml_status s = wgml_data_from_jsonl(TOK, jl, strlen(jl), 96, 0.2, &ds, err, sizeof err);
     th_check(s == WGML_OK, "jsonl: three examples parse (%s)", s ? err : "");
     if (s) return;
     th_check(ds.n_examples == 3 && ds.n_train == 2 && ds.n_eval == 1, "jsonl: 3 examples, the last held out (%lld/%lld)",
@@ -196,19 +197,19 @@ static void test_jsonl(void) {
     for (size_t j = n; same && j < 97; j++) same &= ds.tok[j] == ds.pad_id && ds.tgt[j] == 0;
     th_check(same, "jsonl: a row is the formatted conversation's tokens, then pad tokens that are not targets");
     int32_t in[96], lab[96];
-    data_row(&ds, 0, in, lab);
+    wgml_data_row(&ds, 0, in, lab);
     int shift = 1;
     for (int j = 0; j < 96; j++) shift &= lab[j] == (ds.tgt[j + 1] ? ds.tok[j + 1] : -100);
     th_check(shift, "jsonl: labels are shifted targets, -100 elsewhere");
     th_check(ds.train_labels == (int64_t)(strlen("It is 4.") > 0) * 0 + ds.train_labels && ds.train_labels > 0 && ds.eval_labels > 0,
              "jsonl: label counts (%lld train, %lld held out)", (long long)ds.train_labels, (long long)ds.eval_labels);
     free(fmt), free(ids);
-    data_free(&ds);
+    wgml_data_free(&ds);
 
     /* truncation */
-    s = data_from_jsonl(TOK, jl, strlen(jl), 8, 0.2, &ds, err, sizeof err);
+    s = wgml_data_from_jsonl(TOK, jl, strlen(jl), 8, 0.2, &ds, err, sizeof err);
     th_check(s == WGML_OK && ds.n_truncated == 3, "jsonl: examples longer than seq_len + 1 are truncated and counted");
-    data_free(&ds);
+    wgml_data_free(&ds);
 
     static const struct {
         const char *text, *want;
@@ -224,7 +225,7 @@ static void test_jsonl(void) {
         {"{\"prompt\":\"a\",\"response\":\"b\"}\n", "none for training"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        s = data_from_jsonl(TOK, bad[i].text, strlen(bad[i].text), 32, 0.2, &ds, err, sizeof err);
+        s = wgml_data_from_jsonl(TOK, bad[i].text, strlen(bad[i].text), 32, 0.2, &ds, err, sizeof err);
         th_check(s != WGML_OK && strstr(err, bad[i].want) != NULL, "jsonl: bad input %zu rejected with '%s' (got '%s')", i, bad[i].want,
                  err);
     }
@@ -240,11 +241,11 @@ static void test_file(void) {
     fclose(f);
     wgml_dataset ds;
     char err[300];
-    wgml_status s = data_from_file(TOK, path, 16, 0.5, &ds, err, sizeof err);
+    wgml_status s = wgml_data_from_file(TOK, path, 16, 0.5, &ds, err, sizeof err);
     th_check(s == WGML_OK && ds.n_examples == 2, "file: JSONL detected by its first byte (%s)", s ? err : "");
-    data_free(&ds);
+    wgml_data_free(&ds);
     remove(path);
-    s = data_from_file(TOK, "/nonexistent/x.txt", 16, 0.1, &ds, err, sizeof err);
+    s = wgml_data_from_file(TOK, "/nonexistent/x.txt", 16, 0.1, &ds, err, sizeof err);
     th_check(s == WGML_ERR_IO && strstr(err, "/nonexistent/x.txt"), "file: a missing file names the path (%s)", err);
 }
 

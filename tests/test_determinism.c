@@ -6,6 +6,7 @@
  * The inputs come from a splitmix64 stream of the seed (the harness seed), not from the
  * harness RNG, so both runs see the same bytes. */
 #include "harness.h"
+#include "wgml-train.h"
 
 #include <stdio.h>
 #include <stdlib.h>

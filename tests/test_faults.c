@@ -17,6 +17,8 @@
  *    or NULL, and a message. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* Fine-tuning outputs that need no trainer: the STE GGUF writer (src/io/gguf_write.c:
  * 4-bit codes recomputed from latents into a copy of a GGUF, everything else unchanged, read
  * back with wgml's GGUF reader), the learning-rate schedule, loss.csv and loss.svg
- * (src/train/report.c).
+ * (src/train/report.c), target names and adapter files (src/train/adapter.c: the files
+ * written from host arrays, read back, and every refusal of a bad directory).
  * With WGML_STE_IN=IN WGML_STE_OUT=OUT WGML_STE_NAMES=a,b it rewrites those tensors of IN
  * with latent = dequant(W) + ((i % 7) - 3) · 0.3 (f32) for tests/py/test_ste_gguf.py. */
 #define _POSIX_C_SOURCE 200809L
@@ -9,12 +10,15 @@
 #include "harness.h"
 #include "io/gguf_write.h"
 #include "io/safetensors.h"
-#include "train/report.h"
+#include "train/adapter.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,25 +207,25 @@ static int ste_from_env(void) {
 
 static void test_reports(void) {
     /* schedule: warmup ramps to lr, cosine ends at min_lr */
-    th_check(fabs(lr_schedule(0, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12 && fabs(lr_schedule(9, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12,
+    th_check(fabs(wgml_lr_schedule(0, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12 && fabs(wgml_lr_schedule(9, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12,
              "schedule: linear warmup from lr/warmup to lr");
-    th_check(fabs(lr_schedule(10, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12 && fabs(lr_schedule(99, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12,
+    th_check(fabs(wgml_lr_schedule(10, 100, 10, 1e-3, 1e-4) - 1e-3) < 1e-12 && fabs(wgml_lr_schedule(99, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-12,
              "schedule: cosine from lr to min_lr at the last step");
-    double mid = lr_schedule(10 + 89 / 2, 100, 10, 1e-3, 1e-4);
+    double mid = wgml_lr_schedule(10 + 89 / 2, 100, 10, 1e-3, 1e-4);
     th_check(fabs(mid - 5.5e-4) < 1e-5, "schedule: half-way is the mean (%g)", mid);
     int mono = 1;
-    for (int s = 11; s < 100; s++) mono &= lr_schedule(s, 100, 10, 1e-3, 1e-4) <= lr_schedule(s - 1, 100, 10, 1e-3, 1e-4);
-    th_check(mono && lr_schedule(0, 1, 0, 1e-3, 0) == 1e-3, "schedule: decays monotonically; a 1-step run uses lr");
+    for (int s = 11; s < 100; s++) mono &= wgml_lr_schedule(s, 100, 10, 1e-3, 1e-4) <= wgml_lr_schedule(s - 1, 100, 10, 1e-3, 1e-4);
+    th_check(mono && wgml_lr_schedule(0, 1, 0, 1e-3, 0) == 1e-3, "schedule: decays monotonically; a 1-step run uses lr");
 
-    report_row rows[5] = {{0, NAN, 0, 0, 20.5}, {1, 3.2, 1e-3, 150.5, 0}, {2, 3.0, 9e-4, 160, 0}, {3, 2.9, 8e-4, 155, 0},
-                          {4, 2.7, 1e-4, 158, 15.25}};
+    wgml_report_row rows[5] = {{0, NAN, 0, 0, 20.5}, {1, 3.2, 1e-3, 150.5, 0}, {2, 3.0, 9e-4, 160, 0}, {3, 2.9, 8e-4, 155, 0},
+                               {4, 2.7, 1e-4, 158, 15.25}};
     char csv[128], svg[128], err[300];
     snprintf(csv, sizeof csv, "/tmp/wgml_loss_%d.csv", (int)getpid());
     snprintf(svg, sizeof svg, "/tmp/wgml_loss_%d.svg", (int)getpid());
-    th_check(report_write_csv(csv, rows, 5, err, sizeof err) == WGML_OK, "csv: written");
-    report_row *back;
+    th_check(wgml_report_write_csv(csv, rows, 5, err, sizeof err) == WGML_OK, "csv: written");
+    wgml_report_row *back;
     size_t n;
-    th_check(report_read_csv(csv, 3, &back, &n, err, sizeof err) == WGML_OK && n == 4 && back[0].step == 0 && isnan(back[0].loss) &&
+    th_check(wgml_report_read_csv(csv, 3, &back, &n, err, sizeof err) == WGML_OK && n == 4 && back[0].step == 0 && isnan(back[0].loss) &&
                  back[0].eval_ppl == 20.5 && back[3].step == 3 && fabs(back[3].loss - 2.9) < 1e-9 && back[3].eval_ppl == 0 &&
                  fabs(back[1].lr - 1e-3) < 1e-12,
              "csv: read back up to a step (resume)");
@@ -232,7 +236,7 @@ static void test_reports(void) {
     th_check(text && !strncmp((char *)text, "step,loss,lr,tokens_per_s,eval_ppl\n0,,,,20.5000\n1,3.2,0.001,150.5,\n", 65),
              "csv: header and empty fields (%.80s)", text ? (char *)text : "");
     free(text);
-    th_check(report_write_svg(svg, "run <1> & co", rows, 5, err, sizeof err) == WGML_OK, "svg: written");
+    th_check(wgml_report_write_svg(svg, "run <1> & co", rows, 5, err, sizeof err) == WGML_OK, "svg: written");
     file_read_all(svg, &text, &len, err, sizeof err);
     int circles = 0;
     for (char *p = (char *)text; p && (p = strstr(p, "<circle cx")); p++) circles++;
@@ -241,9 +245,128 @@ static void test_reports(void) {
                  strstr((char *)text, "</svg>"),
              "svg: axes, labels, escaped title, a loss line and two eval points (+1 legend)");
     free(text);
-    th_check(report_write_svg(svg, "empty", NULL, 0, err, sizeof err) == WGML_OK, "svg: an empty history still draws axes");
+    th_check(wgml_report_write_svg(svg, "empty", NULL, 0, err, sizeof err) == WGML_OK, "svg: an empty history still draws axes");
     remove(csv);
     remove(svg);
+}
+
+static void test_targets(void) {
+    unsigned m = 0;
+    th_check(wgml_targets_parse("q,v,down", &m) == WGML_OK && m == (WGML_TARGET_Q | WGML_TARGET_V | WGML_TARGET_DOWN),
+             "targets: q,v,down parse to their bits (%u)", m);
+    th_check(wgml_targets_parse("all", &m) == WGML_OK && m == WGML_TARGET_ALL, "targets: all");
+    m = 5;
+    th_check(wgml_targets_parse("q,x", &m) == WGML_ERR_ARG && wgml_targets_parse("", &m) == WGML_ERR_ARG &&
+                 wgml_targets_parse("q,", &m) == WGML_OK && m == WGML_TARGET_Q && wgml_targets_parse("qq", &m) == WGML_ERR_ARG,
+             "targets: an unknown name or an empty list is refused");
+    char buf[64];
+    wgml_targets_format(WGML_TARGET_ALL, buf, sizeof buf);
+    th_check(!strcmp(buf, "q,k,v,o,gate,up,down"), "targets: all formatted in bit order (%s)", buf);
+    wgml_targets_format(WGML_TARGET_K | WGML_TARGET_UP, buf, 5);
+    th_check(!strcmp(buf, "k,up"), "targets: formatted into a small buffer (%s)", buf);
+    wgml_targets_format(WGML_TARGET_GATE | WGML_TARGET_DOWN, buf, 7);
+    th_check(!strcmp(buf, "gate,d"), "targets: truncated to fit (%s)", buf);
+    th_check(wgml_target_name(3) && !strcmp(wgml_target_name(3), "o") && !wgml_target_name(7) && !wgml_target_name(-1),
+             "targets: names by bit, NULL out of range");
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *fp = fopen(path, "wb");
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_adapter(void) {
+    char dir[128], model[160], other[160], err[700];
+    snprintf(dir, sizeof dir, "/tmp/wgml_adapter_%d", (int)getpid());
+    mkdir(dir, 0755);
+    snprintf(model, sizeof model, "%s/base.gguf", dir);
+    snprintf(other, sizeof other, "%s/other.gguf", dir);
+    write_text(model, "a base model");
+    write_text(other, "another base model");
+    wgml_adapter_info info = {.base_model = model, .data = "data/train \"x\".txt", .steps = 12};
+    char sha[65];
+    th_check(wgml_file_sha256(model, sha, &info.base_size, err, sizeof err) == WGML_OK && info.base_size == 12 && strlen(sha) == 64,
+             "sha256 of the base model (%s)", sha);
+    info.base_sha256 = sha;
+    char sha2[65];
+    uint64_t size2;
+    th_check(wgml_file_sha256("/nonexistent/m.gguf", sha2, &size2, err, sizeof err) == WGML_ERR_IO && strstr(err, "/nonexistent/m.gguf"),
+             "sha256: a missing file is named (%s)", err);
+
+    wgml_train_config cfg = wgml_train_defaults();
+    cfg.lora_rank = 2;
+    cfg.lora_alpha = 3.5f;
+    cfg.targets = WGML_TARGET_Q | WGML_TARGET_DOWN;
+    float a[2 * 3], b[4 * 2];
+    for (int i = 0; i < 6; i++) a[i] = 0.25f * (float)i - 1;
+    for (int i = 0; i < 8; i++) b[i] = -0.125f * (float)i;
+    st_write_tensor t[2] = {{.name = "blk.0.attn_q.lora_a", .dtype = "F32", .rank = 2, .shape = {2, 3}, .data = a},
+                            {.name = "blk.0.attn_q.lora_b", .dtype = "F32", .rank = 2, .shape = {4, 2}, .data = b}};
+    wgml_status s = adapter_write(dir, &cfg, &info, 2, t, err, sizeof err);
+    th_check(s == WGML_OK, "adapter: written (%s)", s ? err : "");
+    char cpath[200];
+    snprintf(cpath, sizeof cpath, "%s/adapter_config.json", dir);
+    uint8_t *text = NULL;
+    size_t len;
+    file_read_all(cpath, &text, &len, err, sizeof err);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "{\n  \"format\": \"wgml-lora-1\",\n  \"mode\": \"lora\",\n  \"rank\": 2,\n  \"alpha\": 3.5,\n"
+             "  \"targets\": [\"q\", \"down\"],\n  \"base_model\": {\"path\": \"%s\", \"size\": 12, \"sha256\": \"%s\"},\n"
+             "  \"data\": \"data/train \\\"x\\\".txt\",\n  \"seq_len\": 64,\n  \"batch\": 1,\n  \"steps\": 12,\n  \"tensors\": 2\n}\n",
+             model, sha);
+    th_check(text && !strcmp((char *)text, want), "adapter: adapter_config.json as the CLI has always written it:\n%s", text ? (char *)text : "");
+    free(text);
+
+    wgml_adapter *ad = NULL;
+    s = wgml_adapter_load(dir, model, &ad, err, sizeof err);
+    th_check(s == WGML_OK && ad, "adapter: loads against its base model (%s)", s ? err : "");
+    if (ad) {
+        const wgml_train_config *c = wgml_adapter_config(ad);
+        th_check(c->mode == WGML_TRAIN_LORA && c->lora_rank == 2 && c->lora_alpha == 3.5f && c->targets == cfg.targets &&
+                     wgml_adapter_tensor_count(ad) == 2,
+                 "adapter: rank, alpha, targets and the tensor count read back");
+    }
+    wgml_adapter_free(ad);
+    ad = NULL;
+    th_check(wgml_adapter_load(dir, NULL, &ad, err, sizeof err) == WGML_OK && ad, "adapter: loads without a base model to check");
+    wgml_adapter_free(ad);
+    s = wgml_adapter_load(dir, other, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && !ad && strstr(err, "trained on another base model") && strstr(err, dir),
+             "adapter: another base model is refused (%s)", err);
+    s = wgml_adapter_load(dir, "/nonexistent/m.gguf", &ad, err, sizeof err);
+    th_check(s == WGML_ERR_IO && !ad && strstr(err, "/nonexistent/m.gguf"), "adapter: an unreadable base model is named (%s)", err);
+
+    /* broken directories */
+    char none[200];
+    snprintf(none, sizeof none, "%s/none", dir);
+    s = wgml_adapter_load(none, NULL, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_IO && !ad && strstr(err, "adapter_config.json"), "adapter: a missing directory names the file (%s)", err);
+    write_text(cpath, "{\"format\": \"wgml-lora-1\", \"rank\": 2,}");
+    s = wgml_adapter_load(dir, NULL, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && strstr(err, cpath) && strstr(err, "column"), "adapter: malformed JSON names the file and column (%s)", err);
+    write_text(cpath, "{\"format\": \"wgml-lora-1\", \"mode\": \"ste\", \"rank\": 2, \"alpha\": 4, \"targets\": [\"q\"]}");
+    s = wgml_adapter_load(dir, NULL, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && strstr(err, "is not a wgml-lora-1 adapter config"), "adapter: an STE config is not an adapter (%s)", err);
+    write_text(cpath, "{\"format\": \"wgml-lora-1\", \"rank\": 2, \"alpha\": 4, \"targets\": [\"q\", \"x\"]}");
+    s = wgml_adapter_load(dir, NULL, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && strstr(err, "unknown target"), "adapter: an unknown target is refused (%s)", err);
+    write_text(cpath, "{\"format\": \"wgml-lora-1\", \"rank\": 2, \"alpha\": 4, \"targets\": [\"q\"]}");
+    int32_t ids[3] = {1, 2, 3};
+    st_write_tensor bad = {.name = "blk.0.attn_q.lora_a", .dtype = "I32", .rank = 1, .shape = {3}, .data = ids};
+    s = adapter_write(dir, &cfg, &info, 1, &bad, err, sizeof err);
+    s = s ? s : wgml_adapter_load(dir, NULL, &ad, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && !ad && strstr(err, "is I32, not F32"), "adapter: a tensor that is not F32 is refused (%s)", err);
+    th_check(adapter_write(dir, &cfg, &(wgml_adapter_info){0}, 0, NULL, err, sizeof err) == WGML_ERR_ARG,
+             "adapter: missing base model fields are a bad argument");
+    char p[200];
+    const char *files[4] = {"adapter.safetensors", "adapter_config.json", "base.gguf", "other.gguf"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        remove(p);
+    }
+    rmdir(dir);
 }
 
 int main(int argc, char **argv) {
@@ -254,6 +377,8 @@ int main(int argc, char **argv) {
     } else {
         test_ste();
         test_reports();
+        test_targets();
+        test_adapter();
     }
     printf("test_finetune_io: %.2f s CPU\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     return th_done();

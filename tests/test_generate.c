@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "tiny_llama.h"
+#include "wgml-model.h"
 
 #include <time.h>
 #include <unistd.h>

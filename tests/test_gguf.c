@@ -4,6 +4,7 @@
  * tests/py/test_gguf_reader.py. When the model is installed, its metadata is checked too. */
 #include "gguf_build.h"
 #include "harness.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
 #include "gguf_build.h"
 #include "harness.h"
 #include "model/llama.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,6 +4,7 @@
  * metadata (built here as small GGUF files). */
 #include "gguf_build.h"
 #include "harness.h"
+#include "wgml-model.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -13,6 +13,7 @@
  * step proceeds as if it never happened); zero_grad; bad input.
  * Run with --dump DIR, tests/py/test_torch_train.py checks the same cases against PyTorch. */
 #include "harness.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>

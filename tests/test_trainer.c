@@ -5,13 +5,16 @@
  * update; the state read/write and optimizer blob round trip; the trained adapter attached to
  * the inference graphs gives the logits the eval graph implies; straight-through training of the
  * 4-bit weights (latents start at the dequantised weights, the loss falls, the model's codes
- * change); errors. With --dump, the model, the batches, wgml's losses and the whole optimizer
- * state (params, Adam m and v) before every step go to tests/py/test_trainer_parity.py, which
+ * change); checkpoints and adapter files of a trainer restore another exactly; errors. With
+ * --dump, the model, the batches, wgml's losses and the whole optimizer state (params, Adam m
+ * and v) before every step go to tests/py/test_trainer_parity.py, which
  * checks each step from wgml's state and trains the same model in PyTorch float32; with
  * $WGML_TRAINER_MODEL (a GGUF path) also SmolLM2 for 10 steps. */
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -314,7 +317,9 @@ static void test_tiny(const char *path) {
 /* ------------------------------------------------------------------ gradient accumulation */
 
 /* Every trainable tensor's params, concatenated. */
-static float *all_params(wgml_trainer *tr, int64_t *n_out) {
+/* Every trainer tensor's part `what` (0 parameter, 1 Adam m, 2 Adam v) in tensor order (NaN
+ * bits where a read fails). */
+static float *all_state(wgml_trainer *tr, int what, int64_t *n_out) {
     int64_t n = 0;
     int64_t shape[4];
     int rank;
@@ -326,12 +331,14 @@ static float *all_params(wgml_trainer *tr, int64_t *n_out) {
     int64_t at = 0;
     for (int i = 0; h && i < wgml_trainer_tensor_count(tr); i++) {
         wgml_trainer_tensor_shape(tr, i, &rank, shape);
-        if (wgml_trainer_read_state(tr, i, 0, h + at)) memset(h + at, 0xFF, sizeof(float) * (size_t)(shape[0] * shape[1]));
+        if (wgml_trainer_read_state(tr, i, what, h + at)) memset(h + at, 0xFF, sizeof(float) * (size_t)(shape[0] * shape[1]));
         at += shape[0] * shape[1];
     }
     *n_out = n;
     return h;
 }
+
+static float *all_params(wgml_trainer *tr, int64_t *n_out) { return all_state(tr, 0, n_out); }
 
 /* grad_accum 2 at batch 1 against grad_accum 1 at batch 2 on the same sequences: both sequences
  * of a batch have the same number of valid labels, so the mean of the two micro-batch means is
@@ -425,6 +432,98 @@ out:
     wgml_trainer_free(tb);
     wgml_model_free(ma);
     wgml_model_free(mb);
+}
+
+/* ------------------------------------------------------------------ checkpoints and adapters */
+
+/* A checkpoint of a trainer after two steps restores another trainer of the same configuration
+ * exactly (parameters, Adam moments, optimizer blob; the next step's loss is bit-identical);
+ * one of another rank is refused naming the mismatch. The adapter saved from the trainer loads
+ * back into a third trainer with the same parameters and attaches to the model. */
+static void test_checkpoint_adapter(const char *path) {
+    char dir[96], err[700];
+    snprintf(dir, sizeof dir, "/tmp/wgml-trainer-ckpt-%d", (int)getpid());
+    wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
+    wgml_train_config cfg = tiny_config(5), c4 = tiny_config(5);
+    c4.lora_rank = 2;
+    wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL, *tb = mb ? wgml_trainer_new(mb, &cfg) : NULL;
+    wgml_trainer *tr2 = mb ? wgml_trainer_new(mb, &c4) : NULL, *tc = NULL;
+    wgml_checkpoint *ck = NULL;
+    wgml_adapter *ad = NULL;
+    if (!th_check(ta && tb && tr2, "three trainers: %s", wgml_last_error(T.ctx))) goto out;
+    int32_t tok[TB * TS], lab[TB * TS];
+    float l = 0, la = 0, lb = 0;
+    for (int s = 0; s < 2; s++) {
+        make_batch(s, TB, TS, V, tok, lab);
+        th_check(!wgml_trainer_step(ta, tok, lab, cfg.lr, &l), "checkpoint: step %d: %s", s, wgml_last_error(T.ctx));
+    }
+    const char *keys[2] = {"step", "note"}, *vals[2] = {"2", "two steps"};
+    wgml_status s = wgml_checkpoint_save(ta, dir, keys, vals, 2, err, sizeof err);
+    th_check(s == WGML_OK, "checkpoint: saved (%s)", s ? err : "");
+    s = wgml_checkpoint_open(dir, &ck, err, sizeof err);
+    th_check(s == WGML_OK && ck && wgml_checkpoint_meta(ck, "step") && !strcmp(wgml_checkpoint_meta(ck, "step"), "2") &&
+                 !wgml_checkpoint_meta(ck, "absent") && wgml_checkpoint_expect(ck, "note", "two steps", err, sizeof err) == WGML_OK,
+             "checkpoint: opened, the caller's metadata read back (%s)", s ? err : "");
+    if (!ck) goto out;
+    th_check(wgml_checkpoint_expect(ck, "step", "3", err, sizeof err) == WGML_ERR_FORMAT &&
+                 strstr(err, "checkpoint mismatch: step is '2' in the checkpoint but '3' in this run"),
+             "checkpoint: a metadata mismatch is named (%s)", err);
+    s = wgml_checkpoint_restore(ck, tr2, err, sizeof err);
+    th_check(s == WGML_ERR_FORMAT && strstr(err, "checkpoint mismatch: tensor blk.0.attn_q.lora_a is missing or has another shape"),
+             "checkpoint: a trainer of another rank is refused (%s)", err);
+    s = wgml_checkpoint_restore(ck, tb, err, sizeof err);
+    th_check(s == WGML_OK && wgml_trainer_pending(tb) == 0, "checkpoint: restored (%s)", s ? err : "");
+    int same = 1;
+    for (int what = 0; what < 3; what++) {
+        int64_t na = 0, nb = 0;
+        float *xa = all_state(ta, what, &na), *xb = all_state(tb, what, &nb);
+        same &= xa && xb && na == nb && !memcmp(xa, xb, sizeof(float) * (size_t)na);
+        free(xa), free(xb);
+    }
+    uint8_t oa[64], ob[64];
+    size_t noa = sizeof oa, nob = sizeof ob;
+    same &= !wgml_trainer_read_opt_state(ta, oa, &noa) && !wgml_trainer_read_opt_state(tb, ob, &nob) && noa == nob && !memcmp(oa, ob, noa);
+    th_check(same, "checkpoint: parameters, Adam moments and the optimizer blob restored bit for bit");
+    make_batch(2, TB, TS, V, tok, lab);
+    th_check(!wgml_trainer_step(ta, tok, lab, cfg.lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg.lr, &lb) && la == lb,
+             "checkpoint: the next step's loss is the same (%.9g, %.9g)", (double)la, (double)lb);
+
+    /* the adapter of ta (three steps) */
+    char sha[65];
+    wgml_adapter_info info = {.base_model = path, .base_sha256 = sha, .data = "batches", .steps = 3};
+    th_check(wgml_file_sha256(path, sha, &info.base_size, err, sizeof err) == WGML_OK, "adapter: sha256 of the model");
+    s = wgml_trainer_save_adapter(ta, &cfg, dir, &info, err, sizeof err);
+    th_check(s == WGML_OK, "adapter: saved (%s)", s ? err : "");
+    s = wgml_adapter_load(dir, path, &ad, err, sizeof err);
+    th_check(s == WGML_OK && ad && wgml_adapter_tensor_count(ad) == wgml_trainer_tensor_count(ta),
+             "adapter: loads against the model it was trained on (%s)", s ? err : "");
+    if (!ad) goto out;
+    th_check(wgml_trainer_load_adapter(tr2, ad, err, sizeof err) == WGML_ERR_FORMAT && strstr(err, "missing or has another shape"),
+             "adapter: a trainer of another rank is refused (%s)", err);
+    tc = wgml_trainer_new(mb, wgml_adapter_config(ad));
+    s = tc ? wgml_trainer_load_adapter(tc, ad, err, sizeof err) : WGML_ERR_STATE;
+    th_check(s == WGML_OK, "adapter: written into a trainer of its configuration (%s)", s ? err : wgml_last_error(T.ctx));
+    int64_t na = 0, nc = 0;
+    float *pa = all_params(ta, &na), *pc = tc ? all_params(tc, &nc) : NULL;
+    th_check(pa && pc && na == nc && !memcmp(pa, pc, sizeof(float) * (size_t)na), "adapter: the trained parameters read back bit for bit");
+    free(pa), free(pc);
+    th_check(wgml_adapter_attach(mb, ad) == WGML_OK, "adapter: attached to the model's inference graphs: %s", wgml_last_error(T.ctx));
+out:
+    wgml_checkpoint_close(ck);
+    wgml_adapter_free(ad);
+    wgml_trainer_free(ta);
+    wgml_trainer_free(tb);
+    wgml_trainer_free(tr2);
+    wgml_trainer_free(tc);
+    wgml_model_free(ma);
+    wgml_model_free(mb);
+    const char *files[4] = {"state.safetensors", "adapter.safetensors", "adapter_config.json", "state.safetensors.tmp"};
+    char p[160];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        remove(p);
+    }
+    rmdir(dir);
 }
 
 /* ------------------------------------------------------------------ straight-through */
@@ -582,6 +681,9 @@ int main(int argc, char **argv) {
         t0 = now_s();
         test_accum(path);
         printf("  gradient accumulation: %.2f s\n", now_s() - t0);
+        t0 = now_s();
+        test_checkpoint_adapter(path);
+        printf("  checkpoint and adapter: %.2f s\n", now_s() - t0);
         t0 = now_s();
         test_ste(path, &s);
         printf("  straight-through: %.2f s\n", now_s() - t0);

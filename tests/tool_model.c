@@ -20,6 +20,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
+#include "wgml-model.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * figure is kernel time, not launch or host time. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench.h"
-#include "ops/matmul/matmul_plan.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -110,7 +110,7 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     if (sw->splits[si] > 0) setenv("WGML_MATMUL_SPLITK", sk, 1);
                     else unsetenv("WGML_MATMUL_SPLITK");
                     int used_v = 0, used_s = 1;
-                    matmul_plan(ctx, 1, s.m, s.n, s.k, &used_v, &used_s);
+                    wgml_matmul_plan(ctx, 1, s.m, s.n, s.k, &used_v, &used_s);
                     wgml_graph *g = wgml_graph_new(ctx);
                     float *ha = NULL, *hb = NULL;
                     wgml_tensor *a = random_tensor(g, ta ? s.k : s.m, ta ? s.m : s.k, check ? &ha : NULL);

@@ -1,6 +1,8 @@
 /* wgml bench train: tokens/s of the LoRA training step (forward, backward and AdamW in one
  * graph run) on a GGUF Llama, with the GPU time of the run from timestamps where available. */
 #include "bench.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <math.h>
 #include <stdio.h>

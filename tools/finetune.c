@@ -1,16 +1,11 @@
-/* wgml finetune / wgml eval, and loading a LoRA directory for wgml generate. Every call of
- * the training-step API (wgml_trainer_*) is in this file; data, checkpoints, safetensors and
- * reports are library code (src/train, src/model) tested on their own. */
+/* wgml finetune / wgml eval, and loading a LoRA directory for wgml generate: the command line
+ * (options, the training loop, progress output, Ctrl-C) over the public API only. Data,
+ * checkpoints, adapter files and reports are library code (src/train, include/wgml-train.h)
+ * tested on their own. */
 #define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
-
-#include "io/json.h"
-#include "io/gguf_write.h"
-#include "model/llama.h"
-#include "io/safetensors.h"
-#include "train/checkpoint.h"
-#include "train/data.h"
-#include "train/report.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,43 +20,12 @@
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv);
 int eval_main(wgml_ctx *ctx, int argc, char **argv);
-int lora_load_dir(wgml_model *m, const char *model_path, const char *dir);
+int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- targets ---- */
-static const char *const target_names[7] = {"q", "k", "v", "o", "gate", "up", "down"};
-
-static int parse_targets(const char *s, unsigned *out) {
-    unsigned m = 0;
-    if (!strcmp(s, "all")) {
-        *out = WGML_TARGET_ALL;
-        return 0;
-    }
-    while (*s) {
-        const char *e = strchr(s, ',');
-        size_t n = e ? (size_t)(e - s) : strlen(s);
-        int found = 0;
-        for (int i = 0; i < 7; i++)
-            if (strlen(target_names[i]) == n && !strncmp(s, target_names[i], n)) m |= 1u << i, found = 1;
-        if (!found) return 1;
-        s += n + (e ? 1 : 0);
-    }
-    *out = m;
-    return m ? 0 : 1;
-}
-
-static void targets_string(unsigned m, char *buf, size_t n) {
-    buf[0] = 0;
-    for (int i = 0; i < 7; i++)
-        if (m & (1u << i)) {
-            if (buf[0]) strncat(buf, ",", n - strlen(buf) - 1);
-            strncat(buf, target_names[i], n - strlen(buf) - 1);
-        }
 }
 
 /* ---- the run's options ---- */
@@ -82,7 +46,7 @@ typedef struct opts {
 static void finetune_usage(FILE *f) {
     wgml_train_config d = wgml_train_defaults();
     char tg[64];
-    targets_string(d.targets, tg, sizeof tg);
+    wgml_targets_format(d.targets, tg, sizeof tg);
     fprintf(f,
             "usage: wgml finetune --model FILE.gguf --data TEXT|JSONL --out DIR [options]\n"
             "\n"
@@ -181,7 +145,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 return 1;
             }
         } else if (!strcmp(a, "--targets")) {
-            if (parse_targets(v, &o->cfg.targets)) {
+            if (wgml_targets_parse(v, &o->cfg.targets)) {
                 fprintf(stderr, "wgml finetune: --targets takes a comma list of q,k,v,o,gate,up,down (or all), got '%s'\n", v);
                 return 1;
             }
@@ -258,28 +222,21 @@ static void on_signal(int sig) {
 }
 
 /* ---- helpers over the trainer ---- */
-typedef struct tensor_info {
-    const char *name;
-    int rank;
-    int64_t shape[4];
-    int64_t numel;
-} tensor_info;
-
-static tensor_info *trainer_tensors(wgml_trainer *t, int *n, wgml_ctx *ctx) {
+/* The trainer's tensor count and their elements in all (for the run's summary). */
+static int trainer_size(wgml_trainer *t, int *n, int64_t *params, wgml_ctx *ctx) {
     *n = wgml_trainer_tensor_count(t);
-    tensor_info *ti = calloc((size_t)(*n > 0 ? *n : 1), sizeof *ti);
-    if (!ti) return NULL;
+    *params = 0;
     for (int i = 0; i < *n; i++) {
-        ti[i].name = wgml_trainer_tensor_name(t, i);
-        if (!ti[i].name || wgml_trainer_tensor_shape(t, i, &ti[i].rank, ti[i].shape)) {
+        int rank;
+        int64_t shape[4], numel = 1;
+        if (!wgml_trainer_tensor_name(t, i) || wgml_trainer_tensor_shape(t, i, &rank, shape)) {
             fprintf(stderr, "wgml: trainer tensor %d: %s\n", i, wgml_last_error(ctx));
-            free(ti);
-            return NULL;
+            return 1;
         }
-        ti[i].numel = 1;
-        for (int d = 0; d < ti[i].rank; d++) ti[i].numel *= ti[i].shape[d];
+        for (int d = 0; d < rank; d++) numel *= shape[d];
+        *params += numel;
     }
-    return ti;
+    return 0;
 }
 
 /* Held-out loss over up to max_tokens labels' worth of rows; returns the mean loss (NaN on error). */
@@ -292,7 +249,7 @@ static double evaluate(wgml_trainer *t, wgml_dataset *ds, int batch, int64_t max
     int64_t n = 0;
     wgml_status s = in && lab ? WGML_OK : WGML_ERR_OOM;
     for (int64_t r = 0; r < rows && !s; r += batch) {
-        data_eval_batch(ds, r, batch, in, lab);
+        wgml_data_eval_batch(ds, r, batch, in, lab);
         /* rows of this batch beyond the requested count are ignored too */
         for (int b = 0; b < batch; b++)
             if (r + b >= rows)
@@ -346,7 +303,7 @@ static const char *const fixed_keys[] = {"model_sha256", "mode", "rank", "alpha"
 
 static int run_meta(meta_kv *m, const opts *o, const run_id *id, const wgml_dataset *ds) {
     char tg[64];
-    targets_string(o->cfg.targets, tg, sizeof tg);
+    wgml_targets_format(o->cfg.targets, tg, sizeof tg);
     int n = 0;
     n = add_meta(m, n, "model_sha256", "%s", id->sha256);
     n = add_meta(m, n, "mode", "%s", o->cfg.mode == WGML_TRAIN_STE ? "ste" : "lora");
@@ -364,37 +321,8 @@ static int run_meta(meta_kv *m, const opts *o, const run_id *id, const wgml_data
     return n;
 }
 
-static int save_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, const wgml_dataset *ds,
-                           int64_t step, int64_t total, int64_t data_pos, wgml_ctx *ctx) {
-    int rc = 1;
-    float **bufs = calloc((size_t)nt * 3 + 1, sizeof(float *));
-    char(*names)[160] = calloc((size_t)nt * 3 + 1, 160);
-    st_write_tensor *w = calloc((size_t)nt * 3 + 1, sizeof *w);
-    size_t ob = 0;
-    void *opt = NULL;
-    if (!bufs || !names || !w) goto out;
-    int n = 0;
-    for (int i = 0; i < nt; i++)
-        for (int what = 0; what < 3; what++) {
-            bufs[n] = malloc((size_t)ti[i].numel * sizeof(float));
-            if (!bufs[n]) goto out;
-            if (wgml_trainer_read_state(t, i, what, bufs[n])) {
-                fprintf(stderr, "\nwgml: checkpoint: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
-                n++;
-                goto out;
-            }
-            snprintf(names[n], 160, "%s%s", ti[i].name, what == 0 ? "" : what == 1 ? ".adam_m" : ".adam_v");
-            w[n] = (st_write_tensor){names[n], "F32", ti[i].rank, {0}, bufs[n]};
-            for (int d = 0; d < ti[i].rank; d++) w[n].shape[d] = ti[i].shape[d];
-            n++;
-        }
-    ob = 4096; /* the state is small (the trainer promises 64 bytes are enough) */
-    if (!(opt = malloc(ob)) || wgml_trainer_read_opt_state(t, opt, &ob)) {
-        fprintf(stderr, "\nwgml: checkpoint: optimizer state: %s\n", wgml_last_error(ctx));
-        goto out_n;
-    }
-    w[n] = (st_write_tensor){"optimizer_state", "U8", 1, {(int64_t)ob}, opt};
-    int nw = n + 1;
+static int save_checkpoint(wgml_trainer *t, const opts *o, const run_id *id, const wgml_dataset *ds, int64_t step, int64_t total,
+                           int64_t data_pos) {
     meta_kv m[24];
     int nm = run_meta(m, o, id, ds);
     nm = add_meta(m, nm, "step", "%lld", (long long)step);
@@ -409,27 +337,18 @@ static int save_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
     nm = add_meta(m, nm, "clip", "%.9g", (double)o->cfg.clip_norm);
     const char *k[24], *v[24];
     for (int i = 0; i < nm; i++) k[i] = m[i].k, v[i] = m[i].v;
-    char *dir = path_in(o->out, "checkpoint"), err[600];
-    if (dir && ckpt_save(dir, w, nw, k, v, nm, SIZE_MAX, err, sizeof err) == WGML_OK) rc = 0;
-    else fprintf(stderr, "\nwgml: checkpoint: %s\n", dir ? err : "out of memory");
+    char *dir = path_in(o->out, "checkpoint"), err[700];
+    int rc = !dir || wgml_checkpoint_save(t, dir, k, v, nm, err, sizeof err);
+    if (rc) fprintf(stderr, "\nwgml: checkpoint: %s\n", dir ? err : "out of memory");
     free(dir);
-out_n:
-out:
-    if (bufs)
-        for (int i = 0; i < nt * 3; i++) free(bufs[i]);
-    free(bufs);
-    free(names);
-    free(w);
-    free(opt);
     return rc;
 }
 
 /* Restores the trainer from DIR/checkpoint; returns 0 and the step and data position. */
-static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, const wgml_dataset *ds,
-                           int64_t *step, int64_t *data_pos, wgml_ctx *ctx) {
+static int load_checkpoint(wgml_trainer *t, const opts *o, const run_id *id, const wgml_dataset *ds, int64_t *step, int64_t *data_pos) {
     char *dir = path_in(o->resume, "checkpoint"), err[700];
-    st_file f;
-    if (!dir || ckpt_load(dir, &f, err, sizeof err)) {
+    wgml_checkpoint *c = NULL;
+    if (!dir || wgml_checkpoint_open(dir, &c, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: --resume: %s\n", dir ? err : "out of memory");
         free(dir);
         return 1;
@@ -442,51 +361,23 @@ static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
         const char *want = "";
         for (int j = 0; j < nm && !*want; j++)
             if (!strcmp(m[j].k, fixed_keys[i])) want = m[j].v;
-        if (ckpt_expect(&f, fixed_keys[i], want, err, sizeof err)) {
+        if (wgml_checkpoint_expect(c, fixed_keys[i], want, err, sizeof err)) {
             fprintf(stderr, "wgml finetune: --resume %s: %s\n", o->resume, err);
             goto out;
         }
     }
     /* checkpoints written before --grad-accum existed were all made with 1 */
-    const char *ga = st_meta(&f, "grad_accum");
+    const char *ga = wgml_checkpoint_meta(c, "grad_accum");
     if (atoi(ga ? ga : "1") != o->cfg.grad_accum) {
         fprintf(stderr, "wgml finetune: --resume %s: checkpoint mismatch: grad_accum is %s in the checkpoint but %d in this run\n",
                 o->resume, ga ? ga : "1 (absent)", o->cfg.grad_accum);
         goto out;
     }
-    int nten = 0;
-    for (int i = 0; i < f.n; i++) nten += !strstr(f.t[i].name, ".adam_") && strcmp(f.t[i].name, "optimizer_state");
-    if (nten != nt) {
-        fprintf(stderr, "wgml finetune: --resume: checkpoint mismatch: %d trainable tensors saved, this run has %d\n", nten, nt);
+    if (wgml_checkpoint_restore(c, t, err, sizeof err)) {
+        fprintf(stderr, "wgml finetune: --resume: %s\n", err);
         goto out;
     }
-    for (int i = 0; i < nt; i++)
-        for (int what = 0; what < 3; what++) {
-            char nm[200];
-            snprintf(nm, sizeof nm, "%s%s", ti[i].name, what == 0 ? "" : what == 1 ? ".adam_m" : ".adam_v");
-            const st_tensor *x = st_find(&f, nm);
-            int ok = x && !strcmp(x->dtype, "F32") && x->rank == ti[i].rank && x->numel == ti[i].numel;
-            for (int d = 0; ok && d < x->rank; d++) ok = x->shape[d] == ti[i].shape[d];
-            if (!ok) {
-                fprintf(stderr, "wgml finetune: --resume: checkpoint mismatch: tensor %s is missing or has another shape\n", nm);
-                goto out;
-            }
-            float *buf = malloc(x->nbytes);
-            if (!buf) goto out;
-            memcpy(buf, x->data, x->nbytes);
-            wgml_status s = wgml_trainer_write_state(t, i, what, buf);
-            free(buf);
-            if (s) {
-                fprintf(stderr, "wgml finetune: --resume: %s: %s\n", nm, wgml_last_error(ctx));
-                goto out;
-            }
-        }
-    const st_tensor *os = st_find(&f, "optimizer_state");
-    if (!os || wgml_trainer_write_opt_state(t, os->data, os->nbytes)) {
-        fprintf(stderr, "wgml finetune: --resume: optimizer state: %s\n", os ? wgml_last_error(ctx) : "missing");
-        goto out;
-    }
-    const char *sv = st_meta(&f, "step"), *dv = st_meta(&f, "data_pos");
+    const char *sv = wgml_checkpoint_meta(c, "step"), *dv = wgml_checkpoint_meta(c, "data_pos");
     if (!sv || !dv) {
         fprintf(stderr, "wgml finetune: --resume: the checkpoint lacks step or data_pos\n");
         goto out;
@@ -495,134 +386,44 @@ static int load_checkpoint(wgml_trainer *t, const tensor_info *ti, int nt, const
     *data_pos = strtoll(dv, NULL, 10);
     rc = 0;
 out:
-    st_free(&f);
+    wgml_checkpoint_close(c);
     return rc;
 }
 
-static int write_adapter(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, const run_id *id, int64_t step, wgml_ctx *ctx) {
-    int rc = 1;
-    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
-    st_write_tensor *w = calloc((size_t)nt + 1, sizeof *w);
-    char *cfg = NULL, err[600];
-    size_t cl = 0, cc = 0;
-    char *path = path_in(o->out, "adapter.safetensors"), *cpath = path_in(o->out, "adapter_config.json");
-    uint8_t *file = NULL;
-    size_t flen;
-    if (!bufs || !w || !path || !cpath) goto out;
-    for (int i = 0; i < nt; i++) {
-        bufs[i] = malloc((size_t)ti[i].numel * sizeof(float));
-        if (!bufs[i] || wgml_trainer_read_state(t, i, 0, bufs[i])) {
-            fprintf(stderr, "wgml: adapter: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
-            goto out;
-        }
-        w[i] = (st_write_tensor){ti[i].name, "F32", ti[i].rank, {0}, bufs[i]};
-        for (int d = 0; d < ti[i].rank; d++) w[i].shape[d] = ti[i].shape[d];
+static int write_adapter(wgml_trainer *t, const opts *o, const run_id *id, int64_t step) {
+    wgml_adapter_info info = {.base_model = o->model, .base_size = id->size, .base_sha256 = id->sha256, .data = o->data, .steps = step};
+    char err[700];
+    if (wgml_trainer_save_adapter(t, &o->cfg, o->out, &info, err, sizeof err)) {
+        fprintf(stderr, "wgml: %s\n", err);
+        return 1;
     }
-    char tg[64], rk[16], al[32];
-    targets_string(o->cfg.targets, tg, sizeof tg);
-    snprintf(rk, sizeof rk, "%d", o->cfg.lora_rank);
-    snprintf(al, sizeof al, "%.9g", (double)o->cfg.lora_alpha);
-    const char *mk[5] = {"format", "rank", "alpha", "targets", "base_model_sha256"}, *mv[5] = {"wgml-lora-1", rk, al, tg, id->sha256};
-    if (st_build(w, nt, mk, mv, 5, &file, &flen, err, sizeof err)) {
-        fprintf(stderr, "wgml: adapter: %s\n", err);
-        goto out;
-    }
-    const void *parts[1] = {file};
-    size_t sizes[1] = {flen};
-    if (file_write_atomic(path, parts, sizes, 1, SIZE_MAX, err, sizeof err)) {
-        fprintf(stderr, "wgml: adapter: %s\n", err);
-        goto out;
-    }
-    char num[128];
-    int bad = json_put_raw(&cfg, &cl, &cc, "{\n  \"format\": \"wgml-lora-1\",\n  \"mode\": ");
-    bad |= json_put_raw(&cfg, &cl, &cc, o->cfg.mode == WGML_TRAIN_STE ? "\"ste\"" : "\"lora\"");
-    snprintf(num, sizeof num, ",\n  \"rank\": %d,\n  \"alpha\": %.9g,\n  \"targets\": [", o->cfg.lora_rank, (double)o->cfg.lora_alpha);
-    bad |= json_put_raw(&cfg, &cl, &cc, num);
-    int first = 1;
-    for (int i = 0; i < 7; i++)
-        if (o->cfg.targets & (1u << i)) {
-            bad |= json_put_raw(&cfg, &cl, &cc, first ? "" : ", ");
-            bad |= json_put_string(&cfg, &cl, &cc, target_names[i], strlen(target_names[i]));
-            first = 0;
-        }
-    bad |= json_put_raw(&cfg, &cl, &cc, "],\n  \"base_model\": {\"path\": ");
-    bad |= json_put_string(&cfg, &cl, &cc, o->model, strlen(o->model));
-    snprintf(num, sizeof num, ", \"size\": %llu, \"sha256\": \"%s\"},\n  \"data\": ", (unsigned long long)id->size, id->sha256);
-    bad |= json_put_raw(&cfg, &cl, &cc, num);
-    bad |= json_put_string(&cfg, &cl, &cc, o->data, strlen(o->data));
-    snprintf(num, sizeof num, ",\n  \"seq_len\": %d,\n  \"batch\": %d,\n  \"steps\": %lld,\n  \"tensors\": %d\n}\n", o->cfg.seq_len,
-             o->cfg.batch, (long long)step, nt);
-    bad |= json_put_raw(&cfg, &cl, &cc, num);
-    parts[0] = cfg;
-    sizes[0] = cl;
-    if (bad || file_write_atomic(cpath, parts, sizes, 1, SIZE_MAX, err, sizeof err)) {
-        fprintf(stderr, "wgml: adapter config: %s\n", bad ? "out of memory" : err);
-        goto out;
-    }
-    rc = 0;
-out:
-    if (bufs)
-        for (int i = 0; i < nt; i++) free(bufs[i]);
-    free(bufs);
-    free(w);
-    free(cfg);
-    free(file);
-    free(path);
-    free(cpath);
-    return rc;
+    return 0;
 }
 
-static int write_ste_model(wgml_trainer *t, const tensor_info *ti, int nt, const opts *o, wgml_ctx *ctx) {
-    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
-    const char **names = calloc((size_t)nt + 1, sizeof(char *));
-    char *path = path_in(o->out, "model.gguf"), err[600];
-    int rc = 1;
-    if (!bufs || !names || !path) goto out;
-    for (int i = 0; i < nt; i++) {
-        /* the trainer's "blk.L.TARGET.latent" is the GGUF's "blk.L.TARGET.weight" */
-        size_t nl = strlen(ti[i].name);
-        char *g = malloc(nl + 8);
-        if (!g) goto out;
-        memcpy(g, ti[i].name, nl + 1);
-        if (nl > 7 && !strcmp(g + nl - 7, ".latent")) strcpy(g + nl - 7, ".weight");
-        names[i] = g;
-        bufs[i] = malloc((size_t)ti[i].numel * sizeof(float));
-        if (!bufs[i] || wgml_trainer_read_state(t, i, 0, bufs[i])) {
-            fprintf(stderr, "wgml: ste export: reading %s: %s\n", ti[i].name, wgml_last_error(ctx));
-            goto out;
-        }
-    }
-    if (gguf_write_ste(o->model, path, nt, names, (const float *const *)bufs, err, sizeof err)) {
-        fprintf(stderr, "wgml: ste export: %s\n", err);
-        goto out;
-    }
-    printf("wrote %s\n", path);
-    rc = 0;
-out:
-    if (bufs)
-        for (int i = 0; i < nt; i++) free(bufs[i]);
-    if (names)
-        for (int i = 0; i < nt; i++) free((char *)names[i]);
-    free(bufs);
-    free(names);
+static int write_ste_model(wgml_trainer *t, const opts *o) {
+    char *path = path_in(o->out, "model.gguf"), err[700];
+    if (!path) return 1;
+    int rc = wgml_trainer_save_ste_gguf(t, o->model, path, err, sizeof err) != WGML_OK;
+    if (rc) fprintf(stderr, "wgml: ste export: %s\n", err);
+    else printf("wrote %s\n", path);
     free(path);
     return rc;
 }
 
-static void write_reports(const opts *o, const report_row *rows, size_t n) {
+static void write_reports(const opts *o, const wgml_report_row *rows, size_t n) {
     char *csv = path_in(o->out, "loss.csv"), *svg = path_in(o->out, "loss.svg"), err[600], title[300];
     const char *base = strrchr(o->model, '/');
     snprintf(title, sizeof title, "wgml finetune (%s): %s", o->cfg.mode == WGML_TRAIN_STE ? "ste" : "lora", base ? base + 1 : o->model);
-    if (csv && report_write_csv(csv, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
-    if (svg && report_write_svg(svg, title, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    if (csv && wgml_report_write_csv(csv, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
+    if (svg && wgml_report_write_svg(svg, title, rows, n, err, sizeof err)) fprintf(stderr, "\nwgml: %s\n", err);
     free(csv);
     free(svg);
 }
 
-static int push_row(report_row **rows, size_t *n, size_t *cap, report_row r) {
+static int push_row(wgml_report_row **rows, size_t *n, size_t *cap, wgml_report_row r) {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 256;
-        report_row *q = realloc(*rows, c * sizeof *q);
+        wgml_report_row *q = realloc(*rows, c * sizeof *q);
         if (!q) return 1;
         *rows = q, *cap = c;
     }
@@ -666,7 +467,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     }
     run_id id;
     char err[700];
-    if (sha256_file(o.model, id.sha256, &id.size, err, sizeof err)) {
+    if (wgml_file_sha256(o.model, id.sha256, &id.size, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: %s\n", err);
         return 1;
     }
@@ -679,12 +480,11 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     int rc = 1;
     wgml_dataset ds = {0};
     wgml_trainer *t = NULL;
-    tensor_info *ti = NULL;
-    report_row *rows = NULL;
+    wgml_report_row *rows = NULL;
     size_t n_rows = 0, cap_rows = 0;
     int32_t *in = NULL, *lab = NULL;
     double t0 = now_s();
-    if (data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: %s\n", err);
         goto out;
     }
@@ -714,12 +514,10 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         goto out;
     }
     int nt;
-    ti = trainer_tensors(t, &nt, ctx);
-    if (!ti) goto out;
-    int64_t params = 0;
-    for (int i = 0; i < nt; i++) params += ti[i].numel;
+    int64_t params;
+    if (trainer_size(t, &nt, &params, ctx)) goto out;
     char tg[64];
-    targets_string(o.cfg.targets, tg, sizeof tg);
+    wgml_targets_format(o.cfg.targets, tg, sizeof tg);
     if (o.cfg.mode == WGML_TRAIN_LORA)
         printf("lora: rank %d, alpha %g, targets %s: %d tensors, %lld trainable parameters\n", o.cfg.lora_rank, (double)o.cfg.lora_alpha,
                tg, nt, (long long)params);
@@ -731,9 +529,9 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
            (double)o.cfg.weight_decay, (double)o.cfg.clip_norm, (unsigned long long)o.cfg.seed);
     int64_t step = 0, pos = 0;
     if (o.resume) {
-        if (load_checkpoint(t, ti, nt, &o, &id, &ds, &step, &pos, ctx)) goto out;
+        if (load_checkpoint(t, &o, &id, &ds, &step, &pos)) goto out;
         char *csv = path_in(o.resume, "loss.csv");
-        if (csv && report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
+        if (csv && wgml_report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
         free(csv);
         printf("resumed from %s at step %lld (data position %lld)\n", o.resume, (long long)step, (long long)pos);
         if (step >= total) printf("the run is already complete (%lld steps)\n", (long long)total);
@@ -743,7 +541,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
         if (!isfinite(l)) goto out;
         printf("held-out perplexity before training: %.3f (loss %.4f over %lld tokens)\n", exp(l), l, (long long)nv);
-        push_row(&rows, &n_rows, &cap_rows, (report_row){0, NAN, 0, 0, exp(l)});
+        push_row(&rows, &n_rows, &cap_rows, (wgml_report_row){0, NAN, 0, 0, exp(l)});
     }
     size_t bl = (size_t)o.cfg.batch * (size_t)o.cfg.seq_len;
     in = malloc(bl * sizeof(int32_t));
@@ -760,14 +558,14 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     int64_t first_step = step;
     int interactive = isatty(fileno(stdout));
     while (step < total && !g_stop) {
-        double lr = lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
+        double lr = wgml_lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
         double ts = now_s();
         /* one optimizer step: grad_accum micro-batches (the trainer steps on the last); the
          * step's loss is the mean of theirs, as their gradients are averaged */
         float loss = 0;
         for (int mb = 0; mb < o.cfg.grad_accum; mb++) {
             float l = NAN;
-            pos = data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
+            pos = wgml_data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
             if (wgml_trainer_step(t, in, lab, (float)lr, &l)) {
                 fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
                 goto out;
@@ -788,7 +586,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
                    (long long)total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
             fflush(stdout);
         }
-        report_row r = {step, loss, lr, tps, 0};
+        wgml_report_row r = {step, loss, lr, tps, 0};
         if (ds.n_eval && ((o.eval_every && step % o.eval_every == 0) || step == total)) {
             int64_t nv = 0;
             double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
@@ -803,15 +601,15 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
          * checkpoint and keeps the rows up to it, so no row is ever missing */
         if (o.save_every && step % o.save_every == 0 && step < total) {
             write_reports(&o, rows, n_rows);
-            if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
+            if (save_checkpoint(t, &o, &id, &ds, step, total, pos)) goto out;
         }
     }
     if (interactive) printf("\n");
     write_reports(&o, rows, n_rows);
-    if (save_checkpoint(t, ti, nt, &o, &id, &ds, step, total, pos, ctx)) goto out;
+    if (save_checkpoint(t, &o, &id, &ds, step, total, pos)) goto out;
     if (o.cfg.mode == WGML_TRAIN_LORA) {
-        if (write_adapter(t, ti, nt, &o, &id, step, ctx)) goto out;
-    } else if (write_ste_model(t, ti, nt, &o, ctx)) {
+        if (write_adapter(t, &o, &id, step)) goto out;
+    } else if (write_ste_model(t, &o)) {
         goto out;
     }
     if (g_stop) {
@@ -828,117 +626,24 @@ out:
     free(in);
     free(lab);
     free(rows);
-    free(ti);
     wgml_trainer_free(t);
-    data_free(&ds);
+    wgml_data_free(&ds);
     wgml_model_free(m);
     return rc;
 }
 
 /* ---- LoRA directories (wgml generate --lora, wgml eval --lora) ---- */
 
-typedef struct lora_dir {
-    wgml_train_config cfg;
-    st_file st;
-    int n;
-    const char **names;
-    float **data;
-} lora_dir;
-
-static void lora_dir_free(lora_dir *l) {
-    for (int i = 0; i < l->n; i++) free(l->data[i]);
-    free(l->data);
-    free(l->names);
-    st_free(&l->st);
-    memset(l, 0, sizeof *l);
-}
-
-static int lora_dir_read(const char *model_path, const char *dir, lora_dir *l) {
-    memset(l, 0, sizeof *l);
-    l->cfg = wgml_train_defaults();
+int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir) {
+    wgml_adapter *a = NULL;
     char err[700];
-    char *cp = path_in(dir, "adapter_config.json"), *sp = path_in(dir, "adapter.safetensors");
-    uint8_t *cj = NULL;
-    size_t cl;
-    json_value v = {0};
-    int rc = 1;
-    if (!cp || !sp) goto out;
-    if (file_read_all(cp, &cj, &cl, err, sizeof err)) {
+    if (wgml_adapter_load(dir, model_path, &a, err, sizeof err)) {
         fprintf(stderr, "wgml: --lora: %s\n", err);
-        goto out;
+        return 1;
     }
-    if (json_parse((const char *)cj, cl, &v, err, sizeof err)) {
-        fprintf(stderr, "wgml: --lora: %s: %s\n", cp, err);
-        goto out;
-    }
-    const json_value *fmt = json_get(&v, "format"), *rank = json_get(&v, "rank"), *alpha = json_get(&v, "alpha"),
-                     *tg = json_get(&v, "targets"), *mode = json_get(&v, "mode"), *base = json_get(&v, "base_model");
-    if (!fmt || fmt->kind != JSON_STRING || strcmp(fmt->str, "wgml-lora-1") || !rank || rank->kind != JSON_NUMBER || !alpha ||
-        alpha->kind != JSON_NUMBER || !tg || tg->kind != JSON_ARRAY || (mode && (mode->kind != JSON_STRING || strcmp(mode->str, "lora")))) {
-        fprintf(stderr, "wgml: --lora: %s is not a wgml-lora-1 adapter config (format, mode lora, rank, alpha, targets)\n", cp);
-        goto out;
-    }
-    l->cfg.mode = WGML_TRAIN_LORA;
-    l->cfg.lora_rank = (int)rank->number;
-    l->cfg.lora_alpha = (float)alpha->number;
-    l->cfg.targets = 0;
-    for (size_t i = 0; i < tg->n; i++) {
-        unsigned b;
-        if (tg->items[i].kind != JSON_STRING || parse_targets(tg->items[i].str, &b)) {
-            fprintf(stderr, "wgml: --lora: %s: unknown target\n", cp);
-            goto out;
-        }
-        l->cfg.targets |= b;
-    }
-    const json_value *bs = json_get(base, "sha256"), *bz = json_get(base, "size");
-    if (bs && bs->kind == JSON_STRING && bz && bz->kind == JSON_NUMBER) {
-        char sha[65];
-        uint64_t size;
-        if (sha256_file(model_path, sha, &size, err, sizeof err)) {
-            fprintf(stderr, "wgml: %s\n", err);
-            goto out;
-        }
-        if (size != (uint64_t)bz->number || strcmp(sha, bs->str)) {
-            fprintf(stderr, "wgml: --lora: the adapter in %s was trained on another base model (sha256 %.16s..., this model %.16s...)\n",
-                    dir, bs->str, sha);
-            goto out;
-        }
-    }
-    if (st_read(sp, &l->st, err, sizeof err)) {
-        fprintf(stderr, "wgml: --lora: %s\n", err);
-        goto out;
-    }
-    l->names = calloc((size_t)l->st.n + 1, sizeof(char *));
-    l->data = calloc((size_t)l->st.n + 1, sizeof(float *));
-    if (!l->names || !l->data) goto out;
-    for (int i = 0; i < l->st.n; i++) {
-        const st_tensor *x = &l->st.t[i];
-        if (strcmp(x->dtype, "F32")) {
-            fprintf(stderr, "wgml: --lora: %s: tensor %s is %s, not F32\n", sp, x->name, x->dtype);
-            goto out;
-        }
-        l->names[l->n] = x->name;
-        l->data[l->n] = malloc(x->nbytes ? x->nbytes : 4); /* aligned copy */
-        if (!l->data[l->n]) goto out;
-        memcpy(l->data[l->n], x->data, x->nbytes);
-        l->n++;
-    }
-    rc = 0;
-out:
-    json_free(&v);
-    free(cj);
-    free(cp);
-    free(sp);
-    if (rc) lora_dir_free(l);
-    return rc;
-}
-
-int lora_load_dir(wgml_model *m, const char *model_path, const char *dir) {
-    lora_dir l;
-    if (lora_dir_read(model_path, dir, &l)) return 1;
-    wgml_status s = wgml_model_set_lora(m, &l.cfg, l.n, l.names, (const float *const *)l.data);
-    if (s) fprintf(stderr, "wgml: --lora %s: %s\n", dir, wgml_last_error(llama_ctx(m)));
-    lora_dir_free(&l);
+    wgml_status s = wgml_adapter_attach(m, a);
+    if (s) fprintf(stderr, "wgml: --lora %s: %s\n", dir, wgml_last_error(ctx));
+    wgml_adapter_free(a);
     return s ? 1 : 0;
 }
 
@@ -988,27 +693,29 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "wgml eval: --model and --data are required (see wgml eval --help)\n");
         return 2;
     }
-    lora_dir l = {0};
+    wgml_adapter *l = NULL;
+    char err[700];
     if (lora) {
-        if (lora_dir_read(model, lora, &l)) return 1;
-        cfg.lora_rank = l.cfg.lora_rank;
-        cfg.lora_alpha = l.cfg.lora_alpha;
-        cfg.targets = l.cfg.targets;
+        if (wgml_adapter_load(lora, model, &l, err, sizeof err)) {
+            fprintf(stderr, "wgml: --lora: %s\n", err);
+            return 1;
+        }
+        cfg.lora_rank = wgml_adapter_config(l)->lora_rank;
+        cfg.lora_alpha = wgml_adapter_config(l)->lora_alpha;
+        cfg.targets = wgml_adapter_config(l)->targets;
     }
     cfg.mode = WGML_TRAIN_LORA;
     wgml_model_options mo = {.n_ctx = cfg.seq_len > 256 ? cfg.seq_len : 256};
     wgml_model *m = wgml_model_load(ctx, model, &mo);
     if (!m) {
         fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
-        lora_dir_free(&l);
+        wgml_adapter_free(l);
         return 1;
     }
     int rc = 1;
-    char err[700];
     wgml_dataset ds = {0};
     wgml_trainer *t = NULL;
-    tensor_info *ti = NULL;
-    if (data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml eval: %s\n", err);
         goto out;
     }
@@ -1021,28 +728,10 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
         goto out;
     }
-    int nt;
-    ti = trainer_tensors(t, &nt, ctx);
-    if (!ti) goto out;
-    if (lora) {
-        /* the adapter's tensors replace the fresh ones (B = 0 there: the base model) */
-        if (l.n != nt) {
-            fprintf(stderr, "wgml eval: --lora %s holds %d tensors, its configuration needs %d\n", lora, l.n, nt);
-            goto out;
-        }
-        for (int i = 0; i < nt; i++) {
-            const st_tensor *x = st_find(&l.st, ti[i].name);
-            int j = 0;
-            while (j < l.n && strcmp(l.names[j], ti[i].name)) j++;
-            if (!x || j == l.n || x->numel != ti[i].numel) {
-                fprintf(stderr, "wgml eval: --lora %s: tensor %s is missing or has another shape\n", lora, ti[i].name);
-                goto out;
-            }
-            if (wgml_trainer_write_state(t, i, 0, l.data[j])) {
-                fprintf(stderr, "wgml eval: %s\n", wgml_last_error(ctx));
-                goto out;
-            }
-        }
+    /* the adapter's tensors replace the fresh ones (B = 0 there: the base model) */
+    if (lora && wgml_trainer_load_adapter(t, l, err, sizeof err)) {
+        fprintf(stderr, "wgml eval: --lora %s: %s\n", lora, err);
+        goto out;
     }
     double t0 = now_s();
     int64_t nv = 0;
@@ -1052,10 +741,9 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
            all ? "" : " (held-out part)", lora ? lora : "base model", now_s() - t0);
     rc = 0;
 out:
-    free(ti);
     wgml_trainer_free(t);
-    data_free(&ds);
+    wgml_data_free(&ds);
     wgml_model_free(m);
-    lora_dir_free(&l);
+    wgml_adapter_free(l);
     return rc;
 }

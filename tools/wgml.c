@@ -1,5 +1,6 @@
 /* wgml: the command-line tool. */
 #include "bench.h"
+#include "wgml-model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,7 @@
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv); /* tools/finetune.c */
 int eval_main(wgml_ctx *ctx, int argc, char **argv);
-int lora_load_dir(wgml_model *m, const char *model_path, const char *dir);
+int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
 
 static int print_text(void *user, const char *text, size_t len) {
     (void)user;
@@ -56,7 +57,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
         return 1;
     }
-    if (lora && lora_load_dir(m, model, lora)) {
+    if (lora && lora_load_dir(ctx, m, model, lora)) {
         wgml_model_free(m);
         return 1;
     }

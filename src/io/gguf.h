@@ -1,4 +1,4 @@
-/* GGUF reader (the public API is in include/wgml.h, block "model"). */
+/* GGUF reader (the public API is in include/wgml-model.h, "GGUF files"). */
 #ifndef WGML_MODEL_GGUF_H
 #define WGML_MODEL_GGUF_H
 

@@ -1,6 +1,7 @@
 /* Generation: prefill, then the decode graph step by step, streaming UTF-8-complete text. */
 #define _POSIX_C_SOURCE 200809L
 #include "model/llama.h"
+#include "wgml-model.h"
 
 #include "gpu/gpu.h"
 

@@ -3,6 +3,8 @@
  * prefill graphs per length bucket) use them through wgml_tensor_share. */
 #define _POSIX_C_SOURCE 200809L
 #include "model/llama.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"

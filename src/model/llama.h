@@ -1,8 +1,9 @@
-/* Llama model from GGUF (public API in include/wgml.h, block "model: Llama and generation"). */
+/* Llama model from GGUF (public API in include/wgml-model.h, "the model"). */
 #ifndef WGML_MODEL_LLAMA_H
 #define WGML_MODEL_LLAMA_H
 
 #include "wgml.h"
+#include "wgml-model.h"
 
 wgml_ctx *llama_ctx(const wgml_model *m);
 /* Length of the longest prefix of s[0..n) that does not end inside an incomplete UTF-8

@@ -1,5 +1,6 @@
 /* A readable summary of a GGUF model file (wgml info --model FILE). */
 #include "io/gguf.h"
+#include "wgml-model.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* Host-side sampling from one row of logits: temperature, top-k, top-p (nucleus). */
 #include "wgml.h"
+#include "wgml-model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,6 +13,7 @@
  * Token ids and merges work on ids only: a merge table maps the pair (left id, right id) to
  * its rank and the merged id. Decoding maps a token's characters back to bytes. */
 #include "model/tokenizer.h"
+#include "wgml-model.h"
 
 #include "model/unicode_tables.h"
 

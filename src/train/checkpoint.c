@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train/checkpoint.h"
 
+#include "graph/graph.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -135,4 +137,176 @@ wgml_status ckpt_expect(const st_file *f, const char *key, const char *want, cha
     if (got && !strcmp(got, want)) return WGML_OK;
     return cerr(err, errlen, WGML_ERR_FORMAT, "checkpoint mismatch: %s is '%.200s' in the checkpoint but '%.200s' in this run", key,
                 got ? got : "(absent)", want);
+}
+
+/* ---- the trainer's state in a checkpoint (public API in include/wgml-train.h) ---- */
+
+wgml_ctx *train_ctx(wgml_trainer *t) { return graph_ctx(wgml_trainer_graph(t)); }
+
+train_tensor *train_tensors(wgml_trainer *t, int *n, char *err, size_t errlen) {
+    *n = wgml_trainer_tensor_count(t);
+    train_tensor *ti = calloc((size_t)(*n > 0 ? *n : 1), sizeof *ti);
+    if (!ti) {
+        cerr(err, errlen, WGML_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < *n; i++) {
+        ti[i].name = wgml_trainer_tensor_name(t, i);
+        if (!ti[i].name || wgml_trainer_tensor_shape(t, i, &ti[i].rank, ti[i].shape)) {
+            cerr(err, errlen, WGML_ERR_ARG, "trainer tensor %d: %s", i, wgml_last_error(train_ctx(t)));
+            free(ti);
+            return NULL;
+        }
+        ti[i].numel = 1;
+        for (int d = 0; d < ti[i].rank; d++) ti[i].numel *= ti[i].shape[d];
+    }
+    return ti;
+}
+
+float *train_tensor_read(wgml_trainer *t, const train_tensor *ti, int i, int what, char *err, size_t errlen) {
+    float *buf = malloc((size_t)ti[i].numel * sizeof(float));
+    if (!buf) {
+        cerr(err, errlen, WGML_ERR_OOM, "reading %s: out of memory", ti[i].name);
+        return NULL;
+    }
+    if (wgml_trainer_read_state(t, i, what, buf)) {
+        cerr(err, errlen, wgml_last_status(train_ctx(t)), "reading %s: %s", ti[i].name, wgml_last_error(train_ctx(t)));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Names in the file: the parameter itself, then AdamW's moments beside it. */
+static const char *const part_suffix[3] = {"", ".adam_m", ".adam_v"};
+#define OPT_STATE_NAME "optimizer_state"
+
+wgml_status wgml_checkpoint_save(wgml_trainer *t, const char *dir, const char *const *keys, const char *const *vals, int n_meta,
+                                 char *err, size_t errlen) {
+    if (!t || !dir || n_meta < 0 || (n_meta && (!keys || !vals))) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    int nt = 0;
+    train_tensor *ti = train_tensors(t, &nt, err, errlen);
+    if (!ti) return WGML_ERR_ARG;
+    wgml_status s = WGML_ERR_OOM;
+    float **bufs = calloc((size_t)nt * 3 + 1, sizeof(float *));
+    char(*names)[160] = calloc((size_t)nt * 3 + 1, 160);
+    st_write_tensor *w = calloc((size_t)nt * 3 + 1, sizeof *w);
+    size_t ob = 4096; /* the state is small (the trainer promises 64 bytes are enough) */
+    void *opt = malloc(ob);
+    int n = 0;
+    if (!bufs || !names || !w || !opt) {
+        cerr(err, errlen, s, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nt; i++)
+        for (int what = 0; what < 3; what++) {
+            if (!(bufs[n] = train_tensor_read(t, ti, i, what, err, errlen))) {
+                s = WGML_ERR_GPU;
+                goto out;
+            }
+            snprintf(names[n], 160, "%s%s", ti[i].name, part_suffix[what]);
+            w[n] = (st_write_tensor){.name = names[n], .dtype = "F32", .rank = ti[i].rank, .data = bufs[n]};
+            for (int d = 0; d < ti[i].rank; d++) w[n].shape[d] = ti[i].shape[d];
+            n++;
+        }
+    if ((s = wgml_trainer_read_opt_state(t, opt, &ob))) {
+        cerr(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
+        goto out;
+    }
+    w[n] = (st_write_tensor){.name = OPT_STATE_NAME, .dtype = "U8", .rank = 1, .shape = {(int64_t)ob}, .data = opt};
+    s = ckpt_save(dir, w, n + 1, keys, vals, n_meta, SIZE_MAX, err, errlen);
+out:
+    if (bufs)
+        for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    free(names);
+    free(w);
+    free(opt);
+    free(ti);
+    return s;
+}
+
+struct wgml_checkpoint {
+    st_file f;
+};
+
+wgml_status wgml_checkpoint_open(const char *dir, wgml_checkpoint **out, char *err, size_t errlen) {
+    if (!out) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    *out = NULL;
+    if (!dir) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    wgml_checkpoint *c = calloc(1, sizeof *c);
+    if (!c) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+    wgml_status s = ckpt_load(dir, &c->f, err, errlen);
+    if (s) {
+        free(c);
+        return s;
+    }
+    *out = c;
+    return WGML_OK;
+}
+
+void wgml_checkpoint_close(wgml_checkpoint *c) {
+    if (!c) return;
+    st_free(&c->f);
+    free(c);
+}
+
+const char *wgml_checkpoint_meta(const wgml_checkpoint *c, const char *key) { return c && key ? st_meta(&c->f, key) : NULL; }
+
+wgml_status wgml_checkpoint_expect(const wgml_checkpoint *c, const char *key, const char *want, char *err, size_t errlen) {
+    if (!c || !key || !want) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    return ckpt_expect(&c->f, key, want, err, errlen);
+}
+
+wgml_status wgml_checkpoint_restore(const wgml_checkpoint *c, wgml_trainer *t, char *err, size_t errlen) {
+    if (!c || !t) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    const st_file *f = &c->f;
+    int nt = 0;
+    train_tensor *ti = train_tensors(t, &nt, err, errlen);
+    if (!ti) return WGML_ERR_ARG;
+    wgml_status s = WGML_ERR_FORMAT;
+    int saved = 0;
+    for (int i = 0; i < f->n; i++) saved += !strstr(f->t[i].name, ".adam_") && strcmp(f->t[i].name, OPT_STATE_NAME);
+    if (saved != nt) {
+        cerr(err, errlen, s, "checkpoint mismatch: %d trainable tensors saved, this run has %d", saved, nt);
+        goto out;
+    }
+    for (int i = 0; i < nt; i++)
+        for (int what = 0; what < 3; what++) {
+            char nm[200];
+            snprintf(nm, sizeof nm, "%s%s", ti[i].name, part_suffix[what]);
+            const st_tensor *x = st_find(f, nm);
+            int ok = x && !strcmp(x->dtype, "F32") && x->rank == ti[i].rank && x->numel == ti[i].numel;
+            for (int d = 0; ok && d < x->rank; d++) ok = x->shape[d] == ti[i].shape[d];
+            if (!ok) {
+                cerr(err, errlen, s, "checkpoint mismatch: tensor %s is missing or has another shape", nm);
+                goto out;
+            }
+            float *buf = malloc(x->nbytes); /* an aligned copy: the file's bytes need not be */
+            if (!buf) {
+                s = cerr(err, errlen, WGML_ERR_OOM, "%s: out of memory", nm);
+                goto out;
+            }
+            memcpy(buf, x->data, x->nbytes);
+            s = wgml_trainer_write_state(t, i, what, buf);
+            free(buf);
+            if (s) {
+                cerr(err, errlen, s, "%s: %s", nm, wgml_last_error(train_ctx(t)));
+                goto out;
+            }
+            s = WGML_ERR_FORMAT;
+        }
+    const st_tensor *os = st_find(f, OPT_STATE_NAME);
+    if (!os) {
+        cerr(err, errlen, s, "optimizer state: missing");
+        goto out;
+    }
+    if ((s = wgml_trainer_write_opt_state(t, os->data, os->nbytes))) {
+        cerr(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
+        goto out;
+    }
+    s = WGML_OK;
+out:
+    free(ti);
+    return s;
 }

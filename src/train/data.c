@@ -1,6 +1,7 @@
-/* Training data: tokenisation, packing, held-out split, shuffled order (see data.h). */
+/* Training data: tokenisation, packing, held-out split, shuffled order (public API in include/wgml-train.h, "training data"). */
 #define _POSIX_C_SOURCE 200809L
-#include "train/data.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -21,7 +22,7 @@ static wgml_status derr(char *err, size_t errlen, wgml_status s, const char *fmt
     return s;
 }
 
-void data_free(wgml_dataset *ds) {
+void wgml_data_free(wgml_dataset *ds) {
     if (!ds) return;
     free(ds->tok);
     free(ds->tgt);
@@ -47,8 +48,8 @@ static wgml_status check_args(int seq_len, double eval_fraction, char *err, size
     return WGML_OK;
 }
 
-wgml_status data_from_text(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
-                           wgml_dataset *ds, char *err, size_t errlen) {
+wgml_status wgml_data_from_text(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
+                                wgml_dataset *ds, char *err, size_t errlen) {
     memset(ds, 0, sizeof *ds);
     wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
     if (s) return s;
@@ -77,7 +78,7 @@ wgml_status data_from_text(const wgml_tokenizer *tok, const char *text, size_t l
     ds->tgt = malloc(rows * w);
     if (!ds->tok || !ds->tgt) {
         free(ids);
-        data_free(ds);
+        wgml_data_free(ds);
         return derr(err, errlen, WGML_ERR_OOM, "data: out of memory");
     }
     for (int64_t r = 0; r < rt; r++) memcpy(ds->tok + (size_t)r * w, ids + (size_t)r * (size_t)L, w * sizeof(int32_t));
@@ -250,8 +251,8 @@ out:
     return s;
 }
 
-wgml_status data_from_jsonl(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
-                            wgml_dataset *ds, char *err, size_t errlen) {
+wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
+                                 wgml_dataset *ds, char *err, size_t errlen) {
     memset(ds, 0, sizeof *ds);
     wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
     if (s) return s;
@@ -314,12 +315,12 @@ oom:
 fail:
     free(b.id);
     free(b.tg);
-    data_free(ds);
+    wgml_data_free(ds);
     return s;
 }
 
-wgml_status data_from_file(const wgml_tokenizer *tok, const char *path, int seq_len, double eval_fraction, wgml_dataset *ds,
-                           char *err, size_t errlen) {
+wgml_status wgml_data_from_file(const wgml_tokenizer *tok, const char *path, int seq_len, double eval_fraction, wgml_dataset *ds,
+                                char *err, size_t errlen) {
     memset(ds, 0, sizeof *ds);
     uint8_t *buf;
     size_t len;
@@ -329,14 +330,14 @@ wgml_status data_from_file(const wgml_tokenizer *tok, const char *path, int seq_
     size_t pl = strlen(path), i = 0;
     while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
     int jsonl = (pl >= 6 && !strcmp(path + pl - 6, ".jsonl")) || (i < len && buf[i] == '{');
-    s = jsonl ? data_from_jsonl(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2)
-              : data_from_text(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2);
+    s = jsonl ? wgml_data_from_jsonl(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2)
+              : wgml_data_from_text(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2);
     free(buf);
     if (s) derr(err, errlen, s, "%s: %s", path, e2);
     return s;
 }
 
-void data_row(const wgml_dataset *ds, int64_t row, int32_t *inputs, int32_t *labels) {
+void wgml_data_row(const wgml_dataset *ds, int64_t row, int32_t *inputs, int32_t *labels) {
     size_t w = (size_t)ds->seq_len + 1;
     const int32_t *t = ds->tok + (size_t)row * w;
     const uint8_t *g = ds->tgt + (size_t)row * w;
@@ -353,7 +354,7 @@ static uint64_t splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-int64_t data_train_row(wgml_dataset *ds, uint64_t seed, int64_t pos) {
+int64_t wgml_data_train_row(wgml_dataset *ds, uint64_t seed, int64_t pos) {
     int64_t n = ds->n_train, epoch = pos / n;
     if (!ds->perm) {
         ds->perm = malloc((size_t)n * sizeof(int64_t));
@@ -375,19 +376,19 @@ int64_t data_train_row(wgml_dataset *ds, uint64_t seed, int64_t pos) {
     return ds->perm[pos % n];
 }
 
-int64_t data_train_batch(wgml_dataset *ds, uint64_t seed, int64_t pos, int batch, int32_t *inputs, int32_t *labels) {
+int64_t wgml_data_train_batch(wgml_dataset *ds, uint64_t seed, int64_t pos, int batch, int32_t *inputs, int32_t *labels) {
     for (int b = 0; b < batch; b++) {
-        int64_t r = data_train_row(ds, seed, pos + b);
-        data_row(ds, r, inputs + (size_t)b * (size_t)ds->seq_len, labels + (size_t)b * (size_t)ds->seq_len);
+        int64_t r = wgml_data_train_row(ds, seed, pos + b);
+        wgml_data_row(ds, r, inputs + (size_t)b * (size_t)ds->seq_len, labels + (size_t)b * (size_t)ds->seq_len);
     }
     return pos + batch;
 }
 
-void data_eval_batch(const wgml_dataset *ds, int64_t first, int batch, int32_t *inputs, int32_t *labels) {
+void wgml_data_eval_batch(const wgml_dataset *ds, int64_t first, int batch, int32_t *inputs, int32_t *labels) {
     for (int b = 0; b < batch; b++) {
         int32_t *in = inputs + (size_t)b * (size_t)ds->seq_len, *lab = labels + (size_t)b * (size_t)ds->seq_len;
         if (first + b < ds->n_eval) {
-            data_row(ds, ds->n_train + first + b, in, lab);
+            wgml_data_row(ds, ds->n_train + first + b, in, lab);
         } else {
             for (int j = 0; j < ds->seq_len; j++) in[j] = ds->pad_id, lab[j] = -100;
         }

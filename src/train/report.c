@@ -1,6 +1,6 @@
-/* Learning-rate schedule, loss.csv and the loss.svg plot (see report.h). */
+/* Learning-rate schedule, loss.csv and the loss.svg plot (public API in include/wgml-train.h, "run reports"). */
 #define _POSIX_C_SOURCE 200809L
-#include "train/report.h"
+#include "wgml-train.h"
 
 #include "io/safetensors.h"
 
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr) {
+double wgml_lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr) {
     if (warmup > 0 && step < warmup) return lr * (double)(step + 1) / (double)warmup;
     int64_t span = total - warmup - 1;
     if (span <= 0) return lr;
@@ -64,11 +64,11 @@ static wgml_status flush(out *o, const char *path, char *err, size_t errlen) {
     return s;
 }
 
-wgml_status report_write_csv(const char *path, const report_row *rows, size_t n, char *err, size_t errlen) {
+wgml_status wgml_report_write_csv(const char *path, const wgml_report_row *rows, size_t n, char *err, size_t errlen) {
     out o = {0};
     put(&o, "step,loss,lr,tokens_per_s,eval_ppl\n");
     for (size_t i = 0; i < n; i++) {
-        const report_row *r = &rows[i];
+        const wgml_report_row *r = &rows[i];
         put(&o, "%lld,", (long long)r->step);
         if (isfinite(r->loss)) put(&o, "%.9g", r->loss); /* round-trips an f32 loss */
         put(&o, ",");
@@ -100,7 +100,7 @@ static double field(const char **p) {
     return v;
 }
 
-wgml_status report_read_csv(const char *path, int64_t max_step, report_row **rows, size_t *n, char *err, size_t errlen) {
+wgml_status wgml_report_read_csv(const char *path, int64_t max_step, wgml_report_row **rows, size_t *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
     uint8_t *buf;
@@ -117,7 +117,7 @@ wgml_status report_read_csv(const char *path, int64_t max_step, report_row **row
             continue;
         }
         const char *p = line;
-        report_row r;
+        wgml_report_row r;
         double st = field(&p);
         r.loss = field(&p);
         r.lr = field(&p);
@@ -130,7 +130,7 @@ wgml_status report_read_csv(const char *path, int64_t max_step, report_row **row
         if (!isfinite(r.eval_ppl)) r.eval_ppl = 0;
         if (*n == cap) {
             cap = cap ? cap * 2 : 64;
-            report_row *q = realloc(*rows, cap * sizeof *q);
+            wgml_report_row *q = realloc(*rows, cap * sizeof *q);
             if (!q) {
                 free(buf);
                 free(*rows);
@@ -161,7 +161,7 @@ static void xml_text(out *o, const char *s) {
     }
 }
 
-wgml_status report_write_svg(const char *path, const char *title, const report_row *rows, size_t n, char *err, size_t errlen) {
+wgml_status wgml_report_write_svg(const char *path, const char *title, const wgml_report_row *rows, size_t n, char *err, size_t errlen) {
     const double W = 720, H = 420, L = 70, R = 20, T = 40, B = 55;
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     size_t n_loss = 0, n_eval = 0;

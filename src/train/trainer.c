@@ -23,6 +23,8 @@
  * same run rewrites the codes from the latents at the frozen scales (wgml_q4_requant), so the
  * model's own weights change and every other graph of the model (eval, generation) sees them. */
 #include "train/trainer.h"
+#include "wgml-model.h"
+#include "wgml-train.h"
 
 #include "graph/graph.h"
 #include "model/llama.h"

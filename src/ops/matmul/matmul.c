@@ -551,3 +551,8 @@ wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_t
     int64_t shape[3] = {batch, m, n};
     return matmul_record(g, op, &x, 3, shape);
 }
+
+/* ---- public: the plan, for benchmark reports (tools/ see only include/) ---- */
+void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
+    matmul_plan(ctx, batch, m, n, k, variant, splits);
+}

@@ -1,0 +1,267 @@
+/* wgml-model.h: reading GGUF files, the tokenizer and chat template, the Llama model,
+ * generation and sampling (src/io, src/model). Builds on wgml.h. */
+#ifndef WGML_MODEL_H
+#define WGML_MODEL_H
+
+#include "wgml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GGUF files -------------------------------------------------------------------------- */
+/* Reading model files: metadata, the tensor table and tensor bytes, all checked against the
+ * file's size. */
+
+/* A GGUF file (versions 2 and 3), memory-mapped read-only. Every count, length and offset is
+ * checked against the file's size when it is opened; a truncated or corrupt file gives
+ * WGML_ERR_FORMAT and a message naming what was wrong and the file offset. Strings returned
+ * by the accessors point into the mapping (valid until wgml_gguf_close) and are NOT
+ * NUL-terminated unless said otherwise; their length comes with them. */
+typedef struct wgml_gguf wgml_gguf;
+
+/* Metadata value types, numbered as in the file format. */
+typedef enum wgml_gguf_type {
+    WGML_GGUF_U8 = 0, WGML_GGUF_I8 = 1, WGML_GGUF_U16 = 2, WGML_GGUF_I16 = 3,
+    WGML_GGUF_U32 = 4, WGML_GGUF_I32 = 5, WGML_GGUF_F32 = 6, WGML_GGUF_BOOL = 7,
+    WGML_GGUF_STRING = 8, WGML_GGUF_ARRAY = 9, WGML_GGUF_U64 = 10, WGML_GGUF_I64 = 11,
+    WGML_GGUF_F64 = 12
+} wgml_gguf_type;
+
+/* A metadata value: a small handle passed by value. For a scalar, offset is where its bytes
+ * are; for a string, count is its length in bytes and offset where they start; for an array,
+ * elem_type and count describe the elements and wgml_gguf_array_elem reaches each one. */
+typedef struct wgml_gguf_value {
+    wgml_gguf_type type;
+    wgml_gguf_type elem_type; /* arrays only */
+    uint64_t count;           /* arrays: elements; strings: bytes */
+    uint64_t offset;          /* file offset of the payload */
+    int64_t index;            /* internal (element table of a string/array array), else -1 */
+} wgml_gguf_value;
+
+/* A tensor's description. dims[0] is the fastest-varying (contiguous) dimension, as in the
+ * file; offset is relative to the data section; nbytes is 0 for a type wgml cannot size. */
+typedef struct wgml_gguf_tensor {
+    const char *name; /* NUL-terminated copy */
+    int n_dims;       /* 1..4 */
+    int64_t dims[4];  /* unused dims are 1 */
+    int64_t numel;
+    uint32_t type;    /* wgml_ggml_type or another file type number */
+    uint64_t offset;
+    uint64_t nbytes;
+} wgml_gguf_tensor;
+
+/* Opens and validates path. On failure *out is NULL and err (when given) holds the message. */
+wgml_status wgml_gguf_open(const char *path, wgml_gguf **out, char *err, size_t errlen);
+void wgml_gguf_close(wgml_gguf *f);
+/* The message of the last failed accessor call on f ("" when none). */
+const char *wgml_gguf_error(const wgml_gguf *f);
+uint32_t wgml_gguf_version(const wgml_gguf *f);
+uint64_t wgml_gguf_alignment(const wgml_gguf *f);   /* general.alignment, default 32 */
+uint64_t wgml_gguf_data_offset(const wgml_gguf *f); /* file offset of the data section */
+uint64_t wgml_gguf_file_size(const wgml_gguf *f);
+
+/* Metadata: by index (0..kv_count-1, in file order) or by key. */
+int64_t wgml_gguf_kv_count(const wgml_gguf *f);
+const char *wgml_gguf_kv_key(const wgml_gguf *f, int64_t i); /* NUL-terminated; NULL if out of range */
+wgml_gguf_value wgml_gguf_kv_value(const wgml_gguf *f, int64_t i);
+/* 1 and *v when key is present, else 0. */
+int wgml_gguf_find(const wgml_gguf *f, const char *key, wgml_gguf_value *v);
+const char *wgml_gguf_type_name(wgml_gguf_type t);
+
+/* Scalar conversions. Integers: any integer or bool type whose value fits; floats: f32/f64
+ * (and integers). Wrong type or out of range: WGML_ERR_FORMAT (message via wgml_gguf_error). */
+wgml_status wgml_gguf_value_u64(const wgml_gguf *f, wgml_gguf_value v, uint64_t *out);
+wgml_status wgml_gguf_value_i64(const wgml_gguf *f, wgml_gguf_value v, int64_t *out);
+wgml_status wgml_gguf_value_f64(const wgml_gguf *f, wgml_gguf_value v, double *out);
+wgml_status wgml_gguf_value_string(const wgml_gguf *f, wgml_gguf_value v, const char **s, size_t *len);
+/* Element i of an array value. */
+wgml_status wgml_gguf_array_elem(const wgml_gguf *f, wgml_gguf_value arr, uint64_t i, wgml_gguf_value *out);
+
+/* Typed getters by key; a missing key or a value of the wrong type gives WGML_ERR_FORMAT. */
+wgml_status wgml_gguf_get_u32(const wgml_gguf *f, const char *key, uint32_t *out);
+wgml_status wgml_gguf_get_u64(const wgml_gguf *f, const char *key, uint64_t *out);
+wgml_status wgml_gguf_get_i64(const wgml_gguf *f, const char *key, int64_t *out);
+wgml_status wgml_gguf_get_f32(const wgml_gguf *f, const char *key, float *out);
+wgml_status wgml_gguf_get_bool(const wgml_gguf *f, const char *key, int *out);
+wgml_status wgml_gguf_get_string(const wgml_gguf *f, const char *key, const char **s, size_t *len);
+/* An array's element type and length. */
+wgml_status wgml_gguf_get_array(const wgml_gguf *f, const char *key, wgml_gguf_value *arr);
+
+/* Tensors: by index (file order) or by name (-1 when absent). */
+int64_t wgml_gguf_tensor_count(const wgml_gguf *f);
+const wgml_gguf_tensor *wgml_gguf_tensor_at(const wgml_gguf *f, int64_t i);
+int64_t wgml_gguf_find_tensor(const wgml_gguf *f, const char *name);
+/* The tensor's bytes in the mapping. A type wgml cannot size gives WGML_ERR_FORMAT
+ * ("unsupported tensor type N (name)"). */
+wgml_status wgml_gguf_tensor_data(const wgml_gguf *f, int64_t i, const void **data, size_t *nbytes);
+
+/* Writes a summary of a GGUF model to file (a FILE*; NULL: stdout): architecture, every
+ * "<arch>.*" hyper-parameter, the tokenizer and a tensor table (name, shape, type, bytes). */
+wgml_status wgml_model_print_info(const char *path, void *file);
+
+/* ---- tokenizer and chat template --------------------------------------------------------- */
+/* Text to token ids and back, and the instruct model's chat format. */
+
+/* A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") built from a GGUF's metadata:
+ * tokens, merges, token types, BOS/EOS ids and the pre-tokenizer named by
+ * tokenizer.ggml.pre ("smollm" and the others that split digits one by one before the GPT-2
+ * pattern; "gpt2"/"default" for the plain GPT-2 pattern). Control and user-defined tokens are
+ * matched in the text (leftmost, longest) before BPE when WGML_TOK_SPECIAL is given. */
+typedef struct wgml_tokenizer wgml_tokenizer;
+
+enum {
+    WGML_TOK_ADD_BOS = 1,  /* encode: prepend the BOS id */
+    WGML_TOK_ADD_EOS = 2,  /* encode: append the EOS id */
+    WGML_TOK_SPECIAL = 4,  /* encode: match special-token text (else it is plain text) */
+    WGML_TOK_SKIP_SPECIAL = 8 /* decode: leave out control tokens (else they appear as text) */
+};
+
+wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *f, wgml_tokenizer **out, char *err, size_t errlen);
+void wgml_tokenizer_free(wgml_tokenizer *t);
+/* Encodes len bytes of text; *ids is malloc'ed (free it), *n_ids its length. */
+wgml_status wgml_tokenizer_encode(const wgml_tokenizer *t, const char *text, size_t len, int flags,
+                                  int32_t **ids, size_t *n_ids);
+/* Decodes ids to bytes (UTF-8 for text that came from encode); *text is malloc'ed and
+ * NUL-terminated, *len excludes the NUL. An id out of range gives WGML_ERR_ARG. */
+wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, size_t n_ids, int flags,
+                                  char **text, size_t *len);
+int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t);
+int32_t wgml_tokenizer_bos(const wgml_tokenizer *t); /* -1 when the file names none */
+int32_t wgml_tokenizer_eos(const wgml_tokenizer *t);
+/* The token's text as stored (byte-level form), NUL-terminated; NULL when out of range. */
+const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id);
+const char *wgml_tokenizer_pre(const wgml_tokenizer *t); /* tokenizer.ggml.pre or "default" */
+int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t);
+/* The last error message of encode/decode/chat on t. */
+const char *wgml_tokenizer_error(const wgml_tokenizer *t);
+
+/* Chat formatting for the instruct model. This is not a general Jinja engine: it recognises
+ * the ChatML template that SmolLM2-Instruct carries in tokenizer.chat_template (each message
+ * as "<|im_start|>ROLE\nCONTENT<|im_end|>\n", a default system message taken from the
+ * template inserted when the first message is not "system", and "<|im_start|>assistant\n"
+ * when add_generation_prompt is set). Another template gives WGML_ERR_UNSUPPORTED.
+ * *out is malloc'ed and NUL-terminated; encode it with WGML_TOK_SPECIAL. */
+typedef struct wgml_chat_msg {
+    const char *role;
+    const char *content;
+} wgml_chat_msg;
+wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, size_t n_msgs,
+                            int add_generation_prompt, char **out, size_t *len);
+
+/* ---- the model --------------------------------------------------------------------------- */
+/* A Llama model loaded from GGUF: prefill and decode through built graphs, a KV cache. */
+
+/* A Llama-architecture model (general.architecture = "llama") loaded from a GGUF file. Every
+ * hyper-parameter comes from the file's llama.* metadata. Weights stay in their file type on
+ * the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token embedding through
+ * wgml_q4_embedding), F32/F16/BF16 matrices dequantised to f32; norms f32. When output.weight
+ * is absent the output head is the token embedding used as a linear (tied). RoPE pairs
+ * elements (2i, 2i+1) of each head (GGML's normal mode, the convention of GGUF Llama q/k
+ * weights) with angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of
+ * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (8,
+ * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
+ * so causal masking keeps them out and decode overwrites their cache rows; built on first use
+ * and cached) and one decode graph (one token) built at load and replayed with the position,
+ * the cache length and the token in tensors. */
+typedef struct wgml_model wgml_model;
+
+typedef struct wgml_llama_config {
+    int64_t n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim;
+    int64_t n_ctx_train; /* llama.context_length */
+    int64_t n_ctx;       /* KV cache rows (positions) this instance holds */
+    float rope_base, rms_eps;
+    int tied_output;         /* 1 when the output head is the token embedding */
+    uint32_t tok_embd_type;  /* wgml_ggml_type of token_embd.weight */
+} wgml_llama_config;
+
+typedef struct wgml_model_options {
+    int64_t n_ctx; /* KV cache length; 0: min(llama.context_length, 2048) */
+} wgml_model_options;
+
+/* Loads path (options may be NULL). NULL on error, with the message on ctx: a missing file
+ * (WGML_ERR_IO), another architecture (WGML_ERR_UNSUPPORTED), a missing key or tensor or a
+ * tensor of the wrong shape (WGML_ERR_FORMAT, naming it). */
+wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options);
+void wgml_model_free(wgml_model *m);
+const wgml_llama_config *wgml_model_config(const wgml_model *m);
+const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m);
+/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>). */
+int wgml_model_is_stop(const wgml_model *m, int32_t id);
+/* Forgets the cached sequence (the next prefill starts at position 0). */
+void wgml_model_reset(wgml_model *m);
+int64_t wgml_model_pos(const wgml_model *m); /* tokens in the KV cache */
+/* Runs ids[0..n) at positions pos .. pos + n - 1 (pos = wgml_model_pos), appending them to the
+ * KV cache. Writes the last position's logits into logits[n_vocab] and/or its argmax (computed
+ * on the GPU) into *next; either may be NULL. */
+wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next);
+/* One decode step: token id at position pos through the decode graph; same outputs. */
+wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next);
+/* GPU seconds (timestamps, else wall) of the last prefill or decode graph run. */
+double wgml_model_last_run_seconds(const wgml_model *m);
+/* Greedy decoding kept on the GPU: n_steps decode steps from token id at position pos, each
+ * step's argmax (computed and fed back on the GPU) being the next step's token. The host
+ * submits `batch` steps per submit (<= 0: 16) and keeps two submits queued, reading each
+ * one's tokens back while the next runs, so the GPU does not wait for the host. on_token (may
+ * be NULL) receives the produced tokens in order (each at most 2 * batch steps after the GPU
+ * made it); a non-zero return stops after that token. Steps already submitted past the stop
+ * run to their end but are dropped: afterwards wgml_model_pos and the cache are exactly those
+ * of host-driven wgml_model_decode steps that stopped there (pos advanced by the tokens
+ * handed to on_token). Fails with WGML_ERR_LIMIT when pos + n_steps > n_ctx. */
+typedef int (*wgml_token_fn)(void *user, int32_t id);
+typedef struct wgml_decode_stats {
+    size_t steps;     /* steps whose tokens were handed over (the position advance) */
+    size_t submitted; /* steps run, those dropped after a stop included */
+    uint64_t submits; /* queue submits made */
+    double gpu_s;     /* GPU seconds of all submitted steps (timestamps); -1 without timestamps */
+    double submit_s;  /* host seconds spent recording and submitting them */
+    size_t dispatches_per_step; /* compute dispatches in one decode step */
+} wgml_decode_stats;
+wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
+                                     void *user, wgml_decode_stats *stats);
+
+/* ---- generation and sampling ------------------------------------------------------------- */
+/* Picking the next token from logits, and whole generations with streamed text. */
+
+/* Host-side sampling from one logits row: temperature <= 0 gives the argmax (first of ties);
+ * otherwise softmax(logits / temperature) restricted to the top_k largest (top_k <= 0: all)
+ * then to the smallest prefix, by descending probability, whose mass reaches top_p (top_p
+ * outside (0, 1): no cut), renormalised and drawn with *rng (xorshift64*; never 0). */
+typedef struct wgml_sampler {
+    float temperature;
+    int top_k;
+    float top_p;
+} wgml_sampler;
+int32_t wgml_sample(const float *logits, int64_t n, const wgml_sampler *s, uint64_t *rng);
+uint64_t wgml_rng_seed(uint64_t seed); /* a non-zero state from a seed */
+
+/* Generation: prefill the prompt from position 0, then decode until a stop token or
+ * max_tokens. Greedy (temperature 0) keeps the tokens on the GPU (wgml_model_decode_greedy,
+ * decode_batch steps per submit, read back with a lag of at most two batches, so on_text and
+ * the stop check see tokens that late); decode_batch < 0 takes the step-by-step path (one
+ * submit and one argmax readback per token; same tokens). Sampling reads back the last logits
+ * row of each step. on_text receives the generated text as it is decoded, held back at an
+ * incomplete UTF-8 sequence (so every call is whole characters); a non-zero return stops. */
+typedef struct wgml_gen_options {
+    int max_tokens;
+    wgml_sampler sampler;
+    uint64_t seed;
+    int decode_batch; /* greedy: decode steps per submit; 0: 16; < 0: step by step */
+} wgml_gen_options;
+typedef struct wgml_gen_stats {
+    size_t prompt_tokens, generated_tokens;
+    size_t decode_steps;        /* decode graph runs (tokens fed back) */
+    double prefill_s, decode_s; /* GPU (or wall) seconds of the graph runs */
+    double prefill_wall_s, decode_wall_s;
+    int stopped; /* 1: a stop token ended generation */
+    uint64_t decode_submits; /* queue submits during decoding */
+} wgml_gen_stats;
+typedef int (*wgml_text_fn)(void *user, const char *text, size_t len);
+/* out_ids (may be NULL) receives the generated ids (malloc'ed) and *n_out their count. */
+wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt, const wgml_gen_options *opt,
+                          wgml_text_fn on_text, void *user, wgml_gen_stats *stats, int32_t **out_ids, size_t *n_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,374 @@
+/* LoRA adapter files and the STE model export: what a fine-tuning run leaves behind, written
+ * from the trainer's state and read back for generation and evaluation (public API in
+ * include/wgml-train.h, "adapters"). */
+#define _POSIX_C_SOURCE 200809L
+#include "train/adapter.h"
+#include "wgml-model.h"
+
+#include "io/gguf_write.h"
+#include "io/json.h"
+#include "train/checkpoint.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static wgml_status aerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static wgml_status aerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static char *path_in(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (p) snprintf(p, a + b + 2, "%s/%s", dir, name);
+    return p;
+}
+
+/* ---- target names ---- */
+
+/* In the order of the WGML_TARGET_* bits. */
+static const char *const target_names[7] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+const char *wgml_target_name(int i) { return i >= 0 && i < 7 ? target_names[i] : NULL; }
+
+wgml_status wgml_targets_parse(const char *s, unsigned *targets) {
+    if (!s || !targets) return WGML_ERR_ARG;
+    if (!strcmp(s, "all")) {
+        *targets = WGML_TARGET_ALL;
+        return WGML_OK;
+    }
+    unsigned m = 0;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        int found = 0;
+        for (int i = 0; i < 7; i++)
+            if (strlen(target_names[i]) == n && !strncmp(s, target_names[i], n)) m |= 1u << i, found = 1;
+        if (!found) return WGML_ERR_ARG;
+        s += n + (e ? 1 : 0);
+    }
+    if (!m) return WGML_ERR_ARG;
+    *targets = m;
+    return WGML_OK;
+}
+
+void wgml_targets_format(unsigned targets, char *buf, size_t n) {
+    if (!buf || !n) return;
+    buf[0] = 0;
+    for (int i = 0; i < 7; i++)
+        if (targets & (1u << i)) {
+            if (buf[0]) strncat(buf, ",", n - strlen(buf) - 1);
+            strncat(buf, target_names[i], n - strlen(buf) - 1);
+        }
+}
+
+wgml_status wgml_file_sha256(const char *path, char out[65], uint64_t *size, char *err, size_t errlen) {
+    if (!path || !out || !size) return aerr(err, errlen, WGML_ERR_ARG, "sha256: bad argument");
+    return sha256_file(path, out, size, err, errlen);
+}
+
+/* ---- writing ---- */
+
+/* adapter_config.json: the run's configuration as JSON, one key a line. */
+static char *adapter_config_json(const wgml_train_config *cfg, const wgml_adapter_info *info, int n, size_t *len) {
+    char *j = NULL, num[160];
+    size_t cap = 0;
+    *len = 0;
+    int bad = json_put_raw(&j, len, &cap, "{\n  \"format\": \"" ADAPTER_FORMAT "\",\n  \"mode\": ");
+    bad |= json_put_raw(&j, len, &cap, cfg->mode == WGML_TRAIN_STE ? "\"ste\"" : "\"lora\"");
+    snprintf(num, sizeof num, ",\n  \"rank\": %d,\n  \"alpha\": %.9g,\n  \"targets\": [", cfg->lora_rank, (double)cfg->lora_alpha);
+    bad |= json_put_raw(&j, len, &cap, num);
+    int first = 1;
+    for (int i = 0; i < 7; i++)
+        if (cfg->targets & (1u << i)) {
+            bad |= json_put_raw(&j, len, &cap, first ? "" : ", ");
+            bad |= json_put_string(&j, len, &cap, target_names[i], strlen(target_names[i]));
+            first = 0;
+        }
+    bad |= json_put_raw(&j, len, &cap, "],\n  \"base_model\": {\"path\": ");
+    bad |= json_put_string(&j, len, &cap, info->base_model, strlen(info->base_model));
+    snprintf(num, sizeof num, ", \"size\": %llu, \"sha256\": \"%.64s\"},\n  \"data\": ", (unsigned long long)info->base_size,
+             info->base_sha256);
+    bad |= json_put_raw(&j, len, &cap, num);
+    bad |= json_put_string(&j, len, &cap, info->data, strlen(info->data));
+    snprintf(num, sizeof num, ",\n  \"seq_len\": %d,\n  \"batch\": %d,\n  \"steps\": %lld,\n  \"tensors\": %d\n}\n", cfg->seq_len,
+             cfg->batch, (long long)info->steps, n);
+    bad |= json_put_raw(&j, len, &cap, num);
+    if (bad) {
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+wgml_status adapter_write(const char *dir, const wgml_train_config *cfg, const wgml_adapter_info *info, int n,
+                          const st_write_tensor *t, char *err, size_t errlen) {
+    if (!dir || !cfg || !info || !info->base_model || !info->base_sha256 || !info->data || n < 0 || (n && !t))
+        return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    char *path = path_in(dir, ADAPTER_FILE), *cpath = path_in(dir, ADAPTER_CONFIG_FILE), *cfg_json = NULL;
+    uint8_t *file = NULL;
+    size_t flen, clen;
+    wgml_status s = WGML_ERR_OOM;
+    char e2[600];
+    if (!path || !cpath) {
+        aerr(err, errlen, s, "adapter: out of memory");
+        goto out;
+    }
+    char tg[64], rk[16], al[32];
+    wgml_targets_format(cfg->targets, tg, sizeof tg);
+    snprintf(rk, sizeof rk, "%d", cfg->lora_rank);
+    snprintf(al, sizeof al, "%.9g", (double)cfg->lora_alpha);
+    const char *mk[5] = {"format", "rank", "alpha", "targets", "base_model_sha256"};
+    const char *mv[5] = {ADAPTER_FORMAT, rk, al, tg, info->base_sha256};
+    if ((s = st_build(t, n, mk, mv, 5, &file, &flen, e2, sizeof e2))) {
+        aerr(err, errlen, s, "adapter: %s", e2);
+        goto out;
+    }
+    const void *parts[1] = {file};
+    size_t sizes[1] = {flen};
+    if ((s = file_write_atomic(path, parts, sizes, 1, SIZE_MAX, e2, sizeof e2))) {
+        aerr(err, errlen, s, "adapter: %s", e2);
+        goto out;
+    }
+    if (!(cfg_json = adapter_config_json(cfg, info, n, &clen))) {
+        s = aerr(err, errlen, WGML_ERR_OOM, "adapter config: out of memory");
+        goto out;
+    }
+    parts[0] = cfg_json;
+    sizes[0] = clen;
+    if ((s = file_write_atomic(cpath, parts, sizes, 1, SIZE_MAX, e2, sizeof e2))) aerr(err, errlen, s, "adapter config: %s", e2);
+out:
+    free(cfg_json);
+    free(file);
+    free(path);
+    free(cpath);
+    return s;
+}
+
+wgml_status wgml_trainer_save_adapter(wgml_trainer *t, const wgml_train_config *cfg, const char *dir, const wgml_adapter_info *info,
+                                      char *err, size_t errlen) {
+    if (!t || !cfg || !dir || !info) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    int nt = 0;
+    char e2[600];
+    train_tensor *ti = train_tensors(t, &nt, e2, sizeof e2);
+    if (!ti) return aerr(err, errlen, WGML_ERR_ARG, "adapter: %s", e2);
+    wgml_status s = WGML_ERR_OOM;
+    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
+    st_write_tensor *w = calloc((size_t)nt + 1, sizeof *w);
+    if (!bufs || !w) {
+        aerr(err, errlen, s, "adapter: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nt; i++) {
+        if (!(bufs[i] = train_tensor_read(t, ti, i, 0, e2, sizeof e2))) {
+            s = aerr(err, errlen, WGML_ERR_GPU, "adapter: %s", e2);
+            goto out;
+        }
+        w[i] = (st_write_tensor){.name = ti[i].name, .dtype = "F32", .rank = ti[i].rank, .data = bufs[i]};
+        for (int d = 0; d < ti[i].rank; d++) w[i].shape[d] = ti[i].shape[d];
+    }
+    s = adapter_write(dir, cfg, info, nt, w, err, errlen);
+out:
+    if (bufs)
+        for (int i = 0; i < nt; i++) free(bufs[i]);
+    free(bufs);
+    free(w);
+    free(ti);
+    return s;
+}
+
+wgml_status wgml_trainer_save_ste_gguf(wgml_trainer *t, const char *model_path, const char *out_path, char *err, size_t errlen) {
+    if (!t || !model_path || !out_path) return aerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    int nt = 0;
+    train_tensor *ti = train_tensors(t, &nt, err, errlen);
+    if (!ti) return WGML_ERR_ARG;
+    wgml_status s = WGML_ERR_OOM;
+    float **bufs = calloc((size_t)nt + 1, sizeof(float *));
+    char **names = calloc((size_t)nt + 1, sizeof(char *));
+    if (!bufs || !names) {
+        aerr(err, errlen, s, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nt; i++) {
+        /* the trainer's "blk.L.TARGET.latent" is the GGUF's "blk.L.TARGET.weight" */
+        size_t nl = strlen(ti[i].name);
+        if (!(names[i] = malloc(nl + 8))) {
+            aerr(err, errlen, s, "out of memory");
+            goto out;
+        }
+        memcpy(names[i], ti[i].name, nl + 1);
+        if (nl > 7 && !strcmp(names[i] + nl - 7, ".latent")) strcpy(names[i] + nl - 7, ".weight");
+        if (!(bufs[i] = train_tensor_read(t, ti, i, 0, err, errlen))) {
+            s = WGML_ERR_GPU;
+            goto out;
+        }
+    }
+    s = gguf_write_ste(model_path, out_path, nt, (const char *const *)names, (const float *const *)bufs, err, errlen);
+out:
+    if (bufs)
+        for (int i = 0; i < nt; i++) free(bufs[i]);
+    if (names)
+        for (int i = 0; i < nt; i++) free(names[i]);
+    free(bufs);
+    free(names);
+    free(ti);
+    return s;
+}
+
+/* ---- reading ---- */
+
+struct wgml_adapter {
+    wgml_train_config cfg;
+    st_file st;
+    int n;
+    const char **names; /* into st */
+    float **data;       /* aligned copies of st's tensors */
+};
+
+void wgml_adapter_free(wgml_adapter *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n; i++) free(a->data[i]);
+    free(a->data);
+    free(a->names);
+    st_free(&a->st);
+    free(a);
+}
+
+/* Reads the config's rank, alpha and targets into a->cfg and checks the base model. */
+static wgml_status read_config(wgml_adapter *a, const char *dir, const char *cp, const char *model_path, char *err, size_t errlen) {
+    uint8_t *cj = NULL;
+    size_t cl;
+    json_value v = {0};
+    char e2[600];
+    wgml_status s = file_read_all(cp, &cj, &cl, err, errlen);
+    if (s) return s;
+    if (json_parse((const char *)cj, cl, &v, e2, sizeof e2)) {
+        s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: %s", cp, e2);
+        goto out;
+    }
+    const json_value *fmt = json_get(&v, "format"), *rank = json_get(&v, "rank"), *alpha = json_get(&v, "alpha"),
+                     *tg = json_get(&v, "targets"), *mode = json_get(&v, "mode"), *base = json_get(&v, "base_model");
+    if (!fmt || fmt->kind != JSON_STRING || strcmp(fmt->str, ADAPTER_FORMAT) || !rank || rank->kind != JSON_NUMBER || !alpha ||
+        alpha->kind != JSON_NUMBER || !tg || tg->kind != JSON_ARRAY || (mode && (mode->kind != JSON_STRING || strcmp(mode->str, "lora")))) {
+        s = aerr(err, errlen, WGML_ERR_FORMAT, "%s is not a " ADAPTER_FORMAT " adapter config (format, mode lora, rank, alpha, targets)",
+                 cp);
+        goto out;
+    }
+    a->cfg.mode = WGML_TRAIN_LORA;
+    a->cfg.lora_rank = (int)rank->number;
+    a->cfg.lora_alpha = (float)alpha->number;
+    a->cfg.targets = 0;
+    for (size_t i = 0; i < tg->n; i++) {
+        unsigned b;
+        if (tg->items[i].kind != JSON_STRING || wgml_targets_parse(tg->items[i].str, &b)) {
+            s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: unknown target", cp);
+            goto out;
+        }
+        a->cfg.targets |= b;
+    }
+    const json_value *bs = json_get(base, "sha256"), *bz = json_get(base, "size");
+    if (model_path && bs && bs->kind == JSON_STRING && bz && bz->kind == JSON_NUMBER) {
+        char sha[65];
+        uint64_t size;
+        if ((s = sha256_file(model_path, sha, &size, err, errlen))) goto out;
+        if (size != (uint64_t)bz->number || strcmp(sha, bs->str)) {
+            s = aerr(err, errlen, WGML_ERR_FORMAT,
+                     "the adapter in %s was trained on another base model (sha256 %.16s..., this model %.16s...)", dir, bs->str, sha);
+            goto out;
+        }
+    }
+    s = WGML_OK;
+out:
+    json_free(&v);
+    free(cj);
+    return s;
+}
+
+wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen) {
+    if (!out) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    *out = NULL;
+    if (!dir) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    wgml_adapter *a = calloc(1, sizeof *a);
+    char *cp = path_in(dir, ADAPTER_CONFIG_FILE), *sp = path_in(dir, ADAPTER_FILE);
+    wgml_status s = WGML_ERR_OOM;
+    if (!a || !cp || !sp) {
+        aerr(err, errlen, s, "adapter: out of memory");
+        goto out;
+    }
+    a->cfg = wgml_train_defaults();
+    if ((s = read_config(a, dir, cp, model_path, err, errlen))) goto out;
+    if ((s = st_read(sp, &a->st, err, errlen))) goto out;
+    a->names = calloc((size_t)a->st.n + 1, sizeof(char *));
+    a->data = calloc((size_t)a->st.n + 1, sizeof(float *));
+    if (!a->names || !a->data) {
+        s = aerr(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < a->st.n; i++) {
+        const st_tensor *x = &a->st.t[i];
+        if (strcmp(x->dtype, "F32")) {
+            s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: tensor %s is %s, not F32", sp, x->name, x->dtype);
+            goto out;
+        }
+        a->names[a->n] = x->name;
+        if (!(a->data[a->n] = malloc(x->nbytes ? x->nbytes : 4))) { /* aligned copy */
+            s = aerr(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+            goto out;
+        }
+        memcpy(a->data[a->n], x->data, x->nbytes);
+        a->n++;
+    }
+    s = WGML_OK;
+out:
+    free(cp);
+    free(sp);
+    if (s) wgml_adapter_free(a);
+    else *out = a;
+    return s;
+}
+
+const wgml_train_config *wgml_adapter_config(const wgml_adapter *a) { return a ? &a->cfg : NULL; }
+
+int wgml_adapter_tensor_count(const wgml_adapter *a) { return a ? a->n : 0; }
+
+wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
+    if (!m || !a) return WGML_ERR_ARG;
+    return wgml_model_set_lora(m, &a->cfg, a->n, a->names, (const float *const *)a->data);
+}
+
+wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, char *err, size_t errlen) {
+    if (!t || !a) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    int nt = 0;
+    train_tensor *ti = train_tensors(t, &nt, err, errlen);
+    if (!ti) return WGML_ERR_ARG;
+    wgml_status s = WGML_ERR_FORMAT;
+    if (a->n != nt) {
+        aerr(err, errlen, s, "the adapter holds %d tensors, its configuration needs %d", a->n, nt);
+        goto out;
+    }
+    for (int i = 0; i < nt; i++) {
+        const st_tensor *x = st_find(&a->st, ti[i].name);
+        int j = 0;
+        while (j < a->n && strcmp(a->names[j], ti[i].name)) j++;
+        if (!x || j == a->n || x->numel != ti[i].numel) {
+            s = aerr(err, errlen, WGML_ERR_FORMAT, "tensor %s is missing or has another shape", ti[i].name);
+            goto out;
+        }
+        if ((s = wgml_trainer_write_state(t, i, 0, a->data[j]))) {
+            aerr(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
+            goto out;
+        }
+    }
+    s = WGML_OK;
+out:
+    free(ti);
+    return s;
+}
