@@ -15,6 +15,16 @@
 wgml_ctx *graph_ctx(const wgml_graph *g);
 bool graph_is_eager(const wgml_graph *g);
 
+/* ---- the context's graph-layer state (context.c): wgml_ctx_create makes the device, then
+ * this state; the gpu layer only stores the pointer. */
+/* The context's eager graph (made by wgml_ctx_create, freed by wgml_ctx_destroy). */
+wgml_graph *graph_ctx_eager(const wgml_ctx *ctx);
+void graph_ctx_set_eager(wgml_ctx *ctx, wgml_graph *g);
+/* Frees the eager graph g (wgml_ctx_destroy, before the device goes). */
+void graph_eager_destroy(wgml_graph *g);
+/* The matmul variant forced on this context (wgml_matmul_force_variant), or -1. */
+int graph_ctx_matmul_variant(const wgml_ctx *ctx);
+
 /* A new output tensor of an op (shape already validated by the op). NULL on error. */
 wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int rank, const int64_t *shape);
 
