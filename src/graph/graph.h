@@ -37,7 +37,8 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
                            wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
                            const void *uniform, size_t ubytes, uint64_t workgroups);
 
-/* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words). */
+/* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words), with
+ * the graph layer's own kernel (graph_fill.c); ops/fill builds wgml_fill and wgml_full on it. */
 wgml_status graph_fill_bits(wgml_graph *g, wgml_tensor *t, uint32_t bits);
 
 /* Submits the compiled graph g `repeat` times over in one pass, followed by a copy of bytes
