@@ -165,7 +165,7 @@ wgml_status gpu_wait_idle(wgml_ctx *ctx) {
     return s ? s : gpu_take_pending(ctx, "GPU work");
 }
 
-/* ------------------------------------------------------------------ context */
+/* ------------------------------------------------------------------ device */
 
 static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void *u1, void *u2) {
     (void)msg; (void)u2;
