@@ -112,14 +112,14 @@ void wgml_graph_free(wgml_graph *g) {
     release_compiled(g);
     clear_nodes(g);
     free(g->nodes);
-    autograd_release(g);
+    graph_tape_release(g);
     free_tensors(g);
     free(g);
 }
 
 void graph_eager_destroy(wgml_graph *g) {
     if (!g) return;
-    autograd_release(g);
+    graph_tape_release(g);
     clear_nodes(g);
     free(g->nodes);
     free_tensors(g);

@@ -56,11 +56,12 @@ gpu_async *graph_run_async(wgml_graph *g, size_t repeat, wgml_tensor *out, uint6
  * the records in reverse and calls each one's backward function, which emits the gradient
  * ops by calling public ops into the same graph. Each op family keeps its rules in its own
  * folder (<family>_grad.c). */
-/* graph.c <-> autograd.c */
+/* graph.c <-> tape.c (the records; tape.h) and autograd.c (the backward engine) */
 void **graph_autograd_slot(wgml_graph *g);
 bool graph_is_compiled(const wgml_graph *g);
-void autograd_release(wgml_graph *g);
-/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view. */
+void graph_tape_release(wgml_graph *g);
+/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view.
+ * In autograd.c, as its rule builds from ops (zeros, cat). */
 wgml_tensor *autograd_view_record(wgml_graph *g, wgml_tensor *x, wgml_tensor *view, int64_t offset);
 
 #define GRAPH_OP_MAX_IN 8
@@ -98,7 +99,7 @@ wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
 /* The status a backward function returns: WGML_OK when every wanted input got a gradient,
  * else the context's last error. */
 wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);
-/* Rule helpers (autograd.c): the sum of dy over the dims in which shape `to` was broadcast up
+/* Rule helpers (ops/reduce/reduce_grad.c): the sum of dy over the dims in which shape `to` was broadcast up
  * to dy's shape, reshaped to `to` (dy itself when nothing was broadcast). */
 wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to);
 /* Scatter-add along one dim: dx (shape x_rank/x_shape) where dx[p] = Σ_j dy[p with dim := j]
