@@ -28,7 +28,7 @@
 
 #include "gpu/gpu.h"
 
-void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/gpu.c) */
+void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
 
 static uint64_t gpu_max_binding_floats(wgml_ctx *ctx) { return (gpu_get_caps(ctx)->max_storage_binding & ~255ull) / 4; }
 

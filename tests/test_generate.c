@@ -305,7 +305,7 @@ static void test_fused(void) {
     synth_free(&s);
 }
 
-void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/gpu.c) */
+void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
 
 static int lose_device(void *user, int32_t id) {
     (void)id;

@@ -1,12 +1,27 @@
-/* The GPU layer: the only part of wgml that includes webgpu.h.
- * Context and errors, buffers and a pool, pipelines (cached), bind groups, one-pass submits,
- * readback and timestamps. Layers above see opaque handles only. */
+/* The GPU layer: the only part of wgml that includes webgpu.h, and the interface the layers
+ * above use. The device and its errors (device.c), buffers and a pool (memory.c), pipelines,
+ * cached, and bind groups (pipeline.c), one-pass submits, readback and timestamps (submit.c);
+ * wgpu-native's own extensions (native.c). Layers above see opaque handles only; this layer
+ * knows nothing of graphs or ops. */
 #ifndef WGML_GPU_H
 #define WGML_GPU_H
 
 #include "wgml.h"
 #include <stdarg.h>
 #include <stdbool.h>
+
+/* ---- the device ---- */
+/* Creates the WebGPU instance, picks the adapter, creates the device with the adapter's
+ * limits (wgml_ctx_create's options). WGML_OK and *out, or the error (wgml_create_error). The
+ * public wgml_ctx_create / wgml_ctx_destroy (graph layer) call these. */
+wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out);
+/* Waits for queued work (unless the device is lost), releases the pool, the pipelines and the
+ * device, frees ctx. What the layers above keep in layer_state must be freed first. */
+void gpu_device_destroy(wgml_ctx *ctx);
+/* A pointer the layers above keep per context (the graph layer's context state); the gpu
+ * layer stores it and never reads it. NULL until set. */
+void *gpu_ctx_layer_state(const wgml_ctx *ctx);
+void gpu_ctx_set_layer_state(wgml_ctx *ctx, void *state);
 
 /* ---- errors (kept on the context) ---- */
 wgml_status wgml_set_error(wgml_ctx *ctx, wgml_status s, const char *fmt, ...)
@@ -94,10 +109,8 @@ wgml_status gpu_wait_idle(wgml_ctx *ctx);
 /* The embedded WGSL source of a kernel file (name without .wgsl), or NULL. */
 const char *gpu_shader_source(const char *name);
 
-/* ---- context internals shared with the graph layer ---- */
-wgml_graph *gpu_ctx_eager(wgml_ctx *ctx);
-void gpu_ctx_set_eager(wgml_ctx *ctx, wgml_graph *g);
-int gpu_ctx_matmul_variant(const wgml_ctx *ctx);
+/* ---- time ---- */
+/* Monotonic wall time in nanoseconds. */
 uint64_t gpu_now_ns(void);
 
 #endif

@@ -57,10 +57,10 @@ static wgml_graph *graph_alloc(wgml_ctx *ctx, bool eager) {
 
 wgml_graph *wgml_eager(wgml_ctx *ctx) {
     if (!ctx) return NULL;
-    wgml_graph *g = gpu_ctx_eager(ctx);
+    wgml_graph *g = graph_ctx_eager(ctx);
     if (!g) {
         g = graph_alloc(ctx, true);
-        gpu_ctx_set_eager(ctx, g);
+        graph_ctx_set_eager(ctx, g);
     }
     return g;
 }
@@ -112,14 +112,14 @@ void wgml_graph_free(wgml_graph *g) {
     release_compiled(g);
     clear_nodes(g);
     free(g->nodes);
-    autograd_release(g);
+    graph_tape_release(g);
     free_tensors(g);
     free(g);
 }
 
 void graph_eager_destroy(wgml_graph *g) {
     if (!g) return;
-    autograd_release(g);
+    graph_tape_release(g);
     clear_nodes(g);
     free(g->nodes);
     free_tensors(g);
@@ -133,7 +133,7 @@ static wgml_status eager_flush(wgml_graph *g);
 /* Queue writes land before the next submit, so eager work recorded before a write must be
  * submitted first: it may still use a pooled buffer that the write is about to fill. */
 static wgml_status flush_before_write(wgml_ctx *ctx) {
-    wgml_graph *e = gpu_ctx_eager(ctx);
+    wgml_graph *e = graph_ctx_eager(ctx);
     return e ? eager_flush(e) : gpu_check_alive(ctx);
 }
 

@@ -15,6 +15,16 @@
 wgml_ctx *graph_ctx(const wgml_graph *g);
 bool graph_is_eager(const wgml_graph *g);
 
+/* ---- the context's graph-layer state (context.c): wgml_ctx_create makes the device, then
+ * this state; the gpu layer only stores the pointer. */
+/* The context's eager graph (made by wgml_ctx_create, freed by wgml_ctx_destroy). */
+wgml_graph *graph_ctx_eager(const wgml_ctx *ctx);
+void graph_ctx_set_eager(wgml_ctx *ctx, wgml_graph *g);
+/* Frees the eager graph g (wgml_ctx_destroy, before the device goes). */
+void graph_eager_destroy(wgml_graph *g);
+/* The matmul variant forced on this context (wgml_matmul_force_variant), or -1. */
+int graph_ctx_matmul_variant(const wgml_ctx *ctx);
+
 /* A new output tensor of an op (shape already validated by the op). NULL on error. */
 wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int rank, const int64_t *shape);
 
@@ -27,7 +37,8 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
                            wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
                            const void *uniform, size_t ubytes, uint64_t workgroups);
 
-/* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words). */
+/* Fills t's words with the 32-bit pattern `bits` (t's bytes rounded up to whole words), with
+ * the graph layer's own kernel (graph_fill.c); ops/fill builds wgml_fill and wgml_full on it. */
 wgml_status graph_fill_bits(wgml_graph *g, wgml_tensor *t, uint32_t bits);
 
 /* Submits the compiled graph g `repeat` times over in one pass, followed by a copy of bytes
@@ -45,11 +56,12 @@ gpu_async *graph_run_async(wgml_graph *g, size_t repeat, wgml_tensor *out, uint6
  * the records in reverse and calls each one's backward function, which emits the gradient
  * ops by calling public ops into the same graph. Each op family keeps its rules in its own
  * folder (<family>_grad.c). */
-/* graph.c <-> autograd.c */
+/* graph.c <-> tape.c (the records; tape.h) and autograd.c (the backward engine) */
 void **graph_autograd_slot(wgml_graph *g);
 bool graph_is_compiled(const wgml_graph *g);
-void autograd_release(wgml_graph *g);
-/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view. */
+void graph_tape_release(wgml_graph *g);
+/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view.
+ * In autograd.c, as its rule builds from ops (zeros, cat). */
 wgml_tensor *autograd_view_record(wgml_graph *g, wgml_tensor *x, wgml_tensor *view, int64_t offset);
 
 #define GRAPH_OP_MAX_IN 8
@@ -87,7 +99,7 @@ wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
 /* The status a backward function returns: WGML_OK when every wanted input got a gradient,
  * else the context's last error. */
 wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);
-/* Rule helpers (autograd.c): the sum of dy over the dims in which shape `to` was broadcast up
+/* Rule helpers (ops/reduce/reduce_grad.c): the sum of dy over the dims in which shape `to` was broadcast up
  * to dy's shape, reshaped to `to` (dy itself when nothing was broadcast). */
 wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to);
 /* Scatter-add along one dim: dx (shape x_rank/x_shape) where dx[p] = Σ_j dy[p with dim := j]

@@ -1,5 +1,4 @@
 #include "tensor/tensor.h"
-#include "graph/graph.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,8 +54,6 @@ void shape_strides(int rank, const int64_t *shape, int64_t *str) {
         s *= shape[i];
     }
 }
-
-wgml_ctx *tensor_ctx(const wgml_tensor *t) { return t ? graph_ctx(t->graph) : NULL; }
 
 wgml_status check_tensor(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t) {
     if (!t) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, arg);

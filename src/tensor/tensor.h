@@ -37,7 +37,6 @@ static inline uint64_t tensor_binding_size(const wgml_tensor *t) { return (t->nb
 
 /* Validation shared by every op. Each returns WGML_OK or sets the context's error with a
  * message that starts with the op's name. */
-wgml_ctx *tensor_ctx(const wgml_tensor *t);
 wgml_status check_tensor(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t);
 wgml_status check_dtype(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t, wgml_dtype want);
 wgml_status check_rank(wgml_ctx *ctx, const char *op, const char *arg, const wgml_tensor *t, int lo, int hi);

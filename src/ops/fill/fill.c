@@ -1,16 +1,10 @@
-/* Fill: full, wgml_fill, and the NaN poisoning of fresh outputs (graph_fill_bits). */
+/* Fill: wgml_fill and wgml_full, a value converted to its dtype's 32-bit pattern and written
+ * with the graph layer's graph_fill_bits (src/graph/graph_fill.c, which also poisons fresh
+ * outputs). */
 #include "graph/graph.h"
 
 #include <math.h>
 #include <string.h>
-
-wgml_status graph_fill_bits(wgml_graph *g, wgml_tensor *t, uint32_t bits) {
-    uint64_t words = tensor_binding_size(t) / 4;
-    if (words > 0xFFFFFFFFull)
-        return wgml_set_error(graph_ctx(g), WGML_ERR_LIMIT, "fill: %llu words is too many", (unsigned long long)words);
-    uint32_t params[2] = {(uint32_t)words, bits};
-    return graph_dispatch(g, "fill", "fill", NULL, NULL, 0, &t, 1, params, sizeof params, (words + 255) / 256);
-}
 
 static wgml_status value_bits(wgml_ctx *ctx, const char *op, wgml_dtype dtype, double value, uint32_t *bits) {
     switch (dtype) {

@@ -115,7 +115,7 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
  * kernels took 27-90 us there). */
 #define SKINNY_MIN_MACS (1ll << 22)
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
-    int forced = gpu_ctx_matmul_variant(ctx);
+    int forced = graph_ctx_matmul_variant(ctx);
     if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
     if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
     int64_t small = m < n ? m : n;

@@ -238,7 +238,7 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c) {
         long v = strtol(e, &end, 10);
         if (forced < 0 && *end == 0 && v >= 0 && v < Q4_N_VARIANTS) forced = (int)v;
     }
-    int mv = gpu_ctx_matmul_variant(ctx);
+    int mv = graph_ctx_matmul_variant(ctx);
     if (forced < 0 && mv >= 0 && mv < wgml_matmul_variant_count()) {
         forced = q4_variant_by_name(wgml_matmul_variant_name(mv));
         if (forced < 0) forced = mv == 0 ? Q4V_TILE128 : mv == 4 ? Q4V_TILE128X64 : Q4V_TILE64;

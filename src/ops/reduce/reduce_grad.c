@@ -65,3 +65,19 @@ wgml_tensor *softmax_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *x
     memcpy(op.attrs, &at, sizeof at);
     return graph_record_op(g, &op);
 }
+
+/* ------------------------------------------------------------------ shared with other families' rules */
+
+wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to) {
+    if (!dy) return NULL;
+    int dims[WGML_MAX_RANK], n = 0, lead = dy->rank - rank;
+    for (int i = 0; i < dy->rank; i++) {
+        int64_t want = i < lead ? 1 : to[i - lead];
+        if (i < lead || (want == 1 && dy->shape[i] != 1)) dims[n++] = i;
+    }
+    wgml_tensor *r = n ? wgml_sum(g, dy, dims, n, 1) : dy;
+    if (r && (r->rank != rank || memcmp(r->shape, to, sizeof(int64_t) * (size_t)rank)))
+        r = wgml_reshape(g, r, rank, to);
+    return r;
+}
+

@@ -1,4 +1,5 @@
-// fill: writes one 32-bit pattern into every word of a buffer.
+// graph_fill: writes one 32-bit pattern into every word of a buffer (graph_fill_bits: fills and
+// the NaN poisoning of fresh outputs).
 // Workgroup: 256 threads; each thread owns one word. Linear workgroup index folds a 2-D grid.
 struct Params { n_words: u32, bits: u32 }
 

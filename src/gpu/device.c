@@ -1,0 +1,478 @@
+#define _POSIX_C_SOURCE 200809L
+/* The device: instance, adapter choice, device creation with the adapter's limits, the
+ * capability record, device-lost and uncaptured-error callbacks, error scopes, the last
+ * error, timeouts and waits, device info. */
+#include "gpu/gpu_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WGML_EXPECTED_WGPU_VERSION 0x1D000101u /* wgpu-native 29.0.1.1 from PyPI wgpu==0.32.0 */
+
+/* ------------------------------------------------------------------ errors */
+
+static char create_error[1024];
+
+const char *wgml_create_error(void) { return create_error; }
+
+wgml_status wgml_set_error(wgml_ctx *ctx, wgml_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (ctx) {
+        vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+        ctx->status = s;
+    } else {
+        vsnprintf(create_error, sizeof create_error, fmt, ap);
+    }
+    va_end(ap);
+    return s;
+}
+
+const char *wgml_last_error(const wgml_ctx *ctx) { return ctx ? ctx->error : create_error; }
+wgml_status wgml_last_status(const wgml_ctx *ctx) { return ctx ? ctx->status : WGML_ERR_ARG; }
+void wgml_clear_error(wgml_ctx *ctx) {
+    if (!ctx) return;
+    ctx->error[0] = 0;
+    ctx->status = ctx->lost ? WGML_ERR_DEVICE_LOST : WGML_OK;
+}
+
+const char *wgml_status_name(wgml_status s) {
+    static const char *names[] = {"ok", "bad argument", "shape mismatch", "wrong dtype",
+                                  "over a device limit", "out of device memory", "GPU error",
+                                  "device lost", "timeout", "no adapter", "wrong wgpu-native version",
+                                  "I/O error", "malformed file", "unsupported", "wrong state"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
+}
+
+static void on_device_lost(WGPUDevice const *device, WGPUDeviceLostReason reason, WGPUStringView msg,
+                           void *u1, void *u2) {
+    (void)device; (void)u2;
+    wgml_ctx *ctx = u1;
+    if (!ctx || reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    ctx->lost = true;
+    sv_copy(ctx->lost_msg, sizeof ctx->lost_msg, msg);
+}
+
+static void on_uncaptured(WGPUDevice const *device, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
+    (void)device; (void)u2;
+    wgml_ctx *ctx = u1;
+    if (!ctx || ctx->pending_error) return; /* keep the first */
+    ctx->pending_error = true;
+    ctx->pending_type = type;
+    sv_copy(ctx->pending_msg, sizeof ctx->pending_msg, msg);
+}
+
+wgml_status gpu_check_alive(wgml_ctx *ctx) {
+    if (ctx->lost)
+        return wgml_set_error(ctx, WGML_ERR_DEVICE_LOST, "the GPU device was lost: %s", ctx->lost_msg);
+    return WGML_OK;
+}
+
+/* Turns an error reported by a callback since the last check into the context's error. */
+wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during) {
+    wgml_status s = gpu_check_alive(ctx);
+    if (s) return s;
+    if (!ctx->pending_error) return WGML_OK;
+    ctx->pending_error = false;
+    s = ctx->pending_type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU;
+    return wgml_set_error(ctx, s, "%s: %s", during, ctx->pending_msg);
+}
+
+/* Error scopes: push before creating something, pop after to learn whether it failed.
+ * (wgpu-native panics on the Internal filter; internal errors reach the uncaptured callback.) */
+typedef struct scope_result {
+    bool done;
+    WGPUErrorType type;
+    char msg[512];
+} scope_result;
+
+static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
+    (void)u2;
+    scope_result *r = u1;
+    r->done = true;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_NoError;
+    sv_copy(r->msg, sizeof r->msg, msg);
+}
+
+void gpu_scope_push(wgml_ctx *ctx) {
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_OutOfMemory);
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
+}
+
+wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during) {
+    scope_result r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowProcessEvents;
+        cb.callback = on_pop;
+        cb.userdata1 = &r[i];
+        wgpuDevicePopErrorScope(ctx->device, cb);
+    }
+    for (int spin = 0; spin < 1000 && !(r[0].done && r[1].done); spin++)
+        native_poll(ctx->device, false);
+    for (int i = 0; i < 2; i++) {
+        if (r[i].done && r[i].type != WGPUErrorType_NoError) {
+            wgml_status s = r[i].type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU;
+            return wgml_set_error(ctx, s, "%s: %s", during, r[i].msg);
+        }
+    }
+    return gpu_take_pending(ctx, during);
+}
+
+/* ------------------------------------------------------------------ time and waiting */
+
+uint64_t gpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread (recording cost, as opposed to wall time) */
+uint64_t gpu_thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+/* Polls until *flag is set (a callback sets it) or the queue drains, within the timeout. */
+wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what) {
+    uint64_t start = gpu_now_ns();
+    long nap = 1;
+    for (;;) {
+        bool empty = native_poll(ctx->device, false);
+        if (ctx->lost) return gpu_check_alive(ctx);
+        if (flag ? *flag : empty) return WGML_OK;
+        double waited = (double)(gpu_now_ns() - start) * 1e-9;
+        if (waited > ctx->timeout_s)
+            return wgml_set_error(ctx, WGML_ERR_TIMEOUT, "%s: the GPU did not finish within %.3g s", what,
+                                  ctx->timeout_s);
+        nap_us(nap);
+        if (nap < 500) nap *= 2;
+    }
+}
+
+wgml_status gpu_wait_idle(wgml_ctx *ctx) {
+    wgml_status s = gpu_wait_flag(ctx, NULL, "waiting for the GPU");
+    return s ? s : gpu_take_pending(ctx, "GPU work");
+}
+
+/* ------------------------------------------------------------------ device */
+
+static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void *u1, void *u2) {
+    (void)msg; (void)u2;
+    if (status == WGPURequestAdapterStatus_Success) *(WGPUAdapter *)u1 = adapter;
+}
+
+static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2) {
+    if (status == WGPURequestDeviceStatus_Success) *(WGPUDevice *)u1 = device;
+    else sv_copy(u2, 512, msg);
+}
+
+static int adapter_rank(WGPUAdapterType t) {
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return 0;
+    case WGPUAdapterType_IntegratedGPU: return 1;
+    case WGPUAdapterType_Unknown: return 2;
+    case WGPUAdapterType_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static bool contains_ci(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && (p[i] | 32) == (needle[i] | 32)) i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
+
+static WGPUAdapter choose_adapter(wgml_ctx *ctx, const char *want, char *names, size_t names_n) {
+    WGPUAdapter list[32];
+    size_t n = native_enumerate_adapters(ctx->instance, list, 32);
+    WGPUAdapter best = NULL;
+    int best_rank = 99;
+    names[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+        char name[256] = "";
+        if (wgpuAdapterGetInfo(list[i], &info) == WGPUStatus_Success) {
+            sv_copy(name, sizeof name, info.device);
+            int rank = adapter_rank(info.adapterType);
+            wgpuAdapterInfoFreeMembers(info);
+            size_t used = strlen(names);
+            snprintf(names + used, names_n - used, "%s'%s'", used ? ", " : "", name);
+            bool ok = want ? contains_ci(name, want) : true;
+            if (ok && rank < best_rank) {
+                if (best) wgpuAdapterRelease(best);
+                best = list[i];
+                best_rank = rank;
+                continue;
+            }
+        }
+        wgpuAdapterRelease(list[i]);
+    }
+    if (!best && !want && n == 0) {
+        /* fall back to the standard request when enumeration finds nothing */
+        WGPURequestAdapterOptions opt = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
+        opt.powerPreference = WGPUPowerPreference_HighPerformance;
+        WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowSpontaneous;
+        cb.callback = on_adapter;
+        cb.userdata1 = &best;
+        wgpuInstanceRequestAdapter(ctx->instance, &opt, cb);
+    }
+    return best;
+}
+
+static bool has_feature(WGPUAdapter a, WGPUFeatureName f) { return wgpuAdapterHasFeature(a, f); }
+
+static wgml_status create_device(wgml_ctx *ctx) {
+    WGPUFeatureName feats[8];
+    size_t nf = 0;
+    ctx->caps.timestamps = has_feature(ctx->adapter, WGPUFeatureName_TimestampQuery);
+    ctx->caps.f16 = has_feature(ctx->adapter, WGPUFeatureName_ShaderF16);
+    ctx->caps.subgroups = has_feature(ctx->adapter, WGPUFeatureName_Subgroups);
+    bool native_subgroups = !ctx->caps.subgroups && has_feature(ctx->adapter, native_feature_subgroups());
+    ctx->caps.f32_atomics = has_feature(ctx->adapter, native_feature_f32_atomics());
+    if (ctx->caps.timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
+    if (ctx->caps.f16) feats[nf++] = WGPUFeatureName_ShaderF16;
+    if (ctx->caps.subgroups) feats[nf++] = WGPUFeatureName_Subgroups;
+    if (native_subgroups) {
+        feats[nf++] = native_feature_subgroups();
+        ctx->caps.subgroups = true;
+    }
+    if (ctx->caps.f32_atomics) feats[nf++] = native_feature_f32_atomics();
+
+    WGPULimits lim = WGPU_LIMITS_INIT;
+    if (wgpuAdapterGetLimits(ctx->adapter, &lim) != WGPUStatus_Success)
+        return wgml_set_error(NULL, WGML_ERR_GPU, "could not read the adapter's limits");
+    lim.nextInChain = NULL;
+
+    WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
+    dd.label = sv("wgml");
+    dd.requiredFeatureCount = nf;
+    dd.requiredFeatures = feats;
+    dd.requiredLimits = &lim; /* every limit as the adapter offers it */
+    dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+    dd.deviceLostCallbackInfo.callback = on_device_lost;
+    dd.deviceLostCallbackInfo.userdata1 = ctx;
+    dd.uncapturedErrorCallbackInfo.callback = on_uncaptured;
+    dd.uncapturedErrorCallbackInfo.userdata1 = ctx;
+    char msg[512] = "";
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowSpontaneous;
+    cb.callback = on_device;
+    cb.userdata1 = &ctx->device;
+    cb.userdata2 = msg;
+    wgpuAdapterRequestDevice(ctx->adapter, &dd, cb);
+    for (int i = 0; i < 1000 && !ctx->device && !msg[0]; i++) {
+        wgpuInstanceProcessEvents(ctx->instance);
+        nap_us(100);
+    }
+    if (!ctx->device) return wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", msg);
+    ctx->queue = wgpuDeviceGetQueue(ctx->device);
+    ctx->limits = (WGPULimits)WGPU_LIMITS_INIT;
+    wgpuDeviceGetLimits(ctx->device, &ctx->limits);
+    const WGPULimits *l = &ctx->limits;
+    gpu_caps *c = &ctx->caps;
+    c->max_storage_binding = l->maxStorageBufferBindingSize;
+    c->max_buffer_size = l->maxBufferSize;
+    c->max_workgroup_storage = l->maxComputeWorkgroupStorageSize;
+    c->max_invocations = l->maxComputeInvocationsPerWorkgroup;
+    c->max_wg_x = l->maxComputeWorkgroupSizeX;
+    c->max_wg_per_dim = l->maxComputeWorkgroupsPerDimension;
+    c->storage_align = l->minStorageBufferOffsetAlignment;
+    c->uniform_align = l->minUniformBufferOffsetAlignment;
+    c->max_storage_per_stage = l->maxStorageBuffersPerShaderStage;
+    c->subgroup_min = ctx->info.subgroupMinSize;
+    c->subgroup_max = ctx->info.subgroupMaxSize;
+    c->is_cpu = ctx->info.adapterType == WGPUAdapterType_CPU;
+    return WGML_OK;
+}
+
+wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
+    *out = NULL;
+    wgml_ctx_options opt = {0};
+    if (options) opt = *options;
+    uint32_t ver = native_version();
+    if (ver != WGML_EXPECTED_WGPU_VERSION)
+        return wgml_set_error(NULL, WGML_ERR_VERSION,
+                              "wgpu-native version %u.%u.%u.%u found, expected 29.0.1.1 (PyPI wgpu==0.32.0); "
+                              "run scripts/setup.sh",
+                              ver >> 24, (ver >> 16) & 255, (ver >> 8) & 255, ver & 255);
+    wgml_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return wgml_set_error(NULL, WGML_ERR_OOM, "out of host memory");
+    const char *env_timeout = getenv("WGML_TIMEOUT_S");
+    ctx->timeout_s = opt.timeout_s > 0 ? opt.timeout_s : env_timeout ? atof(env_timeout) : 600.0;
+    if (ctx->timeout_s <= 0) ctx->timeout_s = 600.0;
+    ctx->poison = opt.poison_outputs != 0;
+    const char *env_checks = getenv("WGML_SHADER_CHECKS");
+    ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
+    const char *env_mem = getenv("WGML_DEVICE_MEMORY_LIMIT");
+    if (env_mem && *env_mem) {
+        char *end;
+        double v = strtod(env_mem, &end);
+        double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
+                      : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
+        if (v > 0 && v * unit < 1.8e19) ctx->mem_limit = (uint64_t)(v * unit);
+    }
+    ctx->instance = native_create_instance();
+    if (!ctx->instance) {
+        free(ctx);
+        return wgml_set_error(NULL, WGML_ERR_NO_ADAPTER, "could not create a WebGPU instance");
+    }
+    const char *want = opt.adapter ? opt.adapter : getenv("WGML_ADAPTER");
+    if (want && !*want) want = NULL;
+    char names[1024];
+    ctx->adapter = choose_adapter(ctx, want, names, sizeof names);
+    if (!ctx->adapter) {
+        wgml_status s = want ? wgml_set_error(NULL, WGML_ERR_NO_ADAPTER, "no adapter name contains '%s' (found: %s)",
+                                              want, names[0] ? names : "none")
+                             : wgml_set_error(NULL, WGML_ERR_NO_ADAPTER,
+                                              "no WebGPU adapter found (is a Vulkan driver installed? "
+                                              "lavapipe: mesa-vulkan-drivers)");
+        wgpuInstanceRelease(ctx->instance);
+        free(ctx);
+        return s;
+    }
+    ctx->info = (WGPUAdapterInfo)WGPU_ADAPTER_INFO_INIT;
+    wgpuAdapterGetInfo(ctx->adapter, &ctx->info);
+    wgml_status s = create_device(ctx);
+    if (s) {
+        wgpuAdapterInfoFreeMembers(ctx->info);
+        wgpuAdapterRelease(ctx->adapter);
+        wgpuInstanceRelease(ctx->instance);
+        free(ctx);
+        return s;
+    }
+    if (opt.verbose) wgml_device_print(ctx, stderr);
+    *out = ctx;
+    return WGML_OK;
+}
+
+void gpu_device_destroy(wgml_ctx *ctx) {
+    if (!ctx) return;
+    if (!ctx->lost) native_poll(ctx->device, true);
+    gpu_pool_release(ctx);
+    gpu_pipelines_release(ctx);
+    gpu_timestamps_release(ctx);
+    wgpuQueueRelease(ctx->queue);
+    wgpuDeviceRelease(ctx->device);
+    wgpuAdapterInfoFreeMembers(ctx->info);
+    wgpuAdapterRelease(ctx->adapter);
+    wgpuInstanceRelease(ctx->instance);
+    free(ctx);
+}
+
+/* Test hook: destroys the device as a driver reset would. */
+void gpu_debug_destroy_device(wgml_ctx *ctx) {
+    wgpuDeviceDestroy(ctx->device);
+    native_poll(ctx->device, false);
+    ctx->lost = true;
+    if (!ctx->lost_msg[0]) snprintf(ctx->lost_msg, sizeof ctx->lost_msg, "device destroyed");
+}
+
+const gpu_caps *gpu_get_caps(const wgml_ctx *ctx) { return &ctx->caps; }
+double gpu_timeout(const wgml_ctx *ctx) { return ctx->timeout_s; }
+bool gpu_poison_outputs(const wgml_ctx *ctx) { return ctx->poison; }
+void *gpu_ctx_layer_state(const wgml_ctx *ctx) { return ctx->layer_state; }
+void gpu_ctx_set_layer_state(wgml_ctx *ctx, void *state) { ctx->layer_state = state; }
+uint64_t wgml_submit_count(const wgml_ctx *ctx) { return ctx ? ctx->submits : 0; }
+
+void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches) {
+    if (cpu_ns) *cpu_ns = ctx ? ctx->record_ns : 0;
+    if (dispatches) *dispatches = ctx ? ctx->recorded : 0;
+}
+uint64_t wgml_read_bytes(const wgml_ctx *ctx) { return ctx ? ctx->read_bytes : 0; }
+
+static const char *backend_name(WGPUBackendType b) {
+    switch (b) {
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    default: return "unknown";
+    }
+}
+
+static const char *type_name(WGPUAdapterType t) {
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+    }
+}
+
+void wgml_device_get_info(const wgml_ctx *ctx, wgml_device_info *d) {
+    memset(d, 0, sizeof *d);
+    if (!ctx) return;
+    sv_copy(d->adapter, sizeof d->adapter, ctx->info.device);
+    sv_copy(d->vendor, sizeof d->vendor, ctx->info.vendor);
+    sv_copy(d->architecture, sizeof d->architecture, ctx->info.architecture);
+    sv_copy(d->driver, sizeof d->driver, ctx->info.description);
+    snprintf(d->backend, sizeof d->backend, "%s", backend_name(ctx->info.backendType));
+    snprintf(d->type, sizeof d->type, "%s", type_name(ctx->info.adapterType));
+    d->wgpu_version = native_version();
+    const gpu_caps *c = &ctx->caps;
+    d->max_storage_binding = c->max_storage_binding;
+    d->max_buffer_size = c->max_buffer_size;
+    d->max_workgroup_storage = c->max_workgroup_storage;
+    d->max_invocations = c->max_invocations;
+    d->max_workgroup_size_x = c->max_wg_x;
+    d->max_workgroups_per_dim = c->max_wg_per_dim;
+    d->max_storage_buffers_per_stage = c->max_storage_per_stage;
+    d->min_storage_offset_align = c->storage_align;
+    d->min_uniform_offset_align = c->uniform_align;
+    d->has_f16 = c->f16;
+    d->has_subgroups = c->subgroups;
+    d->has_timestamps = c->timestamps;
+    d->has_f32_atomics = c->f32_atomics;
+    d->subgroup_min = c->subgroup_min;
+    d->subgroup_max = c->subgroup_max;
+}
+
+void wgml_device_print(const wgml_ctx *ctx, void *file) {
+    FILE *f = file ? file : stdout;
+    wgml_device_info d;
+    wgml_device_get_info(ctx, &d);
+    fprintf(f, "adapter:     %s\n", d.adapter);
+    fprintf(f, "type:        %s\n", d.type);
+    fprintf(f, "backend:     %s\n", d.backend);
+    fprintf(f, "vendor:      %s (architecture '%s')\n", d.vendor, d.architecture);
+    fprintf(f, "driver:      %s\n", d.driver);
+    fprintf(f, "wgpu-native: %u.%u.%u.%u\n", d.wgpu_version >> 24, (d.wgpu_version >> 16) & 255,
+            (d.wgpu_version >> 8) & 255, d.wgpu_version & 255);
+    fprintf(f, "limits:\n");
+    fprintf(f, "  max storage buffer binding   %llu bytes (%.1f MiB)\n", (unsigned long long)d.max_storage_binding,
+            d.max_storage_binding / 1048576.0);
+    fprintf(f, "  max buffer size              %llu bytes (%.1f MiB)\n", (unsigned long long)d.max_buffer_size,
+            d.max_buffer_size / 1048576.0);
+    fprintf(f, "  workgroup memory             %u bytes\n", d.max_workgroup_storage);
+    fprintf(f, "  invocations per workgroup    %u (x up to %u)\n", d.max_invocations, d.max_workgroup_size_x);
+    fprintf(f, "  workgroups per dimension     %u\n", d.max_workgroups_per_dim);
+    fprintf(f, "  storage buffers per stage    %u\n", d.max_storage_buffers_per_stage);
+    fprintf(f, "  offset alignment             storage %u, uniform %u\n", d.min_storage_offset_align,
+            d.min_uniform_offset_align);
+    fprintf(f, "shaders:     %s\n", ctx->checked_shaders ? "checked (naga bounds checks and loop bounding on)"
+                                                        : "trusted (runtime checks off; WGML_SHADER_CHECKS=1 turns them on)");
+    char sg[48] = "";
+    if (d.has_subgroups)
+        snprintf(sg, sizeof sg, d.subgroup_max ? " (size %u..%u)" : " (size not reported)", d.subgroup_min, d.subgroup_max);
+    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s%s, f32 atomics %s\n", d.has_timestamps ? "yes" : "no",
+            d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no", sg, d.has_f32_atomics ? "yes" : "no");
+}

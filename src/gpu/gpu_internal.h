@@ -1,0 +1,118 @@
+/* Private to src/gpu/: the context struct and the helpers that device.c, memory.c,
+ * pipeline.c and submit.c share. Layers above include gpu/gpu.h only. */
+#ifndef WGML_GPU_INTERNAL_H
+#define WGML_GPU_INTERNAL_H
+
+#include "gpu/gpu.h"
+#include "gpu/native.h"
+
+#include <string.h>
+
+struct gpu_buffer {
+    WGPUBuffer buf;
+    uint64_t size;
+    gpu_buffer *next_free;
+    wgml_ctx *owner; /* whose device-memory count this buffer is in */
+};
+
+struct gpu_pipeline {
+    char *key;
+    WGPUComputePipeline pipeline;
+    WGPUBindGroupLayout layout;
+    int n_bindings;
+    gpu_pipeline *next;
+};
+
+struct gpu_bind_group {
+    WGPUBindGroup bg;
+};
+
+/* The public wgml_ctx is the device: the gpu layer defines it. The last error lives here too,
+ * because the gpu layer is where device errors (loss, out of memory, validation, timeouts)
+ * are reported, and every layer above reaches it through wgml_set_error. What the layers
+ * above keep per context (the graph layer's eager graph and op settings) hangs off
+ * layer_state, which this layer stores and never reads. */
+struct wgml_ctx {
+    WGPUInstance instance;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    WGPUAdapterInfo info;
+    WGPULimits limits;
+    gpu_caps caps;
+    double timeout_s;
+    bool poison;
+    bool checked_shaders;
+
+    wgml_status status;
+    char error[1024];
+    bool lost;
+    char lost_msg[512];
+    /* errors reported by callbacks between checks */
+    bool pending_error;
+    WGPUErrorType pending_type;
+    char pending_msg[512];
+
+    gpu_buffer *free_buffers;
+    gpu_pipeline *pipelines;
+    WGPUQuerySet timestamps;
+    WGPUBuffer ts_resolve, ts_read;
+    uint64_t submits;
+    uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
+    uint64_t record_ns, recorded; /* CPU time recording + submitting passes, dispatches recorded */
+    /* device memory in buffers (pooled ones included) and the budget: WGML_DEVICE_MEMORY_LIMIT
+     * bytes (0: none; the device's own out-of-memory errors still apply) */
+    uint64_t mem_used, mem_limit;
+    void *layer_state; /* owned by the layers above (gpu_ctx_set_layer_state) */
+};
+
+/* The state of one mapping. It lives on the heap: when a wait for the mapping times out, the
+ * waiter leaves (abandoned = true) and the callback, which still fires later (when the copy
+ * completes or the buffer is released), frees it. A stack variable would be written after its
+ * frame is gone. */
+typedef struct map_result {
+    volatile bool done;
+    bool abandoned;
+    WGPUMapAsyncStatus status;
+    char msg[256];
+} map_result;
+
+static inline void sv_copy(char *dst, size_t n, WGPUStringView v) {
+    size_t len = v.data ? (v.length == WGPU_STRLEN ? strlen(v.data) : v.length) : 0;
+    if (len >= n) len = n - 1;
+    if (len) memcpy(dst, v.data, len);
+    dst[len] = 0;
+}
+
+static inline WGPUStringView sv(const char *s) { return (WGPUStringView){s, s ? strlen(s) : 0}; }
+
+/* ---- device.c */
+/* Turns an error reported by a callback since the last check into the context's error. */
+wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during);
+/* Error scopes around the creation of something: push before, pop after to learn whether it
+ * failed (the error becomes the context's, with `during` in front). */
+void gpu_scope_push(wgml_ctx *ctx);
+wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during);
+/* Polls until *flag is set (a callback sets it) or, with flag NULL, the queue drains, within
+ * the context's timeout. */
+wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what);
+/* CPU time of the calling thread. */
+uint64_t gpu_thread_cpu_ns(void);
+
+/* ---- memory.c */
+/* Releases the pool's idle buffers. */
+void gpu_pool_release(wgml_ctx *ctx);
+/* The buffer-map callback (userdata1: a heap map_result). */
+void gpu_on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2);
+/* Maps staging (MapRead) and copies its first size bytes to data, within the timeout. */
+wgml_status gpu_map_read(wgml_ctx *ctx, WGPUBuffer staging, uint64_t size, void *data);
+
+/* ---- pipeline.c */
+/* Releases every cached pipeline. */
+void gpu_pipelines_release(wgml_ctx *ctx);
+
+/* ---- submit.c */
+/* Releases the timestamp queries of timed submits. */
+void gpu_timestamps_release(wgml_ctx *ctx);
+
+#endif
