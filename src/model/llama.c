@@ -6,7 +6,7 @@
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"
-#include "train/trainer.h"
+#include "ops/q4/q4_ste.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -324,7 +324,7 @@ static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w
         q.codes = share(g, q.codes);
         q.ab = share(g, q.ab);
         q.bias = share(g, q.bias);
-        y = q.codes && q.ab ? trainer_ste_linear(g, x, &q, latent) : NULL;
+        y = q.codes && q.ab ? q4_ste_linear(g, x, &q, latent) : NULL;
     } else {
         y = linear(g, x, w);
     }

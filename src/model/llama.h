@@ -22,7 +22,7 @@ const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
  * tokens), positions i32 [S] (0 .. S-1), causal attention within each sequence, no KV cache.
  * lora: NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
  * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
- * linears (4-bit weights only) train straight-through (trainer_ste_linear). The model's weights
+ * linears (4-bit weights only) train straight-through (q4_ste_linear). The model's weights
  * are shared into g. Returns logits f32 [B*S, V]. */
 wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
                                  int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);

@@ -19,11 +19,10 @@
  * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
  * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
  * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
- * the 4-bit codes; the weight gradient goes to the latent (trainer_ste_linear); after AdamW the
- * same run rewrites the codes from the latents at the frozen scales (wgml_q4_requant), so the
- * model's own weights change and every other graph of the model (eval, generation) sees them. */
-#include "train/trainer.h"
-
+ * the 4-bit codes; the weight gradient goes to the latent (q4_ste_linear, an op of the q4
+ * family, through the model's training forward); after AdamW the same run rewrites the codes
+ * from the latents at the frozen scales (wgml_q4_requant), so the model's own weights change
+ * and every other graph of the model (eval, generation) sees them. */
 #include "graph/graph.h"
 #include "model/llama.h"
 
@@ -277,40 +276,6 @@ static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
         if (s) return s;
     }
     return WGML_OK;
-}
-
-static wgml_status ste_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
-    wgml_q4_weight w;
-    memcpy(&w, op->attrs, sizeof w);
-    if (graph_op_wants(op, 0)) dx[0] = wgml_q4_linear_dx(g, dy, &w);
-    if (graph_op_wants(op, 1)) {
-        bool acc = false;
-        wgml_tensor *dw = graph_grad_sink(op, 1, &acc);
-        if (!dw) {
-            acc = false;
-            dw = wgml_zeros(g, WGML_F32, 2, op->in[1]->shape);
-        }
-        dx[1] = dw && !wgml_linear_dw(g, dy, op->in[0], dw, acc) ? dw : NULL;
-    }
-    return grad_result(g, op, dx);
-}
-
-wgml_tensor *trainer_ste_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, wgml_tensor *latent) {
-    if (!g || !x || !w || !latent) return NULL;
-    if (latent->rank != 2 || latent->shape[0] != w->n || latent->shape[1] != w->k) {
-        wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "ste_linear: latent %s must be [%lld, %lld]", tshape(latent),
-                       (long long)w->n, (long long)w->k);
-        return NULL;
-    }
-    /* the 4-bit product without q4_linear's own record (its rule would give x a second
-     * gradient); this op's record covers x and the latent */
-    bool rg = x->requires_grad;
-    x->requires_grad = false;
-    wgml_tensor *y = wgml_q4_linear(g, x, w);
-    x->requires_grad = rg;
-    graph_op op = {.name = "ste_linear", .backward = ste_backward, .n_in = 2, .in = {x, latent}, .out = y};
-    memcpy(op.attrs, w, sizeof *w);
-    return graph_record_op(g, &op);
 }
 
 static wgml_status build(wgml_trainer *t) {
