@@ -502,9 +502,11 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
         wgml_tensor *qkv[3], *gu[2];
         if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) return NULL; /* q, k, v from one h */
         wgml_tensor *a = attention(m, g, o, L, qkv, tab);
+        if (!a) return NULL;
         h = add_norm(g, o, x, target_linear(m, g, o, l, T_O, a), share(g, L->ffn_norm), eps, &x);
         if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
-        wgml_tensor *f = target_linear(m, g, o, l, T_DOWN, swiglu(g, o, gu[0], gu[1]));
+        wgml_tensor *act = swiglu(g, o, gu[0], gu[1]);
+        wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
         if (l + 1 < c->n_layer) {
             h = add_norm(g, o, x, f, share(g, m->layers[l + 1].attn_norm), eps, &x);
         } else if (!o->row) {
