@@ -69,22 +69,22 @@ typedef struct gen_state {
 /* Takes one produced token: a stop token, a stop from on_text or an error ends generation
  * (returns 1); otherwise it is kept and its text streamed. */
 static int take_token(void *u, int32_t id) {
-    gen_state *g = u;
-    if (wgml_model_is_stop(g->m, id)) {
-        g->stopped = 1;
+    gen_state *gen = u;
+    if (wgml_model_is_stop(gen->m, id)) {
+        gen->stopped = 1;
         return 1;
     }
-    g->ids[g->n++] = id;
+    gen->ids[gen->n++] = id;
     char *text = NULL;
     size_t len = 0;
-    if (wgml_tokenizer_decode(wgml_model_tokenizer(g->m), &id, 1, WGML_TOK_SKIP_SPECIAL, &text, &len) == WGML_OK) {
-        int full = stream_put(&g->out, text, len);
+    if (wgml_tokenizer_decode(wgml_model_tokenizer(gen->m), &id, 1, WGML_TOK_SKIP_SPECIAL, &text, &len) == WGML_OK) {
+        int full = stream_put(&gen->out, text, len);
         free(text);
         if (full) {
-            g->s = wgml_set_error(llama_ctx(g->m), WGML_ERR_OOM, "generate: out of host memory");
+            gen->s = wgml_set_error(llama_ctx(gen->m), WGML_ERR_OOM, "generate: out of host memory");
             return 1;
         }
-        if (stream_emit(&g->out, 0, g->on_text, g->user)) return 1;
+        if (stream_emit(&gen->out, 0, gen->on_text, gen->user)) return 1;
     }
     return 0;
 }
@@ -95,19 +95,18 @@ wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt,
     if (!m || !opt) return wgml_set_error(ctx, WGML_ERR_ARG, "generate: NULL argument");
     if (out_ids) *out_ids = NULL;
     if (n_out) *n_out = 0;
-    wgml_gen_stats st = {0};
-    st.prompt_tokens = n_prompt;
+    wgml_gen_stats st = {.prompt_tokens = n_prompt};
     const wgml_llama_config *c = wgml_model_config(m);
     int greedy = !(opt->sampler.temperature > 0);
     int pipelined = greedy && opt->decode_batch >= 0;
     uint64_t rng = wgml_rng_seed(opt->seed);
     float *logits = greedy ? NULL : malloc(sizeof(float) * (size_t)c->n_vocab);
     int max = opt->max_tokens > 0 ? opt->max_tokens : 0;
-    gen_state g = {.m = m, .on_text = on_text, .user = user};
-    g.ids = malloc(sizeof(int32_t) * (size_t)(max + 1));
-    if ((!greedy && !logits) || !g.ids) {
+    gen_state gen = {.m = m, .on_text = on_text, .user = user};
+    gen.ids = malloc(sizeof(int32_t) * (size_t)(max + 1));
+    if ((!greedy && !logits) || !gen.ids) {
         free(logits);
-        free(g.ids);
+        free(gen.ids);
         return wgml_set_error(ctx, WGML_ERR_OOM, "generate: out of host memory");
     }
     wgml_model_reset(m);
@@ -121,36 +120,36 @@ wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt,
     if (pipelined) {
         /* the prefill's token, then every later one from wgml_model_decode_greedy: as many
          * steps as the step-by-step loop below would run */
-        if (!s && max > 0 && !take_token(&g, next)) {
+        if (!s && max > 0 && !take_token(&gen, next)) {
             int64_t room = c->n_ctx - wgml_model_pos(m);
             size_t steps = (size_t)(max - 1) < (size_t)room ? (size_t)(max - 1) : (size_t)room;
             wgml_decode_stats ds;
-            s = wgml_model_decode_greedy(m, next, steps, opt->decode_batch, take_token, &g, &ds);
+            s = wgml_model_decode_greedy(m, next, steps, opt->decode_batch, take_token, &gen, &ds);
             st.decode_steps = ds.steps;
             st.decode_s = ds.gpu_s;
         }
     } else {
-        while (!s && g.n < (size_t)max) {
+        while (!s && gen.n < (size_t)max) {
             if (!greedy) next = wgml_sample(logits, c->n_vocab, &opt->sampler, &rng);
-            if (take_token(&g, next)) break;
-            if (g.n == (size_t)max || wgml_model_pos(m) >= c->n_ctx) break;
+            if (take_token(&gen, next)) break;
+            if (gen.n == (size_t)max || wgml_model_pos(m) >= c->n_ctx) break;
             s = wgml_model_decode(m, next, logits, greedy ? &next : NULL);
             st.decode_s += wgml_model_last_run_seconds(m);
             st.decode_steps++;
         }
     }
-    if (!s) s = g.s;
+    if (!s) s = gen.s;
     st.decode_wall_s = now_s() - t0;
     if (st.decode_s < 0) st.decode_s = st.decode_wall_s; /* no timestamps */
     st.decode_submits = wgml_submit_count(ctx) - submits0;
-    st.stopped = g.stopped;
-    if (!s) stream_emit(&g.out, 1, on_text, user);
-    st.generated_tokens = g.n;
-    free(g.out.buf);
+    st.stopped = gen.stopped;
+    if (!s) stream_emit(&gen.out, 1, on_text, user);
+    st.generated_tokens = gen.n;
+    free(gen.out.buf);
     free(logits);
     if (stats) *stats = st;
-    if (out_ids && !s) *out_ids = g.ids;
-    else free(g.ids);
-    if (n_out && !s) *n_out = g.n;
+    if (out_ids && !s) *out_ids = gen.ids;
+    else free(gen.ids);
+    if (n_out && !s) *n_out = gen.n;
     return s;
 }

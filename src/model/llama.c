@@ -1,6 +1,9 @@
 /* Llama forward from a GGUF file: weights in one built graph that is never run (it only owns
  * the persistent tensors: weights and the KV cache), and the graphs that run (one decode graph,
- * prefill graphs per length bucket) use them through wgml_tensor_share. */
+ * prefill graphs per length bucket, the trainer's graphs) use them through wgml_tensor_share.
+ * One block builder (forward_hidden) records the model for all of them; a small options
+ * struct (fwd_opts) says what differs: the KV cache, adapters or straight-through latents,
+ * the fused inference ops. The model calls only ops (fused kernels live in their families). */
 #define _POSIX_C_SOURCE 200809L
 #include "model/llama.h"
 #include "wgml-model.h"
@@ -8,7 +11,11 @@
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"
-#include "train/trainer.h"
+#include "ops/elementwise/elementwise_fused.h"
+#include "ops/norm/norm_fused.h"
+#include "ops/q4/q4_share.h"
+#include "ops/q4/q4_ste.h"
+#include "ops/rope/rope_fused.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -66,8 +73,12 @@ struct wgml_model {
                          tensors in wg (wgml_model_set_lora) */
 };
 
-const char *const llama_target_names[LLAMA_N_TARGETS] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
-                                                         "ffn_gate", "ffn_up", "ffn_down"};
+/* The targets by index (the WGML_TARGET_* bit order). */
+enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
+
+const char *const llama_target_names[LLAMA_N_TARGETS] = {
+    [T_Q] = "attn_q",      [T_K] = "attn_k", [T_V] = "attn_v",     [T_O] = "attn_output",
+    [T_GATE] = "ffn_gate", [T_UP] = "ffn_up", [T_DOWN] = "ffn_down"};
 
 wgml_ctx *llama_ctx(const wgml_model *m) { return m ? m->ctx : NULL; }
 
@@ -277,123 +288,151 @@ static wgml_status load_weights(wgml_model *m, const char *path) {
 
 static wgml_tensor *share(wgml_graph *g, wgml_tensor *t) { return t ? wgml_tensor_share(g, t) : NULL; }
 
+/* The status of a failed build step: the context's, or WGML_ERR_ARG when an op gave NULL
+ * without setting one. */
+static wgml_status fail_status(wgml_ctx *ctx) { return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_ARG; }
+
+/* The LM head: output.weight, or the tied token embedding when the file has none. */
+static const lweight *head_weight(const wgml_model *m) { return m->output.q || m->output.f ? &m->output : &m->tok_embd; }
+
 /* out[..., n] = x[..., k] · Wᵀ */
 static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
     if (w->q) {
-        wgml_q4_weight q = *w->q;
-        q.codes = share(g, q.codes);
-        q.ab = share(g, q.ab);
-        q.bias = share(g, q.bias);
-        if (!q.codes || !q.ab) return NULL;
-        return wgml_q4_linear(g, x, &q);
+        wgml_q4_weight q;
+        return q4_weight_share(g, w->q, &q) ? NULL : wgml_q4_linear(g, x, &q);
     }
     return wgml_linear(g, x, share(g, w->f), NULL);
 }
 
+static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
+    if (w->q) {
+        wgml_q4_weight e = *w->q, q;
+        e.bias = NULL; /* a lookup adds none */
+        return q4_weight_share(g, &e, &q) ? NULL : wgml_q4_embedding(g, &q, ids);
+    }
+    return wgml_embedding(g, share(g, w->f), ids);
+}
+
 static const lweight *target_weight(const wgml_model *m, int64_t l, int t) {
     const layer *L = &m->layers[l];
-    const lweight *w[LLAMA_N_TARGETS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+    const lweight *w[LLAMA_N_TARGETS] = {[T_Q] = &L->wq,      [T_K] = &L->wk,   [T_V] = &L->wv,      [T_O] = &L->wo,
+                                         [T_GATE] = &L->gate, [T_UP] = &L->up, [T_DOWN] = &L->down};
     return w[t];
 }
 
 void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k) {
     const wgml_llama_config *c = &m->cfg;
     int64_t D = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
-    const int64_t ns[LLAMA_N_TARGETS] = {qd, kvd, kvd, D, c->n_ff, c->n_ff, D};
-    const int64_t ks[LLAMA_N_TARGETS] = {D, D, D, qd, D, D, c->n_ff};
+    const int64_t ns[LLAMA_N_TARGETS] = {[T_Q] = qd,      [T_K] = kvd,     [T_V] = kvd,  [T_O] = D,
+                                         [T_GATE] = c->n_ff, [T_UP] = c->n_ff, [T_DOWN] = D};
+    const int64_t ks[LLAMA_N_TARGETS] = {[T_Q] = D,    [T_K] = D,    [T_V] = D, [T_O] = qd,
+                                         [T_GATE] = D, [T_UP] = D, [T_DOWN] = c->n_ff};
     *n = ns[t];
     *k = ks[t];
 }
 
 const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t) { return target_weight(m, l, t)->q; }
 
-static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
-                                 wgml_tensor *latent);
+/* How the block builder (forward_hidden) records the model into a graph: the inference graphs
+ * (build_step) and the training forward (llama_forward_train_hidden) differ only here. */
+typedef struct fwd_opts {
+    int64_t B, S;           /* B sequences of S positions (inference: B = 1) */
+    wgml_tensor *ids;       /* i32 [B*S] */
+    wgml_tensor *positions; /* i32 [S]: the position of each index (pos0 + i with a cache) */
+    /* KV cache: k and v go to the cache rows from pos (i32 [1]) on, attention reads the cache
+     * up to len (i32 [1]). NULL: no cache, causal attention within each sequence (training). */
+    wgml_tensor *pos, *len;
+    wgml_tensor *row;       /* i32 [1]: only this row goes to the final norm (prefill), or NULL */
+    wgml_lora *const *lora; /* NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t) */
+    bool lora_shared;       /* the adapters' tensors are the weight graph's (shared into g), else g's */
+    wgml_tensor *const *latent; /* NULL or a table like lora of straight-through latents of g */
+    /* the fused inference ops (norm_add_rms, ew_swiglu, rope_kv_step) and the grouped 4-bit
+     * GEMV; off in training (the plain ops carry the autograd rules) and in the inference
+     * graphs of a model loaded under $WGML_LLAMA_UNFUSED=1 (for comparisons) */
+    bool fused;
+} fwd_opts;
 
-/* linear plus an optional LoRA adapter; share_ab: the adapter's tensors belong to another
- * graph (the model's weight graph) and are shared into g. */
-static wgml_tensor *linear_lora(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab) {
-    return linear_train(g, x, w, l, share_ab, NULL);
-}
-
-/* The same, and with latent (an fp32 [N, K] trainable tensor of g) the straight-through linear:
- * the forward uses the 4-bit weight, the weight gradient goes to latent. */
-static wgml_tensor *linear_train(wgml_graph *g, wgml_tensor *x, const lweight *w, const wgml_lora *l, int share_ab,
-                                 wgml_tensor *latent) {
+/* Target t of layer l applied to x: the weight (4-bit with a latent: straight-through), plus
+ * the target's adapter when o has one. */
+static wgml_tensor *target_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
+                                  wgml_tensor *x) {
+    const lweight *w = target_weight(m, l, t);
+    int64_t e = l * LLAMA_N_TARGETS + t;
+    wgml_tensor *latent = o->latent ? o->latent[e] : NULL;
+    const wgml_lora *lo = o->lora ? o->lora[e] : NULL;
     wgml_tensor *y;
     if (latent && w->q) {
-        wgml_q4_weight q = *w->q;
-        q.codes = share(g, q.codes);
-        q.ab = share(g, q.ab);
-        q.bias = share(g, q.bias);
-        y = q.codes && q.ab ? trainer_ste_linear(g, x, &q, latent) : NULL;
+        wgml_q4_weight q;
+        y = q4_weight_share(g, w->q, &q) ? NULL : q4_ste_linear(g, x, &q, latent);
     } else {
         y = linear(g, x, w);
     }
-    if (!l) return y;
-    wgml_lora sl = *l;
-    if (share_ab) {
-        sl.a = share(g, l->a);
-        sl.b = share(g, l->b);
-        if (!sl.a || !sl.b) return NULL;
+    if (!lo || !y) return y;
+    wgml_lora sl = *lo;
+    if (o->lora_shared) {
+        sl.a = share(g, lo->a);
+        sl.b = sl.a ? share(g, lo->b) : NULL;
+        if (!sl.b) return NULL;
     }
     return wgml_lora_apply(g, x, y, &sl);
 }
 
-/* y + the adapter l (tensors of the model's weight graph, shared into g) applied to x. */
-static wgml_tensor *add_lora_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, const wgml_lora *l) {
-    wgml_lora sl = *l;
-    sl.a = share(g, l->a);
-    sl.b = share(g, l->b);
-    if (!y || !sl.a || !sl.b) return NULL;
-    return wgml_lora_apply(g, x, y, &sl);
-}
-
-/* y[i] = linear_lora(g, x, ws[i], lw[i], 1) for i < n (n <= WGML_Q4_MULTI_MAX): the products
- * with 4-bit weights go through one wgml_q4_linear_multi (at decode, one GEMV dispatch per weight
- * kind instead of one per weight; larger S falls back to one GEMM each inside it), then each
- * adapter is added; f32 weights (and everything under $WGML_LLAMA_UNFUSED) one by one. Returns
- * false when any output is missing (the error is on the context). */
-static bool linear_group(const wgml_model *m, wgml_graph *g, wgml_tensor *x, const lweight *const *ws,
-                         wgml_lora *const *lw, int n, wgml_tensor **y) {
+/* y[i] = target_linear(.., targets[i], x) for i < n (n <= WGML_Q4_MULTI_MAX). Fused: the
+ * products with 4-bit weights (no latent) go through one wgml_q4_linear_multi (at decode, one
+ * GEMV dispatch per weight kind instead of one per weight; larger S falls back to one GEMM each
+ * inside it), then each adapter is added; the others one by one. Returns false when any output
+ * is missing (the error is on the context). */
+static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, const int *targets, int n,
+                         wgml_tensor *x, wgml_tensor **y) {
     wgml_q4_weight q[WGML_Q4_MULTI_MAX];
     const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
     wgml_tensor *qo[WGML_Q4_MULTI_MAX];
     int idx[WGML_Q4_MULTI_MAX], nq = 0;
     for (int i = 0; i < n; i++) {
+        const lweight *w = target_weight(m, l, targets[i]);
+        int64_t e = l * LLAMA_N_TARGETS + targets[i];
         y[i] = NULL;
-        if (!m->unfused && x && ws[i]->q) {
-            q[nq] = *ws[i]->q;
-            q[nq].codes = share(g, q[nq].codes);
-            q[nq].ab = share(g, q[nq].ab);
-            q[nq].bias = share(g, q[nq].bias);
-            if (!q[nq].codes || !q[nq].ab) return false;
+        if (o->fused && x && w->q && !(o->latent && o->latent[e])) {
+            if (q4_weight_share(g, w->q, &q[nq])) return false;
             qp[nq] = &q[nq];
             idx[nq++] = i;
         } else {
-            y[i] = linear_lora(g, x, ws[i], lw[i], 1);
+            y[i] = target_linear(m, g, o, l, targets[i], x);
         }
     }
     if (nq == 1) y[idx[0]] = wgml_q4_linear(g, x, qp[0]);
     else if (nq > 1 && !wgml_q4_linear_multi(g, x, qp, nq, qo))
         for (int j = 0; j < nq; j++) y[idx[j]] = qo[j];
-    for (int j = 0; j < nq; j++)
-        if (lw[idx[j]]) y[idx[j]] = add_lora_shared(g, x, y[idx[j]], lw[idx[j]]);
+    for (int j = 0; j < nq; j++) {
+        const wgml_lora *lo = o->lora ? o->lora[l * LLAMA_N_TARGETS + targets[idx[j]]] : NULL;
+        if (!lo || !y[idx[j]]) continue;
+        wgml_lora sl = *lo;
+        if (o->lora_shared) {
+            sl.a = share(g, lo->a);
+            sl.b = sl.a ? share(g, lo->b) : NULL;
+        }
+        y[idx[j]] = sl.b ? wgml_lora_apply(g, x, y[idx[j]], &sl) : NULL;
+    }
     for (int i = 0; i < n; i++)
         if (!y[i]) return false;
     return true;
 }
 
-static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
-    if (w->q) {
-        wgml_q4_weight q = *w->q;
-        q.codes = share(g, q.codes);
-        q.ab = share(g, q.ab);
-        q.bias = NULL;
-        if (!q.codes || !q.ab) return NULL;
-        return wgml_q4_embedding(g, &q, ids);
-    }
-    return wgml_embedding(g, share(g, w->f), ids);
+/* h = rms_norm(x + y) * w with *sum = x + y: one fused dispatch (norm_add_rms) or the plain
+ * add and rms_norm. */
+static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w,
+                             float eps, wgml_tensor **sum) {
+    *sum = NULL;
+    if (!x || !y || !w) return NULL;
+    if (o->fused) return norm_add_rms(g, x, y, w, eps, sum);
+    *sum = wgml_add(g, x, y, 1.0f);
+    return wgml_rms_norm(g, *sum, w, eps);
+}
+
+/* silu(gate) * up: one fused dispatch (ew_swiglu) or the plain silu and mul. */
+static wgml_tensor *swiglu(wgml_graph *g, const fwd_opts *o, wgml_tensor *gate, wgml_tensor *up) {
+    if (!gate || !up) return NULL;
+    return o->fused ? ew_swiglu(g, gate, up) : wgml_mul(g, wgml_silu(g, gate), up);
 }
 
 /* [1, S, H, hd] -> [1, H, S, hd] (a reshape when S = 1). */
@@ -406,171 +445,109 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
     return wgml_permute(g, x, perm);
 }
 
-/* Fused kernels of the inference graphs (one dispatch where the plain ops take two; the
- * training forward keeps the plain, differentiable ops). $WGML_LLAMA_UNFUSED=1 when the model
- * is loaded makes its graphs use the plain ops instead (for comparisons). */
-
-/* h = rms_norm(x + y) * w, with *sum = x + y (x, y f32 of one shape, rows of d = w's length). */
-static wgml_tensor *add_rms(const wgml_model *m, wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w,
-                            float eps, wgml_tensor **sum) {
-    *sum = NULL;
-    if (!x || !y || !w) return NULL;
-    int64_t d = w->shape[0];
-    if (m->unfused || d % 4 || x->rank != y->rank || x->numel != y->numel || x->shape[x->rank - 1] != d) {
-        *sum = wgml_add(g, x, y, 1.0f);
-        return wgml_rms_norm(g, *sum, w, eps);
+/* Attention of layer L over q, k, v f32 [B*S, heads*hd] (the projections): RoPE, then with a
+ * KV cache k and v appended to it and q attending to the cache up to len (tab: the fused
+ * decode step, rope_kv_step), else causal attention within each sequence. Returns
+ * [B*S, H*hd]. */
+static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, const layer *L,
+                              wgml_tensor *const *qkv, wgml_tensor *tab) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t B = o->B, S = o->S, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
+    int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {B * S, H * hd};
+    static const int perm[4] = {0, 2, 1, 3}; /* [B, S, H, hd] <-> [B, H, S, hd] */
+    wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
+    wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
+    wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
+    wgml_tensor *a;
+    if (!o->len) {
+        q = wgml_rope_ex(g, q, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        q = wgml_permute(g, q, perm);
+        k = wgml_permute(g, k, perm);
+        v = wgml_permute(g, v, perm);
+        a = wgml_permute(g, wgml_sdpa(g, q, k, v, 1, 0.0f), perm);
+        return wgml_reshape(g, a, 2, s2);
     }
-    int64_t rows = x->numel / d;
-    wgml_tensor *s = graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape);
-    wgml_tensor *h = s ? graph_output(g, "llama_add_rms", WGML_F32, x->rank, x->shape) : NULL;
-    if (!h) return NULL;
-    uint32_t wg = d / 4 >= 256 ? 256 : d / 4 >= 128 ? 128 : 64;
-    char prelude[64];
-    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
-    struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
-    wgml_tensor *ro[3] = {x, y, w}, *rw[2] = {s, h};
-    if (graph_dispatch(g, "llama_add_rms", "llama_add_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows))
-        return NULL;
-    *sum = s;
+    wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
+    if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
+        q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc);
+        if (!q) return NULL;
+    } else {
+        q = wgml_rope_ex(g, q, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        q = heads_first(g, q, S, H, hd);
+        k = heads_first(g, k, S, Hk, hd);
+        v = heads_first(g, v, S, Hk, hd);
+        if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, o->pos) || wgml_kv_append(g, vc, v, o->pos))
+            return NULL;
+    }
+    a = wgml_sdpa_cached(g, q, kc, vc, o->len, 1, 0.0f); /* [1, H, S, hd] */
+    if (S > 1) a = wgml_permute(g, a, perm);
+    return wgml_reshape(g, a, 2, s2);
+}
+
+/* The model's forward up to the final norm, recorded into g as o says: the token embedding,
+ * n_layer blocks (attention, then the SwiGLU FFN, each on an RMSNorm of the residual stream
+ * and added back to it), the final RMSNorm. Each residual add computes the next norm with it
+ * (one dispatch when fused). Returns the head's input f32 [B*S, D] ([1, D] with o->row), NULL
+ * with the error on the context. */
+static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd_opts *o) {
+    const wgml_llama_config *c = &m->cfg;
+    float eps = c->rms_eps;
+    wgml_tensor *tab = NULL; /* the fused decode step's RoPE table */
+    if (o->fused && o->len && o->S == 1 && !(tab = rope_freq_table(g, "model", c->head_dim, c->rope_base))) return NULL;
+    wgml_tensor *x = embed(g, o->ids, &m->tok_embd); /* the residual stream [B*S, D] */
+    wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), eps); /* the next sub-block's input */
+    static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        const layer *L = &m->layers[l];
+        wgml_tensor *qkv[3], *gu[2];
+        if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) return NULL; /* q, k, v from one h */
+        wgml_tensor *a = attention(m, g, o, L, qkv, tab);
+        if (!a) return NULL;
+        h = add_norm(g, o, x, target_linear(m, g, o, l, T_O, a), share(g, L->ffn_norm), eps, &x);
+        if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
+        wgml_tensor *act = swiglu(g, o, gu[0], gu[1]);
+        wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
+        if (l + 1 < c->n_layer) {
+            h = add_norm(g, o, x, f, share(g, m->layers[l + 1].attn_norm), eps, &x);
+        } else if (!o->row) {
+            h = add_norm(g, o, x, f, share(g, m->output_norm), eps, &x);
+        } else { /* prefill: only the wanted row goes through the final norm */
+            x = wgml_add(g, x, f, 1.0f);
+            h = x ? wgml_rms_norm(g, wgml_index_select(g, x, 0, o->row), share(g, m->output_norm), eps) : NULL;
+        }
+        if (!x || !h) return NULL;
+    }
     return h;
 }
 
-/* silu(gate) * up (f32, one shape). */
-static wgml_tensor *swiglu(const wgml_model *m, wgml_graph *g, wgml_tensor *gate, wgml_tensor *up) {
-    if (!gate || !up) return NULL;
-    if (m->unfused || gate->numel % 4 || gate->numel != up->numel || gate->rank != up->rank)
-        return wgml_mul(g, wgml_silu(g, gate), up);
-    wgml_tensor *out = graph_output(g, "llama_swiglu", WGML_F32, gate->rank, gate->shape);
-    if (!out) return NULL;
-    uint32_t n4 = (uint32_t)(gate->numel / 4);
-    wgml_tensor *ro[2] = {gate, up};
-    if (graph_dispatch(g, "llama_swiglu", "llama_swiglu", NULL, ro, 2, &out, 1, &n4, sizeof n4, ((uint64_t)n4 + 63) / 64))
-        return NULL;
-    return out;
-}
-
-/* The RoPE frequency table of llama_rope_kv.wgsl (as the rope op builds its own): per pair i,
- * theta^(-2i/hd) / 2pi in turns, split g1 + g2 (12 significant bits each) + g3. */
-static double trunc12(double v) {
-    if (v == 0) return 0;
-    int e;
-    double f = frexp(v, &e);
-    return ldexp(floor(ldexp(f, 12)), e - 12);
-}
-
-static wgml_tensor *rope_table(wgml_graph *g, int64_t hd, float theta) {
-    int64_t half = hd / 2, ts[2] = {half, 4};
-    float *tab = calloc((size_t)(half * 4), sizeof(float));
-    if (!tab) {
-        wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "model: out of host memory");
-        return NULL;
-    }
-    for (int64_t i = 0; i < half; i++) {
-        double gi = exp(-(double)(2 * i) / (double)hd * log((double)theta)) / 6.283185307179586476925;
-        double g1 = trunc12(gi), g2 = trunc12(gi - g1);
-        tab[4 * i] = (float)g1, tab[4 * i + 1] = (float)g2, tab[4 * i + 2] = (float)(gi - g1 - g2);
-    }
-    wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 2, ts);
-    if (t && wgml_tensor_write(t, tab, sizeof(float) * (size_t)(half * 4))) t = NULL;
-    free(tab);
-    return t;
-}
-
-/* One decode step (S = 1): q [1, 1, H, hd] and k [1, 1, Hk, hd] rotated at position pos, k and
- * v [1, 1, Hk, hd] written to the caches' row pos; returns rotated q as [1, H, 1, hd]. */
-static wgml_tensor *rope_kv(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                            wgml_tensor *tab, wgml_tensor *kc, wgml_tensor *vc) {
-    if (!q || !k || !v || !pos || !tab || !kc || !vc) return NULL;
-    int64_t H = q->shape[2], Hk = k->shape[2], hd = q->shape[3];
-    int64_t qs[4] = {1, H, 1, hd};
-    wgml_tensor *out = graph_output(g, "llama_rope_kv", WGML_F32, 4, qs);
-    if (!out) return NULL;
-    struct { uint32_t nq, nk, half, smax; } p = {(uint32_t)(H * hd / 2), (uint32_t)(Hk * hd / 2), (uint32_t)(hd / 2),
-                                                 (uint32_t)kc->shape[2]};
-    wgml_tensor *ro[5] = {q, k, v, pos, tab}, *rw[3] = {out, kc, vc};
-    if (graph_dispatch(g, "llama_rope_kv", "llama_rope_kv", NULL, ro, 5, rw, 3, &p, sizeof p,
-                       ((uint64_t)p.nq + 2ull * p.nk + 63) / 64))
-        return NULL;
-    return out;
-}
-
+/* One runnable graph for S positions: inputs, the forward with the KV cache, logits and
+ * argmax kept, and (S = 1) the greedy feedback. */
 static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
-    const wgml_llama_config *c = &m->cfg;
-    int64_t D = c->n_embd, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
     memset(sg, 0, sizeof *sg);
     sg->S = S;
     wgml_graph *g = sg->g = wgml_graph_new(m->ctx);
     if (!g) return wgml_last_status(m->ctx);
-    int64_t one = 1;
+    int64_t scalar = 1; /* the shape [1] */
     sg->ids = wgml_tensor_new(g, WGML_I32, 1, &S);
     sg->positions = wgml_tensor_new(g, WGML_I32, 1, &S);
-    sg->pos = S == 1 ? sg->positions : wgml_tensor_new(g, WGML_I32, 1, &one);
-    sg->len = wgml_tensor_new(g, WGML_I32, 1, &one);
-    if (S > 1) sg->row = wgml_tensor_new(g, WGML_I32, 1, &one);
-
-    wgml_tensor *x = embed(g, sg->ids, &m->tok_embd); /* [S, D] */
-    int64_t s4q[4] = {1, S, H, hd}, s4k[4] = {1, S, Hk, hd}, s2[2] = {S, D};
-    /* h: the normed input of the next block; each residual add computes it with the norm */
-    wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), c->rms_eps), *xn = NULL;
-    wgml_tensor *tab = S == 1 && !m->unfused ? rope_table(g, hd, c->rope_base) : NULL;
-    if (S == 1 && !m->unfused && !tab) return wgml_last_status(m->ctx);
-    for (int64_t l = 0; l < c->n_layer; l++) {
-        layer *L = &m->layers[l];
-        wgml_lora *const *lw = m->lora ? m->lora + l * LLAMA_N_TARGETS : NULL;
-#define LW(t) (lw ? lw[t] : NULL)
-        /* q, k, v from the same normed h: one fused GEMV per weight kind at decode */
-        const lweight *wqkv[3] = {&L->wq, &L->wk, &L->wv}, *wgu[2] = {&L->gate, &L->up};
-        wgml_lora *lqkv[3] = {LW(0), LW(1), LW(2)}, *lgu[2] = {LW(4), LW(5)};
-        wgml_tensor *qkv[3], *gu[2];
-        if (!linear_group(m, g, h, wqkv, lqkv, 3, qkv))
-            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
-        wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
-        wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
-        wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
-        wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
-        if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
-            q = rope_kv(g, q, k, v, sg->positions, tab, kc, vc);
-            if (!q) return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
-        } else {
-            q = wgml_rope_ex(g, q, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-            k = wgml_rope_ex(g, k, sg->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-            q = heads_first(g, q, S, H, hd);
-            k = heads_first(g, k, S, Hk, hd);
-            v = heads_first(g, v, S, Hk, hd);
-            if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, sg->pos) || wgml_kv_append(g, vc, v, sg->pos))
-                return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
-        }
-        wgml_tensor *a = wgml_sdpa_cached(g, q, kc, vc, sg->len, 1, 0.0f); /* [1, H, S, hd] */
-        if (S > 1) {
-            static const int perm[4] = {0, 2, 1, 3};
-            a = wgml_permute(g, a, perm);
-        }
-        a = wgml_reshape(g, a, 2, s2);
-        h = add_rms(m, g, x, linear_lora(g, a, &L->wo, LW(3), 1), share(g, L->ffn_norm), c->rms_eps, &x);
-        /* gate and up from the same normed h: fused like q, k, v */
-        if (!linear_group(m, g, h, wgu, lgu, 2, gu))
-            return wgml_last_status(m->ctx) ? wgml_last_status(m->ctx) : WGML_ERR_ARG;
-        wgml_tensor *f = swiglu(m, g, gu[0], gu[1]);
-        f = linear_lora(g, f, &L->down, LW(6), 1);
-        if (l + 1 < c->n_layer) h = add_rms(m, g, x, f, share(g, m->layers[l + 1].attn_norm), c->rms_eps, &x);
-        else if (S == 1) xn = add_rms(m, g, x, f, share(g, m->output_norm), c->rms_eps, &x); /* the head's input */
-        else x = wgml_add(g, x, f, 1.0f);
-#undef LW
-        if (!x || !h) return wgml_last_status(m->ctx);
-    }
-    if (S > 1) {
-        x = wgml_index_select(g, x, 0, sg->row); /* [1, D] */
-        xn = wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps);
-    }
-    x = xn;
-    sg->logits = linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd); /* [1, V] */
+    sg->pos = S == 1 ? sg->positions : wgml_tensor_new(g, WGML_I32, 1, &scalar);
+    sg->len = wgml_tensor_new(g, WGML_I32, 1, &scalar);
+    if (S > 1) sg->row = wgml_tensor_new(g, WGML_I32, 1, &scalar);
+    fwd_opts o = {.B = 1, .S = S, .ids = sg->ids, .positions = sg->positions, .pos = sg->pos, .len = sg->len,
+                  .row = sg->row, .lora = m->lora, .lora_shared = true, .fused = !m->unfused};
+    wgml_tensor *x = forward_hidden(m, g, &o); /* [1, D] */
+    if (!x) return fail_status(m->ctx);
+    sg->logits = linear(g, x, head_weight(m)); /* [1, V] */
     sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
     if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax)) return wgml_last_status(m->ctx);
     if (S == 1) {
         /* feedback for greedy decoding on the GPU (wgml_model_decode_greedy): the argmax becomes
          * the next token, goes to the history at this position, position and length advance.
-         * Harmless for host-driven steps, which write ids, position and length before each run. */
-        sg->history = wgml_tensor_new(g, WGML_I32, 1, &c->n_ctx);
+         * Harmless for host-driven steps, which write ids, position and length before each run.
+         * The kernel stays here: it is generation's own step over this graph's inputs, not an op. */
+        sg->history = wgml_tensor_new(g, WGML_I32, 1, &m->cfg.n_ctx);
         wgml_tensor *ro[1] = {sg->argmax}, *rw[4] = {sg->ids, sg->positions, sg->len, sg->history};
         if (!sg->history || graph_dispatch(g, "llama_feedback", "llama_feedback", NULL, ro, 1, rw, 4, NULL, 0, 1))
             return wgml_last_status(m->ctx);
@@ -579,46 +556,16 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     return WGML_OK;
 }
 
-/* The training forward (no KV cache): ids [B*S] at positions [S] (every sequence starts at 0),
- * causal attention within each sequence, logits [B*S, V]. lora: NULL or n_layer·7 adapters
- * (NULL entries: none) whose tensors are g's own; the weights are shared from the model. */
 wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
                                         int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
-    const wgml_llama_config *c = &m->cfg;
-    int64_t hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv, T = B * S;
-    int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {T, H * hd};
-    static const int perm[4] = {0, 2, 1, 3}; /* [B, S, H, hd] <-> [B, H, S, hd] */
-    wgml_tensor *x = embed(g, ids, &m->tok_embd); /* [T, D] */
-    for (int64_t l = 0; l < c->n_layer && x; l++) {
-        layer *L = &m->layers[l];
-        wgml_lora *const *lw = lora ? lora + l * LLAMA_N_TARGETS : NULL;
-        wgml_tensor *const *ll = latent ? latent + l * LLAMA_N_TARGETS : NULL;
-#define LW(t) (lw ? lw[t] : NULL)
-#define LT(t) (ll ? ll[t] : NULL)
-        wgml_tensor *h = wgml_rms_norm(g, x, share(g, L->attn_norm), c->rms_eps);
-        wgml_tensor *q = wgml_reshape(g, linear_train(g, h, &L->wq, LW(0), 0, LT(0)), 4, s4q);
-        wgml_tensor *k = wgml_reshape(g, linear_train(g, h, &L->wk, LW(1), 0, LT(1)), 4, s4k);
-        wgml_tensor *v = wgml_reshape(g, linear_train(g, h, &L->wv, LW(2), 0, LT(2)), 4, s4k);
-        q = wgml_rope_ex(g, q, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        k = wgml_rope_ex(g, k, positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        wgml_tensor *a = wgml_sdpa(g, wgml_permute(g, q, perm), wgml_permute(g, k, perm), wgml_permute(g, v, perm), 1,
-                                   0.0f); /* [B, H, S, hd] */
-        a = wgml_reshape(g, wgml_permute(g, a, perm), 2, s2);
-        x = wgml_add(g, x, linear_train(g, a, &L->wo, LW(3), 0, LT(3)), 1.0f);
-        h = wgml_rms_norm(g, x, share(g, L->ffn_norm), c->rms_eps);
-        wgml_tensor *f = wgml_mul(g, wgml_silu(g, linear_train(g, h, &L->gate, LW(4), 0, LT(4))),
-                                  linear_train(g, h, &L->up, LW(5), 0, LT(5)));
-        x = wgml_add(g, x, linear_train(g, f, &L->down, LW(6), 0, LT(6)), 1.0f);
-#undef LW
-#undef LT
-    }
-    return wgml_rms_norm(g, x, share(g, m->output_norm), c->rms_eps); /* [T, D] */
+    fwd_opts o = {.B = B, .S = S, .ids = ids, .positions = positions, .lora = lora, .latent = latent};
+    return forward_hidden(m, g, &o); /* [B*S, D] */
 }
 
 wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
                                  int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
     wgml_tensor *x = llama_forward_train_hidden(m, g, ids, positions, B, S, lora, latent);
-    return x ? linear(g, x, m->output.q || m->output.f ? &m->output : &m->tok_embd) : NULL; /* [T, V] */
+    return x ? linear(g, x, head_weight(m)) : NULL; /* [B*S, V] */
 }
 
 /* Vocabulary columns per chunk of the fused head: the scratch is [T, 8192] f32 (128 MiB at
@@ -628,14 +575,10 @@ wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids,
 wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
                              const wgml_ce_options *opt) {
     if (!h) return NULL;
-    const lweight *w = m->output.q || m->output.f ? &m->output : &m->tok_embd;
+    const lweight *w = head_weight(m);
     if (w->q) {
-        wgml_q4_weight q = *w->q;
-        q.codes = share(g, q.codes);
-        q.ab = share(g, q.ab);
-        q.bias = share(g, q.bias);
-        if (!q.codes || !q.ab || (w->q->bias && !q.bias)) return NULL;
-        return wgml_lmhead_ce_q4(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
+        wgml_q4_weight q;
+        return q4_weight_share(g, w->q, &q) ? NULL : wgml_lmhead_ce_q4(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
     }
     wgml_tensor *f = share(g, w->f);
     return f ? wgml_lmhead_ce(g, h, f, labels, LMHEAD_CHUNK, opt, NULL) : NULL;

@@ -19,11 +19,12 @@ void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k);
 /* The 4-bit weight of target t in layer l (tensors of the model's weight graph), or NULL when
  * the file stores it in floating point. */
 const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
-/* Records the training forward into g (a built graph): ids i32 [B*S] (B sequences of S
- * tokens), positions i32 [S] (0 .. S-1), causal attention within each sequence, no KV cache.
+/* Records the training forward into g (a built graph; the block builder of the inference
+ * graphs without KV cache or fused ops): ids i32 [B*S] (B sequences of S tokens), positions
+ * i32 [S] (0 .. S-1), causal attention within each sequence.
  * lora: NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
  * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
- * linears (4-bit weights only) train straight-through (trainer_ste_linear). The model's weights
+ * linears (4-bit weights only) train straight-through (q4_ste_linear). The model's weights
  * are shared into g. Returns logits f32 [B*S, V]. */
 wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
                                  int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);

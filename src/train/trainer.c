@@ -19,15 +19,16 @@
  * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
  * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
  * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
- * the 4-bit codes; the weight gradient goes to the latent (trainer_ste_linear); after AdamW the
- * same run rewrites the codes from the latents at the frozen scales (wgml_q4_requant), so the
- * model's own weights change and every other graph of the model (eval, generation) sees them. */
-#include "train/trainer.h"
+ * the 4-bit codes; the weight gradient goes to the latent (q4_ste_linear, an op of the q4
+ * family, through the model's training forward); after AdamW the same run rewrites the codes
+ * from the latents at the frozen scales (wgml_q4_requant), so the model's own weights change
+ * and every other graph of the model (eval, generation) sees them. */
 #include "wgml-model.h"
 #include "wgml-train.h"
 
 #include "graph/graph.h"
 #include "model/llama.h"
+#include "ops/q4/q4_share.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,23 +64,20 @@ struct wgml_trainer {
 };
 
 wgml_train_config wgml_train_defaults(void) {
-    wgml_train_config c;
-    memset(&c, 0, sizeof c);
-    c.mode = WGML_TRAIN_LORA;
-    c.lora_rank = 8;
-    c.lora_alpha = 16.0f;
-    c.targets = WGML_TARGET_Q | WGML_TARGET_V;
-    c.batch = 1;
-    c.seq_len = 64;
-    c.lr = 2e-4f;
-    c.weight_decay = 0.01f;
-    c.beta1 = 0.9f;
-    c.beta2 = 0.999f;
-    c.eps = 1e-8f;
-    c.clip_norm = 1.0f;
-    c.seed = 0;
-    c.grad_accum = 1;
-    return c;
+    return (wgml_train_config){.mode = WGML_TRAIN_LORA,
+                               .lora_rank = 8,
+                               .lora_alpha = 16.0f,
+                               .targets = WGML_TARGET_Q | WGML_TARGET_V,
+                               .batch = 1,
+                               .seq_len = 64,
+                               .lr = 2e-4f,
+                               .weight_decay = 0.01f,
+                               .beta1 = 0.9f,
+                               .beta2 = 0.999f,
+                               .eps = 1e-8f,
+                               .clip_norm = 1.0f,
+                               .seed = 0,
+                               .grad_accum = 1};
 }
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -123,21 +121,12 @@ static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
     return WGML_OK;
 }
 
-/* A copy of the model's 4-bit weight with its tensors shared into g (NULL tensors on error). */
-static wgml_q4_weight shared_q4(wgml_graph *g, const wgml_q4_weight *w) {
-    wgml_q4_weight q = *w;
-    q.codes = wgml_tensor_share(g, w->codes);
-    q.ab = q.codes ? wgml_tensor_share(g, w->ab) : NULL;
-    q.bias = w->bias && q.ab ? wgml_tensor_share(g, w->bias) : NULL;
-    return q;
-}
-
 /* Writes the dequantised weight w into the latent param (a small graph run once). */
 static wgml_status latent_init(wgml_trainer *t, const wgml_q4_weight *w, wgml_tensor *param) {
     wgml_graph *g0 = wgml_graph_new(t->ctx);
     if (!g0) return wgml_last_status(t->ctx);
-    wgml_q4_weight q = shared_q4(g0, w);
-    wgml_tensor *d = q.ab ? wgml_q4_dequantize(g0, &q) : NULL;
+    wgml_q4_weight q;
+    wgml_tensor *d = q4_weight_share(g0, w, &q) ? NULL : wgml_q4_dequantize(g0, &q);
     float *h = malloc(wgml_tensor_nbytes(param));
     wgml_status s = !h ? wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory") : WGML_OK;
     if (!s && (!d || wgml_graph_keep(g0, d) || wgml_graph_compile(g0) || wgml_graph_run(g0) ||
@@ -190,12 +179,14 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
     return WGML_OK;
 }
 
+static wgml_status fill_adapter_tables(wgml_trainer *t);
+
 /* Creates the parameters (views of the optimizer's buffers) with their initial values. */
 static wgml_status make_params(wgml_trainer *t) {
     const wgml_llama_config *mc = wgml_model_config(t->model);
     const wgml_train_config *c = &t->cfg;
     int ste = c->mode == WGML_TRAIN_STE;
-    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, r = c->lora_rank, capacity = 0;
+    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, capacity = 0;
     wgml_status s = list_params(t, &capacity);
     if (s) return s;
     t->lora = calloc((size_t)slots, sizeof *t->lora);
@@ -205,14 +196,13 @@ static wgml_status make_params(wgml_trainer *t) {
     t->latent_p = calloc((size_t)slots, sizeof *t->latent_p);
     if (!t->lora || !t->elora || !t->lora_p || !t->elora_p || !t->latent_p)
         return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
-    wgml_adamw_config ac = wgml_adamw_defaults();
-    ac.lr = c->lr;
-    ac.beta1 = c->beta1;
-    ac.beta2 = c->beta2;
-    ac.eps = c->eps;
-    ac.weight_decay = c->weight_decay;
-    ac.max_grad_norm = c->clip_norm > 0 ? c->clip_norm : 0;
-    ac.capacity = capacity;
+    wgml_adamw_config ac = {.lr = c->lr,
+                            .beta1 = c->beta1,
+                            .beta2 = c->beta2,
+                            .eps = c->eps,
+                            .weight_decay = c->weight_decay,
+                            .max_grad_norm = c->clip_norm > 0 ? c->clip_norm : 0,
+                            .capacity = capacity};
     if (!(t->opt = wgml_adamw_new(t->g, &ac))) return wgml_last_status(t->ctx);
     wgml_tensor *fm = wgml_adamw_buffer(t->opt, WGML_ADAMW_M), *fv = wgml_adamw_buffer(t->opt, WGML_ADAMW_V);
     int64_t maxn = 0;
@@ -246,8 +236,14 @@ static wgml_status make_params(wgml_trainer *t) {
         s = wgml_tensor_write(p->p, h, sizeof(float) * (size_t)numel);
     }
     free(h);
-    if (s || ste) return s;
-    /* the adapter tables: entry l*7 + k; a and b are consecutive parameters */
+    return s || ste ? s : fill_adapter_tables(t);
+}
+
+/* LoRA: the adapter tables of the train graph (the parameters) and of the eval graph (shared
+ * into it): entry l*7 + k; a and b are consecutive parameters. */
+static wgml_status fill_adapter_tables(wgml_trainer *t) {
+    const wgml_train_config *c = &t->cfg;
+    int64_t r = c->lora_rank;
     for (int i = 0; i < t->n; i += 2) {
         int64_t e = t->params[i].layer * LLAMA_N_TARGETS + t->params[i].target;
         wgml_lora *lo = &t->lora[e];
@@ -272,52 +268,20 @@ static wgml_status make_params(wgml_trainer *t) {
 static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
     for (int i = 0; i < t->n; i++) {
         tparam *p = &t->params[i];
-        wgml_q4_weight q = shared_q4(g, llama_target_q4(t->model, p->layer, p->target));
+        wgml_q4_weight q;
+        if (q4_weight_share(g, llama_target_q4(t->model, p->layer, p->target), &q)) return wgml_last_status(t->ctx);
         wgml_tensor *lat = own ? p->p : wgml_tensor_share(g, p->p);
-        if (!q.ab || !lat) return wgml_last_status(t->ctx);
+        if (!lat) return wgml_last_status(t->ctx);
         wgml_status s = wgml_q4_requant(g, lat, &q);
         if (s) return s;
     }
     return WGML_OK;
 }
 
-static wgml_status ste_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
-    wgml_q4_weight w;
-    memcpy(&w, op->attrs, sizeof w);
-    if (graph_op_wants(op, 0)) dx[0] = wgml_q4_linear_dx(g, dy, &w);
-    if (graph_op_wants(op, 1)) {
-        bool acc = false;
-        wgml_tensor *dw = graph_grad_sink(op, 1, &acc);
-        if (!dw) {
-            acc = false;
-            dw = wgml_zeros(g, WGML_F32, 2, op->in[1]->shape);
-        }
-        dx[1] = dw && !wgml_linear_dw(g, dy, op->in[0], dw, acc) ? dw : NULL;
-    }
-    return grad_result(g, op, dx);
-}
-
-wgml_tensor *trainer_ste_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, wgml_tensor *latent) {
-    if (!g || !x || !w || !latent) return NULL;
-    if (latent->rank != 2 || latent->shape[0] != w->n || latent->shape[1] != w->k) {
-        wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "ste_linear: latent %s must be [%lld, %lld]", tshape(latent),
-                       (long long)w->n, (long long)w->k);
-        return NULL;
-    }
-    /* the 4-bit product without q4_linear's own record (its rule would give x a second
-     * gradient); this op's record covers x and the latent */
-    bool rg = x->requires_grad;
-    x->requires_grad = false;
-    wgml_tensor *y = wgml_q4_linear(g, x, w);
-    x->requires_grad = rg;
-    graph_op op = {.name = "ste_linear", .backward = ste_backward, .n_in = 2, .in = {x, latent}, .out = y};
-    memcpy(op.attrs, w, sizeof *w);
-    return graph_record_op(g, &op);
-}
-
 static wgml_status build(wgml_trainer *t) {
     const wgml_train_config *c = &t->cfg;
-    int64_t B = c->batch, S = c->seq_len, T = t->T, one = 3;
+    int64_t B = c->batch, S = c->seq_len, T = t->T;
+    int64_t ce_status_words = 3; /* the eval loss's wgml_ce_options.status: i32 [3] */
     if (!(t->g = wgml_graph_new(t->ctx)) || !(t->ge = wgml_graph_new(t->ctx))) return wgml_last_status(t->ctx);
     wgml_status s = make_params(t);
     if (s) return s;
@@ -332,7 +296,7 @@ static wgml_status build(wgml_trainer *t) {
     t->e_ids = wgml_tensor_new(t->ge, WGML_I32, 1, &T);
     t->e_labels = wgml_tensor_new(t->ge, WGML_I32, 1, &T);
     t->e_positions = wgml_tensor_new(t->ge, WGML_I32, 1, &S);
-    t->e_status = wgml_tensor_new(t->ge, WGML_I32, 1, &one);
+    t->e_status = wgml_tensor_new(t->ge, WGML_I32, 1, &ce_status_words);
     if (!t->positions || !t->e_positions || !t->e_status || !t->ids || !t->labels || !t->e_ids || !t->e_labels ||
         wgml_tensor_write(t->positions, pos, sizeof(int32_t) * (size_t)S) ||
         wgml_tensor_write(t->e_positions, pos, sizeof(int32_t) * (size_t)S)) {
@@ -355,7 +319,7 @@ static wgml_status build(wgml_trainer *t) {
     if (ste && (!(t->gr = wgml_graph_new(t->ctx)) || record_requant(t, t->gr, 0) || wgml_graph_compile(t->gr)))
         return wgml_last_status(t->ctx);
     /* eval graph */
-    wgml_ce_options ce = {NULL, t->e_status};
+    wgml_ce_options ce = {.grad_scale = NULL, .status = t->e_status};
     wgml_tensor *eh =
         llama_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
     t->e_loss = eh ? llama_lmhead_ce(t->model, t->ge, eh, t->e_labels, &ce) : NULL;
@@ -428,12 +392,12 @@ wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int3
     wgml_status s = write_batch(t, "trainer_eval", tokens, labels, t->e_ids, t->e_labels);
     if (!s) s = wgml_graph_run(t->ge);
     float l = 0;
-    int32_t st[3] = {0};
+    int32_t status[3] = {0}; /* rows with a label >= V, the first such row, n_valid */
     if (!s) s = wgml_tensor_read(t->e_loss, &l, sizeof l);
-    if (!s) s = wgml_tensor_read(t->e_status, st, sizeof st);
+    if (!s) s = wgml_tensor_read(t->e_status, status, sizeof status);
     if (s) return s;
-    if (loss_sum) *loss_sum = (double)l * st[2];
-    if (n_valid) *n_valid = st[2];
+    if (loss_sum) *loss_sum = (double)l * status[2];
+    if (n_valid) *n_valid = status[2];
     return WGML_OK;
 }
 

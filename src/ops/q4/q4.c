@@ -528,10 +528,9 @@ static bool x_ok(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x) {
     return true;
 }
 
-wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
+wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "q4_linear";
     if (check_tensor(ctx, op, "x", x) || !weight_ok(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
         check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || !same_graph(ctx, op, "x", x, w) || !x_ok(g, ctx, op, x))
         return NULL;
@@ -544,11 +543,16 @@ wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight 
     if (m <= GEMV_MAX_M) {
         wgml_tensor *out = NULL;
         record_gemv(g, op, x, &w, 1, m, &out);
-        return q4_linear_grad_record(g, out, x, w);
+        return out;
     }
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = w->n;
-    return q4_linear_grad_record(g, record_mm(g, op, x, w, 0, m, x->rank, shape), x, w);
+    return record_mm(g, op, x, w, 0, m, x->rank, shape);
+}
+
+wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
+    wgml_tensor *out = q4_linear_product(g, "q4_linear", x, w);
+    return out ? q4_linear_grad_record(g, out, x, w) : NULL;
 }
 
 wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,

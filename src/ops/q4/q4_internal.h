@@ -21,6 +21,10 @@ void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
 wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
                        wgml_tensor *into, bool accumulate);
 
+/* wgml_q4_linear's product with its checks (errors name op) but without its autograd record:
+ * for ops whose own record covers x (the straight-through linear, q4_ste.c). */
+wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w);
+
 /* The q4 GEMM's tile variants (q4.c: names as in the matmul family) and its choice of variant
  * and split-K count for out[m, c] with reduction length r ($WGML_Q4_MM_VARIANT,
  * $WGML_Q4_MM_SPLITK, a matmul variant forced on the context, else the automatic rules). */

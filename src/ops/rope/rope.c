@@ -5,8 +5,10 @@
  * an i32 tensor [S] (shared by every batch entry) or [B, S]. Positions live in a tensor so a
  * built decode graph can be replayed with new positions. The per-pair frequency table is made
  * in double precision on the host and uploaded as a small tensor of the graph (see the kernel
- * for how it keeps the angle exact at long positions). */
+ * for how it keeps the angle exact at long positions); rope_kv.c's fused decode step shares
+ * the table and the angle. */
 #include "graph/graph.h"
+#include "ops/rope/rope_fused.h"
 #include "ops/rope/rope_grad.h"
 
 #include <math.h>
@@ -22,6 +24,30 @@ static double trunc_bits(double v, int bits) {
     int e;
     double m = frexp(v, &e);
     return ldexp(floor(ldexp(m, bits)), e - bits);
+}
+
+wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta) {
+    int64_t half = D / 2, ts[2] = {half, 4};
+    float *tab = malloc(sizeof(float) * (size_t)(half * 4));
+    if (!tab) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
+        return NULL;
+    }
+    for (int64_t i = 0; i < half; i++) { /* g = theta^(-2i/D) / 2pi = g1 + g2 + g3 */
+        double gi = exp(-(double)(2 * i) / (double)D * log((double)theta)) / ROPE_TWO_PI;
+        double g1 = trunc_bits(gi, 12), g2 = trunc_bits(gi - g1, 12);
+        tab[4 * i] = (float)g1;
+        tab[4 * i + 1] = (float)g2;
+        tab[4 * i + 2] = (float)(gi - g1 - g2);
+        tab[4 * i + 3] = 0;
+    }
+    wgml_tensor *table = wgml_tensor_new(g, WGML_F32, 2, ts);
+    if (table && wgml_tensor_write(table, tab, sizeof(float) * (size_t)(half * 4))) {
+        wgml_tensor_free(table);
+        table = NULL;
+    }
+    free(tab);
+    return table;
 }
 
 static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *positions, float theta,
@@ -70,28 +96,8 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s %s has too many elements", op, xn, tshape(x));
         return NULL;
     }
-    /* frequency table in turns: g = theta^(-2i/D) / 2pi = g1 + g2 + g3 */
-    int64_t ts[2] = {half, 4};
-    float *tab = malloc(sizeof(float) * (size_t)(half * 4));
-    if (!tab) {
-        wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
-        return NULL;
-    }
-    for (int64_t i = 0; i < half; i++) {
-        double gi = exp(-(double)(2 * i) / (double)D * log((double)theta)) / ROPE_TWO_PI;
-        double g1 = trunc_bits(gi, 12), g2 = trunc_bits(gi - g1, 12);
-        tab[4 * i] = (float)g1;
-        tab[4 * i + 1] = (float)g2;
-        tab[4 * i + 2] = (float)(gi - g1 - g2);
-        tab[4 * i + 3] = 0;
-    }
-    wgml_tensor *table = wgml_tensor_new(g, WGML_F32, 2, ts);
-    if (!table || wgml_tensor_write(table, tab, sizeof(float) * (size_t)(half * 4))) {
-        free(tab);
-        wgml_tensor_free(table);
-        return NULL;
-    }
-    free(tab);
+    wgml_tensor *table = rope_freq_table(g, op, D, theta);
+    if (!table) return NULL;
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, x->shape);
     if (!out) {
         wgml_tensor_free(table);

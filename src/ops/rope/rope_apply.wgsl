@@ -6,13 +6,7 @@
 // (i, i + D/2) for the half-split style, (2i, 2i + 1) for the interleaved style (the prelude
 // sets INTERLEAVED). Consecutive threads take consecutive pairs of a row, so loads coalesce.
 //
-// Precision: the angle is reduced modulo one turn exactly. The table holds, per pair, the
-// frequency in turns g = theta^(-2i/D) / 2pi split into g1 + g2 (12 significant bits each)
-// + g3 (the rest), computed in double on the host. The position is split into
-// ph * 4096 + pl (both below 4096 when |pos| < 2^24), so each product ph*4096*g1, ph*4096*g2,
-// pl*g1, pl*g2 is exact in f32 and its fractional part is exact; the g3 products are tiny.
-// The sum of the fractional parts is reduced once more to [-1/2, 1/2] turn, so the angle
-// handed to sin/cos lies in [-pi, pi] with an error near 1e-7 rad at any position.
+// Precision: the angle is reduced modulo one turn exactly (rope_angle.wgsl says how).
 struct Params { n_pairs: u32, H: u32, S: u32, half: u32, pos_bstride: u32, sign: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -21,7 +15,7 @@ struct Params { n_pairs: u32, H: u32, S: u32, half: u32, pos_bstride: u32, sign:
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-fn turn_frac(v: f32) -> f32 { return v - round(v); }
+//!include rope_angle
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -41,12 +35,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         b = bs / p.S;
     }
     let position = pos[b * p.pos_bstride + s];
-    let g = tab[i];
-    let ph = f32(position >> 12u) * 4096.0;
-    let pl = f32(position & 4095);
-    var t = turn_frac(ph * g.x) + turn_frac(ph * g.y) + turn_frac(pl * g.x) + turn_frac(pl * g.y);
-    t = t + turn_frac(ph * g.z) + pl * g.z;
-    let ang = turn_frac(t) * 6.283185307179586;
+    let ang = rope_angle(position, tab[i]);
     let c = cos(ang);
     let sn = sin(ang) * p.sign;
     let base = row * 2u * p.half;

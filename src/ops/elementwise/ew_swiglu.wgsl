@@ -1,4 +1,5 @@
-// llama_swiglu: out = silu(gate) * up elementwise (the Llama FFN's gating, inference graphs),
+// ew_swiglu: out = silu(gate) * up elementwise (a gated FFN's activation; ew_swiglu in
+// elementwise_fused.c, for inference graphs: one dispatch where silu + mul take two),
 // n elements with n % 4 == 0. Workgroups of 64 threads; one thread owns one vec4.
 struct Params { n4: u32 }
 

@@ -1,9 +1,9 @@
-// llama_rope_kv: the attention inputs of one decode step (S = 1, inference graphs) in one
-// dispatch: RoPE (interleaved pairs (2i, 2i+1), angle pos * theta^(-2i/hd)) of q's H heads
-// into q_out, of k's Hk heads into k_cache row pos, and v's Hk heads copied into v_cache row
-// pos (caches [Hk, smax, hd]; rows outside 0..smax-1 are not written). The angle is computed
-// as rope_apply.wgsl does (table of per-pair frequencies in turns split g1 + g2 + g3, exact
-// reduction modulo one turn), so results equal the plain rope op bit for bit.
+// rope_kv: the attention inputs of one decode step (S = 1; rope_kv_step in rope_kv.c, for
+// inference graphs) in one dispatch: RoPE (interleaved pairs (2i, 2i+1), angle
+// pos * theta^(-2i/hd)) of q's H heads into q_out, of k's Hk heads into k_cache row pos, and
+// v's Hk heads copied into v_cache row pos (caches [Hk, smax, hd]; rows outside 0..smax-1 are
+// not written). The angle is rope_apply.wgsl's (the shared rope_angle), so results equal the
+// plain rope op bit for bit.
 // Workgroup: 64 threads; each thread owns one pair: q pairs, then k pairs, then v pairs.
 struct Params { nq: u32, nk: u32, half: u32, smax: u32 }
 
@@ -17,7 +17,7 @@ struct Params { nq: u32, nk: u32, half: u32, smax: u32 }
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(8) var<uniform> p: Params;
 
-fn turn_frac(x: f32) -> f32 { return x - round(x); }
+//!include rope_angle
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -41,12 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var j = idx;
     if (!is_q) { j = idx - p.nq; }
     let i = j % p.half;
-    let g = tab[i];
-    let ph = f32(position >> 12u) * 4096.0;
-    let pl = f32(position & 4095);
-    var t = turn_frac(ph * g.x) + turn_frac(ph * g.y) + turn_frac(pl * g.x) + turn_frac(pl * g.y);
-    t = t + turn_frac(ph * g.z) + pl * g.z;
-    let ang = turn_frac(t) * 6.283185307179586;
+    let ang = rope_angle(position, tab[i]);
     let c = cos(ang);
     let sn = sin(ang);
     let src = 2u * j;

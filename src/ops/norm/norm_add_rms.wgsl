@@ -1,4 +1,5 @@
-// llama_add_rms: the residual add fused with the RMSNorm that follows it (inference graphs):
+// norm_add_rms: a residual add fused with the RMSNorm that follows it (norm_add_rms in
+// norm_fused.c, for inference graphs: one dispatch where add + rms_norm take two):
 // sum = x + y, out = sum * rsqrt(mean(sum^2) + eps) * w, over rows of length d (d % 4 == 0).
 // Workgroup: WG threads (prelude, power of two); one workgroup owns one row. Thread t adds
 // the vec4 elements t, t+WG, ... (writing sum) and sums their squares; the workgroup adds

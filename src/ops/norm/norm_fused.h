@@ -1,0 +1,12 @@
+/* Fused forms of the norm family for inference graphs (norm_fused.c). */
+#ifndef WGML_NORM_FUSED_H
+#define WGML_NORM_FUSED_H
+#include "graph/graph.h"
+
+/* A residual add and the RMSNorm after it: *sum = x + y, returns rms_norm(*sum) * w (x, y f32
+ * of one shape, w f32 [d] the last dim) in one dispatch (norm_add_rms.wgsl). When an input
+ * needs a gradient, or d % 4 != 0, it records the plain add and rms_norm (differentiable, and
+ * they name a bad argument). NULL, *sum NULL, on error. */
+wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, float eps, wgml_tensor **sum);
+
+#endif

@@ -1,0 +1,19 @@
+/* Ops-internal parts of the rope family: the frequency table its kernels share and the fused
+ * decode step (rope_kv.c) of the inference graphs. */
+#ifndef WGML_ROPE_FUSED_H
+#define WGML_ROPE_FUSED_H
+#include "graph/graph.h"
+
+/* The per-pair frequency table f32 [D/2, 4] of rope_angle.wgsl for head dim D and base theta,
+ * a new tensor of g (op names the caller in errors). */
+wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta);
+
+/* One decode step's attention inputs in one dispatch (no autograd rule; inference graphs):
+ * q f32 [1, 1, H, hd] and k [1, 1, Hk, hd] rotated (interleaved pairs) at the position pos
+ * (i32 [1]) with tab = rope_freq_table(.., hd, theta); rotated k and v [1, 1, Hk, hd] written
+ * to row pos of the caches k_cache, v_cache f32 [1, Hk, smax, hd] (nothing when pos is
+ * outside 0..smax-1). Returns rotated q as [1, H, 1, hd], the layout attention takes. */
+wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                          wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache);
+
+#endif

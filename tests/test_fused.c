@@ -1,0 +1,231 @@
+#define _POSIX_C_SOURCE 200809L
+/* The fused inference ops of the op families, each in a built graph against an fp64
+ * reference (random inputs, NaN-poisoned outputs) and with its dispatch count:
+ *   norm_add_rms   (src/ops/norm/norm_fused.c)              residual add + RMSNorm
+ *   ew_swiglu      (src/ops/elementwise/elementwise_fused.c) silu(gate) * up
+ *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes
+ * and their fallback to the plain ops (shapes the kernel does not take, inputs that need a
+ * gradient). */
+#include "harness.h"
+
+#include "ops/elementwise/elementwise_fused.h"
+#include "ops/norm/norm_fused.h"
+#include "ops/rope/rope_fused.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static wgml_tensor *upload(wgml_graph *g, wgml_dtype dt, int rank, const int64_t *shape, const void *data) {
+    wgml_tensor *t = wgml_tensor_new(g, dt, rank, shape);
+    if (t && wgml_tensor_write(t, data, wgml_tensor_nbytes(t))) return NULL;
+    return t;
+}
+
+static bool run(wgml_graph *g, const char *name) {
+    return th_check(!wgml_graph_compile(g) && !wgml_graph_run(g), "%s: compile and run: %s", name,
+                    wgml_last_error(T.ctx));
+}
+
+/* ------------------------------------------------------------------ norm_add_rms */
+
+/* want_dispatches: 1 fused, 2 the plain add and rms_norm. */
+static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t n = 1, d = shape[rank - 1];
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    float *hx = th_random((size_t)n, -2, 2), *hy = th_random((size_t)n, -2, 2), *hw = th_random((size_t)d, -1.5, 1.5);
+    const float eps = 1e-5f;
+    wgml_tensor *x = upload(g, WGML_F32, rank, shape, hx), *y = upload(g, WGML_F32, rank, shape, hy);
+    wgml_tensor *w = upload(g, WGML_F32, 1, &d, hw), *sum = NULL;
+    if (train) wgml_tensor_set_trainable(x, 1);
+    wgml_tensor *h = norm_add_rms(g, x, y, w, eps, &sum);
+    char name[128];
+    snprintf(name, sizeof name, "add_rms_norm rows=%lld d=%lld%s", (long long)(n / d), (long long)d,
+             train ? " (x trainable)" : "");
+    if (th_check(h && sum && !wgml_graph_keep(g, h) && !wgml_graph_keep(g, sum), "%s: record: %s", name,
+                 wgml_last_error(T.ctx)) &&
+        run(g, name)) {
+        th_check(wgml_graph_dispatch_count(g) == want_dispatches, "%s: %zu dispatches (want %zu)", name,
+                 wgml_graph_dispatch_count(g), want_dispatches);
+        double *rs = malloc(sizeof(double) * (size_t)n), *rh = malloc(sizeof(double) * (size_t)n);
+        for (int64_t r = 0; r < n / d; r++) {
+            double ss = 0;
+            for (int64_t j = 0; j < d; j++) {
+                double v = (double)hx[r * d + j] + (double)hy[r * d + j];
+                rs[r * d + j] = v;
+                ss += v * v;
+            }
+            double inv = 1.0 / sqrt(ss / (double)d + eps);
+            for (int64_t j = 0; j < d; j++) rh[r * d + j] = rs[r * d + j] * inv * hw[j];
+        }
+        float *gs = th_read_f32(sum), *gh = th_read_f32(h);
+        char what[160];
+        snprintf(what, sizeof what, "%s sum", name);
+        if (gs) th_close(what, gs, rs, (size_t)n, 1e-6, 1e-6);
+        snprintf(what, sizeof what, "%s out", name);
+        if (gh) th_close(what, gh, rh, (size_t)n, 1e-5, 1e-4);
+        free(gs);
+        free(gh);
+        free(rs);
+        free(rh);
+    }
+    free(hx);
+    free(hy);
+    free(hw);
+    wgml_graph_free(g);
+}
+
+static void test_add_rms(void) {
+    int64_t s1[2] = {5, 64}, s2[2] = {3, 1024}, s3[2] = {7, 12}, s4[3] = {2, 3, 520}, s5[2] = {4, 6};
+    case_add_rms(2, s1, false, 1);
+    case_add_rms(2, s2, false, 1);
+    case_add_rms(2, s3, false, 1); /* fewer vec4 than threads */
+    case_add_rms(3, s4, false, 1);
+    case_add_rms(2, s5, false, 2); /* d % 4 != 0: the plain ops */
+    case_add_rms(2, s1, true, 2);  /* a gradient wanted: the plain, differentiable ops */
+}
+
+/* ------------------------------------------------------------------ ew_swiglu */
+
+static void case_swiglu(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    float *hg = th_random((size_t)n, -8, 8), *hu = th_random((size_t)n, -2, 2);
+    wgml_tensor *gate = upload(g, WGML_F32, rank, shape, hg), *up = upload(g, WGML_F32, rank, shape, hu);
+    if (train) wgml_tensor_set_trainable(up, 1);
+    wgml_tensor *out = ew_swiglu(g, gate, up);
+    char name[128];
+    snprintf(name, sizeof name, "swiglu n=%lld rank %d%s", (long long)n, rank, train ? " (up trainable)" : "");
+    if (th_check(out && !wgml_graph_keep(g, out), "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
+        th_check(wgml_graph_dispatch_count(g) == want_dispatches, "%s: %zu dispatches (want %zu)", name,
+                 wgml_graph_dispatch_count(g), want_dispatches);
+        double *ref = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) ref[i] = (double)hg[i] / (1.0 + exp(-(double)hg[i])) * (double)hu[i];
+        float *got = th_read_f32(out);
+        if (got) th_close(name, got, ref, (size_t)n, 1e-6, 1e-5);
+        free(got);
+        free(ref);
+    }
+    free(hg);
+    free(hu);
+    wgml_graph_free(g);
+}
+
+static void test_swiglu(void) {
+    int64_t s1[2] = {3, 40}, s2[1] = {1000}, s3[3] = {2, 3, 64}, s4[2] = {2, 3};
+    case_swiglu(2, s1, false, 1);
+    case_swiglu(1, s2, false, 1);
+    case_swiglu(3, s3, false, 1);
+    case_swiglu(2, s4, false, 2); /* 6 elements: the plain silu and mul */
+    case_swiglu(2, s1, true, 2);
+}
+
+/* ------------------------------------------------------------------ rope_kv_step */
+
+/* Interleaved pairs (2i, 2i+1) of each head of x [heads, hd] rotated by pos·theta^(-2i/hd). */
+static void ref_rope(const float *x, int64_t heads, int64_t hd, int32_t pos, double theta, double *out) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < hd / 2; i++) {
+            double ang = (double)pos * pow(theta, -(double)(2 * i) / (double)hd);
+            double a = x[h * hd + 2 * i], b = x[h * hd + 2 * i + 1];
+            out[h * hd + 2 * i] = a * cos(ang) - b * sin(ang);
+            out[h * hd + 2 * i + 1] = a * sin(ang) + b * cos(ang);
+        }
+}
+
+static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t qs[4] = {1, 1, H, hd}, ks[4] = {1, 1, Hk, hd}, cs[4] = {1, Hk, smax, hd}, one = 1;
+    int64_t nq = H * hd, nk = Hk * hd, nc = Hk * smax * hd;
+    float *hq = th_random((size_t)nq, -1, 1), *hk = th_random((size_t)nk, -1, 1), *hv = th_random((size_t)nk, -1, 1);
+    float *hkc = th_random((size_t)nc, -1, 1), *hvc = th_random((size_t)nc, -1, 1);
+    wgml_tensor *q = upload(g, WGML_F32, 4, qs, hq), *k = upload(g, WGML_F32, 4, ks, hk);
+    wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &one, &pos);
+    wgml_tensor *kc = upload(g, WGML_F32, 4, cs, hkc), *vc = upload(g, WGML_F32, 4, cs, hvc);
+    wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta);
+    wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc);
+    /* the plain rope of q at the same position: the fused step must match it bit for bit */
+    wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+    char name[128];
+    snprintf(name, sizeof name, "rope_kv H=%lld Hk=%lld hd=%lld smax=%lld pos=%d", (long long)H, (long long)Hk,
+             (long long)hd, (long long)smax, (int)pos);
+    bool ok = out && plain && wgml_tensor_rank(out) == 4 && wgml_tensor_dim(out, 1) == H &&
+              wgml_tensor_dim(out, 2) == 1 && !wgml_graph_keep(g, out) && !wgml_graph_keep(g, plain);
+    if (th_check(ok, "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
+        th_check(wgml_graph_dispatch_count(g) == 2, "%s: %zu dispatches (want 1 fused + 1 plain rope)", name,
+                 wgml_graph_dispatch_count(g));
+        double *rq = malloc(sizeof(double) * (size_t)nq), *rk = malloc(sizeof(double) * (size_t)nk);
+        double *rkc = malloc(sizeof(double) * (size_t)nc), *rvc = malloc(sizeof(double) * (size_t)nc);
+        ref_rope(hq, H, hd, pos, theta, rq);
+        ref_rope(hk, Hk, hd, pos, theta, rk);
+        for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i];
+        if (pos >= 0 && pos < smax) /* row pos of each head; other rows as they were */
+            for (int64_t h = 0; h < Hk; h++)
+                for (int64_t j = 0; j < hd; j++) {
+                    rkc[(h * smax + pos) * hd + j] = rk[h * hd + j];
+                    rvc[(h * smax + pos) * hd + j] = hv[h * hd + j];
+                }
+        float *gq = th_read_f32(out), *gp = th_read_f32(plain), *gkc = th_read_f32(kc), *gvc = th_read_f32(vc);
+        char what[192];
+        snprintf(what, sizeof what, "%s q", name);
+        if (gq) th_close(what, gq, rq, (size_t)nq, 2e-5, 1e-4);
+        snprintf(what, sizeof what, "%s q = plain rope", name);
+        if (gq && gp) th_exact_u32(what, (const uint32_t *)gq, (const uint32_t *)gp, (size_t)nq);
+        snprintf(what, sizeof what, "%s k cache", name);
+        if (gkc) th_close(what, gkc, rkc, (size_t)nc, 2e-5, 1e-4);
+        snprintf(what, sizeof what, "%s v cache", name);
+        if (gvc) th_close(what, gvc, rvc, (size_t)nc, 0, 0);
+        free(gq);
+        free(gp);
+        free(gkc);
+        free(gvc);
+        free(rq);
+        free(rk);
+        free(rkc);
+        free(rvc);
+    }
+    free(hq);
+    free(hk);
+    free(hv);
+    free(hkc);
+    free(hvc);
+    wgml_graph_free(g);
+}
+
+static void test_rope_kv(void) {
+    case_rope_kv(4, 2, 8, 16, 5, 10000.0f);
+    case_rope_kv(8, 8, 64, 40, 39, 500000.0f); /* the last row */
+    case_rope_kv(6, 2, 32, 12, 0, 10000.0f);
+    case_rope_kv(4, 2, 16, 8, 8, 10000.0f); /* past the cache: q only, the caches untouched */
+}
+
+static void test_bad_input(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t s[2] = {2, 8}, w5 = 5, q3[3] = {1, 4, 8}, qs[4] = {1, 1, 4, 8}, cs[4] = {1, 2, 4, 8}, one = 1;
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, s), *w = wgml_tensor_new(g, WGML_F32, 1, &w5), *sum = NULL;
+    th_expect_error("add_rms_norm: w of the wrong length", !norm_add_rms(g, x, x, w, 1e-5f, &sum) && !sum,
+                    WGML_ERR_SHAPE, "rms_norm", NULL);
+    th_expect_error("add_rms_norm: NULL y", !norm_add_rms(g, x, NULL, w, 1e-5f, &sum), WGML_ERR_ARG, "add_rms_norm",
+                    "y is NULL", NULL);
+    th_expect_error("swiglu: i32 up", !ew_swiglu(g, x, wgml_tensor_new(g, WGML_I32, 2, s)), WGML_ERR_DTYPE, "swiglu",
+                    NULL);
+    wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *c = wgml_tensor_new(g, WGML_F32, 4, cs);
+    wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f);
+    th_expect_error("rope_kv_step: rank-3 q", !rope_kv_step(g, wgml_tensor_new(g, WGML_F32, 3, q3), q, q, p, tab, c, c),
+                    WGML_ERR_SHAPE, "rope_kv_step", "rank 4", NULL);
+    th_expect_error("rope_kv_step: caches with 2 heads for k with 4", !rope_kv_step(g, q, q, q, p, tab, c, c),
+                    WGML_ERR_SHAPE, "rope_kv_step", NULL);
+    wgml_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("fused", argc, argv);
+    test_add_rms();
+    test_swiglu();
+    test_rope_kv();
+    test_bad_input();
+    return th_done();
+}
