@@ -424,7 +424,12 @@ static void test_accum(const char *path) {
     th_check(bad_count == 0, "accum: the optimizer counts one step per %d micro-batches", TB);
     th_check(loss_err < 1e-4, "accum: batch loss = mean of its micro-batch losses (max rel. diff %.2e)", loss_err);
     th_check(norm_err < 1e-4, "accum: the summed gradient's norm = the full batch's (max rel. diff %.2e)", norm_err);
-    th_check(un > 0 && sqrt(dn / un) < 1e-3, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
+    /* 1e-2 of the update, not tighter: Adam's m / (sqrt(v) + eps) is about sign(g) for an element
+     * whose gradient nearly cancels over the tokens, and there the summation order (16 + 16 vs
+     * 32 tokens) can move the update by a good part of lr. Most seeds give ~1e-6; seed 862906324
+     * gave 1.2e-3 before and after the block-builder change. A wrong 1 / grad_accum weighting, a
+     * lost or stale micro-batch show as O(1) here and in the loss and norm checks above (1e-4). */
+    th_check(un > 0 && sqrt(dn / un) < 1e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
              ASTEPS, un > 0 ? sqrt(dn / un) : 0.0);
     free(p0), free(pa), free(pb);
 out:
