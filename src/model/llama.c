@@ -562,12 +562,6 @@ wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tenso
     return forward_hidden(m, g, &o); /* [B*S, D] */
 }
 
-wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
-                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
-    wgml_tensor *x = llama_forward_train_hidden(m, g, ids, positions, B, S, lora, latent);
-    return x ? linear(g, x, head_weight(m)) : NULL; /* [B*S, V] */
-}
-
 /* Vocabulary columns per chunk of the fused head: the scratch is [T, 8192] f32 (128 MiB at
  * T = 4096, against 768 MiB for the whole logits and as much again for dlogits). */
 #define LMHEAD_CHUNK 8192

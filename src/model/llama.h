@@ -25,10 +25,8 @@ const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
  * lora: NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
  * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
  * linears (4-bit weights only) train straight-through (q4_ste_linear). The model's weights
- * are shared into g. Returns logits f32 [B*S, V]. */
-wgml_tensor *llama_forward_train(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions, int64_t B,
-                                 int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
-/* The same forward up to the final norm: h f32 [B*S, D], the LM head's input. */
+ * are shared into g. Returns h f32 [B*S, D], the LM head's input (the forward up to the final
+ * norm; llama_lmhead_ce takes it from there). */
 wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
                                         int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
 /* Mean cross-entropy of the model's LM head (output.weight, or the tied token embedding, in the
