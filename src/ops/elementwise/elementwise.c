@@ -255,7 +255,7 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *ro[EW_MAX_IN];
-    for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? ops[0].t : ops[k].t;
+    for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? GRAPH_UNUSED : ops[k].t;
     if (graph_dispatch(g, op, KERNEL_FILE[kernel], pre.buf, ro, n, &out, 1, u, ubytes, groups)) {
         wgml_tensor_free(out);
         return NULL;
