@@ -441,7 +441,7 @@ static wgml_status copy_aliased(wgml_graph *g, const char *op, wgml_tensor **t, 
     int nb = n_ro + n_rw;
     for (bool changed = true; changed;) {
         changed = false;
-        bool all_writable = false;
+        bool all_writable = false; /* whether the dispatch may take the all-writable form */
         for (int a = 0; a < n_ro && !all_writable; a++)
             for (int b = n_ro; b < nb; b++)
                 if (t[a] != GRAPH_UNUSED && t[b] != GRAPH_UNUSED && may_share_buffer(t[a], t[b])) all_writable = true;
@@ -469,6 +469,40 @@ static wgml_status copy_aliased(wgml_graph *g, const char *op, wgml_tensor **t, 
     return WGML_OK;
 }
 
+/* Appends the node of one dispatch over the final bindings t[0..n_ro + n_rw). */
+static wgml_status push_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
+                                 wgml_tensor *const *t, int n_ro, int n_rw, const void *uniform, size_t ubytes,
+                                 uint32_t x, uint32_t y) {
+    graph_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.shader = shader;
+    n.n_ro = n_ro;
+    n.n_rw = n_rw;
+    n.x = x;
+    n.y = y;
+    n.ubytes = (uint32_t)ubytes;
+    if (ubytes) memcpy(n.uniform, uniform, ubytes);
+    wgml_status s;
+    for (int i = 0; i < n_ro + n_rw; i++) {
+        n.t[i] = t[i];
+        if (t[i] == GRAPH_UNUSED) {
+            if ((s = unused_range(g, i, &n.r[i]))) return s;
+        } else {
+            n.r[i] = (gpu_range){t[i]->buf, t[i]->offset, tensor_binding_size(t[i])};
+        }
+    }
+    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
+    if (!n.pipeline) return wgml_last_status(g->ctx);
+    n.prelude = strdup(prelude ? prelude : "");
+    if (!n.prelude) return wgml_set_error(g->ctx, WGML_ERR_OOM, "out of host memory");
+    if (g->eager) /* eager nodes keep ranges only: their tensors may be freed before the flush */
+        for (int i = 0; i < n_ro + n_rw; i++) n.t[i] = NULL;
+    s = push_node(g, &n);
+    if (s) free(n.prelude);
+    return s;
+}
+
 wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
                            wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
                            const void *uniform, size_t ubytes, uint64_t workgroups) {
@@ -493,44 +527,14 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
         bound[i] = t;
     }
     wgml_status s = copy_aliased(g, op, bound, n_ro, n_rw);
-    if (s) return s;
-    graph_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.shader = shader;
-    n.n_ro = n_ro;
-    n.n_rw = n_rw;
-    n.x = (uint32_t)x;
-    n.y = (uint32_t)y;
-    n.ubytes = (uint32_t)ubytes;
-    if (ubytes) memcpy(n.uniform, uniform, ubytes);
-    for (int i = 0; i < n_ro + n_rw; i++) {
-        wgml_tensor *t = bound[i];
-        n.t[i] = t;
-        if (t == GRAPH_UNUSED) {
-            if ((s = unused_range(g, i, &n.r[i]))) return s;
-        } else {
-            n.r[i] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
-        }
-    }
-    n.pipeline = gpu_pipeline_get(ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
-    if (!n.pipeline) return wgml_last_status(ctx);
-    n.prelude = strdup(prelude ? prelude : "");
-    if (!n.prelude) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-    if (g->eager) /* eager nodes keep ranges only: their tensors may be freed before the flush */
-        for (int i = 0; i < n_ro + n_rw; i++) n.t[i] = NULL;
-    s = push_node(g, &n);
-    if (s) {
-        free(n.prelude);
-        return s;
-    }
+    if (!s) s = push_dispatch(g, op, shader, prelude, bound, n_ro, n_rw, uniform, ubytes, (uint32_t)x, (uint32_t)y);
     /* the copies made for this dispatch: an eager one goes back to the pool (the recorded
      * dispatches hold its range) */
     if (g->eager)
         for (int i = 0; i < n_ro; i++)
             if (bound[i] != ro[i]) wgml_tensor_free(bound[i]);
-    if (g->eager && g->n_nodes >= EAGER_BATCH) return eager_flush(g);
-    return WGML_OK;
+    if (!s && g->eager && g->n_nodes >= EAGER_BATCH) return eager_flush(g);
+    return s;
 }
 
 /* ------------------------------------------------------------------ running */
