@@ -7,8 +7,9 @@
  *  - graphs that bound overlapping ranges before the rule was kept run clean with the check on
  *    and match an fp64 reference: mul(a, a) with a an arena intermediate (the graph layer
  *    binds a copy), an elementwise chain whose inputs die where their successors are written
- *    (the planner keeps them apart) ending in an op that reads two overlapping views, and accumulate-mode
- *    gradients (a sink written by the rule and one stored by the backward engine), run twice. */
+ *    (the planner keeps them apart) and that ends in an op reading two overlapping views, and
+ *    accumulate-mode gradients (a sink written by the rule, one stored by the backward
+ *    engine), run twice. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 
