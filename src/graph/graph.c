@@ -31,8 +31,12 @@ struct wgml_graph {
     gpu_buffer *uniforms;
     gpu_dispatch *dispatches;
     size_t n_dispatches;
-    void *autograd; /* autograd.c's op records */
+    void *autograd;      /* autograd.c's op records */
+    bool check_aliasing; /* $WGML_CHECK_ALIASING, read once per context (by its eager graph) */
+    gpu_buffer *unused;  /* eager graph: the context's buffer for GRAPH_UNUSED slots */
 };
+
+wgml_tensor graph_unused_binding;
 
 void **graph_autograd_slot(wgml_graph *g) { return &g->autograd; }
 bool graph_is_compiled(const wgml_graph *g) { return g->compiled; }
@@ -52,6 +56,13 @@ static wgml_graph *graph_alloc(wgml_ctx *ctx, bool eager) {
     }
     g->ctx = ctx;
     g->eager = eager;
+    if (eager) {
+        const char *env = getenv("WGML_CHECK_ALIASING");
+        g->check_aliasing = env && *env && strcmp(env, "0") != 0;
+    } else {
+        wgml_graph *e = wgml_eager(ctx);
+        g->check_aliasing = e && e->check_aliasing;
+    }
     return g;
 }
 
@@ -123,6 +134,7 @@ void graph_eager_destroy(wgml_graph *g) {
     clear_nodes(g);
     free(g->nodes);
     free_tensors(g);
+    gpu_buffer_put(g->ctx, g->unused);
     free(g);
 }
 
@@ -389,6 +401,108 @@ static wgml_status push_node(wgml_graph *g, graph_node *n) {
     return WGML_OK;
 }
 
+/* The range of GRAPH_UNUSED binding slot b: slot b of the context's unused buffer, so that
+ * two unused slots of one dispatch never overlap (in the all-writable form both are writable). */
+static wgml_status unused_range(wgml_graph *g, int b, gpu_range *r) {
+    wgml_graph *e = wgml_eager(g->ctx);
+    if (!e) return wgml_last_status(g->ctx);
+    uint64_t slot = gpu_get_caps(g->ctx)->storage_align;
+    if (slot < 256) slot = 256;
+    if (!e->unused && !(e->unused = gpu_buffer_get(g->ctx, slot * GRAPH_MAX_BINDINGS, "unused bindings")))
+        return wgml_last_status(g->ctx);
+    *r = (gpu_range){e->unused, slot * (uint64_t)b, slot};
+    return WGML_OK;
+}
+
+static const wgml_tensor *base_of(const wgml_tensor *t) { return t->base ? t->base : t; }
+
+/* Whether a and b may lie in one buffer: tensors with their own buffer (persistent ones, and
+ * every tensor of the eager graph) when they are the same buffer; intermediates of a built
+ * graph always (they are placed in the arenas at compile). */
+static bool may_share_buffer(const wgml_tensor *a, const wgml_tensor *b) {
+    if (a->persistent != b->persistent) return false;
+    return !a->persistent || a->buf == b->buf;
+}
+
+/* Whether a and b (views of one base, or the same tensor) have bytes in common. */
+static bool tensors_overlap(const wgml_tensor *a, const wgml_tensor *b) {
+    if (base_of(a) != base_of(b)) return false;
+    uint64_t oa = a->base ? a->view_offset : 0, ob = b->base ? b->view_offset : 0;
+    return oa < ob + tensor_binding_size(b) && ob < oa + tensor_binding_size(a);
+}
+
+/* Binds a copy in place of each read-only binding that would break WebGPU's aliasing rule:
+ * one that overlaps another binding of the dispatch when either is writable, or when the
+ * dispatch may take the all-writable form (some read-only and some writable binding may share
+ * a buffer). Repeats until no pair is left, since a copy (a new intermediate) can bring on the
+ * all-writable form. Two overlapping writable bindings are the op's error; the check reports
+ * them. */
+static wgml_status copy_aliased(wgml_graph *g, const char *op, wgml_tensor **t, int n_ro, int n_rw) {
+    int nb = n_ro + n_rw;
+    for (bool changed = true; changed;) {
+        changed = false;
+        bool all_writable = false; /* whether the dispatch may take the all-writable form */
+        for (int a = 0; a < n_ro && !all_writable; a++)
+            for (int b = n_ro; b < nb; b++)
+                if (t[a] != GRAPH_UNUSED && t[b] != GRAPH_UNUSED && may_share_buffer(t[a], t[b])) all_writable = true;
+        for (int j = 0; j < nb && !changed; j++)
+            for (int i = 0; i < j && !changed; i++) {
+                if (t[i] == GRAPH_UNUSED || t[j] == GRAPH_UNUSED || !tensors_overlap(t[i], t[j])) continue;
+                if (!all_writable && i < n_ro && j < n_ro) continue;
+                int c = j < n_ro ? j : i < n_ro ? i : -1;
+                if (c < 0) continue;
+                wgml_tensor *src = t[c];
+                wgml_tensor *dup = graph_output(g, op, src->dtype, src->rank, src->shape);
+                if (!dup) return wgml_last_status(g->ctx);
+                uint64_t words = tensor_binding_size(src) / 4;
+                uint32_t params[4] = {(uint32_t)words, 0, 0, 0};
+                wgml_status s = graph_dispatch(g, op, "graph_copy", NULL, &src, 1, &dup, 1, params, sizeof params,
+                                               (words + 255) / 256);
+                if (s) {
+                    wgml_tensor_free(dup);
+                    return s;
+                }
+                t[c] = dup;
+                changed = true;
+            }
+    }
+    return WGML_OK;
+}
+
+/* Appends the node of one dispatch over the final bindings t[0..n_ro + n_rw). */
+static wgml_status push_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
+                                 wgml_tensor *const *t, int n_ro, int n_rw, const void *uniform, size_t ubytes,
+                                 uint32_t x, uint32_t y) {
+    graph_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.shader = shader;
+    n.n_ro = n_ro;
+    n.n_rw = n_rw;
+    n.x = x;
+    n.y = y;
+    n.ubytes = (uint32_t)ubytes;
+    if (ubytes) memcpy(n.uniform, uniform, ubytes);
+    wgml_status s;
+    for (int i = 0; i < n_ro + n_rw; i++) {
+        n.t[i] = t[i];
+        if (t[i] == GRAPH_UNUSED) {
+            if ((s = unused_range(g, i, &n.r[i]))) return s;
+        } else {
+            n.r[i] = (gpu_range){t[i]->buf, t[i]->offset, tensor_binding_size(t[i])};
+        }
+    }
+    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
+    if (!n.pipeline) return wgml_last_status(g->ctx);
+    n.prelude = strdup(prelude ? prelude : "");
+    if (!n.prelude) return wgml_set_error(g->ctx, WGML_ERR_OOM, "out of host memory");
+    if (g->eager) /* eager nodes keep ranges only: their tensors may be freed before the flush */
+        for (int i = 0; i < n_ro + n_rw; i++) n.t[i] = NULL;
+    s = push_node(g, &n);
+    if (s) free(n.prelude);
+    return s;
+}
+
 wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
                            wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
                            const void *uniform, size_t ubytes, uint64_t workgroups) {
@@ -404,42 +518,56 @@ wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, co
     if (y > maxd)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %llu workgroups is more than one dispatch can hold", op,
                               (unsigned long long)workgroups);
-    graph_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.shader = shader;
-    n.n_ro = n_ro;
-    n.n_rw = n_rw;
-    n.x = (uint32_t)x;
-    n.y = (uint32_t)y;
-    n.ubytes = (uint32_t)ubytes;
-    if (ubytes) memcpy(n.uniform, uniform, ubytes);
+    wgml_tensor *bound[GRAPH_MAX_BINDINGS];
     for (int i = 0; i < n_ro + n_rw; i++) {
         wgml_tensor *t = i < n_ro ? ro[i] : rw[i - n_ro];
-        if (!t || t->graph != g)
+        if (!t || (t != GRAPH_UNUSED && t->graph != g))
             return wgml_set_error(ctx, WGML_ERR_ARG, "%s: binding %d is %s", op, i,
                                   t ? "a tensor of another graph" : "NULL");
-        n.t[i] = t;
-        n.r[i] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
+        bound[i] = t;
     }
-    n.pipeline = gpu_pipeline_get(ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
-    if (!n.pipeline) return wgml_last_status(ctx);
-    n.prelude = strdup(prelude ? prelude : "");
-    if (!n.prelude) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-    if (g->eager) /* eager nodes keep ranges only: their tensors may be freed before the flush */
-        for (int i = 0; i < n_ro + n_rw; i++) n.t[i] = NULL;
-    wgml_status s = push_node(g, &n);
-    if (s) {
-        free(n.prelude);
-        return s;
-    }
-    if (g->eager && g->n_nodes >= EAGER_BATCH) return eager_flush(g);
-    return WGML_OK;
+    wgml_status s = copy_aliased(g, op, bound, n_ro, n_rw);
+    if (!s) s = push_dispatch(g, op, shader, prelude, bound, n_ro, n_rw, uniform, ubytes, (uint32_t)x, (uint32_t)y);
+    /* the copies made for this dispatch: an eager one goes back to the pool (the recorded
+     * dispatches hold its range) */
+    if (g->eager)
+        for (int i = 0; i < n_ro; i++)
+            if (bound[i] != ro[i]) wgml_tensor_free(bound[i]);
+    if (!s && g->eager && g->n_nodes >= EAGER_BATCH) return eager_flush(g);
+    return s;
 }
 
 /* ------------------------------------------------------------------ running */
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* WebGPU's aliasing rule, checked when $WGML_CHECK_ALIASING is set: within one dispatch a
+ * writable storage binding may not overlap any other storage binding of the same buffer, and a
+ * buffer may not be bound both read-only and writable (one usage scope). wgpu-native does not
+ * validate this, Dawn and browsers do; the check makes the lax implementation strict. It runs
+ * where ranges are final (a built graph's compile, the eager flush), never per run. */
+static wgml_status check_aliasing(wgml_graph *g, const graph_node *n, bool all_writable) {
+    int nb = n->n_ro + n->n_rw;
+    for (int a = 0; a < nb; a++)
+        for (int b = a + 1; b < nb; b++) {
+            const gpu_range *ra = &n->r[a], *rb = &n->r[b];
+            if (ra->buf != rb->buf) continue;
+            bool wa = all_writable || a >= n->n_ro, wb = all_writable || b >= n->n_ro;
+            bool overlap = ra->offset < rb->offset + rb->size && rb->offset < ra->offset + ra->size;
+            if ((wa || wb) && (overlap || wa != wb))
+                return wgml_set_error(
+                    g->ctx, WGML_ERR_STATE,
+                    "%s: aliasing (%s graph): kernel '%s'%s binds one buffer at binding %d [%llu, %llu) %s and "
+                    "binding %d [%llu, %llu) %s; %s",
+                    n->op, g->eager ? "eager" : "built", n->shader, all_writable ? " (all-writable form)" : "", a,
+                    (unsigned long long)ra->offset, (unsigned long long)(ra->offset + ra->size),
+                    wa ? "writable" : "read-only", b, (unsigned long long)rb->offset,
+                    (unsigned long long)(rb->offset + rb->size), wb ? "writable" : "read-only",
+                    overlap ? "WebGPU forbids a writable binding that overlaps another binding in one dispatch"
+                            : "WebGPU forbids one buffer read-only and writable in one dispatch");
+        }
+    return WGML_OK;
+}
 
 /* Uniforms of all nodes in one buffer, bind groups, dispatch list. Ranges must be resolved. */
 static wgml_status make_dispatches(wgml_graph *g, gpu_buffer **uniforms_out, gpu_dispatch **out) {
@@ -491,6 +619,7 @@ static wgml_status make_dispatches(wgml_graph *g, gpu_buffer **uniforms_out, gpu
             s = wgml_last_status(ctx);
             break;
         }
+        if (g->check_aliasing && (s = check_aliasing(g, n, conflict))) break;
         d[i].pipeline = p;
         d[i].bind_group = gpu_bind_group_create(ctx, p, r, nb);
         if (!d[i].bind_group) {
@@ -566,7 +695,10 @@ static uint64_t arena_cap(wgml_ctx *ctx, uint64_t align) {
 }
 
 /* Lowest offset in a where [at, at + size) meets no tensor live at `first`; UINT64_MAX when
- * it would end past cap. Drops the tensors that died before `first`. */
+ * it would end past cap. Drops the tensors that died before `first`: a tensor is live through
+ * its last use, so an input whose last use is dispatch i keeps its bytes from the outputs that
+ * i writes (in the all-writable form two overlapping bindings of one dispatch break WebGPU's
+ * aliasing rule). */
 static uint64_t arena_fit(arena_plan *a, int first, uint64_t size, uint64_t cap) {
     size_t k = 0;
     for (size_t j = 0; j < a->n_live; j++)
@@ -599,6 +731,7 @@ static wgml_status plan_memory(wgml_graph *g) {
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
             wgml_tensor *t = g->nodes[i].t[b];
+            if (t == GRAPH_UNUSED) continue;
             if (t->base) t = t->base;
             if (t->first_use < 0) t->first_use = (int)i;
             t->last_use = (int)i;
@@ -680,7 +813,7 @@ static wgml_status plan_memory(wgml_graph *g) {
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
             wgml_tensor *t = g->nodes[i].t[b];
-            g->nodes[i].r[b] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
+            if (t != GRAPH_UNUSED) g->nodes[i].r[b] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
         }
     return WGML_OK;
 }

@@ -33,6 +33,20 @@ wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int r
  * ubytes > 0). `workgroups` is the total count; it is folded into a 2-D grid when above the
  * per-dimension limit, so kernels compute their linear workgroup index as
  * wid.x + wid.y * nwg.x and return when it is past their work. */
+/* WebGPU's aliasing rule: within one dispatch a writable storage binding may not overlap any
+ * other binding of the same buffer, and a buffer may not be both read-only and writable (a
+ * built graph's arena then uses the kernel's all-writable form, where every binding counts as
+ * writable). graph_dispatch keeps it for its callers: a read-only binding whose bytes overlap
+ * another binding of the dispatch (the same tensor twice, overlapping views, an input that is
+ * also written) is bound to a copy made by a dispatch just before (graph_copy.wgsl), when the
+ * pair could break the rule. Ops that update a tensor in place should bind it once, read-write.
+ * A binding slot the kernel never touches (an optional input or output that is absent) is
+ * given as GRAPH_UNUSED: it gets a small range of its own in a per-context buffer.
+ * $WGML_CHECK_ALIASING=1 checks every dispatch's final ranges at compile and at the eager flush
+ * and fails the compile or the flush with an error naming the op, the kernel and the bindings. */
+extern wgml_tensor graph_unused_binding;
+#define GRAPH_UNUSED (&graph_unused_binding)
+
 wgml_status graph_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
                            wgml_tensor *const *ro, int n_ro, wgml_tensor *const *rw, int n_rw,
                            const void *uniform, size_t ubytes, uint64_t workgroups);

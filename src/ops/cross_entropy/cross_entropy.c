@@ -196,7 +196,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
         struct { uint32_t n_rows, vocab; float ninf; uint32_t n_cnt; } pr = {
             (uint32_t)rows, (uint32_t)vocab, -INFINITY, (uint32_t)(count ? rows / count : 0)};
         /* binding 2: the labels again when the row workgroups count n_valid, else the statistics */
-        wgml_tensor *ro[4] = {logits, labels, count ? labels : stats, scale ? scale : labels}, *rw[2] = {row_loss, dx};
+        wgml_tensor *ro[4] = {logits, labels, count ? labels : stats, scale ? scale : GRAPH_UNUSED}, *rw[2] = {row_loss, dx};
         s = graph_dispatch(g, op, "ce_rows", prelude, ro, 4, rw, 2, &pr, sizeof pr,
                            ((uint64_t)rows + rpw - 1) / rpw);
     }

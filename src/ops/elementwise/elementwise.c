@@ -27,13 +27,13 @@
 typedef enum opnd_kind {
     OPND_FULL,    /* the output's shape: read in step with the output */
     OPND_ONE,     /* a one-element tensor: splat */
-    OPND_SCALAR,  /* a number from the uniform (p.scalar): splat; the binding is a duplicate */
+    OPND_SCALAR,  /* a number from the uniform (p.scalar): splat; its binding is GRAPH_UNUSED */
     OPND_STRIDED, /* broadcast: read at an offset computed from the output index */
 } opnd_kind;
 
 typedef struct opnd {
     const char *name; /* WGSL suffix: ld_<name>, el_<name>; the binding is named <name> */
-    wgml_tensor *t;   /* bound tensor (for OPND_SCALAR: any tensor of the dispatch, unused) */
+    wgml_tensor *t;   /* bound tensor (NULL for OPND_SCALAR: its slot is GRAPH_UNUSED) */
     wgml_dtype dtype; /* F32 or BOOL */
     opnd_kind kind;
     bool unit;        /* broadcast path: stride 1 in the innermost (coalesced) dimension */
@@ -190,7 +190,7 @@ static wgml_status broadcast_all(wgml_ctx *ctx, const char *op, wgml_tensor *con
 }
 
 /* Records one dispatch of a multi-operand kernel. ops[0..n) in binding order (an OPND_SCALAR
- * operand binds ops[0]'s tensor again); the output has out_shape. */
+ * operand's slot is GRAPH_UNUSED); the output has out_shape. */
 static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, int code, opnd *ops, int n,
                               float alpha, float scalar, int out_rank, const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
@@ -255,7 +255,7 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *ro[EW_MAX_IN];
-    for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? ops[0].t : ops[k].t;
+    for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? GRAPH_UNUSED : ops[k].t;
     if (graph_dispatch(g, op, KERNEL_FILE[kernel], pre.buf, ro, n, &out, 1, u, ubytes, groups)) {
         wgml_tensor_free(out);
         return NULL;

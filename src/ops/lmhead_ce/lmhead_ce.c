@@ -177,7 +177,7 @@ static wgml_tensor *finish_dh(wgml_graph *g, const char *op, const lm_weight *w,
     snprintf(prelude, sizeof prelude, "const HAS_SA: bool = %s; const HAS_SB: bool = %s; const GATHER: bool = %s;\n",
              sa ? "true" : "false", sb ? "true" : "false", w->is_q ? "false" : "true");
     struct { uint32_t n, d, vocab; } p = {(uint32_t)acc->numel, (uint32_t)D, (uint32_t)V};
-    wgml_tensor *ro[6] = {labels, stats, state, wl, sa ? sa : stats, sb ? sb : stats};
+    wgml_tensor *ro[6] = {labels, stats, state, wl, sa ? sa : GRAPH_UNUSED, sb ? sb : GRAPH_UNUSED};
     wgml_status s = graph_dispatch(g, op, "lmhead_ce_dh", prelude, ro, 6, &acc, 1, &p, sizeof p,
                                    ((uint64_t)acc->numel + 255) / 256);
     if (w->is_q) wgml_tensor_free(wl);

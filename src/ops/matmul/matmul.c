@@ -231,7 +231,7 @@ wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *par
         uint32_t pad[3];
     } rpar = {(uint32_t)total, (uint32_t)mn, (uint32_t)n, (uint32_t)splits, (uint32_t)c_bs,
               (uint32_t)c_sm, (uint32_t)c_sn, alpha, beta, {0, 0, 0}};
-    wgml_tensor *rro[2] = {part, c ? c : part};
+    wgml_tensor *rro[2] = {part, c ? c : GRAPH_UNUSED};
     return graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar, ((uint64_t)total + 255) / 256);
 }
 
@@ -346,7 +346,7 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
             return NULL;
         }
     }
-    wgml_tensor *ro[3] = {swap ? x->b : x->a, swap ? x->a : x->b, x->c ? x->c : x->a};
+    wgml_tensor *ro[3] = {swap ? x->b : x->a, swap ? x->a : x->b, x->c ? x->c : GRAPH_UNUSED};
     uint64_t groups = (uint64_t)tiles * (uint64_t)splits;
     wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 3, part ? &part : &out, 1, &params, sizeof params,
                                    groups);

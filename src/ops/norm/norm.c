@@ -58,7 +58,7 @@ wgml_tensor *wgml_rms_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float 
     char prelude[512];
     norm_prelude(prelude, sizeof prelude, d, w != NULL, false);
     struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
-    wgml_tensor *ro[2] = {x, w ? w : x};
+    wgml_tensor *ro[2] = {x, w ? w : GRAPH_UNUSED};
     if (graph_dispatch(g, op, "norm_rms", prelude, ro, 2, &out, 1, &p, sizeof p, (uint64_t)rows)) {
         wgml_tensor_free(out);
         return NULL;
@@ -89,7 +89,7 @@ wgml_tensor *wgml_layer_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml
     char prelude[512];
     norm_prelude(prelude, sizeof prelude, d, w != NULL, b != NULL);
     struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
-    wgml_tensor *ro[3] = {x, w ? w : x, b ? b : x};
+    wgml_tensor *ro[3] = {x, w ? w : GRAPH_UNUSED, b ? b : GRAPH_UNUSED};
     wgml_tensor *rw[3] = {out, mean, rstd};
     if (graph_dispatch(g, op, "norm_layer", prelude, ro, 3, rw, 3, &p, sizeof p, (uint64_t)rows)) {
         wgml_tensor_free(out);

@@ -84,22 +84,15 @@ static wgml_status col_grads(wgml_graph *g, const char *op, bool layer, wgml_ten
              layer ? "true" : "false", pw ? "true" : "false", pb ? "true" : "false");
     struct { uint32_t n_rows, d, chunk, n_out; } p = {(uint32_t)rows, (uint32_t)d, COLS_CHUNK, (uint32_t)(chunks * d)};
     wgml_tensor *ro[4] = {x, dy, mean, rstd};
-    wgml_status s = WGML_OK;
-    /* an output not asked for is bound to a one-element scratch (the kernel never writes it) */
-    wgml_tensor *dummy = NULL;
-    if (!pw || !pb) {
-        int64_t one = 1;
-        if (!(dummy = graph_output(g, op, WGML_F32, 1, &one))) s = wgml_last_status(graph_ctx(g));
-    }
-    wgml_tensor *rw[2] = {pw ? pw : dummy, pb ? pb : dummy};
-    if (!s) s = graph_dispatch(g, op, "norm_bwd_cols", prelude, ro, 4, rw, 2, &p, sizeof p,
-                               ((uint64_t)(chunks * d) + 255) / 256);
+    /* an output not asked for is an unused slot (the kernel never writes it) */
+    wgml_tensor *rw[2] = {pw ? pw : GRAPH_UNUSED, pb ? pb : GRAPH_UNUSED};
+    wgml_status s = graph_dispatch(g, op, "norm_bwd_cols", prelude, ro, 4, rw, 2, &p, sizeof p,
+                                   ((uint64_t)(chunks * d) + 255) / 256);
     int dim0 = 0;
     if (!s && pw && !(*dw = wgml_sum(g, pw, &dim0, 1, 0))) s = wgml_last_status(graph_ctx(g));
     if (!s && pb && !(*db = wgml_sum(g, pb, &dim0, 1, 0))) s = wgml_last_status(graph_ctx(g));
     wgml_tensor_free(pw);
     wgml_tensor_free(pb);
-    wgml_tensor_free(dummy);
     return s;
 }
 
@@ -124,7 +117,7 @@ wgml_status wgml_rms_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *w
     char prelude[320];
     bwd_prelude(prelude, sizeof prelude, d, w != NULL);
     struct { uint32_t n_rows, d; float eps; } p = {(uint32_t)rows, (uint32_t)d, eps};
-    wgml_tensor *ro[3] = {x, w ? w : x, dy}, *rw[2] = {gx, rs};
+    wgml_tensor *ro[3] = {x, w ? w : GRAPH_UNUSED, dy}, *rw[2] = {gx, rs};
     wgml_status s = graph_dispatch(g, op, "norm_bwd_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows);
     if (!s && dw) s = col_grads(g, op, false, x, dy, rs, rs, dw, NULL);
     wgml_tensor_free(rs);
@@ -160,7 +153,7 @@ wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor 
     char prelude[320];
     bwd_prelude(prelude, sizeof prelude, d, w != NULL);
     struct { uint32_t n_rows, d; } p = {(uint32_t)rows, (uint32_t)d};
-    wgml_tensor *ro[5] = {x, w ? w : x, mean, rstd, dy};
+    wgml_tensor *ro[5] = {x, w ? w : GRAPH_UNUSED, mean, rstd, dy};
     wgml_status s = graph_dispatch(g, op, "norm_bwd_layer", prelude, ro, 5, &gx, 1, &p, sizeof p, (uint64_t)rows);
     if (!s && (dw || db)) s = col_grads(g, op, true, x, dy, mean, rstd, dw, db);
     if (s) {

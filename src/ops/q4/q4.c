@@ -323,7 +323,7 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
             return NULL;
         }
     }
-    wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : w->ab};
+    wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : GRAPH_UNUSED};
     wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 4, part ? &part : &out, 1, &params, sizeof params,
                                    (uint64_t)(tiles_m * tiles_c) * (uint64_t)splits);
     /* the bias is in slice 0's partial; the reduction adds out itself with acc */
@@ -699,7 +699,7 @@ static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_wei
                 (uint32_t)(table->kp / table->group)};
     wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
-    wgml_tensor *ro[3] = {ids ? ids : table->codes, table->codes, table->ab};
+    wgml_tensor *ro[3] = {ids ? ids : GRAPH_UNUSED, table->codes, table->ab};
     if (graph_dispatch(g, op, "q4_embed", prelude, ro, 3, &out, 1, &params, sizeof params, (uint64_t)t)) {
         wgml_tensor_free(out);
         return NULL;
