@@ -74,11 +74,7 @@ static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool me
                                 int n_dims, int keepdim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (!check_x(ctx, op, x)) return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
+    if (!check_x(ctx, op, x) || check_graph(ctx, g, op, "x", x)) return NULL;
     char db[160];
     if (n_dims < 0 || n_dims > WGML_MAX_RANK || (n_dims > 0 && !dims)) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d dims given (%s) for x %s", op, n_dims, dims ? "a list" : "NULL",
@@ -233,11 +229,7 @@ wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim) {
 static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, wgml_tensor *x, int dim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (!check_x(ctx, op, x)) return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
+    if (!check_x(ctx, op, x) || check_graph(ctx, g, op, "x", x)) return NULL;
     if (x->rank == 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x must have rank 1 to %d, got shape %s", op, WGML_MAX_RANK, tshape(x));
         return NULL;
