@@ -4,6 +4,7 @@
 
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "tensor/splitmix.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -344,13 +345,6 @@ void data_row(const wgml_dataset *ds, int64_t row, int32_t *inputs, int32_t *lab
         inputs[j] = t[j];
         labels[j] = g[j + 1] ? t[j + 1] : -100;
     }
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 int64_t data_train_row(wgml_dataset *ds, uint64_t seed, int64_t pos) {
