@@ -1,6 +1,7 @@
 /* Checkpoint files: safetensors plus a whole-file checksum, written atomically. */
 #define _POSIX_C_SOURCE 200809L
 #include "train/checkpoint.h"
+#include "io/errbuf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,17 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static wgml_status cerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status cerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 static char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -34,12 +24,13 @@ static const char zeros16[] = "0000000000000000";
 
 wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const char *const *keys, const char *const *vals,
                       int n_meta, size_t crash_after, char *err, size_t errlen) {
-    if (!dir || n_meta < 0) return cerr(err, errlen, WGML_ERR_ARG, "checkpoint: bad argument");
-    if (mkdir(dir, 0755) && errno != EEXIST) return cerr(err, errlen, WGML_ERR_IO, "checkpoint: mkdir %s: %s", dir, strerror(errno));
+    if (!dir || n_meta < 0) return errbuf_set(err, errlen, WGML_ERR_ARG, "checkpoint: bad argument");
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return errbuf_set(err, errlen, WGML_ERR_IO, "checkpoint: mkdir %s: %s", dir, strerror(errno));
     const char **k = malloc(sizeof(char *) * (size_t)(n_meta + 2)), **v = malloc(sizeof(char *) * (size_t)(n_meta + 2));
     if (!k || !v) {
         free(k), free(v);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     k[0] = "format", v[0] = CKPT_FORMAT;
     for (int i = 0; i < n_meta; i++) k[i + 1] = keys[i], v[i + 1] = vals[i];
@@ -54,7 +45,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     uint8_t *copy = malloc(len);
     if (!copy) {
         free(buf);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     memcpy(copy, buf, len);
     s = st_parse(copy, len, &f, err, errlen);
@@ -62,7 +53,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     st_free(&f);
     if (s || !off || off + 16 > len) {
         free(buf);
-        return s ? s : cerr(err, errlen, WGML_ERR_FORMAT, "checkpoint: no checksum field");
+        return s ? s : errbuf_set(err, errlen, WGML_ERR_FORMAT, "checkpoint: no checksum field");
     }
     uint64_t h = fnv1a64(FNV1A64_INIT, buf, len);
     char hex[17];
@@ -71,7 +62,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     char *path = path_join(dir, CKPT_FILE);
     if (!path) {
         free(buf);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     const void *parts[1] = {buf};
     size_t sizes[1] = {len};
@@ -85,13 +76,14 @@ wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, 
     char e2[400];
     wgml_status s = st_parse(buf, size, f, e2, sizeof e2);
     if (s) {
-        cerr(err, errlen, s, "corrupt or missing checkpoint: %s: %s", name, e2);
+        errbuf_set(err, errlen, s, "corrupt or missing checkpoint: %s: %s", name, e2);
         st_free(f);
         return s;
     }
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) || !f->checksum_off || f->checksum_off + 16 > f->size) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", name, CKPT_FORMAT);
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", name,
+                       CKPT_FORMAT);
         goto fail;
     }
     char saved[17];
@@ -103,7 +95,8 @@ wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, 
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
     if (strcmp(hex, saved)) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", name, saved, hex);
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", name,
+                       saved, hex);
         goto fail;
     }
     return WGML_OK;
@@ -115,13 +108,13 @@ fail:
 wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     char *path = path_join(dir, CKPT_FILE);
-    if (!path) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+    if (!path) return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     char e2[400];
     uint8_t *buf;
     size_t size;
     wgml_status s = file_read_all(path, &buf, &size, e2, sizeof e2);
     if (s) {
-        cerr(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
+        errbuf_set(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
         free(path);
         return s;
     }
@@ -133,6 +126,7 @@ wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
 wgml_status ckpt_expect(const st_file *f, const char *key, const char *want, char *err, size_t errlen) {
     const char *got = st_meta(f, key);
     if (got && !strcmp(got, want)) return WGML_OK;
-    return cerr(err, errlen, WGML_ERR_FORMAT, "checkpoint mismatch: %s is '%.200s' in the checkpoint but '%.200s' in this run", key,
-                got ? got : "(absent)", want);
+    return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                      "checkpoint mismatch: %s is '%.200s' in the checkpoint but '%.200s' in this run", key,
+                      got ? got : "(absent)", want);
 }

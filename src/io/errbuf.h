@@ -1,0 +1,26 @@
+/* The caller's error buffer of the file readers and writers (GGUF writer, safetensors) and of
+ * the layers above that read and write files (tokenizer, checkpoints): errbuf_set formats the
+ * message into err (at most errlen bytes, always terminated) and returns s, so that a failing
+ * path reads `return errbuf_set(err, errlen, WGML_ERR_IO, "...", ...)`. A NULL err (or errlen 0)
+ * means the caller wants no message; the status still comes back. */
+#ifndef WGML_ERRBUF_H
+#define WGML_ERRBUF_H
+
+#include "wgml.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static inline wgml_status errbuf_set(char *err, size_t errlen, wgml_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static inline wgml_status errbuf_set(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+#endif
