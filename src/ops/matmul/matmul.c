@@ -264,6 +264,90 @@ typedef struct matmul_args {
     const matmul_band *band;       /* causal band of attention's products (NULL: none) */
 } matmul_args;
 
+/* matmul_params.wgsl's Params as matmul_record fills it (the skinny kernel reads the same
+ * layout under its own names: P Q K batch x_bs y_bs c_bs c_sm c_sn tiles_p tiles_q alpha beta
+ * k_chunk splits N). */
+typedef struct matmul_params {
+    uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
+    float alpha, beta;
+    uint32_t k_chunk, splits;
+    uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
+    uint32_t pad1, band_sq, band_off, pad2;
+} matmul_params;
+
+static const char *const TF[2] = {"false", "true"}; /* a C bool as a WGSL literal */
+
+/* The skinny kernel (matmul_skinny.wgsl): X = the long side's operand, Y = the short side's;
+ * *swap when the short side is M. */
+static void skinny_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
+                         size_t cap, bool *swap) {
+    skinny_geom sg = skinny_shape(v, x->m, x->n);
+    *swap = sg.swap;
+    bool tx = *swap ? !x->trans_b : x->trans_a, ty = *swap ? !x->trans_a : x->trans_b;
+    uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
+    int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
+    int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
+    uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
+    snprintf(prelude, cap,
+             "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
+             "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
+             "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
+             "const KT_FAST: bool = %s;\n"
+             "alias XV = %s; alias YV = %s;\n"
+             "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
+             "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
+             "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
+             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
+             TF[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
+             vy == 4 ? "v[c]" : "v");
+    pr->m = (uint32_t)sg.p;
+    pr->n = (uint32_t)sg.q;
+    pr->a_bs = (uint32_t)(*swap ? x->b_bs : x->a_bs);
+    pr->b_bs = (uint32_t)(*swap ? x->a_bs : x->b_bs);
+    pr->tiles_n = (uint32_t)sg.tiles_p;
+    pr->tiles_m = (uint32_t)sg.tiles_q;
+    pr->out_n = (uint32_t)x->n;
+}
+
+/* The outer-product kernel (matmul_outer.wgsl). */
+static void outer_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
+                        size_t cap) {
+    int vo = x->n % 4 == 0 ? 4 : 1;
+    snprintf(prelude, cap,
+             "const TM: u32 = %uu; const VO: u32 = %du;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+             "const SPLITK: bool = %s;\n"
+             "alias OV = %s;\n"
+             "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
+             "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
+             v->tm, vo, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
+             vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
+    pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+    pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+}
+
+/* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
+static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits, uint32_t band, matmul_params *pr,
+                       char *prelude, size_t cap) {
+    /* vec4 loads when the operand's contiguous dimension (and so every row and batch
+     * start) is a multiple of 4 */
+    int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
+    int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
+    snprintf(prelude, cap,
+             "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const VA: u32 = %du; const VB: u32 = %du;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+             "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
+             "alias AV = %s; alias BV = %s;\n"
+             "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
+             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
+             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL],
+             TF[x->accumulate], TF[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
+             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+    pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+    pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+}
+
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
                                   const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
@@ -280,84 +364,17 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     /* each slice a whole number of BK steps */
     int64_t k_chunk = (x->k + splits - 1) / splits;
     k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
-    const char *tf[2] = {"false", "true"};
     char prelude[1200];
-    /* matmul_params.wgsl's Params (the skinny kernel reads the same layout under its own names) */
-    struct {
-        uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
-        float alpha, beta;
-        uint32_t k_chunk, splits;
-        uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
-        uint32_t pad1, band_sq, band_off, pad2;
-    } params = {
+    matmul_params params = {
         .m = (uint32_t)x->m, .n = (uint32_t)x->n, .k = (uint32_t)x->k, .batch = (uint32_t)x->batch,
         .a_bs = (uint32_t)x->a_bs, .b_bs = (uint32_t)x->b_bs, .c_bs = (uint32_t)x->c_bs, .c_sm = (uint32_t)x->c_sm,
         .c_sn = (uint32_t)x->c_sn, .alpha = x->alpha, .beta = x->beta, .k_chunk = (uint32_t)k_chunk,
         .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
         .band_off = band ? (uint32_t)x->band->off : 0};
     bool swap = false;
-    if (v->kind == K_SKINNY) {
-        /* X = the long side's operand, Y = the short side's (see matmul_skinny.wgsl) */
-        skinny_geom sg = skinny_shape(v, x->m, x->n);
-        swap = sg.swap;
-        bool tx = swap ? !x->trans_b : x->trans_a, ty = swap ? !x->trans_a : x->trans_b;
-        uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
-        int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
-        int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
-        uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
-        snprintf(prelude, sizeof prelude,
-                 "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
-                 "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
-                 "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
-                 "const KT_FAST: bool = %s;\n"
-                 "alias XV = %s; alias YV = %s;\n"
-                 "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
-                 "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
-                 "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
-                 r, kt, qp, jr, vx, vy, tf[tx], tf[ty], tf[swap], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
-                 tf[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
-                 vy == 4 ? "v[c]" : "v");
-        /* the skinny kernel's Params: P Q K batch x_bs y_bs c_bs c_sm c_sn tiles_p tiles_q alpha
-         * beta k_chunk splits N (same layout, other names) */
-        params.m = (uint32_t)sg.p;
-        params.n = (uint32_t)sg.q;
-        params.a_bs = (uint32_t)(swap ? x->b_bs : x->a_bs);
-        params.b_bs = (uint32_t)(swap ? x->a_bs : x->b_bs);
-        params.tiles_n = (uint32_t)sg.tiles_p;
-        params.tiles_m = (uint32_t)sg.tiles_q;
-        params.out_n = (uint32_t)x->n;
-    } else if (v->kind == K_OUTER) {
-        int vo = x->n % 4 == 0 ? 4 : 1;
-        snprintf(prelude, sizeof prelude,
-                 "const TM: u32 = %uu; const VO: u32 = %du;\n"
-                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-                 "const SPLITK: bool = %s;\n"
-                 "alias OV = %s;\n"
-                 "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
-                 "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
-                 v->tm, vo, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
-                 vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
-        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
-        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
-    } else {
-        /* vec4 loads when the operand's contiguous dimension (and so every row and batch
-         * start) is a multiple of 4 */
-        int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
-        int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
-        snprintf(prelude, sizeof prelude,
-                 "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-                 "const VA: u32 = %du; const VB: u32 = %du;\n"
-                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-                 "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
-                 "alias AV = %s; alias BV = %s;\n"
-                 "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
-                 "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
-                 v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL],
-                 tf[x->accumulate], tf[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
-                 vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
-        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
-        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
-    }
+    if (v->kind == K_SKINNY) skinny_setup(v, x, splits, &params, prelude, sizeof prelude, &swap);
+    else if (v->kind == K_OUTER) outer_setup(v, x, splits, &params, prelude, sizeof prelude);
+    else tile_setup(v, x, splits, band, &params, prelude, sizeof prelude);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
