@@ -416,24 +416,23 @@ static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw) {
     return n;
 }
 
-/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
- * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
- * last dim is replaced by each weight's N. */
-static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
-                               int64_t m, wgml_tensor **outs) {
-    wgml_ctx *ctx = graph_ctx(g);
-    const wgml_q4_weight *w = ws[0];
-    int64_t nblk = w->kp / 32;
-    int tpr, rpt, wgs, bpi;
-    gemv_shape(nblk, &tpr, &rpt, &wgs, &bpi);
-    uint32_t sg_known = 0;
-    bool sg = gemv_subgroup(ctx, tpr, &sg_known);
-    /* the sums are final in the subgroup: no workgroup memory (1 element, never read) */
-    bool direct = sg && sg_known >= (uint32_t)tpr;
-    int64_t rows = (int64_t)(wgs / tpr) * rpt;
-    char prelude[6144];
-    size_t cap = sizeof prelude, len = 0;
+/* The GEMV's launch shape (gemv_shape) and its final reduction (gemv_subgroup). */
+typedef struct gemv_cfg {
+    int tpr, rpt, wg, bpi;
+    bool sg;           /* subgroup reduction */
+    uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
+    bool direct;       /* the sums are final in the subgroup: no workgroup memory */
+} gemv_cfg;
+
+/* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
+ * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
+ * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
+ * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
+static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
+                           const wgml_q4_weight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+    size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    const wgml_q4_weight *w = ws[0];
     int xv = w->k % 4 == 0 ? 4 : 1;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
      * supported") and takes the subgroup builtins and functions without it, given the device's
@@ -443,15 +442,15 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
          "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
          "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
          "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
-         xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi, nw, sg ? "true" : "false", sg ? sg_known : 0u,
-         direct ? "true" : "false", direct ? 1 : wgs * rpt * (int)m,
+         xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
+         c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
          xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
                  : "  var v = vec4<f32>(0.0);\n"
                    "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
                    "  return v;\n");
     if (len < cap) kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
-    if (sg)
+    if (c->sg)
         EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
              "fn sg_size(s: SgIn) -> u32 { return s.size; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 {\n"
@@ -464,7 +463,6 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
              "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
     /* bindings: X, per weight C, AB (, BIAS), then the outputs, then the uniform */
-    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
@@ -492,7 +490,28 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
     for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
     EMIT("O0[i] = v; }\n");
 #undef EMIT
-    if (len >= cap) return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
+    *n_ro_out = n_ro;
+    return len;
+}
+
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
+ * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
+ * last dim is replaced by each weight's N. */
+static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                               int64_t m, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    const wgml_q4_weight *w = ws[0];
+    int64_t nblk = w->kp / 32;
+    gemv_cfg c = {0};
+    gemv_shape(nblk, &c.tpr, &c.rpt, &c.wg, &c.bpi);
+    c.sg = gemv_subgroup(ctx, c.tpr, &c.sg_known);
+    c.direct = c.sg && c.sg_known >= (uint32_t)c.tpr;
+    int64_t rows = (int64_t)(c.wg / c.tpr) * c.rpt;
+    char prelude[6144];
+    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
+    int n_ro = 0;
+    if (gemv_prelude(prelude, sizeof prelude, &c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
     struct {
         uint32_t nrow[4], rg_end[4];
         uint32_t m, k, vpr, ng, nblk, row_groups, pad0, pad1;
