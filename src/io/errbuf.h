@@ -11,15 +11,21 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* errbuf_set with the arguments as a va_list (for wrappers that add their own context). */
+static inline wgml_status errbuf_vset(char *err, size_t errlen, wgml_status s, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static inline wgml_status errbuf_vset(char *err, size_t errlen, wgml_status s, const char *fmt, va_list ap) {
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    return s;
+}
+
 static inline wgml_status errbuf_set(char *err, size_t errlen, wgml_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static inline wgml_status errbuf_set(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    errbuf_vset(err, errlen, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 

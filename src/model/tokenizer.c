@@ -57,7 +57,7 @@ static wgml_status terr(const wgml_tokenizer *t, wgml_status s, const char *fmt,
     wgml_tokenizer *m = (wgml_tokenizer *)t; /* the error buffer is the only mutable state */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    errbuf_vset(m->err, sizeof m->err, s, fmt, ap);
     va_end(ap);
     return s;
 }
