@@ -1,5 +1,6 @@
 /* The shared part of the matmul tests (test_matmul, test_matmul_tile, test_matmul_db,
- * test_matmul_splitk, test_matmul_skinny; split so that each runs in about two minutes):
+ * test_matmul_splitk, test_matmul_skinny, test_matmul_skinny_kt, test_matmul_outer; split so
+ * that each runs in about two minutes):
  * the fp64 reference (OpenBLAS cblas_dgemm in double precision), one checked matmul case and
  * the variant lookups. Static inline so that each test uses what it needs. */
 #ifndef WGML_TEST_MATMUL_CASES_H
@@ -65,7 +66,7 @@ static inline void case_matmul(const char *label, int64_t ba, int64_t bb, int64_
 }
 
 /* The tiled variants (matmul.wgsl, matmul_db.wgsl), -1 (auto) included; the skinny and
- * outer-product ones have their own shapes (test_matmul_skinny). */
+ * outer-product ones have their own shapes (matmul_skinny_cases.h). */
 static inline bool is_tiled(int v) {
     const char *n = wgml_matmul_variant_name(v);
     return v < 0 || !strncmp(n, "tile", 4) || !strncmp(n, "db", 2);
