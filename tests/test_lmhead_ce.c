@@ -22,8 +22,8 @@ static double now(void) {
 
 /* loss and d_h = d(loss)/dh · scale in double from h [R, D], W [V, D]; labels outside [0, V)
  * are ignored rows. Returns n_valid. */
-static int64_t ref_lmce(const float *h, const float *w, const float *bias, const int32_t *lab, int64_t rows, int64_t d,
-                        int64_t v, double scale, double *loss, double *dh) {
+static int64_t ref_lmhead_ce(const float *h, const float *w, const float *bias, const int32_t *lab, int64_t rows,
+                             int64_t d, int64_t v, double scale, double *loss, double *dh) {
     int64_t nv = 0;
     for (int64_t r = 0; r < rows; r++) nv += lab[r] >= 0 && lab[r] < v;
     double sum = 0, *z = malloc(sizeof(double) * (size_t)v);
@@ -130,8 +130,8 @@ static double amax_of(const double *x, size_t n) {
 }
 
 /* One eager case. scale < 0: no grad_scale tensor. */
-static void case_lmce(int kind, int64_t rows, int64_t d, int64_t v, int64_t chunk, double mask, double scale,
-                      bool with_d) {
+static void case_lmhead_ce(int kind, int64_t rows, int64_t d, int64_t v, int64_t chunk, double mask, double scale,
+                           bool with_d) {
     head hd = make_head(NULL, kind, v, d, 0.5);
     float *hh = th_random((size_t)(rows * d), -2, 2);
     int32_t *hl = malloc(sizeof(int32_t) * (size_t)rows);
@@ -147,7 +147,7 @@ static void case_lmce(int kind, int64_t rows, int64_t d, int64_t v, int64_t chun
     double dt = now() - t0;
     double rl, *rd = with_d ? malloc(sizeof(double) * (size_t)(rows * d)) : NULL;
     double t1 = now();
-    int64_t nv = ref_lmce(hh, hd.deq, hd.bias, hl, rows, d, v, fs, &rl, rd);
+    int64_t nv = ref_lmhead_ce(hh, hd.deq, hd.bias, hl, rows, d, v, fs, &rl, rd);
     double dr = now() - t1;
     char name[240];
     snprintf(name, sizeof name, "lmhead_ce %s h [%lld, %lld] V %lld chunk %lld, %lld valid%s%s (%.0f ms, ref %.0f ms)",
@@ -212,7 +212,7 @@ static void test_rank3(void) {
     wgml_tensor *loss = wgml_lmhead_ce(T.g, h, hd.f, l, 64, NULL, &dh);
     float *gl = th_read_f32(loss), *gd = th_read_f32(dh);
     double rl, rd[15 * 16];
-    ref_lmce(hh, hd.deq, NULL, hl, rows, d, v, 1, &rl, rd);
+    ref_lmhead_ce(hh, hd.deq, NULL, hl, rows, d, v, 1, &rl, rd);
     th_check(dh && wgml_tensor_rank(dh) == 3 && wgml_tensor_dim(dh, 1) == 5, "rank-3 d_h keeps h's shape");
     th_close("lmhead_ce h [3, 5, 16] labels [3, 5]: loss", gl, &rl, 1, 5e-5, 1e-5);
     th_close("lmhead_ce h [3, 5, 16]: d_h", gd, rd, 240, 2e-4 * amax_of(rd, 240), 1e-3);
@@ -248,7 +248,7 @@ static void test_graph(int kind) {
                      !wgml_tensor_read(st, gs, sizeof gs),
                  "read lmhead_ce graph outputs: %s", wgml_last_error(T.ctx));
         double rl, rd[50 * 64];
-        int64_t nv = ref_lmce(hh, hd.deq, hd.bias, hl, rows, d, v, fs, &rl, rd);
+        int64_t nv = ref_lmhead_ce(hh, hd.deq, hd.bias, hl, rows, d, v, fs, &rl, rd);
         char nm[120];
         snprintf(nm, sizeof nm, "graph %s run %d: loss", KIND[kind], run + 1);
         th_close(nm, &gl, &rl, 1, 1e-4, 1e-5);
@@ -294,7 +294,7 @@ static void test_graph(int kind) {
         th_check(!wgml_graph_run(g) && !wgml_tensor_read(loss, &gl, sizeof gl) && !wgml_tensor_read(gh, gd, sizeof gd),
                  "autograd graph run: %s", wgml_last_error(T.ctx));
         double rl, rd[50 * 64];
-        ref_lmce(h2h, hd.deq, hd.bias, hl, rows, d, v, 6.0, &rl, rd); /* d/dh = 2 · 3 · d/dh2 */
+        ref_lmhead_ce(h2h, hd.deq, hd.bias, hl, rows, d, v, 6.0, &rl, rd); /* d/dh = 2 · 3 · d/dh2 */
         char nm[120];
         snprintf(nm, sizeof nm, "autograd %s run %d: loss", KIND[kind], run + 1);
         th_close(nm, &gl, &rl, 1, 1e-4, 1e-5);
@@ -397,14 +397,14 @@ int main(int argc, char **argv) {
     th_init_args("test_lmhead_ce", argc, argv);
     double t0 = now();
     /* kind, rows, D, V, chunk, mask, scale, with d_h */
-    case_lmce(0, 37, 24, 1000, 256, 0.2, -1, true);  /* V = 3·256 + 232 */
-    case_lmce(0, 20, 13, 333, 64, 0.1, 0.5, true);   /* D % 4 != 0; last chunk 13 wide (scalar) */
-    case_lmce(0, 9, 16, 200, 8192, 0.0, -1, true);   /* one chunk */
-    case_lmce(0, 12, 16, 150, 64, 1.0, -1, true);    /* every row ignored */
-    case_lmce(0, 33, 20, 500, 128, 0.2, -1, false);  /* loss only */
-    case_lmce(1, 40, 40, 300, 64, 0.2, 2.0, true);   /* 4-bit with bias, K padded to 64 */
-    case_lmce(2, 48, 64, 1000, 192, 0.2, -1, true);  /* Q8_0, the model's tied head format */
-    case_lmce(2, 70000, 32, 64, 64, 0.1, -1, true);  /* 70,000 rows: > 65,535 workgroups */
+    case_lmhead_ce(0, 37, 24, 1000, 256, 0.2, -1, true); /* V = 3·256 + 232 */
+    case_lmhead_ce(0, 20, 13, 333, 64, 0.1, 0.5, true);  /* D % 4 != 0; last chunk 13 wide (scalar) */
+    case_lmhead_ce(0, 9, 16, 200, 8192, 0.0, -1, true);  /* one chunk */
+    case_lmhead_ce(0, 12, 16, 150, 64, 1.0, -1, true);   /* every row ignored */
+    case_lmhead_ce(0, 33, 20, 500, 128, 0.2, -1, false); /* loss only */
+    case_lmhead_ce(1, 40, 40, 300, 64, 0.2, 2.0, true);  /* 4-bit with bias, K padded to 64 */
+    case_lmhead_ce(2, 48, 64, 1000, 192, 0.2, -1, true); /* Q8_0, the model's tied head format */
+    case_lmhead_ce(2, 70000, 32, 64, 64, 0.1, -1, true); /* 70,000 rows: > 65,535 workgroups */
     test_vs_unfused();
     printf("  [%s done at %.1f s]\n", "test_vs_unfused", now() - t0);
     test_rank3();

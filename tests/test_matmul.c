@@ -1,408 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
 /* fp32 matmuls (mm, bmm, linear, addmm, transposed forms) against OpenBLAS cblas_dgemm in
- * double precision, on every kernel variant, eager and in a built graph; and bad input. */
-#include "harness.h"
-#include "ops/matmul/matmul_plan.h"
-
-#include <cblas.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double *to_double(const float *x, size_t n) {
-    double *d = malloc(sizeof(double) * n);
-    for (size_t i = 0; i < n; i++) d[i] = x[i];
-    return d;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double tol_abs(int64_t k) { return 1e-4 * fmax(1.0, sqrt((double)k) / 8.0); }
-#define RTOL 1e-3
-
-/* out[b] = op(a[b]) op(b[b]) for batch entries (stride 0 broadcasts), reference in fp64. */
-static void ref_matmul(const float *a, const float *b, double *out, int64_t batch, int64_t m, int64_t n, int64_t k,
-                       int ta, int tb, int64_t a_bs, int64_t b_bs) {
-    for (int64_t i = 0; i < batch; i++) {
-        double *da = to_double(a + i * a_bs, (size_t)(m * k));
-        double *db = to_double(b + i * b_bs, (size_t)(k * n));
-        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-                    (int)k, 1.0, da, ta ? (int)m : (int)k, db, tb ? (int)k : (int)n, 0.0, out + i * m * n, (int)n);
-        free(da);
-        free(db);
-    }
-}
-
-/* One matmul case: shapes from (batch_a, batch_b, m, n, k, transposes); rank 3 when batch > 0. */
-static void case_matmul(const char *label, int64_t ba, int64_t bb, int64_t m, int64_t n, int64_t k, int ta, int tb) {
-    int64_t sa[3] = {ba, ta ? k : m, ta ? m : k}, sb[3] = {bb, tb ? n : k, tb ? k : n};
-    int64_t na = (ba ? ba : 1) * m * k, nb = (bb ? bb : 1) * k * n;
-    float *ha = th_random((size_t)na, -1, 1), *hb = th_random((size_t)nb, -1, 1);
-    wgml_tensor *a = th_tensor_f32(ba ? 3 : 2, ba ? sa : sa + 1, ha);
-    wgml_tensor *b = th_tensor_f32(bb ? 3 : 2, bb ? sb : sb + 1, hb);
-    int64_t batch = ba > bb ? ba : bb;
-    if (batch == 0) batch = 1;
-    wgml_tensor *o = wgml_matmul(T.g, a, b, ta, tb);
-    float *got = th_read_f32(o);
-    double *ref = malloc(sizeof(double) * (size_t)(batch * m * n));
-    ref_matmul(ha, hb, ref, batch, m, n, k, ta, tb, ba > 1 ? m * k : 0, bb > 1 ? k * n : 0);
-    char name[160];
-    snprintf(name, sizeof name, "%s %lldx%lldx%lld b%lld/%lld t%d%d", label, (long long)m, (long long)n, (long long)k,
-             (long long)ba, (long long)bb, ta, tb);
-    th_close(name, got, ref, (size_t)(batch * m * n), tol_abs(k), RTOL);
-    free(ha); free(hb); free(got); free(ref);
-    wgml_tensor_free(a); wgml_tensor_free(b); wgml_tensor_free(o);
-}
-
-/* The tiled variants (matmul.wgsl, matmul_db.wgsl), -1 (auto) included; the skinny and
- * outer-product ones have their own shapes (test_skinny_variants). */
-static bool is_tiled(int v) {
-    const char *n = wgml_matmul_variant_name(v);
-    return v < 0 || !strncmp(n, "tile", 4) || !strncmp(n, "db", 2);
-}
-
-static void test_shapes_all_variants(void) {
-    static const int64_t shapes[][3] = {
-        {64, 64, 64},   /* square */
-        {129, 37, 65},  /* partial tiles in M, N and K */
-        {7, 5, 3},      /* smaller than a tile */
-        {33, 17, 1},    /* K = 1 */
-        {300, 6, 20},   /* tall and skinny */
-        {5, 260, 12},   /* short and wide */
-        {132, 136, 36}, /* vec4 path on both operands, partial tiles */
-    };
-    for (int v = -1; v < wgml_matmul_variant_count(); v++) {
-        if (!is_tiled(v)) continue; /* the skinny ones: test_skinny_variants */
-        wgml_matmul_force_variant(T.ctx, v);
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int t = 0; t < 4; t++)
-                case_matmul(wgml_matmul_variant_name(v), 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
-    }
-    wgml_matmul_force_variant(T.ctx, -1);
-    case_matmul("long K", 0, 0, 16, 20, 4096, 0, 0);
-    case_matmul("long K", 0, 0, 12, 8, 4096, 1, 1);
-    case_matmul("batched", 3, 3, 33, 17, 29, 0, 0);
-    case_matmul("batched", 4, 4, 20, 24, 16, 1, 0);
-    case_matmul("batch broadcast a", 1, 5, 9, 11, 13, 0, 1);
-    case_matmul("batch broadcast b", 5, 0, 9, 11, 13, 0, 0);
-}
-
-static void test_linear(void);
-static void test_addmm(void);
-static void test_linear_dw(void);
-
-/* Split-K ($WGML_MATMUL_SPLITK): every variant and transpose with K not a multiple of the
- * slice, K = 1 (empty slices write zero partials), slice counts 2, 3 and 7; batch and
- * broadcast batch; then the epilogues (bias, addmm's C, linear_dw's accumulation) through the
- * reduction, and the variant override by name. */
-static void test_splitk(void) {
-    static const int64_t shapes[][3] = {{129, 37, 65}, {33, 17, 1}, {132, 136, 36}};
-    setenv("WGML_MATMUL_SPLITK", "3", 1);
-    for (int v = 0; v < wgml_matmul_variant_count(); v++) {
-        if (!is_tiled(v)) continue;
-        wgml_matmul_force_variant(T.ctx, v);
-        char label[96];
-        snprintf(label, sizeof label, "split3 %s", wgml_matmul_variant_name(v));
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int t = 0; t < 4; t++) case_matmul(label, 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
-    }
-    wgml_matmul_force_variant(T.ctx, -1);
-    static const char *const counts[] = {"2", "7"};
-    for (int c = 0; c < 2; c++) {
-        setenv("WGML_MATMUL_SPLITK", counts[c], 1);
-        char label[64];
-        snprintf(label, sizeof label, "split%s", counts[c]);
-        case_matmul(label, 0, 0, 70, 50, 333, 1, 0);
-        case_matmul(label, 3, 3, 33, 17, 29, 0, 0);
-        case_matmul(label, 4, 4, 20, 24, 100, 1, 1);
-        case_matmul(label, 1, 5, 9, 11, 13, 0, 1);
-        case_matmul(label, 5, 0, 9, 11, 13, 0, 0);
-    }
-    setenv("WGML_MATMUL_SPLITK", "4", 1);
-    setenv("WGML_MATMUL_VARIANT", "db128x64_k16_r8x4", 1);
-    case_matmul("split4 by $WGML_MATMUL_VARIANT", 0, 0, 40, 30, 50, 0, 1);
-    unsetenv("WGML_MATMUL_VARIANT");
-    test_linear();
-    test_addmm();
-    test_linear_dw();
-    unsetenv("WGML_MATMUL_SPLITK");
-}
-
-/* Split-K in a built graph: linear (bias) -> mm, and linear_dw accumulating into a persistent
- * gradient, run twice with new inputs (the gradient holds the sum of both runs). */
-static void test_splitk_graph(void) {
-    setenv("WGML_MATMUL_SPLITK", "3", 1);
-    wgml_graph *g = wgml_graph_new(T.ctx);
-    int64_t m = 24, k = 70, h = 20, n = 12;
-    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, k});
-    wgml_tensor *w1 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
-    wgml_tensor *bias = wgml_tensor_new(g, WGML_F32, 1, (int64_t[]){h});
-    wgml_tensor *w2 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, n});
-    wgml_tensor *dy = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, h});
-    wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
-    wgml_tensor *out = wgml_mm(g, wgml_linear(g, x, w1, bias), w2);
-    th_check(out && !wgml_linear_dw(g, dy, x, dw, 1) && !wgml_graph_keep(g, out) && !wgml_graph_compile(g),
-             "split-K graph builds: %s", wgml_last_error(T.ctx));
-    unsetenv("WGML_MATMUL_SPLITK");
-    float *hw1 = th_random((size_t)(h * k), -1, 1), *hb = th_random((size_t)h, -1, 1);
-    float *hw2 = th_random((size_t)(h * n), -1, 1);
-    wgml_tensor_write(w1, hw1, wgml_tensor_nbytes(w1));
-    wgml_tensor_write(bias, hb, wgml_tensor_nbytes(bias));
-    wgml_tensor_write(w2, hw2, wgml_tensor_nbytes(w2));
-    float *zero = calloc((size_t)(h * k), sizeof(float));
-    wgml_tensor_write(dw, zero, wgml_tensor_nbytes(dw));
-    double *dw_ref = calloc((size_t)(h * k), sizeof(double));
-    for (int run = 0; run < 2; run++) {
-        float *hx = th_random((size_t)(m * k), -1, 1), *hdy = th_random((size_t)(m * h), -1, 1);
-        wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
-        wgml_tensor_write(dy, hdy, wgml_tensor_nbytes(dy));
-        th_check(!wgml_graph_run(g), "split-K graph run: %s", wgml_last_error(T.ctx));
-        double *r1 = malloc(sizeof(double) * (size_t)(m * h)), *ro = malloc(sizeof(double) * (size_t)(m * n));
-        double *d = malloc(sizeof(double) * (size_t)(h * k));
-        ref_matmul(hx, hw1, r1, 1, m, h, k, 0, 1, 0, 0);
-        for (int64_t i = 0; i < m * h; i++) r1[i] += hb[i % h];
-        double *dw2 = to_double(hw2, (size_t)(h * n));
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)h, 1, r1, (int)h, dw2, (int)n, 0, ro,
-                    (int)n);
-        ref_matmul(hdy, hx, d, 1, h, k, m, 1, 0, 0, 0);
-        for (int64_t i = 0; i < h * k; i++) dw_ref[i] += d[i];
-        float *got = malloc(wgml_tensor_nbytes(out));
-        th_check(!wgml_tensor_read(out, got, wgml_tensor_nbytes(out)), "read split-K graph output");
-        th_close(run ? "split-K graph run 2" : "split-K graph run 1", got, ro, (size_t)(m * n), 4 * tol_abs(k), RTOL);
-        float *gdw = th_read_f32(dw);
-        th_close(run ? "split-K graph linear_dw accumulated twice" : "split-K graph linear_dw", gdw, dw_ref,
-                 (size_t)(h * k), 2 * tol_abs(m), RTOL);
-        free(got); free(gdw); free(hx); free(hdy); free(r1); free(ro); free(d); free(dw2);
-    }
-    free(hw1); free(hb); free(hw2); free(zero); free(dw_ref);
-    wgml_graph_free(g);
-}
-
-static void test_huge_grid(void) {
-    /* 70,000 batch entries of 2x2x3: one workgroup each, more than 65,535 in one dimension */
-    wgml_matmul_force_variant(T.ctx, 2);
-    case_matmul("grid > 65535 workgroups", 70000, 70000, 2, 2, 3, 0, 0);
-    setenv("WGML_MATMUL_SPLITK", "2", 1);
-    case_matmul("split2, grid > 65535 workgroups", 40000, 40000, 2, 2, 9, 0, 1);
-    unsetenv("WGML_MATMUL_SPLITK");
-    wgml_matmul_force_variant(T.ctx, -1);
-}
-
-static int variant_index(const char *name) {
-    for (int v = 0; v < wgml_matmul_variant_count(); v++)
-        if (!strcmp(wgml_matmul_variant_name(v), name)) return v;
-    th_check(0, "variant %s exists", name);
-    return -1;
-}
-
-static const char *const SKINNY_VARIANTS[] = {"skinny_r4_kt16", "skinny_r2_kt16", "skinny_r1_kt32", "skinny_r4_kt4",
-                                              "outer_r4", "outer_r8"};
-#define N_SKINNY (int)(sizeof SKINNY_VARIANTS / sizeof SKINNY_VARIANTS[0])
-
-/* The skinny and outer-product variants in every orientation: vec4 paths (K, P, Q multiples
- * of 4), scalar paths (odd sizes), the short side as M (the skinny kernel swaps operands), a
- * short side over 32 (two q-blocks, the second partial), short K for the outer kernel, partial
- * row blocks everywhere; batched and broadcast batches; unsplit and split 3. */
-static void test_skinny_variants(void) {
-    static const int64_t shapes[][3] = {
-        {1000, 16, 200}, /* LoRA's x·Aᵀ scaled down: vec4 on both operands */
-        {301, 13, 71},   /* odd: scalar paths, partial blocks */
-        {16, 300, 136},  /* short side M: swapped */
-        {70, 40, 9},     /* short side 40: q-blocks of 32 and 8 */
-        {150, 260, 16},  /* short K (u·Bᵀ) */
-        {97, 131, 7},    /* short odd K */
-    };
-    double t0 = now_s();
-    for (int i = 0; i < N_SKINNY; i++) {
-        /* the automatic choices (the first skinny and the first outer variant) on every shape,
-         * the others (the same kernels with other R / KT / TM) on two */
-        bool main_v = i == 0 || i == 4;
-        wgml_matmul_force_variant(T.ctx, variant_index(SKINNY_VARIANTS[i]));
-        for (int sp = 0; sp < 2; sp++) {
-            if (sp) setenv("WGML_MATMUL_SPLITK", "3", 1);
-            char label[64];
-            snprintf(label, sizeof label, "%s%s", sp ? "split3 " : "", SKINNY_VARIANTS[i]);
-            for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
-                if (!main_v && j != 1 && j != (i < 4 ? 2u : 5u)) continue;
-                if (sp && j % 2 == 0 && j != 2) continue;
-                for (int t = 0; t < 4; t++)
-                    case_matmul(label, 0, 0, shapes[j][0], shapes[j][1], shapes[j][2], t & 1, t >> 1);
-            }
-            if (!main_v && sp) continue;
-            case_matmul(label, 3, 3, 40, 8, 52, 1, 0);
-            case_matmul(label, 1, 4, 9, 50, 33, 0, 1); /* a broadcast, swapped */
-            if (!main_v) continue;
-            case_matmul(label, 4, 0, 60, 12, 17, 1, 1); /* b broadcast */
-            case_matmul(label, 2, 2, 36, 44, 8, 0, 0);
-            unsetenv("WGML_MATMUL_SPLITK");
-        }
-        unsetenv("WGML_MATMUL_SPLITK");
-    }
-    wgml_matmul_force_variant(T.ctx, -1);
-    printf("  skinny variants x orientations x split: %.1f s\n", now_s() - t0);
-}
-
-/* The epilogues through the skinny kernels, unswapped and swapped, unsplit and split 3:
- * linear's bias, addmm's C in four broadcasts, linear_dw's accumulation. */
-static void case_epilogues(const char *label) {
-    for (int sw = 0; sw < 2; sw++) {
-        int64_t m = sw ? 9 : 70, n = sw ? 70 : 9, k = 30;
-        float *ha = th_random((size_t)(m * k), -1, 1), *hb = th_random((size_t)(k * n), -1, 1);
-        float *hc = th_random((size_t)(m * n), -1, 1);
-        wgml_tensor *a = th_tensor_f32(2, (int64_t[]){m, k}, ha), *b = th_tensor_f32(2, (int64_t[]){k, n}, hb);
-        double *ab = malloc(sizeof(double) * (size_t)(m * n)), *ref = malloc(sizeof(double) * (size_t)(m * n + n * k));
-        ref_matmul(ha, hb, ab, 1, m, n, k, 0, 0, 0, 0);
-        int64_t cshapes[4][2] = {{m, n}, {n, 0}, {1, n}, {m, 1}};
-        int cranks[4] = {2, 1, 2, 2};
-        for (int c = 0; c < 4; c++) {
-            wgml_tensor *ct = th_tensor_f32(cranks[c], cshapes[c], hc);
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < n; j++)
-                    ref[i * n + j] = 0.5 * (c == 0 ? hc[i * n + j] : c == 3 ? hc[i] : hc[j]) - 2.0 * ab[i * n + j];
-            char name[128];
-            snprintf(name, sizeof name, "%s addmm %lldx%lldx%lld c%d", label, (long long)m, (long long)n, (long long)k, c);
-            float *got = th_read_f32(wgml_addmm(T.g, ct, a, b, 0.5f, -2.0f));
-            th_close(name, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
-            free(got);
-            wgml_tensor_free(ct);
-        }
-        /* linear: x [m, k], w [n, k] (b's data reread as [n, k]), bias [n] */
-        wgml_tensor *w = th_tensor_f32(2, (int64_t[]){n, k}, hb), *bias = th_tensor_f32(1, (int64_t[]){n}, hc);
-        ref_matmul(ha, hb, ref, 1, m, n, k, 0, 1, 0, 0);
-        for (int64_t i = 0; i < m * n; i++) ref[i] += hc[i % n];
-        char name[128];
-        snprintf(name, sizeof name, "%s linear+bias %lldx%lldx%lld", label, (long long)m, (long long)n, (long long)k);
-        float *got = th_read_f32(wgml_linear(T.g, a, w, bias));
-        th_close(name, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
-        free(got);
-        /* linear_dw: dw[n, k] = dᵀ x with d = the C data as [m, n], x = a; then accumulated */
-        wgml_tensor *d = th_tensor_f32(2, (int64_t[]){m, n}, hc), *dw = th_tensor_f32(2, (int64_t[]){n, k}, hb);
-        ref_matmul(hc, ha, ref, 1, n, k, m, 1, 0, 0, 0);
-        for (int64_t i = 0; i < n * k; i++) ref[i] += hb[i];
-        th_check(!wgml_linear_dw(T.g, d, a, dw, 1), "linear_dw: %s", wgml_last_error(T.ctx));
-        snprintf(name, sizeof name, "%s linear_dw acc %lldx%lldx%lld", label, (long long)n, (long long)k, (long long)m);
-        got = th_read_f32(dw);
-        th_close(name, got, ref, (size_t)(n * k), tol_abs(m), RTOL);
-        free(got);
-        free(ha); free(hb); free(hc); free(ab); free(ref);
-        wgml_tensor_free(a); wgml_tensor_free(b); wgml_tensor_free(w); wgml_tensor_free(bias);
-        wgml_tensor_free(d); wgml_tensor_free(dw);
-    }
-}
-
-static void test_skinny_epilogues(void) {
-    for (int i = 0; i < N_SKINNY; i += 4) { /* skinny_r4_kt16 and outer_r4 */
-        wgml_matmul_force_variant(T.ctx, variant_index(SKINNY_VARIANTS[i]));
-        for (int sp = 0; sp < 2; sp++) {
-            if (sp) setenv("WGML_MATMUL_SPLITK", "3", 1);
-            char label[64];
-            snprintf(label, sizeof label, "%s%s", sp ? "split3 " : "", SKINNY_VARIANTS[i]);
-            case_epilogues(label);
-            unsetenv("WGML_MATMUL_SPLITK");
-        }
-    }
-    wgml_matmul_force_variant(T.ctx, -1);
-}
-
-/* The automatic choice: from 2^22 multiply-adds on, the outer kernel for K <= 32 and the
- * skinny one for a short side with K >= 2048 (LoRA's shapes scaled to this machine), the
- * tiled ones otherwise; the skinny split only where blocks are few. */
-static void expect_plan(int64_t m, int64_t n, int64_t k, const char *want, int split_min, int split_max) {
-    int v = -1, s = 0;
-    matmul_plan(T.ctx, 1, m, n, k, &v, &s);
-    th_check(!strcmp(wgml_matmul_variant_name(v), want) && s >= split_min && s <= split_max,
-             "auto %lldx%lldx%lld: %s split %d (want %s, split %d..%d)", (long long)m, (long long)n, (long long)k,
-             wgml_matmul_variant_name(v), s, want, split_min, split_max);
-}
-
-/* A LoRA adapter's four products at 2^22-2^23 multiply-adds in a built graph, with the
- * automatic choice: h = x·Aᵀ (32 x 32 tile), y = h·Bᵀ (outer), dB += dyᵀ·h (skinny, long K,
- * split), dA += dhᵀ·x (skinny, short side M: swapped, split); run twice with new inputs. */
-static void test_skinny_graph(void) {
-    double t0 = now_s();
-    const int64_t M = 2048, K = 128, R = 16, N = 256;
-    expect_plan(M, R, K, "tile32x32_k16_r4x4", 1, 2); /* short side, K < 2048: the tiled kernel */
-    expect_plan(M, N, R, "outer_r8", 1, 1);
-    expect_plan(N, R, M, "skinny_r2_kt16", 2, 64);
-    expect_plan(R, K, M, "skinny_r2_kt16", 2, 64);
-    expect_plan(M, 24, K, "tile32x32_k16_r4x4", 1, 2);
-    expect_plan(1024, R, K, "tile32x32_k16_r4x4", 1, 1); /* 2^21: the tiled kernels */
-    expect_plan(4096, 1536, 16, "outer_r8", 1, 1);      /* LoRA's H200 shapes */
-    expect_plan(4096, 16, 576, "tile32x32_k16_r4x4", 2, 16);
-    expect_plan(1536, 16, 4096, "skinny_r2_kt16", 2, 64);
-    expect_plan(16, 576, 4096, "skinny_r2_kt16", 2, 64);
-    wgml_graph *g = wgml_graph_new(T.ctx);
-    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){M, K});
-    wgml_tensor *A = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){R, K});
-    wgml_tensor *B = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){N, R});
-    wgml_tensor *dy = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){M, N});
-    wgml_tensor *dh = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){M, R});
-    wgml_tensor *dA = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){R, K});
-    wgml_tensor *dB = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){N, R});
-    wgml_tensor *h = wgml_linear(g, x, A, NULL);
-    wgml_tensor *y = wgml_linear(g, h, B, NULL);
-    th_check(y && !wgml_linear_dw(g, dy, h, dB, 1) && !wgml_linear_dw(g, dh, x, dA, 1) && !wgml_graph_keep(g, h) &&
-                 !wgml_graph_keep(g, y) && !wgml_graph_compile(g),
-             "skinny graph builds: %s", wgml_last_error(T.ctx));
-    float *hA = th_random((size_t)(R * K), -1, 1), *hB = th_random((size_t)(N * R), -1, 1);
-    wgml_tensor_write(A, hA, wgml_tensor_nbytes(A));
-    wgml_tensor_write(B, hB, wgml_tensor_nbytes(B));
-    float *zero = calloc((size_t)(N * K), sizeof(float));
-    wgml_tensor_write(dA, zero, wgml_tensor_nbytes(dA));
-    wgml_tensor_write(dB, zero, wgml_tensor_nbytes(dB));
-    double *rdA = calloc((size_t)(R * K), sizeof(double)), *rdB = calloc((size_t)(N * R), sizeof(double));
-    for (int run = 0; run < 2; run++) {
-        float *hx = th_random((size_t)(M * K), -1, 1), *hdy = th_random((size_t)(M * N), -1, 1);
-        float *hdh = th_random((size_t)(M * R), -1, 1);
-        wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
-        wgml_tensor_write(dy, hdy, wgml_tensor_nbytes(dy));
-        wgml_tensor_write(dh, hdh, wgml_tensor_nbytes(dh));
-        th_check(!wgml_graph_run(g), "skinny graph run: %s", wgml_last_error(T.ctx));
-        double *rh = malloc(sizeof(double) * (size_t)(M * R)), *ry = malloc(sizeof(double) * (size_t)(M * N));
-        double *t = malloc(sizeof(double) * (size_t)(N * K));
-        ref_matmul(hx, hA, rh, 1, M, R, K, 0, 1, 0, 0);
-        float *gh = th_read_f32(h); /* y and dB from wgml's h (its own check is above) */
-        ref_matmul(gh, hB, ry, 1, M, N, R, 0, 1, 0, 0);
-        ref_matmul(hdy, gh, t, 1, N, R, M, 1, 0, 0, 0);
-        for (int64_t i = 0; i < N * R; i++) rdB[i] += t[i];
-        ref_matmul(hdh, hx, t, 1, R, K, M, 1, 0, 0, 0);
-        for (int64_t i = 0; i < R * K; i++) rdA[i] += t[i];
-        th_close(run ? "skinny graph h = x·Aᵀ run 2" : "skinny graph h = x·Aᵀ", gh, rh, (size_t)(M * R), tol_abs(K), RTOL);
-        float *gy = th_read_f32(y), *gA = th_read_f32(dA), *gB = th_read_f32(dB);
-        th_close(run ? "skinny graph y = h·Bᵀ run 2" : "skinny graph y = h·Bᵀ", gy, ry, (size_t)(M * N), tol_abs(R), RTOL);
-        th_close(run ? "skinny graph dB accumulated twice" : "skinny graph dB", gB, rdB, (size_t)(N * R), 2 * tol_abs(M),
-                 RTOL);
-        th_close(run ? "skinny graph dA accumulated twice" : "skinny graph dA", gA, rdA, (size_t)(R * K), 2 * tol_abs(M),
-                 RTOL);
-        free(hx); free(hdy); free(hdh); free(rh); free(ry); free(t); free(gh); free(gy); free(gA); free(gB);
-    }
-    free(hA); free(hB); free(zero); free(rdA); free(rdB);
-    wgml_graph_free(g);
-    printf("  skinny graph: %.1f s\n", now_s() - t0);
-}
-
-static void test_skinny_huge_grid(void) {
-    /* 70,000 batch entries: one skinny block (or outer tile) each, more than 65,535 */
-    static const char *const names[] = {"skinny_r4_kt16", "outer_r4"};
-    for (int i = 0; i < 2; i++) {
-        wgml_matmul_force_variant(T.ctx, variant_index(names[i]));
-        char label[64];
-        snprintf(label, sizeof label, "%s grid > 65535 workgroups", names[i]);
-        case_matmul(label, 70000, 70000, 2, 3, 5, i, 1 - i);
-        if (i) continue; /* the outer kernel's split path is the skinny one's (one reduction) */
-        setenv("WGML_MATMUL_SPLITK", "2", 1);
-        snprintf(label, sizeof label, "split2 %s grid > 65535 workgroups", names[i]);
-        case_matmul(label, 40000, 40000, 3, 2, 9, 1, i);
-        unsetenv("WGML_MATMUL_SPLITK");
-    }
-    wgml_matmul_force_variant(T.ctx, -1);
-}
+ * double precision with the automatic variant choice: the ops and orientations, batches, eager
+ * and in a built graph, views, the epilogues through split-K, a grid over 65,535 workgroups, and
+ * bad input. Every variant on every shape: test_matmul_tile, test_matmul_db and
+ * test_matmul_splitk; the skinny and outer-product variants: test_matmul_skinny. */
+#include "matmul_cases.h"
 
 static void test_mm_bmm(void) {
     int64_t m = 23, n = 31, k = 19, B = 3;
@@ -661,9 +263,89 @@ static void test_bad_input(void) {
     free(got);
 }
 
+/* The automatic choice on long K, batches and broadcast batches, every orientation. */
+static void test_auto_shapes(void) {
+    wgml_matmul_force_variant(T.ctx, -1);
+    case_matmul("long K", 0, 0, 16, 20, 4096, 0, 0);
+    case_matmul("long K", 0, 0, 12, 8, 4096, 1, 1);
+    case_matmul("batched", 3, 3, 33, 17, 29, 0, 0);
+    case_matmul("batched", 4, 4, 20, 24, 16, 1, 0);
+    case_matmul("batch broadcast a", 1, 5, 9, 11, 13, 0, 1);
+    case_matmul("batch broadcast b", 5, 0, 9, 11, 13, 0, 0);
+}
+
+/* The epilogues (bias, addmm's C, linear_dw's accumulation) through the split-K reduction. */
+static void test_splitk_epilogues(void) {
+    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    test_linear();
+    test_addmm();
+    test_linear_dw();
+    unsetenv("WGML_MATMUL_SPLITK");
+}
+
+/* Split-K in a built graph: linear (bias) -> mm, and linear_dw accumulating into a persistent
+ * gradient, run twice with new inputs (the gradient holds the sum of both runs). */
+static void test_splitk_graph(void) {
+    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t m = 24, k = 70, h = 20, n = 12;
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, k});
+    wgml_tensor *w1 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
+    wgml_tensor *bias = wgml_tensor_new(g, WGML_F32, 1, (int64_t[]){h});
+    wgml_tensor *w2 = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, n});
+    wgml_tensor *dy = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, h});
+    wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){h, k});
+    wgml_tensor *out = wgml_mm(g, wgml_linear(g, x, w1, bias), w2);
+    th_check(out && !wgml_linear_dw(g, dy, x, dw, 1) && !wgml_graph_keep(g, out) && !wgml_graph_compile(g),
+             "split-K graph builds: %s", wgml_last_error(T.ctx));
+    unsetenv("WGML_MATMUL_SPLITK");
+    float *hw1 = th_random((size_t)(h * k), -1, 1), *hb = th_random((size_t)h, -1, 1);
+    float *hw2 = th_random((size_t)(h * n), -1, 1);
+    wgml_tensor_write(w1, hw1, wgml_tensor_nbytes(w1));
+    wgml_tensor_write(bias, hb, wgml_tensor_nbytes(bias));
+    wgml_tensor_write(w2, hw2, wgml_tensor_nbytes(w2));
+    float *zero = calloc((size_t)(h * k), sizeof(float));
+    wgml_tensor_write(dw, zero, wgml_tensor_nbytes(dw));
+    double *dw_ref = calloc((size_t)(h * k), sizeof(double));
+    for (int run = 0; run < 2; run++) {
+        float *hx = th_random((size_t)(m * k), -1, 1), *hdy = th_random((size_t)(m * h), -1, 1);
+        wgml_tensor_write(x, hx, wgml_tensor_nbytes(x));
+        wgml_tensor_write(dy, hdy, wgml_tensor_nbytes(dy));
+        th_check(!wgml_graph_run(g), "split-K graph run: %s", wgml_last_error(T.ctx));
+        double *r1 = malloc(sizeof(double) * (size_t)(m * h)), *ro = malloc(sizeof(double) * (size_t)(m * n));
+        double *d = malloc(sizeof(double) * (size_t)(h * k));
+        ref_matmul(hx, hw1, r1, 1, m, h, k, 0, 1, 0, 0);
+        for (int64_t i = 0; i < m * h; i++) r1[i] += hb[i % h];
+        double *dw2 = to_double(hw2, (size_t)(h * n));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)h, 1, r1, (int)h, dw2, (int)n, 0, ro,
+                    (int)n);
+        ref_matmul(hdy, hx, d, 1, h, k, m, 1, 0, 0, 0);
+        for (int64_t i = 0; i < h * k; i++) dw_ref[i] += d[i];
+        float *got = malloc(wgml_tensor_nbytes(out));
+        th_check(!wgml_tensor_read(out, got, wgml_tensor_nbytes(out)), "read split-K graph output");
+        th_close(run ? "split-K graph run 2" : "split-K graph run 1", got, ro, (size_t)(m * n), 4 * tol_abs(k), RTOL);
+        float *gdw = th_read_f32(dw);
+        th_close(run ? "split-K graph linear_dw accumulated twice" : "split-K graph linear_dw", gdw, dw_ref,
+                 (size_t)(h * k), 2 * tol_abs(m), RTOL);
+        free(got); free(gdw); free(hx); free(hdy); free(r1); free(ro); free(d); free(dw2);
+    }
+    free(hw1); free(hb); free(hw2); free(zero); free(dw_ref);
+    wgml_graph_free(g);
+}
+
+static void test_huge_grid(void) {
+    /* 70,000 batch entries of 2x2x3: one workgroup each, more than 65,535 in one dimension */
+    wgml_matmul_force_variant(T.ctx, 2);
+    case_matmul("grid > 65535 workgroups", 70000, 70000, 2, 2, 3, 0, 0);
+    setenv("WGML_MATMUL_SPLITK", "2", 1);
+    case_matmul("split2, grid > 65535 workgroups", 40000, 40000, 2, 2, 9, 0, 1);
+    unsetenv("WGML_MATMUL_SPLITK");
+    wgml_matmul_force_variant(T.ctx, -1);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_matmul", argc, argv);
-    test_shapes_all_variants();
+    test_auto_shapes();
     test_mm_bmm();
     test_linear();
     test_addmm();
@@ -671,13 +353,9 @@ int main(int argc, char **argv) {
     test_graph(NULL);
     test_graph("6000");
     test_views();
-    test_splitk();
+    test_splitk_epilogues();
     test_splitk_graph();
     test_huge_grid();
-    test_skinny_variants();
-    test_skinny_epilogues();
-    test_skinny_graph();
-    test_skinny_huge_grid();
     test_bad_input();
     return th_done();
 }

@@ -9,7 +9,10 @@
  *                             host dequantisation to DIR/<case>.deq, and runs the forward on
  *                             the GPU from the imported blocks with x = DIR/<case>.x (f32
  *                             [m, k]) into DIR/<case>.out (used by tests/py/test_gguf_quant.py);
- *   test_q4 --bench           runs wgml_q4_bench. */
+ *   test_q4 --bench           runs wgml_q4_bench;
+ *   test_q4 --part gemv|gemv-wide|gemv-rows8  runs only (some of) the forced GEMV shapes
+ *                             (CTest's test_q4_gemv, test_q4_gemv_wide, test_q4_gemv_rows8);
+ *                             without it everything else runs. */
 #include "harness.h"
 
 #include <cblas.h>
@@ -103,10 +106,15 @@ static void test_linear(void) {
         case_linear(2, 130, 66, 64, 32, false, true);
     }
     wgml_matmul_force_variant(T.ctx, -1);
-    /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
-     * $WGML_Q4_GEMV, the benchmark sweep's knob: each must give the same results */
-    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "32,4,256,4", "64,1,128,3", "32,8,64,1"};
-    for (int f = 0; f < 6; f++) {
+}
+
+/* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
+ * $WGML_Q4_GEMV, the benchmark sweep's knob: each must give the same results. Shapes
+ * first..last of the list (each shape is its own set of pipeline compiles, long on llvmpipe,
+ * so CTest runs them as test_q4_gemv (0..3), test_q4_gemv_wide (4), test_q4_gemv_rows8 (5)). */
+static void test_gemv_shapes(int first, int last) {
+    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "64,1,128,3", "32,4,256,4", "32,8,64,1"};
+    for (int f = first; f <= last; f++) {
         if (f) setenv("WGML_Q4_GEMV", gemv[f], 1);
         printf("  GEMV shape forced: %s\n", gemv[f]);
         case_linear(0, 1, 37, 96, 32, true, false);
@@ -665,6 +673,16 @@ int main(int argc, char **argv) {
             th_check(wgml_q4_bench(T.ctx, stdout, 0) == 0, "bench: %s", wgml_last_error(T.ctx));
             return th_done();
         }
+    }
+    /* --part gemv / gemv-wide / gemv-rows8: only the forced GEMV shapes (CTest's test_q4_gemv,
+     * test_q4_gemv_wide, test_q4_gemv_rows8); without --part everything else */
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--part")) continue;
+        double t0 = now_s();
+        int first = !strcmp(argv[i + 1], "gemv-wide") ? 4 : !strcmp(argv[i + 1], "gemv-rows8") ? 5 : 0;
+        test_gemv_shapes(first, first ? first : 3);
+        printf("forced GEMV shapes (%s): %.2f s\n", argv[i + 1], now_s() - t0);
+        return th_done();
     }
     double t0 = now_s();
     test_host_formats();

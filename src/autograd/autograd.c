@@ -123,8 +123,9 @@ wgml_status wgml_backward(wgml_graph *g, wgml_tensor *loss, float loss_scale) {
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", fn);
     wgml_ctx *ctx = graph_ctx(g);
     if (!loss) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: loss is NULL", fn);
-    if (loss->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: loss belongs to another graph", fn);
-    wgml_status s = graph_tape_check(fn, loss);
+    wgml_status s = check_graph(ctx, g, fn, "loss", loss);
+    if (s) return s;
+    s = graph_tape_check(fn, loss);
     if (s) return s;
     if (loss->numel != 1)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: loss %s must have one element", fn, tshape(loss));

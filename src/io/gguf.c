@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "io/gguf.h"
 #include "wgml-model.h"
+#include "io/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -424,7 +425,7 @@ static wgml_status ferr(const wgml_gguf *f, wgml_status s, const char *fmt, ...)
     if (!m) return s;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    errbuf_vset(m->err, sizeof m->err, s, fmt, ap);
     va_end(ap);
     return s;
 }

@@ -3,6 +3,7 @@
 #include "io/gguf_write.h"
 #include "wgml-model.h"
 
+#include "io/errbuf.h"
 #include "io/safetensors.h"
 
 #include <math.h>
@@ -10,17 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static wgml_status gerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status gerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 static float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, f = h & 1023, bits;
@@ -45,11 +35,13 @@ static float half_to_float(uint16_t h) {
 wgml_status gguf_requant_blocks(uint32_t type, const float *latent, int64_t n, int64_t k, uint8_t *blocks, size_t bytes,
                                 char *err, size_t errlen) {
     if (type != WGML_GGML_Q4_0 && type != WGML_GGML_Q4_1)
-        return gerr(err, errlen, WGML_ERR_UNSUPPORTED, "requant: type %s is not a 4-bit GGUF type (Q4_0, Q4_1)", wgml_ggml_type_name(type));
+        return errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED, "requant: type %s is not a 4-bit GGUF type (Q4_0, Q4_1)",
+                          wgml_ggml_type_name(type));
     size_t bb = type == WGML_GGML_Q4_0 ? 18 : 20;
     if (n < 1 || k < 32 || k % 32 || bytes != (size_t)n * (size_t)(k / 32) * bb)
-        return gerr(err, errlen, WGML_ERR_SHAPE, "requant: %lld x %lld elements do not fit %zu bytes of %s blocks", (long long)n,
-                    (long long)k, bytes, wgml_ggml_type_name(type));
+        return errbuf_set(err, errlen, WGML_ERR_SHAPE,
+                          "requant: %lld x %lld elements do not fit %zu bytes of %s blocks", (long long)n, (long long)k,
+                          bytes, wgml_ggml_type_name(type));
     size_t nb = (size_t)n * (size_t)(k / 32);
     for (size_t b = 0; b < nb; b++) {
         uint8_t *blk = blocks + b * bb;
@@ -82,25 +74,26 @@ wgml_status gguf_write_ste(const char *in_path, const char *out_path, int n, con
     wgml_gguf *g = NULL;
     char e2[400];
     wgml_status s = wgml_gguf_open(in_path, &g, e2, sizeof e2);
-    if (s) return gerr(err, errlen, s, "%s", e2);
+    if (s) return errbuf_set(err, errlen, s, "%s", e2);
     uint8_t *buf = NULL;
     size_t len = 0;
     s = file_read_all(in_path, &buf, &len, err, errlen);
-    if (!s && len != wgml_gguf_file_size(g)) s = gerr(err, errlen, WGML_ERR_IO, "%s changed while being read", in_path);
+    if (!s && len != wgml_gguf_file_size(g))
+        s = errbuf_set(err, errlen, WGML_ERR_IO, "%s changed while being read", in_path);
     for (int i = 0; i < n && !s; i++) {
         int64_t ti = wgml_gguf_find_tensor(g, names[i]);
         if (ti < 0) {
-            s = gerr(err, errlen, WGML_ERR_FORMAT, "%s has no tensor '%s'", in_path, names[i]);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s has no tensor '%s'", in_path, names[i]);
             break;
         }
         const wgml_gguf_tensor *t = wgml_gguf_tensor_at(g, ti);
         uint64_t off = wgml_gguf_data_offset(g) + t->offset;
         if (t->n_dims != 2 || off + t->nbytes > len) {
-            s = gerr(err, errlen, WGML_ERR_FORMAT, "tensor '%s' is not a 2-D weight inside the file", names[i]);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tensor '%s' is not a 2-D weight inside the file", names[i]);
             break;
         }
         s = gguf_requant_blocks(t->type, latent[i], t->dims[1], t->dims[0], buf + off, (size_t)t->nbytes, e2, sizeof e2);
-        if (s) gerr(err, errlen, s, "tensor '%s': %s", names[i], e2);
+        if (s) errbuf_set(err, errlen, s, "tensor '%s': %s", names[i], e2);
     }
     if (!s) {
         const void *parts[1] = {buf};

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "io/safetensors.h"
 
+#include "io/errbuf.h"
 #include "io/json.h"
 
 #include <errno.h>
@@ -12,17 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static wgml_status ferr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status ferr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 static const struct {
     const char *name;
@@ -50,7 +40,7 @@ wgml_status st_build(const st_write_tensor *t, int n, const char *const *meta_ke
                      uint8_t **out, size_t *out_len, char *err, size_t errlen) {
     *out = NULL;
     *out_len = 0;
-    if (n < 0 || n_meta < 0 || (n && !t)) return ferr(err, errlen, WGML_ERR_ARG, "safetensors: bad argument");
+    if (n < 0 || n_meta < 0 || (n && !t)) return errbuf_set(err, errlen, WGML_ERR_ARG, "safetensors: bad argument");
     char *h = NULL;
     size_t hl = 0, hc = 0;
     int bad = json_put_raw(&h, &hl, &hc, "{");
@@ -71,13 +61,14 @@ wgml_status st_build(const st_write_tensor *t, int n, const char *const *meta_ke
         if (!t[i].name || !es || t[i].rank < 0 || t[i].rank > 8 || numel_of(t[i].rank, t[i].shape, &numel) ||
             (numel && !t[i].data) || !strcmp(t[i].name, "__metadata__")) {
             free(h);
-            return ferr(err, errlen, WGML_ERR_ARG, "safetensors: tensor %d (%s): bad name, dtype, rank, shape or data", i,
-                        t[i].name ? t[i].name : "NULL");
+            return errbuf_set(err, errlen, WGML_ERR_ARG,
+                              "safetensors: tensor %d (%s): bad name, dtype, rank, shape or data", i,
+                              t[i].name ? t[i].name : "NULL");
         }
         for (int j = 0; j < i; j++)
             if (!strcmp(t[j].name, t[i].name)) {
                 free(h);
-                return ferr(err, errlen, WGML_ERR_ARG, "safetensors: tensor name '%s' given twice", t[i].name);
+                return errbuf_set(err, errlen, WGML_ERR_ARG, "safetensors: tensor name '%s' given twice", t[i].name);
             }
         uint64_t nb = (uint64_t)numel * es;
         char num[64];
@@ -100,7 +91,7 @@ wgml_status st_build(const st_write_tensor *t, int n, const char *const *meta_ke
     uint8_t *b = bad ? NULL : malloc(total ? total : 1);
     if (!b) {
         free(h);
-        return ferr(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
     }
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hl >> (8 * i));
     memcpy(b + 8, h, hl);
@@ -150,20 +141,23 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
     memset(f, 0, sizeof *f);
     f->buf = buf;
     f->size = size;
-    if (size < 8) return ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: file of %zu bytes is shorter than the 8-byte header length", size);
+    if (size < 8)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "safetensors: file of %zu bytes is shorter than the 8-byte header length", size);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
     if (hl < 2 || hl > size - 8 || hl > (100u << 20))
-        return ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: header length %llu does not fit the file (%zu bytes)",
-                    (unsigned long long)hl, size);
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "safetensors: header length %llu does not fit the file (%zu bytes)", (unsigned long long)hl,
+                          size);
     json_value root;
     char jerr[160];
     if (json_parse((const char *)buf + 8, (size_t)hl, &root, jerr, sizeof jerr))
-        return ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: header JSON (from byte 8): %s", jerr);
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: header JSON (from byte 8): %s", jerr);
     wgml_status s = WGML_OK;
     span *sp = NULL;
     if (root.kind != JSON_OBJECT) {
-        s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: the header is not a JSON object");
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: the header is not a JSON object");
         goto done;
     }
     uint64_t data_len = size - 8 - hl;
@@ -171,7 +165,7 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
     f->t = calloc(root.n ? root.n : 1, sizeof *f->t);
     sp = calloc(root.n ? root.n : 1, sizeof *sp);
     if (!f->t || !sp) {
-        s = ferr(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+        s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
         goto done;
     }
     for (size_t i = 0; i < root.n; i++) {
@@ -179,25 +173,26 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
         const json_value *v = &root.items[i];
         if (!strcmp(key, "__metadata__")) {
             if (v->kind != JSON_OBJECT) {
-                s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ is not an object");
+                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ is not an object");
                 goto done;
             }
             f->meta_keys = calloc(v->n ? v->n : 1, sizeof(char *));
             f->meta_vals = calloc(v->n ? v->n : 1, sizeof(char *));
             if (!f->meta_keys || !f->meta_vals) {
-                s = ferr(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+                s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
                 goto done;
             }
             for (size_t j = 0; j < v->n; j++) {
                 if (v->items[j].kind != JSON_STRING) {
-                    s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ value '%s' is not a string", v->keys[j]);
+                    s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ value '%s' is not a string",
+                                   v->keys[j]);
                     goto done;
                 }
                 f->meta_keys[f->n_meta] = strdup(v->keys[j]);
                 f->meta_vals[f->n_meta] = strdup(v->items[j].str);
                 f->n_meta++;
                 if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
-                    s = ferr(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+                    s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
                     goto done;
                 }
                 if (!strcmp(v->keys[j], "checksum")) f->checksum_off = 8 + v->items[j].src_off + 1;
@@ -207,24 +202,27 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
         const json_value *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *of = json_get(v, "data_offsets");
         if (v->kind != JSON_OBJECT || !dt || dt->kind != JSON_STRING || !sh || sh->kind != JSON_ARRAY || !of ||
             of->kind != JSON_ARRAY || of->n != 2 || v->n != 3) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' needs exactly dtype, shape and data_offsets[2]", key);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                           "safetensors: tensor '%s' needs exactly dtype, shape and data_offsets[2]", key);
             goto done;
         }
         st_tensor *t = &f->t[f->n];
         size_t es = st_dtype_size(dt->str);
         if (!es) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has unknown dtype '%s'", key, dt->str);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has unknown dtype '%s'", key,
+                           dt->str);
             goto done;
         }
         if (sh->n > 8) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has rank %zu (8 max)", key, sh->n);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has rank %zu (8 max)", key, sh->n);
             goto done;
         }
         t->rank = (int)sh->n;
         for (size_t d = 0; d < sh->n; d++) {
             uint64_t x;
             if (!is_uint(&sh->items[d], (uint64_t)1 << 40, &x)) {
-                s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a bad shape entry %zu", key, d);
+                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a bad shape entry %zu", key,
+                               d);
                 goto done;
             }
             t->shape[d] = (int64_t)x;
@@ -232,22 +230,24 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
         uint64_t a, b;
         if (!is_uint(&of->items[0], (uint64_t)1 << 53, &a) || !is_uint(&of->items[1], (uint64_t)1 << 53, &b) || b < a ||
             b > data_len) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has data_offsets outside the %llu-byte data", key,
-                     (unsigned long long)data_len);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                           "safetensors: tensor '%s' has data_offsets outside the %llu-byte data", key,
+                           (unsigned long long)data_len);
             goto done;
         }
         if (numel_of(t->rank, t->shape, &t->numel)) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a shape whose element count overflows", key);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                           "safetensors: tensor '%s' has a shape whose element count overflows", key);
             goto done;
         }
         if ((uint64_t)t->numel * es != b - a) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s': %llu bytes for %lld elements of %s", key,
-                     (unsigned long long)(b - a), (long long)t->numel, dt->str);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s': %llu bytes for %lld elements of %s",
+                           key, (unsigned long long)(b - a), (long long)t->numel, dt->str);
             goto done;
         }
         t->name = strdup(key);
         if (!t->name) {
-            s = ferr(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+            s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
             goto done;
         }
         snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
@@ -262,14 +262,16 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
     uint64_t at = 0;
     for (int i = 0; i < f->n; i++) {
         if (sp[i].a != at) {
-            s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' at bytes [%llu, %llu) %s", f->t[sp[i].i].name,
-                     (unsigned long long)sp[i].a, (unsigned long long)sp[i].b, sp[i].a < at ? "overlaps another" : "leaves a hole before it");
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' at bytes [%llu, %llu) %s",
+                           f->t[sp[i].i].name, (unsigned long long)sp[i].a, (unsigned long long)sp[i].b,
+                           sp[i].a < at ? "overlaps another" : "leaves a hole before it");
             goto done;
         }
         at = sp[i].b;
     }
     if (at != data_len)
-        s = ferr(err, errlen, WGML_ERR_FORMAT, "safetensors: %llu bytes after the last tensor", (unsigned long long)(data_len - at));
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: %llu bytes after the last tensor",
+                       (unsigned long long)(data_len - at));
 done:
     free(sp);
     json_free(&root);
@@ -280,7 +282,7 @@ wgml_status file_read_all(const char *path, uint8_t **out, size_t *len, char *er
     *out = NULL;
     *len = 0;
     FILE *fp = fopen(path, "rb");
-    if (!fp) return ferr(err, errlen, WGML_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!fp) return errbuf_set(err, errlen, WGML_ERR_IO, "%s: %s", path, strerror(errno));
     uint8_t *b = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -290,7 +292,7 @@ wgml_status file_read_all(const char *path, uint8_t **out, size_t *len, char *er
             if (!q) {
                 free(b);
                 fclose(fp);
-                return ferr(err, errlen, WGML_ERR_OOM, "%s: out of memory", path);
+                return errbuf_set(err, errlen, WGML_ERR_OOM, "%s: out of memory", path);
             }
             b = q;
         }
@@ -302,7 +304,7 @@ wgml_status file_read_all(const char *path, uint8_t **out, size_t *len, char *er
     fclose(fp);
     if (bad) {
         free(b);
-        return ferr(err, errlen, WGML_ERR_IO, "%s: read error", path);
+        return errbuf_set(err, errlen, WGML_ERR_IO, "%s: read error", path);
     }
     b[n] = 0;
     *out = b;
@@ -341,12 +343,12 @@ wgml_status file_write_atomic(const char *path, const void *const *parts, const 
                               char *err, size_t errlen) {
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 5);
-    if (!tmp) return ferr(err, errlen, WGML_ERR_OOM, "out of memory");
+    if (!tmp) return errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory");
     memcpy(tmp, path, pl);
     memcpy(tmp + pl, ".tmp", 5);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        wgml_status s = ferr(err, errlen, WGML_ERR_IO, "%s: %s", tmp, strerror(errno));
+        wgml_status s = errbuf_set(err, errlen, WGML_ERR_IO, "%s: %s", tmp, strerror(errno));
         free(tmp);
         return s;
     }
@@ -360,12 +362,13 @@ wgml_status file_write_atomic(const char *path, const void *const *parts, const 
             if (k == 0) {
                 close(fd);
                 free(tmp);
-                return ferr(err, errlen, WGML_ERR_IO, "simulated crash after %zu bytes", written);
+                return errbuf_set(err, errlen, WGML_ERR_IO, "simulated crash after %zu bytes", written);
             }
             ssize_t w = write(fd, p, k);
             if (w < 0 && errno == EINTR) continue;
             if (w <= 0) {
-                wgml_status s = ferr(err, errlen, WGML_ERR_IO, "%s: %s", tmp, w < 0 ? strerror(errno) : "short write");
+                wgml_status s =
+                    errbuf_set(err, errlen, WGML_ERR_IO, "%s: %s", tmp, w < 0 ? strerror(errno) : "short write");
                 close(fd);
                 unlink(tmp);
                 free(tmp);
@@ -375,13 +378,13 @@ wgml_status file_write_atomic(const char *path, const void *const *parts, const 
         }
     }
     if (fsync(fd) || close(fd)) {
-        wgml_status s = ferr(err, errlen, WGML_ERR_IO, "%s: %s", tmp, strerror(errno));
+        wgml_status s = errbuf_set(err, errlen, WGML_ERR_IO, "%s: %s", tmp, strerror(errno));
         unlink(tmp);
         free(tmp);
         return s;
     }
     if (rename(tmp, path)) {
-        wgml_status s = ferr(err, errlen, WGML_ERR_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
+        wgml_status s = errbuf_set(err, errlen, WGML_ERR_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
         unlink(tmp);
         free(tmp);
         return s;
@@ -490,13 +493,13 @@ void sha256_bytes(const void *data, size_t n, uint8_t out[32]) {
 
 wgml_status sha256_file(const char *path, char out[65], uint64_t *size, char *err, size_t errlen) {
     FILE *fp = fopen(path, "rb");
-    if (!fp) return ferr(err, errlen, WGML_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!fp) return errbuf_set(err, errlen, WGML_ERR_IO, "%s: %s", path, strerror(errno));
     sha256_ctx c;
     sha256_init(&c);
     uint8_t *buf = malloc(1 << 20);
     if (!buf) {
         fclose(fp);
-        return ferr(err, errlen, WGML_ERR_OOM, "out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory");
     }
     uint64_t total = 0;
     size_t k;
@@ -507,7 +510,7 @@ wgml_status sha256_file(const char *path, char out[65], uint64_t *size, char *er
     int bad = ferror(fp);
     fclose(fp);
     free(buf);
-    if (bad) return ferr(err, errlen, WGML_ERR_IO, "%s: read error", path);
+    if (bad) return errbuf_set(err, errlen, WGML_ERR_IO, "%s: read error", path);
     uint8_t d[32];
     sha256_final(&c, d);
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);

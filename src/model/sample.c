@@ -1,15 +1,13 @@
 /* Host-side sampling from one row of logits: temperature, top-k, top-p (nucleus). */
 #include "wgml.h"
 #include "wgml-model.h"
+#include "tensor/splitmix.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 uint64_t wgml_rng_seed(uint64_t seed) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull; /* splitmix64 finaliser */
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = splitmix64(&seed); /* the first splitmix64 output of the seed; never 0 */
     return z ? z : 1;
 }
 

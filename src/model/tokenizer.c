@@ -15,6 +15,7 @@
 #include "model/tokenizer.h"
 #include "wgml-model.h"
 
+#include "io/errbuf.h"
 #include "model/unicode_tables.h"
 
 #include <stdarg.h>
@@ -52,21 +53,12 @@ struct wgml_tokenizer {
     char err[512];
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static wgml_status terr(const wgml_tokenizer *t, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static wgml_status terr(const wgml_tokenizer *t, wgml_status s, const char *fmt, ...) {
     wgml_tokenizer *m = (wgml_tokenizer *)t; /* the error buffer is the only mutable state */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    errbuf_vset(m->err, sizeof m->err, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -207,12 +199,12 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
     size_t n;
     wgml_status st;
     if ((st = wgml_gguf_get_string(f, "tokenizer.ggml.model", &s, &n))) {
-        set_err(err, errlen, "tokenizer: %s", wgml_gguf_error(f));
-        return st;
+        return errbuf_set(err, errlen, st, "tokenizer: %s", wgml_gguf_error(f));
     }
     if (n != 4 || memcmp(s, "gpt2", 4)) {
-        set_err(err, errlen, "tokenizer: tokenizer.ggml.model '%.*s' is not supported (only byte-level BPE 'gpt2')", (int)(n > 64 ? 64 : n), s);
-        return WGML_ERR_UNSUPPORTED;
+        return errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED,
+                          "tokenizer: tokenizer.ggml.model '%.*s' is not supported (only byte-level BPE 'gpt2')",
+                          (int)(n > 64 ? 64 : n), s);
     }
     snprintf(t->pre, sizeof t->pre, "default");
     t->pre_kind = PRE_GPT2;
@@ -223,20 +215,19 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
         for (size_t i = 0; i < sizeof digit_first / sizeof digit_first[0]; i++)
             if (!strcmp(t->pre, digit_first[i])) { known = 1; t->pre_kind = PRE_DIGITS_GPT2; }
         if (!known) {
-            set_err(err, errlen, "tokenizer: pre-tokenizer '%s' (tokenizer.ggml.pre) is not supported", t->pre);
-            return WGML_ERR_UNSUPPORTED;
+            return errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED,
+                              "tokenizer: pre-tokenizer '%s' (tokenizer.ggml.pre) is not supported", t->pre);
         }
     }
 
     wgml_gguf_value toks, types, merges;
     if ((st = wgml_gguf_get_array(f, "tokenizer.ggml.tokens", &toks))) {
-        set_err(err, errlen, "tokenizer: %s", wgml_gguf_error(f));
-        return st;
+        return errbuf_set(err, errlen, st, "tokenizer: %s", wgml_gguf_error(f));
     }
     if (toks.elem_type != WGML_GGUF_STRING || toks.count == 0 || toks.count > INT32_MAX) {
-        set_err(err, errlen, "tokenizer: tokenizer.ggml.tokens must be a non-empty array of strings (got %llu of %s)",
-                (unsigned long long)toks.count, wgml_gguf_type_name(toks.elem_type));
-        return WGML_ERR_FORMAT;
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "tokenizer: tokenizer.ggml.tokens must be a non-empty array of strings (got %llu of %s)",
+                          (unsigned long long)toks.count, wgml_gguf_type_name(toks.elem_type));
     }
     int32_t nv = (int32_t)toks.count;
     t->tok = calloc((size_t)nv, sizeof *t->tok);
@@ -258,8 +249,7 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
         wgml_gguf_array_elem(f, toks, (uint64_t)i, &e);
         wgml_gguf_value_string(f, e, &s, &n);
         if (n > UINT32_MAX / 2) {
-            set_err(err, errlen, "tokenizer: token %d is too long", i);
-            return WGML_ERR_FORMAT;
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: token %d is too long", i);
         }
         t->tok[i] = malloc(n + 1);
         t->dec[i] = malloc(n + 1);
@@ -287,8 +277,8 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
     if (wgml_gguf_find(f, "tokenizer.ggml.token_type", &types)) {
         if (types.type != WGML_GGUF_ARRAY || types.count != toks.count ||
             (types.elem_type != WGML_GGUF_I32 && types.elem_type != WGML_GGUF_U32)) {
-            set_err(err, errlen, "tokenizer: tokenizer.ggml.token_type must be an i32 array of %d elements", nv);
-            return WGML_ERR_FORMAT;
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                              "tokenizer: tokenizer.ggml.token_type must be an i32 array of %d elements", nv);
         }
         for (int32_t i = 0; i < nv; i++) {
             wgml_gguf_value e;
@@ -320,11 +310,11 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
     st = WGML_OK;
     if (!wgml_gguf_find(f, "tokenizer.ggml.merges", &merges) || merges.type != WGML_GGUF_ARRAY ||
         merges.elem_type != WGML_GGUF_STRING) {
-        set_err(err, errlen, "tokenizer: tokenizer.ggml.merges missing or not an array of strings");
-        st = WGML_ERR_FORMAT;
+        st = errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                        "tokenizer: tokenizer.ggml.merges missing or not an array of strings");
     } else if (merges.count > INT32_MAX) {
-        set_err(err, errlen, "tokenizer: too many merges (%llu)", (unsigned long long)merges.count);
-        st = WGML_ERR_FORMAT;
+        st = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: too many merges (%llu)",
+                        (unsigned long long)merges.count);
     }
     if (!st) {
         t->merge_cap = 16;
@@ -355,9 +345,10 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
                 }
             }
             if (!sp || a < 0 || b < 0 || m < 0) {
-                set_err(err, errlen, "tokenizer: merge %llu '%.*s' %s", (unsigned long long)r, (int)(n > 80 ? 80 : n), s,
-                        !sp ? "has no space between its two parts" : "names a token that is not in the vocabulary");
-                st = WGML_ERR_FORMAT;
+                st = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: merge %llu '%.*s' %s", (unsigned long long)r,
+                                (int)(n > 80 ? 80 : n), s,
+                                !sp ? "has no space between its two parts"
+                                    : "names a token that is not in the vocabulary");
                 break;
             }
             uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
@@ -403,23 +394,16 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
     }
     return WGML_OK;
 oom:
-    set_err(err, errlen, "tokenizer: out of memory");
-    return WGML_ERR_OOM;
+    return errbuf_set(err, errlen, WGML_ERR_OOM, "tokenizer: out of memory");
 }
 
 wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *f, wgml_tokenizer **out, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!out) return WGML_ERR_ARG;
     *out = NULL;
-    if (!f) {
-        set_err(err, errlen, "tokenizer: no GGUF file given");
-        return WGML_ERR_ARG;
-    }
+    if (!f) { return errbuf_set(err, errlen, WGML_ERR_ARG, "tokenizer: no GGUF file given"); }
     wgml_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        set_err(err, errlen, "tokenizer: out of memory");
-        return WGML_ERR_OOM;
-    }
+    if (!t) { return errbuf_set(err, errlen, WGML_ERR_OOM, "tokenizer: out of memory"); }
     wgml_status s = build(t, f, err, errlen);
     if (s) {
         wgml_tokenizer_free(t);

@@ -201,7 +201,7 @@ wgml_tensor *wgml_adamw_buffer(wgml_optimizer *o, wgml_adamw_buffer_kind which) 
 
 int64_t wgml_adamw_used(const wgml_optimizer *o) { return o ? o->used : 0; }
 
-static wgml_status check_graph(wgml_graph *g, wgml_optimizer *o, const char *op) {
+static wgml_status check_opt_graph(wgml_graph *g, wgml_optimizer *o, const char *op) {
     if (!g) return wgml_set_error(o ? graph_ctx(o->g) : NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     if (!o) return wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "%s: optimizer is NULL", op);
     if (o->g != g) return wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "%s: the optimizer belongs to another graph", op);
@@ -212,7 +212,7 @@ static wgml_status check_graph(wgml_graph *g, wgml_optimizer *o, const char *op)
  * creation): always (a fill), or gated by the step recorded before it (adamw_clear:
  * not when that step was held for gradient accumulation). */
 static wgml_status zero_used_grads(wgml_graph *g, wgml_optimizer *o, const char *op, bool gated) {
-    wgml_status s = check_graph(g, o, op);
+    wgml_status s = check_opt_graph(g, o, op);
     if (s || o->used == 0) return s;
     wgml_tensor *prefix = wgml_tensor_view(o->flat[1], 0, 1, &o->used);
     if (!prefix) return wgml_last_status(graph_ctx(g));
@@ -230,7 +230,7 @@ wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *o) {
 
 wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
     const char *op = "adamw_step";
-    wgml_status s = check_graph(g, o, op);
+    wgml_status s = check_opt_graph(g, o, op);
     if (s) return s;
     wgml_ctx *ctx = graph_ctx(g);
     uint64_t n4 = (uint64_t)o->used / 4;

@@ -83,6 +83,10 @@ wgml_status check_operand(wgml_ctx *ctx, const wgml_graph *g, const char *op, co
     if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, dtype)) ||
         (s = check_rank(ctx, op, arg, t, lo, hi)))
         return s;
+    return check_graph(ctx, g, op, arg, t);
+}
+
+wgml_status check_graph(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t) {
     if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
     return WGML_OK;
 }

@@ -43,6 +43,8 @@ wgml_status check_rank(wgml_ctx *ctx, const char *op, const char *arg, const wgm
 /* The usual input check in one call: present, of dtype, rank in lo..hi, recorded in graph g. */
 wgml_status check_operand(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t,
                           wgml_dtype dtype, int lo, int hi);
+/* t (present) is recorded in graph g; the error names op and the argument. */
+wgml_status check_graph(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t);
 wgml_status check_same_graph(wgml_ctx *ctx, const char *op, const wgml_tensor *a, const wgml_tensor *b);
 wgml_status check_shape(wgml_ctx *ctx, const char *op, int rank, const int64_t *shape);
 /* "[2, 3, 4]" into buf; returns buf. */

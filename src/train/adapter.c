@@ -5,6 +5,8 @@
 #include "train/adapter.h"
 #include "wgml-model.h"
 
+#include "io/errbuf.h"
+#include "io/path.h"
 #include "io/gguf_write.h"
 #include "io/json.h"
 #include "train/checkpoint.h"
@@ -13,24 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static wgml_status aerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status aerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
-static char *path_in(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p) snprintf(p, a + b + 2, "%s/%s", dir, name);
-    return p;
-}
 
 /* ---- target names ---- */
 
@@ -71,7 +55,7 @@ void wgml_targets_format(unsigned targets, char *buf, size_t n) {
 }
 
 wgml_status wgml_file_sha256(const char *path, char out[65], uint64_t *size, char *err, size_t errlen) {
-    if (!path || !out || !size) return aerr(err, errlen, WGML_ERR_ARG, "sha256: bad argument");
+    if (!path || !out || !size) return errbuf_set(err, errlen, WGML_ERR_ARG, "sha256: bad argument");
     return sha256_file(path, out, size, err, errlen);
 }
 
@@ -112,14 +96,14 @@ static char *adapter_config_json(const wgml_train_config *cfg, const wgml_adapte
 wgml_status adapter_write(const char *dir, const wgml_train_config *cfg, const wgml_adapter_info *info, int n,
                           const st_write_tensor *t, char *err, size_t errlen) {
     if (!dir || !cfg || !info || !info->base_model || !info->base_sha256 || !info->data || n < 0 || (n && !t))
-        return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
-    char *path = path_in(dir, ADAPTER_FILE), *cpath = path_in(dir, ADAPTER_CONFIG_FILE), *cfg_json = NULL;
+        return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    char *path = path_join(dir, ADAPTER_FILE), *cpath = path_join(dir, ADAPTER_CONFIG_FILE), *cfg_json = NULL;
     uint8_t *file = NULL;
     size_t flen, clen;
     wgml_status s = WGML_ERR_OOM;
     char e2[600];
     if (!path || !cpath) {
-        aerr(err, errlen, s, "adapter: out of memory");
+        errbuf_set(err, errlen, s, "adapter: out of memory");
         goto out;
     }
     char tg[64], rk[16], al[32];
@@ -129,22 +113,22 @@ wgml_status adapter_write(const char *dir, const wgml_train_config *cfg, const w
     const char *mk[5] = {"format", "rank", "alpha", "targets", "base_model_sha256"};
     const char *mv[5] = {ADAPTER_FORMAT, rk, al, tg, info->base_sha256};
     if ((s = st_build(t, n, mk, mv, 5, &file, &flen, e2, sizeof e2))) {
-        aerr(err, errlen, s, "adapter: %s", e2);
+        errbuf_set(err, errlen, s, "adapter: %s", e2);
         goto out;
     }
     const void *parts[1] = {file};
     size_t sizes[1] = {flen};
     if ((s = file_write_atomic(path, parts, sizes, 1, SIZE_MAX, e2, sizeof e2))) {
-        aerr(err, errlen, s, "adapter: %s", e2);
+        errbuf_set(err, errlen, s, "adapter: %s", e2);
         goto out;
     }
     if (!(cfg_json = adapter_config_json(cfg, info, n, &clen))) {
-        s = aerr(err, errlen, WGML_ERR_OOM, "adapter config: out of memory");
+        s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter config: out of memory");
         goto out;
     }
     parts[0] = cfg_json;
     sizes[0] = clen;
-    if ((s = file_write_atomic(cpath, parts, sizes, 1, SIZE_MAX, e2, sizeof e2))) aerr(err, errlen, s, "adapter config: %s", e2);
+    if ((s = file_write_atomic(cpath, parts, sizes, 1, SIZE_MAX, e2, sizeof e2))) errbuf_set(err, errlen, s, "adapter config: %s", e2);
 out:
     free(cfg_json);
     free(file);
@@ -155,21 +139,21 @@ out:
 
 wgml_status wgml_trainer_save_adapter(wgml_trainer *t, const wgml_train_config *cfg, const char *dir, const wgml_adapter_info *info,
                                       char *err, size_t errlen) {
-    if (!t || !cfg || !dir || !info) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    if (!t || !cfg || !dir || !info) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
     int nt = 0;
     char e2[600];
     train_tensor *ti = train_tensors(t, &nt, e2, sizeof e2);
-    if (!ti) return aerr(err, errlen, WGML_ERR_ARG, "adapter: %s", e2);
+    if (!ti) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: %s", e2);
     wgml_status s = WGML_ERR_OOM;
     float **bufs = calloc((size_t)nt + 1, sizeof(float *));
     st_write_tensor *w = calloc((size_t)nt + 1, sizeof *w);
     if (!bufs || !w) {
-        aerr(err, errlen, s, "adapter: out of memory");
+        errbuf_set(err, errlen, s, "adapter: out of memory");
         goto out;
     }
     for (int i = 0; i < nt; i++) {
         if (!(bufs[i] = train_tensor_read(t, ti, i, 0, e2, sizeof e2))) {
-            s = aerr(err, errlen, WGML_ERR_GPU, "adapter: %s", e2);
+            s = errbuf_set(err, errlen, WGML_ERR_GPU, "adapter: %s", e2);
             goto out;
         }
         w[i] = (st_write_tensor){.name = ti[i].name, .dtype = "F32", .rank = ti[i].rank, .data = bufs[i]};
@@ -186,7 +170,7 @@ out:
 }
 
 wgml_status wgml_trainer_save_ste_gguf(wgml_trainer *t, const char *model_path, const char *out_path, char *err, size_t errlen) {
-    if (!t || !model_path || !out_path) return aerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!t || !model_path || !out_path) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     int nt = 0;
     train_tensor *ti = train_tensors(t, &nt, err, errlen);
     if (!ti) return WGML_ERR_ARG;
@@ -194,14 +178,14 @@ wgml_status wgml_trainer_save_ste_gguf(wgml_trainer *t, const char *model_path, 
     float **bufs = calloc((size_t)nt + 1, sizeof(float *));
     char **names = calloc((size_t)nt + 1, sizeof(char *));
     if (!bufs || !names) {
-        aerr(err, errlen, s, "out of memory");
+        errbuf_set(err, errlen, s, "out of memory");
         goto out;
     }
     for (int i = 0; i < nt; i++) {
         /* the trainer's "blk.L.TARGET.latent" is the GGUF's "blk.L.TARGET.weight" */
         size_t nl = strlen(ti[i].name);
         if (!(names[i] = malloc(nl + 8))) {
-            aerr(err, errlen, s, "out of memory");
+            errbuf_set(err, errlen, s, "out of memory");
             goto out;
         }
         memcpy(names[i], ti[i].name, nl + 1);
@@ -251,14 +235,14 @@ static wgml_status read_config(wgml_adapter *a, const char *dir, const char *cp,
     wgml_status s = file_read_all(cp, &cj, &cl, err, errlen);
     if (s) return s;
     if (json_parse((const char *)cj, cl, &v, e2, sizeof e2)) {
-        s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: %s", cp, e2);
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: %s", cp, e2);
         goto out;
     }
     const json_value *fmt = json_get(&v, "format"), *rank = json_get(&v, "rank"), *alpha = json_get(&v, "alpha"),
                      *tg = json_get(&v, "targets"), *mode = json_get(&v, "mode"), *base = json_get(&v, "base_model");
     if (!fmt || fmt->kind != JSON_STRING || strcmp(fmt->str, ADAPTER_FORMAT) || !rank || rank->kind != JSON_NUMBER || !alpha ||
         alpha->kind != JSON_NUMBER || !tg || tg->kind != JSON_ARRAY || (mode && (mode->kind != JSON_STRING || strcmp(mode->str, "lora")))) {
-        s = aerr(err, errlen, WGML_ERR_FORMAT, "%s is not a " ADAPTER_FORMAT " adapter config (format, mode lora, rank, alpha, targets)",
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s is not a " ADAPTER_FORMAT " adapter config (format, mode lora, rank, alpha, targets)",
                  cp);
         goto out;
     }
@@ -269,7 +253,7 @@ static wgml_status read_config(wgml_adapter *a, const char *dir, const char *cp,
     for (size_t i = 0; i < tg->n; i++) {
         unsigned b;
         if (tg->items[i].kind != JSON_STRING || wgml_targets_parse(tg->items[i].str, &b)) {
-            s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: unknown target", cp);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: unknown target", cp);
             goto out;
         }
         a->cfg.targets |= b;
@@ -280,7 +264,7 @@ static wgml_status read_config(wgml_adapter *a, const char *dir, const char *cp,
         uint64_t size;
         if ((s = sha256_file(model_path, sha, &size, err, errlen))) goto out;
         if (size != (uint64_t)bz->number || strcmp(sha, bs->str)) {
-            s = aerr(err, errlen, WGML_ERR_FORMAT,
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
                      "the adapter in %s was trained on another base model (sha256 %.16s..., this model %.16s...)", dir, bs->str, sha);
             goto out;
         }
@@ -293,14 +277,14 @@ out:
 }
 
 wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen) {
-    if (!out) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    if (!out) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
     *out = NULL;
-    if (!dir) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    if (!dir) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
     wgml_adapter *a = calloc(1, sizeof *a);
-    char *cp = path_in(dir, ADAPTER_CONFIG_FILE), *sp = path_in(dir, ADAPTER_FILE);
+    char *cp = path_join(dir, ADAPTER_CONFIG_FILE), *sp = path_join(dir, ADAPTER_FILE);
     wgml_status s = WGML_ERR_OOM;
     if (!a || !cp || !sp) {
-        aerr(err, errlen, s, "adapter: out of memory");
+        errbuf_set(err, errlen, s, "adapter: out of memory");
         goto out;
     }
     a->cfg = wgml_train_defaults();
@@ -309,18 +293,18 @@ wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adap
     a->names = calloc((size_t)a->st.n + 1, sizeof(char *));
     a->data = calloc((size_t)a->st.n + 1, sizeof(float *));
     if (!a->names || !a->data) {
-        s = aerr(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+        s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
         goto out;
     }
     for (int i = 0; i < a->st.n; i++) {
         const st_tensor *x = &a->st.t[i];
         if (strcmp(x->dtype, "F32")) {
-            s = aerr(err, errlen, WGML_ERR_FORMAT, "%s: tensor %s is %s, not F32", sp, x->name, x->dtype);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: tensor %s is %s, not F32", sp, x->name, x->dtype);
             goto out;
         }
         a->names[a->n] = x->name;
         if (!(a->data[a->n] = malloc(x->nbytes ? x->nbytes : 4))) { /* aligned copy */
-            s = aerr(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+            s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
             goto out;
         }
         memcpy(a->data[a->n], x->data, x->nbytes);
@@ -345,13 +329,13 @@ wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
 }
 
 wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, char *err, size_t errlen) {
-    if (!t || !a) return aerr(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    if (!t || !a) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
     int nt = 0;
     train_tensor *ti = train_tensors(t, &nt, err, errlen);
     if (!ti) return WGML_ERR_ARG;
     wgml_status s = WGML_ERR_FORMAT;
     if (a->n != nt) {
-        aerr(err, errlen, s, "the adapter holds %d tensors, its configuration needs %d", a->n, nt);
+        errbuf_set(err, errlen, s, "the adapter holds %d tensors, its configuration needs %d", a->n, nt);
         goto out;
     }
     for (int i = 0; i < nt; i++) {
@@ -359,11 +343,11 @@ wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, ch
         int j = 0;
         while (j < a->n && strcmp(a->names[j], ti[i].name)) j++;
         if (!x || j == a->n || x->numel != ti[i].numel) {
-            s = aerr(err, errlen, WGML_ERR_FORMAT, "tensor %s is missing or has another shape", ti[i].name);
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tensor %s is missing or has another shape", ti[i].name);
             goto out;
         }
         if ((s = wgml_trainer_write_state(t, i, 0, a->data[j]))) {
-            aerr(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
+            errbuf_set(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
             goto out;
         }
     }

@@ -1,6 +1,8 @@
 /* Checkpoint files: safetensors plus a whole-file checksum, written atomically. */
 #define _POSIX_C_SOURCE 200809L
 #include "train/checkpoint.h"
+#include "io/errbuf.h"
+#include "io/path.h"
 
 #include "graph/graph.h"
 
@@ -11,37 +13,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static wgml_status cerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status cerr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
-static char *path_join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
 static const char zeros16[] = "0000000000000000";
 
 wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const char *const *keys, const char *const *vals,
                       int n_meta, size_t crash_after, char *err, size_t errlen) {
-    if (!dir || n_meta < 0) return cerr(err, errlen, WGML_ERR_ARG, "checkpoint: bad argument");
-    if (mkdir(dir, 0755) && errno != EEXIST) return cerr(err, errlen, WGML_ERR_IO, "checkpoint: mkdir %s: %s", dir, strerror(errno));
+    if (!dir || n_meta < 0) return errbuf_set(err, errlen, WGML_ERR_ARG, "checkpoint: bad argument");
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return errbuf_set(err, errlen, WGML_ERR_IO, "checkpoint: mkdir %s: %s", dir, strerror(errno));
     const char **k = malloc(sizeof(char *) * (size_t)(n_meta + 2)), **v = malloc(sizeof(char *) * (size_t)(n_meta + 2));
     if (!k || !v) {
         free(k), free(v);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     k[0] = "format", v[0] = CKPT_FORMAT;
     for (int i = 0; i < n_meta; i++) k[i + 1] = keys[i], v[i + 1] = vals[i];
@@ -56,7 +38,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     uint8_t *copy = malloc(len);
     if (!copy) {
         free(buf);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     memcpy(copy, buf, len);
     s = st_parse(copy, len, &f, err, errlen);
@@ -64,7 +46,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     st_free(&f);
     if (s || !off || off + 16 > len) {
         free(buf);
-        return s ? s : cerr(err, errlen, WGML_ERR_FORMAT, "checkpoint: no checksum field");
+        return s ? s : errbuf_set(err, errlen, WGML_ERR_FORMAT, "checkpoint: no checksum field");
     }
     uint64_t h = fnv1a64(FNV1A64_INIT, buf, len);
     char hex[17];
@@ -73,7 +55,7 @@ wgml_status ckpt_save(const char *dir, const st_write_tensor *t, int n, const ch
     char *path = path_join(dir, CKPT_FILE);
     if (!path) {
         free(buf);
-        return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     }
     const void *parts[1] = {buf};
     size_t sizes[1] = {len};
@@ -87,13 +69,14 @@ wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, 
     char e2[400];
     wgml_status s = st_parse(buf, size, f, e2, sizeof e2);
     if (s) {
-        cerr(err, errlen, s, "corrupt or missing checkpoint: %s: %s", name, e2);
+        errbuf_set(err, errlen, s, "corrupt or missing checkpoint: %s: %s", name, e2);
         st_free(f);
         return s;
     }
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) || !f->checksum_off || f->checksum_off + 16 > f->size) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", name, CKPT_FORMAT);
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: not a %s file (format or checksum missing)", name,
+                       CKPT_FORMAT);
         goto fail;
     }
     char saved[17];
@@ -105,7 +88,8 @@ wgml_status ckpt_parse(uint8_t *buf, size_t size, const char *name, st_file *f, 
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
     if (strcmp(hex, saved)) {
-        s = cerr(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", name, saved, hex);
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "corrupt checkpoint %s: checksum %s stored, %s computed", name,
+                       saved, hex);
         goto fail;
     }
     return WGML_OK;
@@ -117,13 +101,13 @@ fail:
 wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     char *path = path_join(dir, CKPT_FILE);
-    if (!path) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+    if (!path) return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     char e2[400];
     uint8_t *buf;
     size_t size;
     wgml_status s = file_read_all(path, &buf, &size, e2, sizeof e2);
     if (s) {
-        cerr(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
+        errbuf_set(err, errlen, s, "corrupt or missing checkpoint: %s", e2);
         free(path);
         return s;
     }
@@ -135,8 +119,9 @@ wgml_status ckpt_load(const char *dir, st_file *f, char *err, size_t errlen) {
 wgml_status ckpt_expect(const st_file *f, const char *key, const char *want, char *err, size_t errlen) {
     const char *got = st_meta(f, key);
     if (got && !strcmp(got, want)) return WGML_OK;
-    return cerr(err, errlen, WGML_ERR_FORMAT, "checkpoint mismatch: %s is '%.200s' in the checkpoint but '%.200s' in this run", key,
-                got ? got : "(absent)", want);
+    return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                      "checkpoint mismatch: %s is '%.200s' in the checkpoint but '%.200s' in this run", key,
+                      got ? got : "(absent)", want);
 }
 
 /* ---- the trainer's state in a checkpoint (public API in include/wgml-train.h) ---- */
@@ -147,13 +132,13 @@ train_tensor *train_tensors(wgml_trainer *t, int *n, char *err, size_t errlen) {
     *n = wgml_trainer_tensor_count(t);
     train_tensor *ti = calloc((size_t)(*n > 0 ? *n : 1), sizeof *ti);
     if (!ti) {
-        cerr(err, errlen, WGML_ERR_OOM, "out of memory");
+        errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory");
         return NULL;
     }
     for (int i = 0; i < *n; i++) {
         ti[i].name = wgml_trainer_tensor_name(t, i);
         if (!ti[i].name || wgml_trainer_tensor_shape(t, i, &ti[i].rank, ti[i].shape)) {
-            cerr(err, errlen, WGML_ERR_ARG, "trainer tensor %d: %s", i, wgml_last_error(train_ctx(t)));
+            errbuf_set(err, errlen, WGML_ERR_ARG, "trainer tensor %d: %s", i, wgml_last_error(train_ctx(t)));
             free(ti);
             return NULL;
         }
@@ -166,11 +151,11 @@ train_tensor *train_tensors(wgml_trainer *t, int *n, char *err, size_t errlen) {
 float *train_tensor_read(wgml_trainer *t, const train_tensor *ti, int i, int what, char *err, size_t errlen) {
     float *buf = malloc((size_t)ti[i].numel * sizeof(float));
     if (!buf) {
-        cerr(err, errlen, WGML_ERR_OOM, "reading %s: out of memory", ti[i].name);
+        errbuf_set(err, errlen, WGML_ERR_OOM, "reading %s: out of memory", ti[i].name);
         return NULL;
     }
     if (wgml_trainer_read_state(t, i, what, buf)) {
-        cerr(err, errlen, wgml_last_status(train_ctx(t)), "reading %s: %s", ti[i].name, wgml_last_error(train_ctx(t)));
+        errbuf_set(err, errlen, wgml_last_status(train_ctx(t)), "reading %s: %s", ti[i].name, wgml_last_error(train_ctx(t)));
         free(buf);
         return NULL;
     }
@@ -183,7 +168,7 @@ static const char *const part_suffix[3] = {"", ".adam_m", ".adam_v"};
 
 wgml_status wgml_checkpoint_save(wgml_trainer *t, const char *dir, const char *const *keys, const char *const *vals, int n_meta,
                                  char *err, size_t errlen) {
-    if (!t || !dir || n_meta < 0 || (n_meta && (!keys || !vals))) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!t || !dir || n_meta < 0 || (n_meta && (!keys || !vals))) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     int nt = 0;
     train_tensor *ti = train_tensors(t, &nt, err, errlen);
     if (!ti) return WGML_ERR_ARG;
@@ -195,7 +180,7 @@ wgml_status wgml_checkpoint_save(wgml_trainer *t, const char *dir, const char *c
     void *opt = malloc(ob);
     int n = 0;
     if (!bufs || !names || !w || !opt) {
-        cerr(err, errlen, s, "out of memory");
+        errbuf_set(err, errlen, s, "out of memory");
         goto out;
     }
     for (int i = 0; i < nt; i++)
@@ -210,7 +195,7 @@ wgml_status wgml_checkpoint_save(wgml_trainer *t, const char *dir, const char *c
             n++;
         }
     if ((s = wgml_trainer_read_opt_state(t, opt, &ob))) {
-        cerr(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
+        errbuf_set(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
         goto out;
     }
     w[n] = (st_write_tensor){.name = OPT_STATE_NAME, .dtype = "U8", .rank = 1, .shape = {(int64_t)ob}, .data = opt};
@@ -231,11 +216,11 @@ struct wgml_checkpoint {
 };
 
 wgml_status wgml_checkpoint_open(const char *dir, wgml_checkpoint **out, char *err, size_t errlen) {
-    if (!out) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!out) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     *out = NULL;
-    if (!dir) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!dir) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     wgml_checkpoint *c = calloc(1, sizeof *c);
-    if (!c) return cerr(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
+    if (!c) return errbuf_set(err, errlen, WGML_ERR_OOM, "checkpoint: out of memory");
     wgml_status s = ckpt_load(dir, &c->f, err, errlen);
     if (s) {
         free(c);
@@ -254,12 +239,12 @@ void wgml_checkpoint_close(wgml_checkpoint *c) {
 const char *wgml_checkpoint_meta(const wgml_checkpoint *c, const char *key) { return c && key ? st_meta(&c->f, key) : NULL; }
 
 wgml_status wgml_checkpoint_expect(const wgml_checkpoint *c, const char *key, const char *want, char *err, size_t errlen) {
-    if (!c || !key || !want) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!c || !key || !want) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     return ckpt_expect(&c->f, key, want, err, errlen);
 }
 
 wgml_status wgml_checkpoint_restore(const wgml_checkpoint *c, wgml_trainer *t, char *err, size_t errlen) {
-    if (!c || !t) return cerr(err, errlen, WGML_ERR_ARG, "bad argument");
+    if (!c || !t) return errbuf_set(err, errlen, WGML_ERR_ARG, "bad argument");
     const st_file *f = &c->f;
     int nt = 0;
     train_tensor *ti = train_tensors(t, &nt, err, errlen);
@@ -268,7 +253,7 @@ wgml_status wgml_checkpoint_restore(const wgml_checkpoint *c, wgml_trainer *t, c
     int saved = 0;
     for (int i = 0; i < f->n; i++) saved += !strstr(f->t[i].name, ".adam_") && strcmp(f->t[i].name, OPT_STATE_NAME);
     if (saved != nt) {
-        cerr(err, errlen, s, "checkpoint mismatch: %d trainable tensors saved, this run has %d", saved, nt);
+        errbuf_set(err, errlen, s, "checkpoint mismatch: %d trainable tensors saved, this run has %d", saved, nt);
         goto out;
     }
     for (int i = 0; i < nt; i++)
@@ -279,30 +264,30 @@ wgml_status wgml_checkpoint_restore(const wgml_checkpoint *c, wgml_trainer *t, c
             int ok = x && !strcmp(x->dtype, "F32") && x->rank == ti[i].rank && x->numel == ti[i].numel;
             for (int d = 0; ok && d < x->rank; d++) ok = x->shape[d] == ti[i].shape[d];
             if (!ok) {
-                cerr(err, errlen, s, "checkpoint mismatch: tensor %s is missing or has another shape", nm);
+                errbuf_set(err, errlen, s, "checkpoint mismatch: tensor %s is missing or has another shape", nm);
                 goto out;
             }
             float *buf = malloc(x->nbytes); /* an aligned copy: the file's bytes need not be */
             if (!buf) {
-                s = cerr(err, errlen, WGML_ERR_OOM, "%s: out of memory", nm);
+                s = errbuf_set(err, errlen, WGML_ERR_OOM, "%s: out of memory", nm);
                 goto out;
             }
             memcpy(buf, x->data, x->nbytes);
             s = wgml_trainer_write_state(t, i, what, buf);
             free(buf);
             if (s) {
-                cerr(err, errlen, s, "%s: %s", nm, wgml_last_error(train_ctx(t)));
+                errbuf_set(err, errlen, s, "%s: %s", nm, wgml_last_error(train_ctx(t)));
                 goto out;
             }
             s = WGML_ERR_FORMAT;
         }
     const st_tensor *os = st_find(f, OPT_STATE_NAME);
     if (!os) {
-        cerr(err, errlen, s, "optimizer state: missing");
+        errbuf_set(err, errlen, s, "optimizer state: missing");
         goto out;
     }
     if ((s = wgml_trainer_write_opt_state(t, os->data, os->nbytes))) {
-        cerr(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
+        errbuf_set(err, errlen, s, "optimizer state: %s", wgml_last_error(train_ctx(t)));
         goto out;
     }
     s = WGML_OK;

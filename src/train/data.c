@@ -3,24 +3,15 @@
 #include "wgml-model.h"
 #include "wgml-train.h"
 
+#include "io/errbuf.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "tensor/splitmix.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static wgml_status derr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static wgml_status derr(char *err, size_t errlen, wgml_status s, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 void wgml_data_free(wgml_dataset *ds) {
     if (!ds) return;
@@ -43,8 +34,8 @@ static int64_t count_labels(const wgml_dataset *ds, int64_t r0, int64_t r1) {
 }
 
 static wgml_status check_args(int seq_len, double eval_fraction, char *err, size_t errlen) {
-    if (seq_len < 1 || seq_len > (1 << 20)) return derr(err, errlen, WGML_ERR_ARG, "data: seq_len %d out of range", seq_len);
-    if (!(eval_fraction >= 0 && eval_fraction < 1)) return derr(err, errlen, WGML_ERR_ARG, "data: eval fraction %g is not in [0, 1)", eval_fraction);
+    if (seq_len < 1 || seq_len > (1 << 20)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: seq_len %d out of range", seq_len);
+    if (!(eval_fraction >= 0 && eval_fraction < 1)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: eval fraction %g is not in [0, 1)", eval_fraction);
     return WGML_OK;
 }
 
@@ -53,11 +44,11 @@ wgml_status wgml_data_from_text(const wgml_tokenizer *tok, const char *text, siz
     memset(ds, 0, sizeof *ds);
     wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
     if (s) return s;
-    if (!tok || (!text && len)) return derr(err, errlen, WGML_ERR_ARG, "data: NULL argument");
+    if (!tok || (!text && len)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: NULL argument");
     int32_t *ids = NULL;
     size_t n = 0;
     s = wgml_tokenizer_encode(tok, text, len, 0, &ids, &n);
-    if (s) return derr(err, errlen, s, "data: %s", wgml_tokenizer_error(tok));
+    if (s) return errbuf_set(err, errlen, s, "data: %s", wgml_tokenizer_error(tok));
     size_t n_eval_tok = (size_t)((double)n * eval_fraction);
     size_t n_train_tok = n - n_eval_tok;
     int64_t L = seq_len;
@@ -65,11 +56,11 @@ wgml_status wgml_data_from_text(const wgml_tokenizer *tok, const char *text, siz
     int64_t re = n_eval_tok > (size_t)L ? (int64_t)(n_eval_tok - 1) / L : 0;
     if (rt < 1) {
         free(ids);
-        return derr(err, errlen, WGML_ERR_ARG, "data: %zu training tokens do not fill one row of %d + 1 tokens", n_train_tok, seq_len);
+        return errbuf_set(err, errlen, WGML_ERR_ARG, "data: %zu training tokens do not fill one row of %d + 1 tokens", n_train_tok, seq_len);
     }
     if (eval_fraction > 0 && re < 1) {
         free(ids);
-        return derr(err, errlen, WGML_ERR_ARG,
+        return errbuf_set(err, errlen, WGML_ERR_ARG,
                     "data: the held-out %zu tokens (eval fraction %g) do not fill one row of %d + 1 tokens; use more text, a "
                     "larger eval fraction or a shorter seq-len", n_eval_tok, eval_fraction, seq_len);
     }
@@ -79,7 +70,7 @@ wgml_status wgml_data_from_text(const wgml_tokenizer *tok, const char *text, siz
     if (!ds->tok || !ds->tgt) {
         free(ids);
         wgml_data_free(ds);
-        return derr(err, errlen, WGML_ERR_OOM, "data: out of memory");
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "data: out of memory");
     }
     for (int64_t r = 0; r < rt; r++) memcpy(ds->tok + (size_t)r * w, ids + (size_t)r * (size_t)L, w * sizeof(int32_t));
     for (int64_t r = 0; r < re; r++)
@@ -129,10 +120,10 @@ static wgml_status add_piece(const wgml_tokenizer *tok, tokbuf *b, const char *t
     int32_t *ids;
     size_t n;
     wgml_status s = wgml_tokenizer_encode(tok, text + a, e - a, WGML_TOK_SPECIAL, &ids, &n);
-    if (s) return derr(err, errlen, s, "%s", wgml_tokenizer_error(tok));
+    if (s) return errbuf_set(err, errlen, s, "%s", wgml_tokenizer_error(tok));
     int bad = tb_add(b, ids, n, target);
     free(ids);
-    return bad ? derr(err, errlen, WGML_ERR_OOM, "out of memory") : WGML_OK;
+    return bad ? errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory") : WGML_OK;
 }
 
 /* One example's tokens and targets: each prefix of the conversation is formatted with the
@@ -148,9 +139,9 @@ static wgml_status encode_chat(const wgml_tokenizer *tok, const wgml_chat_msg *m
         s = wgml_chat_apply(tok, msgs, i, 1, &hdr, &hl);
         if (!s) s = wgml_chat_apply(tok, msgs, i + 1, 0, &cur, &cl);
         if (s) {
-            derr(err, errlen, s, "%s", wgml_tokenizer_error(tok));
+            errbuf_set(err, errlen, s, "%s", wgml_tokenizer_error(tok));
         } else if (hl < done || cl < hl || memcmp(cur, hdr, done)) {
-            s = derr(err, errlen, WGML_ERR_UNSUPPORTED, "the chat template does not format a conversation as a prefix of its continuation");
+            s = errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED, "the chat template does not format a conversation as a prefix of its continuation");
         } else if (!strcmp(msgs[i].role, "assistant")) {
             /* the header is the generation prompt; the content runs to the end marker */
             const char *end_mark = "<|im_end|>";
@@ -166,7 +157,7 @@ static wgml_status encode_chat(const wgml_tokenizer *tok, const wgml_chat_msg *m
                 }
             }
             if (!m) {
-                s = derr(err, errlen, WGML_ERR_UNSUPPORTED, "cannot find the assistant content in the formatted conversation");
+                s = errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED, "cannot find the assistant content in the formatted conversation");
             } else {
                 size_t content_end = (size_t)(m - cur) + el;
                 s = add_piece(tok, b, cur, done, hl, 0, err, errlen);
@@ -194,50 +185,50 @@ static const char *str_member(const json_value *o, const char *key) {
 static wgml_status parse_example(const wgml_tokenizer *tok, const char *line, size_t len, tokbuf *b, char *err, size_t errlen) {
     json_value v;
     char jerr[200];
-    if (json_parse(line, len, &v, jerr, sizeof jerr)) return derr(err, errlen, WGML_ERR_FORMAT, "%s", jerr);
+    if (json_parse(line, len, &v, jerr, sizeof jerr)) return errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s", jerr);
     wgml_status s = WGML_OK;
     wgml_chat_msg *msgs = NULL;
     size_t n = 0;
     const json_value *mv = json_get(&v, "messages");
     if (v.kind != JSON_OBJECT) {
-        s = derr(err, errlen, WGML_ERR_FORMAT, "the line is not a JSON object");
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "the line is not a JSON object");
     } else if (mv) {
         if (mv->kind != JSON_ARRAY || mv->n == 0) {
-            s = derr(err, errlen, WGML_ERR_FORMAT, "\"messages\" must be a non-empty array");
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "\"messages\" must be a non-empty array");
             goto out;
         }
         msgs = calloc(mv->n, sizeof *msgs);
         if (!msgs) {
-            s = derr(err, errlen, WGML_ERR_OOM, "out of memory");
+            s = errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory");
             goto out;
         }
         int any_assistant = 0;
         for (size_t i = 0; i < mv->n; i++) {
             const char *role = str_member(&mv->items[i], "role"), *content = str_member(&mv->items[i], "content");
             if (!role || !content) {
-                s = derr(err, errlen, WGML_ERR_FORMAT, "message %zu needs string \"role\" and \"content\"", i);
+                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "message %zu needs string \"role\" and \"content\"", i);
                 goto out;
             }
             if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-                s = derr(err, errlen, WGML_ERR_FORMAT, "message %zu has role \"%.40s\" (system, user or assistant)", i, role);
+                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "message %zu has role \"%.40s\" (system, user or assistant)", i, role);
                 goto out;
             }
             any_assistant |= !strcmp(role, "assistant");
             msgs[n++] = (wgml_chat_msg){role, content};
         }
         if (!any_assistant) {
-            s = derr(err, errlen, WGML_ERR_FORMAT, "no assistant message (nothing to learn)");
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "no assistant message (nothing to learn)");
             goto out;
         }
     } else {
         const char *p = str_member(&v, "prompt"), *r = str_member(&v, "response");
         if (!p || !r) {
-            s = derr(err, errlen, WGML_ERR_FORMAT, "expected \"messages\" or string \"prompt\" and \"response\"");
+            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "expected \"messages\" or string \"prompt\" and \"response\"");
             goto out;
         }
         msgs = calloc(2, sizeof *msgs);
         if (!msgs) {
-            s = derr(err, errlen, WGML_ERR_OOM, "out of memory");
+            s = errbuf_set(err, errlen, WGML_ERR_OOM, "out of memory");
             goto out;
         }
         msgs[0] = (wgml_chat_msg){"user", p};
@@ -256,7 +247,7 @@ wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, si
     memset(ds, 0, sizeof *ds);
     wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
     if (s) return s;
-    if (!tok || (!text && len)) return derr(err, errlen, WGML_ERR_ARG, "data: NULL argument");
+    if (!tok || (!text && len)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: NULL argument");
     size_t w = (size_t)seq_len + 1, cap = 0;
     int32_t pad = pad_of(tok);
     tokbuf b = {0};
@@ -274,7 +265,7 @@ wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, si
         char e2[300];
         s = parse_example(tok, text + a, e - a, &b, e2, sizeof e2);
         if (s) {
-            derr(err, errlen, s, "line %zu: %s", line_no, e2);
+            errbuf_set(err, errlen, s, "line %zu: %s", line_no, e2);
             goto fail;
         }
         if ((size_t)ds->n_examples + 1 > cap) {
@@ -298,7 +289,7 @@ wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, si
     int64_t ne = (int64_t)((double)ds->n_examples * eval_fraction + 0.999999);
     if (eval_fraction > 0 && ne < 1) ne = 1;
     if (ds->n_examples - ne < 1) {
-        s = derr(err, errlen, WGML_ERR_ARG, "data: %lld examples leave none for training after holding out %lld",
+        s = errbuf_set(err, errlen, WGML_ERR_ARG, "data: %lld examples leave none for training after holding out %lld",
                  (long long)ds->n_examples, (long long)ne);
         goto fail;
     }
@@ -311,7 +302,7 @@ wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, si
     ds->perm_epoch = -1;
     return WGML_OK;
 oom:
-    s = derr(err, errlen, WGML_ERR_OOM, "data: out of memory");
+    s = errbuf_set(err, errlen, WGML_ERR_OOM, "data: out of memory");
 fail:
     free(b.id);
     free(b.tg);
@@ -326,14 +317,14 @@ wgml_status wgml_data_from_file(const wgml_tokenizer *tok, const char *path, int
     size_t len;
     char e2[400];
     wgml_status s = file_read_all(path, &buf, &len, e2, sizeof e2);
-    if (s) return derr(err, errlen, s, "data: %s", e2);
+    if (s) return errbuf_set(err, errlen, s, "data: %s", e2);
     size_t pl = strlen(path), i = 0;
     while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
     int jsonl = (pl >= 6 && !strcmp(path + pl - 6, ".jsonl")) || (i < len && buf[i] == '{');
     s = jsonl ? wgml_data_from_jsonl(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2)
               : wgml_data_from_text(tok, (const char *)buf, len, seq_len, eval_fraction, ds, e2, sizeof e2);
     free(buf);
-    if (s) derr(err, errlen, s, "%s: %s", path, e2);
+    if (s) errbuf_set(err, errlen, s, "%s: %s", path, e2);
     return s;
 }
 
@@ -345,13 +336,6 @@ void wgml_data_row(const wgml_dataset *ds, int64_t row, int32_t *inputs, int32_t
         inputs[j] = t[j];
         labels[j] = g[j + 1] ? t[j + 1] : -100;
     }
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 int64_t wgml_data_train_row(wgml_dataset *ds, uint64_t seed, int64_t pos) {

@@ -29,6 +29,7 @@
 #include "graph/graph.h"
 #include "model/llama.h"
 #include "ops/q4/q4_share.h"
+#include "tensor/splitmix.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -78,13 +79,6 @@ wgml_train_config wgml_train_defaults(void) {
                                .clip_norm = 1.0f,
                                .seed = 0,
                                .grad_accum = 1};
-}
-
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 void wgml_trainer_free(wgml_trainer *t) {

@@ -14,8 +14,7 @@ static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op
     if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_I32))) return s;
     if (t->numel != 1)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s must hold one element", op, arg, tshape(t));
-    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
-    return WGML_OK;
+    return check_graph(ctx, g, op, arg, t);
 }
 
 /* q [B, Hq, Sq, D] against k, v [B, Hkv, Skv, D]: same B and D, k and v the same shape,

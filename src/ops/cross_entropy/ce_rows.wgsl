@@ -29,8 +29,8 @@ struct Params { n_rows: u32, vocab: u32, ninf: f32, n_cnt: u32 }
 @group(0) @binding(5) var<storage, read_write> dx: array<V>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> sm: array<f32, WG>;
-var<workgroup> sl: array<f32, WG>;
+//!include reduce_lse
+
 var<workgroup> sc: array<u32, WG>;
 
 @compute @workgroup_size(WG)
@@ -54,31 +54,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let base = row * cnt_row;
         let lab = labels[row];
         let valid = lab >= 0 && u32(lab) < p.vocab; // out-of-range labels are never used as an index
-        var m = p.ninf;
-        var l = 0.0;
+        var ml = vec2<f32>(p.ninf, 0.0);
         for (var j = lid; j < cnt_row; j += WG) {
             let v = x[base + j];
-            let mv = hmax(v);
-            if (mv > p.ninf) { // an all -inf step adds nothing
-                if (mv > m) {
-                    l = l * exp(m - mv);
-                    m = mv;
-                }
-                l += hsum(exp(v - V(m)));
-            }
+            ml = lse_step(ml, v, p.ninf);
         }
-        sm[lid] = m;
-        sl[lid] = l;
+        sm[lid] = ml.x;
+        sl[lid] = ml.y;
         workgroupBarrier();
         for (var s = WG / 2u; s > 0u; s = s >> 1u) {
             if (lid < s) {
-                let ma = sm[lid];
-                let mb = sm[lid + s];
-                let mx = max(ma, mb);
-                if (mx > p.ninf) {
-                    sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
-                    sm[lid] = mx;
-                }
+                lse_merge_slots(lid, lid + s, p.ninf);
                 if (count_here && rr == 0u) { sc[lid] += sc[lid + s]; }
             }
             workgroupBarrier();

@@ -152,10 +152,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
         check_rank(ctx, op, "logits", logits, 1, WGML_MAX_RANK) || check_tensor(ctx, op, "labels", labels) ||
         check_dtype(ctx, op, "labels", labels, WGML_I32) || check_same_graph(ctx, op, logits, labels))
         return NULL;
-    if (logits->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: logits belong to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "logits", logits)) return NULL;
     int64_t vocab = logits->shape[logits->rank - 1], rows = logits->numel / vocab;
     bool same = labels->rank == logits->rank - 1 || (logits->rank == 1 && labels->rank == 1 && labels->numel == 1);
     for (int i = 0; same && i < logits->rank - 1; i++) same = labels->shape[i] == logits->shape[i];

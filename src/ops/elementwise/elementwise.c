@@ -267,11 +267,7 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
 static bool bad_operand(wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t, wgml_dtype want) {
     wgml_ctx *ctx = graph_ctx(g);
     if (check_tensor(ctx, op, arg, t) || check_dtype(ctx, op, arg, t, want)) return true;
-    if (t->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s %s belongs to another graph", op, arg, tshape(t));
-        return true;
-    }
-    return false;
+    return check_graph(ctx, g, op, arg, t) != WGML_OK;
 }
 
 /* ------------------------------------------------------------------ binary */

@@ -35,7 +35,7 @@ wgml_status wgml_fill(wgml_graph *g, wgml_tensor *t, double value) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_status s = check_tensor(ctx, "fill", "t", t);
     if (s) return s;
-    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "fill: t belongs to another graph");
+    if ((s = check_graph(ctx, g, "fill", "t", t))) return s;
     uint32_t bits = 0;
     if ((s = value_bits(ctx, "fill", t->dtype, value, &bits))) return s;
     return graph_fill_bits(g, t, bits);

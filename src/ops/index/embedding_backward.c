@@ -20,10 +20,7 @@ wgml_tensor *wgml_embedding_backward(wgml_graph *g, wgml_tensor *idx, wgml_tenso
     if (check_tensor(ctx, op, "idx", idx) || check_dtype(ctx, op, "idx", idx, WGML_I32) ||
         check_tensor(ctx, op, "dy", dy) || check_dtype(ctx, op, "dy", dy, WGML_F32))
         return NULL;
-    if (idx->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: idx belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "idx", idx)) return NULL;
     if (check_same_graph(ctx, op, idx, dy)) return NULL;
     if (num_embeddings < 1 || num_embeddings >= (int64_t)1 << 31) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: num_embeddings %lld must be in [1, 2^31)", op, (long long)num_embeddings);

@@ -15,10 +15,7 @@ wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_t
         check_tensor(ctx, op, "index", index) || check_dtype(ctx, op, "index", index, WGML_I32) ||
         check_tensor(ctx, op, "dy", dy) || check_dtype(ctx, op, "dy", dy, WGML_F32))
         return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "x", x)) return NULL;
     if (check_same_graph(ctx, op, x, index) || check_same_graph(ctx, op, x, dy)) return NULL;
     if (dim < -x->rank || dim >= x->rank) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: dim %d is out of range for x %s (rank %d)", op, dim, tshape(x), x->rank);

@@ -32,7 +32,7 @@ static wgml_status check_data(wgml_graph *g, const char *op, const char *arg, wg
     wgml_ctx *ctx = graph_ctx(g);
     wgml_status s = check_tensor(ctx, op, arg, t);
     if (s) return s;
-    if (t->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    if ((s = check_graph(ctx, g, op, arg, t))) return s;
     if (t->numel >= U32_LIMIT)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s %s has %lld elements; at most 2^31 are supported", op, arg,
                               tshape(t), (long long)t->numel);

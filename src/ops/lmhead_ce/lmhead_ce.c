@@ -184,30 +184,25 @@ static wgml_tensor *finish_dh(wgml_graph *g, const char *op, const lm_weight *w,
     return s ? NULL : acc;
 }
 
-static wgml_status lmce_rule(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+static wgml_status lmhead_ce_rule(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     lm_attrs a;
     memcpy(&a, op->attrs, sizeof a);
     dx[0] = finish_dh(g, "lmhead_ce_backward", &a.w, op->in[1], op->in[2], op->in[3], op->in[4], dy, op->in[5]);
     return grad_result(g, op, dx);
 }
 
-static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w, wgml_tensor *labels,
-                         int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out) {
+static wgml_tensor *lmhead_ce_impl(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w,
+                                   wgml_tensor *labels, int64_t chunk, const wgml_ce_options *opt,
+                                   wgml_tensor **d_h_out) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_tensor *scale = opt ? opt->grad_scale : NULL, *status = opt ? opt->status : NULL;
     if (check_tensor(ctx, op, "h", h) || check_dtype(ctx, op, "h", h, WGML_F32) ||
         check_rank(ctx, op, "h", h, 1, WGML_MAX_RANK) || check_tensor(ctx, op, "labels", labels) ||
         check_dtype(ctx, op, "labels", labels, WGML_I32) || check_same_graph(ctx, op, h, labels))
         return NULL;
-    if (h->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: h belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "h", h)) return NULL;
     wgml_tensor *wt = w->is_q ? w->q.codes : w->f;
-    if (wt->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: w belongs to another graph than h", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "w", wt)) return NULL;
     if (!w->is_q && w->f->requires_grad) {
         wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: w %s requires a gradient; the fused op treats the head as frozen",
                        op, tshape(w->f));
@@ -265,8 +260,11 @@ static wgml_tensor *lmce(wgml_graph *g, const char *op, wgml_tensor *h, const lm
     /* the autograd rule keeps labels, stats, state and acc (no gradient of their own) */
     bool record = !s && !d_h_out && want;
     if (record) {
-        graph_op rec = {.name = "lmhead_ce", .backward = lmce_rule, .n_in = 6,
-                        .in = {h, labels, stats, state, acc, scale}, .out = loss};
+        graph_op rec = {.name = "lmhead_ce",
+                        .backward = lmhead_ce_rule,
+                        .n_in = 6,
+                        .in = {h, labels, stats, state, acc, scale},
+                        .out = loss};
         lm_attrs a = {*w};
         memcpy(rec.attrs, &a, sizeof a);
         if (!graph_record_op(g, &rec)) s = wgml_last_status(ctx);
@@ -294,7 +292,7 @@ wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_
     if (check_tensor(ctx, op, "w", w) || check_dtype(ctx, op, "w", w, WGML_F32) || check_rank(ctx, op, "w", w, 2, 2))
         return NULL;
     lm_weight lw = {.f = w};
-    return lmce(g, op, h, &lw, labels, chunk, opt, d_h_out);
+    return lmhead_ce_impl(g, op, h, &lw, labels, chunk, opt, d_h_out);
 }
 
 wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
@@ -316,5 +314,5 @@ wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weig
         return NULL;
     }
     lm_weight lw = {.q = *w, .is_q = true};
-    return lmce(g, op, h, &lw, labels, chunk, opt, d_h_out);
+    return lmhead_ce_impl(g, op, h, &lw, labels, chunk, opt, d_h_out);
 }

@@ -17,8 +17,7 @@ struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, ninf: f32 }
 @group(0) @binding(3) var<storage, read_write> row_loss: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-var<workgroup> sm: array<f32, WG>;
-var<workgroup> sl: array<f32, WG>;
+//!include reduce_lse
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -27,44 +26,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row >= p.n_rows) { return; } // the same for the whole workgroup
     let cnt = p.cols / VW;
     let base = row * cnt;
-    var m = p.ninf;
-    var l = 0.0;
+    var ml = vec2<f32>(p.ninf, 0.0);
     for (var j = lid; j < cnt; j += WG) {
         let v = x[base + j];
-        let mv = hmax(v);
-        if (mv > p.ninf) { // an all -inf step adds nothing
-            if (mv > m) {
-                l = l * exp(m - mv);
-                m = mv;
-            }
-            l += hsum(exp(v - V(m)));
-        }
+        ml = lse_step(ml, v, p.ninf);
     }
-    sm[lid] = m;
-    sl[lid] = l;
+    sm[lid] = ml.x;
+    sl[lid] = ml.y;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
-            let ma = sm[lid];
-            let mb = sm[lid + s];
-            let mx = max(ma, mb);
-            if (mx > p.ninf) {
-                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
-                sm[lid] = mx;
-            }
+            lse_merge_slots(lid, lid + s, p.ninf);
         }
         workgroupBarrier();
     }
     if (lid == 0u) {
         var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
         if (!FIRST) { st = state[row]; }
-        let rm = sm[0];
-        let rl = sl[0];
-        let mx = max(st.x, rm);
-        if (mx > p.ninf) {
-            st.y = st.y * exp(st.x - mx) + rl * exp(rm - mx);
-            st.x = mx;
-        }
+        st = vec4<f32>(lse_merge(st.xy, vec2<f32>(sm[0], sl[0]), p.ninf), st.zw);
         let lab = labels[row];
         if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
             let k = u32(lab) - p.c0;

@@ -4,16 +4,10 @@
  * (kaiming_uniform with a = √5), B = 0, so the adapted layer starts equal to the base. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_into.h"
+#include "tensor/splitmix.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 wgml_lora *wgml_lora_new(wgml_graph *g, int64_t n, int64_t k, int r, float alpha, uint64_t seed) {
     if (!g) return NULL;

@@ -22,36 +22,62 @@ typedef struct matmul_variant {
     uint32_t bm, bn, bk, tm, tn;
 } matmul_variant;
 
-/* Index 2 is the seed design (32x32 tile, 8x8 threads, 4x4 registers). TM and TN are
- * multiples of 4 (the kernels read workgroup memory as vec4). The db variants keep two k-tiles
- * per operand in workgroup memory (2·BK·(BM+BN)·4 bytes: 32 KiB for 128x128 at BK 16).
- * The skinny variants (matmul_skinny.wgsl) own a short side of at most 32 whole (longer short
- * sides in blocks of 32) and split K over threads and, for long K, over workgroups; the outer
- * variants (matmul_outer.wgsl) are for short K. */
-static const matmul_variant VARIANTS[] = {
-    {"tile128x128_k8_r8x8", "matmul", K_TILE, 128, 128, 8, 8, 8},
-    {"tile64x64_k16_r4x4", "matmul", K_TILE, 64, 64, 16, 4, 4},
-    {"tile32x32_k16_r4x4", "matmul", K_TILE, 32, 32, 16, 4, 4},
-    {"tile128x128_k16_r8x8", "matmul", K_TILE, 128, 128, 16, 8, 8},
-    {"tile128x64_k16_r8x4", "matmul", K_TILE, 128, 64, 16, 8, 4},
-    {"db128x128_k8_r8x8", "matmul_db", K_TILE, 128, 128, 8, 8, 8},
-    {"db128x128_k16_r8x8", "matmul_db", K_TILE, 128, 128, 16, 8, 8},
-    {"db128x64_k16_r8x4", "matmul_db", K_TILE, 128, 64, 16, 8, 4},
-    {"db64x64_k16_r4x4", "matmul_db", K_TILE, 64, 64, 16, 4, 4},
-    {"skinny_r4_kt16", "matmul_skinny", K_SKINNY, 0, 0, 4, 4, 16},
-    {"skinny_r2_kt16", "matmul_skinny", K_SKINNY, 0, 0, 4, 2, 16},
-    {"skinny_r1_kt32", "matmul_skinny", K_SKINNY, 0, 0, 4, 1, 32},
-    {"skinny_r4_kt4", "matmul_skinny", K_SKINNY, 0, 0, 4, 4, 4},
-    {"outer_r4", "matmul_outer", K_OUTER, 32, 128, 16, 4, 4},
-    {"outer_r8", "matmul_outer", K_OUTER, 64, 128, 16, 8, 4},
-};
-#define N_VARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
-#define V_TILE64 1
-#define V_TILE32 2
-#define V_TILE128X64 4
+/* Variant indices: the order is public (wgml_matmul_variant_name, $WGML_MATMUL_VARIANT by index,
+ * the benches' --variant), so new variants go at the end. */
+typedef enum matmul_variant_id {
+    V_TILE128_K8,
+    V_TILE64,
+    V_TILE32,
+    V_TILE128,
+    V_TILE128X64,
+    V_DB128_K8,
+    V_DB128,
+    V_DB128X64,
+    V_DB64,
+    V_SKINNY_R4_KT16,
+    V_SKINNY_R2,
+    V_SKINNY_R1,
+    V_SKINNY_R4_KT4,
+    V_OUTER_R4,
+    V_OUTER_R8,
+    N_VARIANTS
+} matmul_variant_id;
 
-#define V_SKINNY_R2 10
-#define V_OUTER_R8 14
+/* TM and TN are multiples of 4 (the kernels read workgroup memory as vec4). The db variants keep
+ * two k-tiles per operand in workgroup memory (2·BK·(BM+BN)·4 bytes: 32 KiB for 128x128 at BK
+ * 16). The skinny variants (matmul_skinny.wgsl) own a short side of at most 32 whole (longer
+ * short sides in blocks of 32) and split K over threads and, for long K, over workgroups; the
+ * outer variants (matmul_outer.wgsl) are for short K. */
+static const matmul_variant VARIANTS[N_VARIANTS] = {
+    [V_TILE128_K8] = {.name = "tile128x128_k8_r8x8", .shader = "matmul", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 8,
+                      .tm = 8, .tn = 8},
+    [V_TILE64] = {.name = "tile64x64_k16_r4x4", .shader = "matmul", .kind = K_TILE, .bm = 64, .bn = 64, .bk = 16,
+                  .tm = 4, .tn = 4},
+    [V_TILE32] = {.name = "tile32x32_k16_r4x4", .shader = "matmul", .kind = K_TILE, .bm = 32, .bn = 32, .bk = 16,
+                  .tm = 4, .tn = 4},
+    [V_TILE128] = {.name = "tile128x128_k16_r8x8", .shader = "matmul", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 16,
+                   .tm = 8, .tn = 8},
+    [V_TILE128X64] = {.name = "tile128x64_k16_r8x4", .shader = "matmul", .kind = K_TILE, .bm = 128, .bn = 64, .bk = 16,
+                      .tm = 8, .tn = 4},
+    [V_DB128_K8] = {.name = "db128x128_k8_r8x8", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 8,
+                    .tm = 8, .tn = 8},
+    [V_DB128] = {.name = "db128x128_k16_r8x8", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 16,
+                 .tm = 8, .tn = 8},
+    [V_DB128X64] = {.name = "db128x64_k16_r8x4", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 64, .bk = 16,
+                    .tm = 8, .tn = 4},
+    [V_DB64] = {.name = "db64x64_k16_r4x4", .shader = "matmul_db", .kind = K_TILE, .bm = 64, .bn = 64, .bk = 16,
+                .tm = 4, .tn = 4},
+    [V_SKINNY_R4_KT16] = {.name = "skinny_r4_kt16", .shader = "matmul_skinny", .kind = K_SKINNY, .bk = 4, .tm = 4,
+                          .tn = 16},
+    [V_SKINNY_R2] = {.name = "skinny_r2_kt16", .shader = "matmul_skinny", .kind = K_SKINNY, .bk = 4, .tm = 2, .tn = 16},
+    [V_SKINNY_R1] = {.name = "skinny_r1_kt32", .shader = "matmul_skinny", .kind = K_SKINNY, .bk = 4, .tm = 1, .tn = 32},
+    [V_SKINNY_R4_KT4] = {.name = "skinny_r4_kt4", .shader = "matmul_skinny", .kind = K_SKINNY, .bk = 4, .tm = 4,
+                         .tn = 4},
+    [V_OUTER_R4] = {.name = "outer_r4", .shader = "matmul_outer", .kind = K_OUTER, .bm = 32, .bn = 128, .bk = 16,
+                    .tm = 4, .tn = 4},
+    [V_OUTER_R8] = {.name = "outer_r8", .shader = "matmul_outer", .kind = K_OUTER, .bm = 64, .bn = 128, .bk = 16,
+                    .tm = 8, .tn = 4},
+};
 #define MAX_SPLITS 64
 
 int wgml_matmul_variant_count(void) { return N_VARIANTS; }
@@ -91,28 +117,19 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
     return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
 }
 
-/* The largest tile that still gives the GPU enough workgroups: on an H200, 128x64 tiles ran
- * fastest once a problem had a few hundred of them (34 TFLOP/s at 4096³ against 31 for
- * 128x128), and 64x64 tiles won on long-K problems with few tiles (576x1536x4096: 17 against
- * 13 TFLOP/s); bench/NOTES.md has the sweep. A forced variant (wgml_matmul_force_variant, else
- * $WGML_MATMUL_VARIANT) wins when it fits the device. */
-/* The automatic choice, from the H200 sweeps (bench/gemm_sweep.sh, bench/lora_sweep.sh;
- * bench/NOTES.md): the double-buffered 128 x 128 tile wherever it gives at least 256 tiles and
- * K is not tiny (+5-12% over 128 x 64 at 2048^3-8192^3 and 4096x1536x576); 128 x 64 when that
- * gives 256 tiles, or when K is long (split-K then fills the GPU: 576x1536x4096 ran 29.6
- * TFLOP/s at 128 x 64 split 8 against 21 at 64 x 64 split 2); 32 x 32 for skinny products (a
- * side <= 32, e.g. LoRA's rank 16: half the time of 64 x 64); else 64 x 64 or 32 x 32 by the
- * tile count. */
-#define V_DB128 5
-/* Before those rules, the skinny kernels, only for products of at least 2^22 multiply-adds
- * (below that a product is over in a few microseconds anyway, and the small models of the
- * parity tests keep the tiled kernels' summation order), as the H200 LoRA sweep ranked them
- * (bench/lora_sweep.sh, bench/NOTES.md): a short K (<= 32) with an output wider than 32 takes
- * the outer-product kernel (outer_r8: 8-14 us on the rank-16 up-projections, outer_r4 10-19);
- * an output side <= 32 with a long K (>= 2048: the weight gradients) takes skinny_r2_kt16 with
- * its split (15-21 us against 30 for 32 x 32 split 16). An output side <= 32 with a moderate K
- * (x·Aᵀ, dy·B at K = 576-1536) stays on the 32 x 32 tile with split-K (17-29 us; the skinny
- * kernels took 27-90 us there). */
+/* The automatic choice (measured on an H200; the sweeps that set it are in bench/NOTES.md). A
+ * forced variant (wgml_matmul_force_variant, else $WGML_MATMUL_VARIANT) wins when it fits the
+ * device. Otherwise, in order:
+ * - products of at least SKINNY_MIN_MACS multiply-adds with a short K (<= 32) and an output
+ *   wider than 32 take the outer-product kernel (outer_r8), and those with an output side
+ *   <= 32 and a long K (>= 2048: weight gradients) the skinny kernel (skinny_r2_kt16): the
+ *   tiled kernels leave most of such a tile idle. Smaller products are over in microseconds
+ *   either way, and the small models of the parity tests keep the tiled kernels' summation.
+ * - the double-buffered 128 x 128 tile where it gives at least 256 tiles and K >= 256: the
+ *   most work per byte once the GPU is full;
+ * - 128 x 64 where that gives 256 tiles, or K is long (>= 1024, split-K then fills the GPU);
+ * - 32 x 32 for an output side <= 32 (LoRA's rank), with split-K for a moderate K;
+ * - else 64 x 64, or 32 x 32 when even 64 x 64 gives too few tiles. */
 #define SKINNY_MIN_MACS (1ll << 22)
 static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
     int forced = graph_ctx_matmul_variant(ctx);
@@ -229,8 +246,8 @@ wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *par
         uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
         float alpha, beta;
         uint32_t pad[3];
-    } rpar = {(uint32_t)total, (uint32_t)mn, (uint32_t)n, (uint32_t)splits, (uint32_t)c_bs,
-              (uint32_t)c_sm, (uint32_t)c_sn, alpha, beta, {0, 0, 0}};
+    } rpar = {.total = (uint32_t)total, .mn = (uint32_t)mn, .n = (uint32_t)n, .splits = (uint32_t)splits,
+              .c_bs = (uint32_t)c_bs, .c_sm = (uint32_t)c_sm, .c_sn = (uint32_t)c_sn, .alpha = alpha, .beta = beta};
     wgml_tensor *rro[2] = {part, c ? c : GRAPH_UNUSED};
     return graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar, ((uint64_t)total + 255) / 256);
 }
@@ -246,6 +263,90 @@ typedef struct matmul_args {
     bool accumulate;               /* into = alpha·op(a)·op(b) + beta·into */
     const matmul_band *band;       /* causal band of attention's products (NULL: none) */
 } matmul_args;
+
+/* matmul_params.wgsl's Params as matmul_record fills it (the skinny kernel reads the same
+ * layout under its own names: P Q K batch x_bs y_bs c_bs c_sm c_sn tiles_p tiles_q alpha beta
+ * k_chunk splits N). */
+typedef struct matmul_params {
+    uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
+    float alpha, beta;
+    uint32_t k_chunk, splits;
+    uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
+    uint32_t pad1, band_sq, band_off, pad2;
+} matmul_params;
+
+static const char *const TF[2] = {"false", "true"}; /* a C bool as a WGSL literal */
+
+/* The skinny kernel (matmul_skinny.wgsl): X = the long side's operand, Y = the short side's;
+ * *swap when the short side is M. */
+static void skinny_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
+                         size_t cap, bool *swap) {
+    skinny_geom sg = skinny_shape(v, x->m, x->n);
+    *swap = sg.swap;
+    bool tx = *swap ? !x->trans_b : x->trans_a, ty = *swap ? !x->trans_a : x->trans_b;
+    uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
+    int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
+    int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
+    uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
+    snprintf(prelude, cap,
+             "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
+             "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
+             "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
+             "const KT_FAST: bool = %s;\n"
+             "alias XV = %s; alias YV = %s;\n"
+             "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
+             "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
+             "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
+             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
+             TF[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
+             vy == 4 ? "v[c]" : "v");
+    pr->m = (uint32_t)sg.p;
+    pr->n = (uint32_t)sg.q;
+    pr->a_bs = (uint32_t)(*swap ? x->b_bs : x->a_bs);
+    pr->b_bs = (uint32_t)(*swap ? x->a_bs : x->b_bs);
+    pr->tiles_n = (uint32_t)sg.tiles_p;
+    pr->tiles_m = (uint32_t)sg.tiles_q;
+    pr->out_n = (uint32_t)x->n;
+}
+
+/* The outer-product kernel (matmul_outer.wgsl). */
+static void outer_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
+                        size_t cap) {
+    int vo = x->n % 4 == 0 ? 4 : 1;
+    snprintf(prelude, cap,
+             "const TM: u32 = %uu; const VO: u32 = %du;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+             "const SPLITK: bool = %s;\n"
+             "alias OV = %s;\n"
+             "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
+             "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
+             v->tm, vo, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
+             vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
+    pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+    pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+}
+
+/* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
+static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits, uint32_t band, matmul_params *pr,
+                       char *prelude, size_t cap) {
+    /* vec4 loads when the operand's contiguous dimension (and so every row and batch
+     * start) is a multiple of 4 */
+    int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
+    int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
+    snprintf(prelude, cap,
+             "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const VA: u32 = %du; const VB: u32 = %du;\n"
+             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
+             "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
+             "alias AV = %s; alias BV = %s;\n"
+             "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
+             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
+             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL],
+             TF[x->accumulate], TF[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
+             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+    pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
+    pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
+}
 
 static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_args *x, int out_rank,
                                   const int64_t *out_shape) {
@@ -263,79 +364,17 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     /* each slice a whole number of BK steps */
     int64_t k_chunk = (x->k + splits - 1) / splits;
     k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
-    const char *tf[2] = {"false", "true"};
     char prelude[1200];
-    struct {
-        uint32_t m, n, k, batch, a_bs, b_bs, c_bs, c_sm, c_sn, tiles_n, tiles_m;
-        float alpha, beta;
-        uint32_t k_chunk, splits, pad, pad1, band_sq, band_off, pad2;
-    } params = {(uint32_t)x->m, (uint32_t)x->n, (uint32_t)x->k, (uint32_t)x->batch, (uint32_t)x->a_bs,
-                (uint32_t)x->b_bs, (uint32_t)x->c_bs, (uint32_t)x->c_sm, (uint32_t)x->c_sn,
-                0, 0, x->alpha, x->beta, (uint32_t)k_chunk, (uint32_t)splits, 0, 0,
-                band ? (uint32_t)x->band->sq : 0, band ? (uint32_t)x->band->off : 0, 0};
+    matmul_params params = {
+        .m = (uint32_t)x->m, .n = (uint32_t)x->n, .k = (uint32_t)x->k, .batch = (uint32_t)x->batch,
+        .a_bs = (uint32_t)x->a_bs, .b_bs = (uint32_t)x->b_bs, .c_bs = (uint32_t)x->c_bs, .c_sm = (uint32_t)x->c_sm,
+        .c_sn = (uint32_t)x->c_sn, .alpha = x->alpha, .beta = x->beta, .k_chunk = (uint32_t)k_chunk,
+        .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
+        .band_off = band ? (uint32_t)x->band->off : 0};
     bool swap = false;
-    if (v->kind == K_SKINNY) {
-        /* X = the long side's operand, Y = the short side's (see matmul_skinny.wgsl) */
-        skinny_geom sg = skinny_shape(v, x->m, x->n);
-        swap = sg.swap;
-        bool tx = swap ? !x->trans_b : x->trans_a, ty = swap ? !x->trans_a : x->trans_b;
-        uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
-        int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
-        int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
-        uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
-        snprintf(prelude, sizeof prelude,
-                 "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
-                 "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
-                 "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
-                 "const KT_FAST: bool = %s;\n"
-                 "alias XV = %s; alias YV = %s;\n"
-                 "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
-                 "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
-                 "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
-                 r, kt, qp, jr, vx, vy, tf[tx], tf[ty], tf[swap], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
-                 tf[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
-                 vy == 4 ? "v[c]" : "v");
-        /* the skinny kernel's Params: P Q K batch x_bs y_bs c_bs c_sm c_sn tiles_p tiles_q alpha
-         * beta k_chunk splits N (same layout, other meanings) */
-        params.m = (uint32_t)sg.p;
-        params.n = (uint32_t)sg.q;
-        params.a_bs = (uint32_t)(swap ? x->b_bs : x->a_bs);
-        params.b_bs = (uint32_t)(swap ? x->a_bs : x->b_bs);
-        params.tiles_n = (uint32_t)sg.tiles_p;
-        params.tiles_m = (uint32_t)sg.tiles_q;
-        params.pad = (uint32_t)x->n;
-    } else if (v->kind == K_OUTER) {
-        int vo = x->n % 4 == 0 ? 4 : 1;
-        snprintf(prelude, sizeof prelude,
-                 "const TM: u32 = %uu; const VO: u32 = %du;\n"
-                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-                 "const SPLITK: bool = %s;\n"
-                 "alias OV = %s;\n"
-                 "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
-                 "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
-                 v->tm, vo, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL], tf[x->accumulate], tf[splits > 1],
-                 vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
-        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
-        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
-    } else {
-        /* vec4 loads when the operand's contiguous dimension (and so every row and batch
-         * start) is a multiple of 4 */
-        int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
-        int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
-        snprintf(prelude, sizeof prelude,
-                 "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-                 "const VA: u32 = %du; const VB: u32 = %du;\n"
-                 "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-                 "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
-                 "alias AV = %s; alias BV = %s;\n"
-                 "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
-                 "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
-                 v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, tf[x->trans_a], tf[x->trans_b], tf[x->c != NULL],
-                 tf[x->accumulate], tf[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
-                 vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
-        params.tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
-        params.tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
-    }
+    if (v->kind == K_SKINNY) skinny_setup(v, x, splits, &params, prelude, sizeof prelude, &swap);
+    else if (v->kind == K_OUTER) outer_setup(v, x, splits, &params, prelude, sizeof prelude);
+    else tile_setup(v, x, splits, band, &params, prelude, sizeof prelude);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
@@ -394,8 +433,9 @@ wgml_tensor *wgml_matmul(wgml_graph *g, wgml_tensor *a, wgml_tensor *b, int tran
         return NULL;
     }
     int64_t batch = ba > bb ? ba : bb;
-    matmul_args x = {a, b, NULL, trans_a != 0, trans_b != 0, batch, m, n, ka,
-                     ba == 1 ? 0 : m * ka, bb == 1 ? 0 : ka * n, 0, 0, 0, 1.0f, 0.0f, NULL, false, NULL};
+    matmul_args x = {
+        .a = a, .b = b, .trans_a = trans_a != 0, .trans_b = trans_b != 0, .batch = batch, .m = m, .n = n, .k = ka,
+        .a_bs = ba == 1 ? 0 : m * ka, .b_bs = bb == 1 ? 0 : ka * n, .alpha = 1.0f};
     int64_t shape3[3] = {batch, m, n};
     int rank = (a->rank == 3 || b->rank == 3) ? 3 : 2;
     return matmul_grad_record(g, matmul_record(g, op, &x, rank, rank == 3 ? shape3 : shape3 + 1), a, b, trans_a,
@@ -452,7 +492,10 @@ wgml_tensor *wgml_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_ten
         }
     }
     int64_t m = x->numel / k;
-    matmul_args a = {x, w, bias, 0, 1, 1, m, n, k, 0, 0, 0, 0, 1, 1.0f, 1.0f, NULL, false, NULL};
+    /* bias broadcast over the rows: C with row stride 0 */
+    matmul_args a = {
+        .a = x, .b = w, .c = bias, .trans_b = 1, .batch = 1, .m = m, .n = n, .k = k, .c_sn = 1, .alpha = 1.0f,
+        .beta = 1.0f};
     int64_t shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = n;
@@ -478,7 +521,9 @@ wgml_tensor *wgml_addmm(wgml_graph *g, wgml_tensor *c, wgml_tensor *a, wgml_tens
                        (long long)n);
         return NULL;
     }
-    matmul_args x = {a, b, c, 0, 0, 1, m, n, k, 0, 0, 0, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, alpha, beta, NULL, false, NULL};
+    matmul_args x = {
+        .a = a, .b = b, .c = c, .batch = 1, .m = m, .n = n, .k = k, .c_sm = cr == 1 ? 0 : cc,
+        .c_sn = cc == 1 ? 0 : 1, .alpha = alpha, .beta = beta};
     int64_t shape[2] = {m, n};
     return addmm_grad_record(g, matmul_record(g, op, &x, 2, shape), c, a, b, beta, alpha);
 }
@@ -507,8 +552,9 @@ wgml_status wgml_linear_dw(wgml_graph *g, wgml_tensor *d_out, wgml_tensor *x, wg
 
 wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
                            int64_t m, int64_t n, int64_t k, float alpha, wgml_tensor *into, bool accumulate) {
-    matmul_args x = {a, b, NULL, trans_a, trans_b, 1, m, n, k, 0, 0, 0, 0, 0, alpha, accumulate ? 1.0f : 0.0f, into,
-                     into && accumulate, NULL};
+    matmul_args x = {
+        .a = a, .b = b, .trans_a = trans_a, .trans_b = trans_b, .batch = 1, .m = m, .n = n, .k = k, .alpha = alpha,
+        .beta = accumulate ? 1.0f : 0.0f, .into = into, .accumulate = into && accumulate};
     int64_t shape[2] = {m, n};
     return matmul_record(g, op, &x, 2, into ? into->shape : shape);
 }
@@ -537,7 +583,9 @@ wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wg
                        (long long)n, tshape(x), tshape(w));
         return NULL;
     }
-    matmul_args a = {x, w, c, 0, 1, 1, m, n, k, 0, 0, 0, n, 1, alpha, 1.0f, NULL, false, NULL};
+    matmul_args a = {
+        .a = x, .b = w, .c = c, .trans_b = 1, .batch = 1, .m = m, .n = n, .k = k, .c_sm = n, .c_sn = 1,
+        .alpha = alpha, .beta = 1.0f};
     return add_linear_grad_record(g, matmul_record(g, op, &a, c->rank, c->shape), c, x, w, alpha);
 }
 
@@ -546,8 +594,9 @@ wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_t
     int64_t batch = a->shape[0];
     int64_t m = trans_a ? a->shape[2] : a->shape[1], k = trans_a ? a->shape[1] : a->shape[2];
     int64_t n = trans_b ? b->shape[1] : b->shape[2];
-    matmul_args x = {a, b, NULL, trans_a, trans_b, batch, m, n, k, m * k, k * n, 0, 0, 0, 1.0f, 0.0f, NULL, false,
-                     band};
+    matmul_args x = {
+        .a = a, .b = b, .trans_a = trans_a, .trans_b = trans_b, .batch = batch, .m = m, .n = n, .k = k,
+        .a_bs = m * k, .b_bs = k * n, .alpha = 1.0f, .band = band};
     int64_t shape[3] = {batch, m, n};
     return matmul_record(g, op, &x, 3, shape);
 }

@@ -23,19 +23,7 @@
 // are skipped (band_sq is a multiple of BK). The skipped terms are exact zeros in the operands
 // (the masked part of P and dS), so the result equals the full product. BAND is the prelude's
 // constant (the mode); band_sq and band_off are parameters.
-//!include matmul_params
-
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> B: array<BV>;
-@group(0) @binding(2) var<storage, read> C: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
-
-const WX: u32 = BN / TN;
-const WY: u32 = BM / TM;
-const THREADS: u32 = WX * WY;
-const TM4: u32 = TM / 4u;
-const TN4: u32 = TN / 4u;
+//!include matmul_tile
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
 var<workgroup> As: array<vec4<f32>, BK * BM / 4u>;
@@ -70,44 +58,24 @@ fn band_next(m0: u32, k: u32) -> u32 {
 
 fn load_a(a_base: u32, m0: u32, k0: u32, ke: u32, lid: u32) {
     for (var e = lid; e < BM * BK / VA; e += THREADS) {
-        if (TRANS_A) { // A stored [K, M]: contiguous along m
-            let kr = e / (BM / VA);
-            let mv = (e % (BM / VA)) * VA;
-            let gk = k0 + kr;
-            let gm = m0 + mv;
-            var v = AV();
-            if (gk < ke && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
-            for (var c = 0u; c < VA; c++) { put_a(kr, mv + c, a_at(v, c)); }
-        } else { // A stored [M, K]: contiguous along k
-            let r = e / (BK / VA);
-            let kv = (e % (BK / VA)) * VA;
-            let gm = m0 + r;
-            let gk = k0 + kv;
-            var v = AV();
-            if (gm < p.M && gk < ke) { v = A[(a_base + gm * p.K + gk) / VA]; }
-            for (var c = 0u; c < VA; c++) { put_a(kv + c, r, a_at(v, c)); }
+        let km = a_slot(e);
+        let v = a_get(a_base, m0, k0, ke, km);
+        if (TRANS_A) {
+            for (var c = 0u; c < VA; c++) { put_a(km.x, km.y + c, a_at(v, c)); }
+        } else {
+            for (var c = 0u; c < VA; c++) { put_a(km.x + c, km.y, a_at(v, c)); }
         }
     }
 }
 
 fn load_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
     for (var e = lid; e < BN * BK / VB; e += THREADS) {
-        if (TRANS_B) { // B stored [N, K]: contiguous along k
-            let r = e / (BK / VB);
-            let kv = (e % (BK / VB)) * VB;
-            let gn = n0 + r;
-            let gk = k0 + kv;
-            var v = BV();
-            if (gn < p.N && gk < ke) { v = B[(b_base + gn * p.K + gk) / VB]; }
-            for (var c = 0u; c < VB; c++) { put_b(kv + c, r, b_at(v, c)); }
-        } else { // B stored [K, N]: contiguous along n
-            let kr = e / (BN / VB);
-            let nv = (e % (BN / VB)) * VB;
-            let gk = k0 + kr;
-            let gn = n0 + nv;
-            var v = BV();
-            if (gk < ke && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
-            for (var c = 0u; c < VB; c++) { put_b(kr, nv + c, b_at(v, c)); }
+        let kn = b_slot(e);
+        let v = b_get(b_base, n0, k0, ke, kn);
+        if (TRANS_B) {
+            for (var c = 0u; c < VB; c++) { put_b(kn.x + c, kn.y, b_at(v, c)); }
+        } else {
+            for (var c = 0u; c < VB; c++) { put_b(kn.x, kn.y + c, b_at(v, c)); }
         }
     }
 }
@@ -119,21 +87,16 @@ fn load_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    let tiles = p.tiles_n * p.tiles_m;
-    let per_slice = tiles * p.batch;
-    if (wg >= per_slice * p.splits) { return; }
-    let s = wg / per_slice;
-    let bt = wg % per_slice;
-    let b = bt / tiles;
-    let t = bt % tiles;
-    let m0 = (t / p.tiles_n) * BM;
-    let n0 = (t % p.tiles_n) * BN;
-    let tx = lid % WX;
-    let ty = lid / WX;
-    let a_base = b * p.a_bs;
-    let b_base = b * p.b_bs;
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg, lid);
+    let m0 = t.m0;
+    let n0 = t.n0;
+    let tx = t.tx;
+    let ty = t.ty;
+    let a_base = t.b * p.a_bs;
+    let b_base = t.b * p.b_bs;
 
-    let kb = min(p.K, s * p.k_chunk);
+    let kb = min(p.K, t.s * p.k_chunk);
     let ke = band_end(m0, n0, kb, min(p.K, kb + p.k_chunk));
 
     var acc: array<array<vec4<f32>, TN4>, TM>;
@@ -158,27 +121,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    let o_base = (s * p.batch + b) * p.M * p.N;
-    for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
-        if (gm >= p.M) { continue; }
-        for (var h = 0u; h < TN4; h++) {
-            let gn0 = n0 + (h * WX + tx) * 4u;
-            for (var c = 0u; c < 4u; c++) {
-                let gn = gn0 + c;
-                if (gn >= p.N) { break; }
-                if (SPLITK) {
-                    O[o_base + gm * p.N + gn] = acc[i][h][c];
-                    continue;
-                }
-                var v = p.alpha * acc[i][h][c];
-                if (C_IS_OUT) {
-                    v += p.beta * O[o_base + gm * p.N + gn];
-                } else if (HAS_C) {
-                    v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
-                }
-                O[o_base + gm * p.N + gn] = v;
-            }
-        }
-    }
+    store_tile(t, &acc);
 }

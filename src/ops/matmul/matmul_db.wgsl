@@ -15,19 +15,8 @@
 // The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
 // aliases AV/BV and their component readers a_at/b_at. Each K slice s covers
 // [s*k_chunk, min(K, (s+1)*k_chunk)); k_chunk is a multiple of BK (the whole K when splits = 1).
-//!include matmul_params
+//!include matmul_tile
 
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> B: array<BV>;
-@group(0) @binding(2) var<storage, read> C: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
-
-const WX: u32 = BN / TN;
-const WY: u32 = BM / TM;
-const THREADS: u32 = WX * WY;
-const TM4: u32 = TM / 4u;
-const TN4: u32 = TN / 4u;
 const BM4: u32 = BM / 4u;
 const BN4: u32 = BN / 4u;
 // loads per thread per k-tile (rounded up; the tail is guarded)
@@ -45,34 +34,14 @@ fn sw(k: u32) -> u32 { return (k / 4u) * (32u / BK) % 8u; }
 fn fetch_a(a_base: u32, m0: u32, k0: u32, ke: u32, lid: u32, i: u32) -> AV {
     let e = lid + i * THREADS;
     var v = AV();
-    if (e < BM * BK / VA) {
-        if (TRANS_A) { // A stored [K, M]: contiguous along m
-            let gk = k0 + e / (BM / VA);
-            let gm = m0 + (e % (BM / VA)) * VA;
-            if (gk < ke && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
-        } else { // A stored [M, K]: contiguous along k
-            let gm = m0 + e / (BK / VA);
-            let gk = k0 + (e % (BK / VA)) * VA;
-            if (gm < p.M && gk < ke) { v = A[(a_base + gm * p.K + gk) / VA]; }
-        }
-    }
+    if (e < BM * BK / VA) { v = a_get(a_base, m0, k0, ke, a_slot(e)); }
     return v;
 }
 
 fn fetch_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32, i: u32) -> BV {
     let e = lid + i * THREADS;
     var v = BV();
-    if (e < BN * BK / VB) {
-        if (TRANS_B) { // B stored [N, K]: contiguous along k
-            let gn = n0 + e / (BK / VB);
-            let gk = k0 + (e % (BK / VB)) * VB;
-            if (gn < p.N && gk < ke) { v = B[(b_base + gn * p.K + gk) / VB]; }
-        } else { // B stored [K, N]: contiguous along n
-            let gk = k0 + e / (BN / VB);
-            let gn = n0 + (e % (BN / VB)) * VB;
-            if (gk < ke && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
-        }
-    }
+    if (e < BN * BK / VB) { v = b_get(b_base, n0, k0, ke, b_slot(e)); }
     return v;
 }
 
@@ -83,17 +52,16 @@ fn put_b(buf: u32, k: u32, n: u32, x: f32) { Bs[(buf * BK + k) * BN4 + ((n / 4u)
 fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
     let e = lid + i * THREADS;
     if (e >= BM * BK / VA) { return; }
+    let km = a_slot(e);
+    let k = km.x;
+    let m = km.y;
     if (TRANS_A) {
-        let k = e / (BM / VA);
-        let m = (e % (BM / VA)) * VA;
         if (VA == 4u) {
             As[(buf * BK + k) * BM4 + ((m / 4u) ^ sw(k))] = vec4<f32>(a_at(v, 0u), a_at(v, 1u), a_at(v, 2u), a_at(v, 3u));
         } else {
             put_a(buf, k, m, a_at(v, 0u));
         }
     } else {
-        let m = e / (BK / VA);
-        let k = (e % (BK / VA)) * VA;
         for (var c = 0u; c < VA; c++) { put_a(buf, k + c, m, a_at(v, c)); }
     }
 }
@@ -101,13 +69,12 @@ fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
 fn store_b(buf: u32, lid: u32, i: u32, v: BV) {
     let e = lid + i * THREADS;
     if (e >= BN * BK / VB) { return; }
+    let kn = b_slot(e);
+    let k = kn.x;
+    let n = kn.y;
     if (TRANS_B) {
-        let n = e / (BK / VB);
-        let k = (e % (BK / VB)) * VB;
         for (var c = 0u; c < VB; c++) { put_b(buf, k + c, n, b_at(v, c)); }
     } else {
-        let k = e / (BN / VB);
-        let n = (e % (BN / VB)) * VB;
         if (VB == 4u) {
             Bs[(buf * BK + k) * BN4 + ((n / 4u) ^ sw(k))] = vec4<f32>(b_at(v, 0u), b_at(v, 1u), b_at(v, 2u), b_at(v, 3u));
         } else {
@@ -120,20 +87,15 @@ fn store_b(buf: u32, lid: u32, i: u32, v: BV) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    let tiles = p.tiles_n * p.tiles_m;
-    let per_slice = tiles * p.batch;
-    if (wg >= per_slice * p.splits) { return; }
-    let s = wg / per_slice;
-    let bt = wg % per_slice;
-    let b = bt / tiles;
-    let t = bt % tiles;
-    let m0 = (t / p.tiles_n) * BM;
-    let n0 = (t % p.tiles_n) * BN;
-    let tx = lid % WX;
-    let ty = lid / WX;
-    let a_base = b * p.a_bs;
-    let b_base = b * p.b_bs;
-    let kb = min(p.K, s * p.k_chunk);
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg, lid);
+    let m0 = t.m0;
+    let n0 = t.n0;
+    let tx = t.tx;
+    let ty = t.ty;
+    let a_base = t.b * p.a_bs;
+    let b_base = t.b * p.b_bs;
+    let kb = min(p.K, t.s * p.k_chunk);
     let ke = min(p.K, kb + p.k_chunk);
     let nt = (ke - kb + BK - 1u) / BK;
 
@@ -178,27 +140,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    let o_base = (s * p.batch + b) * p.M * p.N;
-    for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
-        if (gm >= p.M) { continue; }
-        for (var h = 0u; h < TN4; h++) {
-            let gn0 = n0 + (h * WX + tx) * 4u;
-            for (var c = 0u; c < 4u; c++) {
-                let gn = gn0 + c;
-                if (gn >= p.N) { break; }
-                if (SPLITK) {
-                    O[o_base + gm * p.N + gn] = acc[i][h][c];
-                } else {
-                    var v = p.alpha * acc[i][h][c];
-                    if (C_IS_OUT) {
-                        v += p.beta * O[o_base + gm * p.N + gn];
-                    } else if (HAS_C) {
-                        v += p.beta * C[b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
-                    }
-                    O[o_base + gm * p.N + gn] = v;
-                }
-            }
-        }
-    }
+    store_tile(t, &acc);
 }

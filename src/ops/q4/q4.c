@@ -189,20 +189,36 @@ typedef struct q4_variant {
     uint32_t bm, bc, br, tm, tc;
 } q4_variant;
 
-static const q4_variant Q4_VARIANTS[] = {
-    {"tile64x64_k32_r4x4", "q4_mm", 64, 64, 32, 4, 4},
-    {"tile128x64_k16_r8x4", "q4_mm", 128, 64, 16, 8, 4},
-    {"tile128x128_k16_r8x8", "q4_mm", 128, 128, 16, 8, 8},
-    {"db128x128_k8_r8x8", "q4_mm_db", 128, 128, 8, 8, 8},
-    {"db128x128_k16_r8x8", "q4_mm_db", 128, 128, 16, 8, 8},
-    {"db128x64_k16_r8x4", "q4_mm_db", 128, 64, 16, 8, 4},
-    {"db128x64_k8_r8x4", "q4_mm_db", 128, 64, 8, 8, 4},
-    {"db64x64_k16_r4x4", "q4_mm_db", 64, 64, 16, 4, 4},
+/* Variant indices: the order is public ($WGML_Q4_MM_VARIANT by index, the benches), so new
+ * variants go at the end. */
+typedef enum q4_variant_id {
+    Q4V_TILE64,
+    Q4V_TILE128X64,
+    Q4V_TILE128,
+    Q4V_DB128_K8,
+    Q4V_DB128,
+    Q4V_DB128X64,
+    Q4V_DB128X64_K8,
+    Q4V_DB64,
+    Q4_N_VARIANTS
+} q4_variant_id;
+
+static const q4_variant Q4_VARIANTS[Q4_N_VARIANTS] = {
+    [Q4V_TILE64] = {.name = "tile64x64_k32_r4x4", .shader = "q4_mm", .bm = 64, .bc = 64, .br = 32, .tm = 4, .tc = 4},
+    [Q4V_TILE128X64] = {.name = "tile128x64_k16_r8x4", .shader = "q4_mm", .bm = 128, .bc = 64, .br = 16, .tm = 8,
+                        .tc = 4},
+    [Q4V_TILE128] = {.name = "tile128x128_k16_r8x8", .shader = "q4_mm", .bm = 128, .bc = 128, .br = 16, .tm = 8,
+                     .tc = 8},
+    [Q4V_DB128_K8] = {.name = "db128x128_k8_r8x8", .shader = "q4_mm_db", .bm = 128, .bc = 128, .br = 8, .tm = 8,
+                      .tc = 8},
+    [Q4V_DB128] = {.name = "db128x128_k16_r8x8", .shader = "q4_mm_db", .bm = 128, .bc = 128, .br = 16, .tm = 8,
+                   .tc = 8},
+    [Q4V_DB128X64] = {.name = "db128x64_k16_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 16, .tm = 8,
+                      .tc = 4},
+    [Q4V_DB128X64_K8] = {.name = "db128x64_k8_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 8, .tm = 8,
+                         .tc = 4},
+    [Q4V_DB64] = {.name = "db64x64_k16_r4x4", .shader = "q4_mm_db", .bm = 64, .bc = 64, .br = 16, .tm = 4, .tc = 4},
 };
-#define Q4_N_VARIANTS (int)(sizeof Q4_VARIANTS / sizeof Q4_VARIANTS[0])
-#define Q4V_TILE64 0
-#define Q4V_TILE128X64 1
-#define Q4V_TILE128 2
 #define Q4_MAX_SPLITS 64
 #define Q4_SPLIT_TARGET_WGS 1056
 
@@ -224,11 +240,10 @@ static bool q4_variant_fits(wgml_ctx *ctx, int v) {
 }
 
 /* The variant: $WGML_Q4_MM_VARIANT (a name or index) first; else a matmul variant forced on
- * the context (wgml_matmul_force_variant) by the same name, or the older mapping of its index
- * (0: 128 x 128, 4: 128 x 64, others 64 x 64); else automatic: the double-buffered 128 x 128
- * tile where it gives at least 256 tiles, else the double-buffered 128 x 64 (split-K then fills
- * the GPU on long reductions). A forced variant that does not fit the device falls back to
- * the automatic choice. */
+ * the context (wgml_matmul_force_variant): the q4 variant of the same name, else the 128 x 128
+ * tile for matmul's tile128x128_k8_r8x8 (which has no q4 form) and 64 x 64 for the others;
+ * else automatic (below). A forced variant that does not fit the device falls back to the
+ * automatic choice. */
 static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c) {
     int forced = -1;
     const char *e = getenv("WGML_Q4_MM_VARIANT");
@@ -241,12 +256,12 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c) {
     int mv = graph_ctx_matmul_variant(ctx);
     if (forced < 0 && mv >= 0 && mv < wgml_matmul_variant_count()) {
         forced = q4_variant_by_name(wgml_matmul_variant_name(mv));
-        if (forced < 0) forced = mv == 0 ? Q4V_TILE128 : mv == 4 ? Q4V_TILE128X64 : Q4V_TILE64;
+        if (forced < 0) forced = strcmp(wgml_matmul_variant_name(mv), "tile128x128_k8_r8x8") ? Q4V_TILE64 : Q4V_TILE128;
     }
     if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
-    /* H200 sweep (bench/NOTES.md, third session): the single-buffered 128 x 64 tile is the best
-     * or within 3% of it on every training shape (the double-buffered 128 x 64 forms tie or
-     * lose, db128x128 runs at 2 TFLOP/s); 64 x 64 when 128 x 64 gives fewer than 256 tiles */
+    /* automatic: the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
+     * or within 3% of it, on every training shape measured on an H200: bench/NOTES.md), else
+     * 64 x 64 (more tiles to fill the GPU; split-K covers long reductions) */
     int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
     return tiles_128x64 >= 256 ? Q4V_TILE128X64 : Q4V_TILE64;
 }
@@ -353,14 +368,12 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
  * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). Chosen
  * from K; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
 static void gemv_shape(int64_t nblk, int *tpr, int *rpt, int *wg, int *bpi) {
-    /* from the H200 sweep of 2026-11-30 (bench/q4_sweep.sh, bench/NOTES.md): 32x4 best for
-     * K >= 2048 with many rows (4096->11008: 1160 GB/s against 873 at 16x2), 64x1 with two
-     * blocks in flight for the small, launch-bound shapes; more blocks in flight per thread
-     * (BPI 2-4) was slower everywhere else */
+    /* K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x load serves 8 rows)
+     * in 64-thread workgroups, the fastest on the large projections; shorter K: 64 threads per
+     * row with two blocks in flight, for the small, launch-bound shapes. One block in flight
+     * otherwise (more was slower). H200 sweeps in bench/NOTES.md. */
     *wg = 256;
     *bpi = 1;
-    /* third session: rows per thread 8 (each x load serves 8 rows) in 64-thread workgroups:
-     * 4096->11008 24.1 -> 22.0 us, 2048->8192 12.2 -> 11.3 (RPT 1/2/4/8: 56.0/35.5/24.1/22.0) */
     if (nblk >= 64) *tpr = 32, *rpt = 8, *wg = 64;
     else *tpr = 64, *rpt = 1, *bpi = 2;
     const char *env = getenv("WGML_Q4_GEMV");
@@ -403,24 +416,23 @@ static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw) {
     return n;
 }
 
-/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
- * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
- * last dim is replaced by each weight's N. */
-static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
-                               int64_t m, wgml_tensor **outs) {
-    wgml_ctx *ctx = graph_ctx(g);
-    const wgml_q4_weight *w = ws[0];
-    int64_t nblk = w->kp / 32;
-    int tpr, rpt, wgs, bpi;
-    gemv_shape(nblk, &tpr, &rpt, &wgs, &bpi);
-    uint32_t sg_known = 0;
-    bool sg = gemv_subgroup(ctx, tpr, &sg_known);
-    /* the sums are final in the subgroup: no workgroup memory (1 element, never read) */
-    bool direct = sg && sg_known >= (uint32_t)tpr;
-    int64_t rows = (int64_t)(wgs / tpr) * rpt;
-    char prelude[6144];
-    size_t cap = sizeof prelude, len = 0;
+/* The GEMV's launch shape (gemv_shape) and its final reduction (gemv_subgroup). */
+typedef struct gemv_cfg {
+    int tpr, rpt, wg, bpi;
+    bool sg;           /* subgroup reduction */
+    uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
+    bool direct;       /* the sums are final in the subgroup: no workgroup memory */
+} gemv_cfg;
+
+/* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
+ * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
+ * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
+ * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
+static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
+                           const wgml_q4_weight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+    size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    const wgml_q4_weight *w = ws[0];
     int xv = w->k % 4 == 0 ? 4 : 1;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
      * supported") and takes the subgroup builtins and functions without it, given the device's
@@ -430,15 +442,15 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
          "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
          "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
          "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
-         xv == 4 ? "vec4<f32>" : "f32", wgs, tpr, rpt, (int)m, bpi, nw, sg ? "true" : "false", sg ? sg_known : 0u,
-         direct ? "true" : "false", direct ? 1 : wgs * rpt * (int)m,
+         xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
+         c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
          xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
                  : "  var v = vec4<f32>(0.0);\n"
                    "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
                    "  return v;\n");
     if (len < cap) kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
-    if (sg)
+    if (c->sg)
         EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
              "fn sg_size(s: SgIn) -> u32 { return s.size; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 {\n"
@@ -451,7 +463,6 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
              "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
     /* bindings: X, per weight C, AB (, BIAS), then the outputs, then the uniform */
-    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
@@ -479,7 +490,28 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
     for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
     EMIT("O0[i] = v; }\n");
 #undef EMIT
-    if (len >= cap) return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
+    *n_ro_out = n_ro;
+    return len;
+}
+
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
+ * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
+ * last dim is replaced by each weight's N. */
+static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                               int64_t m, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    const wgml_q4_weight *w = ws[0];
+    int64_t nblk = w->kp / 32;
+    gemv_cfg c = {0};
+    gemv_shape(nblk, &c.tpr, &c.rpt, &c.wg, &c.bpi);
+    c.sg = gemv_subgroup(ctx, c.tpr, &c.sg_known);
+    c.direct = c.sg && c.sg_known >= (uint32_t)c.tpr;
+    int64_t rows = (int64_t)(c.wg / c.tpr) * c.rpt;
+    char prelude[6144];
+    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
+    int n_ro = 0;
+    if (gemv_prelude(prelude, sizeof prelude, &c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
     struct {
         uint32_t nrow[4], rg_end[4];
         uint32_t m, k, vpr, ng, nblk, row_groups, pad0, pad1;
@@ -518,14 +550,7 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
 
 /* The checks of x shared by q4_linear and q4_linear_multi. */
 static bool x_ok(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x) {
-    if (check_tensor(ctx, op, "x", x) || check_dtype(ctx, op, "x", x, WGML_F32) ||
-        check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK))
-        return false;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return false;
-    }
-    return true;
+    return check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) == WGML_OK;
 }
 
 wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w) {
@@ -631,10 +656,7 @@ wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_
         check_dtype(ctx, op, "d_out", d_out, WGML_F32) || check_rank(ctx, op, "d_out", d_out, 1, WGML_MAX_RANK) ||
         !same_graph(ctx, op, "d_out", d_out, w))
         return NULL;
-    if (d_out->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: d_out belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "d_out", d_out)) return NULL;
     if (d_out->shape[d_out->rank - 1] != w->n) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: d_out %s must end in N = %lld for the weight [%lld, %lld]", op,
                        tshape(d_out), (long long)w->n, (long long)w->n, (long long)w->k);
@@ -656,7 +678,7 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
     if ((s = check_dtype(ctx, op, "latent", latent, WGML_F32)) || (s = check_rank(ctx, op, "latent", latent, 2, 2)))
         return s;
     if (!same_graph(ctx, op, "latent", latent, w)) return wgml_last_status(ctx);
-    if (latent->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: latent belongs to another graph", op);
+    if ((s = check_graph(ctx, g, op, "latent", latent))) return s;
     if (w->kind == WGML_Q8)
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: requant of 8-bit (Q8_0) weights is not supported", op);
     if (latent->shape[0] != w->n || latent->shape[1] != w->k)
@@ -715,10 +737,7 @@ wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_
         check_dtype(ctx, op, "ids", ids, WGML_I32) || check_rank(ctx, op, "ids", ids, 1, WGML_MAX_RANK - 1) ||
         !same_graph(ctx, op, "ids", ids, table))
         return NULL;
-    if (ids->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: ids belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "ids", ids)) return NULL;
     return record_rows(g, op, table, ids);
 }
 
@@ -727,9 +746,6 @@ wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "q4_dequantize";
     if (!weight_ok(ctx, op, "w", w)) return NULL;
-    if (w->codes->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: the weight belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "the weight", w->codes)) return NULL;
     return record_rows(g, op, w, NULL);
 }

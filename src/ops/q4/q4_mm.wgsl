@@ -27,47 +27,24 @@ fn put_w(r: u32, c: u32, v: f32) { Ws[(r * BC + c) / 4u][c % 4u] = v; }
 
 fn load_a(m0: u32, r0: u32, re: u32, lid: u32) {
     for (var e = lid; e < BM * BR / VA; e += THREADS) {
-        let row = e / (BR / VA);
-        let rv = (e % (BR / VA)) * VA;
-        let gm = m0 + row;
-        let gr = r0 + rv;
-        var v = AV();
-        if (gm < p.M && gr < re) { v = A[(gm * p.R + gr) / VA]; }
-        for (var c = 0u; c < VA; c++) { put_a(rv + c, row, a_at(v, c)); }
+        let rm = a_slot(e);
+        let v = a_get(m0, r0, re, rm);
+        for (var c = 0u; c < VA; c++) { put_a(rm.x + c, rm.y, a_at(v, c)); }
     }
 }
 
+// The W tile dequantised: one code word per thread per pass. Forward: W rows are the output
+// columns (tile row = a column of O), a word holds CPW consecutive k; TRANS: W rows are the
+// reduction index (tile row = a step of r), a word holds CPW consecutive output columns.
 fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
-    if (!TRANS) {
-        // W rows are the output columns n; the tile covers k in [r0, r0 + 32): one group
-        const WPT: u32 = BR / CPW; // words per tile row
-        for (var e = lid; e < BC * WPT; e += THREADS) {
-            let cl = e / WPT;
-            let wi = e % WPT;
-            let n = c0 + cl;
-            if (n < p.C) {
-                let word = CODES[n * p.wpr + r0 / CPW + wi];
-                let ab = group_ab(n * p.ng + r0 / G);
-                for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, cl, deq(code_f(word, i), ab)); }
-            } else {
-                for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, cl, 0.0); }
-            }
-        }
-    } else {
-        // W rows are the reduction index n in [r0, r0 + 32); columns k in [c0, c0 + 64)
-        const WPT: u32 = BC / CPW;
-        for (var e = lid; e < BR * WPT; e += THREADS) {
-            let rl = e / WPT;
-            let wi = e % WPT;
-            let n = r0 + rl;
-            let kb = c0 + wi * CPW;
-            if (n < re && kb < p.Kp) {
-                let word = CODES[n * p.wpr + kb / CPW];
-                let ab = group_ab(n * p.ng + kb / G);
-                for (var i = 0u; i < CPW; i++) { put_w(rl, wi * CPW + i, deq(code_f(word, i), ab)); }
-            } else {
-                for (var i = 0u; i < CPW; i++) { put_w(rl, wi * CPW + i, 0.0); }
-            }
+    for (var e = lid; e < BC * BR / CPW; e += THREADS) {
+        let rowi = e / WPT;
+        let wi = e % WPT;
+        let x = word_at(c0, r0, re, rowi, wi);
+        if (!TRANS) {
+            for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, rowi, deq(code_f(x.w, i), x.ab)); }
+        } else {
+            for (var i = 0u; i < CPW; i++) { put_w(rowi, wi * CPW + i, deq(code_f(x.w, i), x.ab)); }
         }
     }
 }
@@ -76,16 +53,14 @@ fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    let tiles = p.tiles_c * p.tiles_m;
-    if (wg >= tiles * p.splits) { return; }
-    let s = wg / tiles;
-    let t = wg % tiles;
-    let m0 = (t / p.tiles_c) * BM;
-    let c0 = (t % p.tiles_c) * BC;
-    let rb = min(p.R, s * p.r_chunk);
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg, lid);
+    let m0 = t.m0;
+    let c0 = t.c0;
+    let rb = min(p.R, t.s * p.r_chunk);
     let re = min(p.R, rb + p.r_chunk);
-    let tx = lid % WX;
-    let ty = lid / WX;
+    let tx = t.tx;
+    let ty = t.ty;
 
     var acc: array<array<vec4<f32>, TC4>, TM>;
     for (var r0 = rb; r0 < re; r0 += BR) {
@@ -109,22 +84,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    let o_base = s * p.M * p.C;
-    let has_bias = (p.flags & 1u) != 0u;
-    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
-    for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
-        if (gm >= p.M) { continue; }
-        for (var h = 0u; h < TC4; h++) {
-            let gc0 = c0 + (h * WX + tx) * 4u;
-            for (var c = 0u; c < 4u; c++) {
-                let gc = gc0 + c;
-                if (gc >= p.C) { break; }
-                var v = acc[i][h][c];
-                if (has_bias && s == 0u) { v += BIAS[gc]; }
-                if (acc_out) { v += O[gm * p.C + gc]; }
-                O[o_base + gm * p.C + gc] = v;
-            }
-        }
-    }
+    store_tile(t, &acc);
 }

@@ -25,24 +25,18 @@ const BC4: u32 = BC / 4u;
 const NA: u32 = (BM * BR / VA + THREADS - 1u) / THREADS;
 const NWORDS: u32 = BC * BR / CPW;
 const NW: u32 = (NWORDS + THREADS - 1u) / THREADS;
-// words per tile row: along k (forward) or along the output columns (TRANS)
-const WPT: u32 = select(BR / CPW, BC / CPW, TRANS);
 
 var<workgroup> As: array<vec4<f32>, 2u * BR * BM4>;
 var<workgroup> Ws: array<vec4<f32>, 2u * BR * BC4>;
 
 fn sw(k: u32) -> u32 { return (k / 4u) * (32u / BR) % 8u; }
 
-// A [M, R], contiguous along r: element e = lid + i*THREADS of the step at r0 (zeros outside
-// the slice end re and M)
+// Global -> registers: element e = lid + i*THREADS of the step at r0 (zeros outside the slice
+// end re and M)
 fn fetch_a(m0: u32, r0: u32, re: u32, lid: u32, i: u32) -> AV {
     let e = lid + i * THREADS;
     var v = AV();
-    if (e < BM * BR / VA) {
-        let gm = m0 + e / (BR / VA);
-        let gr = r0 + (e % (BR / VA)) * VA;
-        if (gm < p.M && gr < re) { v = A[(gm * p.R + gr) / VA]; }
-    }
+    if (e < BM * BR / VA) { v = a_get(m0, r0, re, a_slot(e)); }
     return v;
 }
 
@@ -52,36 +46,15 @@ fn put_w(buf: u32, k: u32, c: u32, x: f32) { Ws[(buf * BR + k) * BC4 + ((c / 4u)
 fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
     let e = lid + i * THREADS;
     if (e >= BM * BR / VA) { return; }
-    let m = e / (BR / VA);
-    let k = (e % (BR / VA)) * VA;
-    for (var c = 0u; c < VA; c++) { put_a(buf, k + c, m, a_at(v, c)); }
+    let rm = a_slot(e);
+    for (var c = 0u; c < VA; c++) { put_a(buf, rm.x + c, rm.y, a_at(v, c)); }
 }
 
-// Code word e = lid + i*THREADS of the step at r0 and its group's (a, b); outside the weight
-// (or the slice) the word is 0 with (a, b) = 0, which dequantises to 0 for every kind.
-struct Word { w: u32, ab: vec2<f32> }
-
+// Code word e = lid + i*THREADS of the step at r0 and its group's (a, b) (word_at).
 fn fetch_w(c0: u32, r0: u32, re: u32, lid: u32, i: u32) -> Word {
     let e = lid + i * THREADS;
     var x = Word(0u, vec2<f32>(0.0));
-    if (e < NWORDS && r0 < re) {
-        let rowi = e / WPT;
-        let wi = e % WPT;
-        if (!TRANS) { // W rows are the output columns n; the step covers k in [r0, r0 + BR)
-            let n = c0 + rowi;
-            if (n < p.C) {
-                x.w = CODES[n * p.wpr + r0 / CPW + wi];
-                x.ab = group_ab(n * p.ng + r0 / G);
-            }
-        } else { // W rows are the reduction index n in [r0, r0 + BR); columns k in [c0, c0 + BC)
-            let n = r0 + rowi;
-            let kb = c0 + wi * CPW;
-            if (n < re && kb < p.Kp) {
-                x.w = CODES[n * p.wpr + kb / CPW];
-                x.ab = group_ab(n * p.ng + kb / G);
-            }
-        }
-    }
+    if (e < NWORDS && r0 < re) { x = word_at(c0, r0, re, e / WPT, e % WPT); }
     return x;
 }
 
@@ -107,15 +80,13 @@ fn store_w(buf: u32, lid: u32, i: u32, x: Word) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    let tiles = p.tiles_c * p.tiles_m;
-    if (wg >= tiles * p.splits) { return; }
-    let s = wg / tiles;
-    let t = wg % tiles;
-    let m0 = (t / p.tiles_c) * BM;
-    let c0 = (t % p.tiles_c) * BC;
-    let tx = lid % WX;
-    let ty = lid / WX;
-    let rb = min(p.R, s * p.r_chunk);
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg, lid);
+    let m0 = t.m0;
+    let c0 = t.c0;
+    let tx = t.tx;
+    let ty = t.ty;
+    let rb = min(p.R, t.s * p.r_chunk);
     let re = min(p.R, rb + p.r_chunk);
     let nt = (re - rb + BR - 1u) / BR;
 
@@ -160,22 +131,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    let o_base = s * p.M * p.C;
-    let has_bias = (p.flags & 1u) != 0u;
-    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
-    for (var i = 0u; i < TM; i++) {
-        let gm = m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
-        if (gm >= p.M) { continue; }
-        for (var h = 0u; h < TC4; h++) {
-            let gc0 = c0 + (h * WX + tx) * 4u;
-            for (var c = 0u; c < 4u; c++) {
-                let gc = gc0 + c;
-                if (gc >= p.C) { break; }
-                var v = acc[i][h][c];
-                if (has_bias && s == 0u) { v += BIAS[gc]; }
-                if (acc_out) { v += O[gm * p.C + gc]; }
-                O[o_base + gm * p.C + gc] = v;
-            }
-        }
-    }
+    store_tile(t, &acc);
 }

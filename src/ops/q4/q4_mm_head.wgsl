@@ -1,6 +1,9 @@
 // q4_mm_head: what the two 4-bit GEMM kernels (q4_mm.wgsl, q4_mm_db.wgsl) share, included by
-// both ("//!include q4_mm_head"): the Params, the bindings and the thread grid of a BM x BC
-// tile with TM x TC registers per thread. Not a kernel on its own.
+// both ("//!include q4_mm_head"): the Params, the bindings, the thread grid of a BM x BC
+// tile with TM x TC registers per thread, the tile a workgroup owns, where element e of a step
+// of A lies and which code word a W tile row reads (the index math of the loaders), and the
+// store of the register tile (the epilogue). Each kernel keeps its own workgroup layout and
+// main loop. Not a kernel on its own.
 struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
@@ -19,3 +22,81 @@ const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
 const TM4: u32 = TM / 4u;
 const TC4: u32 = TC / 4u;
+// words per tile row of W: along k (forward) or along the output columns (TRANS)
+const WPT: u32 = select(BR / CPW, BC / CPW, TRANS);
+
+// The workgroup's tile: R slice s, first row m0 and column c0 of O, and the thread's place
+// (tx, ty) in the WX x WY grid.
+struct Tile { s: u32, m0: u32, c0: u32, tx: u32, ty: u32 }
+
+// Workgroups that own a tile; those past it return at once.
+fn tile_count() -> u32 { return p.tiles_c * p.tiles_m * p.splits; }
+
+fn tile_of(wg: u32, lid: u32) -> Tile {
+    let tiles = p.tiles_c * p.tiles_m;
+    let t = wg % tiles;
+    return Tile(wg / tiles, (t / p.tiles_c) * BM, (t % p.tiles_c) * BC, lid % WX, lid / WX);
+}
+
+// Element e of A's step (BM x BR, A [M, R] contiguous along r, VA values per element): its
+// (r, m) in the tile, and the element at that slot of the step at (m0, r0) (zeros past M or
+// the slice end re).
+fn a_slot(e: u32) -> vec2<u32> { return vec2<u32>((e % (BR / VA)) * VA, e / (BR / VA)); }
+
+fn a_get(m0: u32, r0: u32, re: u32, rm: vec2<u32>) -> AV {
+    let gm = m0 + rm.y;
+    let gr = r0 + rm.x;
+    var v = AV();
+    if (gm < p.M && gr < re) { v = A[(gm * p.R + gr) / VA]; }
+    return v;
+}
+
+// Code word wi of tile row rowi (W's row: the output column c0 + rowi in the forward form,
+// the reduction index r0 + rowi with TRANS) of the step at r0, and its group's (a, b);
+// outside the weight (or the slice end re) the word is 0 with (a, b) = 0, which dequantises to
+// 0 for every kind.
+struct Word { w: u32, ab: vec2<f32> }
+
+fn word_at(c0: u32, r0: u32, re: u32, rowi: u32, wi: u32) -> Word {
+    var x = Word(0u, vec2<f32>(0.0));
+    if (!TRANS) { // the step covers k in [r0, r0 + BR): within one group
+        let n = c0 + rowi;
+        if (n < p.C) {
+            x.w = CODES[n * p.wpr + r0 / CPW + wi];
+            x.ab = group_ab(n * p.ng + r0 / G);
+        }
+    } else { // columns k in [c0, c0 + BC)
+        let n = r0 + rowi;
+        let kb = c0 + wi * CPW;
+        if (n < re && kb < p.Kp) {
+            x.w = CODES[n * p.wpr + kb / CPW];
+            x.ab = group_ab(n * p.ng + kb / G);
+        }
+    }
+    return x;
+}
+
+// The epilogue: the thread's register tile into O. Register row i is O's row
+// m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is c0 + (h*WX + tx)*4 + c. The bias (flags bit
+// 0) is added by slice 0 only; with ACC (flags bit 1, unsplit) O's value is added; a split
+// product writes slice s's raw partial into P[s, M, C].
+fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
+    let o_base = t.s * p.M * p.C;
+    let has_bias = (p.flags & 1u) != 0u;
+    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
+    for (var i = 0u; i < TM; i++) {
+        let gm = t.m0 + ((i / 4u) * WY + t.ty) * 4u + i % 4u;
+        if (gm >= p.M) { continue; }
+        for (var h = 0u; h < TC4; h++) {
+            let gc0 = t.c0 + (h * WX + t.tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gc = gc0 + c;
+                if (gc >= p.C) { break; }
+                var v = (*acc)[i][h][c];
+                if (has_bias && t.s == 0u) { v += BIAS[gc]; }
+                if (acc_out) { v += O[gm * p.C + gc]; }
+                O[o_base + gm * p.C + gc] = v;
+            }
+        }
+    }
+}

@@ -70,145 +70,166 @@ static bool check_x(wgml_ctx *ctx, const char *op, wgml_tensor *x) {
 
 static float neg_inf(void) { return -INFINITY; }
 
-static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool mean, wgml_tensor *x, const int *dims,
-                                int n_dims, int keepdim) {
-    if (!g) return NULL;
-    wgml_ctx *ctx = graph_ctx(g);
-    if (!check_x(ctx, op, x)) return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
+/* The dims to reduce as flags over x's dims (all of them when n_dims = 0); false with the
+ * error set for a bad list. */
+static bool reduced_dims(wgml_ctx *ctx, const char *op, const wgml_tensor *x, const int *dims, int n_dims,
+                         bool red[WGML_MAX_RANK]) {
     char db[160];
     if (n_dims < 0 || n_dims > WGML_MAX_RANK || (n_dims > 0 && !dims)) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d dims given (%s) for x %s", op, n_dims, dims ? "a list" : "NULL",
                        tshape(x));
-        return NULL;
+        return false;
     }
-    bool red[WGML_MAX_RANK] = {false};
+    for (int i = 0; i < WGML_MAX_RANK; i++) red[i] = false;
     for (int i = 0; i < n_dims; i++) {
         int d = dims[i] < 0 ? dims[i] + x->rank : dims[i];
         if (d < 0 || d >= x->rank) {
             wgml_set_error(ctx, WGML_ERR_ARG, "%s: dim %d is out of range for x %s (dims %s)", op, dims[i], tshape(x),
                            dims_str(db, sizeof db, dims, n_dims));
-            return NULL;
+            return false;
         }
         if (red[d]) {
             wgml_set_error(ctx, WGML_ERR_ARG, "%s: dim %d appears twice in dims %s for x %s", op, dims[i],
                            dims_str(db, sizeof db, dims, n_dims), tshape(x));
-            return NULL;
+            return false;
         }
         red[d] = true;
     }
     if (n_dims == 0)
         for (int d = 0; d < x->rank; d++) red[d] = true;
+    return true;
+}
 
-    /* output shape */
+/* x's dims coalesced: size-1 dims dropped, neighbours of the same kind (reduced or kept)
+ * merged into groups; n_red and n_out are the elements per reduction and the outputs. */
+typedef struct red_groups {
+    int n, n_reduced; /* groups, reduced groups */
+    int64_t size[WGML_MAX_RANK];
+    bool red[WGML_MAX_RANK];
+    int64_t n_red, n_out;
+} red_groups;
+
+static red_groups coalesce(const wgml_tensor *x, const bool *red) {
+    red_groups gr = {.n_red = 1, .n_out = 1};
+    for (int d = 0; d < x->rank; d++) {
+        if (x->shape[d] == 1) continue;
+        if (gr.n > 0 && gr.red[gr.n - 1] == red[d]) gr.size[gr.n - 1] *= x->shape[d];
+        else { gr.size[gr.n] = x->shape[d]; gr.red[gr.n] = red[d]; gr.n++; }
+    }
+    for (int i = 0; i < gr.n; i++) {
+        if (gr.red[i]) { gr.n_red *= gr.size[i]; gr.n_reduced++; }
+        else gr.n_out *= gr.size[i];
+    }
+    return gr;
+}
+
+/* One thread per output over the [outer, n_red, inner] view (reduce_cols.wgsl). */
+static wgml_status reduce_by_thread(wgml_graph *g, const char *op, int kind, wgml_tensor *x, wgml_tensor *out,
+                                    int64_t outer, const red_groups *gr, int64_t inner, float scale) {
+    char prelude[64];
+    struct { uint32_t outer, red, inner, n_out; float scale, ninf; } p = {
+        (uint32_t)outer, (uint32_t)gr->n_red, (uint32_t)inner, (uint32_t)gr->n_out, scale, neg_inf()};
+    snprintf(prelude, sizeof prelude, "const OP: u32 = %du;\n", kind);
+    return graph_dispatch(g, op, "reduce_cols", prelude, &x, 1, &out, 1, &p, sizeof p,
+                          ((uint64_t)gr->n_out + 255) / 256);
+}
+
+/* One workgroup per output (reduce_rows.wgsl): contiguous rows, or the groups with their
+ * strides. Few outputs with long reductions: each reduction is cut into chunks of >= SPLIT_MIN
+ * elements so that about SPLIT_TARGET workgroups share the work, and the per-chunk pairs are
+ * merged by a second dispatch (reduce_pairs.wgsl; fixed order: still deterministic). */
+static wgml_status reduce_by_workgroup(wgml_graph *g, const char *op, int kind, wgml_tensor *x, wgml_tensor *out,
+                                       const red_groups *gr, bool contig, float scale) {
+    char prelude[768], extra[160];
+    int64_t n_red = gr->n_red, n_out = gr->n_out;
+    struct {
+        uint32_t kshape[8], kstride[8], rshape[8], rstride[8];
+        uint32_t n_out, n_red, nk, nr;
+        float scale, ninf;
+        uint32_t chunk, parts;
+    } p;
+    memset(&p, 0, sizeof p);
+    p.n_out = (uint32_t)n_out;
+    p.n_red = (uint32_t)n_red;
+    p.scale = scale;
+    p.ninf = neg_inf();
+    if (!contig) { /* groups with their strides, innermost last */
+        int64_t stride = 1;
+        uint32_t ks[8], kst[8], rs[8], rst[8];
+        int nk = 0, nr = 0;
+        for (int i = gr->n - 1; i >= 0; i--) {
+            if (gr->red[i]) { rs[nr] = (uint32_t)gr->size[i]; rst[nr++] = (uint32_t)stride; }
+            else { ks[nk] = (uint32_t)gr->size[i]; kst[nk++] = (uint32_t)stride; }
+            stride *= gr->size[i];
+        }
+        for (int i = 0; i < nk; i++) { p.kshape[i] = ks[nk - 1 - i]; p.kstride[i] = kst[nk - 1 - i]; }
+        for (int i = 0; i < nr; i++) { p.rshape[i] = rs[nr - 1 - i]; p.rstride[i] = rst[nr - 1 - i]; }
+        p.nk = (uint32_t)nk;
+        p.nr = (uint32_t)nr;
+    }
+    int vw = contig && n_red % 4 == 0 ? 4 : 1;
+    uint64_t chunk = (uint64_t)n_red, parts = 1;
+    if (n_out < SPLIT_TARGET && n_red >= 2 * SPLIT_MIN) {
+        uint64_t want = (SPLIT_TARGET + (uint64_t)n_out - 1) / (uint64_t)n_out;
+        chunk = ((uint64_t)n_red + want - 1) / want;
+        if (chunk < SPLIT_MIN) chunk = SPLIT_MIN;
+        chunk = (chunk + 3) & ~3ull; /* whole vec4s */
+        parts = ((uint64_t)n_red + chunk - 1) / chunk;
+    }
+    p.chunk = (uint32_t)chunk;
+    p.parts = (uint32_t)parts;
+    snprintf(extra, sizeof extra, "const OP: u32 = %du; const CONTIG: bool = %s; const SPLIT: bool = %s;\n", kind,
+             contig ? "true" : "false", parts > 1 ? "true" : "false");
+    vec_prelude(prelude, sizeof prelude, row_workgroup(chunk / (uint64_t)vw), vw, extra);
+    if (parts == 1) return graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)n_out);
+    int64_t pshape[1] = {2 * n_out * (int64_t)parts};
+    wgml_tensor *pairs = graph_output(g, op, WGML_U32, 1, pshape);
+    wgml_status s = pairs ? graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &pairs, 1, &p, sizeof p,
+                                           (uint64_t)n_out * parts)
+                          : wgml_last_status(graph_ctx(g));
+    if (!s) {
+        struct { uint32_t n_out, parts; float scale, ninf; } q = {(uint32_t)n_out, (uint32_t)parts, scale, neg_inf()};
+        snprintf(prelude, sizeof prelude, "const WG: u32 = %uu; const OP: u32 = %du;\n", row_workgroup(parts), kind);
+        s = graph_dispatch(g, op, "reduce_pairs", prelude, &pairs, 1, &out, 1, &q, sizeof q, (uint64_t)n_out);
+    }
+    wgml_tensor_free(pairs); /* eager: released after the recorded dispatches */
+    return s;
+}
+
+static wgml_tensor *reduce_impl(wgml_graph *g, const char *op, int kind, bool mean, wgml_tensor *x, const int *dims,
+                                int n_dims, int keepdim) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!check_x(ctx, op, x) || check_graph(ctx, g, op, "x", x)) return NULL;
+    bool red[WGML_MAX_RANK];
+    if (!reduced_dims(ctx, op, x, dims, n_dims, red)) return NULL;
     int orank = 0;
     int64_t oshape[WGML_MAX_RANK];
     for (int d = 0; d < x->rank; d++) {
         if (!red[d]) oshape[orank++] = x->shape[d];
         else if (keepdim) oshape[orank++] = 1;
     }
-    /* coalesce: drop size-1 dims, merge neighbours of the same kind into groups */
-    int ng = 0;
-    int64_t gsize[WGML_MAX_RANK];
-    bool gred[WGML_MAX_RANK];
-    for (int d = 0; d < x->rank; d++) {
-        if (x->shape[d] == 1) continue;
-        if (ng > 0 && gred[ng - 1] == red[d]) gsize[ng - 1] *= x->shape[d];
-        else { gsize[ng] = x->shape[d]; gred[ng] = red[d]; ng++; }
-    }
-    int64_t n_red = 1, n_out = 1;
-    int n_rgroups = 0;
-    for (int i = 0; i < ng; i++) {
-        if (gred[i]) { n_red *= gsize[i]; n_rgroups++; }
-        else n_out *= gsize[i];
-    }
+    red_groups gr = coalesce(x, red);
     wgml_tensor *out = graph_output(g, op, kind == OP_ARGMAX ? WGML_I32 : WGML_F32, orank, oshape);
     if (!out) return NULL;
-    float scale = mean ? (float)(1.0 / (double)n_red) : 1.0f;
-    char prelude[768], extra[160];
-    wgml_status s;
+    float scale = mean ? (float)(1.0 / (double)gr.n_red) : 1.0f;
     /* the [outer, red, inner] view when the reduced dims form one block */
     int64_t outer = 1, inner = 1;
-    bool one_block = n_rgroups <= 1;
+    bool one_block = gr.n_reduced <= 1;
     if (one_block) {
         bool after = false;
-        for (int i = 0; i < ng; i++) {
-            if (gred[i]) after = true;
-            else if (after) inner *= gsize[i];
-            else outer *= gsize[i];
+        for (int i = 0; i < gr.n; i++) {
+            if (gr.red[i]) after = true;
+            else if (after) inner *= gr.size[i];
+            else outer *= gr.size[i];
         }
     }
     bool contig = one_block && inner == 1;
-    if (one_block && (n_red <= SHORT_ROW || (!contig && (n_out >= 1024 || n_red <= 64)))) {
-        /* one thread per output */
-        struct { uint32_t outer, red, inner, n_out; float scale, ninf; } p = {
-            (uint32_t)outer, (uint32_t)n_red, (uint32_t)inner, (uint32_t)n_out, scale, neg_inf()};
-        snprintf(prelude, sizeof prelude, "const OP: u32 = %du;\n", kind);
-        s = graph_dispatch(g, op, "reduce_cols", prelude, &x, 1, &out, 1, &p, sizeof p, ((uint64_t)n_out + 255) / 256);
-    } else {
-        struct {
-            uint32_t kshape[8], kstride[8], rshape[8], rstride[8];
-            uint32_t n_out, n_red, nk, nr;
-            float scale, ninf;
-            uint32_t chunk, parts;
-        } p;
-        memset(&p, 0, sizeof p);
-        p.n_out = (uint32_t)n_out;
-        p.n_red = (uint32_t)n_red;
-        p.scale = scale;
-        p.ninf = neg_inf();
-        if (!contig) { /* groups with their strides, innermost last */
-            int64_t stride = 1;
-            uint32_t ks[8], kst[8], rs[8], rst[8];
-            int nk = 0, nr = 0;
-            for (int i = ng - 1; i >= 0; i--) {
-                if (gred[i]) { rs[nr] = (uint32_t)gsize[i]; rst[nr++] = (uint32_t)stride; }
-                else { ks[nk] = (uint32_t)gsize[i]; kst[nk++] = (uint32_t)stride; }
-                stride *= gsize[i];
-            }
-            for (int i = 0; i < nk; i++) { p.kshape[i] = ks[nk - 1 - i]; p.kstride[i] = kst[nk - 1 - i]; }
-            for (int i = 0; i < nr; i++) { p.rshape[i] = rs[nr - 1 - i]; p.rstride[i] = rst[nr - 1 - i]; }
-            p.nk = (uint32_t)nk;
-            p.nr = (uint32_t)nr;
-        }
-        int vw = contig && n_red % 4 == 0 ? 4 : 1;
-        /* Few outputs with long reductions: cut each reduction into chunks of >= SPLIT_MIN
-         * elements so that about SPLIT_TARGET workgroups share the work, then merge the
-         * per-chunk pairs in a second dispatch (fixed order: still deterministic). */
-        uint64_t chunk = (uint64_t)n_red, parts = 1;
-        if (n_out < SPLIT_TARGET && n_red >= 2 * SPLIT_MIN) {
-            uint64_t want = (SPLIT_TARGET + (uint64_t)n_out - 1) / (uint64_t)n_out;
-            chunk = ((uint64_t)n_red + want - 1) / want;
-            if (chunk < SPLIT_MIN) chunk = SPLIT_MIN;
-            chunk = (chunk + 3) & ~3ull; /* whole vec4s */
-            parts = ((uint64_t)n_red + chunk - 1) / chunk;
-        }
-        p.chunk = (uint32_t)chunk;
-        p.parts = (uint32_t)parts;
-        snprintf(extra, sizeof extra, "const OP: u32 = %du; const CONTIG: bool = %s; const SPLIT: bool = %s;\n", kind,
-                 contig ? "true" : "false", parts > 1 ? "true" : "false");
-        vec_prelude(prelude, sizeof prelude, row_workgroup(chunk / (uint64_t)vw), vw, extra);
-        if (parts == 1) {
-            s = graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &out, 1, &p, sizeof p, (uint64_t)n_out);
-        } else {
-            int64_t pshape[1] = {2 * n_out * (int64_t)parts};
-            wgml_tensor *pairs = graph_output(g, op, WGML_U32, 1, pshape);
-            s = pairs ? graph_dispatch(g, op, "reduce_rows", prelude, &x, 1, &pairs, 1, &p, sizeof p,
-                                       (uint64_t)n_out * parts)
-                      : wgml_last_status(ctx);
-            if (!s) {
-                struct { uint32_t n_out, parts; float scale, ninf; } q = {(uint32_t)n_out, (uint32_t)parts, scale,
-                                                                          neg_inf()};
-                snprintf(prelude, sizeof prelude, "const WG: u32 = %uu; const OP: u32 = %du;\n",
-                         row_workgroup(parts), kind);
-                s = graph_dispatch(g, op, "reduce_pairs", prelude, &pairs, 1, &out, 1, &q, sizeof q, (uint64_t)n_out);
-            }
-            wgml_tensor_free(pairs); /* eager: released after the recorded dispatches */
-        }
-    }
+    wgml_status s;
+    if (one_block && (gr.n_red <= SHORT_ROW || (!contig && (gr.n_out >= 1024 || gr.n_red <= 64))))
+        s = reduce_by_thread(g, op, kind, x, out, outer, &gr, inner, scale);
+    else
+        s = reduce_by_workgroup(g, op, kind, x, out, &gr, contig, scale);
     if (s) {
         wgml_tensor_free(out);
         return NULL;
@@ -233,11 +254,7 @@ wgml_tensor *wgml_argmax(wgml_graph *g, wgml_tensor *x, int dim, int keepdim) {
 static wgml_tensor *softmax_impl(wgml_graph *g, const char *op, bool log_form, wgml_tensor *x, int dim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (!check_x(ctx, op, x)) return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: x belongs to another graph", op);
-        return NULL;
-    }
+    if (!check_x(ctx, op, x) || check_graph(ctx, g, op, "x", x)) return NULL;
     if (x->rank == 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x must have rank 1 to %d, got shape %s", op, WGML_MAX_RANK, tshape(x));
         return NULL;

@@ -7,9 +7,10 @@
 
 typedef struct red_attrs {
     bool reduced[WGML_MAX_RANK];
-    bool mean; /* sum / mean; log_softmax / softmax */
+    bool mean; /* mean (else sum) */
     bool amax;
-    int dim; /* softmax */
+    bool log_form; /* softmax: log_softmax (else softmax) */
+    int dim;       /* softmax */
 } red_attrs;
 
 static wgml_status reduce_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
@@ -50,7 +51,8 @@ wgml_tensor *reduce_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *x,
 
 static wgml_status softmax_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const red_attrs *at = (const red_attrs *)op->attrs;
-    dx[0] = at->mean ? wgml_log_softmax_backward(g, op->out, dy, at->dim) : wgml_softmax_backward(g, op->out, dy, at->dim);
+    dx[0] = at->log_form ? wgml_log_softmax_backward(g, op->out, dy, at->dim)
+                         : wgml_softmax_backward(g, op->out, dy, at->dim);
     return grad_result(g, op, dx);
 }
 
@@ -58,10 +60,7 @@ wgml_tensor *softmax_grad_record(wgml_graph *g, wgml_tensor *out, wgml_tensor *x
     if (!out || !graph_grad_enabled(g, &x, 1)) return out;
     graph_op op = {.name = log_form ? "log_softmax" : "softmax", .backward = softmax_op_backward, .n_in = 1, .in = {x},
                    .out = out};
-    red_attrs at;
-    memset(&at, 0, sizeof at);
-    at.mean = log_form; /* reused as the log flag */
-    at.dim = dim < 0 ? dim + x->rank : dim;
+    red_attrs at = {.log_form = log_form, .dim = dim < 0 ? dim + x->rank : dim};
     memcpy(op.attrs, &at, sizeof at);
     return graph_record_op(g, &op);
 }

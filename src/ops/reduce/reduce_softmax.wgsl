@@ -17,8 +17,7 @@ struct Params { n_rows: u32, n: u32, inner: u32, ninf: f32 }
 @group(0) @binding(1) var<storage, read_write> out: array<V>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-var<workgroup> sm: array<f32, WG>;
-var<workgroup> sl: array<f32, WG>;
+//!include reduce_lse
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -34,31 +33,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = row - o * p.inner;
     let base = (o * p.n * p.inner + i) / VW;
     let stride = p.inner;
-    var m = p.ninf;
-    var l = 0.0;
+    var ml = vec2<f32>(p.ninf, 0.0);
     for (var j = lane; j < cnt; j += T) {
         let v = x[base + j * stride];
-        let mv = hmax(v);
-        if (mv > p.ninf) { // an all -inf step adds nothing
-            if (mv > m) {
-                l = l * exp(m - mv);
-                m = mv;
-            }
-            l += hsum(exp(v - V(m)));
-        }
+        ml = lse_step(ml, v, p.ninf);
     }
-    sm[lid] = m;
-    sl[lid] = l;
+    sm[lid] = ml.x;
+    sl[lid] = ml.y;
     workgroupBarrier();
     for (var s = T / 2u; s > 0u; s = s >> 1u) {
         if (lane < s) {
-            let ma = sm[lid];
-            let mb = sm[lid + s];
-            let mx = max(ma, mb);
-            if (mx > p.ninf) {
-                sl[lid] = sl[lid] * exp(ma - mx) + sl[lid + s] * exp(mb - mx);
-                sm[lid] = mx;
-            }
+            lse_merge_slots(lid, lid + s, p.ninf);
         }
         workgroupBarrier();
     }

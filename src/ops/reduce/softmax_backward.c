@@ -1,22 +1,20 @@
 /* Backward of softmax and log_softmax along any dim (wgml_softmax_backward,
  * wgml_log_softmax_backward). Contiguous rows longer than a few elements: one workgroup per row
- * (reduce_smbwd_rows.wgsl); strided or very short rows: one thread per row
- * (reduce_smbwd_cols.wgsl). */
+ * (reduce_softmax_bwd_rows.wgsl); strided or very short rows: one thread per row
+ * (reduce_softmax_bwd_cols.wgsl). */
 #include "graph/graph.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static wgml_tensor *smbwd(wgml_graph *g, const char *op, bool log_form, wgml_tensor *y, wgml_tensor *dy, int dim) {
+static wgml_tensor *softmax_bwd_impl(wgml_graph *g, const char *op, bool log_form, wgml_tensor *y, wgml_tensor *dy,
+                                     int dim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     if (check_tensor(ctx, op, "y", y) || check_dtype(ctx, op, "y", y, WGML_F32) || check_tensor(ctx, op, "dy", dy) ||
         check_dtype(ctx, op, "dy", dy, WGML_F32))
         return NULL;
-    if (y->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: y belongs to another graph", op);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, "y", y)) return NULL;
     if (check_same_graph(ctx, op, y, dy)) return NULL;
     if (y->rank == 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: y must have rank 1 to %d, got shape %s", op, WGML_MAX_RANK, tshape(y));
@@ -46,13 +44,13 @@ static wgml_tensor *smbwd(wgml_graph *g, const char *op, bool log_form, wgml_ten
     wgml_status s;
     if (inner > 1 || n <= 16) {
         snprintf(prelude, sizeof prelude, "const LOG: bool = %s;\n", log_form ? "true" : "false");
-        s = graph_dispatch(g, op, "reduce_smbwd_cols", prelude, ro, 2, &out, 1, &p, sizeof p,
+        s = graph_dispatch(g, op, "reduce_softmax_bwd_cols", prelude, ro, 2, &out, 1, &p, sizeof p,
                            ((uint64_t)(outer * inner) + 255) / 256);
     } else {
         uint32_t wg = 32;
         while (wg < 256 && (int64_t)wg * 8 <= n) wg *= 2;
         snprintf(prelude, sizeof prelude, "const LOG: bool = %s; const WG: u32 = %uu;\n", log_form ? "true" : "false", wg);
-        s = graph_dispatch(g, op, "reduce_smbwd_rows", prelude, ro, 2, &out, 1, &p, sizeof p, (uint64_t)outer);
+        s = graph_dispatch(g, op, "reduce_softmax_bwd_rows", prelude, ro, 2, &out, 1, &p, sizeof p, (uint64_t)outer);
     }
     if (s) {
         wgml_tensor_free(out);
@@ -62,8 +60,8 @@ static wgml_tensor *smbwd(wgml_graph *g, const char *op, bool log_form, wgml_ten
 }
 
 wgml_tensor *wgml_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim) {
-    return smbwd(g, "softmax_backward", false, y, dy, dim);
+    return softmax_bwd_impl(g, "softmax_backward", false, y, dy, dim);
 }
 wgml_tensor *wgml_log_softmax_backward(wgml_graph *g, wgml_tensor *y, wgml_tensor *dy, int dim) {
-    return smbwd(g, "log_softmax_backward", true, y, dy, dim);
+    return softmax_bwd_impl(g, "log_softmax_backward", true, y, dy, dim);
 }

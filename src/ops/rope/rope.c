@@ -65,10 +65,7 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         check_rank(ctx, op, xn, x, 4, 4) || check_rank(ctx, op, "positions", positions, 1, 2) ||
         check_same_graph(ctx, op, x, positions))
         return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, xn);
-        return NULL;
-    }
+    if (check_graph(ctx, g, op, xn, x)) return NULL;
     int64_t B = x->shape[0], S = hf ? x->shape[2] : x->shape[1], H = hf ? x->shape[1] : x->shape[2], D = x->shape[3];
     if (D % 2 != 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s: the head dimension D = %lld must be even", op, xn, tshape(x),

@@ -146,7 +146,7 @@ static wgml_status check_input(wgml_graph *g, const char *op, const char *arg, w
     wgml_ctx *ctx = graph_ctx(g);
     wgml_status s = check_tensor(ctx, op, arg, x);
     if (s) return s;
-    if (x->graph != g) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s belongs to another graph", op, arg);
+    if ((s = check_graph(ctx, g, op, arg, x))) return s;
     return check_size(ctx, op, x);
 }
 

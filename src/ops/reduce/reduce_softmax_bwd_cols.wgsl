@@ -1,6 +1,6 @@
-// reduce_smbwd_cols: softmax / log_softmax backward for short rows or rows at a stride (the
-// rows of an [outer, n, inner] view are the n elements at stride inner). Same formulas as
-// reduce_smbwd_rows (LOG from the prelude).
+// reduce_softmax_bwd_cols: softmax / log_softmax backward for short rows or rows at a stride
+// (the rows of an [outer, n, inner] view are the n elements at stride inner). Same formulas
+// as reduce_softmax_bwd_rows (LOG from the prelude).
 // Workgroup: 256 threads; one thread owns one row (o, i): a pass for the sum, a pass that
 // writes dx. With inner > 1 neighbouring threads read neighbouring addresses (coalesced).
 struct Params { n_rows: u32, n: u32, inner: u32, pad: u32 }

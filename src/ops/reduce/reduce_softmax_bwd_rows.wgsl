@@ -1,4 +1,4 @@
-// reduce_smbwd_rows: softmax / log_softmax backward along contiguous rows of length n.
+// reduce_softmax_bwd_rows: softmax / log_softmax backward along contiguous rows of length n.
 // softmax (LOG false): s = sum(dy * y), dx = y * (dy - s); log_softmax (LOG true): s = sum(dy),
 // dx = dy - exp(y) * s (y is the forward output).
 // Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row; thread t

@@ -1,0 +1,104 @@
+// matmul_tile: what the two tiled matmul kernels (matmul.wgsl, matmul_db.wgsl) share, included
+// by both ("//!include matmul_tile"): the Params and bindings, the thread grid of a BM x BN
+// tile with TM x TN registers per thread, the tile a workgroup owns, where element e of an
+// operand's k-tile lies (the index math of the loaders) and the store of the register tile
+// (the epilogue). Each kernel keeps its own workgroup layout and main loop. Not a kernel.
+//!include matmul_params
+
+@group(0) @binding(0) var<storage, read> A: array<AV>;
+@group(0) @binding(1) var<storage, read> B: array<BV>;
+@group(0) @binding(2) var<storage, read> C: array<f32>;
+@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const WX: u32 = BN / TN;
+const WY: u32 = BM / TM;
+const THREADS: u32 = WX * WY;
+const TM4: u32 = TM / 4u;
+const TN4: u32 = TN / 4u;
+
+// The workgroup's tile: K slice s, batch b, first row m0 and column n0 of O, and the
+// thread's place (tx, ty) in the WX x WY grid.
+struct Tile { s: u32, b: u32, m0: u32, n0: u32, tx: u32, ty: u32 }
+
+// Workgroups that own a tile; those past it return at once.
+fn tile_count() -> u32 { return p.tiles_n * p.tiles_m * p.batch * p.splits; }
+
+fn tile_of(wg: u32, lid: u32) -> Tile {
+    let tiles = p.tiles_n * p.tiles_m;
+    let per_slice = tiles * p.batch;
+    let bt = wg % per_slice;
+    let t = bt % tiles;
+    return Tile(wg / per_slice, bt / tiles, (t / p.tiles_n) * BM, (t % p.tiles_n) * BN, lid % WX, lid / WX);
+}
+
+// Element e of A's k-tile (BM x BK, VA values per element): its (k, m) in the tile. TRANS_A:
+// A stored [K, M], contiguous along m (the element spans m .. m + VA - 1); else A stored
+// [M, K], contiguous along k (it spans k .. k + VA - 1).
+fn a_slot(e: u32) -> vec2<u32> {
+    if (TRANS_A) { return vec2<u32>(e / (BM / VA), (e % (BM / VA)) * VA); }
+    return vec2<u32>((e % (BK / VA)) * VA, e / (BK / VA));
+}
+
+// The A element at slot km of the k-tile at (m0, k0); zeros past M or the slice end ke.
+fn a_get(a_base: u32, m0: u32, k0: u32, ke: u32, km: vec2<u32>) -> AV {
+    let gk = k0 + km.x;
+    let gm = m0 + km.y;
+    var v = AV();
+    if (TRANS_A) {
+        if (gk < ke && gm < p.M) { v = A[(a_base + gk * p.M + gm) / VA]; }
+    } else {
+        if (gm < p.M && gk < ke) { v = A[(a_base + gm * p.K + gk) / VA]; }
+    }
+    return v;
+}
+
+// Element e of B's k-tile (BK x BN, VB values per element): its (k, n). TRANS_B: B stored
+// [N, K], contiguous along k; else B stored [K, N], contiguous along n.
+fn b_slot(e: u32) -> vec2<u32> {
+    if (TRANS_B) { return vec2<u32>((e % (BK / VB)) * VB, e / (BK / VB)); }
+    return vec2<u32>(e / (BN / VB), (e % (BN / VB)) * VB);
+}
+
+// The B element at slot kn of the k-tile at (n0, k0); zeros past N or the slice end ke.
+fn b_get(b_base: u32, n0: u32, k0: u32, ke: u32, kn: vec2<u32>) -> BV {
+    let gk = k0 + kn.x;
+    let gn = n0 + kn.y;
+    var v = BV();
+    if (TRANS_B) {
+        if (gn < p.N && gk < ke) { v = B[(b_base + gn * p.K + gk) / VB]; }
+    } else {
+        if (gk < ke && gn < p.N) { v = B[(b_base + gk * p.N + gn) / VB]; }
+    }
+    return v;
+}
+
+// The epilogue: the thread's register tile into O. Register row i is O's row
+// m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is n0 + (h*WX + tx)*4 + c. O = alpha * acc +
+// beta * C (C read from O itself with C_IS_OUT: each element is read and written by this
+// thread only), or with SPLITK the raw partial of slice s into P[s, b, m, n].
+fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TN4>, TM>>) {
+    let o_base = (t.s * p.batch + t.b) * p.M * p.N;
+    for (var i = 0u; i < TM; i++) {
+        let gm = t.m0 + ((i / 4u) * WY + t.ty) * 4u + i % 4u;
+        if (gm >= p.M) { continue; }
+        for (var h = 0u; h < TN4; h++) {
+            let gn0 = t.n0 + (h * WX + t.tx) * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                let gn = gn0 + c;
+                if (gn >= p.N) { break; }
+                if (SPLITK) {
+                    O[o_base + gm * p.N + gn] = (*acc)[i][h][c];
+                    continue;
+                }
+                var v = p.alpha * (*acc)[i][h][c];
+                if (C_IS_OUT) {
+                    v += p.beta * O[o_base + gm * p.N + gn];
+                } else if (HAS_C) {
+                    v += p.beta * C[t.b * p.c_bs + gm * p.c_sm + gn * p.c_sn];
+                }
+                O[o_base + gm * p.N + gn] = v;
+            }
+        }
+    }
+}

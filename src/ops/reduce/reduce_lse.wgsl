@@ -1,0 +1,39 @@
+// reduce_lse: the online log-sum-exp of the row kernels (reduce_softmax, ce_rows,
+// lmhead_ce_fwd, lmhead_ce_grad include it with "//!include reduce_lse"). A running pair
+// (m, l) is a maximum m and a sum l of exp(v - m); pairs are merged without overflow by
+// rescaling to the larger maximum. Elements and maxima at or below ninf (-inf, passed by the
+// kernel's Params) add nothing, so a row that is all -inf keeps (ninf, 0). Not a kernel: the
+// including kernel's prelude supplies WG, the alias V and hmax(), hsum() over one V.
+// sm, sl: the workgroup's (m, l) pairs, one per thread, merged by a tree in the kernel.
+var<workgroup> sm: array<f32, WG>;
+var<workgroup> sl: array<f32, WG>;
+
+// (m, l) after one more V step v: on a new maximum mv > m, l <- l*exp(m - mv) and m <- mv;
+// then l += sum exp(v - m). A step of a vec4 takes its own maximum first, then one rescale.
+fn lse_step(ml: vec2<f32>, v: V, ninf: f32) -> vec2<f32> {
+    let mv = hmax(v);
+    if (!(mv > ninf)) { return ml; } // an all -inf step adds nothing
+    var m = ml.x;
+    var l = ml.y;
+    if (mv > m) {
+        l = l * exp(m - mv);
+        m = mv;
+    }
+    l += hsum(exp(v - V(m)));
+    return vec2<f32>(m, l);
+}
+
+// Two pairs merged: m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m) (a unchanged when
+// both maxima are -inf).
+fn lse_merge(a: vec2<f32>, b: vec2<f32>, ninf: f32) -> vec2<f32> {
+    let mx = max(a.x, b.x);
+    if (mx > ninf) { return vec2<f32>(mx, a.y * exp(a.x - mx) + b.y * exp(b.x - mx)); }
+    return a;
+}
+
+// One node of the workgroup tree: the pair of slot j merged into slot i.
+fn lse_merge_slots(i: u32, j: u32, ninf: f32) {
+    let r = lse_merge(vec2<f32>(sm[i], sl[i]), vec2<f32>(sm[j], sl[j]), ninf);
+    sm[i] = r.x;
+    sl[i] = r.y;
+}

@@ -1,0 +1,13 @@
+#define _POSIX_C_SOURCE 200809L
+/* The outer-product matmul variants (matmul_outer.wgsl, short K) against OpenBLAS cblas_dgemm
+ * in double precision: every orientation, unsplit and split-K, the epilogues, a grid over
+ * 65,535 workgroups. The skinny variants and the automatic choice: test_matmul_skinny. */
+#include "matmul_skinny_cases.h"
+
+int main(int argc, char **argv) {
+    th_init_args("test_matmul_outer", argc, argv);
+    test_skinny_variants(4, 5);
+    test_skinny_epilogues(4);
+    test_skinny_huge_grid(1);
+    return th_done();
+}

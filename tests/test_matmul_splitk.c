@@ -1,0 +1,45 @@
+#define _POSIX_C_SOURCE 200809L
+/* Split-K on every tiled matmul variant (matmul.wgsl, matmul_db.wgsl) against OpenBLAS
+ * cblas_dgemm in double precision. The unsplit variants: test_matmul_tile, test_matmul_db; the
+ * epilogues through the reduction and split-K in a built graph: test_matmul. */
+#include "matmul_cases.h"
+
+/* Split-K ($WGML_MATMUL_SPLITK): every variant and transpose with K not a multiple of the
+ * slice, K = 1 (empty slices write zero partials), slice counts 2, 3 and 7; batch and
+ * broadcast batch; and the variant override by name. (The epilogues through the reduction:
+ * test_matmul.) */
+static void test_splitk(void) {
+    static const int64_t shapes[][3] = {{129, 37, 65}, {33, 17, 1}, {132, 136, 36}};
+    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    for (int v = 0; v < wgml_matmul_variant_count(); v++) {
+        if (!is_tiled(v)) continue;
+        wgml_matmul_force_variant(T.ctx, v);
+        char label[96];
+        snprintf(label, sizeof label, "split3 %s", wgml_matmul_variant_name(v));
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int t = 0; t < 4; t++) case_matmul(label, 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
+    }
+    wgml_matmul_force_variant(T.ctx, -1);
+    static const char *const counts[] = {"2", "7"};
+    for (int c = 0; c < 2; c++) {
+        setenv("WGML_MATMUL_SPLITK", counts[c], 1);
+        char label[64];
+        snprintf(label, sizeof label, "split%s", counts[c]);
+        case_matmul(label, 0, 0, 70, 50, 333, 1, 0);
+        case_matmul(label, 3, 3, 33, 17, 29, 0, 0);
+        case_matmul(label, 4, 4, 20, 24, 100, 1, 1);
+        case_matmul(label, 1, 5, 9, 11, 13, 0, 1);
+        case_matmul(label, 5, 0, 9, 11, 13, 0, 0);
+    }
+    setenv("WGML_MATMUL_SPLITK", "4", 1);
+    setenv("WGML_MATMUL_VARIANT", "db128x64_k16_r8x4", 1);
+    case_matmul("split4 by $WGML_MATMUL_VARIANT", 0, 0, 40, 30, 50, 0, 1);
+    unsetenv("WGML_MATMUL_VARIANT");
+    unsetenv("WGML_MATMUL_SPLITK");
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_matmul_splitk", argc, argv);
+    test_splitk();
+    return th_done();
+}
