@@ -343,8 +343,38 @@ static void test_huge_grid(void) {
     wgml_matmul_force_variant(T.ctx, -1);
 }
 
+/* The automatic variant choice follows the rules docs/ARCHITECTURE.md states (the H200 sweeps'
+ * winners): a plan is only a name and a split count, so this needs no GPU time. A table edit that
+ * moves an index (the choice is made by index) shows here, not only as a slower benchmark. */
+static void test_auto_plan(void) {
+    static const struct {
+        int64_t batch, m, n, k;
+        const char *want;
+        int splits; /* 0: any */
+    } cases[] = {
+        {1, 4096, 4096, 4096, "db128x128_k8_r8x8", 1},   /* 1,024 tiles of 128x128, K >= 256: unsplit */
+        {1, 8192, 8192, 8192, "db128x128_k8_r8x8", 1},
+        {1, 2048, 2048, 2048, "db128x128_k8_r8x8", 1},   /* 256 tiles */
+        {1, 4096, 576, 576, "tile128x64_k16_r8x4", 0},   /* 160 tiles of 128x128: under 256 */
+        {1, 576, 576, 4096, "tile128x64_k16_r8x4", 0},   /* K >= 1024 */
+        {1, 4096, 192, 576, "tile64x64_k16_r4x4", 0},
+        {1, 4096, 1024, 16, "outer_r8", 0},              /* K <= 32 from 2^22 multiply-adds */
+        {1, 16, 1536, 4096, "skinny_r2_kt16", 0},        /* an output side <= 32, K >= 2048 */
+        {1, 64, 16, 64, "tile32x32_k16_r4x4", 0},        /* small and skinny */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int v = -1, s = 0;
+        wgml_matmul_plan(T.ctx, cases[i].batch, cases[i].m, cases[i].n, cases[i].k, &v, &s);
+        const char *got = v >= 0 ? wgml_matmul_variant_name(v) : NULL;
+        th_check(got && !strcmp(got, cases[i].want) && (!cases[i].splits || s == cases[i].splits),
+                 "auto plan %lldx%lldx%lld: %s split %d (want %s%s)", (long long)cases[i].m, (long long)cases[i].n,
+                 (long long)cases[i].k, got ? got : "(none)", s, cases[i].want, cases[i].splits ? " split 1" : "");
+    }
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_matmul", argc, argv);
+    test_auto_plan();
     test_auto_shapes();
     test_mm_bmm();
     test_linear();

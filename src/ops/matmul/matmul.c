@@ -31,7 +31,7 @@ typedef enum matmul_variant_id {
     V_TILE128,
     V_TILE128X64,
     V_DB128_K8,
-    V_DB128,
+    V_DB128_K16,
     V_DB128X64,
     V_DB64,
     V_SKINNY_R4_KT16,
@@ -61,7 +61,7 @@ static const matmul_variant VARIANTS[N_VARIANTS] = {
                       .tm = 8, .tn = 4},
     [V_DB128_K8] = {.name = "db128x128_k8_r8x8", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 8,
                     .tm = 8, .tn = 8},
-    [V_DB128] = {.name = "db128x128_k16_r8x8", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 16,
+    [V_DB128_K16] = {.name = "db128x128_k16_r8x8", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 128, .bk = 16,
                  .tm = 8, .tn = 8},
     [V_DB128X64] = {.name = "db128x64_k16_r8x4", .shader = "matmul_db", .kind = K_TILE, .bm = 128, .bn = 64, .bk = 16,
                     .tm = 8, .tn = 4},
@@ -143,7 +143,7 @@ static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, in
     int64_t tiles_128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
     int64_t tiles_64x64 = batch * ((m + 63) / 64) * ((n + 63) / 64);
-    if (tiles_128 >= 256 && k >= 256 && variant_fits(ctx, V_DB128)) return V_DB128;
+    if (tiles_128 >= 256 && k >= 256 && variant_fits(ctx, V_DB128_K8)) return V_DB128_K8;
     if (tiles_128x64 >= 256 || (k >= 1024 && tiles_128x64 >= 32)) return V_TILE128X64;
     if (m <= 32 || n <= 32) return V_TILE32;
     if (tiles_64x64 >= 32 || (m >= 64 && n >= 64)) return V_TILE64;
@@ -227,7 +227,7 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
     else if (v->kind == K_OUTER) s = env_splits() > 0 ? env_splits() : 1;
     /* the 128 x 128 tile is chosen only where it fills the GPU; split, it ran slower (2048³:
      * 31.8 TFLOP/s at split 5 against 33.6 unsplit) */
-    else s = vi == V_DB128 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32, macs);
+    else s = vi == V_DB128_K8 && env_splits() <= 0 ? 1 : choose_splits(tiles, k, m <= 32 || n <= 32, macs);
     /* the partial buffer [S, batch, M, N] stays within 32-bit indexing */
     while (s > 1 && (int64_t)s * batch * m * n > 0x7FFFFFFFll) s /= 2;
     *variant = vi;
