@@ -17,39 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ views */
-
-typedef struct view_attrs {
-    int64_t offset; /* tensor_view: element offset into x */
-} view_attrs;
-
-/* reshape: dx = dy in x's shape. tensor_view: dy scattered back into zeros of x's size. */
-static wgml_status view_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
-    wgml_tensor *x = op->in[0];
-    const view_attrs *a = (const view_attrs *)op->attrs;
-    if (dy->numel == x->numel) {
-        dx[0] = wgml_reshape(g, dy, x->rank, x->shape);
-        return dx[0] ? WGML_OK : wgml_last_status(graph_ctx(g));
-    }
-    int64_t n = dy->numel, before = a->offset, after = x->numel - a->offset - n;
-    wgml_tensor *parts[3];
-    int k = 0;
-    if (before > 0) parts[k++] = wgml_zeros(g, WGML_F32, 1, &before);
-    parts[k++] = wgml_reshape(g, dy, 1, &n);
-    if (after > 0) parts[k++] = wgml_zeros(g, WGML_F32, 1, &after);
-    wgml_tensor *flat = k == 1 ? parts[0] : wgml_cat(g, parts, k, 0);
-    dx[0] = flat ? wgml_reshape(g, flat, x->rank, x->shape) : NULL;
-    return dx[0] ? WGML_OK : wgml_last_status(graph_ctx(g));
-}
-
-wgml_tensor *autograd_view_record(wgml_graph *g, wgml_tensor *x, wgml_tensor *view, int64_t offset) {
-    if (!view || !graph_grad_enabled(g, &x, 1)) return view;
-    graph_op op = {.name = "view", .backward = view_backward, .n_in = 1, .in = {x}, .out = view};
-    view_attrs a = {offset};
-    memcpy(op.attrs, &a, sizeof a);
-    return graph_record_op(g, &op);
-}
-
 /* ------------------------------------------------------------------ the backward pass */
 
 /* Must match autograd_store.wgsl. */

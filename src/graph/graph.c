@@ -255,8 +255,8 @@ void wgml_tensor_free(wgml_tensor *t) {
 
 /* A view of x (or of x's base) recorded in graph g (x's own graph, or another graph of the
  * same context for a shared persistent tensor). */
-static wgml_tensor *make_view(wgml_graph *g, wgml_tensor *x, const char *op, uint64_t byte_offset, int rank,
-                              const int64_t *shape) {
+wgml_tensor *graph_view(wgml_graph *g, wgml_tensor *x, const char *op, uint64_t byte_offset, int rank,
+                        const int64_t *shape) {
     wgml_ctx *ctx = g->ctx;
     wgml_tensor *t = calloc(1, sizeof *t);
     if (!t) {
@@ -283,45 +283,6 @@ static wgml_tensor *make_view(wgml_graph *g, wgml_tensor *x, const char *op, uin
     return t;
 }
 
-wgml_tensor *wgml_reshape(wgml_graph *g, wgml_tensor *x, int rank, const int64_t *shape) {
-    if (!g) return NULL;
-    wgml_ctx *ctx = g->ctx;
-    if (check_tensor(ctx, "reshape", "x", x) || check_shape(ctx, "reshape", rank, shape)) return NULL;
-    if (x->graph != g) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "reshape: x belongs to another graph");
-        return NULL;
-    }
-    if (shape_numel(rank, shape) != x->numel) {
-        char b[SHAPE_STR_LEN];
-        wgml_set_error(ctx, WGML_ERR_SHAPE, "reshape: x %s has %lld elements; shape %s has %lld", tshape(x),
-                       (long long)x->numel, shape_str(b, sizeof b, rank, shape), (long long)shape_numel(rank, shape));
-        return NULL;
-    }
-    return autograd_view_record(g, x, make_view(g, x, "reshape", 0, rank, shape), 0);
-}
-
-wgml_tensor *wgml_tensor_view(wgml_tensor *x, int64_t offset, int rank, const int64_t *shape) {
-    if (!x) return NULL;
-    wgml_ctx *ctx = x->graph->ctx;
-    if (check_shape(ctx, "tensor_view", rank, shape)) return NULL;
-    int64_t n = shape_numel(rank, shape);
-    uint64_t esize = wgml_dtype_size(x->dtype), align = gpu_get_caps(ctx)->storage_align;
-    if (offset < 0 || offset > x->numel || n > x->numel - offset) {
-        wgml_set_error(ctx, WGML_ERR_SHAPE, "tensor_view: %lld elements at offset %lld do not fit in x %s", (long long)n,
-                       (long long)offset, tshape(x));
-        return NULL;
-    }
-    if (((uint64_t)offset * esize) % align) {
-        wgml_set_error(ctx, WGML_ERR_ARG,
-                       "tensor_view: offset %lld (%llu bytes) is not a multiple of the device's %llu-byte storage "
-                       "offset alignment",
-                       (long long)offset, (unsigned long long)((uint64_t)offset * esize), (unsigned long long)align);
-        return NULL;
-    }
-    return autograd_view_record(x->graph, x, make_view(x->graph, x, "tensor_view", (uint64_t)offset * esize, rank, shape),
-                                offset);
-}
-
 /* A view, in graph g, of the persistent tensor x of another graph of the same context (or of g):
  * lets several built graphs (a model's prefill and decode graphs) use one copy of the weights
  * and the KV cache. x's graph must outlive g. */
@@ -342,7 +303,7 @@ wgml_tensor *wgml_tensor_share(wgml_graph *g, wgml_tensor *x) {
         wgml_set_error(g->ctx, WGML_ERR_STATE, "tensor_share: the graph is already compiled");
         return NULL;
     }
-    return make_view(g, x, "tensor_share", 0, x->rank, x->shape);
+    return graph_view(g, x, "tensor_share", 0, x->rank, x->shape);
 }
 
 wgml_status wgml_tensor_write(wgml_tensor *t, const void *data, size_t bytes) {

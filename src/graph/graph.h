@@ -27,6 +27,12 @@ int graph_ctx_matmul_variant(const wgml_ctx *ctx);
 
 /* A new output tensor of an op (shape already validated by the op). NULL on error. */
 wgml_tensor *graph_output(wgml_graph *g, const char *op, wgml_dtype dtype, int rank, const int64_t *shape);
+/* A view of x (of x's base when x is itself a view) at byte_offset with the given shape, recorded
+ * in g (x's own graph, or another graph of the same context for a shared persistent tensor): no
+ * memory and no dispatch of its own; in a built graph its uses count as uses of its base. The
+ * caller has checked the shape, the bounds and the alignment. NULL when out of host memory. */
+wgml_tensor *graph_view(wgml_graph *g, wgml_tensor *x, const char *op, uint64_t byte_offset, int rank,
+                        const int64_t *shape);
 
 /* Records one dispatch of WGSL kernel `shader` (entry "main") with `prelude` prepended.
  * Bindings in order: ro[0..n_ro) read-only, rw[0..n_rw) read-write, then the uniform (when
@@ -74,10 +80,6 @@ gpu_async *graph_run_async(wgml_graph *g, size_t repeat, wgml_tensor *out, uint6
 void **graph_autograd_slot(wgml_graph *g);
 bool graph_is_compiled(const wgml_graph *g);
 void graph_tape_release(wgml_graph *g);
-/* Records the backward of a view (reshape, tensor_view at element offset) of x; returns view.
- * In autograd.c, as its rule builds from ops (zeros, cat). */
-wgml_tensor *autograd_view_record(wgml_graph *g, wgml_tensor *x, wgml_tensor *view, int64_t offset);
-
 #define GRAPH_OP_MAX_IN 8
 #define GRAPH_OP_ATTR_BYTES 160
 
