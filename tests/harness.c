@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "tensor/splitmix.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,13 +9,6 @@
 #include <time.h>
 
 th T;
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static const char *dump_dir;
 
@@ -93,7 +87,7 @@ int th_done(void) {
     return T.failed ? 1 : 0;
 }
 
-double th_uniform(double lo, double hi) { return lo + (hi - lo) * ((splitmix(&T.rng) >> 11) * (1.0 / 9007199254740992.0)); }
+double th_uniform(double lo, double hi) { return lo + (hi - lo) * ((splitmix64(&T.rng) >> 11) * (1.0 / 9007199254740992.0)); }
 
 void th_fill_uniform(float *x, size_t n, double lo, double hi) {
     for (size_t i = 0; i < n; i++) x[i] = (float)th_uniform(lo, hi);

@@ -6,6 +6,7 @@
  * The inputs come from a splitmix64 stream of the seed (the harness seed), not from the
  * harness RNG, so both runs see the same bytes. */
 #include "harness.h"
+#include "tensor/splitmix.h"
 #include "wgml-train.h"
 
 #include <stdio.h>
@@ -47,13 +48,7 @@ static void put_tensor(blob *b, const char *name, wgml_tensor *t, wgml_ctx *ctx)
     free(h);
 }
 
-static uint64_t sm64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float unif(uint64_t *s) { return (float)((double)(sm64(s) >> 11) * 0x1p-53 * 2.0 - 1.0); }
+static float unif(uint64_t *s) { return (float)((double)(splitmix64(s) >> 11) * 0x1p-53 * 2.0 - 1.0); }
 
 typedef struct inputs {
     float x[M * K], w[K * N], gamma[N], p0[N * K];
@@ -66,7 +61,7 @@ static void make_inputs(inputs *in, uint64_t seed) {
     for (int i = 0; i < K * N; i++) in->w[i] = unif(&s) * 0.1f;
     for (int i = 0; i < N; i++) in->gamma[i] = 1.0f + 0.5f * unif(&s);
     for (int i = 0; i < N * K; i++) in->p0[i] = unif(&s) * 0.05f;
-    for (int i = 0; i < M; i++) in->labels[i] = (int32_t)(sm64(&s) % N);
+    for (int i = 0; i < M; i++) in->labels[i] = (int32_t)(splitmix64(&s) % N);
     in->labels[3] = -100; /* an ignored row */
 }
 
