@@ -1,4 +1,4 @@
-"""Loading libwgml.so and the ctypes prototypes of the public C API (include/wgml.h).
+"""Loading libwgml.so and the ctypes prototypes of the public C API (include/wgml.h, wgml-model.h, wgml-train.h).
 
 Only functions declared in the public header are used. The library is a ctypes.CDLL, so every
 foreign call releases the GIL for its duration: other Python threads run while the GPU works.
@@ -42,7 +42,8 @@ def _load() -> ctypes.CDLL:
 lib = _load()
 path = getattr(lib, "_name", LIB_NAME)
 
-# ---- structs mirrored from wgml.h (same field order and types) ----
+# ---- structs mirrored from the public headers (same field order and types; tests/py/test_python_abi.py
+# compares each with the C compiler's layout) ----
 
 
 class CtxOptions(Structure):
