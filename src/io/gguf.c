@@ -247,7 +247,9 @@ static int64_t find_duplicate(const char **names, int64_t n, int64_t *first) {
     return dup;
 }
 
-static wgml_status parse(cursor *c) {
+/* Magic, version and the two counts (each checked against the bytes left), then the kv and
+ * tensor tables. */
+static wgml_status parse_header(cursor *c, uint64_t *nt, uint64_t *nkv) {
     wgml_gguf *f = c->f;
     wgml_status s;
     if (f->size < 4 || memcmp(f->map, "GGUF", 4) != 0)
@@ -257,98 +259,117 @@ static wgml_status parse(cursor *c) {
     if (f->version != 2 && f->version != 3)
         return fail(c, 4, "unsupported GGUF version %u (2 and 3 are supported%s)", f->version,
                     f->version > 0xffff ? "; a big-endian file?" : "");
-    uint64_t nt, nkv;
-    if ((s = get_u64(c, &nt, "tensor count")) || (s = get_u64(c, &nkv, "metadata count"))) return s;
+    if ((s = get_u64(c, nt, "tensor count")) || (s = get_u64(c, nkv, "metadata count"))) return s;
     /* a kv pair takes at least 8 (key) + 4 (type) + 1 bytes; a tensor info 8 + 4 + 8 + 4 + 8 */
-    if (nkv > remaining(c) / 13) return fail(c, 16, "metadata count %llu is more than the file can hold", (unsigned long long)nkv);
-    if (nt > remaining(c) / 32) return fail(c, 8, "tensor count %llu is more than the file can hold", (unsigned long long)nt);
-    f->kv = calloc(nkv ? nkv : 1, sizeof *f->kv);
-    f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
+    if (*nkv > remaining(c) / 13) return fail(c, 16, "metadata count %llu is more than the file can hold", (unsigned long long)*nkv);
+    if (*nt > remaining(c) / 32) return fail(c, 8, "tensor count %llu is more than the file can hold", (unsigned long long)*nt);
+    f->kv = calloc(*nkv ? *nkv : 1, sizeof *f->kv);
+    f->tensors = calloc(*nt ? *nt : 1, sizeof *f->tensors);
     if (!f->kv || !f->tensors) return fail(c, 8, "out of memory");
+    return WGML_OK;
+}
 
-    f->alignment = 32;
-    for (uint64_t i = 0; i < nkv; i++) {
-        uint64_t at = c->pos, koff, klen;
-        if ((s = get_str(c, &koff, &klen, "metadata key"))) return s;
-        if (klen == 0) return fail(c, at, "metadata key %llu is empty", (unsigned long long)i);
-        if (memchr(f->map + koff, 0, (size_t)klen)) return fail(c, at, "metadata key %llu holds a NUL byte", (unsigned long long)i);
-        char *key = dup_bytes(f->map + koff, klen);
-        if (!key) return fail(c, at, "out of memory");
-        f->kv[i].key = key;
-        f->n_kv = (int64_t)i + 1;
-        uint32_t t;
-        if ((s = get_u32(c, &t, key))) return s;
-        if ((s = parse_value(c, t, &f->kv[i].v, key, 0))) return s;
-        if (!strcmp(key, "general.alignment")) {
-            if (t != WGML_GGUF_U32)
-                return fail(c, at, "general.alignment has type %s, expected u32", wgml_gguf_type_name(t));
-            uint32_t a = rd32(f->map + f->kv[i].v.offset);
-            if (a == 0 || (a & (a - 1)))
-                return fail(c, f->kv[i].v.offset, "general.alignment %u is not a power of two", a);
-            f->alignment = a;
-        }
+/* Metadata pair i: a non-empty key without NUL bytes, its type and value; general.alignment
+ * must be a u32 power of two. */
+static wgml_status parse_kv(cursor *c, uint64_t i) {
+    wgml_gguf *f = c->f;
+    wgml_status s;
+    uint64_t at = c->pos, koff, klen;
+    if ((s = get_str(c, &koff, &klen, "metadata key"))) return s;
+    if (klen == 0) return fail(c, at, "metadata key %llu is empty", (unsigned long long)i);
+    if (memchr(f->map + koff, 0, (size_t)klen)) return fail(c, at, "metadata key %llu holds a NUL byte", (unsigned long long)i);
+    char *key = dup_bytes(f->map + koff, klen);
+    if (!key) return fail(c, at, "out of memory");
+    f->kv[i].key = key;
+    f->n_kv = (int64_t)i + 1;
+    uint32_t t;
+    if ((s = get_u32(c, &t, key))) return s;
+    if ((s = parse_value(c, t, &f->kv[i].v, key, 0))) return s;
+    if (!strcmp(key, "general.alignment")) {
+        if (t != WGML_GGUF_U32)
+            return fail(c, at, "general.alignment has type %s, expected u32", wgml_gguf_type_name(t));
+        uint32_t a = rd32(f->map + f->kv[i].v.offset);
+        if (a == 0 || (a & (a - 1)))
+            return fail(c, f->kv[i].v.offset, "general.alignment %u is not a power of two", a);
+        f->alignment = a;
     }
-    {
-        const char **names = malloc((nkv ? nkv : 1) * sizeof *names);
-        if (!names) return fail(c, c->pos, "out of memory");
-        for (uint64_t i = 0; i < nkv; i++) names[i] = f->kv[i].key;
-        int64_t first = -1, d = find_duplicate(names, (int64_t)nkv, &first);
-        free(names);
-        if (d == -2) return fail(c, c->pos, "out of memory");
-        if (d >= 0) return fail(c, f->kv[d].v.offset, "duplicate metadata key '%s' (entries %lld and %lld)", f->kv[d].key, (long long)first, (long long)d);
-    }
+    return WGML_OK;
+}
 
-    for (uint64_t i = 0; i < nt; i++) {
-        wgml_gguf_tensor *t = &f->tensors[i];
-        uint64_t at = c->pos, noff, nlen;
-        if ((s = get_str(c, &noff, &nlen, "tensor name"))) return s;
-        if (memchr(f->map + noff, 0, (size_t)nlen)) return fail(c, at, "tensor name %llu holds a NUL byte", (unsigned long long)i);
-        t->name = dup_bytes(f->map + noff, nlen);
-        if (!t->name) return fail(c, at, "out of memory");
-        f->n_tensors = (int64_t)i + 1;
-        uint32_t nd;
-        if ((s = get_u32(c, &nd, t->name))) return s;
-        if (nd < 1 || nd > GGUF_MAX_DIMS)
-            return fail(c, c->pos - 4, "tensor '%s' has %u dimensions (1..%d allowed)", t->name, nd, GGUF_MAX_DIMS);
-        t->n_dims = (int)nd;
-        uint64_t numel = 1;
-        for (int d = 0; d < GGUF_MAX_DIMS; d++) t->dims[d] = 1;
-        for (uint32_t d = 0; d < nd; d++) {
-            uint64_t v;
-            if ((s = get_u64(c, &v, t->name))) return s;
-            if (v > (uint64_t)INT64_MAX || (v && numel > (uint64_t)INT64_MAX / v))
-                return fail(c, c->pos - 8, "tensor '%s' dimension %u (%llu) overflows the element count", t->name, d, (unsigned long long)v);
-            t->dims[d] = (int64_t)v;
-            numel *= v;
-        }
-        t->numel = (int64_t)numel;
-        if ((s = get_u32(c, &t->type, t->name))) return s;
-        if ((s = get_u64(c, &t->offset, t->name))) return s;
-        if (t->offset % f->alignment)
-            return fail(c, c->pos - 8, "tensor '%s' data offset %llu is not a multiple of the alignment %llu", t->name,
-                        (unsigned long long)t->offset, (unsigned long long)f->alignment);
-        uint64_t be, bb;
-        t->nbytes = 0;
-        if (wgml_ggml_type_size(t->type, &be, &bb)) {
-            if ((uint64_t)t->dims[0] % be)
-                return fail(c, at, "tensor '%s' of type %s: first dimension %lld is not a multiple of the block size %llu",
-                            t->name, wgml_ggml_type_name(t->type), (long long)t->dims[0], (unsigned long long)be);
-            uint64_t blocks = numel / be;
-            if (blocks > UINT64_MAX / bb) return fail(c, at, "tensor '%s' size overflows", t->name);
-            t->nbytes = blocks * bb;
-        }
-    }
-    {
-        const char **names = malloc((nt ? nt : 1) * sizeof *names);
-        if (!names) return fail(c, c->pos, "out of memory");
-        for (uint64_t i = 0; i < nt; i++) names[i] = f->tensors[i].name;
-        int64_t first = -1, d = find_duplicate(names, (int64_t)nt, &first);
-        free(names);
-        if (d == -2) return fail(c, c->pos, "out of memory");
-        if (d >= 0) return fail(c, c->pos, "duplicate tensor name '%s' (tensors %lld and %lld)", f->tensors[d].name, (long long)first, (long long)d);
-    }
+static wgml_status check_unique_keys(cursor *c, uint64_t nkv) {
+    wgml_gguf *f = c->f;
+    const char **names = malloc((nkv ? nkv : 1) * sizeof *names);
+    if (!names) return fail(c, c->pos, "out of memory");
+    for (uint64_t i = 0; i < nkv; i++) names[i] = f->kv[i].key;
+    int64_t first = -1, d = find_duplicate(names, (int64_t)nkv, &first);
+    free(names);
+    if (d == -2) return fail(c, c->pos, "out of memory");
+    if (d >= 0) return fail(c, f->kv[d].v.offset, "duplicate metadata key '%s' (entries %lld and %lld)", f->kv[d].key, (long long)first, (long long)d);
+    return WGML_OK;
+}
 
-    /* the data section starts at the next multiple of the alignment */
+/* Tensor info i: name without NUL bytes, 1..GGUF_MAX_DIMS dimensions whose product fits in
+ * int64, type, an aligned data offset, and the byte size for the types whose size is known. */
+static wgml_status parse_tensor_info(cursor *c, uint64_t i) {
+    wgml_gguf *f = c->f;
+    wgml_status s;
+    wgml_gguf_tensor *t = &f->tensors[i];
+    uint64_t at = c->pos, noff, nlen;
+    if ((s = get_str(c, &noff, &nlen, "tensor name"))) return s;
+    if (memchr(f->map + noff, 0, (size_t)nlen)) return fail(c, at, "tensor name %llu holds a NUL byte", (unsigned long long)i);
+    t->name = dup_bytes(f->map + noff, nlen);
+    if (!t->name) return fail(c, at, "out of memory");
+    f->n_tensors = (int64_t)i + 1;
+    uint32_t nd;
+    if ((s = get_u32(c, &nd, t->name))) return s;
+    if (nd < 1 || nd > GGUF_MAX_DIMS)
+        return fail(c, c->pos - 4, "tensor '%s' has %u dimensions (1..%d allowed)", t->name, nd, GGUF_MAX_DIMS);
+    t->n_dims = (int)nd;
+    uint64_t numel = 1;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) t->dims[d] = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t v;
+        if ((s = get_u64(c, &v, t->name))) return s;
+        if (v > (uint64_t)INT64_MAX || (v && numel > (uint64_t)INT64_MAX / v))
+            return fail(c, c->pos - 8, "tensor '%s' dimension %u (%llu) overflows the element count", t->name, d, (unsigned long long)v);
+        t->dims[d] = (int64_t)v;
+        numel *= v;
+    }
+    t->numel = (int64_t)numel;
+    if ((s = get_u32(c, &t->type, t->name))) return s;
+    if ((s = get_u64(c, &t->offset, t->name))) return s;
+    if (t->offset % f->alignment)
+        return fail(c, c->pos - 8, "tensor '%s' data offset %llu is not a multiple of the alignment %llu", t->name,
+                    (unsigned long long)t->offset, (unsigned long long)f->alignment);
+    uint64_t be, bb;
+    t->nbytes = 0;
+    if (wgml_ggml_type_size(t->type, &be, &bb)) {
+        if ((uint64_t)t->dims[0] % be)
+            return fail(c, at, "tensor '%s' of type %s: first dimension %lld is not a multiple of the block size %llu",
+                        t->name, wgml_ggml_type_name(t->type), (long long)t->dims[0], (unsigned long long)be);
+        uint64_t blocks = numel / be;
+        if (blocks > UINT64_MAX / bb) return fail(c, at, "tensor '%s' size overflows", t->name);
+        t->nbytes = blocks * bb;
+    }
+    return WGML_OK;
+}
+
+static wgml_status check_unique_tensor_names(cursor *c, uint64_t nt) {
+    wgml_gguf *f = c->f;
+    const char **names = malloc((nt ? nt : 1) * sizeof *names);
+    if (!names) return fail(c, c->pos, "out of memory");
+    for (uint64_t i = 0; i < nt; i++) names[i] = f->tensors[i].name;
+    int64_t first = -1, d = find_duplicate(names, (int64_t)nt, &first);
+    free(names);
+    if (d == -2) return fail(c, c->pos, "out of memory");
+    if (d >= 0) return fail(c, c->pos, "duplicate tensor name '%s' (tensors %lld and %lld)", f->tensors[d].name, (long long)first, (long long)d);
+    return WGML_OK;
+}
+
+/* The data section starts at the next multiple of the alignment after the header; every
+ * tensor's bytes must lie inside it. */
+static wgml_status place_data_section(cursor *c, uint64_t nt) {
+    wgml_gguf *f = c->f;
     uint64_t pad = (f->alignment - c->pos % f->alignment) % f->alignment;
     f->data_offset = c->pos + pad;
     if (nt > 0 && f->data_offset > f->size)
@@ -362,6 +383,21 @@ static wgml_status parse(cursor *c) {
                         t->name, (unsigned long long)t->nbytes, (unsigned long long)t->offset);
     }
     return WGML_OK;
+}
+
+/* The whole header, in file order: header, metadata, tensor infos, data section. */
+static wgml_status parse(cursor *c) {
+    wgml_status s;
+    uint64_t nt, nkv;
+    if ((s = parse_header(c, &nt, &nkv))) return s;
+    c->f->alignment = 32;
+    for (uint64_t i = 0; i < nkv; i++)
+        if ((s = parse_kv(c, i))) return s;
+    if ((s = check_unique_keys(c, nkv))) return s;
+    for (uint64_t i = 0; i < nt; i++)
+        if ((s = parse_tensor_info(c, i))) return s;
+    if ((s = check_unique_tensor_names(c, nt))) return s;
+    return place_data_section(c, nt);
 }
 
 wgml_status wgml_gguf_open(const char *path, wgml_gguf **out, char *err, size_t errlen) {

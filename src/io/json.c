@@ -89,6 +89,74 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return need;
 }
 
+/* The code point of a \u escape, ps just past the "\u": a high surrogate must be followed by
+ * a \u low surrogate (the pair gives one code point); a lone low surrogate and \u0000 are
+ * refused. Returns 1 on error (reported). */
+static int parse_u_escape(parser *ps, unsigned *cp) {
+    unsigned u;
+    if (hex4(ps, &u)) return 1;
+    if (u >= 0xD800 && u <= 0xDBFF) {
+        unsigned lo;
+        if (ps->n - ps->p < 6 || ps->s[ps->p] != '\\' || ps->s[ps->p + 1] != 'u')
+            return fail(ps, "high surrogate without a low surrogate");
+        ps->p += 2;
+        if (hex4(ps, &lo)) return 1;
+        if (lo < 0xDC00 || lo > 0xDFFF) return fail(ps, "high surrogate without a low surrogate");
+        *cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (u >= 0xDC00 && u <= 0xDFFF) {
+        return fail(ps, "lone low surrogate");
+    } else {
+        *cp = u;
+    }
+    if (*cp == 0) return fail(ps, "\\u0000 in a string is not supported");
+    return 0;
+}
+
+/* The UTF-8 bytes of code point cp (at most 0x10FFFF) into t; returns their count. */
+static size_t utf8_encode(unsigned cp, char t[4]) {
+    if (cp < 0x80) {
+        t[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
+    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The escape at ps (its backslash), its bytes appended to b. Returns 1 on error (reported). */
+static int parse_escape(parser *ps, sb *b) {
+    if (ps->p + 1 >= ps->n) return fail(ps, "unterminated escape");
+    unsigned char e = ps->s[ps->p + 1];
+    const char *rep = NULL;
+    switch (e) {
+    case '"': rep = "\""; break;
+    case '\\': rep = "\\"; break;
+    case '/': rep = "/"; break;
+    case 'b': rep = "\b"; break;
+    case 'f': rep = "\f"; break;
+    case 'n': rep = "\n"; break;
+    case 'r': rep = "\r"; break;
+    case 't': rep = "\t"; break;
+    case 'u': break;
+    default: return fail(ps, "bad escape '\\%c'", e >= 0x20 && e < 0x7f ? e : '?');
+    }
+    ps->p += 2;
+    if (rep) return sb_add(b, rep, 1) ? fail(ps, "out of memory") : 0;
+    unsigned cp = 0; /* set on success; the compiler cannot see that fail() returns 1 */
+    if (parse_u_escape(ps, &cp)) return 1;
+    char t[4];
+    size_t k = utf8_encode(cp, t);
+    return sb_add(b, t, k) ? fail(ps, "out of memory") : 0;
+}
+
 static int parse_string(parser *ps, char **out, size_t *len) {
     sb b = {0};
     ps->p++; /* opening quote */
@@ -107,71 +175,10 @@ static int parse_string(parser *ps, char **out, size_t *len) {
             return fail(ps, "control character 0x%02x in a string", c);
         }
         if (c == '\\') {
-            if (ps->p + 1 >= ps->n) {
-                free(b.p);
-                return fail(ps, "unterminated escape");
-            }
-            unsigned char e = ps->s[ps->p + 1];
-            const char *rep = NULL;
-            switch (e) {
-            case '"': rep = "\""; break;
-            case '\\': rep = "\\"; break;
-            case '/': rep = "/"; break;
-            case 'b': rep = "\b"; break;
-            case 'f': rep = "\f"; break;
-            case 'n': rep = "\n"; break;
-            case 'r': rep = "\r"; break;
-            case 't': rep = "\t"; break;
-            case 'u': break;
-            default: free(b.p); return fail(ps, "bad escape '\\%c'", e >= 0x20 && e < 0x7f ? e : '?');
-            }
-            if (rep) {
-                ps->p += 2;
-                if (sb_add(&b, rep, 1)) goto oom;
-                continue;
-            }
-            ps->p += 2;
-            unsigned u, cp;
-            if (hex4(ps, &u)) {
+            if (parse_escape(ps, &b)) {
                 free(b.p);
                 return 1;
             }
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                unsigned lo;
-                if (ps->n - ps->p < 6 || ps->s[ps->p] != '\\' || ps->s[ps->p + 1] != 'u') {
-                    free(b.p);
-                    return fail(ps, "high surrogate without a low surrogate");
-                }
-                ps->p += 2;
-                if (hex4(ps, &lo)) {
-                    free(b.p);
-                    return 1;
-                }
-                if (lo < 0xDC00 || lo > 0xDFFF) {
-                    free(b.p);
-                    return fail(ps, "high surrogate without a low surrogate");
-                }
-                cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (u >= 0xDC00 && u <= 0xDFFF) {
-                free(b.p);
-                return fail(ps, "lone low surrogate");
-            } else {
-                cp = u;
-            }
-            if (cp == 0) {
-                free(b.p);
-                return fail(ps, "\\u0000 in a string is not supported");
-            }
-            char t[4];
-            size_t k;
-            if (cp < 0x80) t[0] = (char)cp, k = 1;
-            else if (cp < 0x800) t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F)), k = 2;
-            else if (cp < 0x10000)
-                t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[2] = (char)(0x80 | (cp & 0x3F)), k = 3;
-            else
-                t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-                t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F)), k = 4;
-            if (sb_add(&b, t, k)) goto oom;
             continue;
         }
         size_t k = utf8_len(ps->s + ps->p, ps->n - ps->p);

@@ -137,6 +137,93 @@ static int span_cmp(const void *x, const void *y) {
     return p->a < q->a ? -1 : p->a > q->a ? 1 : (p->b > q->b) - (p->b < q->b);
 }
 
+/* The "__metadata__" object v: every value a string, copied into f; notes where the
+ * "checksum" value's digits lie in the file. */
+static wgml_status parse_metadata(st_file *f, const json_value *v, char *err, size_t errlen) {
+    if (v->kind != JSON_OBJECT)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ is not an object");
+    f->meta_keys = calloc(v->n ? v->n : 1, sizeof(char *));
+    f->meta_vals = calloc(v->n ? v->n : 1, sizeof(char *));
+    if (!f->meta_keys || !f->meta_vals) return errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+    for (size_t j = 0; j < v->n; j++) {
+        if (v->items[j].kind != JSON_STRING)
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ value '%s' is not a string",
+                              v->keys[j]);
+        f->meta_keys[f->n_meta] = strdup(v->keys[j]);
+        f->meta_vals[f->n_meta] = strdup(v->items[j].str);
+        f->n_meta++;
+        if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
+            return errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+        if (!strcmp(v->keys[j], "checksum")) f->checksum_off = 8 + v->items[j].src_off + 1;
+    }
+    return WGML_OK;
+}
+
+/* Tensor entry key: v (exactly dtype, shape and data_offsets[2]) becomes f->t[f->n], its
+ * bytes data[a, b) (inside the data_len-byte data and matching the shape and dtype) noted in
+ * sp[f->n] for the tiling check. */
+static wgml_status parse_tensor_entry(st_file *f, const char *key, const json_value *v, const uint8_t *data,
+                                      uint64_t data_len, span *sp, char *err, size_t errlen) {
+    const json_value *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *of = json_get(v, "data_offsets");
+    if (v->kind != JSON_OBJECT || !dt || dt->kind != JSON_STRING || !sh || sh->kind != JSON_ARRAY || !of ||
+        of->kind != JSON_ARRAY || of->n != 2 || v->n != 3)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "safetensors: tensor '%s' needs exactly dtype, shape and data_offsets[2]", key);
+    st_tensor *t = &f->t[f->n];
+    size_t es = st_dtype_size(dt->str);
+    if (!es)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has unknown dtype '%s'", key,
+                          dt->str);
+    if (sh->n > 8)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has rank %zu (8 max)", key, sh->n);
+    t->rank = (int)sh->n;
+    for (size_t d = 0; d < sh->n; d++) {
+        uint64_t x;
+        if (!is_uint(&sh->items[d], (uint64_t)1 << 40, &x))
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a bad shape entry %zu", key,
+                              d);
+        t->shape[d] = (int64_t)x;
+    }
+    uint64_t a, b;
+    if (!is_uint(&of->items[0], (uint64_t)1 << 53, &a) || !is_uint(&of->items[1], (uint64_t)1 << 53, &b) || b < a ||
+        b > data_len)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "safetensors: tensor '%s' has data_offsets outside the %llu-byte data", key,
+                          (unsigned long long)data_len);
+    if (numel_of(t->rank, t->shape, &t->numel))
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "safetensors: tensor '%s' has a shape whose element count overflows", key);
+    if ((uint64_t)t->numel * es != b - a)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s': %llu bytes for %lld elements of %s",
+                          key, (unsigned long long)(b - a), (long long)t->numel, dt->str);
+    t->name = strdup(key);
+    if (!t->name) return errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
+    snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
+    t->elem_size = es;
+    t->data = data + a;
+    t->nbytes = (size_t)(b - a);
+    sp[f->n] = (span){a, b, f->n};
+    f->n++;
+    return WGML_OK;
+}
+
+/* The tensors tile the data exactly: no overlap, no hole (sorts sp). */
+static wgml_status check_tiling(const st_file *f, span *sp, uint64_t data_len, char *err, size_t errlen) {
+    qsort(sp, (size_t)f->n, sizeof *sp, span_cmp);
+    uint64_t at = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (sp[i].a != at)
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' at bytes [%llu, %llu) %s",
+                              f->t[sp[i].i].name, (unsigned long long)sp[i].a, (unsigned long long)sp[i].b,
+                              sp[i].a < at ? "overlaps another" : "leaves a hole before it");
+        at = sp[i].b;
+    }
+    if (at != data_len)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: %llu bytes after the last tensor",
+                          (unsigned long long)(data_len - at));
+    return WGML_OK;
+}
+
 wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     f->buf = buf;
@@ -168,110 +255,13 @@ wgml_status st_parse(uint8_t *buf, size_t size, st_file *f, char *err, size_t er
         s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
         goto done;
     }
-    for (size_t i = 0; i < root.n; i++) {
-        const char *key = root.keys[i];
-        const json_value *v = &root.items[i];
-        if (!strcmp(key, "__metadata__")) {
-            if (v->kind != JSON_OBJECT) {
-                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ is not an object");
-                goto done;
-            }
-            f->meta_keys = calloc(v->n ? v->n : 1, sizeof(char *));
-            f->meta_vals = calloc(v->n ? v->n : 1, sizeof(char *));
-            if (!f->meta_keys || !f->meta_vals) {
-                s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
-                goto done;
-            }
-            for (size_t j = 0; j < v->n; j++) {
-                if (v->items[j].kind != JSON_STRING) {
-                    s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: __metadata__ value '%s' is not a string",
-                                   v->keys[j]);
-                    goto done;
-                }
-                f->meta_keys[f->n_meta] = strdup(v->keys[j]);
-                f->meta_vals[f->n_meta] = strdup(v->items[j].str);
-                f->n_meta++;
-                if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
-                    s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
-                    goto done;
-                }
-                if (!strcmp(v->keys[j], "checksum")) f->checksum_off = 8 + v->items[j].src_off + 1;
-            }
-            continue;
-        }
-        const json_value *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *of = json_get(v, "data_offsets");
-        if (v->kind != JSON_OBJECT || !dt || dt->kind != JSON_STRING || !sh || sh->kind != JSON_ARRAY || !of ||
-            of->kind != JSON_ARRAY || of->n != 2 || v->n != 3) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "safetensors: tensor '%s' needs exactly dtype, shape and data_offsets[2]", key);
-            goto done;
-        }
-        st_tensor *t = &f->t[f->n];
-        size_t es = st_dtype_size(dt->str);
-        if (!es) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has unknown dtype '%s'", key,
-                           dt->str);
-            goto done;
-        }
-        if (sh->n > 8) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has rank %zu (8 max)", key, sh->n);
-            goto done;
-        }
-        t->rank = (int)sh->n;
-        for (size_t d = 0; d < sh->n; d++) {
-            uint64_t x;
-            if (!is_uint(&sh->items[d], (uint64_t)1 << 40, &x)) {
-                s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' has a bad shape entry %zu", key,
-                               d);
-                goto done;
-            }
-            t->shape[d] = (int64_t)x;
-        }
-        uint64_t a, b;
-        if (!is_uint(&of->items[0], (uint64_t)1 << 53, &a) || !is_uint(&of->items[1], (uint64_t)1 << 53, &b) || b < a ||
-            b > data_len) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "safetensors: tensor '%s' has data_offsets outside the %llu-byte data", key,
-                           (unsigned long long)data_len);
-            goto done;
-        }
-        if (numel_of(t->rank, t->shape, &t->numel)) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "safetensors: tensor '%s' has a shape whose element count overflows", key);
-            goto done;
-        }
-        if ((uint64_t)t->numel * es != b - a) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s': %llu bytes for %lld elements of %s",
-                           key, (unsigned long long)(b - a), (long long)t->numel, dt->str);
-            goto done;
-        }
-        t->name = strdup(key);
-        if (!t->name) {
-            s = errbuf_set(err, errlen, WGML_ERR_OOM, "safetensors: out of memory");
-            goto done;
-        }
-        snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
-        t->elem_size = es;
-        t->data = data + a;
-        t->nbytes = (size_t)(b - a);
-        sp[f->n] = (span){a, b, f->n};
-        f->n++;
+    for (size_t i = 0; i < root.n && !s; i++) {
+        if (!strcmp(root.keys[i], "__metadata__"))
+            s = parse_metadata(f, &root.items[i], err, errlen);
+        else
+            s = parse_tensor_entry(f, root.keys[i], &root.items[i], data, data_len, sp, err, errlen);
     }
-    /* the tensors tile the data exactly: no overlap, no hole */
-    qsort(sp, (size_t)f->n, sizeof *sp, span_cmp);
-    uint64_t at = 0;
-    for (int i = 0; i < f->n; i++) {
-        if (sp[i].a != at) {
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: tensor '%s' at bytes [%llu, %llu) %s",
-                           f->t[sp[i].i].name, (unsigned long long)sp[i].a, (unsigned long long)sp[i].b,
-                           sp[i].a < at ? "overlaps another" : "leaves a hole before it");
-            goto done;
-        }
-        at = sp[i].b;
-    }
-    if (at != data_len)
-        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "safetensors: %llu bytes after the last tensor",
-                       (unsigned long long)(data_len - at));
+    if (!s) s = check_tiling(f, sp, data_len, err, errlen);
 done:
     free(sp);
     json_free(&root);

@@ -194,7 +194,12 @@ void wgml_tokenizer_free(wgml_tokenizer *t) {
     free(t);
 }
 
-static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_t errlen) {
+static wgml_status oom_error(char *err, size_t errlen) {
+    return errbuf_set(err, errlen, WGML_ERR_OOM, "tokenizer: out of memory");
+}
+
+/* tokenizer.ggml.model must be "gpt2"; tokenizer.ggml.pre (optional) picks the pre-tokenizer. */
+static wgml_status read_model_and_pre(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_t errlen) {
     const char *s;
     size_t n;
     wgml_status st;
@@ -219,158 +224,179 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
                               "tokenizer: pre-tokenizer '%s' (tokenizer.ggml.pre) is not supported", t->pre);
         }
     }
+    return WGML_OK;
+}
 
-    wgml_gguf_value toks, types, merges;
-    if ((st = wgml_gguf_get_array(f, "tokenizer.ggml.tokens", &toks))) {
+/* A token's decoded bytes into dec (room for n + 1): every character mapped back through inv,
+ * or the stored bytes when one cannot be. Returns the decoded length. */
+static size_t decode_token_text(const int16_t inv[512], const char *s, size_t n, char *dec) {
+    size_t p = 0, o = 0;
+    int ok = 1;
+    while (p < n) {
+        uint32_t cp;
+        p += (size_t)utf8_next((const uint8_t *)s + p, n - p, &cp);
+        if (cp >= 512 || inv[cp] < 0) { ok = 0; break; }
+        dec[o++] = (char)inv[cp];
+    }
+    if (!ok) {
+        memcpy(dec, s, n);
+        o = n;
+    }
+    dec[o] = 0;
+    return o;
+}
+
+/* tokenizer.ggml.tokens: every token's stored text and decoded bytes (type normal for now);
+ * toks is left holding the array for the checks that follow. */
+static wgml_status read_vocab(wgml_tokenizer *t, const wgml_gguf *f, const uint32_t bmap[256], wgml_gguf_value *toks,
+                              char *err, size_t errlen) {
+    const char *s;
+    size_t n;
+    wgml_status st;
+    if ((st = wgml_gguf_get_array(f, "tokenizer.ggml.tokens", toks))) {
         return errbuf_set(err, errlen, st, "tokenizer: %s", wgml_gguf_error(f));
     }
-    if (toks.elem_type != WGML_GGUF_STRING || toks.count == 0 || toks.count > INT32_MAX) {
+    if (toks->elem_type != WGML_GGUF_STRING || toks->count == 0 || toks->count > INT32_MAX) {
         return errbuf_set(err, errlen, WGML_ERR_FORMAT,
                           "tokenizer: tokenizer.ggml.tokens must be a non-empty array of strings (got %llu of %s)",
-                          (unsigned long long)toks.count, wgml_gguf_type_name(toks.elem_type));
+                          (unsigned long long)toks->count, wgml_gguf_type_name(toks->elem_type));
     }
-    int32_t nv = (int32_t)toks.count;
+    int32_t nv = (int32_t)toks->count;
     t->tok = calloc((size_t)nv, sizeof *t->tok);
     t->tok_len = calloc((size_t)nv, sizeof *t->tok_len);
     t->dec = calloc((size_t)nv, sizeof *t->dec);
     t->dec_len = calloc((size_t)nv, sizeof *t->dec_len);
     t->type = calloc((size_t)nv, sizeof *t->type);
-    if (!t->tok || !t->tok_len || !t->dec || !t->dec_len || !t->type) goto oom;
+    if (!t->tok || !t->tok_len || !t->dec || !t->dec_len || !t->type) return oom_error(err, errlen);
     t->n_vocab = nv;
 
-    uint32_t bmap[256];
-    byte_map(bmap);
     int16_t inv[512]; /* character -> byte, -1 */
     for (int i = 0; i < 512; i++) inv[i] = -1;
     for (int b = 0; b < 256; b++) inv[bmap[b]] = (int16_t)b;
 
     for (int32_t i = 0; i < nv; i++) {
         wgml_gguf_value e;
-        wgml_gguf_array_elem(f, toks, (uint64_t)i, &e);
+        wgml_gguf_array_elem(f, *toks, (uint64_t)i, &e);
         wgml_gguf_value_string(f, e, &s, &n);
         if (n > UINT32_MAX / 2) {
             return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: token %d is too long", i);
         }
         t->tok[i] = malloc(n + 1);
         t->dec[i] = malloc(n + 1);
-        if (!t->tok[i] || !t->dec[i]) goto oom;
+        if (!t->tok[i] || !t->dec[i]) return oom_error(err, errlen);
         memcpy(t->tok[i], s, n);
         t->tok[i][n] = 0;
         t->tok_len[i] = (uint32_t)n;
-        /* decoded bytes: every character mapped back, or the stored bytes when one cannot be */
-        size_t p = 0, o = 0;
-        int ok = 1;
-        while (p < n) {
-            uint32_t cp;
-            p += (size_t)utf8_next((const uint8_t *)s + p, n - p, &cp);
-            if (cp >= 512 || inv[cp] < 0) { ok = 0; break; }
-            t->dec[i][o++] = (char)inv[cp];
-        }
-        if (!ok) {
-            memcpy(t->dec[i], s, n);
-            o = n;
-        }
-        t->dec[i][o] = 0;
-        t->dec_len[i] = (uint32_t)o;
+        t->dec_len[i] = (uint32_t)decode_token_text(inv, s, n, t->dec[i]);
         t->type[i] = TT_NORMAL;
     }
-    if (wgml_gguf_find(f, "tokenizer.ggml.token_type", &types)) {
-        if (types.type != WGML_GGUF_ARRAY || types.count != toks.count ||
-            (types.elem_type != WGML_GGUF_I32 && types.elem_type != WGML_GGUF_U32)) {
-            return errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                              "tokenizer: tokenizer.ggml.token_type must be an i32 array of %d elements", nv);
-        }
-        for (int32_t i = 0; i < nv; i++) {
-            wgml_gguf_value e;
-            int64_t v;
-            wgml_gguf_array_elem(f, types, (uint64_t)i, &e);
-            wgml_gguf_value_i64(f, e, &v);
-            t->type[i] = (int32_t)v;
-        }
-    }
+    return WGML_OK;
+}
 
-    /* token text -> id (a later duplicate wins, as in a dictionary built in order) */
-    vocab_index vi = {NULL, 16};
-    while (vi.cap < (uint64_t)nv * 2) vi.cap *= 2;
-    vi.slot = malloc(vi.cap * sizeof *vi.slot);
-    if (!vi.slot) goto oom;
-    for (uint64_t i = 0; i < vi.cap; i++) vi.slot[i] = -1;
+/* tokenizer.ggml.token_type (optional): one type per token. */
+static wgml_status read_token_types(wgml_tokenizer *t, const wgml_gguf *f, wgml_gguf_value toks, char *err,
+                                    size_t errlen) {
+    wgml_gguf_value types;
+    if (!wgml_gguf_find(f, "tokenizer.ggml.token_type", &types)) return WGML_OK;
+    if (types.type != WGML_GGUF_ARRAY || types.count != toks.count ||
+        (types.elem_type != WGML_GGUF_I32 && types.elem_type != WGML_GGUF_U32)) {
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "tokenizer: tokenizer.ggml.token_type must be an i32 array of %d elements", t->n_vocab);
+    }
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        wgml_gguf_value e;
+        int64_t v;
+        wgml_gguf_array_elem(f, types, (uint64_t)i, &e);
+        wgml_gguf_value_i64(f, e, &v);
+        t->type[i] = (int32_t)v;
+    }
+    return WGML_OK;
+}
+
+/* token text -> id (a later duplicate wins, as in a dictionary built in order), then the id of
+ * each byte's character. Returns 0 when out of memory. */
+static int build_vocab_index(wgml_tokenizer *t, const uint32_t bmap[256], vocab_index *vi) {
+    int32_t nv = t->n_vocab;
+    *vi = (vocab_index){.slot = NULL, .cap = 16};
+    while (vi->cap < (uint64_t)nv * 2) vi->cap *= 2;
+    vi->slot = malloc(vi->cap * sizeof *vi->slot);
+    if (!vi->slot) return 0;
+    for (uint64_t i = 0; i < vi->cap; i++) vi->slot[i] = -1;
     for (int32_t i = 0; i < nv; i++) {
-        uint64_t h = hash_bytes(t->tok[i], t->tok_len[i]) & (vi.cap - 1);
-        while (vi.slot[h] >= 0 && !(t->tok_len[vi.slot[h]] == t->tok_len[i] && !memcmp(t->tok[vi.slot[h]], t->tok[i], t->tok_len[i])))
-            h = (h + 1) & (vi.cap - 1);
-        vi.slot[h] = i;
+        uint64_t h = hash_bytes(t->tok[i], t->tok_len[i]) & (vi->cap - 1);
+        while (vi->slot[h] >= 0 && !(t->tok_len[vi->slot[h]] == t->tok_len[i] && !memcmp(t->tok[vi->slot[h]], t->tok[i], t->tok_len[i])))
+            h = (h + 1) & (vi->cap - 1);
+        vi->slot[h] = i;
     }
     for (int b = 0; b < 256; b++) {
         char u[4];
         int l = utf8_put(bmap[b], u);
-        t->byte_id[b] = vocab_find(t, &vi, u, (size_t)l);
+        t->byte_id[b] = vocab_find(t, vi, u, (size_t)l);
     }
+    return 1;
+}
 
-    st = WGML_OK;
+/* tokenizer.ggml.merges: each "left right" string names two tokens and their concatenation,
+ * all in the vocabulary; its index is its rank. */
+static wgml_status read_merges(wgml_tokenizer *t, const wgml_gguf *f, const vocab_index *vi, char *err, size_t errlen) {
+    wgml_gguf_value merges;
     if (!wgml_gguf_find(f, "tokenizer.ggml.merges", &merges) || merges.type != WGML_GGUF_ARRAY ||
         merges.elem_type != WGML_GGUF_STRING) {
-        st = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                        "tokenizer: tokenizer.ggml.merges missing or not an array of strings");
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "tokenizer: tokenizer.ggml.merges missing or not an array of strings");
     } else if (merges.count > INT32_MAX) {
-        st = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: too many merges (%llu)",
-                        (unsigned long long)merges.count);
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: too many merges (%llu)",
+                          (unsigned long long)merges.count);
     }
-    if (!st) {
-        t->merge_cap = 16;
-        while (t->merge_cap < merges.count * 2) t->merge_cap *= 2;
-        t->merges = calloc(t->merge_cap, sizeof *t->merges);
-        if (!t->merges) {
-            free(vi.slot);
-            goto oom;
-        }
-        t->n_merges = (int64_t)merges.count;
-        for (uint64_t r = 0; r < merges.count && !st; r++) {
-            wgml_gguf_value e;
-            wgml_gguf_array_elem(f, merges, r, &e);
-            wgml_gguf_value_string(f, e, &s, &n);
-            const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
-            int32_t a = -1, b = -1, m = -1;
-            if (sp) {
-                size_t la = (size_t)(sp - s), lb = n - la - 1;
-                a = vocab_find(t, &vi, s, la);
-                b = vocab_find(t, &vi, sp + 1, lb);
-                if (a >= 0 && b >= 0) {
-                    char stackbuf[256], *cat = la + lb <= sizeof stackbuf ? stackbuf : malloc(la + lb);
-                    if (!cat) { free(vi.slot); goto oom; }
-                    memcpy(cat, s, la);
-                    memcpy(cat + la, sp + 1, lb);
-                    m = vocab_find(t, &vi, cat, la + lb);
-                    if (cat != stackbuf) free(cat);
-                }
+    t->merge_cap = 16;
+    while (t->merge_cap < merges.count * 2) t->merge_cap *= 2;
+    t->merges = calloc(t->merge_cap, sizeof *t->merges);
+    if (!t->merges) return oom_error(err, errlen);
+    t->n_merges = (int64_t)merges.count;
+    for (uint64_t r = 0; r < merges.count; r++) {
+        const char *s;
+        size_t n;
+        wgml_gguf_value e;
+        wgml_gguf_array_elem(f, merges, r, &e);
+        wgml_gguf_value_string(f, e, &s, &n);
+        const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
+        int32_t a = -1, b = -1, m = -1;
+        if (sp) {
+            size_t la = (size_t)(sp - s), lb = n - la - 1;
+            a = vocab_find(t, vi, s, la);
+            b = vocab_find(t, vi, sp + 1, lb);
+            if (a >= 0 && b >= 0) {
+                char stackbuf[256], *cat = la + lb <= sizeof stackbuf ? stackbuf : malloc(la + lb);
+                if (!cat) return oom_error(err, errlen);
+                memcpy(cat, s, la);
+                memcpy(cat + la, sp + 1, lb);
+                m = vocab_find(t, vi, cat, la + lb);
+                if (cat != stackbuf) free(cat);
             }
-            if (!sp || a < 0 || b < 0 || m < 0) {
-                st = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: merge %llu '%.*s' %s", (unsigned long long)r,
-                                (int)(n > 80 ? 80 : n), s,
-                                !sp ? "has no space between its two parts"
-                                    : "names a token that is not in the vocabulary");
-                break;
-            }
-            uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
-            uint64_t h = mix64(key) & (t->merge_cap - 1);
-            while (t->merges[h].key && t->merges[h].key != key) h = (h + 1) & (t->merge_cap - 1);
-            t->merges[h].key = key; /* a later duplicate replaces the earlier one */
-            t->merges[h].rank = (int32_t)r;
-            t->merges[h].id = m;
         }
+        if (!sp || a < 0 || b < 0 || m < 0) {
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: merge %llu '%.*s' %s", (unsigned long long)r,
+                              (int)(n > 80 ? 80 : n), s,
+                              !sp ? "has no space between its two parts"
+                                  : "names a token that is not in the vocabulary");
+        }
+        uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+        uint64_t h = mix64(key) & (t->merge_cap - 1);
+        while (t->merges[h].key && t->merges[h].key != key) h = (h + 1) & (t->merge_cap - 1);
+        t->merges[h].key = key; /* a later duplicate replaces the earlier one */
+        t->merges[h].rank = (int32_t)r;
+        t->merges[h].id = m;
     }
-    free(vi.slot);
-    if (st) return st;
+    return WGML_OK;
+}
 
-    t->bos = t->eos = -1;
-    uint32_t v;
-    if (wgml_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &v) == WGML_OK && v < (uint32_t)nv) t->bos = (int32_t)v;
-    if (wgml_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &v) == WGML_OK && v < (uint32_t)nv) t->eos = (int32_t)v;
-
-    int32_t ns = 0;
+/* The special tokens (control and user-defined, non-empty) matched in text, longest first.
+ * Returns 0 when out of memory. */
+static int collect_specials(wgml_tokenizer *t) {
+    int32_t nv = t->n_vocab, ns = 0;
     for (int32_t i = 0; i < nv; i++) ns += (t->type[i] == TT_CONTROL || t->type[i] == TT_USER) && t->tok_len[i] > 0;
     t->special = malloc(((size_t)ns + 1) * sizeof *t->special);
-    if (!t->special) goto oom;
+    if (!t->special) return 0;
     for (int32_t i = 0; i < nv; i++)
         if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER) && t->tok_len[i] > 0) {
             t->special[t->n_special++] = i;
@@ -385,16 +411,44 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
         }
         t->special[j] = id;
     }
+    return 1;
+}
 
+/* The tokenizer from GGUF metadata, in the order the checks have always run: model and
+ * pre-tokenizer, tokens, token types, merges, bos/eos, special tokens, chat template. */
+static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_t errlen) {
+    wgml_status st;
+    if ((st = read_model_and_pre(t, f, err, errlen))) return st;
+
+    uint32_t bmap[256];
+    byte_map(bmap);
+    wgml_gguf_value toks;
+    if ((st = read_vocab(t, f, bmap, &toks, err, errlen))) return st;
+    if ((st = read_token_types(t, f, toks, err, errlen))) return st;
+
+    vocab_index vi;
+    if (!build_vocab_index(t, bmap, &vi)) return oom_error(err, errlen);
+    st = read_merges(t, f, &vi, err, errlen);
+    free(vi.slot);
+    if (st) return st;
+
+    int32_t nv = t->n_vocab;
+    t->bos = t->eos = -1;
+    uint32_t v;
+    if (wgml_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &v) == WGML_OK && v < (uint32_t)nv) t->bos = (int32_t)v;
+    if (wgml_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &v) == WGML_OK && v < (uint32_t)nv) t->eos = (int32_t)v;
+
+    if (!collect_specials(t)) return oom_error(err, errlen);
+
+    const char *s;
+    size_t n;
     if (wgml_gguf_get_string(f, "tokenizer.chat_template", &s, &n) == WGML_OK) {
         t->chat_template = malloc(n + 1);
-        if (!t->chat_template) goto oom;
+        if (!t->chat_template) return oom_error(err, errlen);
         memcpy(t->chat_template, s, n);
         t->chat_template[n] = 0;
     }
     return WGML_OK;
-oom:
-    return errbuf_set(err, errlen, WGML_ERR_OOM, "tokenizer: out of memory");
 }
 
 wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *f, wgml_tokenizer **out, char *err, size_t errlen) {
