@@ -683,11 +683,8 @@ static void arena_put(arena_plan *a, placed p) {
     if (p.hi > a->size) a->size = p.hi;
 }
 
-static wgml_status plan_memory(wgml_graph *g) {
-    wgml_ctx *ctx = g->ctx;
-    uint64_t align = gpu_get_caps(ctx)->storage_align;
-    if (align < 256) align = 256;
-    uint64_t cap = arena_cap(ctx, align);
+/* Each tensor's first and last dispatch (a view counts as a use of its base). */
+static void mark_uses(wgml_graph *g) {
     for (wgml_tensor *t = g->tensors; t; t = t->next) t->first_use = t->last_use = -1;
     for (size_t i = 0; i < g->n_nodes; i++)
         for (int b = 0; b < g->nodes[i].n_ro + g->nodes[i].n_rw; b++) {
@@ -697,16 +694,12 @@ static wgml_status plan_memory(wgml_graph *g) {
             if (t->first_use < 0) t->first_use = (int)i;
             t->last_use = (int)i;
         }
+}
+
+/* The intermediates (neither persistent nor views) into order, *n of them, sorted by first use;
+ * kept ones, and ones made but never used, live throughout. order holds room for all. */
+static void order_intermediates(wgml_graph *g, wgml_tensor **order, size_t *n_out) {
     size_t n = 0;
-    for (wgml_tensor *t = g->tensors; t; t = t->next)
-        if (!t->persistent && !t->base) n++;
-    wgml_tensor **order = calloc(n ? n : 1, sizeof *order);
-    arena_plan plans[MAX_ARENAS];
-    memset(plans, 0, sizeof plans);
-    int n_plans = 0;
-    wgml_status s = WGML_OK;
-    if (!order) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-    n = 0;
     for (wgml_tensor *t = g->tensors; t; t = t->next)
         if (!t->persistent && !t->base) {
             if (t->keep || t->first_use < 0) { /* kept, or made but never used: live throughout */
@@ -725,45 +718,56 @@ static wgml_status plan_memory(wgml_graph *g) {
         }
         order[j] = t;
     }
-    for (size_t i = 0; i < n && !s; i++) {
+    *n_out = n;
+}
+
+/* First fit of the n ordered intermediates into the arenas of plans (opening a new one, of at
+ * most cap bytes, when none has room), setting each tensor's arena and offset. */
+static wgml_status place_intermediates(wgml_ctx *ctx, wgml_tensor **order, size_t n, uint64_t align, uint64_t cap,
+                                       arena_plan *plans, int *n_plans) {
+    for (size_t i = 0; i < n; i++) {
         wgml_tensor *t = order[i];
         uint64_t size = align_up(tensor_binding_size(t), align), at = UINT64_MAX;
         int a = 0;
-        for (; a < n_plans; a++)
+        for (; a < *n_plans; a++)
             if ((at = arena_fit(&plans[a], t->first_use, size, cap)) != UINT64_MAX) break;
-        if (a == n_plans) { /* a new arena */
-            if (n_plans == MAX_ARENAS || size > cap) {
-                s = wgml_set_error(ctx, WGML_ERR_LIMIT,
-                                   "graph compile: the intermediates need more than %d arenas of %llu bytes", MAX_ARENAS,
-                                   (unsigned long long)cap);
-                break;
-            }
-            plans[n_plans].live = calloc(n, sizeof(placed));
-            if (!plans[n_plans].live) {
-                s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-                break;
-            }
-            n_plans++;
+        if (a == *n_plans) { /* a new arena */
+            if (*n_plans == MAX_ARENAS || size > cap)
+                return wgml_set_error(ctx, WGML_ERR_LIMIT,
+                                      "graph compile: the intermediates need more than %d arenas of %llu bytes",
+                                      MAX_ARENAS, (unsigned long long)cap);
+            plans[*n_plans].live = calloc(n, sizeof(placed));
+            if (!plans[*n_plans].live) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+            (*n_plans)++;
             at = 0;
         }
         t->arena = a;
         t->offset = at;
         arena_put(&plans[a], (placed){at, at + size, t->last_use});
     }
-    free(order);
+    return WGML_OK;
+}
+
+/* One buffer per planned arena, in g->arenas (g->n_arenas of them made, g->arena_bytes in all). */
+static wgml_status make_arenas(wgml_graph *g, const arena_plan *plans, int n_plans) {
+    wgml_ctx *ctx = g->ctx;
+    wgml_status s = WGML_OK;
     g->arena_bytes = 0;
-    if (!s && n_plans) {
-        g->arenas = calloc((size_t)n_plans, sizeof *g->arenas);
-        if (!g->arenas) s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-        for (int a = 0; !s && a < n_plans; a++) {
-            g->arenas[a] = gpu_buffer_get(ctx, plans[a].size, "graph arena");
-            if (!g->arenas[a]) s = wgml_last_status(ctx);
-            else g->n_arenas++;
-            g->arena_bytes += plans[a].size;
-        }
+    if (!n_plans) return WGML_OK;
+    g->arenas = calloc((size_t)n_plans, sizeof *g->arenas);
+    if (!g->arenas) s = wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    for (int a = 0; !s && a < n_plans; a++) {
+        g->arenas[a] = gpu_buffer_get(ctx, plans[a].size, "graph arena");
+        if (!g->arenas[a]) s = wgml_last_status(ctx);
+        else g->n_arenas++;
+        g->arena_bytes += plans[a].size;
     }
-    for (int a = 0; a < n_plans; a++) free(plans[a].live);
-    if (s) return s;
+    return s;
+}
+
+/* Each tensor's buffer and offset (intermediates in their arena, views in their base's range),
+ * then each dispatch's binding ranges. */
+static void bind_ranges(wgml_graph *g) {
     for (wgml_tensor *t = g->tensors; t; t = t->next)
         if (!t->persistent && !t->base) t->buf = g->arenas[t->arena];
     for (wgml_tensor *t = g->tensors; t; t = t->next)
@@ -776,6 +780,30 @@ static wgml_status plan_memory(wgml_graph *g) {
             wgml_tensor *t = g->nodes[i].t[b];
             if (t != GRAPH_UNUSED) g->nodes[i].r[b] = (gpu_range){t->buf, t->offset, tensor_binding_size(t)};
         }
+}
+
+static wgml_status plan_memory(wgml_graph *g) {
+    wgml_ctx *ctx = g->ctx;
+    uint64_t align = gpu_get_caps(ctx)->storage_align;
+    if (align < 256) align = 256;
+    uint64_t cap = arena_cap(ctx, align);
+    mark_uses(g);
+    size_t n = 0;
+    for (wgml_tensor *t = g->tensors; t; t = t->next)
+        if (!t->persistent && !t->base) n++;
+    wgml_tensor **order = calloc(n ? n : 1, sizeof *order);
+    arena_plan plans[MAX_ARENAS];
+    memset(plans, 0, sizeof plans);
+    int n_plans = 0;
+    if (!order) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
+    order_intermediates(g, order, &n);
+    wgml_status s = place_intermediates(ctx, order, n, align, cap, plans, &n_plans);
+    free(order);
+    if (!s) s = make_arenas(g, plans, n_plans);
+    else g->arena_bytes = 0;
+    for (int a = 0; a < n_plans; a++) free(plans[a].live);
+    if (s) return s;
+    bind_ranges(g);
     return WGML_OK;
 }
 

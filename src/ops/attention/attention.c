@@ -88,6 +88,61 @@ static const sdpa_tile *choose_tile(int64_t rows, int64_t D, uint64_t limit) {
     return NULL;
 }
 
+/* The tile for rows query rows per kv head at head dimension D: $WGML_SDPA_TILE when set
+ * (forced holds it), otherwise the first candidate that fits the device's workgroup memory.
+ * NULL with the error set when neither gives one. */
+static const sdpa_tile *sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t D, sdpa_tile *forced) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
+    int env = env_tile(D, limit, forced);
+    if (env < 0) {
+        wgml_set_error(ctx, WGML_ERR_ARG,
+                       "%s: $WGML_SDPA_TILE=%s is not WX,WY,TM,TN (WX, WY powers of two, WX*WY <= 256, TM, TN 1..8) "
+                       "fitting %llu bytes of workgroup memory at D = %lld",
+                       op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
+        return NULL;
+    }
+    const sdpa_tile *tile = env > 0 ? forced : choose_tile(rows, D, limit);
+    if (!tile)
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
+                       op, (long long)D, (unsigned long long)limit);
+    return tile;
+}
+
+/* Few row blocks (decode): split the Skv keys into chunks (a multiple of the key block bk) so
+ * that about SDPA_SPLIT_TARGET workgroups share the work; attn_combine merges them. One chunk
+ * of all Skv keys otherwise. */
+static void sdpa_key_split(uint64_t groups, int64_t Skv, uint32_t bk, int64_t *n_split, int64_t *chunk) {
+    *n_split = 1;
+    *chunk = Skv;
+    if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
+        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups, most = (Skv + bk - 1) / bk;
+        *n_split = want < most ? want : most;
+        *chunk = ((Skv + *n_split - 1) / *n_split + bk - 1) / bk * bk;
+        *n_split = (Skv + *chunk - 1) / *chunk;
+    }
+}
+
+/* The attn_sdpa prelude: the tile's constants, the K/V read width (vec4 when D allows) and the
+ * bindings, which shift by one when the filled length comes from a buffer. */
+static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int64_t D, bool has_len) {
+    uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
+    snprintf(prelude, size,
+             "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+             "const D: u32 = %lldu; const TD: u32 = %uu;\n%s%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td,
+             D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
+                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
+             has_len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
+                       "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
+                       "@group(0) @binding(5) var<uniform> p: Params;\n"
+                       "fn read_len() -> i32 { return len_buf[0]; }\n"
+                     : "@group(0) @binding(3) var<storage, read_write> out: array<f32>;\n"
+                       "@group(0) @binding(4) var<uniform> p: Params;\n"
+                       "fn read_len() -> i32 { return i32(p.Skv); }\n");
+}
+
 /* Records the attention kernel; len may be NULL (all Skv keys). */
 static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
                                 wgml_tensor *len, int causal, float scale) {
@@ -100,24 +155,9 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     int64_t rows = G * Sq;
-    wgml_device_info info;
-    wgml_device_get_info(ctx, &info);
-    uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
     sdpa_tile forced;
-    int env = env_tile(D, limit, &forced);
-    if (env < 0) {
-        wgml_set_error(ctx, WGML_ERR_ARG,
-                       "%s: $WGML_SDPA_TILE=%s is not WX,WY,TM,TN (WX, WY powers of two, WX*WY <= 256, TM, TN 1..8) "
-                       "fitting %llu bytes of workgroup memory at D = %lld",
-                       op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
-        return NULL;
-    }
-    const sdpa_tile *tile = env > 0 ? &forced : choose_tile(rows, D, limit);
-    if (!tile) {
-        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
-                       op, (long long)D, (unsigned long long)limit);
-        return NULL;
-    }
+    const sdpa_tile *tile = sdpa_pick_tile(ctx, op, rows, D, &forced);
+    if (!tile) return NULL;
     uint32_t bq = tile->wy * tile->tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
@@ -125,32 +165,11 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s or k %s is too large", op, tshape(q), tshape(k));
         return NULL;
     }
-    uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
-    /* Few row blocks (decode): split the keys into chunks so that about SDPA_SPLIT_TARGET
-     * workgroups share the work; attn_combine merges them. */
-    uint32_t bk = tile->wx * tile->tn;
-    int64_t n_split = 1, chunk = Skv;
-    if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
-        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups, most = (Skv + bk - 1) / bk;
-        n_split = want < most ? want : most;
-        chunk = ((Skv + n_split - 1) / n_split + bk - 1) / bk * bk;
-        n_split = (Skv + chunk - 1) / chunk;
-    }
+    int64_t n_split, chunk;
+    sdpa_key_split(groups, Skv, tile->wx * tile->tn, &n_split, &chunk);
     bool split = n_split > 1;
     char prelude[1024];
-    snprintf(prelude, sizeof prelude,
-             "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const TD: u32 = %uu;\n%s%s",
-             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td,
-             D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
-                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
-             len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
-                   "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
-                   "@group(0) @binding(5) var<uniform> p: Params;\n"
-                   "fn read_len() -> i32 { return len_buf[0]; }\n"
-                 : "@group(0) @binding(3) var<storage, read_write> out: array<f32>;\n"
-                   "@group(0) @binding(4) var<uniform> p: Params;\n"
-                   "fn read_len() -> i32 { return i32(p.Skv); }\n");
+    sdpa_prelude(prelude, sizeof prelude, tile, D, len != NULL);
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;

@@ -21,16 +21,11 @@ static bool same_shape(const wgml_tensor *a, const wgml_tensor *b) {
     return memcmp(a->shape, b->shape, sizeof(int64_t) * 4) == 0;
 }
 
-wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
-                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
-                               wgml_tensor **dv) {
-    if (dq) *dq = NULL;
-    if (dk) *dk = NULL;
-    if (dv) *dv = NULL;
-    if (!g) return WGML_ERR_ARG;
-    const char *op = "sdpa_backward";
-    wgml_ctx *ctx = graph_ctx(g);
-    if (!dq || !dk || !dv) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: dq, dk and dv must not be NULL", op);
+/* The operands' checks, in the order the errors are reported: five f32 rank-4 tensors of this
+ * graph, k and v alike, out and dout shaped as q, q's heads a multiple of k's, Sq <= Skv when
+ * causal, a finite scale, and a [B, Hq, Sq, Skv] scratch within 32-bit indexing. */
+static wgml_status sdpa_backward_check(wgml_ctx *ctx, wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k,
+                                       wgml_tensor *v, wgml_tensor *out, wgml_tensor *dout, int causal, float scale) {
     wgml_status s;
     if ((s = check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4)) || (s = check_operand(ctx, g, op, "k", k, WGML_F32, 4, 4)) ||
         (s = check_operand(ctx, g, op, "v", v, WGML_F32, 4, 4)) ||
@@ -54,11 +49,43 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
                               "%s: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", op,
                               tshape(q), tshape(k));
     if (!isfinite(scale)) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale must be finite, got %g", op, (double)scale);
-    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3], Hkv = k->shape[1], Skv = k->shape[2];
+    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], Skv = k->shape[2];
     if ((uint64_t)(B * Hq * Sq * Skv) >= 0xFFFFFFFFull || (uint64_t)q->numel >= 0xFFFFFFFFull ||
         (uint64_t)k->numel >= 0xFFFFFFFFull)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s, k %s: the [B, Hq, Sq, Skv] scratch is too large", op,
                               tshape(q), tshape(k));
+    return WGML_OK;
+}
+
+/* attn_bwd_soft over the n_rows rows of scores pm and dout·vᵀ ds, in place: P = softmax of the
+ * masked, scaled scores into pm, dS = scale·P ⊙ (dP − rowsum(dout ⊙ out)) into ds. One row per
+ * workgroup, WG threads (32..256, about Skv / 8). */
+static wgml_status soft_rows(wgml_graph *g, const char *op, wgml_tensor *ov, wgml_tensor *dov, wgml_tensor *pm,
+                             wgml_tensor *ds, int64_t n_rows, int64_t Sq, int64_t Skv, int64_t D, int causal,
+                             float sc) {
+    uint32_t wg = 32;
+    while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
+    char prelude[64];
+    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
+    struct { uint32_t n_rows, sq, skv, d, causal; float scale; } p = {
+        (uint32_t)n_rows, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc};
+    wgml_tensor *ro[2] = {ov, dov}, *rw[2] = {pm, ds};
+    return graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)n_rows);
+}
+
+wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
+                               wgml_tensor **dv) {
+    if (dq) *dq = NULL;
+    if (dk) *dk = NULL;
+    if (dv) *dv = NULL;
+    if (!g) return WGML_ERR_ARG;
+    const char *op = "sdpa_backward";
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!dq || !dk || !dv) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: dq, dk and dv must not be NULL", op);
+    wgml_status s;
+    if ((s = sdpa_backward_check(ctx, g, op, q, k, v, out, dout, causal, scale))) return s;
+    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3], Hkv = k->shape[1], Skv = k->shape[2];
     float sc = scale > 0 ? scale : (float)(1.0 / sqrt((double)D));
     /* q's heads of one kv head are consecutive: q, out, dout as [G = B·Hkv, R = rep·Sq, D] */
     int64_t G = B * Hkv, R = (Hq / Hkv) * Sq;
@@ -74,16 +101,7 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     matmul_band dkv_band = {causal ? 3 : 0, Sq, Skv - Sq};
     if (!s && !(pm = matmul_banded(g, op, qv, kv, 0, 1, &scores))) s = wgml_last_status(ctx);
     if (!s && !(ds = matmul_banded(g, op, dov, vv, 0, 1, &scores))) s = wgml_last_status(ctx);
-    if (!s) {
-        uint32_t wg = 32;
-        while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
-        char prelude[64];
-        snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
-        struct { uint32_t n_rows, sq, skv, d, causal; float scale; } p = {
-            (uint32_t)(G * R), (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc};
-        wgml_tensor *ro[2] = {ov, dov}, *rw[2] = {pm, ds};
-        s = graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)(G * R));
-    }
+    if (!s) s = soft_rows(g, op, ov, dov, pm, ds, G * R, Sq, Skv, D, causal, sc);
     /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
     wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
     if (!s && !(gq3 = matmul_banded(g, op, ds, kv, 0, 0, &dq_band))) s = wgml_last_status(ctx);

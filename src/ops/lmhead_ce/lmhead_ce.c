@@ -191,28 +191,27 @@ static wgml_status lmhead_ce_rule(wgml_graph *g, const graph_op *op, wgml_tensor
     return grad_result(g, op, dx);
 }
 
-static wgml_tensor *lmhead_ce_impl(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w,
-                                   wgml_tensor *labels, int64_t chunk, const wgml_ce_options *opt,
-                                   wgml_tensor **d_h_out) {
-    wgml_ctx *ctx = graph_ctx(g);
-    wgml_tensor *scale = opt ? opt->grad_scale : NULL, *status = opt ? opt->status : NULL;
+/* The operands' checks, in the order the errors are reported. Returns the vocabulary chunk the
+ * loop uses (chunk, 0 meaning LMCE_DEFAULT_CHUNK, capped at V), or -1 with the error set. */
+static int64_t lmhead_ce_check(wgml_ctx *ctx, wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w,
+                               wgml_tensor *labels, int64_t chunk, wgml_tensor *scale, wgml_tensor *status) {
     if (check_tensor(ctx, op, "h", h) || check_dtype(ctx, op, "h", h, WGML_F32) ||
         check_rank(ctx, op, "h", h, 1, WGML_MAX_RANK) || check_tensor(ctx, op, "labels", labels) ||
         check_dtype(ctx, op, "labels", labels, WGML_I32) || check_same_graph(ctx, op, h, labels))
-        return NULL;
-    if (check_graph(ctx, g, op, "h", h)) return NULL;
+        return -1;
+    if (check_graph(ctx, g, op, "h", h)) return -1;
     wgml_tensor *wt = w->is_q ? w->q.codes : w->f;
-    if (check_graph(ctx, g, op, "w", wt)) return NULL;
+    if (check_graph(ctx, g, op, "w", wt)) return -1;
     if (!w->is_q && w->f->requires_grad) {
         wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: w %s requires a gradient; the fused op treats the head as frozen",
                        op, tshape(w->f));
-        return NULL;
+        return -1;
     }
     int64_t V = w_rows(w), D = w_cols(w);
     if (h->shape[h->rank - 1] != D) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: h %s must end in D = %lld for the weight [%lld, %lld]", op, tshape(h),
                        (long long)D, (long long)V, (long long)D);
-        return NULL;
+        return -1;
     }
     int64_t rows = h->numel / D;
     bool same = labels->rank == h->rank - 1 || (h->rank == 1 && labels->rank == 1 && labels->numel == 1);
@@ -220,23 +219,49 @@ static wgml_tensor *lmhead_ce_impl(wgml_graph *g, const char *op, wgml_tensor *h
     if (!same) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: labels %s must be h %s without its last dim", op, tshape(labels),
                        tshape(h));
-        return NULL;
+        return -1;
     }
     if (chunk == 0) chunk = LMCE_DEFAULT_CHUNK;
     if (chunk < 0 || chunk % 64) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: chunk %lld must be a positive multiple of 64 (0: %d)", op,
                        (long long)chunk, LMCE_DEFAULT_CHUNK);
-        return NULL;
+        return -1;
     }
     int64_t cc = chunk < V ? chunk : V;
     if ((uint64_t)rows * (uint64_t)cc >= 0xFFFFFFFFull || V >= 0x7FFFFFFF || (uint64_t)h->numel >= 0xFFFFFFFFull ||
         (uint64_t)V * (uint64_t)D >= 0xFFFFFFFFull) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %lld rows x chunk %lld are too many elements for 32-bit indexing", op,
                        (long long)rows, (long long)cc);
-        return NULL;
+        return -1;
     }
-    if (!train_ce_check_options(ctx, op, h, scale, status)) return NULL;
-    if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, V)) return NULL;
+    if (!train_ce_check_options(ctx, op, h, scale, status)) return -1;
+    if (graph_is_eager(g) && !train_ce_check_labels(ctx, op, labels, V)) return -1;
+    return cc;
+}
+
+/* Records the autograd rule on loss; it keeps labels, stats, state and acc (no gradient of
+ * their own) and finishes d_h from acc with d(loss) as the scale. */
+static wgml_status lmhead_ce_record_rule(wgml_graph *g, wgml_tensor *h, const lm_weight *w, wgml_tensor *labels,
+                                         wgml_tensor *stats, wgml_tensor *state, wgml_tensor *acc, wgml_tensor *scale,
+                                         wgml_tensor *loss) {
+    graph_op rec = {.name = "lmhead_ce",
+                    .backward = lmhead_ce_rule,
+                    .n_in = 6,
+                    .in = {h, labels, stats, state, acc, scale},
+                    .out = loss};
+    lm_attrs a = {*w};
+    memcpy(rec.attrs, &a, sizeof a);
+    return graph_record_op(g, &rec) ? WGML_OK : wgml_last_status(graph_ctx(g));
+}
+
+static wgml_tensor *lmhead_ce_impl(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *w,
+                                   wgml_tensor *labels, int64_t chunk, const wgml_ce_options *opt,
+                                   wgml_tensor **d_h_out) {
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_tensor *scale = opt ? opt->grad_scale : NULL, *status = opt ? opt->status : NULL;
+    int64_t cc = lmhead_ce_check(ctx, g, op, h, w, labels, chunk, scale, status);
+    if (cc < 0) return NULL;
+    int64_t V = w_rows(w), rows = h->numel / w_cols(w);
 
     /* d_h is formed in the chunk loop when the caller asks for it or autograd may (the rule then
      * only finishes it with d(loss) as the scale) */
@@ -257,18 +282,8 @@ static wgml_tensor *lmhead_ce_impl(wgml_graph *g, const char *op, wgml_tensor *h
         if (!dh) s = wgml_last_status(ctx);
         else acc = NULL; /* now dh */
     }
-    /* the autograd rule keeps labels, stats, state and acc (no gradient of their own) */
     bool record = !s && !d_h_out && want;
-    if (record) {
-        graph_op rec = {.name = "lmhead_ce",
-                        .backward = lmhead_ce_rule,
-                        .n_in = 6,
-                        .in = {h, labels, stats, state, acc, scale},
-                        .out = loss};
-        lm_attrs a = {*w};
-        memcpy(rec.attrs, &a, sizeof a);
-        if (!graph_record_op(g, &rec)) s = wgml_last_status(ctx);
-    }
+    if (record) s = lmhead_ce_record_rule(g, h, w, labels, stats, state, acc, scale, loss);
     if (!record) {
         if (stats != status) wgml_tensor_free(stats);
         wgml_tensor_free(state);

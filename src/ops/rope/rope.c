@@ -50,6 +50,46 @@ wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float the
     return table;
 }
 
+/* The operands' checks after the layout's, in the order the errors are reported; xn names x
+ * ("x", or "dy" backward) and hf says the layout is [B, H, S, D]. */
+static bool rope_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const char *xn, wgml_tensor *x,
+                       wgml_tensor *positions, float theta, wgml_rope_style style, bool hf) {
+    if (check_tensor(ctx, op, xn, x) || check_tensor(ctx, op, "positions", positions) ||
+        check_dtype(ctx, op, xn, x, WGML_F32) || check_dtype(ctx, op, "positions", positions, WGML_I32) ||
+        check_rank(ctx, op, xn, x, 4, 4) || check_rank(ctx, op, "positions", positions, 1, 2) ||
+        check_same_graph(ctx, op, x, positions))
+        return false;
+    if (check_graph(ctx, g, op, xn, x)) return false;
+    int64_t B = x->shape[0], S = hf ? x->shape[2] : x->shape[1], D = x->shape[3];
+    if (D % 2 != 0) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s: the head dimension D = %lld must be even", op, xn, tshape(x),
+                       (long long)D);
+        return false;
+    }
+    bool per_batch = positions->rank == 2;
+    if ((per_batch && (positions->shape[0] != B || positions->shape[1] != S)) ||
+        (!per_batch && positions->shape[0] != S)) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: positions %s must be [%lld] or [%lld, %lld] for %s %s (%s)", op,
+                       tshape(positions), (long long)S, (long long)B, (long long)S, xn, tshape(x),
+                       hf ? "[B, H, S, D]" : "[B, S, H, D]");
+        return false;
+    }
+    if (!(theta > 0) || !isfinite(theta)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: theta must be positive and finite, got %g", op, (double)theta);
+        return false;
+    }
+    if (style != WGML_ROPE_HALF && style != WGML_ROPE_INTERLEAVED) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown style %d", op, (int)style);
+        return false;
+    }
+    int64_t n_pairs = x->numel / 2;
+    if (n_pairs > 0xFFFFFFFFll) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s %s has too many elements", op, xn, tshape(x));
+        return false;
+    }
+    return true;
+}
+
 static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *positions, float theta,
                                 wgml_rope_style style, wgml_rope_layout layout, float sign) {
     if (!g) return NULL;
@@ -60,39 +100,10 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
     }
     bool hf = layout == WGML_ROPE_BHSD;
     const char *xn = sign > 0 ? "x" : "dy";
-    if (check_tensor(ctx, op, xn, x) || check_tensor(ctx, op, "positions", positions) ||
-        check_dtype(ctx, op, xn, x, WGML_F32) || check_dtype(ctx, op, "positions", positions, WGML_I32) ||
-        check_rank(ctx, op, xn, x, 4, 4) || check_rank(ctx, op, "positions", positions, 1, 2) ||
-        check_same_graph(ctx, op, x, positions))
-        return NULL;
-    if (check_graph(ctx, g, op, xn, x)) return NULL;
-    int64_t B = x->shape[0], S = hf ? x->shape[2] : x->shape[1], H = hf ? x->shape[1] : x->shape[2], D = x->shape[3];
-    if (D % 2 != 0) {
-        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s: the head dimension D = %lld must be even", op, xn, tshape(x),
-                       (long long)D);
-        return NULL;
-    }
+    if (!rope_check(ctx, g, op, xn, x, positions, theta, style, hf)) return NULL;
+    int64_t S = hf ? x->shape[2] : x->shape[1], H = hf ? x->shape[1] : x->shape[2], D = x->shape[3];
     bool per_batch = positions->rank == 2;
-    if ((per_batch && (positions->shape[0] != B || positions->shape[1] != S)) ||
-        (!per_batch && positions->shape[0] != S)) {
-        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: positions %s must be [%lld] or [%lld, %lld] for %s %s (%s)", op,
-                       tshape(positions), (long long)S, (long long)B, (long long)S, xn, tshape(x),
-                       hf ? "[B, H, S, D]" : "[B, S, H, D]");
-        return NULL;
-    }
-    if (!(theta > 0) || !isfinite(theta)) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: theta must be positive and finite, got %g", op, (double)theta);
-        return NULL;
-    }
-    if (style != WGML_ROPE_HALF && style != WGML_ROPE_INTERLEAVED) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown style %d", op, (int)style);
-        return NULL;
-    }
     int64_t half = D / 2, n_pairs = x->numel / 2;
-    if (n_pairs > 0xFFFFFFFFll) {
-        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s %s has too many elements", op, xn, tshape(x));
-        return NULL;
-    }
     wgml_tensor *table = rope_freq_table(g, op, D, theta);
     if (!table) return NULL;
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, x->shape);
@@ -118,7 +129,6 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
         wgml_tensor_free(out);
         return NULL;
     }
-    (void)B;
     return rope_grad_record(g, out, x, positions, theta, style, layout, sign < 0);
 }
 
