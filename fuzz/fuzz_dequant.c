@@ -1,8 +1,11 @@
 /* Fuzz target: the GGUF block import (wgml_gguf_dequantize), host side. The input's first
- * 12 bytes choose the type (one byte, taken modulo 40 so unknown types are tried too), and n
+ * 12 bytes choose the type (one byte, taken modulo 40: every known type, the 32-element
+ * blocks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the 256-element super-blocks Q4_K/Q5_K/Q6_K among them,
+ * and unknown types too), and n
  * and k (signed 40-bit little-endian values, so negative, zero and huge sizes appear); the
  * rest is the data, with a byte count that may or may not match n rows of k elements. The
- * output buffer holds exactly the elements the data can describe (at most 2 per byte), so a
+ * output buffer holds at most the elements the data can describe (at most 2 per byte in every
+ * known type; the densest, Q4_0, has 32 in 18 bytes), so a
  * size check that lets a wrong count through writes past it and the sanitizer stops. */
 #include "wgml.h"
 

@@ -511,7 +511,8 @@ typedef struct wgml_q4_weight {
  * the file format); wgml_q4_upload_gguf and wgml_gguf_dequantize take their blocks. */
 typedef enum wgml_ggml_type {
     WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3,
-    WGML_GGML_Q8_0 = 8, WGML_GGML_BF16 = 30
+    WGML_GGML_Q5_0 = 6, WGML_GGML_Q5_1 = 7, WGML_GGML_Q8_0 = 8, WGML_GGML_Q4_K = 12,
+    WGML_GGML_Q5_K = 13, WGML_GGML_Q6_K = 14, WGML_GGML_BF16 = 30
 } wgml_ggml_type;
 /* "F32", "Q4_1", ... or "type N"; block size in elements and bytes per block (0 if unknown). */
 const char *wgml_ggml_type_name(uint32_t type);
@@ -522,7 +523,8 @@ size_t wgml_ggml_row_bytes(uint32_t type, int64_t k);
 
 /* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
 /* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
- * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q8_0); bytes must be n rows' worth. */
+ * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K);
+ * bytes must be n rows' worth and k a whole number of the type's blocks (32 or 256). */
 wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
 /* Dequantises ExecuTorch flat q4gsw tensors: codes uint8 [n, ceil(k/2)] (k = 2j low nibble,
  * k = 2j+1 high nibble), scales f32 [ceil(k/G), round_up(n, 4)]; out f32 [n, k]. */

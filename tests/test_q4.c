@@ -532,12 +532,46 @@ static void test_errors(void) {
     q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, 60, 2, 32);
     th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
     q = wgml_q4_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
-    th_expect_error("GGUF unsupported type", q == NULL, WGML_ERR_UNSUPPORTED, "Q4_K", "(12)", NULL);
+    th_expect_error("GGUF host-only type on the GPU", q == NULL, WGML_ERR_UNSUPPORTED, "Q4_K", "(12)",
+                    "not supported on the GPU yet", NULL);
+    q = wgml_q4_upload_gguf(T.g, 11, blocks, sizeof blocks, 1, 256);
+    th_expect_error("GGUF unknown type", q == NULL, WGML_ERR_UNSUPPORTED, "Q3_K", "(11)", NULL);
     q = wgml_q4_upload_gguf(T.g, WGML_GGML_F16, blocks, 64, 1, 32);
     th_expect_error("GGUF F16 is not a block type", q == NULL, WGML_ERR_UNSUPPORTED, "F16", NULL);
-    wgml_status s = wgml_gguf_dequantize(13, blocks, sizeof blocks, 1, 256, w);
-    th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q5_K (13)"),
+    wgml_status s = wgml_gguf_dequantize(10, blocks, sizeof blocks, 1, 256, w);
+    th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q2_K (10)"),
              "host dequantize of an unsupported type names it: %s", wgml_last_error(NULL));
+    /* the host-only block types: a byte count that is not exactly the blocks, and a row that
+     * is not whole blocks, are refused naming the type, n and k */
+    static const struct { int type; const char *name; int be, bb; } host_only[] = {
+        {WGML_GGML_Q5_0, "Q5_0", 32, 22},   {WGML_GGML_Q5_1, "Q5_1", 32, 24},   {WGML_GGML_Q4_K, "Q4_K", 256, 144},
+        {WGML_GGML_Q5_K, "Q5_K", 256, 176}, {WGML_GGML_Q6_K, "Q6_K", 256, 210},
+    };
+    static uint8_t hb[2 * 210 + 1];
+    static float hout[2 * 256];
+    for (size_t i = 0; i < sizeof host_only / sizeof host_only[0]; i++) {
+        int t = host_only[i].type, be = host_only[i].be, bb = host_only[i].bb;
+        uint64_t e = 0, b = 0;
+        th_check(wgml_ggml_type_size((uint32_t)t, &e, &b) && e == (uint64_t)be && b == (uint64_t)bb &&
+                     !strcmp(wgml_ggml_type_name((uint32_t)t), host_only[i].name),
+                 "%s block size", host_only[i].name);
+        char want[32];
+        snprintf(want, sizeof want, "%d bytes given", 2 * bb + 1);
+        s = wgml_gguf_dequantize(t, hb, (size_t)(2 * bb + 1), 2, be, hout);
+        th_check(s == WGML_ERR_SHAPE && strstr(wgml_last_error(NULL), want) &&
+                     strstr(wgml_last_error(NULL), host_only[i].name) && strstr(wgml_last_error(NULL), "[2, "),
+                 "%s wrong byte count: %s", host_only[i].name, wgml_last_error(NULL));
+        s = wgml_gguf_dequantize(t, hb, (size_t)bb, 1, be + 16, hout);
+        snprintf(want, sizeof want, "K = %d", be + 16);
+        th_check(s == WGML_ERR_SHAPE && strstr(wgml_last_error(NULL), want) &&
+                     strstr(wgml_last_error(NULL), host_only[i].name) && strstr(wgml_last_error(NULL), "[1, "),
+                 "%s K not whole blocks: %s", host_only[i].name, wgml_last_error(NULL));
+        th_check(wgml_gguf_dequantize(t, hb, (size_t)(2 * bb), 2, be, hout) == WGML_OK, "%s two rows: %s",
+                 host_only[i].name, wgml_last_error(NULL));
+        q = wgml_q4_upload_gguf(T.g, t, hb, (size_t)(2 * bb), 2, be);
+        th_expect_error(host_only[i].name, q == NULL, WGML_ERR_UNSUPPORTED, host_only[i].name,
+                        "not supported on the GPU yet", NULL);
+    }
     s = wgml_q4gsw_dequantize(codes, scales, 2, 64, 64, NULL);
     th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "out is NULL"), "host dequantize NULL out: %s",
              wgml_last_error(NULL));

@@ -10,7 +10,15 @@ int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_by
     case WGML_GGML_BF16: be = 1; bb = 2; break;
     case WGML_GGML_Q4_0: be = 32; bb = 2 + 16; break;     /* f16 scale, 32 4-bit values */
     case WGML_GGML_Q4_1: be = 32; bb = 2 + 2 + 16; break; /* f16 scale and min, 32 4-bit values */
+    case WGML_GGML_Q5_0: be = 32; bb = 2 + 4 + 16; break; /* f16 scale, 32 high bits, 32 low nibbles */
+    case WGML_GGML_Q5_1: be = 32; bb = 2 + 2 + 4 + 16; break; /* f16 scale and min, high bits, nibbles */
     case WGML_GGML_Q8_0: be = 32; bb = 2 + 32; break;     /* f16 scale, 32 int8 values */
+    /* super-blocks of 256: f16 d and dmin, 8 packed 6-bit scale/min pairs (12 bytes), then
+     * (Q5_K) 32 bytes of high bits, then 128 bytes of low nibbles */
+    case WGML_GGML_Q4_K: be = 256; bb = 2 + 2 + 12 + 128; break;
+    case WGML_GGML_Q5_K: be = 256; bb = 2 + 2 + 12 + 32 + 128; break;
+    /* 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales, f16 d */
+    case WGML_GGML_Q6_K: be = 256; bb = 128 + 64 + 16 + 2; break;
     default: break;
     }
     if (block_elems) *block_elems = be;

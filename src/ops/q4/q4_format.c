@@ -1,5 +1,6 @@
 /* Host side of the 4-bit weights (plain C, no GPU): the import formats (ExecuTorch flat q4gsw,
- * GGUF Q4_0 / Q4_1 / Q8_0 / F32 / F16 / BF16), the exact dequantisation used as a reference,
+ * GGUF Q4_0 / Q4_1 / Q8_0 / F32 / F16 / BF16, and on the host only Q5_0 / Q5_1 / Q4_K / Q5_K /
+ * Q6_K), the exact dequantisation used as a reference,
  * symmetric quantisation of fp32 weights, and the packing into the GPU layout described in
  * include/wgml.h and q4_internal.h. */
 #include "ops/q4/q4_internal.h"
@@ -38,38 +39,168 @@ static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); 
 
 /* ---- GGUF ---- */
 
-static bool gguf_supported(int type) {
-    return type == WGML_GGML_F32 || type == WGML_GGML_F16 || type == WGML_GGML_BF16 || type == WGML_GGML_Q4_0 ||
-           type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
+/* Types the host decodes (every type wgml_ggml_type_size knows). */
+static bool gguf_supported(int type) { return type >= 0 && wgml_ggml_type_size((uint32_t)type, NULL, NULL); }
+
+/* Types the GPU runs from their blocks (wgml_q4_upload_gguf). */
+static bool gguf_gpu_block(int type) {
+    return type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
 }
 
-/* Shared checks of a GGUF weight: supported type (named when not), k fits the blocks, size. */
+/* Shared checks of a GGUF weight: supported type (named when not; with gpu_only, only the block
+ * types the GPU runs), k a whole number of blocks, size. */
 wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
-                          int64_t k, bool blocks_only) {
+                          int64_t k, bool gpu_only) {
     if (!data) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: data is NULL", op);
     if (n <= 0 || k <= 0)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: shape [%lld, %lld] must be positive", op, (long long)n,
                               (long long)k);
-    bool block = type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
-    if (!gguf_supported(type) || (blocks_only && !block))
-        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: GGUF type %s (%d) is not supported%s", op,
-                              wgml_ggml_type_name(type), type,
-                              blocks_only ? " (4/8-bit blocks: Q4_0, Q4_1, Q8_0)" : "");
-    if (block && k % 32)
-        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s rows of K = %lld are not whole 32-element blocks", op,
-                              wgml_ggml_type_name(type), (long long)k);
+    const char *name = wgml_ggml_type_name(type < 0 ? UINT32_MAX : (uint32_t)type);
+    if (!gguf_supported(type))
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: GGUF type %s (%d) is not supported", op, name, type);
+    if (gpu_only && !gguf_gpu_block(type))
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: GGUF type %s (%d) is not supported on the GPU yet (GPU blocks: Q4_0, Q4_1, "
+                              "Q8_0; wgml_gguf_dequantize reads it on the host)",
+                              op, name, type);
+    uint64_t be = 1;
+    wgml_ggml_type_size((uint32_t)type, &be, NULL);
+    if ((uint64_t)k % be)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld]: rows of K = %lld are not whole %llu-element blocks",
+                              op, name, (long long)n, (long long)k, (long long)k, (unsigned long long)be);
     /* the byte count and n·k must not wrap (found by fuzzing: a huge k made the row bytes
      * wrap to 0, so 0 bytes passed for an enormous tensor) */
-    size_t row = wgml_ggml_row_bytes(type, k);
+    size_t row = wgml_ggml_row_bytes((uint32_t)type, k);
     if (row == 0 || (uint64_t)n > SIZE_MAX / row || (uint64_t)n > (uint64_t)INT64_MAX / (uint64_t)k)
-        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s [%lld, %lld] is too large to address", op,
-                              wgml_ggml_type_name(type), (long long)n, (long long)k);
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: %s [%lld, %lld] is too large to address", op, name,
+                              (long long)n, (long long)k);
     size_t want = row * (size_t)n;
     if (bytes != want)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %zu bytes given; %s [%lld, %lld] (ne = [%lld, %lld]) needs %zu",
-                              op, bytes, wgml_ggml_type_name(type), (long long)n, (long long)k, (long long)k,
-                              (long long)n, want);
+                              op, bytes, name, (long long)n, (long long)k, (long long)k, (long long)n, want);
     return WGML_OK;
+}
+
+/* Each decoder turns one block at q into its values at o. The arithmetic is the file
+ * format's, in fp32 and in this order (scale times code, then the min subtracted or added as
+ * a separate rounding; the build is ISO C, so no multiply-add contraction), which is what
+ * makes the result equal the gguf package's bit for bit. */
+
+static void deq_q4_0(const uint8_t *q, float *o) { /* f16 d, 16 bytes: low nibbles 0..15, high 16..31 */
+    float d = q4_half_to_float(rd16(q));
+    for (int j = 0; j < 16; j++) {
+        o[j] = d * (float)((int)(q[2 + j] & 0xF) - 8);
+        o[j + 16] = d * (float)((int)(q[2 + j] >> 4) - 8);
+    }
+}
+
+static void deq_q4_1(const uint8_t *q, float *o) { /* f16 d, f16 m, 16 bytes of nibbles */
+    float d = q4_half_to_float(rd16(q)), m = q4_half_to_float(rd16(q + 2));
+    for (int j = 0; j < 16; j++) {
+        float lo = d * (float)(q[4 + j] & 0xF), hi = d * (float)(q[4 + j] >> 4);
+        o[j] = lo + m;
+        o[j + 16] = hi + m;
+    }
+}
+
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Q5_0 / Q5_1: value j's fifth bit is bit j of the 32-bit little-endian word after the f16
+ * fields; its low four bits are the nibbles as in Q4_0 / Q4_1. Q5_0 codes are centred on 16. */
+static void deq_q5(const uint8_t *q, float *o, bool has_min) {
+    float d = q4_half_to_float(rd16(q)), m = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
+    const uint8_t *hb = q + (has_min ? 4 : 2), *qs = hb + 4;
+    uint32_t h = rd32(hb);
+    int centre = has_min ? 0 : 16;
+    for (int j = 0; j < 16; j++) {
+        int lo = (int)((qs[j] & 0xF) | ((h >> j) & 1u) << 4) - centre;
+        int hi = (int)((qs[j] >> 4) | ((h >> (j + 16)) & 1u) << 4) - centre;
+        float a = d * (float)lo, b = d * (float)hi;
+        if (has_min) {
+            a = a + m;
+            b = b + m;
+        }
+        o[j] = a;
+        o[j + 16] = b;
+    }
+}
+
+static void deq_q8_0(const uint8_t *q, float *o) { /* f16 d, 32 int8 */
+    float d = q4_half_to_float(rd16(q));
+    for (int j = 0; j < 32; j++) o[j] = (float)(int8_t)q[2 + j] * d;
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes s:
+ * sub-blocks 0..3 hold theirs in the low 6 bits of s[j] (scale) and s[j + 4] (min);
+ * sub-blocks 4..7 take their low 4 bits from the nibbles of s[j + 4] (scale low, min high)
+ * and their top 2 bits from the spare top bits of s[j - 4] (scale) and s[j] (min). */
+static void k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
+        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K (qh NULL) and Q5_K: f16 d, f16 dmin, 12 scale bytes, [Q5_K: 32 bytes qh], 128 bytes
+ * qs. The 256 values are 4 chunks of 64; chunk c reads qs[32c .. 32c+31], its low nibbles
+ * are sub-block 2c and its high nibbles sub-block 2c+1; in Q5_K value l of those sub-blocks
+ * takes bit 2c (resp. 2c+1) of qh[l] as its fifth bit. Value = (d·scale)·code − dmin·min. */
+static void deq_q45_k(const uint8_t *q, float *o, bool five) {
+    float d = q4_half_to_float(rd16(q)), dmin = q4_half_to_float(rd16(q + 2));
+    const uint8_t *sc = q + 4, *qh = five ? q + 16 : NULL, *qs = q + (five ? 48 : 16);
+    for (int c = 0; c < 4; c++) {
+        for (int half = 0; half < 2; half++) {
+            int j = 2 * c + half, s, m;
+            k_scale_min(sc, j, &s, &m);
+            float ds = d * (float)s, dm = dmin * (float)m;
+            for (int l = 0; l < 32; l++) {
+                int code = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+                if (qh) code |= ((qh[l] >> j) & 1) << 4;
+                float v = ds * (float)code;
+                o[32 * j + l] = v - dm;
+            }
+        }
+    }
+}
+
+/* Q6_K: 128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d. Two halves of 128 values; half h
+ * uses ql[64h ..], qh[32h ..] and scales[8h ..]. In a half, value l + 32r (r = 0..3, l =
+ * 0..31) takes the low (r < 2) or high (r >= 2) nibble of ql[l + 32(r % 2)] as its
+ * low four bits and bits 2r, 2r+1 of qh[l] as its top two; codes are centred on 32, and its
+ * scale is scales[l / 16 + 2r]. Value = (d·scale)·code. */
+static void deq_q6_k(const uint8_t *q, float *o) {
+    float d = q4_half_to_float(rd16(q + 208));
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = q + 64 * h, *qh = q + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(q + 192 + 8 * h);
+        for (int r = 0; r < 4; r++) {
+            for (int l = 0; l < 32; l++) {
+                uint8_t b = ql[l + 32 * (r % 2)];
+                int code = (int)((r < 2 ? b & 0xF : b >> 4) | ((qh[l] >> (2 * r)) & 3) << 4) - 32;
+                float ds = d * (float)sc[l / 16 + 2 * r];
+                o[128 * h + 32 * r + l] = ds * (float)code;
+            }
+        }
+    }
+}
+
+static void deq_block(int type, const uint8_t *q, float *o) {
+    switch (type) {
+    case WGML_GGML_Q4_0: deq_q4_0(q, o); break;
+    case WGML_GGML_Q4_1: deq_q4_1(q, o); break;
+    case WGML_GGML_Q5_0: deq_q5(q, o, false); break;
+    case WGML_GGML_Q5_1: deq_q5(q, o, true); break;
+    case WGML_GGML_Q8_0: deq_q8_0(q, o); break;
+    case WGML_GGML_Q4_K: deq_q45_k(q, o, false); break;
+    case WGML_GGML_Q5_K: deq_q45_k(q, o, true); break;
+    case WGML_GGML_Q6_K: deq_q6_k(q, o); break;
+    default: break; /* not reached: q4_check_gguf admits only the types above */
+    }
 }
 
 wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out) {
@@ -88,30 +219,10 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
         return WGML_OK;
     default: break;
     }
-    int64_t blocks = total / 32;
-    for (int64_t b = 0; b < blocks; b++) {
-        float *o = out + b * 32;
-        if (type == WGML_GGML_Q4_0) {
-            const uint8_t *q = p + b * 18;
-            float d = q4_half_to_float(rd16(q));
-            for (int j = 0; j < 16; j++) {
-                o[j] = d * (float)((int)(q[2 + j] & 0xF) - 8);
-                o[j + 16] = d * (float)((int)(q[2 + j] >> 4) - 8);
-            }
-        } else if (type == WGML_GGML_Q4_1) {
-            const uint8_t *q = p + b * 20;
-            float d = q4_half_to_float(rd16(q)), m = q4_half_to_float(rd16(q + 2));
-            for (int j = 0; j < 16; j++) {
-                float lo = d * (float)(q[4 + j] & 0xF), hi = d * (float)(q[4 + j] >> 4);
-                o[j] = lo + m;
-                o[j + 16] = hi + m;
-            }
-        } else { /* Q8_0 */
-            const uint8_t *q = p + b * 34;
-            float d = q4_half_to_float(rd16(q));
-            for (int j = 0; j < 32; j++) o[j] = (float)(int8_t)q[2 + j] * d;
-        }
-    }
+    uint64_t be, bb;
+    wgml_ggml_type_size((uint32_t)type, &be, &bb);
+    int64_t blocks = total / (int64_t)be;
+    for (int64_t b = 0; b < blocks; b++) deq_block(type, p + (size_t)b * bb, out + b * (int64_t)be);
     return WGML_OK;
 }
 
