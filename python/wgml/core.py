@@ -1,11 +1,10 @@
 """Contexts, graphs and tensors: the core of the wgml Python API."""
 from __future__ import annotations
 
-import ctypes
 import weakref
 from ctypes import byref, c_double, c_float, c_int, c_int64, c_void_p
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -29,6 +28,26 @@ class _NoPickle:
     def __reduce__(self):
         raise TypeError("wgml: a %s holds GPU state of this process and cannot be pickled; "
                         "make it in the process that uses it" % type(self).__name__)
+
+
+class _Closable(_NoPickle):
+    """A wgml object with close(): usable as a context manager (`with`), and closed when
+    collected (errors then are swallowed: the interpreter may be shutting down)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class WgmlError(RuntimeError):
@@ -70,7 +89,7 @@ class DeviceInfo:
     has_timestamps: bool
 
 
-class Context(_NoPickle):
+class Context(_Closable):
     """A GPU device, its caches and the last error (wgml_ctx).
 
     ``Context()`` picks the adapter as wgml does ($WGML_ADAPTER, else a discrete GPU, then an
@@ -110,18 +129,6 @@ class Context(_NoPickle):
         self._eager._ptr = None
         lib.wgml_ctx_destroy(self._ptr)
         self._ptr = None
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- errors --
     @property
@@ -193,7 +200,7 @@ class Context(_NoPickle):
         return "<wgml.Context %s>" % (repr(self.info.adapter) if self._ptr else "closed")
 
 
-class Graph(_NoPickle):
+class Graph(_Closable):
     """A list of recorded ops (wgml_graph): the context's eager graph, or a built graph.
 
     Every op is a method (``g.linear(x, w)``, ``g.softmax(x, -1)``, ...) that returns a new
@@ -229,18 +236,6 @@ class Graph(_NoPickle):
         self._ptr = None
 
     free = close
-
-    def __enter__(self) -> "Graph":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _t(self, p, what: str) -> "Tensor":
         return self.ctx._out(p, self, what)

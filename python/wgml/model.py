@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, libc
-from .core import Context, WgmlError, _NoPickle
+from .core import Context, WgmlError, _Closable
 
 TARGETS = ["q", "k", "v", "o", "gate", "up", "down"]  # bit i of wgml_train_config.targets
 _TOK_ADD_BOS, _TOK_SPECIAL, _TOK_SKIP_SPECIAL = 1, 4, 8
@@ -54,7 +54,7 @@ class EvalResult:
     tokens: int
 
 
-class Model(_NoPickle):
+class Model(_Closable):
     """A Llama-architecture model loaded from a GGUF file onto the GPU (wgml_model)."""
 
     _close_order = 2
@@ -108,18 +108,6 @@ class Model(_NoPickle):
         if own is not None:
             self._own_ctx = None
             own.close()
-
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def config(self) -> ModelConfig:
@@ -260,7 +248,7 @@ def rows_of(ids: np.ndarray, seq_len: int) -> np.ndarray:
     return np.stack([ids[r * seq_len: r * seq_len + seq_len + 1] for r in range(n)])
 
 
-class Trainer(_NoPickle):
+class Trainer(_Closable):
     """LoRA (or straight-through 4-bit) fine-tuning of a :class:`Model` (wgml_trainer): one
     optimizer step is one run of one built graph (forward, backward, AdamW).
 
@@ -321,18 +309,6 @@ class Trainer(_NoPickle):
         if self._ptr and self.ctx._ptr:
             lib.wgml_trainer_free(self._ptr)
         self._ptr = None
-
-    def __enter__(self) -> "Trainer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def batch(self) -> int:
