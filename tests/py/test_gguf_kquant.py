@@ -6,7 +6,6 @@ bytes whose fp16 fields are finite: extreme scales (±65504), subnormal and zero
 blocks whose codes are all zero or all saturated. These types are not run on the GPU yet, so
 no forward is checked here (the wrong-size and bad-K errors are in test_q4's error cases)."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -85,27 +84,9 @@ def main():
         assert blocks.shape == (n, k // be * bb) and blocks.dtype == np.uint8, (name, blocks.shape)
         deq = quants.dequantize(blocks, qt).astype(np.float32).reshape(n, k)
         assert np.all(np.isfinite(deq)), name
-        blocks.tofile(os.path.join(out, f"{name}.blocks"))
-        np.zeros(k, dtype=np.float32).tofile(os.path.join(out, f"{name}.x"))
-        with open(os.path.join(out, f"{name}.meta"), "w") as f:
-            f.write(f"{int(qt)} {n} {k} 0\n")
+        wgml_dump.write_gguf_case(out, name, qt, blocks, np.zeros(k, dtype=np.float32), 0)
         cases.append((name, n, k, deq))
-    with open(os.path.join(out, "cases.txt"), "w") as f:
-        f.write("\n".join(c[0] for c in cases) + "\n")
-    exe = os.path.join(build, "tests", "test_q4")
-    proc = subprocess.run([exe, "--gguf-check", out], capture_output=True, text=True)
-    sys.stdout.write(proc.stdout[-3000:])
-    if proc.returncode != 0:
-        sys.stdout.write(proc.stderr[-3000:])
-        raise SystemExit(f"test_q4 --gguf-check failed with exit code {proc.returncode}")
-    checker = wgml_dump.Checker()
-    for name, n, k, deq in cases:
-        got = np.fromfile(os.path.join(out, f"{name}.deq"), dtype=np.float32).reshape(n, k)
-        bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
-        ok = bad == 0
-        print(f"  {'ok' if ok else 'FAIL'} {name} dequantize bit-exact ({n}x{k}, {bad} differ)")
-        checker.passed += ok
-        checker.failed += not ok
+    checker = wgml_dump.run_gguf_check(build, out, cases)
     sys.exit(checker.done())
 
 

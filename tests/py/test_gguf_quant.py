@@ -3,7 +3,6 @@ BF16); test_q4 --gguf-check imports the raw blocks, dequantises them on the host
 gguf's dequantize bit for bit in fp32) and runs the forward on the GPU from the imported
 blocks (checked here against float64 with gguf's dequantised weights)."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -35,27 +34,10 @@ def main():
         blocks = np.ascontiguousarray(quants.quantize(w, qt))
         deq = quants.dequantize(blocks, qt).astype(np.float32).reshape(n, k)
         x = rng.uniform(-1, 1, (max(m, 1), k)).astype(np.float32)
-        blocks.tofile(os.path.join(out, f"{name}.blocks"))
-        x.tofile(os.path.join(out, f"{name}.x"))
-        with open(os.path.join(out, f"{name}.meta"), "w") as f:
-            f.write(f"{int(qt)} {n} {k} {m}\n")
+        wgml_dump.write_gguf_case(out, name, qt, blocks, x, m)
         cases.append((name, n, k, m, deq, x))
-    with open(os.path.join(out, "cases.txt"), "w") as f:
-        f.write("\n".join(c[0] for c in cases) + "\n")
-    exe = os.path.join(build, "tests", "test_q4")
-    proc = subprocess.run([exe, "--gguf-check", out], capture_output=True, text=True)
-    sys.stdout.write(proc.stdout[-3000:])
-    if proc.returncode != 0:
-        sys.stdout.write(proc.stderr[-3000:])
-        raise SystemExit(f"test_q4 --gguf-check failed with exit code {proc.returncode}")
-    checker = wgml_dump.Checker()
+    checker = wgml_dump.run_gguf_check(build, out, [(name, n, k, deq) for name, n, k, m, deq, x in cases])
     for name, n, k, m, deq, x in cases:
-        got = np.fromfile(os.path.join(out, f"{name}.deq"), dtype=np.float32).reshape(n, k)
-        bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
-        ok = bad == 0
-        print(f"  {'ok' if ok else 'FAIL'} {name} dequantize bit-exact ({n}x{k}, {bad} differ)")
-        checker.passed += ok
-        checker.failed += not ok
         if m:
             o = np.fromfile(os.path.join(out, f"{name}.out"), dtype=np.float32).reshape(m, n)
             ref = x.astype(np.float64) @ deq.astype(np.float64).T

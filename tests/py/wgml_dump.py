@@ -87,3 +87,37 @@ class Checker:
             print("FAIL: no case was compared")
             return 1
         return 1 if self.failed else 0
+
+
+def write_gguf_case(out, name, qt, blocks, x, m):
+    """One case of `test_q4 --gguf-check` in folder out: the GGUF blocks of an [n, k] weight of
+    type qt, an input x [max(m, 1), k] and M (0: dequantise only)."""
+    n = blocks.shape[0]
+    k = x.shape[-1]
+    blocks.tofile(os.path.join(out, f"{name}.blocks"))
+    x.tofile(os.path.join(out, f"{name}.x"))
+    with open(os.path.join(out, f"{name}.meta"), "w") as f:
+        f.write(f"{int(qt)} {n} {k} {m}\n")
+
+
+def run_gguf_check(build_dir, out, cases):
+    """Runs build_dir/tests/test_q4 --gguf-check on the cases written into out (a list of
+    (name, n, k, deq): deq is the reference dequantisation, float32 [n, k]) and compares wgml's
+    host dequantisation with it bit for bit. Returns the Checker, for the caller's own checks."""
+    with open(os.path.join(out, "cases.txt"), "w") as f:
+        f.write("\n".join(c[0] for c in cases) + "\n")
+    exe = os.path.join(build_dir, "tests", "test_q4")
+    proc = subprocess.run([exe, "--gguf-check", out], capture_output=True, text=True)
+    sys.stdout.write(proc.stdout[-3000:])
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stderr[-3000:])
+        raise SystemExit(f"test_q4 --gguf-check failed with exit code {proc.returncode}")
+    checker = Checker()
+    for name, n, k, deq in cases:
+        got = np.fromfile(os.path.join(out, f"{name}.deq"), dtype=np.float32).reshape(n, k)
+        bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
+        ok = bad == 0
+        print(f"  {'ok' if ok else 'FAIL'} {name} dequantize bit-exact ({n}x{k}, {bad} differ)")
+        checker.passed += ok
+        checker.failed += not ok
+    return checker
