@@ -21,7 +21,7 @@ struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, d: u32, ninf: f32 }
 @group(0) @binding(4) var<storage, read_write> acc: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-//!include reduce_lse
+//!include lmhead_ce_row
 
 var<workgroup> s_new: vec2<f32>; // (m', alpha)
 
@@ -32,37 +32,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row >= p.n_rows) { return; } // the same for the whole workgroup
     let cnt = p.cols / VW;
     let base = row * cnt;
-    var ml = vec2<f32>(p.ninf, 0.0);
-    for (var j = lid; j < cnt; j += WG) {
-        let v = x[base + j];
-        ml = lse_step(ml, v, p.ninf);
-    }
-    sm[lid] = ml.x;
-    sl[lid] = ml.y;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            lse_merge_slots(lid, lid + s, p.ninf);
-        }
-        workgroupBarrier();
-    }
+    chunk_row_lse(base, cnt, lid);
     if (lid == 0u) {
         var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
         if (!FIRST) { st = state[row]; }
         let mx = max(st.x, sm[0]);
         let alpha = select(1.0, exp(st.x - mx), mx > p.ninf); // the rescale of A's row
-        st = vec4<f32>(lse_merge(st.xy, vec2<f32>(sm[0], sl[0]), p.ninf), st.zw);
-        let lab = labels[row];
-        if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
-            let k = u32(lab) - p.c0;
-            st.z = comp(x[base + k / VW], k % VW);
-        }
-        if (LAST) {
-            st.w = st.x + log(st.y);
-            let valid = lab >= 0 && u32(lab) < p.vocab;
-            row_loss[row] = select(0.0, st.w - st.z, valid);
-        }
-        state[row] = st;
+        state[row] = chunk_state(row, base, st);
         s_new = vec2<f32>(mx, alpha);
     }
     workgroupBarrier();

@@ -1,9 +1,10 @@
-// reduce_lse: the online log-sum-exp of the row kernels (reduce_softmax, ce_rows,
-// lmhead_ce_fwd, lmhead_ce_grad include it with "//!include reduce_lse"). A running pair
-// (m, l) is a maximum m and a sum l of exp(v - m); pairs are merged without overflow by
-// rescaling to the larger maximum. Elements and maxima at or below ninf (-inf, passed by the
-// kernel's Params) add nothing, so a row that is all -inf keeps (ninf, 0). Not a kernel: the
-// including kernel's prelude supplies WG, the alias V and hmax(), hsum() over one V.
+// reduce_lse: the online log-sum-exp of the row kernels (reduce_softmax, ce_rows, and
+// lmhead_ce_fwd / lmhead_ce_grad through lmhead_ce_row include it with "//!include
+// reduce_lse"). A running pair (m, l) is a maximum m and a sum l of exp(v - m); pairs are
+// merged without overflow by rescaling to the larger maximum. Elements and maxima at or below
+// ninf (-inf, passed by the kernel's Params) add nothing, so a row that is all -inf keeps
+// (ninf, 0). Not a kernel: the including kernel's prelude supplies WG, the alias V and
+// hmax(), hsum() over one V.
 // sm, sl: the workgroup's (m, l) pairs, one per thread, merged by a tree in the kernel.
 var<workgroup> sm: array<f32, WG>;
 var<workgroup> sl: array<f32, WG>;
