@@ -88,7 +88,10 @@ wgml_status fb_root(fb_ctx *c, const char *ident, const char *what, fb_table *ou
         }
         return fb_fail(c, 4, "%s: file identifier '%s' is not '%s'", what, got, ident);
     }
-    return fb_table_at(c, fb_rd32(c->buf), 0, what, out);
+    uint32_t root = fb_rd32(c->buf);
+    if (root > c->size || c->size - root < 4)
+        return fb_fail(c, 0, "%s: root offset %u outside the %llu-byte buffer", what, root, (unsigned long long)c->size);
+    return fb_table_at(c, root, 0, what, out);
 }
 
 wgml_status fb_field(const fb_ctx *c, const fb_table *t, unsigned field, uint32_t fsize, const char *what,

@@ -180,8 +180,6 @@ static wgml_status parse_segments(parser *ps, const fb_table *root) {
     fb_vec v;
     wgml_status s = fb_vector_field(&ps->c, root, 4, 4, "Program.segments", &v, NULL);
     if (s || !v.n) return s;
-    if (!p->has_header)
-        return fb_fail(&ps->c, v.pos, "Program.segments: %u segments but the file has no extended header", v.n);
     p->segments = alloc_n(ps, v.n, sizeof *p->segments);
     if (!p->segments) return pte_oom(&ps->c, "Program.segments");
     p->n_segments = v.n;
@@ -193,6 +191,11 @@ static wgml_status parse_segments(parser *ps, const fb_table *root) {
         if ((s = fb_vec_table(&ps->c, &v, i, 1, what, &t)) || (s = fb_u64(&ps->c, &t, 0, 0, what, &g->offset)) ||
             (s = fb_u64(&ps->c, &t, 1, 0, what, &g->size)))
             return s;
+        /* without the extended header there is no segment data: the exporter still writes an
+         * empty segment there, so only empty segments are accepted */
+        if (!p->has_header && g->size)
+            return fb_fail(&ps->c, t.pos, "%s: a segment of %llu bytes but the file has no extended header", what,
+                           (unsigned long long)g->size);
         uint64_t at = p->segment_base_offset + g->offset;
         if (g->offset > UINT64_MAX - p->segment_base_offset || !in_file(p, at, g->size))
             return fb_fail(&ps->c, t.pos,
