@@ -661,7 +661,7 @@ wgml_status pte_parse(const uint8_t *data, size_t size, pte_program **out, char 
     if (!out || (!data && size)) return errbuf_set(err, errlen, WGML_ERR_ARG, "pte_parse: NULL argument");
     if (err && errlen) err[0] = 0;
     if (size < 8)
-        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "pte: file of %zu bytes is too short for a program (8 bytes at least)",
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "pte: file of %zu bytes is too short for a program (8 bytes at least) at file offset 0",
                           size);
     if (memcmp(data + 4, "ET12", 4) != 0) {
         char got[5] = {0};

@@ -368,9 +368,9 @@ typedef struct pte_vk_graph {
 } pte_vk_graph;
 
 /* Parses the delegate blob blob[0..size) (file_offset: where it starts in the program file,
- * for messages). p (may be NULL) supplies the named data for constants stored by name; a
- * named constant whose key is not there is an error. label prefixes messages (e.g.
- * "delegate 0"; NULL: "delegate"). */
+ * for messages). p supplies the named data for constants stored by name; a named constant
+ * whose key is not there is an error. p NULL (a blob read on its own): named constants are
+ * left unresolved (data empty). label prefixes messages (e.g. "delegate 0"; NULL: "delegate"). */
 wgml_status pte_vk_parse(const pte_program *p, const uint8_t *blob, size_t size, uint64_t file_offset,
                          const char *label, pte_vk_graph **out, char *err, size_t errlen);
 

@@ -226,12 +226,13 @@ static wgml_status parse_graph(fb_ctx *c, pte_arena *a, const pte_program *p, pt
                 k->named = true;
                 if (!k->named_key.len)
                     return fb_fail(c, t.pos, "%s: stored by name (offset UINT64_MAX) without a named_key", what);
+                if (!p) continue; /* a bare blob: no named data to resolve against (data stays empty) */
                 const pte_named_data *nd = pte_find_named_data(p, k->named_key.s, k->named_key.len);
                 if (!nd)
                     return fb_fail(c, t.pos,
                                    "%s: named_key '%s' is not in the program's named data (%u entries; external "
                                    "data files are not read)",
-                                   what, k->named_key.s, p ? p->n_named_data : 0);
+                                   what, k->named_key.s, p->n_named_data);
                 if (k->length > nd->bytes.size)
                     return fb_fail(c, t.pos, "%s: length %llu is more than the %llu bytes of named data '%s'", what,
                                    (unsigned long long)k->length, (unsigned long long)nd->bytes.size, k->named_key.s);
