@@ -81,6 +81,16 @@ class M(torch.nn.Module):
         return self.b(torch.relu(self.a(x))).cumsum(0), x.argmax(dim=1)
 INPUTS = (torch.randn(4, 6),)
 """),
+    ("portable_mutable", None, {"init_buffers": ["acc"]}, """
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    def forward(self, x):
+        self.acc.add_(x)
+        return self.acc * 2.0
+INPUTS = (torch.randn(2, 3),)
+"""),
     ("portable_external", None, {"external_constants": True}, """
 class M(torch.nn.Module):
     def __init__(self):
@@ -132,6 +142,10 @@ def export_case(case, cache_root):
     elif part == "webgpu":
         from executorch.backends.webgpu.partitioner.partitioner import WebGPUPartitioner
         parts = [WebGPUPartitioner()]
+    opts = dict(opts)
+    if "init_buffers" in opts:  # mutable buffers whose initial values are saved (mutable_data_segments)
+        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+        opts["passes"] = [InitializedMutableBufferPass(opts.pop("init_buffers"))]
     et = to_edge_transform_and_lower(ep, partitioner=parts).to_executorch(ExecutorchBackendConfig(**opts))
     os.makedirs(d, exist_ok=True)
     tmp = path + ".tmp"
