@@ -283,7 +283,8 @@ typedef struct pte_vk_tensor {
     int8_t datatype;         /* pte_vk_dtype 0..7, checked */
     uint32_t rank;
     const uint32_t *dims;
-    int32_t constant_id;     /* >= 0: index into constants (checked); < 0: not a constant (absent: 0, the schema default) */
+    int32_t constant_id;     /* >= 0: index into constants (checked; that constant's length >= nbytes);
+                              * < 0: not a constant (absent: 0, the schema default) */
     int32_t mem_obj_id;      /* >= 0: shares memory object mem_obj_id; < 0: own memory */
     uint8_t storage_type;    /* hints (255 = default), not interpreted */
     uint8_t memory_layout;

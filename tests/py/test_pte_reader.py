@@ -557,7 +557,7 @@ def bad_cases(data, dump):
     def vk_dtype_mismatch(o):
         for v in o["values"]:
             if v["value_type"] == "VkTensor" and v["value"]["constant_id"] >= 0:
-                v["value"]["datatype"] = "FLOAT16"
+                v["value"]["datatype"] = "FLOAT64"
                 break
 
     def vk_cycle(o):
@@ -577,7 +577,7 @@ def bad_cases(data, dump):
     cases += [
         ("vk_op_arg", vk_edit(vk_op_arg), "malformed file", "VkGraph.chain[0] (aten."),
         ("vk_constant_id", vk_edit(vk_constant_id), "malformed file", "VkTensor.constant_id 77 out of range"),
-        ("vk_dtype_mismatch", vk_edit(vk_dtype_mismatch), "malformed file", "a float16 tensor of 12 elements (24 bytes) has constant 0 of 48 bytes"),
+        ("vk_dtype_mismatch", vk_edit(vk_dtype_mismatch), "malformed file", "a float64 tensor of 12 elements (96 bytes) has constant 0 of 48 bytes"),
         ("vk_cycle", vk_edit(vk_cycle), "malformed file", "contains it (a cycle)"),
         ("vk_named_key", vk_edit(vk_named_key), "malformed file", "named_key 'no-such-key' is not in the program's named data"),
         ("vk_output", vk_edit(vk_output), "malformed file", "VkGraph.output_ids[0]: value id 12345 out of range"),
