@@ -30,7 +30,7 @@ static void check_str(const pte_str *s) {
 }
 
 static void walk_vk(const pte_vk_graph *g) {
-    volatile int64_t sink = 0;
+    volatile uint64_t sink = 0; /* unsigned: the sums may wrap */
     check_bytes(&g->constant_bytes);
     check_str(&g->version);
     for (uint32_t i = 0; i < g->n_values; i++) {
@@ -47,8 +47,8 @@ static void walk_vk(const pte_vk_graph *g) {
             }
             break;
         }
-        case PTE_VK_INT_LIST: for (uint32_t k = 0; k < v->u.int_list.n; k++) sink += v->u.int_list.items[k]; break;
-        case PTE_VK_DOUBLE_LIST: for (uint32_t k = 0; k < v->u.double_list.n; k++) sink += (int64_t)(v->u.double_list.items[k] > 0); break;
+        case PTE_VK_INT_LIST: for (uint32_t k = 0; k < v->u.int_list.n; k++) sink += (uint64_t)v->u.int_list.items[k]; break;
+        case PTE_VK_DOUBLE_LIST: for (uint32_t k = 0; k < v->u.double_list.n; k++) sink += (uint64_t)(v->u.double_list.items[k] > 0); break;
         case PTE_VK_BOOL_LIST: for (uint32_t k = 0; k < v->u.bool_list.n; k++) sink += v->u.bool_list.items[k]; break;
         case PTE_VK_VALUE_LIST:
             for (uint32_t k = 0; k < v->u.value_list.n; k++) sink += g->values[v->u.value_list.items[k]].type;
@@ -73,7 +73,7 @@ static void walk_vk(const pte_vk_graph *g) {
 }
 
 static void walk_program(const pte_program *p) {
-    volatile int64_t sink = 0;
+    volatile uint64_t sink = 0; /* unsigned: the sums may wrap */
     for (uint32_t i = 0; i < p->n_segments; i++) check_bytes(&p->segments[i].bytes);
     for (uint32_t i = 0; i < p->n_constant_buffer; i++) check_bytes(&p->constant_buffer[i]);
     for (uint32_t i = 0; i < p->n_backend_delegate_data; i++) check_bytes(&p->backend_delegate_data[i]);
@@ -102,7 +102,7 @@ static void walk_program(const pte_program *p) {
                 for (uint32_t k = 0; k < v->u.tensor_list.n; k++)
                     if (v->u.tensor_list.items[k] >= 0) sink += pl->values[v->u.tensor_list.items[k]].type;
             } else if (v->type == PTE_VAL_INT_LIST) {
-                for (uint32_t k = 0; k < v->u.int_list.n; k++) sink += v->u.int_list.items[k];
+                for (uint32_t k = 0; k < v->u.int_list.n; k++) sink += (uint64_t)v->u.int_list.items[k];
             }
         }
         for (uint32_t i = 0; i < pl->n_inputs; i++) sink += pl->values[pl->inputs[i]].type;
