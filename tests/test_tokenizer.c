@@ -145,7 +145,7 @@ static void test_errors(void) {
     char path[128], err[512];
     snprintf(path, sizeof path, "/tmp/wgml_test_tok_%d.gguf", (int)getpid());
     struct { const char *name, *model, *pre, *merge, *tmpl; wgml_status want; const char *msg; } cases[] = {
-        {"spm model", "llama", "default", "a b", NULL, WGML_ERR_UNSUPPORTED, "only byte-level BPE"},
+        {"unknown model", "bert", "default", "a b", NULL, WGML_ERR_UNSUPPORTED, "is not supported"},
         {"unknown pre", "gpt2", "qwen9", "a b", NULL, WGML_ERR_UNSUPPORTED, "pre-tokenizer 'qwen9'"},
         {"merge out of vocab", "gpt2", "gpt2", "a q", NULL, WGML_ERR_FORMAT, "not in the vocabulary"},
         {"merge without space", "gpt2", "gpt2", "ab", NULL, WGML_ERR_FORMAT, "no space"},
