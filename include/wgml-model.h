@@ -115,8 +115,10 @@ wgml_status wgml_model_print_info(const char *path, void *file);
  *    adjacent pair whose concatenation has the highest score merges first (leftmost on a tie),
  *    characters outside the vocabulary become <0xXX> byte tokens (or the unknown token when
  *    there are none), and so do bytes that are not valid UTF-8 (kept, not replaced by U+FFFD,
- *    so decode gives them back). User-defined tokens are always matched as whole tokens (as
- *    SentencePiece does); control tokens' text only with WGML_TOK_SPECIAL.
+ *    so decode gives them back; a U+2581 in the text comes back as a space). User-defined
+ *    tokens are always matched as whole tokens (as SentencePiece does; their spaces stand for
+ *    U+2581, which GGUF converters write as spaces); control tokens' text only with
+ *    WGML_TOK_SPECIAL.
  * Decoding skips control tokens with WGML_TOK_SKIP_SPECIAL (else shows their text) and, for
  * SentencePiece, drops the space of the dummy prefix. */
 typedef struct wgml_tokenizer wgml_tokenizer;
@@ -147,7 +149,8 @@ int32_t wgml_tokenizer_padding(const wgml_tokenizer *t); /* -1 when the file nam
 int wgml_tokenizer_add_bos(const wgml_tokenizer *t);
 int wgml_tokenizer_add_eos(const wgml_tokenizer *t);
 const char *wgml_tokenizer_model(const wgml_tokenizer *t); /* "gpt2" or "llama" */
-/* The token's text as stored (byte-level form), NUL-terminated; NULL when out of range. */
+/* The token's text as stored (byte-level form; SentencePiece: the piece, with U+2581 for a
+ * space in user-defined pieces too), NUL-terminated; NULL when out of range. */
 const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id);
 const char *wgml_tokenizer_pre(const wgml_tokenizer *t); /* tokenizer.ggml.pre or "default" */
 int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t);

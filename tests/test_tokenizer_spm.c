@@ -372,9 +372,13 @@ static void test_gemma_file(void) {
     th_check(wgml_tokenizer_vocab_size(t) == 262144 && wgml_tokenizer_bos(t) == 2 && wgml_tokenizer_eos(t) == 1 &&
                  wgml_tokenizer_unknown(t) == 3 && wgml_tokenizer_padding(t) == 0 && wgml_tokenizer_add_bos(t),
              "Gemma 3 ids and flags");
+    /* 138 and 140 are the user-defined pieces "\u2581\u2581" and "\u2581\u2581\u2581\u2581" (the file writes
+     * "  " and "    ") */
     EXPECT(t, "Gemma text", "Hello world, it is 2024!  Tabs\there.\n", 0, 9259, 1902, 236764, 625, 563, 236743, 236778,
-           236771, 236778, 236812, 236888, 236743, 180112, 255968, 8472, 236761, 107);
-    EXPECT(t, "Gemma spaces", "a    b", 0, 236746, 236743, 236743, 236743, 518);
+           236771, 236778, 236812, 236888, 138, 76222, 255968, 8472, 236761, 107);
+    EXPECT(t, "Gemma spaces", "a    b", 0, 236746, 140, 236763);
+    th_check(!strcmp(wgml_tokenizer_token(t, 138), SP SP), "user-defined piece 138 is U+2581 U+2581");
+    EXPECT(t, "Gemma literal marker", SP "x", 0, 1123); /* the marker is a space: the same as " x" */
     wgml_chat_msg m[] = {{"user", "Hi"}};
     char *out = NULL;
     size_t len;

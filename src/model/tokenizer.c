@@ -22,7 +22,8 @@
  *     marker), and when tokenizer.ggml.add_space_prefix is true the run at the start of the
  *     text gets one marker in front (the dummy prefix; none after a special token at the start);
  *  3. the run is cut into symbols: a user-defined token's text is one frozen symbol (longest
- *     match; always, as SentencePiece does), otherwise one UTF-8 character; a byte that is not
+ *     match; always, as SentencePiece does; GGUF writes such a piece's U+2581 as a space and
+ *     the marker is put back when loading), otherwise one UTF-8 character; a byte that is not
  *     valid UTF-8 is a symbol of its own (SentencePiece would replace it with U+FFFD; keeping
  *     the byte lets byte fallback encode it and decode give it back);
  *  4. repeatedly the adjacent pair whose concatenation is a piece (a normal, user-defined or
@@ -32,7 +33,8 @@
  *     symbols it was last formed from (as SentencePiece does); a symbol that is no piece becomes
  *     its bytes' <0xXX> tokens when the vocabulary has byte tokens, else the unknown token.
  * Decoding maps U+2581 back to a space, byte tokens to their byte, and drops the space of the
- * dummy prefix at the start of the output. */
+ * dummy prefix at the start of the output. A U+2581 in the input text therefore decodes as a
+ * space (as in SentencePiece, where the marker stands for a space). */
 #include "model/tokenizer.h"
 #include "wgml-model.h"
 
@@ -609,9 +611,31 @@ static wgml_status spm_setup(wgml_tokenizer *t, const wgml_gguf *f, char *err, s
                           "so text outside it cannot be encoded");
     }
     if ((st = read_flag(f, "tokenizer.ggml.add_space_prefix", 1, &t->add_space_prefix, err, errlen))) return st;
+    /* GGUF converters write a user-defined piece's U+2581 as a space (pre-normalized for
+     * runtimes that match such pieces in the raw text); the marker is put back, so that the
+     * piece matches the normalized text and merges as SentencePiece's own piece does (Gemma's
+     * "  " is SentencePiece's "\u2581\u2581") */
+    for (int32_t i = 0; i < nv; i++) {
+        if (t->type[i] != TT_USER || !memchr(t->tok[i], ' ', t->tok_len[i])) continue;
+        size_t n = t->tok_len[i], spaces = 0;
+        for (size_t k = 0; k < n; k++) spaces += t->tok[i][k] == ' ';
+        if (n + 2 * spaces > UINT32_MAX / 2) return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: token %d is too long", i);
+        char *r = malloc(n + 2 * spaces + 1);
+        if (!r) return oom_error(err, errlen);
+        size_t o = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (t->tok[i][k] == ' ') { memcpy(r + o, "\xe2\x96\x81", 3); o += 3; }
+            else r[o++] = t->tok[i][k];
+        }
+        r[o] = 0;
+        free(t->tok[i]);
+        t->tok[i] = r;
+        t->tok_len[i] = (uint32_t)o;
+    }
     if (!index_build(t, &t->pieces, TT_BIT(TT_NORMAL) | TT_BIT(TT_USER) | TT_BIT(TT_UNUSED), 0)) return oom_error(err, errlen);
     /* decoded bytes: U+2581 -> space in pieces, a byte token's byte, control and unknown
-     * tokens as their text (read_vocab left room for the stored length + 1) */
+     * tokens as their text (read_vocab left room for the file's length + 1, which is what a
+     * user-defined piece decodes to) */
     for (int32_t i = 0; i < nv; i++) {
         const char *s = t->tok[i];
         char *d = t->dec[i];
