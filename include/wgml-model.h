@@ -142,7 +142,7 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, s
 int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t);
 int32_t wgml_tokenizer_bos(const wgml_tokenizer *t); /* -1 when the file names none */
 int32_t wgml_tokenizer_eos(const wgml_tokenizer *t);
-int32_t wgml_tokenizer_unknown(const wgml_tokenizer *t); /* SentencePiece; -1 when none */
+int32_t wgml_tokenizer_unknown(const wgml_tokenizer *t); /* -1 when the file names none */
 int32_t wgml_tokenizer_padding(const wgml_tokenizer *t); /* -1 when the file names none */
 /* tokenizer.ggml.add_bos_token / add_eos_token: whether a prompt should get WGML_TOK_ADD_BOS /
  * _EOS (default: BOS for SentencePiece, neither for byte-level BPE). */

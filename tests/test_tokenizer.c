@@ -51,6 +51,9 @@ static void test_known(void) {
     th_check(wgml_tokenizer_bos(tok) == 1 && wgml_tokenizer_eos(tok) == 2 && wgml_tokenizer_vocab_size(tok) == 49152,
              "bos/eos/vocab");
     th_check(!strcmp(wgml_tokenizer_pre(tok), "smollm") && wgml_tokenizer_merge_count(tok) == 48900, "pre and merges");
+    th_check(!strcmp(wgml_tokenizer_model(tok), "gpt2") && !wgml_tokenizer_add_bos(tok) && !wgml_tokenizer_add_eos(tok) &&
+                 wgml_tokenizer_unknown(tok) == 0 && wgml_tokenizer_padding(tok) == 2,
+             "model kind, add_bos/add_eos, unknown and padding ids from the file");
     th_check(!strcmp(wgml_tokenizer_token(tok, 2), "<|im_end|>") && wgml_tokenizer_token(tok, 49152) == NULL, "token text");
 }
 

@@ -702,7 +702,7 @@ static wgml_status build(wgml_tokenizer *t, const wgml_gguf *f, char *err, size_
         (st = read_flag(f, "tokenizer.ggml.add_bos_token", t->spm, &t->add_bos, err, errlen)) ||
         (st = read_flag(f, "tokenizer.ggml.add_eos_token", 0, &t->add_eos, err, errlen)))
         return st;
-    if (!t->spm) t->unk = -1;
+    if (!t->spm && (st = read_id(t, f, "tokenizer.ggml.unknown_token_id", &t->unk, err, errlen))) return st;
     if (t->add_bos && t->bos < 0)
         return errbuf_set(err, errlen, WGML_ERR_FORMAT, "tokenizer: tokenizer.ggml.add_bos_token is true but there is no bos_token_id");
     if (t->add_eos && t->eos < 0)
