@@ -486,6 +486,7 @@ static int collect_specials(wgml_tokenizer *t) {
     uint64_t total = 0;
     for (int32_t i = 0; i < t->n_vocab; i++)
         if (type_in(t, i, mask)) total += t->tok_len[i];
+    if (total >= INT32_MAX) return 0; /* node ids are int32 */
     t->trie_cap = 16;
     while (t->trie_cap < total * 2) t->trie_cap *= 2;
     t->trie_edges = calloc(t->trie_cap, sizeof *t->trie_edges);
