@@ -127,7 +127,6 @@ static void test_gemv_shapes(int first, int last) {
         case_linear(1, 3, 50, 1056, 32, true, false);
         case_linear(2, 2, 66, 96, 32, false, false);
         case_linear(7, 3, 21, 512, 16, false, false); /* Q6_K: G = 16 halves of a block */
-        case_linear(4, 1, 21, 96, 32, false, false);  /* Q5_1: unsigned 8-bit with a minimum */
     }
     unsetenv("WGML_Q4_GEMV");
 }
