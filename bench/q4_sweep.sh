@@ -8,16 +8,21 @@
 # ($WGML_Q4_MM_VARIANT x $WGML_Q4_MM_SPLITK) on the training shapes of wgml bench q4 --train
 # (M = 4096 and 512, forward and input gradient, the LM head chunk), after the automatic choice.
 # VARIANTS and SPLITS narrow it (about 10 s per pair on an H200).
+#
+# TYPE=Q4_K (or Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q5_K, Q6_K) times that GGUF weight type instead
+# of q4gsw (`wgml bench q4 --type`; shapes whose K is not whole blocks are skipped).
 set -uo pipefail
 B=${B:-./build-gpu/wgml}
+T=()
+if [ -n "${TYPE:-}" ]; then T=(--type "$TYPE"); fi
 if [ "${1:-}" = mm ]; then
   echo "== auto"
-  "$B" bench q4 --train
+  "$B" bench q4 --train "${T[@]}"
   for v in ${VARIANTS:-db128x128_k8_r8x8 db128x128_k16_r8x8 db128x64_k16_r8x4 db128x64_k8_r8x4 db64x64_k16_r4x4 \
       tile128x128_k16_r8x8 tile128x64_k16_r8x4 tile64x64_k32_r4x4}; do
     for s in ${SPLITS:-1 2 4 8}; do
       echo "== WGML_Q4_MM_VARIANT=$v WGML_Q4_MM_SPLITK=$s"
-      WGML_Q4_MM_VARIANT=$v WGML_Q4_MM_SPLITK=$s "$B" bench q4 --train | grep -E '^M='
+      WGML_Q4_MM_VARIANT=$v WGML_Q4_MM_SPLITK=$s "$B" bench q4 --train "${T[@]}" | grep -E '^M='
     done
   done
   exit 0
@@ -25,5 +30,5 @@ fi
 for cfg in auto ${CONFIGS:-16,2,256,1 16,2,256,2 16,2,256,4 32,4,256,1 32,4,256,2 32,2,256,2 32,2,256,4 \
     16,4,256,2 64,1,256,2 64,2,256,2 64,1,256,4 32,1,256,4 8,4,256,2 16,2,128,4 32,2,512,2}; do
   echo "== WGML_Q4_GEMV=$cfg"
-  if [ "$cfg" = auto ]; then "$B" bench q4 --gemv | grep GEMV; else WGML_Q4_GEMV=$cfg "$B" bench q4 --gemv | grep GEMV; fi
+  if [ "$cfg" = auto ]; then "$B" bench q4 --gemv "${T[@]}" | grep GEMV; else WGML_Q4_GEMV=$cfg "$B" bench q4 --gemv "${T[@]}" | grep GEMV; fi
 done

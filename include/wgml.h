@@ -484,27 +484,39 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
  * Meaning (see the 4-bit spec): K is cut into groups of G consecutive elements; each element
  * has a code c and each (row, group) a pair (a, b):
  *   WGML_Q4_SYM  w = (c - 8)·scale          (ExecuTorch q4gsw, GGUF Q4_0; a = scale)
- *   WGML_Q4_MIN  w = c·d + m                (GGUF Q4_1; a = d, b = m)
- *   WGML_Q8      w = c·d, c a signed int8   (GGUF Q8_0, G = 32; a = d)
+ *   WGML_Q4_MIN  w = c·a + b, c in 0..15    (GGUF Q4_1: a = d, b = m; Q4_K: a = d·scale,
+ *                                            b = -(dmin·min))
+ *   WGML_Q8      w = c·a, c a signed int8   (GGUF Q8_0: a = d; Q5_0: c = q - 16, a = d;
+ *                                            Q6_K: c = q - 32, a = d·scale, G = 16)
+ *   WGML_Q8_MIN  w = c·a + b, c an unsigned 8-bit code (GGUF Q5_1: a = d, b = m; Q5_K: a =
+ *                                            d·scale, b = -(dmin·min))
+ *   WGML_QF32    w = c, c an f32 value     (GGUF F32, F16, BF16 widened at upload, which is
+ *                                            exact; a = 1, b = 0, G = 32; no requant)
+ * The 5- and 6-bit GGUF codes are held widened to 8 bits (8 bits per weight on the GPU
+ * against 5.5 to 6.6 in the file: a packed layout is a later speed-up). `bits` is the
+ * format's code width (4, 5, 6, 8; 32 for QF32): requant clamps to its range.
  *
  * GPU layout (the one layout every 4-bit operator reads and requant writes):
- *   Kp = K rounded up to G; G is a positive multiple of 32 (so a block of 32 codes never
- *   straddles two groups).
+ *   Kp = K rounded up to G and a multiple of 32; G is a positive multiple of 32, or 16 for
+ *   the 8-bit kinds (Q6_K); a group never straddles a u32 word.
  *   codes: u32 [N, Kp/8] for 4 bits: word j of row n holds k = 8j+i in bits 4i..4i+3
  *          (i = 0..7); codes of the padding k >= K are 8 (SYM) or 0 (MIN).
- *          u32 [N, Kp/4] for Q8: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
- *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: d), or f32 [N, Kp/G, 2] (MIN: d, m pairs),
- *          row-major, so the groups of one output row are contiguous.
+ *          u32 [N, Kp/4] for the 8-bit kinds: word j holds k = 4j+i in bits 8i..8i+7 (Q8:
+ *          an int8; Q8_MIN: unsigned); padding codes are 0.
+ *          u32 [N, Kp] for QF32: word j is the f32 bits of k = j (padding 0.0).
+ *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: a), or f32 [N, Kp/G, 2] (MIN, Q8_MIN: (a, b)
+ *          pairs), row-major, so the groups of one output row are contiguous.
  *   bias:  f32 [N] or NULL.
  * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
  * built graph; in a built graph the tensors live as long as the graph). */
-typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2 } wgml_qkind;
+typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2, WGML_Q8_MIN = 3, WGML_QF32 = 4 } wgml_qkind;
 typedef struct wgml_q4_weight {
     wgml_tensor *codes, *ab, *bias;
     int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
     int group;        /* G */
-    int has_min;      /* kind == WGML_Q4_MIN */
+    int has_min;      /* kind == WGML_Q4_MIN or WGML_Q8_MIN: ab holds (a, b) pairs */
     wgml_qkind kind;
+    int bits;         /* code width: 4 (SYM, MIN), 5, 6 or 8 (the 8-bit kinds), 32 (QF32) */
 } wgml_q4_weight;
 
 /* Block formats: the tensor data types of GGUF files whose layout wgml knows (numbered as in
@@ -540,9 +552,14 @@ wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group,
 /* From flat q4gsw: codes [n, ceil(k/2)], scales [ceil(k/G), round_up(n,4)], bias [n] or NULL. */
 wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
                                      int64_t n, int64_t k, int group);
-/* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1 or Q8_0; k a multiple of 32;
- * bytes must equal n * wgml_ggml_row_bytes(type, k). */
+/* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (k a
+ * multiple of 32), Q4_K, Q5_K or Q6_K (k a multiple of 256), or a plain F32, F16 or BF16
+ * tensor (any k; held as f32, QF32); bytes must equal n * wgml_ggml_row_bytes(type, k). The
+ * kind, G and (a, b) are as listed above; wgml_q4_dequantize of the result equals
+ * wgml_gguf_dequantize bit for bit. */
 wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
+/* 1 when wgml_q4_upload_gguf takes GGUF tensor type `type` (the list above), else 0. */
+int wgml_q4_gguf_on_gpu(int type);
 /* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
 wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
 /* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
@@ -555,10 +572,13 @@ void wgml_q4_free(wgml_q4_weight *w);
 wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
 /* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
 wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
-/* Straight-through requant (4-bit kinds): rewrites w->codes in place from the fp32 latent
- * [N, K] at the frozen (a, b). SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
- * scale 0 gives 8. MIN: code = clamp(round_half_even((latent - m) / d), 0, 15), d 0 gives 0
- * (every code is then the weight m). The weight gradient is wgml_linear_dw. */
+/* Straight-through requant (every kind but QF32): rewrites w->codes in place from the fp32
+ * latent [N, K] at the frozen (a, b), which are per-group constants of every GGUF type, so the
+ * rule needs nothing but them. SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
+ * scale 0 gives 8. MIN, Q8_MIN: code = clamp(round_half_even((latent - b) / a), 0,
+ * 2^bits - 1), a 0 gives 0 (every code is then the weight b). Q8: code =
+ * clamp(round_half_even(latent / a), -2^(bits-1), 2^(bits-1) - 1), a 0 gives 0. The weight
+ * gradient is wgml_linear_dw. */
 wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w);
 /* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
  * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */

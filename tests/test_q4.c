@@ -8,11 +8,16 @@
  *                             GGUF blocks) for each case listed in DIR/cases.txt, writes the
  *                             host dequantisation to DIR/<case>.deq, and runs the forward on
  *                             the GPU from the imported blocks with x = DIR/<case>.x (f32
- *                             [m, k]) into DIR/<case>.out (used by tests/py/test_gguf_quant.py);
+ *                             [m, k]) into DIR/<case>.out, the GPU dequantisation into
+ *                             DIR/<case>.gdeq, and when present the input gradient of
+ *                             DIR/<case>.d (f32 [m, n]) into DIR/<case>.dx and the embedding
+ *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
+ *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
  *   test_q4 --bench           runs wgml_q4_bench;
  *   test_q4 --part gemv|gemv-wide|gemv-rows8  runs only (some of) the forced GEMV shapes
  *                             (CTest's test_q4_gemv, test_q4_gemv_wide, test_q4_gemv_rows8);
- *                             without it everything else runs. */
+ *   test_q4 --part kquant     runs only the GGUF 5-bit and K kinds (CTest's test_q4_kquant);
+ *                             without --part everything else runs. */
 #include "harness.h"
 
 #include <cblas.h>
@@ -121,6 +126,7 @@ static void test_gemv_shapes(int first, int last) {
         case_linear(0, 4, 129, 200, 64, false, false);
         case_linear(1, 3, 50, 1056, 32, true, false);
         case_linear(2, 2, 66, 96, 32, false, false);
+        case_linear(7, 3, 21, 512, 16, false, false); /* Q6_K: G = 16 halves of a block */
     }
     unsetenv("WGML_Q4_GEMV");
 }
@@ -267,6 +273,97 @@ static void case_requant_min(int64_t n, int64_t k) {
     free(ab);
     free(lat);
     free(want);
+    wgml_tensor_free(lt);
+    free_weight(&h);
+}
+
+/* Requant of a GGUF kind (1..7: Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) at its frozen
+ * (a, b), against the fp32 host rule (wgml.h): signed kinds code = clamp(round_half_even(l / a),
+ * -2^(bits-1), 2^(bits-1) - 1), kinds with a minimum clamp(round_half_even((l - b) / a), 0,
+ * 2^bits - 1), a = 0 gives 0. First the round trip: requant(dequant(W)) gives W's codes back
+ * (a group whose a is 0 gets code 0). Then latents b + a·frac with fracs at least 0.2 from a
+ * tie and past both ends of every code range, a few zero a: the codes bit-exact, and the
+ * forward reads them. */
+static const float FRACS_WIDE[16] = {0.3f,  -0.4f, 2.7f,  -3.3f,  6.4f,   -6.4f,  13.2f, -21.7f,
+                                     29.6f, 40.2f, -40.3f, 200.3f, -200.4f, 15.4f, 31.3f, 30.7f};
+
+static void case_requant_gguf(int kind, int64_t n, int64_t k) {
+    hw h = make_weight(T.g, kind, n, k, 32, false);
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    const wgml_q4_weight *w = h.w;
+    bool pair = w->has_min, four = w->kind == WGML_Q4_MIN;
+    int lo = w->kind == WGML_Q8 ? -(1 << (w->bits - 1)) : 0;
+    int hi = w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
+    int64_t ng = w->kp / w->group, grp = w->group, cpw = four ? 8 : 4, width = 32 / cpw, wpr = k / cpw;
+    uint32_t mask = (1u << width) - 1u;
+    size_t abn = wgml_tensor_nbytes(w->ab) / 4, nw = (size_t)(n * wpr);
+    float *ab = malloc(sizeof(float) * abn);
+    th_check(wgml_tensor_read(w->ab, ab, sizeof(float) * abn) == WGML_OK, "read ab");
+#define A_OF(r, c) ab[(pair ? 2 : 1) * ((r) * ng + (c) / grp)]
+#define B_OF(r, c) (pair ? ab[2 * ((r) * ng + (c) / grp) + 1] : 0.0f)
+    char name[128];
+    /* the round trip */
+    uint32_t *before = read_codes(w), *ref = malloc(sizeof(uint32_t) * nw);
+    for (int64_t r = 0; before && r < n; r++)
+        for (int64_t c = 0; c < k; c++) {
+            uint32_t *wd = &before[r * wpr + c / cpw];
+            if (A_OF(r, c) == 0.0f) *wd &= ~(mask << (width * (c % cpw)));
+        }
+    int64_t ls[2] = {n, k};
+    wgml_tensor *lt = th_tensor_f32(2, ls, h.deq);
+    wgml_fill(T.g, w->codes, 0); /* forget the codes first */
+    th_check(wgml_q4_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    uint32_t *got = read_codes(w);
+    snprintf(name, sizeof name, "%s requant(dequant(W)) N=%lld K=%lld", KIND_NAMES[kind], (long long)n, (long long)k);
+    if (got && before) th_exact_u32(name, got, before, nw);
+    free(got);
+    /* latents around every code, clamps both ways, zero a */
+    for (int64_t r = 0; r < n; r += 5) A_OF(r, (r * 37) % k) = 0.0f;
+    th_check(wgml_tensor_write(w->ab, ab, sizeof(float) * abn) == WGML_OK, "write ab");
+    float *lat = malloc(sizeof(float) * (size_t)(n * k));
+    memset(ref, 0, sizeof(uint32_t) * nw);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < k; c++) {
+            float a = A_OF(r, c), b = B_OF(r, c);
+            float l = b + a * FRACS_WIDE[(int)th_uniform(0, 16) & 15];
+            if (a == 0.0f) l = (float)th_uniform(-1, 1);
+            lat[r * k + c] = l;
+            int code = 0;
+            if (a != 0.0f) code = (int)fminf(fmaxf(nearbyintf(pair ? (l - b) / a : l / a), (float)lo), (float)hi);
+            ref[r * wpr + c / cpw] |= ((uint32_t)code & mask) << (width * (c % cpw));
+            float v = a * (float)code;
+            h.deq[r * k + c] = pair ? v + b : v;
+        }
+    th_check(wgml_tensor_write(lt, lat, sizeof(float) * (size_t)(n * k)) == WGML_OK, "write latent");
+    th_check(wgml_q4_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    got = read_codes(w);
+    snprintf(name, sizeof name, "%s requant N=%lld K=%lld (codes %d..%d)", KIND_NAMES[kind], (long long)n, (long long)k,
+             lo, hi);
+    if (got) th_exact_u32(name, got, ref, nw);
+    free(got);
+    /* the forward reads the requantised codes */
+    float *hx = th_random((size_t)(3 * k), -1, 1);
+    int64_t xs[2] = {3, k};
+    wgml_tensor *x = th_tensor_f32(2, xs, hx);
+    wgml_tensor *o = wgml_q4_linear(T.g, x, w);
+    float *fo = th_read_f32(o);
+    double *fr = ref_forward(hx, &h, 3, n, k);
+    snprintf(name, sizeof name, "%s forward after requant N=%lld K=%lld", KIND_NAMES[kind], (long long)n, (long long)k);
+    if (fo) th_close(name, fo, fr, (size_t)(3 * n), tol_abs(k), RTOL);
+#undef A_OF
+#undef B_OF
+    free(fo);
+    free(fr);
+    free(hx);
+    free(lat);
+    free(ab);
+    free(before);
+    free(ref);
+    wgml_tensor_free(x);
+    wgml_tensor_free(o);
     wgml_tensor_free(lt);
     free_weight(&h);
 }
@@ -512,6 +609,53 @@ static void test_host_formats(void) {
              "row bytes");
 }
 
+/* ------------------------------------------------------------------ the GGUF 5-bit and K kinds */
+
+/* test_q4 --part kquant (CTest's test_q4_kquant): the kinds of GGUF Q5_0, Q5_1, Q4_K, Q5_K and
+ * Q6_K (make_weight kinds 3..7) through every operator, and requant of every GGUF kind.
+ * (Their host dequantisation is checked against PyPI gguf by tests/py/test_gguf_kquant.py,
+ * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_q4mm.) */
+static void test_kquant(void) {
+    double t0 = now_s();
+    /* the GGUF 5-bit and K kinds (codes widened to 8 bits; Q4_K on the 4-bit MIN kind): GEMV
+     * (M = 1, 3), the tiled GEMM (odd M, the automatic tile and split-K plan) and dx, several
+     * blocks and super-blocks of 256 along K */
+    for (int kind = 3; kind <= 7; kind++) {
+        int gk = kind == 7 ? 16 : 32;
+        case_linear(kind, 1, 37, 512, gk, false, false);
+        case_linear(kind, 3, 50, 768, gk, false, false);
+        case_linear(kind, 37, 45, 512, gk, false, true);
+    }
+    case_linear(3, 5, 29, 96, 32, false, true); /* Q5_0: K = 3 blocks of 32 */
+    case_linear(8, 1, 21, 77, 32, false, false); /* F16 as f32 (QF32): K padded to 96 */
+    case_linear(8, 2, 37, 256, 32, false, false);
+    case_linear(8, 19, 37, 77, 32, false, true);
+    case_linear(7, 70, 66, 4096, 16, false, true); /* Q6_K: few tiles, long K: the automatic split-K */
+    /* a forced split-K on G = 16 (every tile variant on these kinds: test_q4mm) */
+    setenv("WGML_Q4_MM_SPLITK", "3", 1);
+    case_linear(7, 41, 37, 512, 16, false, true);
+    case_linear(5, 41, 37, 512, 32, false, true);
+    unsetenv("WGML_Q4_MM_SPLITK");
+    printf("linear / linear_dx: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    /* every GGUF kind: Q4_1 and Q4_K (4 bits with a minimum), Q8_0, Q5_0 and Q6_K (signed 8-bit
+     * fields, Q6_K with G = 16), Q5_1 and Q5_K (unsigned 8-bit with a minimum) */
+    case_requant_gguf(1, 13, 96);
+    case_requant_gguf(2, 11, 96);
+    case_requant_gguf(3, 17, 160);
+    case_requant_gguf(4, 15, 96);
+    case_requant_gguf(5, 9, 512);
+    case_requant_gguf(6, 7, 512);
+    case_requant_gguf(7, 11, 512);
+    printf("requant: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    for (int kind = 3; kind <= 8; kind++) { /* the GGUF 5-bit and K kinds, F16 as f32 */
+        case_dequantize(kind, 9, kind >= 5 && kind <= 7 ? 512 : 96, kind == 7 ? 16 : 32);
+        case_embedding(kind, 21, kind >= 5 && kind <= 7 ? 256 : kind == 8 ? 45 : 64, kind == 7 ? 16 : 32, 6);
+    }
+    printf("dequantize / embedding: %.2f s\n", now_s() - t0);
+}
+
 /* ------------------------------------------------------------------ bad input */
 
 static void test_errors(void) {
@@ -532,20 +676,39 @@ static void test_errors(void) {
     q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, 60, 2, 32);
     th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
     q = wgml_q4_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
-    th_expect_error("GGUF host-only type on the GPU", q == NULL, WGML_ERR_UNSUPPORTED, "Q4_K", "(12)",
-                    "not supported on the GPU yet", NULL);
+    th_expect_error("GGUF K-type size mismatch", q == NULL, WGML_ERR_SHAPE, "Q4_K", "68 bytes", "144", NULL);
+    static const int on_gpu[] = {WGML_GGML_F32, WGML_GGML_F16,  WGML_GGML_Q4_0, WGML_GGML_Q4_1, WGML_GGML_Q5_0,
+                                 WGML_GGML_Q5_1, WGML_GGML_Q8_0, WGML_GGML_Q4_K, WGML_GGML_Q5_K, WGML_GGML_Q6_K,
+                                 WGML_GGML_BF16};
+    int listed = 0;
+    for (int t = -1; t < 64; t++) listed += wgml_q4_gguf_on_gpu(t);
+    for (size_t i = 0; i < sizeof on_gpu / sizeof on_gpu[0]; i++) listed -= wgml_q4_gguf_on_gpu(on_gpu[i]) ? 1 : 100;
+    th_check(listed == 0, "wgml_q4_gguf_on_gpu: exactly the 11 GPU types");
     q = wgml_q4_upload_gguf(T.g, 11, blocks, sizeof blocks, 1, 256);
     th_expect_error("GGUF unknown type", q == NULL, WGML_ERR_UNSUPPORTED, "Q3_K", "(11)", NULL);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGML_F16, blocks, 64, 1, 32);
-    th_expect_error("GGUF F16 is not a block type", q == NULL, WGML_ERR_UNSUPPORTED, "F16", NULL);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGML_F16, blocks, 60, 1, 30);
+    th_check(q && q->kind == WGML_QF32 && q->bits == 32 && q->group == 32 && q->kp == 32 && q->k == 30,
+             "GGUF F16 uploads as f32 values, K padded to 32 (%s)", wgml_last_error(T.ctx));
+    if (q) {
+        int64_t s30[2] = {1, 30};
+        wgml_tensor *l30 = wgml_full(T.g, WGML_F32, 2, s30, 0.0);
+        th_expect_error("requant of f32 values", wgml_q4_requant(T.g, l30, q) == WGML_ERR_UNSUPPORTED,
+                        WGML_ERR_UNSUPPORTED, "q4_requant", "[1, 30]", "f32", NULL);
+        wgml_tensor_free(l30);
+    }
+    wgml_q4_free(q);
+    q = wgml_q4_upload_gguf(T.g, WGML_GGML_BF16, blocks, 61, 1, 30);
+    th_expect_error("GGUF BF16 size mismatch", q == NULL, WGML_ERR_SHAPE, "BF16", "61 bytes", NULL);
     wgml_status s = wgml_gguf_dequantize(10, blocks, sizeof blocks, 1, 256, w);
     th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q2_K (10)"),
              "host dequantize of an unsupported type names it: %s", wgml_last_error(NULL));
-    /* the host-only block types: a byte count that is not exactly the blocks, and a row that
-     * is not whole blocks, are refused naming the type, n and k */
-    static const struct { int type; const char *name; int be, bb; } host_only[] = {
-        {WGML_GGML_Q5_0, "Q5_0", 32, 22},   {WGML_GGML_Q5_1, "Q5_1", 32, 24},   {WGML_GGML_Q4_K, "Q4_K", 256, 144},
-        {WGML_GGML_Q5_K, "Q5_K", 256, 176}, {WGML_GGML_Q6_K, "Q6_K", 256, 210},
+    /* the 5-bit and K block types: a byte count that is not exactly the blocks, and a row that
+     * is not whole blocks, are refused naming the type, n and k; whole blocks upload as the
+     * kind, G and code width of the GPU layout */
+    static const struct { int type; const char *name; int be, bb; wgml_qkind kind; int group, bits; } host_only[] = {
+        {WGML_GGML_Q5_0, "Q5_0", 32, 22, WGML_Q8, 32, 5},       {WGML_GGML_Q5_1, "Q5_1", 32, 24, WGML_Q8_MIN, 32, 5},
+        {WGML_GGML_Q4_K, "Q4_K", 256, 144, WGML_Q4_MIN, 32, 4}, {WGML_GGML_Q5_K, "Q5_K", 256, 176, WGML_Q8_MIN, 32, 5},
+        {WGML_GGML_Q6_K, "Q6_K", 256, 210, WGML_Q8, 16, 6},
     };
     static uint8_t hb[2 * 210 + 1];
     static float hout[2 * 256];
@@ -569,8 +732,13 @@ static void test_errors(void) {
         th_check(wgml_gguf_dequantize(t, hb, (size_t)(2 * bb), 2, be, hout) == WGML_OK, "%s two rows: %s",
                  host_only[i].name, wgml_last_error(NULL));
         q = wgml_q4_upload_gguf(T.g, t, hb, (size_t)(2 * bb), 2, be);
-        th_expect_error(host_only[i].name, q == NULL, WGML_ERR_UNSUPPORTED, host_only[i].name,
-                        "not supported on the GPU yet", NULL);
+        th_check(q && q->kind == host_only[i].kind && q->group == host_only[i].group && q->bits == host_only[i].bits &&
+                     q->n == 2 && q->k == be,
+                 "%s upload: kind, G, bits (%s)", host_only[i].name, wgml_last_error(T.ctx));
+        wgml_q4_free(q);
+        q = wgml_q4_upload_gguf(T.g, t, hb, (size_t)(2 * bb + 1), 2, be);
+        th_expect_error(host_only[i].name, q == NULL, WGML_ERR_SHAPE, "q4_upload_gguf", host_only[i].name, "bytes given",
+                        NULL);
     }
     s = wgml_q4gsw_dequantize(codes, scales, 2, 64, 64, NULL);
     th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "out is NULL"), "host dequantize NULL out: %s",
@@ -595,10 +763,10 @@ static void test_errors(void) {
     th_expect_error("requant latent shape", wgml_q4_requant(T.g, lb, h.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
                     "q4_requant", "[8, 65]", "[8, 64]", NULL);
     th_expect_error("requant NULL latent", wgml_q4_requant(T.g, NULL, h.w) != WGML_OK, WGML_ERR_ARG, "q4_requant", NULL);
-    int64_t s5[2] = {8, 64};
+    int64_t s5[2] = {8, 65};
     wgml_tensor *l8 = wgml_full(T.g, WGML_F32, 2, s5, 0.0);
-    th_expect_error("requant Q8", wgml_q4_requant(T.g, l8, h8.w) == WGML_ERR_UNSUPPORTED, WGML_ERR_UNSUPPORTED,
-                    "q4_requant", "Q8_0", NULL);
+    th_expect_error("requant Q8 latent shape", wgml_q4_requant(T.g, l8, h8.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
+                    "q4_requant", "[8, 65]", NULL);
     th_expect_error("embedding f32 ids", wgml_q4_embedding(T.g, h.w, xg) == NULL, WGML_ERR_DTYPE, "q4_embedding", NULL);
     th_expect_error("embedding NULL table", wgml_q4_embedding(T.g, NULL, xi) == NULL, WGML_ERR_ARG, "q4_embedding",
                     "table is NULL", NULL);
@@ -680,16 +848,59 @@ static int gguf_check(const char *dir) {
             continue;
         }
         wgml_q4_weight *w = wgml_q4_upload_gguf(T.g, type, blocks, bytes, n, k);
+        th_check(w != NULL, "%s: upload: %s", cname, wgml_last_error(T.ctx));
         int64_t xs[2] = {m, k};
         wgml_tensor *xt = th_tensor_f32(2, xs, x);
-        wgml_tensor *o = wgml_q4_linear(T.g, xt, w);
-        float *got = th_read_f32(o);
+        wgml_tensor *o = w ? wgml_q4_linear(T.g, xt, w) : NULL;
+        float *got = o ? th_read_f32(o) : NULL;
         snprintf(path, sizeof path, "%s/%s.out", dir, cname);
         th_check(got && write_file(path, got, sizeof(float) * (size_t)(m * n)), "%s: forward: %s", cname,
                  wgml_last_error(T.ctx));
         free(got);
         wgml_tensor_free(xt);
         wgml_tensor_free(o);
+        /* the whole weight dequantised on the GPU */
+        o = w ? wgml_q4_dequantize(T.g, w) : NULL;
+        got = o ? th_read_f32(o) : NULL;
+        snprintf(path, sizeof path, "%s/%s.gdeq", dir, cname);
+        th_check(got && write_file(path, got, sizeof(float) * (size_t)(n * k)), "%s: GPU dequantize: %s", cname,
+                 wgml_last_error(T.ctx));
+        free(got);
+        wgml_tensor_free(o);
+        /* the input gradient when the case has d_out (f32 [m, n]) */
+        size_t dbytes = 0;
+        snprintf(path, sizeof path, "%s/%s.d", dir, cname);
+        float *d = read_file(path, &dbytes);
+        if (d && w && th_check(dbytes == sizeof(float) * (size_t)(m * n), "%s: d size", cname)) {
+            int64_t ds[2] = {m, n};
+            wgml_tensor *dt = th_tensor_f32(2, ds, d);
+            o = wgml_q4_linear_dx(T.g, dt, w);
+            got = o ? th_read_f32(o) : NULL;
+            snprintf(path, sizeof path, "%s/%s.dx", dir, cname);
+            th_check(got && write_file(path, got, sizeof(float) * (size_t)(m * k)), "%s: dx: %s", cname,
+                     wgml_last_error(T.ctx));
+            free(got);
+            wgml_tensor_free(o);
+            wgml_tensor_free(dt);
+        }
+        free(d);
+        /* the embedding lookup when the case has ids (i32 [t]) */
+        size_t ibytes = 0;
+        snprintf(path, sizeof path, "%s/%s.ids", dir, cname);
+        int32_t *ids = read_file(path, &ibytes);
+        if (ids && w && th_check(ibytes >= 4 && ibytes % 4 == 0, "%s: ids size", cname)) {
+            int64_t t = (int64_t)(ibytes / 4);
+            wgml_tensor *it = th_tensor_i32(1, &t, ids);
+            o = wgml_q4_embedding(T.g, w, it);
+            got = o ? th_read_f32(o) : NULL;
+            snprintf(path, sizeof path, "%s/%s.emb", dir, cname);
+            th_check(got && write_file(path, got, sizeof(float) * (size_t)(t * k)), "%s: embedding: %s", cname,
+                     wgml_last_error(T.ctx));
+            free(got);
+            wgml_tensor_free(o);
+            wgml_tensor_free(it);
+        }
+        free(ids);
         wgml_q4_free(w);
         free(deq);
         free(blocks);
@@ -713,6 +924,11 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--part")) continue;
         double t0 = now_s();
+        if (!strcmp(argv[i + 1], "kquant")) {
+            test_kquant();
+            printf("kquant: %.2f s\n", now_s() - t0);
+            return th_done();
+        }
         int first = !strcmp(argv[i + 1], "gemv-wide") ? 4 : !strcmp(argv[i + 1], "gemv-rows8") ? 5 : 0;
         test_gemv_shapes(first, first ? first : 3);
         printf("forced GEMV shapes (%s): %.2f s\n", argv[i + 1], now_s() - t0);

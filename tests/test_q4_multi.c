@@ -8,83 +8,11 @@
  * has subgroups. */
 #include "harness.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "q4_host.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* q4.md: the tolerance grows with K */
-static double tol_abs(int64_t k) { return fmax(1e-4, 1e-3 * sqrt((double)k / 8192.0)); }
-#define RTOL 1e-2
-
-static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8"};
-
-/* A weight on the GPU and its host dequantisation W[n, k] (and bias). */
-typedef struct hweight {
-    wgml_q4_weight *w;
-    float *deq;
-    float *bias;
-} hweight;
-
-static uint16_t half_bits(int emin, int emax, bool negative) {
-    int e = emin + (int)th_uniform(0, emax - emin + 1);
-    if (e > emax) e = emax;
-    return (uint16_t)((negative ? 0x8000 : 0) | (e << 10) | ((uint16_t)th_uniform(0, 1024) & 0x3FF));
-}
-
-/* kind 0: symmetric q4gsw from random fp32 (group G, optional bias); 1: random Q4_1 blocks;
- * 2: random Q8_0 blocks (G = 32, no bias: GGUF weights carry none). */
-static hweight make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, bool bias) {
-    hweight h = {NULL, malloc(sizeof(float) * (size_t)(n * k)), NULL};
-    if (kind == 0) {
-        float *wf = th_random((size_t)(n * k), -1, 1);
-        int64_t ng = (k + group - 1) / group, pn = (n + 3) / 4 * 4;
-        uint8_t *codes = malloc((size_t)(n * ((k + 1) / 2)));
-        float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
-        if (bias) h.bias = th_random((size_t)n, -1, 1);
-        th_check(wgml_q4gsw_quantize(wf, n, k, group, codes, scales) == WGML_OK, "quantize: %s", wgml_last_error(NULL));
-        th_check(wgml_q4gsw_dequantize(codes, scales, n, k, group, h.deq) == WGML_OK, "dequantize");
-        h.w = wgml_q4_upload_q4gsw(g, codes, scales, h.bias, n, k, group);
-        free(wf);
-        free(codes);
-        free(scales);
-    } else {
-        int type = kind == 1 ? WGML_GGML_Q4_1 : WGML_GGML_Q8_0;
-        size_t bs = kind == 1 ? 20 : 34, bytes = (size_t)(n * k / 32) * bs;
-        uint8_t *blocks = malloc(bytes);
-        for (size_t b = 0; b < bytes / bs; b++) {
-            uint8_t *p = blocks + b * bs;
-            uint16_t d = kind == 1 ? half_bits(9, 12, false) : half_bits(7, 8, false);
-            p[0] = (uint8_t)d, p[1] = (uint8_t)(d >> 8);
-            size_t q0 = 2;
-            if (kind == 1) {
-                uint16_t mn = half_bits(11, 13, true);
-                p[2] = (uint8_t)mn, p[3] = (uint8_t)(mn >> 8);
-                q0 = 4;
-            }
-            for (size_t j = q0; j < bs; j++) p[j] = (uint8_t)th_uniform(0, 256);
-        }
-        th_check(wgml_gguf_dequantize(type, blocks, bytes, n, k, h.deq) == WGML_OK, "gguf dequantize");
-        h.w = wgml_q4_upload_gguf(g, type, blocks, bytes, n, k);
-        free(blocks);
-    }
-    th_check(h.w != NULL, "upload %s [%lld, %lld]: %s", KIND_NAMES[kind], (long long)n, (long long)k,
-             wgml_last_error(T.ctx));
-    return h;
-}
-
-static void free_weight(hweight *h) {
-    wgml_q4_free(h->w);
-    free(h->deq);
-    free(h->bias);
-}
+/* A weight on the GPU and its host dequantisation (q4_host.h's make_weight: kind 0 symmetric
+ * q4gsw, 1 Q4_1, 2 Q8_0, 3..7 Q5_0, Q5_1, Q4_K, Q5_K, Q6_K). */
+typedef hw hweight;
 
 /* ref[m, n] = Σ_k x[m, k] W[n, k] + bias[n], plain loops in double */
 static double *ref_linear(const float *x, const hweight *h, int64_t m, int64_t n, int64_t k) {
@@ -197,6 +125,13 @@ static void test_mixed(void) {
     case_multi("mixed", qkv, 3, 1, 96, 32, 2);
     case_multi("mixed (first and last fused)", alt, 3, 4, 64, 32, 2);
     case_multi("three kinds", all3, 3, 2, 128, 32, 3);
+    /* the GGUF formats by kind: Gemma-3's Q5_0 q and k with a Q8_0 v are one kind (signed 8-bit
+     * codes, G = 32) and fuse into one dispatch; Q4_K with Q4_1 (4-bit with a minimum) fuse,
+     * Q6_K (G = 16) gets its own */
+    static const wspec gemma[3] = {{3, 40, false}, {3, 16, false}, {2, 16, false}};
+    static const wspec kq[3] = {{5, 21, false}, {7, 19, false}, {1, 23, false}};
+    case_multi("GGUF Q5_0, Q5_0, Q8_0", gemma, 3, 1, 256, 32, 1);
+    case_multi("GGUF Q4_K, Q6_K, Q4_1", kq, 3, 3, 512, 32, 2);
     /* group sizes differ: separate dispatches */
     hweight a = make_weight(T.g, 0, 9, 128, 32, false), b = make_weight(T.g, 0, 7, 128, 64, false);
     const wgml_q4_weight *wp[2] = {a.w, b.w};

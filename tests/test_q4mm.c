@@ -98,6 +98,19 @@ static void test_variants(void) {
     case_mm(3, 0, 3, true, false, 1, 70, 160, 37, 32, false);
     case_mm(5, 0, 1, true, false, 2, 133, 96, 150, 32, false);
     case_mm(5, 0, 3, false, true, 2, 70, 96, 37, 32, false);
+    /* the GGUF 8-bit layouts on every variant, forward and dx (fresh, q4_mm_into, split and
+     * ACC rotating): Q6_K (signed codes, G = 16: a step of 16 or 32 covers two groups) and Q5_1
+     * (unsigned codes with a minimum); and F16 held as f32 (one value per word, K = 77 padded
+     * to 96) */
+    for (int v = 0; v < q4_mm_variant_count(); v++) {
+        double t0 = now_s();
+        /* (the public API writes a fresh output: only q4_mm_into accumulates) */
+        case_mm(v, 0, v % 3 == 0 ? 3 : 1, v % 2 == 0, v % 4 == 1, 7, 70, 512, 37, 16, false);
+        case_mm(v, 1, v % 3 == 1 ? 3 : 1, v % 2 == 1, v % 4 == 2, 7, 133, 45, 256, 16, false);
+        case_mm(v, v % 2, v % 3 == 2 ? 3 : 1, v % 4 == 1, v % 4 == 0, 4, 70, v % 2 ? 45 : 96, v % 2 ? 96 : 45, 32, false);
+        case_mm(v, 1 - v % 2, 1, false, true, 8, 70, v % 2 ? 77 : 45, v % 2 ? 45 : 77, 32, false); /* F16 as f32 */
+        printf("  variant %-22s (Q6_K, Q5_1, F16) %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
+    }
     /* more slices than steps (capped: one step each) and many slices with a bias and ACC */
     case_mm(3, 0, 64, true, false, 0, 70, 96, 37, 32, true);
     case_mm(5, 1, 7, true, false, 2, 133, 300, 96, 32, false);

@@ -89,13 +89,19 @@ class Checker:
         return 1 if self.failed else 0
 
 
-def write_gguf_case(out, name, qt, blocks, x, m):
+def write_gguf_case(out, name, qt, blocks, x, m, d=None, ids=None):
     """One case of `test_q4 --gguf-check` in folder out: the GGUF blocks of an [n, k] weight of
-    type qt, an input x [max(m, 1), k] and M (0: dequantise only)."""
+    type qt, an input x [max(m, 1), k] and M (0: dequantise on the host only; else also
+    uploaded, run forward and dequantised on the GPU), and optionally d_out [m, n] for the
+    input gradient and ids (int32 [t]) for the embedding lookup."""
     n = blocks.shape[0]
     k = x.shape[-1]
     blocks.tofile(os.path.join(out, f"{name}.blocks"))
     x.tofile(os.path.join(out, f"{name}.x"))
+    if d is not None:
+        np.ascontiguousarray(d, dtype=np.float32).tofile(os.path.join(out, f"{name}.d"))
+    if ids is not None:
+        np.ascontiguousarray(ids, dtype=np.int32).tofile(os.path.join(out, f"{name}.ids"))
     with open(os.path.join(out, f"{name}.meta"), "w") as f:
         f.write(f"{int(qt)} {n} {k} {m}\n")
 
@@ -103,7 +109,8 @@ def write_gguf_case(out, name, qt, blocks, x, m):
 def run_gguf_check(build_dir, out, cases):
     """Runs build_dir/tests/test_q4 --gguf-check on the cases written into out (a list of
     (name, n, k, deq): deq is the reference dequantisation, float32 [n, k]) and compares wgml's
-    host dequantisation with it bit for bit. Returns the Checker, for the caller's own checks."""
+    host dequantisation with it bit for bit, and for the cases run on the GPU (M > 0) the GPU
+    dequantisation too. Returns the Checker, for the caller's own checks."""
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(c[0] for c in cases) + "\n")
     exe = os.path.join(build_dir, "tests", "test_q4")
@@ -114,10 +121,14 @@ def run_gguf_check(build_dir, out, cases):
         raise SystemExit(f"test_q4 --gguf-check failed with exit code {proc.returncode}")
     checker = Checker()
     for name, n, k, deq in cases:
-        got = np.fromfile(os.path.join(out, f"{name}.deq"), dtype=np.float32).reshape(n, k)
-        bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
-        ok = bad == 0
-        print(f"  {'ok' if ok else 'FAIL'} {name} dequantize bit-exact ({n}x{k}, {bad} differ)")
-        checker.passed += ok
-        checker.failed += not ok
+        with open(os.path.join(out, f"{name}.meta")) as f:
+            m = int(f.read().split()[3])
+        for ext, what in [("deq", "host")] + ([("gdeq", "GPU")] if m else []):
+            path = os.path.join(out, f"{name}.{ext}")
+            if not os.path.exists(path):
+                checker.check(f"{name} {what} dequantize", False, f"{path} was not written")
+                continue
+            got = np.fromfile(path, dtype=np.float32).reshape(n, k)
+            bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
+            checker.check(f"{name} {what} dequantize bit-exact ({n}x{k})", bad == 0, f"{bad} differ")
     return checker

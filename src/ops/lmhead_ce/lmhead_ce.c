@@ -316,18 +316,7 @@ wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weig
     if (!g) return NULL;
     const char *op = "lmhead_ce_q4";
     wgml_ctx *ctx = graph_ctx(g);
-    if (!w) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: w is NULL", op);
-        return NULL;
-    }
-    if (check_tensor(ctx, op, "w.codes", w->codes) || check_tensor(ctx, op, "w.ab", w->ab)) return NULL;
-    int64_t wpr = w->kp / (w->kind == WGML_Q8 ? 4 : 8);
-    if (w->group <= 0 || w->group % 32 || w->n <= 0 || w->k <= 0 || w->kp % w->group || w->kp < w->k ||
-        wgml_tensor_numel(w->codes) != w->n * wpr ||
-        wgml_tensor_numel(w->ab) != w->n * (w->kp / w->group) * (w->has_min ? 2 : 1)) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: w is not a valid 4-bit/8-bit weight", op);
-        return NULL;
-    }
+    if (!q4_weight_valid(ctx, op, "w", w)) return NULL;
     lm_weight lw = {.q = *w, .is_q = true};
     return lmhead_ce_impl(g, op, h, &lw, labels, chunk, opt, d_h_out);
 }

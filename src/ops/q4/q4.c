@@ -2,15 +2,18 @@
  * gradient, straight-through requant and the quantised embedding lookup.
  *
  * GPU layout (one for every 4-bit operator; requant writes exactly what the forward reads):
- *   Kp = K rounded up to the group size G, G a positive multiple of 32, so a block of 32
- *   consecutive codes lies in one group and one vec4<u32> (4 bits) or two (8 bits).
+ *   Kp = K rounded up to the group size G (a multiple of 32), G a positive multiple of 32, or
+ *   16 for the 8-bit kinds (GGUF Q6_K), so a block of 32 consecutive codes lies in one vec4<u32>
+ *   (4 bits) or two (8 bits) and in one group (G >= 32) or two halves of one vec4 each (G = 16).
  *   codes  u32 [N, Kp/8]  4-bit: word j of row n holds k = 8j+i in bits 4i..4i+3; padding
  *                         codes (k >= K) are 8 (symmetric) or 0 (with minimum).
- *          u32 [N, Kp/4]  Q8_0: word j holds k = 4j+i as an int8 in bits 8i..8i+7.
- *   ab     f32 [N, Kp/G]     symmetric q4 (scale) and Q8_0 (d): one f32 per (row, group);
- *          f32 [N, Kp/G, 2]  with minimum (Q4_1): the (d, m) pair.
- *   The kernels see every kind as w = c·a + b per group: (a, b) = (s, -8s), (d, m) or (d, 0);
- *   dequantisation of single elements uses the exact forms (c-8)·s, c·d + m and c·d.
+ *          u32 [N, Kp/4]  8-bit: word j holds k = 4j+i in bits 8i..8i+7 (Q8: an int8, Q8_MIN:
+ *                         unsigned); the 5- and 6-bit GGUF codes are held widened.
+ *   ab     f32 [N, Kp/G]     symmetric q4 (scale) and Q8 (a): one f32 per (row, group);
+ *          f32 [N, Kp/G, 2]  with minimum (MIN, Q8_MIN): the (a, b) pair.
+ *   The kernels see every kind as w = c·a + b per group: (a, b) = (s, -8s), (a, b) or (a, 0);
+ *   dequantisation of single elements uses the exact forms (c-8)·s, c·a + b and c·a, the
+ *   host's (q4_format.c), so the GPU's dequantisation equals the host's bit for bit.
  *   Rows are contiguous in K so that the GEMV reads each row as a stream of vec4<u32>
  *   (32 codes = 16 bytes per load) plus one scale per group.
  */
@@ -24,8 +27,14 @@
 
 /* ------------------------------------------------------------------ upload */
 
-static wgml_q4_weight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, int64_t n, int64_t k, int group,
-                                  const uint32_t *words, const float *ab, const float *bias) {
+/* Codes per u32 word: 8 (4-bit kinds), 4 (8-bit kinds) or 1 (QF32: the word is the value). */
+static int kind_cpw(wgml_qkind kind) {
+    return kind == WGML_QF32 ? 1 : kind == WGML_Q8 || kind == WGML_Q8_MIN ? 4 : 8;
+}
+static bool kind_has_min(wgml_qkind kind) { return kind == WGML_Q4_MIN || kind == WGML_Q8_MIN; }
+
+static wgml_q4_weight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, int bits, int64_t n, int64_t k,
+                                  int group, const uint32_t *words, const float *ab, const float *bias) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_q4_weight *w = calloc(1, sizeof *w);
     if (!w) {
@@ -37,8 +46,9 @@ static wgml_q4_weight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind
     w->group = group;
     w->kp = (k + group - 1) / group * group;
     w->kind = kind;
-    w->has_min = kind == WGML_Q4_MIN;
-    int64_t cs[2] = {n, w->kp / (kind == WGML_Q8 ? 4 : 8)};
+    w->bits = bits;
+    w->has_min = kind_has_min(kind);
+    int64_t cs[2] = {n, w->kp / kind_cpw(kind)};
     int64_t as[3] = {n, w->kp / group, 2};
     w->codes = wgml_tensor_new(g, WGML_U32, 2, cs);
     w->ab = wgml_tensor_new(g, WGML_F32, w->has_min ? 3 : 2, as);
@@ -72,7 +82,7 @@ wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const 
     if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
     else {
         q4_pack_q4gsw(codes, scales, n, k, group, words, ab);
-        w = weight_new(g, op, WGML_Q4_SYM, n, k, group, words, ab, bias);
+        w = weight_new(g, op, WGML_Q4_SYM, 4, n, k, group, words, ab, bias);
     }
     free(words);
     free(ab);
@@ -88,14 +98,17 @@ wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, s
                        (long long)k);
         return NULL;
     }
-    wgml_qkind kind = type == WGML_GGML_Q8_0 ? WGML_Q8 : type == WGML_GGML_Q4_1 ? WGML_Q4_MIN : WGML_Q4_SYM;
-    uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * k / (kind == WGML_Q8 ? 4 : 8)));
-    float *ab = malloc(sizeof(float) * (size_t)(n * k / 32 * (kind == WGML_Q4_MIN ? 2 : 1)));
+    wgml_qkind kind;
+    int group, bits;
+    q4_gguf_gpu(type, &kind, &group, &bits);
+    int64_t kp = (k + group - 1) / group * group; /* = k but for the plain types (QF32) */
+    uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * kp / kind_cpw(kind)));
+    float *ab = malloc(sizeof(float) * (size_t)(n * kp / group * (kind_has_min(kind) ? 2 : 1)));
     wgml_q4_weight *w = NULL;
     if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
     else {
         q4_pack_gguf(type, data, n, k, words, ab);
-        w = weight_new(g, op, kind, n, k, 32, words, ab, NULL);
+        w = weight_new(g, op, kind, bits, n, k, group, words, ab, NULL);
     }
     free(words);
     free(ab);
@@ -127,44 +140,76 @@ wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *wf, int64_t n, int6
 
 /* ------------------------------------------------------------------ kernels */
 
-/* WGSL lines shared by every q4 kernel: the kind, codes per u32 word (CPW), the group size,
- * the (a, b) type and readers: ab_of(v) gives (a, b) of w = c·a + b from a stored ABT value,
- * group_ab(i) (with ab_reader) the pair at index i = n·(Kp/G) + group of the binding AB;
- * code_f(word, i) the i-th code of a word; deq(c, ab) the exact value. */
+/* WGSL lines shared by every q4 kernel: the kind, codes per u32 word (CPW) and field width
+ * (FW), the group size G, 32-code blocks per group (BPG, 1 when G = 16) and groups per block
+ * (GPB: 2 when G = 16, else 1), the (a, b) type and readers: ab_of(v) gives (a, b) of
+ * w = c·a + b from a stored ABT value, group_ab(i) (with ab_reader) the pair at index
+ * i = n·(Kp/G) + group of the binding AB; code_f(word, i) the i-th code of a word; deq(c, ab)
+ * the exact value; quant(l, ab) the stored field of the code requant gives latent l (the
+ * code range from the weight's bits) and PADC the field of a padding code. */
 static void kind_prelude_ex(char *buf, size_t cap, const wgml_q4_weight *w, bool ab_reader) {
-    const char *ab_t = w->kind == WGML_Q4_MIN ? "vec2<f32>" : "f32";
-    const char *gab = w->kind == WGML_Q4_SYM   ? "return vec2<f32>(v, -8.0 * v);"
-                      : w->kind == WGML_Q4_MIN ? "return v;"
-                                               : "return vec2<f32>(v, 0.0);";
-    const char *code = w->kind == WGML_Q8 ? "return f32(bitcast<i32>(word << (24u - 8u * i)) >> 24u);"
-                                          : "return f32((word >> (4u * i)) & 15u);";
-    const char *deq = w->kind == WGML_Q4_SYM   ? "return (c - 8.0) * ab.x;"
-                      : w->kind == WGML_Q4_MIN ? "return c * ab.x + ab.y;"
-                                               : "return c * ab.x;";
+    bool f32 = w->kind == WGML_QF32;
+    int hi = f32 ? 0 : w->kind == WGML_Q4_SYM ? 7 : w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
+    int lo = f32 ? 0 : w->kind == WGML_Q4_SYM ? -8 : w->kind == WGML_Q8 ? -(1 << (w->bits - 1)) : 0;
+    const char *ab_t = w->has_min ? "vec2<f32>" : "f32";
+    const char *gab = w->kind == WGML_Q4_SYM ? "return vec2<f32>(v, -8.0 * v);"
+                      : w->has_min           ? "return v;"
+                                             : "return vec2<f32>(v, 0.0);";
+    const char *code = f32                      ? "return bitcast<f32>(word);"
+                       : w->kind == WGML_Q8     ? "return f32(bitcast<i32>(word << (24u - 8u * i)) >> 24u);"
+                       : w->kind == WGML_Q8_MIN ? "return f32((word >> (8u * i)) & 255u);"
+                                                : "return f32((word >> (4u * i)) & 15u);";
+    const char *deq = f32                    ? "return c;"
+                      : w->kind == WGML_Q4_SYM ? "return (c - 8.0) * ab.x;"
+                      : w->has_min           ? "return c * ab.x + ab.y;"
+                                             : "return c * ab.x;";
+    /* requant (q4.md): round half to even (WGSL round), clamp to the code range; a zero a gives
+     * the code of zero weight (SYM: 8; with a minimum: 0, every code is then the weight b) */
+    const char *quant = f32 ? "return 0u; /* no requant (q4_requant refuses) */"
+                        : w->kind == WGML_Q4_SYM ? "if (ab.x == 0.0) { return 8u; }\n"
+                                                 "  return u32(i32(clamp(round(l / ab.x), QLO, QHI)) + 8);"
+                        : w->has_min ? "if (ab.x == 0.0) { return 0u; }\n"
+                                       "  return u32(clamp(round((l - ab.y) / ab.x), QLO, QHI));"
+                                     : "if (ab.x == 0.0) { return 0u; }\n"
+                                       "  return bitcast<u32>(i32(clamp(round(l / ab.x), QLO, QHI))) & 255u;";
     snprintf(buf, cap,
-             "const KIND: u32 = %du; const CPW: u32 = %du; const G: u32 = %du; const BPG: u32 = %du;\n"
+             "const KIND: u32 = %du; const CPW: u32 = %du; const FW: u32 = %du; const G: u32 = %du;\n"
+             "const BPG: u32 = %du; const GPB: u32 = %du; const QLO: f32 = %d.0; const QHI: f32 = %d.0;\n"
+             "const PADC: u32 = %du;\n"
              "alias ABT = %s;\n"
              "fn ab_of(v: ABT) -> vec2<f32> { %s }\n"
              "%s"
              "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
-             "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n",
-             (int)w->kind, w->kind == WGML_Q8 ? 4 : 8, w->group, w->group / 32, ab_t, gab,
-             ab_reader ? "fn group_ab(i: u32) -> vec2<f32> { return ab_of(AB[i]); }\n" : "", code, deq);
+             "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n"
+             "fn quant(l: f32, ab: vec2<f32>) -> u32 {\n  %s\n}\n",
+             (int)w->kind, kind_cpw(w->kind), 32 / kind_cpw(w->kind), w->group, w->group >= 32 ? w->group / 32 : 1,
+             w->group >= 32 ? 1 : 32 / w->group, lo, hi, w->kind == WGML_Q4_SYM ? 8 : 0, ab_t, gab,
+             ab_reader ? "fn group_ab(i: u32) -> vec2<f32> { return ab_of(AB[i]); }\n" : "", code, deq, quant);
 }
 
 static void kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w) { kind_prelude_ex(buf, cap, w, true); }
 
-static int64_t words_per_row(const wgml_q4_weight *w) { return w->kp / (w->kind == WGML_Q8 ? 4 : 8); }
+/* kind_prelude at buf; returns its length. */
+static int kind_prelude_len(char *buf, size_t cap, const wgml_q4_weight *w) {
+    kind_prelude(buf, cap, w);
+    return (int)strlen(buf);
+}
 
-static bool weight_ok(wgml_ctx *ctx, const char *op, const char *arg, const wgml_q4_weight *w) {
+static int64_t words_per_row(const wgml_q4_weight *w) { return w->kp / kind_cpw(w->kind); }
+
+bool q4_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_q4_weight *w) {
     if (!w) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, arg);
         return false;
     }
     if (check_tensor(ctx, op, arg, w->codes) || check_tensor(ctx, op, arg, w->ab)) return false;
-    if (w->group <= 0 || w->group % 32 || w->n <= 0 || w->k <= 0 || w->kp % w->group || w->kp < w->k ||
-        wgml_tensor_numel(w->codes) != w->n * words_per_row(w)) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is not a valid 4-bit weight", op, arg);
+    bool eight = kind_cpw(w->kind) == 4;
+    bool kind_ok = w->kind >= WGML_Q4_SYM && w->kind <= WGML_QF32 && w->has_min == kind_has_min(w->kind) &&
+                   (w->kind == WGML_QF32 ? w->bits == 32 : eight ? w->bits >= 2 && w->bits <= 8 : w->bits == 4);
+    if (!kind_ok || w->group <= 0 || (w->group % 32 && !(eight && w->group == 16)) || w->n <= 0 || w->k <= 0 ||
+        w->kp % w->group || w->kp % 32 || w->kp < w->k || wgml_tensor_numel(w->codes) != w->n * words_per_row(w) ||
+        wgml_tensor_numel(w->ab) != w->n * (w->kp / w->group) * (w->has_min ? 2 : 1)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is not a valid 4-bit/8-bit weight", op, arg);
         return false;
     }
     return true;
@@ -313,7 +358,7 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     const q4_variant *v = &Q4_VARIANTS[vi];
     int64_t r_chunk = (r + splits - 1) / splits;
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
-    char prelude[1536];
+    char prelude[2048];
     int len = snprintf(prelude, sizeof prelude,
                        "const TRANS: bool = %s; const VA: u32 = %du;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
@@ -556,7 +601,7 @@ static bool x_ok(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x) {
 wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_tensor(ctx, op, "x", x) || !weight_ok(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
+    if (check_tensor(ctx, op, "x", x) || !q4_weight_valid(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
         check_rank(ctx, op, "x", x, 1, WGML_MAX_RANK) || !same_graph(ctx, op, "x", x, w) || !x_ok(g, ctx, op, x))
         return NULL;
     if (x->shape[x->rank - 1] != w->k) {
@@ -596,7 +641,7 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
         char arg[32];
         snprintf(arg, sizeof arg, "weights[%d]", i);
         const wgml_q4_weight *w = weights[i];
-        if (!weight_ok(ctx, op, arg, w)) return wgml_last_status(ctx);
+        if (!q4_weight_valid(ctx, op, arg, w)) return wgml_last_status(ctx);
         if (w->codes->graph != g || w->ab->graph != g || (w->bias && w->bias->graph != g))
             return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s [%lld, %lld] and x %s belong to different graphs", op, arg,
                                   (long long)w->n, (long long)w->k, tshape(x));
@@ -652,7 +697,7 @@ wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "q4_linear_dx";
-    if (check_tensor(ctx, op, "d_out", d_out) || !weight_ok(ctx, op, "w", w) ||
+    if (check_tensor(ctx, op, "d_out", d_out) || !q4_weight_valid(ctx, op, "w", w) ||
         check_dtype(ctx, op, "d_out", d_out, WGML_F32) || check_rank(ctx, op, "d_out", d_out, 1, WGML_MAX_RANK) ||
         !same_graph(ctx, op, "d_out", d_out, w))
         return NULL;
@@ -674,27 +719,30 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
     const char *op = "q4_requant";
     wgml_status s;
     if ((s = check_tensor(ctx, op, "latent", latent))) return s;
-    if (!weight_ok(ctx, op, "w", w)) return wgml_last_status(ctx);
+    if (!q4_weight_valid(ctx, op, "w", w)) return wgml_last_status(ctx);
     if ((s = check_dtype(ctx, op, "latent", latent, WGML_F32)) || (s = check_rank(ctx, op, "latent", latent, 2, 2)))
         return s;
     if (!same_graph(ctx, op, "latent", latent, w)) return wgml_last_status(ctx);
     if ((s = check_graph(ctx, g, op, "latent", latent))) return s;
-    if (w->kind == WGML_Q8)
-        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: requant of 8-bit (Q8_0) weights is not supported", op);
+    if (w->kind == WGML_QF32)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: w [%lld, %lld] holds plain f32 values (F32/F16/BF16), not codes at frozen scales; "
+                              "train it as an f32 tensor",
+                              op, (long long)w->n, (long long)w->k);
     if (latent->shape[0] != w->n || latent->shape[1] != w->k)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: latent %s must be [%lld, %lld] like the weight", op,
                               tshape(latent), (long long)w->n, (long long)w->k);
-    char prelude[1536];
-    bool v4 = w->k % 8 == 0;
-    int len = snprintf(prelude, sizeof prelude, "alias LT = %s;\nfn lat8(b: u32, k0: u32) -> array<f32, 8> {\n%s}\n",
-                       v4 ? "vec4<f32>" : "f32",
-                       v4 ? "  if (k0 >= p.K) { return array<f32, 8>(); } /* a padding word */\n"
-                            "  let a = L[(b + k0) / 4u]; let c = L[(b + k0) / 4u + 1u];\n"
-                            "  return array<f32, 8>(a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);\n"
-                          : "  var v: array<f32, 8>;\n"
-                            "  for (var i = 0u; i < 8u; i++) { if (k0 + i < p.K) { v[i] = L[b + k0 + i]; } }\n"
-                            "  return v;\n");
-    kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    char prelude[2048];
+    int len = kind_prelude_len(prelude, sizeof prelude, w);
+    bool v4 = w->k % kind_cpw(w->kind) == 0; /* a word's latents are whole vec4s */
+    snprintf(prelude + len, sizeof prelude - (size_t)len,
+             "alias LT = %s;\nfn latw(b: u32, k0: u32) -> array<f32, CPW> {\n  var v: array<f32, CPW>;\n%s  return v;\n}\n",
+             v4 ? "vec4<f32>" : "f32",
+             v4 ? "  if (k0 >= p.K) { return v; } /* a padding word */\n"
+                  "  for (var q = 0u; q < CPW / 4u; q++) {\n"
+                  "    let a = L[(b + k0) / 4u + q];\n"
+                  "    for (var j = 0u; j < 4u; j++) { v[4u * q + j] = a[j]; }\n  }\n"
+                : "  for (var i = 0u; i < CPW; i++) { if (k0 + i < p.K) { v[i] = L[b + k0 + i]; } }\n");
     uint64_t total = (uint64_t)(w->n * words_per_row(w));
     struct {
         uint32_t n, k, wpr, ng, total;
@@ -712,7 +760,7 @@ static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_wei
     if (ids) memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
     else shape[0] = table->n;
     shape[rank - 1] = table->k;
-    char prelude[1024];
+    char prelude[2048];
     int len = snprintf(prelude, sizeof prelude, "const IDENT: bool = %s;\n", ids ? "false" : "true");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, table);
     struct {
@@ -733,7 +781,7 @@ wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "q4_embedding";
-    if (check_tensor(ctx, op, "ids", ids) || !weight_ok(ctx, op, "table", table) ||
+    if (check_tensor(ctx, op, "ids", ids) || !q4_weight_valid(ctx, op, "table", table) ||
         check_dtype(ctx, op, "ids", ids, WGML_I32) || check_rank(ctx, op, "ids", ids, 1, WGML_MAX_RANK - 1) ||
         !same_graph(ctx, op, "ids", ids, table))
         return NULL;
@@ -745,7 +793,7 @@ wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "q4_dequantize";
-    if (!weight_ok(ctx, op, "w", w)) return NULL;
+    if (!q4_weight_valid(ctx, op, "w", w)) return NULL;
     if (check_graph(ctx, g, op, "the weight", w->codes)) return NULL;
     return record_rows(g, op, w, NULL);
 }

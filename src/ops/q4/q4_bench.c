@@ -3,12 +3,17 @@
  * the bytes one forward must move (codes + scales + activations in and out). Prefill/training
  * (M = 512, GEMM): GFLOP/s. Training mode (mode 2): the LoRA training step's 4-bit GEMMs,
  * forward O = A·Wᵀ and input gradient dX = dY·W, at M = 4096 and 512, and the LM head's chunk,
- * each with the tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). */
+ * each with the tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK).
+ * The weight is flat q4gsw (symmetric, G = 32) unless $WGML_Q4_BENCH_TYPE names a GGUF block
+ * type (`wgml bench q4 --type Q4_K`): random blocks of that type through wgml_q4_upload_gguf
+ * (shapes whose K is not whole blocks are skipped). */
 #include "ops/q4/q4_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <string.h>
 
 static uint64_t bench_rng = 0x2545F4914F6CDD1Dull;
 static float bench_rand(void) {
@@ -16,6 +21,75 @@ static float bench_rand(void) {
     bench_rng ^= bench_rng >> 7;
     bench_rng ^= bench_rng << 17;
     return (float)((bench_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* The GGUF block type of $WGML_Q4_BENCH_TYPE (a name such as "Q4_K"), or -1 for flat q4gsw
+ * (unset, "q4gsw" or unknown; an unknown name is reported once). */
+static int bench_type(void) {
+    const char *e = getenv("WGML_Q4_BENCH_TYPE");
+    if (!e || !*e || !strcmp(e, "q4gsw")) return -1;
+    for (int t = 0; t < 64; t++)
+        if (q4_gguf_gpu(t, NULL, NULL, NULL) && !strcmp(wgml_ggml_type_name((uint32_t)t), e)) return t;
+    static bool warned = false;
+    if (!warned) fprintf(stderr, "WGML_Q4_BENCH_TYPE=%s is not a GPU block type; benchmarking q4gsw\n", e);
+    warned = true;
+    return -1;
+}
+
+/* The benchmarked weight's host form: flat q4gsw quantised from w (type -1), or random GGUF
+ * blocks of `type` whose fp16 fields are about 2^-5 (so the weights stay near 1). Uploads
+ * `copies` copies into q and dequantises into w (the check's reference). */
+static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *w, wgml_q4_weight **q, int copies) {
+    bool ok = false;
+    if (type < 0) {
+        int64_t kb = (k + 1) / 2, pn = (n + 3) / 4 * 4, ng = (k + 31) / 32;
+        uint8_t *codes = malloc((size_t)(n * kb));
+        float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
+        for (int64_t i = 0; i < n * k; i++) w[i] = bench_rand();
+        ok = codes && scales && !wgml_q4gsw_quantize(w, n, k, 32, codes, scales);
+        for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32));
+        ok = ok && !wgml_q4gsw_dequantize(codes, scales, n, k, 32, w);
+        free(codes);
+        free(scales);
+        return ok;
+    }
+    uint64_t be = 1, bb = 1;
+    wgml_ggml_type_size((uint32_t)type, &be, &bb);
+    size_t bytes = wgml_ggml_row_bytes((uint32_t)type, k) * (size_t)n;
+    uint8_t *blocks = malloc(bytes ? bytes : 1);
+    if (!blocks) return false;
+    /* the fp16 fields: d (and m / dmin) first, Q6_K's d last */
+    size_t off = type == WGML_GGML_Q6_K ? 208 : 0, nh = q4_gguf_has_min(type) ? 2 : 1;
+    for (size_t i = 0; i < bytes; i++) blocks[i] = (uint8_t)((bench_rand() * 0.5f + 0.5f) * 255.99f);
+    for (size_t b = 0; b < bytes / bb; b++)
+        for (size_t h = 0; h < nh; h++) {
+            uint16_t half = (uint16_t)((10u << 10) | (blocks[b * bb + off + 2 * h] & 0xFFu) << 2);
+            blocks[b * bb + off + 2 * h] = (uint8_t)half;
+            blocks[b * bb + off + 2 * h + 1] = (uint8_t)(half >> 8);
+        }
+    ok = !wgml_gguf_dequantize(type, blocks, bytes, n, k, w);
+    for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_q4_upload_gguf(g, type, blocks, bytes, n, k));
+    free(blocks);
+    return ok;
+}
+
+/* Bytes one forward with W[n, k] moves on the GPU: the weight's codes and (a, b), x and out. */
+static double forward_bytes(int type, int64_t n, int64_t k) {
+    double wb = (double)n * k / 2 + (double)n * (k / 32) * 4;
+    wgml_qkind kind;
+    int group;
+    if (type >= 0 && q4_gguf_gpu(type, &kind, &group, NULL)) {
+        bool eight = kind == WGML_Q8 || kind == WGML_Q8_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
+        wb = (double)n * k * (eight ? 1.0 : 0.5) + (double)n * (double)(k / group) * (pair ? 8 : 4);
+    }
+    return wb + 4.0 * k + 4.0 * n;
+}
+
+/* Whether k is whole blocks of the benchmarked type. */
+static bool bench_fits(int type, int64_t k) {
+    uint64_t be = 32;
+    if (type >= 0) wgml_ggml_type_size((uint32_t)type, &be, NULL);
+    return k % (int64_t)be == 0;
 }
 
 /* Seconds per product with the weight W[n, k]: forward (trans = 0) x[m, k] · Wᵀ, or input
@@ -26,21 +100,15 @@ static float bench_rand(void) {
  * (*check_ok). */
 static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans, int reps, int copies,
                       int *check_ok) {
-    int64_t kb = (k + 1) / 2, pn = (n + 3) / 4 * 4, ng = (k + 31) / 32;
     int64_t r = trans ? n : k, c = trans ? k : n; /* reduction and output columns */
     float *w = malloc(sizeof(float) * (size_t)(n * k)), *x = malloc(sizeof(float) * (size_t)(m * r));
-    uint8_t *codes = malloc((size_t)(n * kb));
-    float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
     wgml_q4_weight **q = calloc((size_t)copies, sizeof *q);
     double result = -1;
     *check_ok = 0;
     wgml_graph *g = wgml_graph_new(ctx);
-    if (!w || !x || !codes || !scales || !q || !g) goto done;
-    for (int64_t i = 0; i < n * k; i++) w[i] = bench_rand();
+    if (!w || !x || !q || !g) goto done;
+    if (!bench_weights(g, bench_type(), n, k, w, q, copies)) goto done;
     for (int64_t i = 0; i < m * r; i++) x[i] = bench_rand();
-    if (wgml_q4gsw_quantize(w, n, k, 32, codes, scales)) goto done;
-    for (int cp = 0; cp < copies; cp++)
-        if (!(q[cp] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32))) goto done;
     int64_t xs[2] = {m, r};
     wgml_tensor *xt = wgml_tensor_new(g, WGML_F32, 2, xs);
     if (!xt || wgml_tensor_write(xt, x, sizeof(float) * (size_t)(m * r))) goto done;
@@ -59,7 +127,7 @@ static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans,
     float *got = result > 0 ? malloc(sizeof(float) * (size_t)(m * c)) : NULL;
     if (got && !wgml_tensor_read(last, got, sizeof(float) * (size_t)(m * c))) {
         /* the dequantised weight (independent host code) times x in double precision */
-        if (!wgml_q4gsw_dequantize(codes, scales, n, k, 32, w)) {
+        {
             *check_ok = 1;
             for (int smp = 0; smp < 64; smp++) {
                 int64_t i = (int64_t)((bench_rand() * 0.5f + 0.5f) * (float)(m - 1));
@@ -81,8 +149,6 @@ done:
     free(q);
     free(w);
     free(x);
-    free(codes);
-    free(scales);
     return result;
 }
 
@@ -100,12 +166,19 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
         {4096, 576, 1536}, {4096, 1536, 576}, {4096, 576, 576}, {4096, 576, 192}, {4096, 576, 8192},
         {512, 576, 1536},  {512, 1536, 576},  {512, 576, 576},  {512, 576, 192},
     };
-    fprintf(out, "%-40s %9s %9s  %-22s %3s %s\n", "q4 training GEMMs (G = 32)", "ms", "TFLOP/s", "variant", "S",
-            "check");
+    int type = bench_type();
+    char head[64];
+    snprintf(head, sizeof head, "q4 training GEMMs (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    fprintf(out, "%-40s %9s %9s  %-22s %3s %s\n", head, "ms", "TFLOP/s", "variant", "S", "check");
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], k = shapes[i][1], n = shapes[i][2];
         if (cpu && (m > 512 || n > 576)) continue;
+        if (!bench_fits(bench_type(), k)) {
+            fprintf(out, "M=%lld %lld->%lld skipped: K is not whole %s blocks\n", (long long)m, (long long)k,
+                    (long long)n, wgml_ggml_type_name((uint32_t)bench_type()));
+            continue;
+        }
         for (int trans = 0; trans < 2; trans++) {
             int64_t r = trans ? n : k, c = trans ? k : n;
             int vi, splits, check = 0;
@@ -134,11 +207,19 @@ int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int mode) {
     int gemv_only = mode == 1;
     bool cpu = gpu_get_caps(ctx)->is_cpu;
     static const int64_t decode[][2] = {{576, 1536}, {1536, 576}, {2048, 8192}, {4096, 11008}}; /* K -> N */
-    fprintf(out, "%-34s %10s %10s %s\n", "q4 forward (G = 32)", "us", "GB/s", "check");
+    int type = bench_type();
+    char head[64];
+    snprintf(head, sizeof head, "q4 forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    fprintf(out, "%-34s %10s %10s %s\n", head, "us", "GB/s", "check");
     int failed = 0;
     for (int i = 0; i < 4; i++) {
         int64_t k = decode[i][0], n = decode[i][1];
-        double bytes = (double)n * k / 2 + (double)n * (k / 32) * 4 + 4.0 * k + 4.0 * n;
+        if (!bench_fits(type, k)) {
+            fprintf(out, "M=1 %lld->%lld skipped: K is not whole %s blocks\n", (long long)k, (long long)n,
+                    wgml_ggml_type_name((uint32_t)type));
+            continue;
+        }
+        double bytes = forward_bytes(type, n, k);
         int reps = cpu ? 4 : 100;
         /* 256 MB of weights: past any cache ($WGML_BENCH_Q4_MB changes it, for studying how the
          * placement of the copies affects the time) */
@@ -161,6 +242,7 @@ int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int mode) {
     fprintf(out, "%-34s %10s %10s %s\n", "", "ms", "GFLOP/s", "check");
     for (int i = 0; i < (gemv_only ? 0 : cpu ? 1 : 2); i++) {
         int64_t m = gemm[i][0], n = gemm[i][1], k = gemm[i][2];
+        if (!bench_fits(type, k)) continue;
         int check = 0;
         double t = time_forward(ctx, m, n, k, cpu ? 1 : 20, 1, &check);
         char label[64];

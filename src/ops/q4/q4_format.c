@@ -1,6 +1,6 @@
 /* Host side of the 4-bit weights (plain C, no GPU): the import formats (ExecuTorch flat q4gsw,
- * GGUF Q4_0 / Q4_1 / Q8_0 / F32 / F16 / BF16, and on the host only Q5_0 / Q5_1 / Q4_K / Q5_K /
- * Q6_K), the exact dequantisation used as a reference,
+ * GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16), the exact
+ * dequantisation used as a reference,
  * symmetric quantisation of fp32 weights, and the packing into the GPU layout described in
  * include/wgml.h and q4_internal.h. */
 #include "ops/q4/q4_internal.h"
@@ -42,9 +42,31 @@ static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); 
 /* Types the host decodes (every type wgml_ggml_type_size knows). */
 static bool gguf_supported(int type) { return type >= 0 && wgml_ggml_type_size((uint32_t)type, NULL, NULL); }
 
-/* Types the GPU runs from their blocks (wgml_q4_upload_gguf). */
-static bool gguf_gpu_block(int type) {
-    return type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0;
+int wgml_q4_gguf_on_gpu(int type) { return q4_gguf_gpu(type, NULL, NULL, NULL) ? 1 : 0; }
+
+bool q4_gguf_has_min(int type) {
+    return type == WGML_GGML_Q4_1 || type == WGML_GGML_Q5_1 || type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K;
+}
+
+/* How the GPU holds each block type: 4-bit codes (Q4_0 symmetric; Q4_1 and Q4_K with a
+ * minimum), or codes widened to 8 bits (signed for the symmetric Q5_0, Q8_0 and Q6_K; unsigned
+ * with a minimum for Q5_1 and Q5_K), G = 32 (Q6_K: 16, its scale groups); the plain F32, F16
+ * and BF16 tensors as f32 values (QF32). */
+bool q4_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits) {
+    static const struct { int type; wgml_qkind kind; int group, bits; } map[] = {
+        {WGML_GGML_Q4_0, WGML_Q4_SYM, 32, 4}, {WGML_GGML_Q4_1, WGML_Q4_MIN, 32, 4}, {WGML_GGML_Q5_0, WGML_Q8, 32, 5},
+        {WGML_GGML_Q5_1, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q8_0, WGML_Q8, 32, 8},     {WGML_GGML_Q4_K, WGML_Q4_MIN, 32, 4},
+        {WGML_GGML_Q5_K, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q6_K, WGML_Q8, 16, 6},     {WGML_GGML_F32, WGML_QF32, 32, 32},
+        {WGML_GGML_F16, WGML_QF32, 32, 32},   {WGML_GGML_BF16, WGML_QF32, 32, 32},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].type == type) {
+            if (kind) *kind = map[i].kind;
+            if (group) *group = map[i].group;
+            if (bits) *bits = map[i].bits;
+            return true;
+        }
+    return false;
 }
 
 /* Shared checks of a GGUF weight: supported type (named when not; with gpu_only, only the block
@@ -58,10 +80,10 @@ wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     const char *name = wgml_ggml_type_name(type < 0 ? UINT32_MAX : (uint32_t)type);
     if (!gguf_supported(type))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: GGUF type %s (%d) is not supported", op, name, type);
-    if (gpu_only && !gguf_gpu_block(type))
+    if (gpu_only && !q4_gguf_gpu(type, NULL, NULL, NULL))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
-                              "%s: GGUF type %s (%d) is not supported on the GPU yet (GPU blocks: Q4_0, Q4_1, "
-                              "Q8_0; wgml_gguf_dequantize reads it on the host)",
+                              "%s: GGUF type %s (%d) is not a type the GPU runs (F32, F16, BF16, Q4_0, Q4_1, "
+                              "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; wgml_gguf_dequantize reads it on the host)",
                               op, name, type);
     uint64_t be = 1;
     wgml_ggml_type_size((uint32_t)type, &be, NULL);
@@ -81,55 +103,55 @@ wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     return WGML_OK;
 }
 
-/* Each decoder turns one block at q into its values at o. The arithmetic is the file
- * format's, in fp32 and in this order (scale times code, then the min subtracted or added as
- * a separate rounding; the build is ISO C, so no multiply-add contraction), which is what
- * makes the result equal the gguf package's bit for bit. */
-
-static void deq_q4_0(const uint8_t *q, float *o) { /* f16 d, 16 bytes: low nibbles 0..15, high 16..31 */
-    float d = q4_half_to_float(rd16(q));
-    for (int j = 0; j < 16; j++) {
-        o[j] = d * (float)((int)(q[2 + j] & 0xF) - 8);
-        o[j + 16] = d * (float)((int)(q[2 + j] >> 4) - 8);
-    }
-}
-
-static void deq_q4_1(const uint8_t *q, float *o) { /* f16 d, f16 m, 16 bytes of nibbles */
-    float d = q4_half_to_float(rd16(q)), m = q4_half_to_float(rd16(q + 2));
-    for (int j = 0; j < 16; j++) {
-        float lo = d * (float)(q[4 + j] & 0xF), hi = d * (float)(q[4 + j] >> 4);
-        o[j] = lo + m;
-        o[j + 16] = hi + m;
-    }
-}
-
 static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* Each block type is, per group of G elements (G = 16 or 32), an affine map of an integer
+ * code: value e = a[e / G]·code[e], plus b[e / G] for the types with a minimum. unpack_block
+ * turns one block into its codes and pairs; the host dequantisation (below) and the packing
+ * into the GPU layout (q4_pack_gguf) both read that one form, so the GPU's (a, b) are the
+ * host's bit for bit. The pairs are computed in fp32 as the file format does (the K types:
+ * d·scale first, then dmin·min, negated into b; a subtraction v − dm equals v + (−dm)
+ * exactly), and a value is the product then the sum, two roundings (the build is ISO C, so
+ * no multiply-add contraction), which is what makes the result equal the gguf package's bit
+ * for bit. Symmetric types give centred signed codes (Q4_0: c − 8, Q5_0: c − 16, Q6_K:
+ * q − 32). */
+typedef struct q4_unpacked {
+    int code[256];
+    float a[16], b[16];
+} q4_unpacked;
+
+/* Q4_0 / Q4_1: f16 d (, f16 m), 16 bytes: low nibbles are elements 0..15, high 16..31. */
+static void unpack_q4(const uint8_t *q, q4_unpacked *u, bool has_min) {
+    u->a[0] = q4_half_to_float(rd16(q));
+    u->b[0] = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
+    const uint8_t *qs = q + (has_min ? 4 : 2);
+    int centre = has_min ? 0 : 8;
+    for (int j = 0; j < 16; j++) {
+        u->code[j] = (qs[j] & 0xF) - centre;
+        u->code[j + 16] = (qs[j] >> 4) - centre;
+    }
+}
+
 /* Q5_0 / Q5_1: value j's fifth bit is bit j of the 32-bit little-endian word after the f16
  * fields; its low four bits are the nibbles as in Q4_0 / Q4_1. Q5_0 codes are centred on 16. */
-static void deq_q5(const uint8_t *q, float *o, bool has_min) {
-    float d = q4_half_to_float(rd16(q)), m = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
+static void unpack_q5(const uint8_t *q, q4_unpacked *u, bool has_min) {
+    u->a[0] = q4_half_to_float(rd16(q));
+    u->b[0] = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
     const uint8_t *hb = q + (has_min ? 4 : 2), *qs = hb + 4;
     uint32_t h = rd32(hb);
     int centre = has_min ? 0 : 16;
     for (int j = 0; j < 16; j++) {
-        int lo = (int)((qs[j] & 0xF) | ((h >> j) & 1u) << 4) - centre;
-        int hi = (int)((qs[j] >> 4) | ((h >> (j + 16)) & 1u) << 4) - centre;
-        float a = d * (float)lo, b = d * (float)hi;
-        if (has_min) {
-            a = a + m;
-            b = b + m;
-        }
-        o[j] = a;
-        o[j + 16] = b;
+        u->code[j] = (int)((qs[j] & 0xF) | ((h >> j) & 1u) << 4) - centre;
+        u->code[j + 16] = (int)((qs[j] >> 4) | ((h >> (j + 16)) & 1u) << 4) - centre;
     }
 }
 
-static void deq_q8_0(const uint8_t *q, float *o) { /* f16 d, 32 int8 */
-    float d = q4_half_to_float(rd16(q));
-    for (int j = 0; j < 32; j++) o[j] = (float)(int8_t)q[2 + j] * d;
+static void unpack_q8_0(const uint8_t *q, q4_unpacked *u) { /* f16 d, 32 int8 */
+    u->a[0] = q4_half_to_float(rd16(q));
+    u->b[0] = 0.0f;
+    for (int j = 0; j < 32; j++) u->code[j] = (int8_t)q[2 + j];
 }
 
 /* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes s:
@@ -146,24 +168,23 @@ static void k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     }
 }
 
-/* Q4_K (qh NULL) and Q5_K: f16 d, f16 dmin, 12 scale bytes, [Q5_K: 32 bytes qh], 128 bytes
- * qs. The 256 values are 4 chunks of 64; chunk c reads qs[32c .. 32c+31], its low nibbles
- * are sub-block 2c and its high nibbles sub-block 2c+1; in Q5_K value l of those sub-blocks
- * takes bit 2c (resp. 2c+1) of qh[l] as its fifth bit. Value = (d·scale)·code − dmin·min. */
-static void deq_q45_k(const uint8_t *q, float *o, bool five) {
+/* Q4_K (five false) and Q5_K: f16 d, f16 dmin, 12 scale bytes, [Q5_K: 32 bytes qh], 128
+ * bytes qs. The 256 values are 4 chunks of 64; chunk c reads qs[32c .. 32c+31], its low
+ * nibbles are sub-block 2c and its high nibbles sub-block 2c+1; in Q5_K value l of those
+ * sub-blocks takes bit 2c (resp. 2c+1) of qh[l] as its fifth bit. Sub-block j (32 values):
+ * a = d·scale, b = −(dmin·min). */
+static void unpack_q45_k(const uint8_t *q, q4_unpacked *u, bool five) {
     float d = q4_half_to_float(rd16(q)), dmin = q4_half_to_float(rd16(q + 2));
     const uint8_t *sc = q + 4, *qh = five ? q + 16 : NULL, *qs = q + (five ? 48 : 16);
-    for (int c = 0; c < 4; c++) {
-        for (int half = 0; half < 2; half++) {
-            int j = 2 * c + half, s, m;
-            k_scale_min(sc, j, &s, &m);
-            float ds = d * (float)s, dm = dmin * (float)m;
-            for (int l = 0; l < 32; l++) {
-                int code = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
-                if (qh) code |= ((qh[l] >> j) & 1) << 4;
-                float v = ds * (float)code;
-                o[32 * j + l] = v - dm;
-            }
+    for (int j = 0; j < 8; j++) {
+        int s, m, c = j / 2, half = j % 2;
+        k_scale_min(sc, j, &s, &m);
+        u->a[j] = d * (float)s;
+        u->b[j] = -(dmin * (float)m);
+        for (int l = 0; l < 32; l++) {
+            int code = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+            if (qh) code |= ((qh[l] >> j) & 1) << 4;
+            u->code[32 * j + l] = code;
         }
     }
 }
@@ -171,34 +192,35 @@ static void deq_q45_k(const uint8_t *q, float *o, bool five) {
 /* Q6_K: 128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d. Two halves of 128 values; half h
  * uses ql[64h ..], qh[32h ..] and scales[8h ..]. In a half, value l + 32r (r = 0..3, l =
  * 0..31) takes the low (r < 2) or high (r >= 2) nibble of ql[l + 32(r % 2)] as its
- * low four bits and bits 2r, 2r+1 of qh[l] as its top two; codes are centred on 32, and its
- * scale is scales[l / 16 + 2r]. Value = (d·scale)·code. */
-static void deq_q6_k(const uint8_t *q, float *o) {
+ * low four bits and bits 2r, 2r+1 of qh[l] as its top two; codes are centred on 32. Its
+ * scale is scales[8h + 2r + l / 16], the scale of its group of 16 (element / 16): a = d·scale. */
+static void unpack_q6_k(const uint8_t *q, q4_unpacked *u) {
     float d = q4_half_to_float(rd16(q + 208));
+    const int8_t *sc = (const int8_t *)(q + 192);
+    for (int g = 0; g < 16; g++) {
+        u->a[g] = d * (float)sc[g];
+        u->b[g] = 0.0f;
+    }
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = q + 64 * h, *qh = q + 128 + 32 * h;
-        const int8_t *sc = (const int8_t *)(q + 192 + 8 * h);
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < 4; r++)
             for (int l = 0; l < 32; l++) {
                 uint8_t b = ql[l + 32 * (r % 2)];
-                int code = (int)((r < 2 ? b & 0xF : b >> 4) | ((qh[l] >> (2 * r)) & 3) << 4) - 32;
-                float ds = d * (float)sc[l / 16 + 2 * r];
-                o[128 * h + 32 * r + l] = ds * (float)code;
+                u->code[128 * h + 32 * r + l] = (int)((r < 2 ? b & 0xF : b >> 4) | ((qh[l] >> (2 * r)) & 3) << 4) - 32;
             }
-        }
     }
 }
 
-static void deq_block(int type, const uint8_t *q, float *o) {
+static void unpack_block(int type, const uint8_t *q, q4_unpacked *u) {
     switch (type) {
-    case WGML_GGML_Q4_0: deq_q4_0(q, o); break;
-    case WGML_GGML_Q4_1: deq_q4_1(q, o); break;
-    case WGML_GGML_Q5_0: deq_q5(q, o, false); break;
-    case WGML_GGML_Q5_1: deq_q5(q, o, true); break;
-    case WGML_GGML_Q8_0: deq_q8_0(q, o); break;
-    case WGML_GGML_Q4_K: deq_q45_k(q, o, false); break;
-    case WGML_GGML_Q5_K: deq_q45_k(q, o, true); break;
-    case WGML_GGML_Q6_K: deq_q6_k(q, o); break;
+    case WGML_GGML_Q4_0: unpack_q4(q, u, false); break;
+    case WGML_GGML_Q4_1: unpack_q4(q, u, true); break;
+    case WGML_GGML_Q5_0: unpack_q5(q, u, false); break;
+    case WGML_GGML_Q5_1: unpack_q5(q, u, true); break;
+    case WGML_GGML_Q8_0: unpack_q8_0(q, u); break;
+    case WGML_GGML_Q4_K: unpack_q45_k(q, u, false); break;
+    case WGML_GGML_Q5_K: unpack_q45_k(q, u, true); break;
+    case WGML_GGML_Q6_K: unpack_q6_k(q, u); break;
     default: break; /* not reached: q4_check_gguf admits only the types above */
     }
 }
@@ -222,7 +244,18 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     uint64_t be, bb;
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
     int64_t blocks = total / (int64_t)be;
-    for (int64_t b = 0; b < blocks; b++) deq_block(type, p + (size_t)b * bb, out + b * (int64_t)be);
+    int group = 32;
+    q4_gguf_gpu(type, NULL, &group, NULL); /* the scale groups: 16 for Q6_K */
+    bool has_b = q4_gguf_has_min(type);
+    q4_unpacked u;
+    for (int64_t b = 0; b < blocks; b++) {
+        unpack_block(type, p + (size_t)b * bb, &u);
+        float *o = out + b * (int64_t)be;
+        for (int e = 0; e < (int)be; e++) {
+            float v = u.a[e / group] * (float)u.code[e];
+            o[e] = has_b ? v + u.b[e / group] : v;
+        }
+    }
     return WGML_OK;
 }
 
@@ -306,39 +339,50 @@ void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t
     }
 }
 
-/* Fills a host image of the GPU layout from GGUF blocks (G = 32). */
+/* Fills a host image of the GPU layout from GGUF blocks (kind, G and code bits from
+ * q4_gguf_gpu; k is whole blocks, so Kp = K, except for the plain types, QF32: Kp = K rounded
+ * up to 32): 4-bit fields hold the code (+ 8 for the symmetric kind), 8-bit fields the code's
+ * low byte (two's complement when signed). */
 void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab) {
-    int64_t nb = k / 32;
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t blk = r * nb + b;
-            if (type == WGML_GGML_Q8_0) {
-                const uint8_t *q = p + blk * 34;
-                ab[blk] = q4_half_to_float(rd16(q));
-                for (int j = 0; j < 8; j++)
-                    words[blk * 8 + j] = (uint32_t)q[2 + 4 * j] | (uint32_t)q[3 + 4 * j] << 8 |
-                                         (uint32_t)q[4 + 4 * j] << 16 | (uint32_t)q[5 + 4 * j] << 24;
-                continue;
+    wgml_qkind kind;
+    int group, bits;
+    q4_gguf_gpu(type, &kind, &group, &bits);
+    if (kind == WGML_QF32) { /* the values widened to f32 (exact), rows padded to Kp with 0.0 */
+        int64_t kp = (k + 31) / 32 * 32, ng = kp / 32;
+        size_t es = type == WGML_GGML_F32 ? 4 : 2;
+        memset(words, 0, sizeof(uint32_t) * (size_t)(n * kp));
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t c = 0; c < k; c++) {
+                const uint8_t *e = p + (size_t)(r * k + c) * es;
+                float v = type == WGML_GGML_F32 ? 0.0f : type == WGML_GGML_F16 ? q4_half_to_float(rd16(e)) : bf16_to_float(rd16(e));
+                if (type == WGML_GGML_F32) memcpy(&v, e, 4);
+                memcpy(&words[r * kp + c], &v, 4);
             }
-            const uint8_t *qs;
-            if (type == WGML_GGML_Q4_0) {
-                qs = p + blk * 18 + 2;
-                ab[blk] = q4_half_to_float(rd16(p + blk * 18));
+            for (int64_t g = 0; g < ng; g++) ab[r * ng + g] = 1.0f;
+        }
+        return;
+    }
+    uint64_t be, bb;
+    wgml_ggml_type_size((uint32_t)type, &be, &bb);
+    bool four = kind == WGML_Q4_SYM || kind == WGML_Q4_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
+    int cpw = four ? 8 : 4, width = four ? 4 : 8, centre = kind == WGML_Q4_SYM ? 8 : 0;
+    int64_t blocks = n * k / (int64_t)be, gpb = (int64_t)be / group;
+    q4_unpacked u;
+    memset(words, 0, sizeof(uint32_t) * (size_t)(n * k / cpw));
+    for (int64_t b = 0; b < blocks; b++) {
+        unpack_block(type, p + (size_t)b * bb, &u);
+        int64_t e0 = b * (int64_t)be, g0 = b * gpb;
+        for (int e = 0; e < (int)be; e++) {
+            uint32_t field = (uint32_t)(u.code[e] + centre) & ((1u << width) - 1u);
+            words[(e0 + e) / cpw] |= field << (width * ((e0 + e) % cpw));
+        }
+        for (int64_t g = 0; g < gpb; g++) {
+            if (pair) {
+                ab[2 * (g0 + g)] = u.a[g];
+                ab[2 * (g0 + g) + 1] = u.b[g];
             } else {
-                qs = p + blk * 20 + 4;
-                ab[2 * blk] = q4_half_to_float(rd16(p + blk * 20));
-                ab[2 * blk + 1] = q4_half_to_float(rd16(p + blk * 20 + 2));
-            }
-            /* element e of the block: e < 16 in the low nibble of qs[e], else the high nibble of
-             * qs[e - 16] */
-            for (int j = 0; j < 4; j++) {
-                uint32_t w = 0;
-                for (int i = 0; i < 8; i++) {
-                    int e = j * 8 + i;
-                    uint32_t code = e < 16 ? qs[e] & 0xFu : (uint32_t)qs[e - 16] >> 4;
-                    w |= code << (4 * i);
-                }
-                words[blk * 4 + j] = w;
+                ab[g0 + g] = u.a[g];
             }
         }
+    }
 }

@@ -1,8 +1,9 @@
 // q4_gemv: out_w[m, n] = sum_k x[m, k] * W_w[n, k] (+ bias_w[n]) for the few rows m < MR (decode,
 // M <= 4) and NW weights W_0..W_{NW-1} (1 to 3, one kind and group size, one K) that read the same
 // x, in one pass over each weight and one dispatch for all of them.
-// Bandwidth-bound: every code byte is read once, as vec4<u32> loads (32 codes of 4 bits, or
-// 16 codes of 8 bits, per load) plus one (a, b) per group and block.
+// Bandwidth-bound: every code byte is read once, as vec4<u32> loads (32 codes of 4 bits, 16
+// codes of 8 bits, or 4 f32 values (the float kind), per load) plus one (a, b) per group and
+// block.
 // Workgroup: WG threads = (WG / TPR) row groups x TPR threads along K. A row group owns RPT
 // consecutive output rows of one weight; a thread owns the 32-code blocks t, t + TPR, ... of
 // those rows. The workgroups are laid out weight after weight: weight w owns the workgroups
@@ -10,7 +11,8 @@
 // Per block it loads the 32 x values once (8 vec4, kept in registers) and uses them for all
 // RPT rows, so x traffic per code byte falls by RPT (with one row per thread, loading x was
 // eight times the code traffic and the kernel was bound by L1, not by memory). Per block and
-// row it accumulates a * dot(x, c) + b * sum(x) (w = c * a + b, one group per block).
+// row it accumulates a * dot(x, c) + b * sum(x) (w = c * a + b, one group per block; with
+// G = 16, 8-bit codes only, one group per half block, that is per vec4<u32> load).
 // Final reduction of the TPR partial sums of each (row, m):
 //   SUBGROUP = false: a tree in workgroup memory (log2(TPR) barriers);
 //   SUBGROUP = true: subgroupAdd (whole subgroups inside one row's TPR lanes) or a
@@ -19,7 +21,7 @@
 //   workgroup memory with one barrier. This assumes subgroups are runs of consecutive
 //   local_invocation_index (so a run of TPR lanes starting at a multiple of TPR is whole
 //   subgroups or lies inside one), as on every Vulkan driver we know of for 1-D workgroups.
-// The prelude gives KIND CPW G BPG ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
+// The prelude gives KIND CPW G BPG GPB ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
 // else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
 // size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
@@ -35,7 +37,7 @@ struct Params {
     M: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32, pad0: u32, pad1: u32,
 }
 
-const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit) or 2 (8-bit)
+const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit), 2 (8-bit), 8 (f32)
 const RG: u32 = WG / TPR;          // row groups per workgroup
 
 var<workgroup> red: array<f32, RED_LEN>; // WG * RPT * MR (1 when the subgroup sums are final)
@@ -46,21 +48,33 @@ fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
         let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
         let c1 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
         return dot(xa, c0) + dot(xb, c1);
-    } else {
+    } else if (KIND == 3u) { // unsigned 8-bit codes (Q8_MIN)
+        let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+        return dot(xa, c0);
+    } else { // signed 8-bit codes (Q8)
         let c0 = vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
         return dot(xa, c0);
     }
 }
 
-// dot(x, codes) over the 32 codes of one block (VPB vec4<u32> words in cw)
-fn block_dot(cw0: vec4<u32>, cw1: vec4<u32>, xs: array<vec4<f32>, 8>) -> f32 {
+// dot(x, codes) over the 16 codes of one vec4<u32> of 8-bit codes, x from xs[h4 .. h4 + 3]
+fn half_dot(cw: vec4<u32>, xs: array<vec4<f32>, 8>, h4: u32) -> f32 {
+    return word_dot(cw.x, xs[h4], xs[h4]) + word_dot(cw.y, xs[h4 + 1u], xs[h4 + 1u]) +
+           word_dot(cw.z, xs[h4 + 2u], xs[h4 + 2u]) + word_dot(cw.w, xs[h4 + 3u], xs[h4 + 3u]);
+}
+
+// dot(x, codes) over the 32 codes of one block (VPB vec4<u32> words in cw; the index VPB / 2
+// is the second load of the 8-bit kinds, kept in range for VPB = 1)
+fn block_dot(cw: array<vec4<u32>, VPB>, xs: array<vec4<f32>, 8>) -> f32 {
     if (CPW == 8u) {
-        return word_dot(cw0.x, xs[0], xs[1]) + word_dot(cw0.y, xs[2], xs[3]) +
-               word_dot(cw0.z, xs[4], xs[5]) + word_dot(cw0.w, xs[6], xs[7]);
+        let c = cw[0];
+        return word_dot(c.x, xs[0], xs[1]) + word_dot(c.y, xs[2], xs[3]) + word_dot(c.z, xs[4], xs[5]) +
+               word_dot(c.w, xs[6], xs[7]);
     }
-    return word_dot(cw0.x, xs[0], xs[0]) + word_dot(cw0.y, xs[1], xs[1]) + word_dot(cw0.z, xs[2], xs[2]) +
-           word_dot(cw0.w, xs[3], xs[3]) + word_dot(cw1.x, xs[4], xs[4]) + word_dot(cw1.y, xs[5], xs[5]) +
-           word_dot(cw1.z, xs[6], xs[6]) + word_dot(cw1.w, xs[7], xs[7]);
+    if (CPW == 4u) { return half_dot(cw[0], xs, 0u) + half_dot(cw[VPB / 2u], xs, 4u); }
+    var s = 0.0; // the float kind: the words are the values
+    for (var v = 0u; v < VPB; v++) { s += dot(bitcast<vec4<f32>>(cw[v]), xs[v]); }
+    return s;
 }
 
 @compute @workgroup_size(WG)
@@ -85,15 +99,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // BPI blocks (b0, b0 + TPR, ...) per iteration: all their codes and (a, b) are loaded before
     // any is used, so BPI x RPT loads are in flight per thread
     for (var b0 = t; b0 < p.nblk; b0 += TPR * BPI) {
-        var cw: array<array<array<vec4<u32>, 2>, RPT>, BPI>;
-        var ab: array<array<vec2<f32>, RPT>, BPI>;
+        var cw: array<array<array<vec4<u32>, VPB>, RPT>, BPI>;
+        var ab: array<array<array<vec2<f32>, GPB>, RPT>, BPI>;
         for (var u = 0u; u < BPI; u++) {
             let b = min(b0 + u * TPR, p.nblk - 1u); // past the end: a copy of the last, unused
             for (var r = 0u; r < RPT; r++) {
                 let n = min(n0 + r, N - 1u); // rows past N compute a copy of the last, never stored
-                cw[u][r][0] = c_at(w, n * p.vpr + b * VPB);
-                if (VPB == 2u) { cw[u][r][1] = c_at(w, n * p.vpr + b * VPB + 1u); }
-                ab[u][r] = ab_at(w, n * p.ng + b / BPG);
+                for (var v = 0u; v < VPB; v++) { cw[u][r][v] = c_at(w, n * p.vpr + b * VPB + v); }
+                for (var h = 0u; h < GPB; h++) { ab[u][r][h] = ab_at(w, n * p.ng + (b / BPG) * GPB + h); }
             }
         }
         for (var u = 0u; u < BPI; u++) {
@@ -102,13 +115,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var mm = 0u; mm < MR; mm++) {
                 var xs: array<vec4<f32>, 8>;
                 var sx = vec4<f32>(0.0);
+                var sx_lo = vec4<f32>(0.0); // the first half's sum (G = 16)
                 for (var i = 0u; i < 8u; i++) {
                     xs[i] = x4(mm * p.K, b * 32u + i * 4u);
                     sx += xs[i];
+                    if (i == 3u) { sx_lo = sx; }
                 }
                 let sum_x = dot(sx, vec4<f32>(1.0));
                 for (var r = 0u; r < RPT; r++) {
-                    acc[r][mm] += ab[u][r].x * block_dot(cw[u][r][0], cw[u][r][1], xs) + ab[u][r].y * sum_x;
+                    if (GPB == 1u) {
+                        acc[r][mm] += ab[u][r][0].x * block_dot(cw[u][r], xs) + ab[u][r][0].y * sum_x;
+                    } else { // G = 16: one (a, b) per half block
+                        let lo = dot(sx_lo, vec4<f32>(1.0));
+                        let ab0 = ab[u][r][0];
+                        let ab1 = ab[u][r][GPB - 1u];
+                        acc[r][mm] += ab0.x * half_dot(cw[u][r][0], xs, 0u) + ab0.y * lo +
+                                      ab1.x * half_dot(cw[u][r][VPB / 2u], xs, 4u) + ab1.y * (sum_x - lo);
+                    }
                 }
             }
         }

@@ -14,6 +14,13 @@ wgml_status q4_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, con
 void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
                    float *ab);
 void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab);
+/* Whether the GPU runs GGUF block type `type`, and as which kind, group size and code bits
+ * (any pointer may be NULL); whether the type's values carry a per-group minimum. */
+bool q4_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits);
+bool q4_gguf_has_min(int type);
+/* The structural checks of a quantised weight (any kind), shared by every op that takes one:
+ * false with the error (op, arg) set when w is NULL or inconsistent. */
+bool q4_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_q4_weight *w);
 
 /* The tiled q4 product for other families' fused ops (no checks, no autograd record), written
  * into the existing f32 tensor `into`: trans = 0: into[m, N] = a[m, K] · dequant(W)ᵀ (+ bias);

@@ -3,8 +3,8 @@
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
 // Tile (prelude constants BM BC BR TM TC): a workgroup computes a BM x BC block of O[M, C],
-// stepping the reduction R by BR (16 or 32; a step never straddles two groups, since G is a
-// multiple of 32). Variants: 64 x 64, BR 32, 4 x 4 registers; 128 x 64, BR 16, 8 x 4;
+// stepping the reduction R by BR (16 or 32; each code word's group is its own: G = 16
+// (Q6_K) splits a step). Variants: 64 x 64, BR 32, 4 x 4 registers; 128 x 64, BR 16, 8 x 4;
 // 128 x 128, BR 16, 8 x 8. 16 x 16 threads; each owns a TM x TC register tile made of groups
 // of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W

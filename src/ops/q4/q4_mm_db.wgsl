@@ -8,14 +8,14 @@
 // in order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
 // Tile: a workgroup computes a BM x BC block of O (128 x 128 with 256 threads and an 8 x 8
 // register tile per thread; 128 x 64 with 8 x 4; 64 x 64 with 4 x 4), stepping R by BR (8 or
-// 16; a step never straddles two groups, since G is a multiple of 32). Per step, while the FMAs
+// 16; each code word reads its own group's (a, b), so G = 16 may split a step). Per step, while the FMAs
 // run on buffer t%2, each thread holds the next step's A values and W code words with their
 // group's (a, b) in registers (global loads in flight); after the FMAs it dequantises them into
 // buffer (t+1)%2, and one barrier per step separates the steps.
 // Workgroup layout as in matmul_db.wgsl: k-major rows of BM/4 (BC/4) vec4 slots, the slot of
 // row k XORed with sw(k) so that the scalar stores of A (and of W in the forward form: one code
 // word is CPW consecutive k of one column) spread over the banks; the TRANS form stores each
-// word as CPW/4 vec4 slots of one row. Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
+// word as CPW/4 vec4 slots of one row (the float kind, one value per word, as scalars). Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC.
 //!include q4_mm_head
@@ -65,6 +65,8 @@ fn store_w(buf: u32, lid: u32, i: u32, x: Word) {
     let wi = e % WPT;
     if (!TRANS) {
         for (var j = 0u; j < CPW; j++) { put_w(buf, wi * CPW + j, rowi, deq(code_f(x.w, j), x.ab)); }
+    } else if (CPW < 4u) { // the float kind: one value per word
+        for (var j = 0u; j < CPW; j++) { put_w(buf, rowi, wi * CPW + j, deq(code_f(x.w, j), x.ab)); }
     } else {
         let base = (buf * BR + rowi) * BC4;
         for (var q = 0u; q < CPW / 4u; q++) {

@@ -59,11 +59,11 @@ struct Word { w: u32, ab: vec2<f32> }
 
 fn word_at(c0: u32, r0: u32, re: u32, rowi: u32, wi: u32) -> Word {
     var x = Word(0u, vec2<f32>(0.0));
-    if (!TRANS) { // the step covers k in [r0, r0 + BR): within one group
+    if (!TRANS) { // the word covers k in [r0 + wi * CPW, + CPW): within one group
         let n = c0 + rowi;
         if (n < p.C) {
             x.w = CODES[n * p.wpr + r0 / CPW + wi];
-            x.ab = group_ab(n * p.ng + r0 / G);
+            x.ab = group_ab(n * p.ng + (r0 + wi * CPW) / G);
         }
     } else { // columns k in [c0, c0 + BC)
         let n = r0 + rowi;
