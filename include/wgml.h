@@ -475,6 +475,17 @@ wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cach
 wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
                                wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
                                wgml_tensor **dv);
+/* Sliding-window causal attention (Gemma 3's local layers): as the causal wgml_sdpa,
+ * wgml_sdpa_cached and wgml_sdpa_backward, but the query at position p sees only the keys at
+ * positions p - window + 1 .. p (the last `window` keys, itself included). window >= 1; a
+ * window of at least Skv is plain causal attention. wgml_sdpa_window is differentiable. */
+wgml_tensor *wgml_sdpa_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int64_t window,
+                              float scale);
+wgml_tensor *wgml_sdpa_cached_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                     wgml_tensor *len, int64_t window, float scale);
+wgml_status wgml_sdpa_backward_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                                      wgml_tensor *dout, int64_t window, float scale, wgml_tensor **dq,
+                                      wgml_tensor **dk, wgml_tensor **dv);
 
 /* ---- 4-bit and 8-bit weights ------------------------------------------------------------- */
 /* Frozen quantised weights: host (de)quantisation, upload, and the ops that read them. */
