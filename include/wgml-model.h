@@ -185,8 +185,11 @@ typedef struct wgml_model_options {
 wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options);
 void wgml_model_free(wgml_model *m);
 const wgml_llama_config *wgml_model_config(const wgml_model *m);
+/* The model's tokenizer; NULL when the file's tokenizer kind is not one wgml builds (the model
+ * still runs on token ids), and wgml_model_tokenizer_error says why ("" when there is one). */
 const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m);
-/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>). */
+const char *wgml_model_tokenizer_error(const wgml_model *m);
+/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>). */
 int wgml_model_is_stop(const wgml_model *m, int32_t id);
 /* Forgets the cached sequence (the next prefill starts at position 0). */
 void wgml_model_reset(wgml_model *m);

@@ -574,6 +574,10 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
 /* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
  * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
 wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+/* The lookup in one row part of a table too large for one storage binding: table holds rows
+ * row0 .. row0 + n - 1 of the whole; an id in that range gives its row, any other id a zero
+ * row, so the sum over the parts is the lookup in the whole table. */
+wgml_tensor *wgml_q4_embedding_rows(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids, int64_t row0);
 /* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
  * an fp32 latent for straight-through training without a host round trip). */
 wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
