@@ -646,13 +646,9 @@ wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_
                              const wgml_ce_options *opt) {
     if (!h) return NULL;
     const vweight *v = head_weight(m);
-    if (v->n > 1) {
-        wgml_set_error(m->ctx, WGML_ERR_LIMIT,
-                       "llama_lmhead_ce: the head [%lld, %lld] is held in %d parts to fit the device's storage-binding "
-                       "limit; the fused head needs it in one",
-                       (long long)m->cfg.n_vocab, (long long)m->cfg.n_embd, v->n);
-        return NULL;
-    }
+    /* a head in row parts (over the binding limit): the plain logits [R, V] and cross-entropy,
+     * whose [R, V] must then fit one binding (small R; the fused op reads W in one binding) */
+    if (v->n > 1) return wgml_cross_entropy_ex(g, head_logits(m, g, h), labels, opt, NULL);
     const lweight *w = &v->part[0];
     if (w->q) {
         wgml_q4_weight q;
