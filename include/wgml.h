@@ -686,9 +686,9 @@ wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
  * q4 weights' tensors) must stay alive until wgml_backward has run.
  * Differentiable: matmul/mm/bmm/linear/addmm, binary ops and their scalar forms, unary ops,
  * clamp, where (not cond), sum/mean/amax, softmax/log_softmax, rms_norm, layer_norm (through
- * its output only), rope/rope_ex, sdpa, embedding/gather/index_select (not the indices),
+ * its output only), rope/rope_ex, sdpa, sdpa_window, embedding/gather/index_select (not the indices),
  * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, q4_linear (input
- * only; the 4-bit base is frozen). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
+ * only; the 4-bit base is frozen), cross_entropy (logits only, when dlogits_out is NULL). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
  * in-place ops) pass no gradient: their outputs count as constants. */
 
 /* Marks an f32 tensor of a built graph as a leaf whose gradient wgml_backward delivers (a
