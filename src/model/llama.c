@@ -536,7 +536,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     }
     wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
     if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
-        q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc);
+        q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);
         if (!q) return NULL;
     } else {
         q = wgml_rope_ex(g, q, o->positions, base, style, WGML_ROPE_BSHD, 0);
@@ -563,9 +563,9 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
     const wgml_llama_config *c = &m->cfg;
     const model_arch *ar = &m->arch;
     float eps = c->rms_eps;
-    /* the fused decode step's RoPE tables (interleaved pairing only; one per base) */
+    /* the fused decode step's RoPE tables (one per base) */
     wgml_tensor *tab[2] = {NULL, NULL};
-    if (o->fused && o->len && o->S == 1 && ar->rope_style == WGML_ROPE_INTERLEAVED) {
+    if (o->fused && o->len && o->S == 1) {
         if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
         if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
     }
