@@ -127,7 +127,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
                 (long long)wgml_model_config(m)->n_ctx, n_ids);
     } else {
         wgml_gen_stats st;
-        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, tok ? NULL : &out_ids, &n_out);
+        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, tok ? NULL : &out_ids, tok ? NULL : &n_out);
         for (size_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "ids: ", (int)out_ids[i]);
         printf("\n");
         if (s) {
