@@ -181,14 +181,17 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
 /* ---- the model --------------------------------------------------------------------------- */
 /* A Llama model loaded from GGUF: prefill and decode through built graphs, a KV cache. */
 
-/* A Llama-architecture model (general.architecture = "llama") loaded from a GGUF file. Every
- * hyper-parameter comes from the file's llama.* metadata. Weights stay in their file type on
- * the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token embedding through
- * wgml_q4_embedding), F32/F16/BF16 matrices dequantised to f32; norms f32. When output.weight
- * is absent the output head is the token embedding used as a linear (tied). RoPE pairs
- * elements (2i, 2i+1) of each head (GGML's normal mode, the convention of GGUF Llama q/k
- * weights) with angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of
- * n_ctx rows per layer. The forward runs as built graphs: one per prefill length bucket (8,
+/* A decoder model loaded from a GGUF file: general.architecture "llama" (SmolLM2), "qwen2",
+ * "qwen3" or "gemma3", each an entry of one description table (norm placement, q/k norms,
+ * biases, activation, RoPE pairing and bases, sliding windows, multipliers; `wgml info
+ * --model` prints it). Every hyper-parameter comes from the file's <arch>.* metadata. Weights
+ * stay in their file type on the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token
+ * embedding through wgml_q4_embedding), other types (F32/F16/BF16, the K-quants) dequantised
+ * to f32; norms f32. When output.weight is absent the output head is the token embedding used
+ * as a linear (tied). RoPE pairs elements (2i, 2i+1) of each head for "llama" (GGML's normal
+ * mode, the convention of GGUF Llama q/k weights), (i, i + head_dim/2) for the others, with
+ * angle pos·base^(-2i/head_dim). Attention is grouped-query with a KV cache of n_ctx rows per
+ * layer. The forward runs as built graphs: one per prefill length bucket (8,
  * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
  * so causal masking keeps them out and decode overwrites their cache rows; built on first use
  * and cached) and one decode graph (one token) built at load and replayed with the position,
@@ -214,8 +217,11 @@ typedef struct wgml_model_options {
 wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_options *options);
 void wgml_model_free(wgml_model *m);
 const wgml_llama_config *wgml_model_config(const wgml_model *m);
+/* The model's tokenizer; NULL when the file's tokenizer kind is not one wgml builds (the model
+ * still runs on token ids), and wgml_model_tokenizer_error says why ("" when there is one). */
 const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m);
-/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>). */
+const char *wgml_model_tokenizer_error(const wgml_model *m);
+/* 1 when id ends generation (the EOS id, <|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>). */
 int wgml_model_is_stop(const wgml_model *m, int32_t id);
 /* Forgets the cached sequence (the next prefill starts at position 0). */
 void wgml_model_reset(wgml_model *m);

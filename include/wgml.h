@@ -475,6 +475,17 @@ wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cach
 wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
                                wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
                                wgml_tensor **dv);
+/* Sliding-window causal attention (Gemma 3's local layers): as the causal wgml_sdpa,
+ * wgml_sdpa_cached and wgml_sdpa_backward, but the query at position p sees only the keys at
+ * positions p - window + 1 .. p (the last `window` keys, itself included). window >= 1; a
+ * window of at least Skv is plain causal attention. wgml_sdpa_window is differentiable. */
+wgml_tensor *wgml_sdpa_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int64_t window,
+                              float scale);
+wgml_tensor *wgml_sdpa_cached_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                     wgml_tensor *len, int64_t window, float scale);
+wgml_status wgml_sdpa_backward_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                                      wgml_tensor *dout, int64_t window, float scale, wgml_tensor **dq,
+                                      wgml_tensor **dk, wgml_tensor **dv);
 
 /* ---- 4-bit and 8-bit weights ------------------------------------------------------------- */
 /* Frozen quantised weights: host (de)quantisation, upload, and the ops that read them. */
@@ -583,6 +594,10 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
 /* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
  * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
 wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+/* The lookup in one row part of a table too large for one storage binding: table holds rows
+ * row0 .. row0 + n - 1 of the whole; an id in that range gives its row, any other id a zero
+ * row, so the sum over the parts is the lookup in the whole table. */
+wgml_tensor *wgml_q4_embedding_rows(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids, int64_t row0);
 /* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
  * an fp32 latent for straight-through training without a host round trip). */
 wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
@@ -691,9 +706,9 @@ wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
  * q4 weights' tensors) must stay alive until wgml_backward has run.
  * Differentiable: matmul/mm/bmm/linear/addmm, binary ops and their scalar forms, unary ops,
  * clamp, where (not cond), sum/mean/amax, softmax/log_softmax, rms_norm, layer_norm (through
- * its output only), rope/rope_ex, sdpa, embedding/gather/index_select (not the indices),
+ * its output only), rope/rope_ex, sdpa, sdpa_window, embedding/gather/index_select (not the indices),
  * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, q4_linear (input
- * only; the 4-bit base is frozen). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
+ * only; the 4-bit base is frozen), cross_entropy (logits only, when dlogits_out is NULL). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
  * in-place ops) pass no gradient: their outputs count as constants. */
 
 /* Marks an f32 tensor of a built graph as a leaf whose gradient wgml_backward delivers (a

@@ -18,7 +18,14 @@ bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target wgml_cli
 
-MODEL=${MODEL:-.deps/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+# MODEL: a GGUF path, or smollm2 (the default) or gemma3 (Gemma-3-270M, Q4_K_M; its text prompt
+# and data need the SentencePiece tokenizer: until wgml has it, generate and finetune stop with
+# an error naming the tokenizer)
+MODEL=${MODEL:-smollm2}
+case "$MODEL" in
+  smollm2) MODEL=.deps/models/SmolLM2-135M-Instruct.Q4_1.gguf ;;
+  gemma3) MODEL=.deps/models/gemma-3-270m-q4_k_m.gguf ;;
+esac
 DATA=${DATA:-.deps/data/kjv.txt}
 OUT=${OUT:-out/kjv-lora}
 STEPS=${STEPS:-20}
@@ -31,6 +38,7 @@ MAX_TOKENS=${MAX_TOKENS:-32}
 
 T0=$(date +%s)
 ./build/wgml info
+./build/wgml info --model "$MODEL" | sed -n '/architecture description/,/^$/p'
 
 echo
 echo "== sample from the base model (greedy) =="

@@ -16,10 +16,11 @@
 #define ATOL 2e-5
 #define RTOL 1e-4
 
-/* out[b,h,i,:] = softmax_j(q·k_j·scale, j < len, causal: j <= len - Sq + i)·v; k, v rows are
- * strided by kstride (Smax for a cache). A query that sees no key gets zeros. */
-static void ref_sdpa(const float *q, const float *k, const float *v, int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq,
-                     int64_t len, int64_t kstride, int64_t D, int causal, double scale, double *out) {
+/* out[b,h,i,:] = softmax_j(q·k_j·scale, j < len, causal: j <= len - Sq + i, window > 0: also
+ * j > len - Sq + i - window)·v; k, v rows are strided by kstride (Smax for a cache). A query
+ * that sees no key gets zeros. */
+static void ref_sdpa_w(const float *q, const float *k, const float *v, int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq,
+                       int64_t len, int64_t kstride, int64_t D, int causal, double scale, int64_t window, double *out) {
     int64_t G = Hq / Hkv;
     double *s = malloc(sizeof(double) * (size_t)(len > 0 ? len : 1));
     for (int64_t b = 0; b < B; b++)
@@ -31,15 +32,16 @@ static void ref_sdpa(const float *q, const float *k, const float *v, int64_t B, 
                 double *o = out + ((b * Hq + h) * Sq + i) * D;
                 int64_t n = causal ? len - Sq + i + 1 : len;
                 if (n > len) n = len;
+                int64_t j0 = window > 0 && n > window ? n - window : 0;
                 double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < n; j++) {
+                for (int64_t j = j0; j < n; j++) {
                     double d = 0;
                     for (int64_t e = 0; e < D; e++) d += (double)qi[e] * kb[j * D + e];
                     s[j] = d * scale;
                     if (s[j] > mx) mx = s[j];
                 }
                 for (int64_t e = 0; e < D; e++) o[e] = 0;
-                for (int64_t j = 0; j < n; j++) {
+                for (int64_t j = j0; j < n; j++) {
                     double w = exp(s[j] - mx);
                     sum += w;
                     for (int64_t e = 0; e < D; e++) o[e] += w * vb[j * D + e];
@@ -48,6 +50,57 @@ static void ref_sdpa(const float *q, const float *k, const float *v, int64_t B, 
             }
         }
     free(s);
+}
+
+static void ref_sdpa(const float *q, const float *k, const float *v, int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq,
+                     int64_t len, int64_t kstride, int64_t D, int causal, double scale, double *out) {
+    ref_sdpa_w(q, k, v, B, Hq, Hkv, Sq, len, kstride, D, causal, scale, 0, out);
+}
+
+/* Sliding-window causal attention (wgml_sdpa_window) and the same over a cache whose rows past
+ * len are NaN (wgml_sdpa_cached_window): prefill, a chunk after earlier keys, decode over many
+ * key chunks (most of them wholly before the window), Gemma 3's head dim 256 with one kv head,
+ * and a window wider than the keys (plain causal). */
+static void case_window(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Skv, int64_t D, int64_t window,
+                        int cached) {
+    int64_t Smax = cached ? Skv + 9 : Skv, qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Smax, D}, one = 1;
+    int64_t nq = B * Hq * Sq * D, nk = B * Hkv * Smax * D;
+    float *hq = th_random((size_t)nq, -1, 1), *hk = th_random((size_t)nk, -1, 1), *hv = th_random((size_t)nk, -1, 1);
+    for (int64_t bh = 0; bh < B * Hkv; bh++)
+        for (int64_t j = Skv; j < Smax; j++)
+            for (int64_t e = 0; e < D; e++) hk[(bh * Smax + j) * D + e] = hv[(bh * Smax + j) * D + e] = NAN;
+    wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv);
+    int32_t len = (int32_t)Skv;
+    wgml_tensor *l = th_tensor_i32(1, &one, &len);
+    wgml_tensor *o = cached ? wgml_sdpa_cached_window(T.g, q, k, v, l, window, 0) : wgml_sdpa_window(T.g, q, k, v, window, 0);
+    th_check(o != NULL, "sdpa_window returns a tensor: %s", wgml_last_error(T.ctx));
+    float *got = th_read_f32(o);
+    double *ref = malloc(sizeof(double) * (size_t)nq);
+    ref_sdpa_w(hq, hk, hv, B, Hq, Hkv, Sq, Skv, Smax, D, 1, 1 / sqrt((double)D), window, ref);
+    char name[160];
+    snprintf(name, sizeof name, "sdpa%s_window B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld window %lld",
+             cached ? "_cached" : "", (long long)B, (long long)Hq, (long long)Hkv, (long long)Sq, (long long)Skv,
+             (long long)D, (long long)window);
+    th_close(name, got, ref, (size_t)nq, ATOL, RTOL);
+    free(hq); free(hk); free(hv); free(got); free(ref);
+    wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(v); wgml_tensor_free(l); wgml_tensor_free(o);
+}
+
+static void test_window(void) {
+    case_window(2, 4, 1, 70, 70, 64, 16, 0);    /* prefill: blocks straddle the window's edge */
+    case_window(1, 9, 3, 37, 300, 64, 50, 0);   /* a chunk after 263 keys */
+    case_window(1, 9, 3, 37, 300, 64, 50, 1);
+    case_window(1, 4, 1, 1, 2000, 64, 512, 1);  /* decode: key chunks before the window are empty */
+    case_window(1, 4, 1, 33, 40, 256, 7, 0);    /* Gemma 3's head dim, one kv head */
+    case_window(1, 4, 1, 1, 40, 256, 7, 1);
+    case_window(1, 2, 2, 20, 20, 32, 100, 0);   /* window wider than the keys */
+    case_window(1, 2, 1, 9, 9, 16, 1, 0);       /* each query sees itself only */
+    int64_t s4[4] = {1, 1, 4, 8};
+    float zeros[32] = {0};
+    wgml_tensor *x = th_tensor_f32(4, s4, zeros);
+    th_expect_error("sdpa_window window 0", wgml_sdpa_window(T.g, x, x, x, 0, 0) == NULL, WGML_ERR_ARG, "sdpa_window",
+                    "window 0", NULL);
+    wgml_tensor_free(x);
 }
 
 /* One sdpa case with random q, k, v in [-amp, amp]. */
@@ -346,6 +399,7 @@ int main(int argc, char **argv) {
     th_init_args("test_attention", argc, argv);
     double t0 = now();
     test_sdpa();
+    test_window();
     double t1 = now();
     test_append_bounds();
     test_cached();

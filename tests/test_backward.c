@@ -183,6 +183,8 @@ typedef struct attn_dims {
 } attn_dims;
 
 /* sdpa forward (out) and backward (dq, dk, dv; any may be NULL) in double. */
+/* window > 0 (causal only): query i sees keys nk - window .. nk - 1 only. */
+static int64_t ref_window;
 static void ref_sdpa(const attn_dims *a, const double *q, const double *k, const double *v, const double *dout,
                      bool causal, double sc, double *out, double *dq, double *dk, double *dv) {
     int64_t D = a->D, rep = a->Hq / a->Hkv;
@@ -196,32 +198,33 @@ static void ref_sdpa(const attn_dims *a, const double *q, const double *k, const
                 const double *qr = q + ((b * a->Hq + h) * a->Sq + i) * D;
                 int64_t kb = (b * a->Hkv + h / rep) * a->Skv * D;
                 int64_t nk = causal ? a->Skv - a->Sq + i + 1 : a->Skv;
+                int64_t j0 = causal && ref_window > 0 && nk > ref_window ? nk - ref_window : 0;
                 double m = -INFINITY, z = 0;
-                for (int64_t j = 0; j < nk; j++) {
+                for (int64_t j = j0; j < nk; j++) {
                     double s = 0;
                     for (int64_t c = 0; c < D; c++) s += qr[c] * k[kb + j * D + c];
                     pr[j] = s * sc;
                     m = fmax(m, pr[j]);
                 }
-                for (int64_t j = 0; j < nk; j++) z += pr[j] = exp(pr[j] - m);
-                for (int64_t j = 0; j < nk; j++) pr[j] /= z;
+                for (int64_t j = j0; j < nk; j++) z += pr[j] = exp(pr[j] - m);
+                for (int64_t j = j0; j < nk; j++) pr[j] /= z;
                 int64_t ob = ((b * a->Hq + h) * a->Sq + i) * D;
                 if (out)
                     for (int64_t c = 0; c < D; c++) {
                         double s = 0;
-                        for (int64_t j = 0; j < nk; j++) s += pr[j] * v[kb + j * D + c];
+                        for (int64_t j = j0; j < nk; j++) s += pr[j] * v[kb + j * D + c];
                         out[ob + c] = s;
                     }
                 if (!dout) continue;
                 double delta = 0;
-                for (int64_t j = 0; j < nk; j++) {
+                for (int64_t j = j0; j < nk; j++) {
                     double s = 0;
                     for (int64_t c = 0; c < D; c++) s += dout[ob + c] * v[kb + j * D + c];
                     dp[j] = s;
                     delta += pr[j] * s;
                 }
                 for (int64_t c = 0; dq && c < D; c++) dq[ob + c] = 0;
-                for (int64_t j = 0; j < nk; j++) {
+                for (int64_t j = j0; j < nk; j++) {
                     double ds = pr[j] * (dp[j] - delta);
                     for (int64_t c = 0; c < D; c++) {
                         if (dq) dq[ob + c] += sc * ds * k[kb + j * D + c];
@@ -617,27 +620,38 @@ static void test_unary(void) {
     case_unary(WGML_UN_GELU, 300001, -30, 30); /* several workgroups, tails */
 }
 
-static void case_sdpa(attn_dims a, bool causal, float scale, int dump) {
+/* window > 0: wgml_sdpa_window and wgml_sdpa_backward_window (causal). */
+static void case_sdpa_w(attn_dims a, bool causal, float scale, int dump, int64_t window) {
     size_t nq = (size_t)(a.B * a.Hq * a.Sq * a.D), nk = (size_t)(a.B * a.Hkv * a.Skv * a.D);
     int64_t qs[4] = {a.B, a.Hq, a.Sq, a.D}, ks[4] = {a.B, a.Hkv, a.Skv, a.D};
     float *hq = th_random(nq, -1, 1), *hk = th_random(nk, -1, 1), *hv = th_random(nk, -1, 1), *hdo = th_random(nq, -1, 1);
     wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv),
                 *dout = th_tensor_f32(4, qs, hdo);
-    wgml_tensor *out = wgml_sdpa(T.g, q, k, v, causal, scale), *dq = NULL, *dk = NULL, *dv = NULL;
+    wgml_tensor *out = window ? wgml_sdpa_window(T.g, q, k, v, window, scale) : wgml_sdpa(T.g, q, k, v, causal, scale);
+    wgml_tensor *dq = NULL, *dk = NULL, *dv = NULL;
     wgml_sync(T.ctx);
     double t0 = now(); /* the backward alone */
-    wgml_status s = wgml_sdpa_backward(T.g, q, k, v, out, dout, causal, scale, &dq, &dk, &dv);
+    wgml_status s = window ? wgml_sdpa_backward_window(T.g, q, k, v, out, dout, window, scale, &dq, &dk, &dv)
+                           : wgml_sdpa_backward(T.g, q, k, v, out, dout, causal, scale, &dq, &dk, &dv);
     float *gq = th_read_f32(dq), *gk = th_read_f32(dk), *gv = th_read_f32(dv);
     double dt = now() - t0;
     th_check(!s, "sdpa_backward status: %s", wgml_last_error(T.ctx));
     double *qd = to_d(hq, nq), *kd = to_d(hk, nk), *vd = to_d(hv, nk), *dod = to_d(hdo, nq);
     double *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
     double sc = scale > 0 ? scale : 1 / sqrt((double)a.D);
-    ref_sdpa(&a, qd, kd, vd, dod, causal, sc, NULL, rq, rk, rv);
+    double *ro = dalloc(nq);
+    float *go = th_read_f32(out);
+    ref_window = window;
+    ref_sdpa(&a, qd, kd, vd, dod, causal, sc, ro, rq, rk, rv);
+    ref_window = 0;
     char base[160], name[200];
-    snprintf(base, sizeof base, "sdpa_backward B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld%s", (long long)a.B,
+    snprintf(base, sizeof base, "sdpa_backward B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld%s window %lld", (long long)a.B,
              (long long)a.Hq, (long long)a.Hkv, (long long)a.Sq, (long long)a.Skv, (long long)a.D,
-             causal ? " causal" : "");
+             causal ? " causal" : "", (long long)window);
+    snprintf(name, sizeof name, "%s forward out", base);
+    th_close(name, go, ro, nq, 2e-5, 1e-4);
+    free(ro);
+    free(go);
     /* dk / dv sum over Sq·rep rows: atol grows with the square root of that */
     double at = 2e-5 * sqrt((double)(a.Sq * a.Hq / a.Hkv));
     snprintf(name, sizeof name, "%s dq (%.0f ms)", base, dt * 1e3);
@@ -675,7 +689,13 @@ static void case_sdpa(attn_dims a, bool causal, float scale, int dump) {
     wgml_tensor_free(dq); wgml_tensor_free(dk); wgml_tensor_free(dv);
 }
 
+static void case_sdpa(attn_dims a, bool causal, float scale, int dump) { case_sdpa_w(a, causal, scale, dump, 0); }
+
 static void test_sdpa(void) {
+    /* sliding windows: prefill blocks straddling the window, Sq < Skv, Gemma 3's shape */
+    case_sdpa_w((attn_dims){1, 4, 2, 48, 48, 32}, true, 0, 0, 9);
+    case_sdpa_w((attn_dims){2, 4, 1, 20, 70, 16}, true, 0, 0, 30);
+    case_sdpa_w((attn_dims){1, 4, 1, 40, 40, 256}, true, 0.0625f, 0, 16);
     case_sdpa((attn_dims){1, 9, 3, 37, 37, 64}, false, 0, 2);
     case_sdpa((attn_dims){1, 9, 3, 37, 37, 64}, true, 0, 1);
     case_sdpa((attn_dims){2, 9, 3, 7, 37, 64}, true, 0, 1);  /* Sq < Skv: end-aligned mask */

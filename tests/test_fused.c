@@ -125,18 +125,22 @@ static void test_swiglu(void) {
 
 /* ------------------------------------------------------------------ rope_kv_step */
 
-/* Interleaved pairs (2i, 2i+1) of each head of x [heads, hd] rotated by pos·theta^(-2i/hd). */
-static void ref_rope(const float *x, int64_t heads, int64_t hd, int32_t pos, double theta, double *out) {
+/* Pair i of each head of x [heads, hd] (elements (2i, 2i+1) interleaved, (i, i + hd/2) half)
+ * rotated by pos·theta^(-2i/hd). */
+static void ref_rope(const float *x, int64_t heads, int64_t hd, int32_t pos, double theta, wgml_rope_style style,
+                     double *out) {
     for (int64_t h = 0; h < heads; h++)
         for (int64_t i = 0; i < hd / 2; i++) {
             double ang = (double)pos * pow(theta, -(double)(2 * i) / (double)hd);
-            double a = x[h * hd + 2 * i], b = x[h * hd + 2 * i + 1];
-            out[h * hd + 2 * i] = a * cos(ang) - b * sin(ang);
-            out[h * hd + 2 * i + 1] = a * sin(ang) + b * cos(ang);
+            int64_t e0 = style == WGML_ROPE_INTERLEAVED ? 2 * i : i, e1 = style == WGML_ROPE_INTERLEAVED ? 2 * i + 1 : i + hd / 2;
+            double a = x[h * hd + e0], b = x[h * hd + e1];
+            out[h * hd + e0] = a * cos(ang) - b * sin(ang);
+            out[h * hd + e1] = a * sin(ang) + b * cos(ang);
         }
 }
 
-static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
+static void case_rope_kv_style(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta,
+                               wgml_rope_style style) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t qs[4] = {1, 1, H, hd}, ks[4] = {1, 1, Hk, hd}, cs[4] = {1, Hk, smax, hd}, one = 1;
     int64_t nq = H * hd, nk = Hk * hd, nc = Hk * smax * hd;
@@ -146,12 +150,12 @@ static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_
     wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &one, &pos);
     wgml_tensor *kc = upload(g, WGML_F32, 4, cs, hkc), *vc = upload(g, WGML_F32, 4, cs, hvc);
     wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta);
-    wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc);
+    wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc, style);
     /* the plain rope of q at the same position: the fused step must match it bit for bit */
-    wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+    wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, style, WGML_ROPE_BSHD, 0);
     char name[128];
-    snprintf(name, sizeof name, "rope_kv H=%lld Hk=%lld hd=%lld smax=%lld pos=%d", (long long)H, (long long)Hk,
-             (long long)hd, (long long)smax, (int)pos);
+    snprintf(name, sizeof name, "rope_kv H=%lld Hk=%lld hd=%lld smax=%lld pos=%d %s", (long long)H, (long long)Hk,
+             (long long)hd, (long long)smax, (int)pos, style == WGML_ROPE_INTERLEAVED ? "interleaved" : "half");
     bool ok = out && plain && wgml_tensor_rank(out) == 4 && wgml_tensor_dim(out, 1) == H &&
               wgml_tensor_dim(out, 2) == 1 && !wgml_graph_keep(g, out) && !wgml_graph_keep(g, plain);
     if (th_check(ok, "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
@@ -159,8 +163,8 @@ static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_
                  wgml_graph_dispatch_count(g));
         double *rq = malloc(sizeof(double) * (size_t)nq), *rk = malloc(sizeof(double) * (size_t)nk);
         double *rkc = malloc(sizeof(double) * (size_t)nc), *rvc = malloc(sizeof(double) * (size_t)nc);
-        ref_rope(hq, H, hd, pos, theta, rq);
-        ref_rope(hk, Hk, hd, pos, theta, rk);
+        ref_rope(hq, H, hd, pos, theta, style, rq);
+        ref_rope(hk, Hk, hd, pos, theta, style, rk);
         for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i];
         if (pos >= 0 && pos < smax) /* row pos of each head; other rows as they were */
             for (int64_t h = 0; h < Hk; h++)
@@ -195,7 +199,13 @@ static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_
     wgml_graph_free(g);
 }
 
+static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
+    case_rope_kv_style(H, Hk, hd, smax, pos, theta, WGML_ROPE_INTERLEAVED);
+}
+
 static void test_rope_kv(void) {
+    case_rope_kv_style(4, 1, 256, 16, 9, 10000.0f, WGML_ROPE_HALF); /* Gemma 3's local layers */
+    case_rope_kv_style(6, 2, 32, 12, 11, 1000000.0f, WGML_ROPE_HALF);
     case_rope_kv(4, 2, 8, 16, 5, 10000.0f);
     case_rope_kv(8, 8, 64, 40, 39, 500000.0f); /* the last row */
     case_rope_kv(6, 2, 32, 12, 0, 10000.0f);
@@ -214,9 +224,9 @@ static void test_bad_input(void) {
                     NULL);
     wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *c = wgml_tensor_new(g, WGML_F32, 4, cs);
     wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f);
-    th_expect_error("rope_kv_step: rank-3 q", !rope_kv_step(g, wgml_tensor_new(g, WGML_F32, 3, q3), q, q, p, tab, c, c),
+    th_expect_error("rope_kv_step: rank-3 q", !rope_kv_step(g, wgml_tensor_new(g, WGML_F32, 3, q3), q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", "rank 4", NULL);
-    th_expect_error("rope_kv_step: caches with 2 heads for k with 4", !rope_kv_step(g, q, q, q, p, tab, c, c),
+    th_expect_error("rope_kv_step: caches with 2 heads for k with 4", !rope_kv_step(g, q, q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", NULL);
     wgml_graph_free(g);
 }

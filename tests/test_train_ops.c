@@ -137,6 +137,36 @@ static void test_ce_rank3(void) {
     wgml_tensor_free(x); wgml_tensor_free(l); wgml_tensor_free(loss); wgml_tensor_free(dl);
 }
 
+/* The autograd rule (dlogits_out NULL in a built graph): y = 1.5·x from a trainable x, loss =
+ * cross_entropy(y), wgml_backward with d(loss) = 0.5 gives x the gradient 1.5·0.5·dlogits. */
+static void test_ce_rule(void) {
+    int64_t shape[2] = {6, 96}, rows = 6, v = 96;
+    float *hx = th_random((size_t)(rows * v), -3, 3), *hy = malloc(sizeof(float) * (size_t)(rows * v));
+    int32_t hl[6] = {5, -100, 95, 0, 40, 7};
+    for (int64_t i = 0; i < rows * v; i++) hy[i] = 1.5f * hx[i];
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+    bool ok = x && l && !wgml_tensor_set_trainable(x, 1);
+    wgml_tensor *loss = ok ? wgml_cross_entropy(g, wgml_mul_scalar(g, x, 1.5f), l, NULL) : NULL;
+    ok = loss && !wgml_graph_keep(g, loss) && !wgml_backward(g, loss, 0.5f) && !wgml_graph_compile(g) &&
+         !wgml_tensor_write(x, hx, sizeof(float) * (size_t)(rows * v)) && !wgml_tensor_write(l, hl, sizeof hl) &&
+         !wgml_graph_run(g);
+    th_check(ok, "cross_entropy rule graph: %s", wgml_last_error(T.ctx));
+    if (ok) {
+        float gl[1], *gd = th_read_f32(wgml_tensor_grad(x));
+        double rl, rd[6 * 96];
+        int64_t nv = ref_ce(hy, hl, rows, v, 1, &rl, rd);
+        for (int64_t i = 0; i < rows * v; i++) rd[i] *= 1.5 * 0.5;
+        th_check(!wgml_tensor_read(loss, gl, sizeof gl), "read the loss");
+        th_close("cross_entropy rule: loss", gl, &rl, 1, 2e-5, 1e-5);
+        th_close("cross_entropy rule: d(loss)/dx", gd, rd, (size_t)(rows * v), 2e-6 / (double)nv, 1e-4);
+        free(gd);
+    }
+    free(hx);
+    free(hy);
+    wgml_graph_free(g);
+}
+
 /* A built graph with a grad scale and a status tensor, run twice; the second run has labels
  * >= V, which are treated as ignored and reported. */
 static void test_ce_graph(void) {
@@ -796,6 +826,7 @@ int main(int argc, char **argv) {
     case_ce(400, 72, 2.0, -3, 3, -1, true);      /* a single valid label, count dispatch */
     printf("  cross_entropy cases: %.1f s\n", now() - t0);
     test_ce_rank3();
+    test_ce_rule();
     test_ce_graph();
     test_ce_graph_arena();
     test_ce_dispatches();

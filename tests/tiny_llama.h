@@ -146,16 +146,22 @@ static inline void kv_str(gb *b, const char *k, const char *v) { gb_str(b, k), g
 static inline void kv_u32(gb *b, const char *k, uint32_t v) { gb_str(b, k), gb_u32(b, 4), gb_u32(b, v); }
 static inline void kv_f32(gb *b, const char *k, float v) { gb_str(b, k), gb_u32(b, 6), gb_f32(b, v); }
 
-/* Writes the GGUF. arch: general.architecture; skip: a tensor or key left out (NULL: none);
- * bad_shape: a tensor written with a wrong shape. */
-static inline int synth_write(const synth *s, const char *path, const char *arch, const char *skip, const char *bad_shape) {
+/* Writes the GGUF. arch: general.architecture, also the hyper-parameters' key prefix (the
+ * llama.* keys for an architecture that is not a known family, for the wrong-architecture
+ * test); skip: a tensor or key left out (NULL: none); bad_shape: a tensor written with a wrong
+ * shape; window > 0: <arch>.attention.sliding_window; rope_base: <arch>.rope.freq_base. */
+static inline int synth_write_ex(const synth *s, const char *path, const char *arch, const char *skip,
+                                 const char *bad_shape, uint32_t window, double rope_base) {
     gb b = {0};
     int n_t = 0;
     for (int i = 0; i < s->n; i++) n_t += !skip || strcmp(skip, s->m[i].name);
-    const char *ukeys[] = {"llama.context_length", "llama.embedding_length", "llama.block_count",
-                           "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv"};
+    const char *pre = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") || !strcmp(arch, "gemma3") ? arch : "llama";
+    const char *suffix[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                            "attention.head_count", "attention.head_count_kv"};
+    char ukeys[6][64], key[64];
+    for (int i = 0; i < 6; i++) snprintf(ukeys[i], sizeof ukeys[i], "%s.%s", pre, suffix[i]);
     const uint32_t uvals[] = {CTX_TRAIN, D, NL, FF, NH, NKV};
-    int n_kv = 3 + 6 + 2 + 6;
+    int n_kv = 3 + 6 + 2 + 6 + (window > 0);
     for (int i = 0; i < 6; i++) n_kv -= skip && !strcmp(skip, ukeys[i]);
     gb_header(&b, 3, (uint64_t)n_t, (uint64_t)n_kv);
     kv_str(&b, "general.architecture", arch);
@@ -163,8 +169,14 @@ static inline int synth_write(const synth *s, const char *path, const char *arch
     kv_u32(&b, "general.alignment", 32);
     for (int i = 0; i < 6; i++)
         if (!skip || strcmp(skip, ukeys[i])) kv_u32(&b, ukeys[i], uvals[i]);
-    kv_f32(&b, "llama.rope.freq_base", (float)ROPE_BASE);
-    kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", (float)RMS_EPS);
+    snprintf(key, sizeof key, "%s.rope.freq_base", pre);
+    kv_f32(&b, key, (float)rope_base);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", pre);
+    kv_f32(&b, key, (float)RMS_EPS);
+    if (window > 0) {
+        snprintf(key, sizeof key, "%s.attention.sliding_window", pre);
+        kv_u32(&b, key, window);
+    }
     kv_str(&b, "tokenizer.ggml.model", "gpt2");
     kv_str(&b, "tokenizer.ggml.pre", "gpt2");
     gb_str(&b, "tokenizer.ggml.tokens"), gb_u32(&b, 9), gb_u32(&b, 8), gb_u64(&b, V);
@@ -200,6 +212,10 @@ static inline int synth_write(const synth *s, const char *path, const char *arch
     int ok = gb_write(&b, path);
     free(b.p);
     return ok;
+}
+
+static inline int synth_write(const synth *s, const char *path, const char *arch, const char *skip, const char *bad_shape) {
+    return synth_write_ex(s, path, arch, skip, bad_shape, 0, ROPE_BASE);
 }
 
 #endif

@@ -168,7 +168,8 @@ static int cmd_logits(const char *path, const char *out_path) {
         fprintf(stderr, "tool_model: %s\n", wgml_create_error());
         return 3;
     }
-    wgml_model_options mo = {.n_ctx = 256};
+    enum { MAX_IDS = 1024 }; /* the longest sequence; also the KV cache length */
+    wgml_model_options mo = {.n_ctx = MAX_IDS};
     wgml_model *m = wgml_model_load(ctx, path, &mo);
     FILE *out = m ? fopen(out_path, "wb") : NULL;
     int rc = 0;
@@ -180,13 +181,13 @@ static int cmd_logits(const char *path, const char *out_path) {
     } else {
         int64_t V = wgml_model_config(m)->n_vocab;
         float *logits = malloc(sizeof(float) * (size_t)V);
-        int32_t ids[256];
+        int32_t ids[MAX_IDS];
         while (!rc && getline(&line, &cap, stdin) > 0) {
             int n = 0, npre = 0, used = 0;
             char *p = line;
             if (sscanf(p, "%d%n", &npre, &used) != 1) continue;
             p += used;
-            while (n < 256 && sscanf(p, "%d%n", &ids[n], &used) == 1) n++, p += used;
+            while (n < MAX_IDS && sscanf(p, "%d%n", &ids[n], &used) == 1) n++, p += used;
             if (npre < 1 || npre > n) {
                 fprintf(stderr, "tool_model logits: NPRE %d is outside 1..%d\n", npre, n);
                 rc = 2;

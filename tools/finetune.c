@@ -484,6 +484,11 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     size_t n_rows = 0, cap_rows = 0;
     int32_t *in = NULL, *lab = NULL;
     double t0 = now_s();
+    if (!wgml_model_tokenizer(m)) {
+        fprintf(stderr, "wgml finetune: the model has no tokenizer wgml can build (%s), so %s cannot be tokenized\n",
+                wgml_model_tokenizer_error(m), o.data);
+        goto out;
+    }
     if (wgml_data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: %s\n", err);
         goto out;
@@ -715,6 +720,11 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
     int rc = 1;
     wgml_dataset ds = {0};
     wgml_trainer *t = NULL;
+    if (!wgml_model_tokenizer(m)) {
+        fprintf(stderr, "wgml eval: the model has no tokenizer wgml can build (%s), so %s cannot be tokenized\n",
+                wgml_model_tokenizer_error(m), data);
+        goto out;
+    }
     if (wgml_data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml eval: %s\n", err);
         goto out;

@@ -17,11 +17,35 @@ static int print_text(void *user, const char *text, size_t len) {
     return 0;
 }
 
-/* wgml generate --model FILE --prompt TEXT [--chat] [--lora DIR] [--max-tokens N] [--temperature T]
- *                [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]
- * --decode-batch: greedy decode steps per submit (default 16; -1: one submit per token) */
+/* Parses whitespace-separated token ids (--prompt-ids) into a malloc'ed array; 0 when s holds
+ * something else or nothing. */
+static size_t parse_ids(const char *s, int32_t **out) {
+    size_t n = 0, cap = 16;
+    int32_t *ids = malloc(sizeof *ids * cap);
+    for (char *end; ids && *s;) {
+        while (*s == ' ' || *s == ',' || *s == '\n' || *s == '\t') s++;
+        if (!*s) break;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > INT32_MAX) break;
+        if (n == cap && !(ids = realloc(ids, sizeof *ids * (cap *= 2)))) break;
+        ids[n++] = (int32_t)v, s = end;
+    }
+    if (!ids || *s) {
+        free(ids);
+        return 0;
+    }
+    *out = ids;
+    return n;
+}
+
+/* wgml generate --model FILE (--prompt TEXT | --prompt-ids "ID ID ...") [--chat] [--lora DIR]
+ *                [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]
+ *                [--decode-batch B]
+ * --decode-batch: greedy decode steps per submit (default 16; -1: one submit per token).
+ * --prompt-ids: the prompt as token ids (a model whose tokenizer wgml does not build runs this
+ * way, and prints the generated ids) */
 static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *system = NULL, *lora = NULL;
+    const char *model = NULL, *prompt = NULL, *system = NULL, *lora = NULL, *prompt_ids = NULL;
     int chat = 0;
     wgml_gen_options opt = {.max_tokens = 256, .sampler = {0.0f, 40, 0.95f}, .seed = 0};
     wgml_model_options mo = {0};
@@ -33,6 +57,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
             return 2;
         } else if (!strcmp(a, "--model")) model = v, i++;
         else if (!strcmp(a, "--prompt")) prompt = v, i++;
+        else if (!strcmp(a, "--prompt-ids")) prompt_ids = v, i++;
         else if (!strcmp(a, "--lora")) lora = v, i++;
         else if (!strcmp(a, "--system")) system = v, i++;
         else if (!strcmp(a, "--max-tokens")) opt.max_tokens = atoi(v), i++;
@@ -47,8 +72,9 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || !prompt || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
-        fprintf(stderr, "usage: wgml generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
+    if (!model || !prompt == !prompt_ids || (prompt_ids && chat) || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
+        fprintf(stderr, "usage: wgml generate --model FILE (--prompt TEXT [--chat] [--system TEXT] | --prompt-ids \"ID ...\")\n"
+                        "                     [--lora DIR] [--max-tokens N]\n"
                         "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]\n");
         return 2;
     }
@@ -63,10 +89,16 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     }
     const wgml_tokenizer *tok = wgml_model_tokenizer(m);
     char *text = NULL;
-    size_t tlen = strlen(prompt);
+    size_t tlen = prompt ? strlen(prompt) : 0;
+    if (!tok && !prompt_ids) {
+        fprintf(stderr, "wgml generate: the model has no tokenizer wgml can build (%s); give the prompt with --prompt-ids\n",
+                wgml_model_tokenizer_error(m));
+        wgml_model_free(m);
+        return 1;
+    }
     /* a plain prompt gets the BOS the vocabulary asks for (tokenizer.ggml.add_bos_token); a
      * chat prompt carries its own where the format has one (Gemma's starts with <bos>) */
-    int flags = wgml_tokenizer_add_bos(tok) ? WGML_TOK_ADD_BOS : 0;
+    int flags = tok && wgml_tokenizer_add_bos(tok) ? WGML_TOK_ADD_BOS : 0;
     if (chat) {
         wgml_chat_msg msgs[2];
         size_t n = 0;
@@ -82,7 +114,11 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int rc = 1;
-    if (wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids)) {
+    int32_t *out_ids = NULL;
+    size_t n_out = 0;
+    if (prompt_ids && !(n_ids = parse_ids(prompt_ids, &ids))) {
+        fprintf(stderr, "wgml generate: --prompt-ids '%s' is not a list of token ids\n", prompt_ids);
+    } else if (!prompt_ids && wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids)) {
         fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
     } else if (n_ids == 0) {
         fprintf(stderr, "wgml generate: the prompt is empty (it gives no tokens)\n");
@@ -93,7 +129,8 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
                 (long long)wgml_model_config(m)->n_ctx, n_ids);
     } else {
         wgml_gen_stats st;
-        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, NULL, NULL);
+        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, tok ? NULL : &out_ids, tok ? NULL : &n_out);
+        for (size_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "ids: ", (int)out_ids[i]);
         printf("\n");
         if (s) {
             fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
@@ -111,6 +148,7 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
         }
     }
     free(ids);
+    free(out_ids);
     free(text);
     wgml_model_free(m);
     return rc;
@@ -126,7 +164,7 @@ static void usage(FILE *f) {
             "  bench matmul [opts]  fp32 matmul GFLOP/s per shape (GPU time from timestamps)\n"
             "                       --shapes MxNxK[,..]  --reps N  --variant auto|NAME  --check\n"
             "  bench generate --model FILE  prefill tokens/s (128-token prompt), decode tokens/s (64 steps)\n"
-            "  generate --model FILE --prompt TEXT [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
+            "  generate --model FILE --prompt TEXT|--prompt-ids \"ID ...\" [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
             "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n"
             "                       text generation (greedy at temperature 0, the default); --lora DIR\n"
             "                       applies an adapter written by wgml finetune\n"

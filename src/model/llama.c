@@ -6,6 +6,7 @@
  * the fused inference ops. The model calls only ops (fused kernels live in their families). */
 #define _POSIX_C_SOURCE 200809L
 #include "model/llama.h"
+#include "model/arch.h"
 #include "wgml-model.h"
 #include "wgml-train.h"
 
@@ -22,17 +23,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A matrix W[n, k]: quantised (q) or f32 (f, [n, k]). */
+/* A matrix W[n, k]: quantised (q) or f32 (f, [n, k]), and its bias (f32 [n], or NULL; for q it
+ * is also q->bias). */
 typedef struct lweight {
     wgml_q4_weight *q;
-    wgml_tensor *f;
+    wgml_tensor *f, *bias;
 } lweight;
 
+/* A block's tensors; the norms the architecture lacks are NULL (model_arch says which exist). */
 typedef struct layer {
     wgml_tensor *attn_norm, *ffn_norm;
+    wgml_tensor *q_norm, *k_norm;                   /* [head_dim] (qk_norm) */
+    wgml_tensor *post_attn_norm, *post_ffn_norm;    /* [n_embd] (post_norms) */
     lweight wq, wk, wv, wo, gate, up, down;
     wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim] */
 } layer;
+
+/* A vocabulary matrix [V, D] in row parts (load_vocab): part p holds rows row0[p] ..
+ * row0[p + 1] - 1. n = 0: absent. */
+#define VPARTS_MAX 4
+typedef struct vweight {
+    lweight part[VPARTS_MAX];
+    int64_t row0[VPARTS_MAX + 1];
+    int n;
+} vweight;
 
 /* One runnable graph for a fixed number of positions S. */
 typedef struct step_graph {
@@ -55,10 +69,12 @@ typedef struct step_graph {
 struct wgml_model {
     wgml_ctx *ctx;
     wgml_llama_config cfg;
+    model_arch arch; /* what the block builder does for this family (arch.c) */
     wgml_gguf *file;
-    wgml_tokenizer *tok;
+    wgml_tokenizer *tok; /* NULL when the file's tokenizer kind is not supported (tok_err says why) */
+    char tok_err[512];
     wgml_graph *wg; /* owns the persistent tensors */
-    lweight tok_embd, output;
+    vweight tok_embd, output;
     wgml_tensor *output_norm;
     layer *layers;
     step_graph decode;
@@ -86,35 +102,6 @@ wgml_ctx *llama_ctx(const wgml_model *m) { return m ? m->ctx : NULL; }
 
 static wgml_status ferr(wgml_model *m, const char *path) {
     return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: %s", path, wgml_gguf_error(m->file));
-}
-
-static wgml_status get_int(wgml_model *m, const char *path, const char *key, int64_t *out, int64_t dflt, int required) {
-    wgml_gguf_value v;
-    if (!wgml_gguf_find(m->file, key, &v)) {
-        if (required) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing key '%s'", path, key);
-        *out = dflt;
-        return WGML_OK;
-    }
-    if (wgml_gguf_value_i64(m->file, v, out)) return ferr(m, path);
-    if (*out <= 0)
-        return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: key '%s' = %lld must be positive", path, key,
-                              (long long)*out);
-    return WGML_OK;
-}
-
-static wgml_status get_float(wgml_model *m, const char *path, const char *key, float *out, float dflt, int required) {
-    wgml_gguf_value v;
-    if (!wgml_gguf_find(m->file, key, &v)) {
-        if (required) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing key '%s'", path, key);
-        *out = dflt;
-        return WGML_OK;
-    }
-    double d;
-    if (wgml_gguf_value_f64(m->file, v, &d)) return ferr(m, path);
-    if (!(d > 0))
-        return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: key '%s' = %g must be positive", path, key, d);
-    *out = (float)d;
-    return WGML_OK;
 }
 
 /* Finds tensor name and checks it is the matrix W[n, k] (file dims [k, n]) or, with n = 0,
@@ -185,9 +172,11 @@ static wgml_status load_vector(wgml_model *m, const char *path, const char *name
     return *out ? WGML_OK : upload_err(m, name);
 }
 
-/* Loads W[n, k]; optional: returns WGML_OK with w untouched when absent. */
-static wgml_status load_matrix(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, lweight *w,
-                               int optional) {
+/* Loads W[n, k] in row parts of at most `per` rows into w[0..): Q4_0/Q4_1/Q8_0 stay quantised
+ * (each part a 4-bit/8-bit weight of its rows' blocks), other types are dequantised to f32.
+ * per = n: one part. optional: returns WGML_OK with w untouched when absent. */
+static wgml_status load_rows(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, int64_t per,
+                             lweight *w, int optional) {
     int64_t i = find_tensor(m, path, name, n, k, optional);
     if (i == -2) return WGML_OK;
     if (i < 0) return wgml_last_status(m->ctx);
@@ -196,54 +185,63 @@ static wgml_status load_matrix(wgml_model *m, const char *path, const char *name
         const void *data;
         size_t bytes;
         if (wgml_gguf_tensor_data(m->file, i, &data, &bytes)) return ferr(m, path);
-        w->q = wgml_q4_upload_gguf(m->wg, (int)t->type, data, bytes, n, k);
-        return w->q ? WGML_OK : upload_err(m, name);
+        size_t row = bytes / (size_t)n; /* whole blocks per row (k % 32 == 0) */
+        for (int64_t r0 = 0, p = 0; r0 < n; r0 += per, p++) {
+            int64_t rn = n - r0 < per ? n - r0 : per;
+            w[p].q = wgml_q4_upload_gguf(m->wg, (int)t->type, (const char *)data + row * (size_t)r0, row * (size_t)rn,
+                                         rn, k);
+            if (!w[p].q) return upload_err(m, name);
+        }
+        return WGML_OK;
     }
     float *h = host_f32(m, path, i, n, k);
     if (!h) return wgml_last_status(m->ctx);
-    int64_t shape[2] = {n, k};
-    w->f = upload_f32(m, h, 2, shape);
+    for (int64_t r0 = 0, p = 0; r0 < n; r0 += per, p++) {
+        int64_t shape[2] = {n - r0 < per ? n - r0 : per, k};
+        if (!(w[p].f = upload_f32(m, h + r0 * k, 2, shape))) {
+            free(h);
+            return upload_err(m, name);
+        }
+    }
     free(h);
-    return w->f ? WGML_OK : upload_err(m, name);
+    return WGML_OK;
+}
+
+static wgml_status load_matrix(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, lweight *w,
+                               int optional) {
+    return load_rows(m, path, name, n, k, n, w, optional);
+}
+
+/* A vocabulary matrix [V, D] (the token embedding, an untied head) in as many row parts as the
+ * device's storage-binding limit needs: one on most devices; Gemma 3's 262144 x 640 Q8_0 table
+ * (160 MiB of codes) takes two under lavapipe's 128 MiB. */
+static wgml_status load_vocab(wgml_model *m, const char *path, const char *name, vweight *w, int optional) {
+    int64_t V = m->cfg.n_vocab, D = m->cfg.n_embd, i = wgml_gguf_find_tensor(m->file, name);
+    if (i < 0 && optional) return WGML_OK;
+    uint32_t type = i >= 0 ? wgml_gguf_tensor_at(m->file, i)->type : 0;
+    int quant = (type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0) && D % 32 == 0;
+    uint64_t row_bytes = quant ? (uint64_t)D / (type == WGML_GGML_Q8_0 ? 4 : 8) * 4 : (uint64_t)D * 4;
+    wgml_device_info info;
+    wgml_device_get_info(m->ctx, &info);
+    uint64_t limit = info.max_storage_binding ? info.max_storage_binding : ((uint64_t)1 << 27);
+    uint64_t rows_fit = limit / row_bytes;
+    int64_t parts = rows_fit ? (int64_t)(((uint64_t)V + rows_fit - 1) / rows_fit) : VPARTS_MAX + 1;
+    if (parts > VPARTS_MAX)
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT,
+                              "model_load: %s: tensor '%s' [%lld, %lld] needs more than %d parts of the device's "
+                              "%llu-byte storage binding limit",
+                              path, name, (long long)V, (long long)D, VPARTS_MAX, (unsigned long long)limit);
+    int64_t per = (V + parts - 1) / parts;
+    w->n = (int)parts;
+    for (int p = 0; p <= w->n; p++) w->row0[p] = p * per < V ? p * per : V;
+    return load_rows(m, path, name, V, D, per, w->part, optional);
 }
 
 static wgml_status load_config(wgml_model *m, const char *path, const wgml_model_options *opt) {
-    const char *arch;
-    size_t alen;
-    if (wgml_gguf_get_string(m->file, "general.architecture", &arch, &alen)) return ferr(m, path);
-    if (alen != 5 || memcmp(arch, "llama", 5))
-        return wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED, "model_load: %s: architecture '%.*s' is not supported (only 'llama')",
-                              path, (int)alen, arch);
     wgml_llama_config *c = &m->cfg;
-    wgml_status s;
-    if ((s = get_int(m, path, "llama.context_length", &c->n_ctx_train, 0, 1)) ||
-        (s = get_int(m, path, "llama.embedding_length", &c->n_embd, 0, 1)) ||
-        (s = get_int(m, path, "llama.block_count", &c->n_layer, 0, 1)) ||
-        (s = get_int(m, path, "llama.feed_forward_length", &c->n_ff, 0, 1)) ||
-        (s = get_int(m, path, "llama.attention.head_count", &c->n_head, 0, 1)) ||
-        (s = get_int(m, path, "llama.attention.head_count_kv", &c->n_head_kv, c->n_head, 0)) ||
-        (s = get_float(m, path, "llama.rope.freq_base", &c->rope_base, 10000.0f, 0)) ||
-        (s = get_float(m, path, "llama.attention.layer_norm_rms_epsilon", &c->rms_eps, 0, 1)))
-        return s;
-    if (c->n_embd % c->n_head || c->n_head % c->n_head_kv)
-        return wgml_set_error(m->ctx, WGML_ERR_FORMAT,
-                              "model_load: %s: embedding length %lld, %lld heads and %lld KV heads do not fit", path,
-                              (long long)c->n_embd, (long long)c->n_head, (long long)c->n_head_kv);
-    if ((s = get_int(m, path, "llama.attention.key_length", &c->head_dim, c->n_embd / c->n_head, 0))) return s;
-    int64_t vdim, rdim;
-    if ((s = get_int(m, path, "llama.attention.value_length", &vdim, c->head_dim, 0)) ||
-        (s = get_int(m, path, "llama.rope.dimension_count", &rdim, c->head_dim, 0)))
-        return s;
-    if (vdim != c->head_dim || rdim != c->head_dim || c->head_dim % 2)
-        return wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED,
-                              "model_load: %s: head dims (key %lld, value %lld, rope %lld) must be equal and even", path,
-                              (long long)c->head_dim, (long long)vdim, (long long)rdim);
-    int64_t ti = wgml_gguf_find_tensor(m->file, "token_embd.weight");
-    if (ti < 0) return wgml_set_error(m->ctx, WGML_ERR_FORMAT, "model_load: %s: missing tensor 'token_embd.weight'", path);
-    const wgml_gguf_tensor *te = wgml_gguf_tensor_at(m->file, ti);
-    if ((s = get_int(m, path, "llama.vocab_size", &c->n_vocab, te->dims[1], 0))) return s;
-    c->tok_embd_type = te->type;
-    c->tied_output = wgml_gguf_find_tensor(m->file, "output.weight") < 0;
+    char err[512];
+    wgml_status s = arch_from_gguf(m->file, &m->arch, c, err, sizeof err);
+    if (s) return wgml_set_error(m->ctx, s, "model_load: %s: %s", path, err);
     if (opt && (opt->n_ctx < 0 || opt->n_ctx > ((int64_t)1 << 24)))
         return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_load: n_ctx %lld is outside 1..%lld (0: the default)",
                               (long long)opt->n_ctx, (long long)1 << 24);
@@ -251,13 +249,22 @@ static wgml_status load_config(wgml_model *m, const char *path, const wgml_model
     return WGML_OK;
 }
 
+/* The bias [n] of a loaded W[n, k] (4-bit weights add it in their own kernels). */
+static wgml_status load_bias(wgml_model *m, const char *path, const char *name, lweight *w) {
+    int64_t n = w->q ? w->q->n : w->f->shape[0];
+    wgml_status s = load_vector(m, path, name, n, &w->bias);
+    if (!s && w->q) w->q->bias = w->bias;
+    return s;
+}
+
 static wgml_status load_weights(wgml_model *m, const char *path) {
     const wgml_llama_config *c = &m->cfg;
+    const model_arch *a = &m->arch;
     int64_t D = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
     wgml_status s;
-    if ((s = load_matrix(m, path, "token_embd.weight", c->n_vocab, D, &m->tok_embd, 0)) ||
+    if ((s = load_vocab(m, path, "token_embd.weight", &m->tok_embd, 0)) ||
         (s = load_vector(m, path, "output_norm.weight", D, &m->output_norm)) ||
-        (s = load_matrix(m, path, "output.weight", c->n_vocab, D, &m->output, 1)))
+        (s = load_vocab(m, path, "output.weight", &m->output, 1)))
         return s;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
@@ -268,6 +275,10 @@ static wgml_status load_weights(wgml_model *m, const char *path) {
 #define NAME(x) (snprintf(n, sizeof n, "blk.%lld.%s.weight", (long long)l, x), n)
         if ((s = load_vector(m, path, NAME("attn_norm"), D, &L->attn_norm)) ||
             (s = load_vector(m, path, NAME("ffn_norm"), D, &L->ffn_norm)) ||
+            (a->qk_norm && ((s = load_vector(m, path, NAME("attn_q_norm"), hd, &L->q_norm)) ||
+                            (s = load_vector(m, path, NAME("attn_k_norm"), hd, &L->k_norm)))) ||
+            (a->post_norms && ((s = load_vector(m, path, NAME("post_attention_norm"), D, &L->post_attn_norm)) ||
+                               (s = load_vector(m, path, NAME("post_ffw_norm"), D, &L->post_ffn_norm)))) ||
             (s = load_matrix(m, path, NAME("attn_q"), qd, D, &L->wq, 0)) ||
             (s = load_matrix(m, path, NAME("attn_k"), kvd, D, &L->wk, 0)) ||
             (s = load_matrix(m, path, NAME("attn_v"), kvd, D, &L->wv, 0)) ||
@@ -277,6 +288,11 @@ static wgml_status load_weights(wgml_model *m, const char *path) {
             (s = load_matrix(m, path, NAME("ffn_down"), D, c->n_ff, &L->down, 0)))
             return s;
 #undef NAME
+#define BIAS(x) (snprintf(n, sizeof n, "blk.%lld.%s.bias", (long long)l, x), n)
+        if (a->qkv_bias && ((s = load_bias(m, path, BIAS("attn_q"), &L->wq)) || (s = load_bias(m, path, BIAS("attn_k"), &L->wk)) ||
+                            (s = load_bias(m, path, BIAS("attn_v"), &L->wv))))
+            return s;
+#undef BIAS
         L->k_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
         L->v_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
         if (!L->k_cache || !L->v_cache) return wgml_last_status(m->ctx);
@@ -293,7 +309,7 @@ static wgml_tensor *share(wgml_graph *g, wgml_tensor *t) { return t ? wgml_tenso
 static wgml_status fail_status(wgml_ctx *ctx) { return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_ARG; }
 
 /* The LM head: output.weight, or the tied token embedding when the file has none. */
-static const lweight *head_weight(const wgml_model *m) { return m->output.q || m->output.f ? &m->output : &m->tok_embd; }
+static const vweight *head_weight(const wgml_model *m) { return m->output.n ? &m->output : &m->tok_embd; }
 
 /* out[..., n] = x[..., k] · Wᵀ */
 static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
@@ -301,16 +317,45 @@ static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
         wgml_q4_weight q;
         return q4_weight_share(g, w->q, &q) ? NULL : wgml_q4_linear(g, x, &q);
     }
-    return wgml_linear(g, x, share(g, w->f), NULL);
+    return wgml_linear(g, x, share(g, w->f), share(g, w->bias));
 }
 
-static wgml_tensor *embed(wgml_graph *g, wgml_tensor *ids, const lweight *w) {
-    if (w->q) {
-        wgml_q4_weight e = *w->q, q;
-        e.bias = NULL; /* a lookup adds none */
-        return q4_weight_share(g, &e, &q) ? NULL : wgml_q4_embedding(g, &q, ids);
+/* The token embeddings [B*S, D], times the architecture's multiplier (Gemma 3: sqrt(d)). A
+ * table in several row parts (4-bit/8-bit only) is the sum of the parts' lookups, each giving
+ * zero rows for the ids outside it. */
+static wgml_tensor *embed(const wgml_model *m, wgml_graph *g, wgml_tensor *ids) {
+    const vweight *v = &m->tok_embd;
+    wgml_tensor *x = NULL;
+    for (int p = 0; p < v->n; p++) {
+        const lweight *w = &v->part[p];
+        wgml_tensor *e;
+        if (w->q) {
+            wgml_q4_weight t = *w->q, q;
+            t.bias = NULL; /* a lookup adds none */
+            e = q4_weight_share(g, &t, &q) ? NULL
+                : v->n == 1             ? wgml_q4_embedding(g, &q, ids)
+                                        : wgml_q4_embedding_rows(g, &q, ids, v->row0[p]);
+        } else if (v->n == 1) {
+            e = wgml_embedding(g, share(g, w->f), ids);
+        } else {
+            wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED, "model: an f32 token embedding in %d parts is not supported",
+                           v->n);
+            return NULL;
+        }
+        x = !e ? NULL : p == 0 ? e : x ? wgml_add(g, x, e, 1.0f) : NULL;
+        if (!x) return NULL;
     }
-    return wgml_embedding(g, share(g, w->f), ids);
+    return x && m->arch.embed_mult != 1.0f ? wgml_mul_scalar(g, x, m->arch.embed_mult) : x;
+}
+
+/* The logits x · Wᵀ of the head (the parts' products side by side). */
+static wgml_tensor *head_logits(const wgml_model *m, wgml_graph *g, wgml_tensor *x) {
+    const vweight *v = head_weight(m);
+    if (v->n == 1) return linear(g, x, &v->part[0]);
+    wgml_tensor *y[VPARTS_MAX];
+    for (int p = 0; p < v->n; p++)
+        if (!(y[p] = linear(g, x, &v->part[p]))) return NULL;
+    return wgml_cat(g, y, v->n, x->rank - 1);
 }
 
 static const lweight *target_weight(const wgml_model *m, int64_t l, int t) {
@@ -429,10 +474,20 @@ static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, w
     return wgml_rms_norm(g, *sum, w, eps);
 }
 
-/* silu(gate) * up: one fused dispatch (ew_swiglu) or the plain silu and mul. */
-static wgml_tensor *swiglu(wgml_graph *g, const fwd_opts *o, wgml_tensor *gate, wgml_tensor *up) {
+/* act(gate) * up, act as the architecture says: silu (one fused dispatch, ew_swiglu, or the plain
+ * silu and mul) or tanh-GELU. */
+static wgml_tensor *glu(const wgml_model *m, wgml_graph *g, const fwd_opts *o, wgml_tensor *gate, wgml_tensor *up) {
     if (!gate || !up) return NULL;
+    if (m->arch.act == ARCH_GELU_TANH_GLU) return wgml_mul(g, wgml_gelu(g, gate, 1), up);
     return o->fused ? ew_swiglu(g, gate, up) : wgml_mul(g, wgml_silu(g, gate), up);
+}
+
+/* RMSNorm of each head of x [B, S, H, hd] with w [hd] (the q/k norms), same shape. */
+static wgml_tensor *head_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, float eps) {
+    if (!x || !w) return NULL;
+    int64_t rows[2] = {x->shape[0] * x->shape[1] * x->shape[2], x->shape[3]};
+    wgml_tensor *y = wgml_rms_norm(g, wgml_reshape(g, x, 2, rows), w, eps);
+    return y ? wgml_reshape(g, y, 4, x->shape) : NULL;
 }
 
 /* [1, S, H, hd] -> [1, H, S, hd] (a reshape when S = 1). */
@@ -445,76 +500,97 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
     return wgml_permute(g, x, perm);
 }
 
-/* Attention of layer L over q, k, v f32 [B*S, heads*hd] (the projections): RoPE, then with a
- * KV cache k and v appended to it and q attending to the cache up to len (tab: the fused
- * decode step, rope_kv_step), else causal attention within each sequence. Returns
- * [B*S, H*hd]. */
-static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, const layer *L,
+/* Attention of layer l over q, k, v f32 [B*S, heads*hd] (the projections): the q/k norms when
+ * the architecture has them, RoPE (the layer's base and the family's pairing), then with a KV
+ * cache k and v appended to it and q attending to the cache up to len (tab: the fused decode
+ * step, rope_kv_step), else causal attention within each sequence; a windowed layer sees only
+ * the last window positions. Returns [B*S, H*hd]. */
+static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l,
                               wgml_tensor *const *qkv, wgml_tensor *tab) {
     const wgml_llama_config *c = &m->cfg;
+    const model_arch *ar = &m->arch;
+    const layer *L = &m->layers[l];
     int64_t B = o->B, S = o->S, hd = c->head_dim, H = c->n_head, Hk = c->n_head_kv;
     int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {B * S, H * hd};
     static const int perm[4] = {0, 2, 1, 3}; /* [B, S, H, hd] <-> [B, H, S, hd] */
+    int windowed = arch_layer_windowed(ar, l);
+    float base = windowed ? ar->rope_base_local : ar->rope_base, scale = ar->attn_scale;
+    wgml_rope_style style = ar->rope_style;
     wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
     wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
     wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
+    if (ar->qk_norm) {
+        q = head_norm(g, q, share(g, L->q_norm), c->rms_eps);
+        k = head_norm(g, k, share(g, L->k_norm), c->rms_eps);
+    }
     wgml_tensor *a;
     if (!o->len) {
-        q = wgml_rope_ex(g, q, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        k = wgml_rope_ex(g, k, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        q = wgml_rope_ex(g, q, o->positions, base, style, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, o->positions, base, style, WGML_ROPE_BSHD, 0);
         q = wgml_permute(g, q, perm);
         k = wgml_permute(g, k, perm);
         v = wgml_permute(g, v, perm);
-        a = wgml_permute(g, wgml_sdpa(g, q, k, v, 1, 0.0f), perm);
+        a = windowed ? wgml_sdpa_window(g, q, k, v, ar->window, scale) : wgml_sdpa(g, q, k, v, 1, scale);
+        a = wgml_permute(g, a, perm);
         return wgml_reshape(g, a, 2, s2);
     }
     wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
     if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
-        q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc);
+        q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);
         if (!q) return NULL;
     } else {
-        q = wgml_rope_ex(g, q, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
-        k = wgml_rope_ex(g, k, o->positions, c->rope_base, WGML_ROPE_INTERLEAVED, WGML_ROPE_BSHD, 0);
+        q = wgml_rope_ex(g, q, o->positions, base, style, WGML_ROPE_BSHD, 0);
+        k = wgml_rope_ex(g, k, o->positions, base, style, WGML_ROPE_BSHD, 0);
         q = heads_first(g, q, S, H, hd);
         k = heads_first(g, k, S, Hk, hd);
         v = heads_first(g, v, S, Hk, hd);
         if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, o->pos) || wgml_kv_append(g, vc, v, o->pos))
             return NULL;
     }
-    a = wgml_sdpa_cached(g, q, kc, vc, o->len, 1, 0.0f); /* [1, H, S, hd] */
+    a = windowed ? wgml_sdpa_cached_window(g, q, kc, vc, o->len, ar->window, scale)
+                 : wgml_sdpa_cached(g, q, kc, vc, o->len, 1, scale); /* [1, H, S, hd] */
     if (S > 1) a = wgml_permute(g, a, perm);
     return wgml_reshape(g, a, 2, s2);
 }
 
-/* The model's forward up to the final norm, recorded into g as o says: the token embedding,
- * n_layer blocks (attention, then the SwiGLU FFN, each on an RMSNorm of the residual stream
- * and added back to it), the final RMSNorm. Each residual add computes the next norm with it
- * (one dispatch when fused). Returns the head's input f32 [B*S, D] ([1, D] with o->row), NULL
- * with the error on the context. */
+/* The model's forward up to the final norm, recorded into g as o says: the token embedding
+ * (times the architecture's multiplier), n_layer blocks (attention, then the gated FFN, each on
+ * an RMSNorm of the residual stream and, with post-norms, RMSNormed again before it is added
+ * back), the final RMSNorm. Each residual add computes the next norm with it (one dispatch
+ * when fused). Returns the head's input f32 [B*S, D] ([1, D] with o->row), NULL with the error
+ * on the context. */
 static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd_opts *o) {
     const wgml_llama_config *c = &m->cfg;
+    const model_arch *ar = &m->arch;
     float eps = c->rms_eps;
-    wgml_tensor *tab = NULL; /* the fused decode step's RoPE table */
-    if (o->fused && o->len && o->S == 1 && !(tab = rope_freq_table(g, "model", c->head_dim, c->rope_base))) return NULL;
-    wgml_tensor *x = embed(g, o->ids, &m->tok_embd); /* the residual stream [B*S, D] */
+    /* the fused decode step's RoPE tables (one per base) */
+    wgml_tensor *tab[2] = {NULL, NULL};
+    if (o->fused && o->len && o->S == 1) {
+        if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
+        if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
+    }
+    wgml_tensor *x = embed(m, g, o->ids); /* the residual stream [B*S, D] */
     wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), eps); /* the next sub-block's input */
     static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
     for (int64_t l = 0; l < c->n_layer; l++) {
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
         if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) return NULL; /* q, k, v from one h */
-        wgml_tensor *a = attention(m, g, o, L, qkv, tab);
+        wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)]);
         if (!a) return NULL;
-        h = add_norm(g, o, x, target_linear(m, g, o, l, T_O, a), share(g, L->ffn_norm), eps, &x);
+        wgml_tensor *y = target_linear(m, g, o, l, T_O, a);
+        if (ar->post_norms) y = y ? wgml_rms_norm(g, y, share(g, L->post_attn_norm), eps) : NULL;
+        h = add_norm(g, o, x, y, share(g, L->ffn_norm), eps, &x);
         if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
-        wgml_tensor *act = swiglu(g, o, gu[0], gu[1]);
+        wgml_tensor *act = glu(m, g, o, gu[0], gu[1]);
         wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
+        if (ar->post_norms) f = f ? wgml_rms_norm(g, f, share(g, L->post_ffn_norm), eps) : NULL;
         if (l + 1 < c->n_layer) {
             h = add_norm(g, o, x, f, share(g, m->layers[l + 1].attn_norm), eps, &x);
         } else if (!o->row) {
             h = add_norm(g, o, x, f, share(g, m->output_norm), eps, &x);
         } else { /* prefill: only the wanted row goes through the final norm */
-            x = wgml_add(g, x, f, 1.0f);
+            x = f ? wgml_add(g, x, f, 1.0f) : NULL;
             h = x ? wgml_rms_norm(g, wgml_index_select(g, x, 0, o->row), share(g, m->output_norm), eps) : NULL;
         }
         if (!x || !h) return NULL;
@@ -539,7 +615,7 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
                   .row = sg->row, .lora = m->lora, .lora_shared = true, .fused = !m->unfused};
     wgml_tensor *x = forward_hidden(m, g, &o); /* [1, D] */
     if (!x) return fail_status(m->ctx);
-    sg->logits = linear(g, x, head_weight(m)); /* [1, V] */
+    sg->logits = head_logits(m, g, x); /* [1, V] */
     sg->argmax = wgml_argmax(g, sg->logits, 1, 0);
     if (!sg->argmax || wgml_graph_keep(g, sg->logits) || wgml_graph_keep(g, sg->argmax)) return wgml_last_status(m->ctx);
     if (S == 1) {
@@ -569,7 +645,11 @@ wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tenso
 wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
                              const wgml_ce_options *opt) {
     if (!h) return NULL;
-    const lweight *w = head_weight(m);
+    const vweight *v = head_weight(m);
+    /* a head in row parts (over the binding limit): the plain logits [R, V] and cross-entropy,
+     * whose [R, V] must then fit one binding (small R; the fused op reads W in one binding) */
+    if (v->n > 1) return wgml_cross_entropy_ex(g, head_logits(m, g, h), labels, opt, NULL);
+    const lweight *w = &v->part[0];
     if (w->q) {
         wgml_q4_weight q;
         return q4_weight_share(g, w->q, &q) ? NULL : wgml_lmhead_ce_q4(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
@@ -744,17 +824,25 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
 
 /* ------------------------------------------------------------------ lifetime */
 
+/* The stop tokens, from the file's metadata (so a model whose tokenizer wgml cannot build still
+ * stops): tokenizer.ggml.eos_token_id and the end-of-turn tokens of the chat formats (ChatML,
+ * Llama 3, Gemma) found by their text in tokenizer.ggml.tokens. */
 static void find_stops(wgml_model *m) {
-    int32_t eos = wgml_tokenizer_eos(m->tok);
-    if (eos >= 0) m->stop_ids[m->n_stop++] = eos;
-    static const char *names[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"};
-    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        int32_t *ids = NULL;
-        size_t n = 0;
-        if (!wgml_tokenizer_encode(m->tok, names[k], strlen(names[k]), WGML_TOK_SPECIAL, &ids, &n) && n == 1 &&
-            !wgml_model_is_stop(m, ids[0]) && m->n_stop < 4)
-            m->stop_ids[m->n_stop++] = ids[0];
-        free(ids);
+    wgml_gguf_value v, e;
+    int64_t eos;
+    if (wgml_gguf_find(m->file, "tokenizer.ggml.eos_token_id", &v) && !wgml_gguf_value_i64(m->file, v, &eos) &&
+        eos >= 0 && eos < m->cfg.n_vocab)
+        m->stop_ids[m->n_stop++] = (int32_t)eos;
+    static const char *names[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"};
+    if (wgml_gguf_get_array(m->file, "tokenizer.ggml.tokens", &v) || v.elem_type != WGML_GGUF_STRING) return;
+    for (uint64_t i = 0; i < v.count && i < (uint64_t)m->cfg.n_vocab && m->n_stop < 4; i++) {
+        const char *t;
+        size_t n;
+        if (wgml_gguf_array_elem(m->file, v, i, &e) || wgml_gguf_value_string(m->file, e, &t, &n)) return;
+        if (n < 9 || t[0] != '<') continue; /* every name is 9 or more bytes and starts with '<' */
+        for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+            if (strlen(names[k]) == n && !memcmp(names[k], t, n) && !wgml_model_is_stop(m, (int32_t)i))
+                m->stop_ids[m->n_stop++] = (int32_t)i;
     }
 }
 
@@ -780,8 +868,11 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
         return NULL;
     }
     s = load_config(m, path, options);
-    if (!s && wgml_tokenizer_from_gguf(m->file, &m->tok, err, sizeof err))
-        s = wgml_set_error(ctx, WGML_ERR_FORMAT, "model_load: %s: tokenizer: %s", path, err);
+    /* a tokenizer kind wgml does not build (WGML_ERR_UNSUPPORTED) leaves the model without one
+     * (ids in, ids out; wgml_model_tokenizer gives NULL); a broken one fails the load */
+    wgml_status ts = s ? WGML_OK : wgml_tokenizer_from_gguf(m->file, &m->tok, err, sizeof err);
+    if (ts == WGML_ERR_UNSUPPORTED) memcpy(m->tok_err, err, sizeof m->tok_err);
+    else if (ts) s = wgml_set_error(ctx, WGML_ERR_FORMAT, "model_load: %s: tokenizer: %s", path, err);
     if (!s && wgml_tokenizer_vocab_size(m->tok) > m->cfg.n_vocab)
         s = wgml_set_error(ctx, WGML_ERR_FORMAT, "model_load: %s: the tokenizer has %d tokens, the model %lld", path,
                            (int)wgml_tokenizer_vocab_size(m->tok), (long long)m->cfg.n_vocab);
@@ -903,8 +994,10 @@ void wgml_model_free(wgml_model *m) {
         }
     free_lora(m);
     free(m->layers);
-    free_weight(&m->tok_embd);
-    free_weight(&m->output);
+    for (int p = 0; p < VPARTS_MAX; p++) {
+        free_weight(&m->tok_embd.part[p]);
+        free_weight(&m->output.part[p]);
+    }
     wgml_graph_free(m->wg);
     wgml_tokenizer_free(m->tok);
     wgml_gguf_close(m->file);
@@ -913,6 +1006,9 @@ void wgml_model_free(wgml_model *m) {
 
 const wgml_llama_config *wgml_model_config(const wgml_model *m) { return m ? &m->cfg : NULL; }
 const wgml_tokenizer *wgml_model_tokenizer(const wgml_model *m) { return m ? m->tok : NULL; }
+const char *wgml_model_tokenizer_error(const wgml_model *m) {
+    return !m ? "model is NULL" : m->tok ? "" : m->tok_err;
+}
 void wgml_model_reset(wgml_model *m) {
     if (m) m->pos = 0;
 }

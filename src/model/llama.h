@@ -32,7 +32,9 @@ wgml_tensor *llama_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tenso
 /* Mean cross-entropy of the model's LM head (output.weight, or the tied token embedding, in the
  * form the model holds it: 4-bit/8-bit or f32, shared into g) on h [B*S, D] against labels,
  * through the fused chunked wgml_lmhead_ce (no [B*S, V] logits; its autograd rule gives h its
- * gradient in wgml_backward). opt as for wgml_cross_entropy_ex. */
+ * gradient in wgml_backward). A head held in row parts (over the device's binding limit: Gemma
+ * 3 under lavapipe) takes the plain logits and wgml_cross_entropy_ex instead. opt as for
+ * wgml_cross_entropy_ex. */
 wgml_tensor *llama_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
                              const wgml_ce_options *opt);
 

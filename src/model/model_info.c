@@ -1,5 +1,6 @@
 /* A readable summary of a GGUF model file (wgml info --model FILE). */
 #include "io/gguf.h"
+#include "model/arch.h"
 #include "wgml-model.h"
 
 #include <inttypes.h>
@@ -54,6 +55,12 @@ wgml_status wgml_model_print_info(const char *path, void *file) {
     const char *name;
     size_t nl;
     if (!wgml_gguf_get_string(f, "general.name", &name, &nl)) fprintf(o, "name:          %.*s\n", (int)nl, name);
+    model_arch a;
+    wgml_llama_config c = {0};
+    char aerr[512];
+    fprintf(o, "\narchitecture description (what wgml runs):\n");
+    if (arch_from_gguf(f, &a, &c, aerr, sizeof aerr) == WGML_OK) arch_print(o, &a, &c);
+    else fprintf(o, "  not runnable: %s\n", aerr);
     fprintf(o, "\nhyper-parameters:\n");
     for (int64_t i = 0; i < wgml_gguf_kv_count(f); i++) {
         const char *k = wgml_gguf_kv_key(f, i);

@@ -1,5 +1,6 @@
-/* Attention: scaled dot-product attention with grouped-query heads (wgml_sdpa), the KV cache
- * append (wgml_kv_append) and attention over a cache's filled prefix (wgml_sdpa_cached).
+/* Attention: scaled dot-product attention with grouped-query heads (wgml_sdpa; the sliding-window
+ * causal form wgml_sdpa_window), the KV cache append (wgml_kv_append) and attention over a
+ * cache's filled prefix (wgml_sdpa_cached, wgml_sdpa_cached_window).
  * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
 #include "graph/graph.h"
 #include "ops/attention/attention_grad.h"
@@ -143,9 +144,10 @@ static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int6
                        "fn read_len() -> i32 { return i32(p.Skv); }\n");
 }
 
-/* Records the attention kernel; len may be NULL (all Skv keys). */
+/* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a
+ * query sees only the last `window` keys up to its own position. */
 static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
-                                wgml_tensor *len, int causal, float scale) {
+                                wgml_tensor *len, int causal, float scale, int64_t window) {
     wgml_ctx *ctx = graph_ctx(g);
     int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], Skv = k->shape[2], G = Hq / Hkv;
@@ -173,9 +175,10 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
-        uint32_t n_split, chunk, causal, pad[2];
+        uint32_t n_split, chunk, causal, window, pad;
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
-                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u, {0, 0}};
+                (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u,
+                (uint32_t)(window < Skv ? window : 0), 0};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
@@ -202,28 +205,55 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     return out;
 }
 
-wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale) {
-    if (!g) return NULL;
+/* The window argument of the windowed forms: at least 1 and within 32 bits. */
+static wgml_status check_window(wgml_ctx *ctx, const char *op, int64_t window) {
+    if (window < 1 || window > 0x7FFFFFFF)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: window %lld must be in 1..2^31-1", op, (long long)window);
+    return WGML_OK;
+}
+
+/* wgml_sdpa and wgml_sdpa_window: window 0 means none. */
+static wgml_tensor *sdpa_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
+                              int causal, float scale, int64_t window) {
     wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "sdpa";
     if (check_qkv(ctx, g, op, q, "k", k, "v", v)) return NULL;
     if (causal && q->shape[2] > k->shape[2]) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
-                       "sdpa: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", tshape(q),
-                       tshape(k));
+                       "%s: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", op,
+                       tshape(q), tshape(k));
         return NULL;
     }
-    return sdpa_grad_record(g, sdpa_record(g, op, q, k, v, NULL, causal, scale), q, k, v, causal, scale);
+    return sdpa_grad_record(g, sdpa_record(g, op, q, k, v, NULL, causal, scale, window), q, k, v, causal, scale,
+                            window);
+}
+
+wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale) {
+    return g ? sdpa_impl(g, "sdpa", q, k, v, causal, scale, 0) : NULL;
+}
+
+wgml_tensor *wgml_sdpa_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int64_t window,
+                              float scale) {
+    if (!g || check_window(graph_ctx(g), "sdpa_window", window)) return NULL;
+    return sdpa_impl(g, "sdpa_window", q, k, v, 1, scale, window);
+}
+
+static wgml_tensor *sdpa_cached_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k_cache,
+                                     wgml_tensor *v_cache, wgml_tensor *len, int causal, float scale, int64_t window) {
+    wgml_ctx *ctx = graph_ctx(g);
+    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
+        return NULL;
+    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale, window);
 }
 
 wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
                               wgml_tensor *len, int causal, float scale) {
-    if (!g) return NULL;
-    wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "sdpa_cached";
-    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
-        return NULL;
-    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale);
+    return g ? sdpa_cached_impl(g, "sdpa_cached", q, k_cache, v_cache, len, causal, scale, 0) : NULL;
+}
+
+wgml_tensor *wgml_sdpa_cached_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                     wgml_tensor *len, int64_t window, float scale) {
+    if (!g || check_window(graph_ctx(g), "sdpa_cached_window", window)) return NULL;
+    return sdpa_cached_impl(g, "sdpa_cached_window", q, k_cache, v_cache, len, 1, scale, window);
 }
 
 wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos) {

@@ -1,14 +1,14 @@
 // attn_bwd_soft: the row-wise middle of sdpa backward. The rows are the query rows of a kv-head
 // group, r = (g, hh, i) with q's row-major layout [B*Hkv, rep*Sq, D]; s = q·kᵀ and dp = dout·vᵀ
 // ([rows, Skv], from matmul). With the end-aligned causal mask (key j visible when
-// j <= Skv - Sq + i) and delta = dout_r · out_r it writes, for each key j, in place
+// j <= Skv - Sq + i; with a sliding window also j > Skv - Sq + i - window) and delta = dout_r · out_r it writes, for each key j, in place
 //   s[r, j]  <- P = softmax_j(scale * s[r, j])          (0 for masked keys)
 //   dp[r, j] <- dS = scale * P * (dp[r, j] - delta)     (the gradient of the unscaled scores)
 // Each element is read and rewritten by the same thread, so in place is safe.
 // Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row; thread t
 // owns keys t, t+WG, ... and columns t, t+WG, ... of D for delta. Max, sum and delta use trees
 // in workgroup memory (fixed order, deterministic).
-struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32 }
+struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32, window: u32 }
 
 @group(0) @binding(0) var<storage, read> o: array<f32>;
 @group(0) @binding(1) var<storage, read> dout: array<f32>;
@@ -29,8 +29,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ob = r * p.d;
     var nk = p.skv;
     if (p.causal != 0u) { nk = p.skv - p.sq + i + 1u; }
+    var k0 = 0u;                                   // visible keys: k0 .. nk - 1
+    if (p.causal != 0u && p.window > 0u && nk > p.window) { k0 = nk - p.window; }
     var m = -3.0e38;
-    for (var j = lid; j < nk; j += WG) { m = max(m, s[sb + j] * p.scale); }
+    for (var j = k0 + lid; j < nk; j += WG) { m = max(m, s[sb + j] * p.scale); }
     var dl = 0.0;
     for (var c = lid; c < p.d; c += WG) { dl += dout[ob + c] * o[ob + c]; }
     red[lid] = m;
@@ -47,7 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let delta = red2[0];
     workgroupBarrier();
     var l = 0.0;
-    for (var j = lid; j < nk; j += WG) { l += exp(s[sb + j] * p.scale - m); }
+    for (var j = k0 + lid; j < nk; j += WG) { l += exp(s[sb + j] * p.scale - m); }
     red[lid] = l;
     workgroupBarrier();
     for (var t = WG / 2u; t > 0u; t = t >> 1u) {
@@ -58,7 +60,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < p.skv; j += WG) {
         var pv = 0.0;
         var g = 0.0;
-        if (j < nk) {
+        if (j >= k0 && j < nk) {
             pv = exp(s[sb + j] * p.scale - m) * inv;
             g = p.scale * pv * (dp[sb + j] - delta);
         }

@@ -18,13 +18,16 @@
 // chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
 // attn_combine.wgsl merges the chunks.
-// Causal masking and splitting are uniform flags (one compiled kernel serves both).
+// Causal masking and splitting are uniform flags (one compiled kernel serves both). A sliding
+// window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
+// sees the last `window` keys up to its own position; the key loop starts at the first key any
+// row of the block sees.
 // The prelude supplies WX WY TM TN D TD KW VT vt_at, the bindings from 3 on (the len buffer
 // when the length comes from a tensor, out, p) and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
-    chunk: u32, causal: u32, _p1: u32, _p2: u32,
+    chunk: u32, causal: u32, window: u32, _p2: u32,
 }
 
 // q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
@@ -70,8 +73,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
         kend = u32(clamp(vis, 0, i32(kvalid)));
     }
-    let kstart = split * p.chunk;                 // this workgroup's keys: kstart .. kend - 1
+    var kstart = split * p.chunk;                 // this workgroup's keys: kstart .. kend - 1
     kend = min(kend, kstart + p.chunk);
+    if (causal && p.window > 0u) {                // the window of the block's earliest query
+        var imin = first % p.Sq;
+        if (first / p.Sq != last / p.Sq) { imin = 0u; }
+        let lo = i32(kvalid) - i32(p.Sq) + i32(imin) - i32(p.window) + 1;
+        kstart = max(kstart, u32(max(lo, 0)));
+    }
     let tx = lid % WX;
     let ty = lid / WX;
     let q_base = bh * p.G * p.Sq;                 // first query row (over heads and positions)
@@ -79,6 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // per owned row: causal limit (sees keys 0 ..= qpos), validity
     var qpos: array<i32, TM>;
+    var qlo: array<i32, TM>;                      // keys at or before qlo are outside the window
     var m: array<f32, TM>;
     var l: array<f32, TM>;
     var corr: array<f32, TM>;
@@ -87,6 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let row = first + ty + i * WY;
         qpos[i] = select(-1, i32(kvalid) - i32(p.Sq) + i32(row % p.Sq), row < rows);
         if (!causal && row < rows) { qpos[i] = i32(kvalid) - 1; }
+        qlo[i] = select(-1, qpos[i] - i32(p.window), causal && p.window > 0u);
         m[i] = MASKED;
         l[i] = 0.0;
         for (var c = 0u; c < TD; c++) { acc[i * TD + c] = 0.0; }
@@ -133,7 +144,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var pm = MASKED;
             for (var j = 0u; j < TN; j++) {
                 let key = i32(kb + tx + j * WX);
-                if (key > qpos[i] || key >= i32(kend)) { s[i * TN + j] = MASKED; }
+                if (key > qpos[i] || key <= qlo[i] || key >= i32(kend)) { s[i * TN + j] = MASKED; }
                 pm = max(pm, s[i * TN + j]);
             }
             red[(ty + i * WY) * WX + tx] = pm;

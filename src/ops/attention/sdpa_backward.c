@@ -62,26 +62,29 @@ static wgml_status sdpa_backward_check(wgml_ctx *ctx, wgml_graph *g, const char 
  * workgroup, WG threads (32..256, about Skv / 8). */
 static wgml_status soft_rows(wgml_graph *g, const char *op, wgml_tensor *ov, wgml_tensor *dov, wgml_tensor *pm,
                              wgml_tensor *ds, int64_t n_rows, int64_t Sq, int64_t Skv, int64_t D, int causal,
-                             float sc) {
+                             float sc, int64_t window) {
     uint32_t wg = 32;
     while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
     char prelude[64];
     snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
-    struct { uint32_t n_rows, sq, skv, d, causal; float scale; } p = {
-        (uint32_t)n_rows, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc};
+    struct { uint32_t n_rows, sq, skv, d, causal; float scale; uint32_t window; } p = {
+        (uint32_t)n_rows, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)D, causal ? 1u : 0u, sc,
+        (uint32_t)(window < Skv ? window : 0)};
     wgml_tensor *ro[2] = {ov, dov}, *rw[2] = {pm, ds};
     return graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)n_rows);
 }
 
-wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
-                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
-                               wgml_tensor **dv) {
+/* wgml_sdpa_backward and wgml_sdpa_backward_window (window 0: none). */
+static wgml_status sdpa_backward_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
+                                      wgml_tensor *out, wgml_tensor *dout, int causal, float scale, int64_t window,
+                                      wgml_tensor **dq, wgml_tensor **dk, wgml_tensor **dv) {
     if (dq) *dq = NULL;
     if (dk) *dk = NULL;
     if (dv) *dv = NULL;
     if (!g) return WGML_ERR_ARG;
-    const char *op = "sdpa_backward";
     wgml_ctx *ctx = graph_ctx(g);
+    if (window < 0 || window > 0x7FFFFFFF)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: window %lld must be in 1..2^31-1", op, (long long)window);
     if (!dq || !dk || !dv) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: dq, dk and dv must not be NULL", op);
     wgml_status s;
     if ((s = sdpa_backward_check(ctx, g, op, q, k, v, out, dout, causal, scale))) return s;
@@ -101,7 +104,7 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     matmul_band dkv_band = {causal ? 3 : 0, Sq, Skv - Sq};
     if (!s && !(pm = matmul_banded(g, op, qv, kv, 0, 1, &scores))) s = wgml_last_status(ctx);
     if (!s && !(ds = matmul_banded(g, op, dov, vv, 0, 1, &scores))) s = wgml_last_status(ctx);
-    if (!s) s = soft_rows(g, op, ov, dov, pm, ds, G * R, Sq, Skv, D, causal, sc);
+    if (!s) s = soft_rows(g, op, ov, dov, pm, ds, G * R, Sq, Skv, D, causal, sc, window);
     /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
     wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
     if (!s && !(gq3 = matmul_banded(g, op, ds, kv, 0, 0, &dq_band))) s = wgml_last_status(ctx);
@@ -122,4 +125,25 @@ wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
     *dk = gk;
     *dv = gv;
     return WGML_OK;
+}
+
+wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                               wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
+                               wgml_tensor **dv) {
+    return sdpa_backward_impl(g, "sdpa_backward", q, k, v, out, dout, causal, scale, 0, dq, dk, dv);
+}
+
+/* The band skips only what causality masks; the keys before a window are computed by the
+ * scores' products and zeroed in P and dS by the row kernel (exact, not skipped). */
+wgml_status wgml_sdpa_backward_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
+                                      wgml_tensor *dout, int64_t window, float scale, wgml_tensor **dq,
+                                      wgml_tensor **dk, wgml_tensor **dv) {
+    if (g && window < 1) {
+        if (dq) *dq = NULL;
+        if (dk) *dk = NULL;
+        if (dv) *dv = NULL;
+        return wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "sdpa_backward_window: window %lld must be in 1..2^31-1",
+                              (long long)window);
+    }
+    return sdpa_backward_impl(g, "sdpa_backward_window", q, k, v, out, dout, 1, scale, window, dq, dk, dv);
 }

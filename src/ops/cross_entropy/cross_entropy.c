@@ -10,7 +10,10 @@
  * The sum stays a dispatch of its own: WGSL cannot make the rows of other workgroups visible to
  * a "last workgroup" (storageBarrier has workgroup memory scope and atomics are relaxed only).
  * $WGML_CE_COUNT=dispatch|inline|inline:N overrides the choice of where n_valid is counted, for
- * measuring (see ce_count_mode). */
+ * measuring (see ce_count_mode).
+ * Autograd: when dlogits_out is NULL and logits require a gradient in a built graph, dlogits is
+ * formed in the same pass and the op records a rule that gives logits dlogits · d(loss) (as the
+ * fused LM head's rule finishes d_h). */
 #include "graph/graph.h"
 #include "ops/cross_entropy/cross_entropy.h"
 
@@ -141,8 +144,28 @@ bool train_ce_check_labels(wgml_ctx *ctx, const char *op, wgml_tensor *labels, i
     return true;
 }
 
+/* The rule: d(logits) = dlogits (in[1], formed in the forward pass) times d(loss). */
+static wgml_status ce_rule(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    dx[0] = wgml_mul(g, op->in[1], dy);
+    return grad_result(g, op, dx);
+}
+
+static wgml_tensor *ce_impl(wgml_graph *g, wgml_tensor *logits, wgml_tensor *labels, const wgml_ce_options *opt,
+                            wgml_tensor **dlogits_out);
+
 wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tensor *labels,
                                    const wgml_ce_options *opt, wgml_tensor **dlogits_out) {
+    if (dlogits_out) *dlogits_out = NULL;
+    if (!g || dlogits_out || !logits || !graph_grad_enabled(g, &logits, 1))
+        return ce_impl(g, logits, labels, opt, dlogits_out);
+    wgml_tensor *d = NULL, *loss = ce_impl(g, logits, labels, opt, &d);
+    if (!loss) return NULL;
+    graph_op rec = {.name = "cross_entropy", .backward = ce_rule, .n_in = 2, .in = {logits, d}, .out = loss};
+    return graph_record_op(g, &rec);
+}
+
+static wgml_tensor *ce_impl(wgml_graph *g, wgml_tensor *logits, wgml_tensor *labels, const wgml_ce_options *opt,
+                            wgml_tensor **dlogits_out) {
     if (dlogits_out) *dlogits_out = NULL;
     if (!g) return NULL;
     const char *op = "cross_entropy";

@@ -753,20 +753,23 @@ wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_we
                           sizeof params, (total + 255) / 256);
 }
 
-/* Rows of the table gathered by ids (ids NULL: every row, in order). */
-static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_weight *table, wgml_tensor *ids) {
+/* Rows of the table gathered by ids (ids NULL: every row, in order). row0 >= 0: the table is
+ * rows row0.. of a larger one (zero rows for ids outside it). */
+static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_weight *table, wgml_tensor *ids,
+                                int64_t row0) {
     int64_t shape[WGML_MAX_RANK], t = ids ? ids->numel : table->n;
     int rank = ids ? ids->rank + 1 : 2;
     if (ids) memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
     else shape[0] = table->n;
     shape[rank - 1] = table->k;
     char prelude[2048];
-    int len = snprintf(prelude, sizeof prelude, "const IDENT: bool = %s;\n", ids ? "false" : "true");
+    int len = snprintf(prelude, sizeof prelude, "const IDENT: bool = %s;\nconst PART: bool = %s;\n",
+                       ids ? "false" : "true", row0 >= 0 ? "true" : "false");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, table);
     struct {
-        uint32_t t, v, d, wpr, ng;
+        uint32_t t, v, d, wpr, ng, row0;
     } params = {(uint32_t)t, (uint32_t)table->n, (uint32_t)table->k, (uint32_t)words_per_row(table),
-                (uint32_t)(table->kp / table->group)};
+                (uint32_t)(table->kp / table->group), (uint32_t)(row0 > 0 ? row0 : 0)};
     wgml_tensor *out = graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
     wgml_tensor *ro[3] = {ids ? ids : GRAPH_UNUSED, table->codes, table->ab};
@@ -777,16 +780,29 @@ static wgml_tensor *record_rows(wgml_graph *g, const char *op, const wgml_q4_wei
     return out;
 }
 
-wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids) {
-    if (!g) return NULL;
+static wgml_tensor *embedding_impl(wgml_graph *g, const char *op, const wgml_q4_weight *table, wgml_tensor *ids,
+                                   int64_t row0) {
     wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "q4_embedding";
     if (check_tensor(ctx, op, "ids", ids) || !q4_weight_valid(ctx, op, "table", table) ||
         check_dtype(ctx, op, "ids", ids, WGML_I32) || check_rank(ctx, op, "ids", ids, 1, WGML_MAX_RANK - 1) ||
         !same_graph(ctx, op, "ids", ids, table))
         return NULL;
     if (check_graph(ctx, g, op, "ids", ids)) return NULL;
-    return record_rows(g, op, table, ids);
+    return record_rows(g, op, table, ids, row0);
+}
+
+wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids) {
+    return g ? embedding_impl(g, "q4_embedding", table, ids, -1) : NULL;
+}
+
+wgml_tensor *wgml_q4_embedding_rows(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids, int64_t row0) {
+    if (!g) return NULL;
+    if (row0 < 0 || row0 + (table ? table->n : 0) > 0x7FFFFFFF) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "q4_embedding_rows: row0 %lld must be in 0..2^31-1 - the table's rows",
+                       (long long)row0);
+        return NULL;
+    }
+    return embedding_impl(g, "q4_embedding_rows", table, ids, row0);
 }
 
 wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
@@ -795,5 +811,5 @@ wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w) {
     const char *op = "q4_dequantize";
     if (!q4_weight_valid(ctx, op, "w", w)) return NULL;
     if (check_graph(ctx, g, op, "the weight", w->codes)) return NULL;
-    return record_rows(g, op, w, NULL);
+    return record_rows(g, op, w, NULL, -1);
 }

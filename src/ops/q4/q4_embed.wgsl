@@ -3,8 +3,10 @@
 // a thread owns the code words wi = lid, lid + 64, ... of the row and writes their CPW
 // values (exact dequantisation, as on the host). Ids outside [0, V) are clamped into range.
 // With IDENT the ids are 0..T-1 (IDS is not read): the whole table dequantised (latent init).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c) and IDENT.
-struct Params { T: u32, V: u32, D: u32, wpr: u32, ng: u32 }
+// With PART the table is the rows row0 .. row0 + V - 1 of a larger one: an id in that range
+// reads row id - row0, any other id gives a zero row (so the parts' lookups sum to the whole's).
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), IDENT and PART.
+struct Params { T: u32, V: u32, D: u32, wpr: u32, ng: u32, row0: u32 }
 
 @group(0) @binding(0) var<storage, read> IDS: array<i32>;
 @group(0) @binding(1) var<storage, read> CODES: array<u32>;
@@ -19,6 +21,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (t >= p.T) { return; }
     var id = t;
     if (!IDENT) { id = u32(clamp(IDS[t], 0, i32(p.V) - 1)); }
+    if (PART) {
+        let r = IDS[t] - i32(p.row0);
+        if (r < 0 || r >= i32(p.V)) {
+            for (var k = lid; k < p.D; k += 64u) { O[t * p.D + k] = 0.0; }
+            return;
+        }
+        id = u32(r);
+    }
     let words = (p.D + CPW - 1u) / CPW;
     for (var wi = lid; wi < words; wi += 64u) {
         let word = CODES[id * p.wpr + wi];

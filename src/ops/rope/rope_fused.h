@@ -9,11 +9,11 @@
 wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta);
 
 /* One decode step's attention inputs in one dispatch (no autograd rule; inference graphs):
- * q f32 [1, 1, H, hd] and k [1, 1, Hk, hd] rotated (interleaved pairs) at the position pos
+ * q f32 [1, 1, H, hd] and k [1, 1, Hk, hd] rotated (the pairs of style, as wgml_rope) at the position pos
  * (i32 [1]) with tab = rope_freq_table(.., hd, theta); rotated k and v [1, 1, Hk, hd] written
  * to row pos of the caches k_cache, v_cache f32 [1, Hk, smax, hd] (nothing when pos is
  * outside 0..smax-1). Returns rotated q as [1, H, 1, hd], the layout attention takes. */
 wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                          wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache);
+                          wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache, wgml_rope_style style);
 
 #endif

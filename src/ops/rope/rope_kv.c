@@ -4,7 +4,7 @@
 #include "ops/rope/rope_fused.h"
 
 wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                          wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache) {
+                          wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache, wgml_rope_style style) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "rope_kv_step";
@@ -29,8 +29,9 @@ wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_te
     int64_t qs[4] = {1, H, 1, hd};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, qs);
     if (!out) return NULL;
-    struct { uint32_t nq, nk, half, smax; } p = {.nq = (uint32_t)(H * hd / 2), .nk = (uint32_t)(Hk * hd / 2),
-                                                 .half = (uint32_t)(hd / 2), .smax = (uint32_t)k_cache->shape[2]};
+    struct { uint32_t nq, nk, half, smax, style, pad[3]; } p = {
+        .nq = (uint32_t)(H * hd / 2), .nk = (uint32_t)(Hk * hd / 2), .half = (uint32_t)(hd / 2),
+        .smax = (uint32_t)k_cache->shape[2], .style = style == WGML_ROPE_INTERLEAVED ? 1u : 0u};
     wgml_tensor *ro[5] = {q, k, v, pos, tab}, *rw[3] = {out, k_cache, v_cache};
     if (graph_dispatch(g, op, "rope_kv", NULL, ro, 5, rw, 3, &p, sizeof p, ((uint64_t)p.nq + 2ull * p.nk + 63) / 64)) {
         wgml_tensor_free(out);

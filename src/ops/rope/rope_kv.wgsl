@@ -1,11 +1,12 @@
 // rope_kv: the attention inputs of one decode step (S = 1; rope_kv_step in rope_kv.c, for
-// inference graphs) in one dispatch: RoPE (interleaved pairs (2i, 2i+1), angle
-// pos * theta^(-2i/hd)) of q's H heads into q_out, of k's Hk heads into k_cache row pos, and
+// inference graphs) in one dispatch: RoPE (pair i of a head is elements (2i, 2i+1) when
+// p.style is 1, interleaved, or (i, i + hd/2) when it is 0, half; angle pos * theta^(-2i/hd))
+// of q's H heads into q_out, of k's Hk heads into k_cache row pos, and
 // v's Hk heads copied into v_cache row pos (caches [Hk, smax, hd]; rows outside 0..smax-1 are
 // not written). The angle is rope_apply.wgsl's (the shared rope_angle), so results equal the
 // plain rope op bit for bit.
 // Workgroup: 64 threads; each thread owns one pair: q pairs, then k pairs, then v pairs.
-struct Params { nq: u32, nk: u32, half: u32, smax: u32 }
+struct Params { nq: u32, nk: u32, half: u32, smax: u32, style: u32, _p0: u32, _p1: u32, _p2: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
@@ -44,17 +45,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ang = rope_angle(position, tab[i]);
     let c = cos(ang);
     let sn = sin(ang);
-    let src = 2u * j;
+    // the pair's two elements within the head, and the head's first element
+    var e0 = 2u * i;
+    var e1 = e0 + 1u;
+    if (p.style == 0u) {
+        e0 = i;
+        e1 = i + p.half;
+    }
+    let head0 = (j / p.half) * 2u * p.half;
     if (is_q) {
-        let a = q[src];
-        let b = q[src + 1u];
-        q_out[src] = a * c - b * sn;
-        q_out[src + 1u] = a * sn + b * c;
+        let a = q[head0 + e0];
+        let b = q[head0 + e1];
+        q_out[head0 + e0] = a * c - b * sn;
+        q_out[head0 + e1] = a * sn + b * c;
     } else if (in_cache) {
-        let a = k[src];
-        let b = k[src + 1u];
-        let dst = ((j / p.half) * p.smax + u32(position)) * 2u * p.half + 2u * i;
-        k_cache[dst] = a * c - b * sn;
-        k_cache[dst + 1u] = a * sn + b * c;
+        let a = k[head0 + e0];
+        let b = k[head0 + e1];
+        let dst = ((j / p.half) * p.smax + u32(position)) * 2u * p.half;
+        k_cache[dst + e0] = a * c - b * sn;
+        k_cache[dst + e1] = a * sn + b * c;
     }
 }
