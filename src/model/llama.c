@@ -28,6 +28,7 @@
 typedef struct lweight {
     wgml_q4_weight *q;
     wgml_tensor *f, *bias;
+    uint32_t type; /* the GGUF type q was uploaded from */
 } lweight;
 
 /* A block's tensors; the norms the architecture lacks are NULL (model_arch says which exist). */
@@ -172,8 +173,18 @@ static wgml_status load_vector(wgml_model *m, const char *path, const char *name
     return *out ? WGML_OK : upload_err(m, name);
 }
 
-/* Loads W[n, k] in row parts of at most `per` rows into w[0..): Q4_0/Q4_1/Q8_0 stay quantised
- * (each part a 4-bit/8-bit weight of its rows' blocks), other types are dequantised to f32.
+/* Whether a GGUF tensor of `type` with rows of k elements stays quantised on the GPU: every block
+ * format the q4 family runs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K) whose rows are whole blocks;
+ * the float types take the plain f32 path. */
+static int keep_quantised(uint32_t type, int64_t k) {
+    uint64_t be = 0;
+    if (type == WGML_GGML_F32 || type == WGML_GGML_F16 || type == WGML_GGML_BF16) return 0;
+    return wgml_q4_gguf_on_gpu((int)type) && wgml_ggml_type_size(type, &be, NULL) && be && k % (int64_t)be == 0;
+}
+
+/* Loads W[n, k] in row parts of at most `per` rows into w[0..): block formats stay quantised
+ * (keep_quantised; each part a quantised weight of its rows' blocks), other types are
+ * dequantised to f32.
  * per = n: one part. optional: returns WGML_OK with w untouched when absent. */
 static wgml_status load_rows(wgml_model *m, const char *path, const char *name, int64_t n, int64_t k, int64_t per,
                              lweight *w, int optional) {
@@ -181,15 +192,16 @@ static wgml_status load_rows(wgml_model *m, const char *path, const char *name, 
     if (i == -2) return WGML_OK;
     if (i < 0) return wgml_last_status(m->ctx);
     const wgml_gguf_tensor *t = wgml_gguf_tensor_at(m->file, i);
-    if ((t->type == WGML_GGML_Q4_0 || t->type == WGML_GGML_Q4_1 || t->type == WGML_GGML_Q8_0) && k % 32 == 0) {
+    if (keep_quantised(t->type, k)) {
         const void *data;
         size_t bytes;
         if (wgml_gguf_tensor_data(m->file, i, &data, &bytes)) return ferr(m, path);
-        size_t row = bytes / (size_t)n; /* whole blocks per row (k % 32 == 0) */
+        size_t row = bytes / (size_t)n; /* whole blocks per row */
         for (int64_t r0 = 0, p = 0; r0 < n; r0 += per, p++) {
             int64_t rn = n - r0 < per ? n - r0 : per;
             w[p].q = wgml_q4_upload_gguf(m->wg, (int)t->type, (const char *)data + row * (size_t)r0, row * (size_t)rn,
                                          rn, k);
+            w[p].type = t->type;
             if (!w[p].q) return upload_err(m, name);
         }
         return WGML_OK;
@@ -219,8 +231,11 @@ static wgml_status load_vocab(wgml_model *m, const char *path, const char *name,
     int64_t V = m->cfg.n_vocab, D = m->cfg.n_embd, i = wgml_gguf_find_tensor(m->file, name);
     if (i < 0 && optional) return WGML_OK;
     uint32_t type = i >= 0 ? wgml_gguf_tensor_at(m->file, i)->type : 0;
-    int quant = (type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q8_0) && D % 32 == 0;
-    uint64_t row_bytes = quant ? (uint64_t)D / (type == WGML_GGML_Q8_0 ? 4 : 8) * 4 : (uint64_t)D * 4;
+    /* a row's codes on the GPU: 4 bits per element for Q4_0/Q4_1/Q4_K, 8 for the other block
+     * formats (5- and 6-bit codes are held widened), 32 for f32 */
+    int quant = keep_quantised(type, D);
+    int four = type == WGML_GGML_Q4_0 || type == WGML_GGML_Q4_1 || type == WGML_GGML_Q4_K;
+    uint64_t row_bytes = !quant ? (uint64_t)D * 4 : four ? (uint64_t)D / 2 : (uint64_t)D;
     wgml_device_info info;
     wgml_device_get_info(m->ctx, &info);
     uint64_t limit = info.max_storage_binding ? info.max_storage_binding : ((uint64_t)1 << 27);
@@ -377,6 +392,11 @@ void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k) {
 }
 
 const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t) { return target_weight(m, l, t)->q; }
+
+int llama_target_gguf_type(const wgml_model *m, int64_t l, int t) {
+    const lweight *w = target_weight(m, l, t);
+    return w->q ? (int)w->type : -1;
+}
 
 /* How the block builder (forward_hidden) records the model into a graph: the inference graphs
  * (build_step) and the training forward (llama_forward_train_hidden) differ only here. */

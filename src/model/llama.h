@@ -19,6 +19,8 @@ void llama_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k);
 /* The 4-bit weight of target t in layer l (tensors of the model's weight graph), or NULL when
  * the file stores it in floating point. */
 const wgml_q4_weight *llama_target_q4(const wgml_model *m, int64_t l, int t);
+/* The GGUF type a quantised target weight came from (-1 when it is held in f32). */
+int llama_target_gguf_type(const wgml_model *m, int64_t l, int t);
 /* Records the training forward into g (a built graph; the block builder of the inference
  * graphs without KV cache or fused ops): ids i32 [B*S] (B sequences of S tokens), positions
  * i32 [S] (0 .. S-1), causal attention within each sequence.

@@ -149,7 +149,10 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
             llama_target_dims(t->model, k, &N, &K);
             if (ste) {
                 const wgml_q4_weight *q = llama_target_q4(t->model, l, k);
-                if (!q || q->kind == WGML_Q8) continue; /* requant rewrites 4-bit codes only */
+                int ty = llama_target_gguf_type(t->model, l, k);
+                /* straight-through trains the weights the GGUF export can write back (Q4_0,
+                 * Q4_1); requant itself runs for every quantised kind */
+                if (!q || (ty != WGML_GGML_Q4_0 && ty != WGML_GGML_Q4_1)) continue;
             }
             for (int ab = 0; ab < (ste ? 1 : 2); ab++) {
                 tparam *p = &t->params[t->n++];
