@@ -48,6 +48,23 @@ static double num(pbuild *b, const int32_t *args, int i, double def, int *ok) {
     }
 }
 
+/* An integer argument, exactly (a number through double would lose INT64_MAX, the "to the
+ * end" of slices); def when Null. */
+static int64_t inum(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
+    const pv *x = val(b, args, i);
+    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_SYMINT) return x->i;
+    if (x->kind == PV_NULL) return def;
+    if (*ok) fail(b, WGML_ERR_ARG, "expected an integer", i);
+    *ok = 0;
+    return def;
+}
+
+/* inum clamped into int's range (dims, flags): a wild value stays wild but defined. */
+static int iarg(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
+    int64_t v = inum(b, args, i, def, ok);
+    return v < -1000000000 ? -1000000000 : v > 1000000000 ? 1000000000 : (int)v;
+}
+
 /* An int list argument copied into out[0..max); an Int is a list of one. -1 on a wrong kind. */
 static int ilist(pbuild *b, const int32_t *args, int i, int64_t *out, int max) {
     const pv *x = val(b, args, i);
@@ -291,7 +308,7 @@ static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int 
     int64_t d64[WGML_MAX_RANK];
     int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
     if (n < 0) return WGML_ERR_ARG;
-    int keep = (int)num(b, args, 2, 0, &ok);
+    int keep = iarg(b, args, 2, 0, &ok);
     if (!ok) return WGML_ERR_ARG;
     if (kind != 2 && !is_null(b, args, 3) && wgml_tensor_dtype(x) != WGML_F32)
         return fail(b, WGML_ERR_DTYPE, "only f32 reductions", 3);
@@ -311,14 +328,14 @@ static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
     wgml_tensor *x = T(b, args, 0);
     int ok = 1;
-    int keep = (int)num(b, args, 2, 0, &ok);
+    int keep = iarg(b, args, 2, 0, &ok);
     if (!x || !ok) return WGML_ERR_ARG;
     if (is_null(b, args, 1)) {
         int64_t n = wgml_tensor_numel(x);
         x = wgml_reshape(b->g, x, 1, &n);
         return put(b, OUT(0), wgml_argmax(b->g, x, 0, 0), 1);
     }
-    int dim = (int)num(b, args, 1, 0, &ok);
+    int dim = iarg(b, args, 1, 0, &ok);
     return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
 }
 
@@ -326,7 +343,7 @@ static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status softmax_common(pbuild *b, const int32_t *args, int nargs, int log) {
     NEED(4);
     int ok = 1;
-    int dim = (int)num(b, args, 1, -1, &ok);
+    int dim = iarg(b, args, 1, -1, &ok);
     wgml_tensor *x = T(b, args, 0);
     if (!x || !ok) return WGML_ERR_ARG;
     return put(b, OUT(0), log ? wgml_log_softmax(b->g, x, dim) : wgml_softmax(b->g, x, dim), 0);
@@ -457,7 +474,7 @@ static wgml_status op_permute(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status op_transpose(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
     int ok = 1;
-    int d0 = (int)num(b, args, 1, 0, &ok), d1 = (int)num(b, args, 2, 0, &ok);
+    int d0 = iarg(b, args, 1, 0, &ok), d1 = iarg(b, args, 2, 0, &ok);
     wgml_tensor *x = T(b, args, 0);
     return ok && x ? put(b, OUT(0), wgml_transpose(b->g, x, d0, d1), 0) : WGML_ERR_ARG;
 }
@@ -466,9 +483,9 @@ static wgml_status op_transpose(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status op_slice(pbuild *b, const int32_t *args, int nargs) {
     NEED(6);
     int ok = 1;
-    int64_t dim = (int64_t)num(b, args, 1, 0, &ok);
-    int64_t start = (int64_t)num(b, args, 2, 0, &ok), end = is_null(b, args, 3) ? INT64_MAX : (int64_t)num(b, args, 3, 0, &ok);
-    int64_t step = (int64_t)num(b, args, 4, 1, &ok);
+    int64_t dim = inum(b, args, 1, 0, &ok);
+    int64_t start = inum(b, args, 2, 0, &ok), end = inum(b, args, 3, INT64_MAX, &ok);
+    int64_t step = inum(b, args, 4, 1, &ok);
     wgml_tensor *x = T(b, args, 0);
     if (!ok || !x) return WGML_ERR_ARG;
     return put(b, OUT(0), wgml_slice(b->g, x, (int)dim, start, end, step), 0);
@@ -478,7 +495,7 @@ static wgml_status op_slice(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status op_select(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
     int ok = 1;
-    int64_t dim = (int64_t)num(b, args, 1, 0, &ok), idx = (int64_t)num(b, args, 2, 0, &ok);
+    int64_t dim = inum(b, args, 1, 0, &ok), idx = inum(b, args, 2, 0, &ok);
     wgml_tensor *x = T(b, args, 0);
     if (!ok || !x) return WGML_ERR_ARG;
     int d = ndim(b, dim, wgml_tensor_rank(x), 1, &ok);
@@ -495,7 +512,7 @@ static wgml_status op_cat(pbuild *b, const int32_t *args, int nargs) {
     size_t n;
     const int32_t *ids = vlist(b, args, 0, &n);
     int ok = 1;
-    int dim = (int)num(b, args, 1, 0, &ok);
+    int dim = iarg(b, args, 1, 0, &ok);
     if (!ids || !ok) return WGML_ERR_ARG;
     if (n == 0 || n > 64) return fail(b, WGML_ERR_ARG, "between 1 and 64 tensors", 0);
     wgml_tensor *ts[64];
@@ -514,7 +531,7 @@ static wgml_status split_common(pbuild *b, const int32_t *args, int nargs, int e
     wgml_tensor *x = T(b, args, 0);
     int64_t sizes[64];
     int n = ilist(b, args, 1, sizes, 64);
-    int64_t dim = (int64_t)num(b, args, 2, 0, &ok);
+    int64_t dim = inum(b, args, 2, 0, &ok);
     size_t no;
     const int32_t *outs = vlist(b, args, 3, &no);
     if (!x || n < 0 || !ok || !outs) return WGML_ERR_ARG;
@@ -579,7 +596,7 @@ static wgml_status op_embedding(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status op_gather(pbuild *b, const int32_t *args, int nargs) {
     NEED(5);
     int ok = 1;
-    int dim = (int)num(b, args, 1, 0, &ok);
+    int dim = iarg(b, args, 1, 0, &ok);
     wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
     return ok && idx ? put(b, OUT(0), wgml_gather(b->g, x, dim, idx), 0) : WGML_ERR_ARG;
 }
@@ -587,7 +604,7 @@ static wgml_status op_gather(pbuild *b, const int32_t *args, int nargs) {
 static wgml_status op_index_select(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
     int ok = 1;
-    int dim = (int)num(b, args, 1, 0, &ok);
+    int dim = iarg(b, args, 1, 0, &ok);
     wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
     return ok && idx ? put(b, OUT(0), wgml_index_select(b->g, x, dim, idx), 1) : WGML_ERR_ARG;
 }
@@ -622,7 +639,7 @@ static wgml_status op_sdpa(pbuild *b, const int32_t *args, int nargs) {
     int ok = 1;
     if (!is_null(b, args, 3)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: attention masks are not supported", b->op);
     if (num(b, args, 4, 0, &ok) != 0.0) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dropout is not supported", b->op);
-    int causal = (int)num(b, args, 5, 0, &ok);
+    int causal = iarg(b, args, 5, 0, &ok);
     float scale = (float)num(b, args, 6, 0, &ok);
     wgml_tensor *q = T(b, args, 0), *k = q ? T(b, args, 1) : NULL, *v = k ? T(b, args, 2) : NULL;
     if (!ok || !v) return WGML_ERR_ARG;
