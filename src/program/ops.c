@@ -646,6 +646,197 @@ static wgml_status op_sdpa(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_sdpa(b->g, q, k, v, causal, scale), 0);
 }
 
+/* ---- composites: ops made of several wgml ops ------------------------------------------------ */
+
+/* amin(self, dim, keepdim) = −amax(−x) */
+static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0);
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || n < 0 || !ok) return WGML_ERR_ARG;
+    int dims[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    wgml_tensor *y = wgml_amax(b->g, wgml_neg(b->g, x), dims, n, keep);
+    return put(b, OUT(0), y ? wgml_neg(b->g, y) : NULL, 0);
+}
+
+/* argmin(self, dim?, keepdim) = argmax(−x) (ties: the first index either way) */
+static wgml_status op_argmin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0);
+    int ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || !ok) return WGML_ERR_ARG;
+    x = wgml_neg(b->g, x);
+    if (is_null(b, args, 1)) {
+        int64_t n = wgml_tensor_numel(x);
+        return put(b, OUT(0), wgml_argmax(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0), 1);
+    }
+    int dim = iarg(b, args, 1, 0, &ok);
+    return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
+}
+
+/* hardswish(x) = x·clamp(x + 3, 0, 6)/6; hardsigmoid(x) = clamp(x/6 + 1/2, 0, 1) */
+static wgml_status op_hardswish(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *c = wgml_clamp(b->g, wgml_add_scalar(b->g, x, 3.0f, 1.0f), 0.0f, 6.0f);
+    return put(b, OUT(0), wgml_mul(b->g, x, wgml_mul_scalar(b->g, c, 1.0f / 6.0f)), 0);
+}
+static wgml_status op_hardsigmoid(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *y = wgml_add_scalar(b->g, wgml_div_scalar(b->g, x, 6.0f), 0.5f, 1.0f);
+    return put(b, OUT(0), wgml_clamp(b->g, y, 0.0f, 1.0f), 0);
+}
+
+/* leaky_relu(x, slope) = relu(x) − slope·relu(−x) */
+static wgml_status op_leaky_relu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    float slope = (float)num(b, args, 1, 0.01, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *n = wgml_relu(b->g, wgml_neg(b->g, x));
+    return put(b, OUT(0), wgml_sub(b->g, wgml_relu(b->g, x), n, slope), 0);
+}
+
+/* elu(x, alpha, scale, input_scale) = scale·x for x > 0, else alpha·scale·(exp(x·input_scale) − 1) */
+static wgml_status op_elu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    float alpha = (float)num(b, args, 1, 1, &ok), scale = (float)num(b, args, 2, 1, &ok), in_scale = (float)num(b, args, 3, 1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *neg = wgml_exp(b->g, wgml_mul_scalar(b->g, wgml_minimum_scalar(b->g, x, 0.0f), in_scale));
+    neg = wgml_mul_scalar(b->g, wgml_add_scalar(b->g, neg, -1.0f, 1.0f), alpha * scale);
+    wgml_tensor *pos = wgml_mul_scalar(b->g, wgml_relu(b->g, x), scale);
+    return put(b, OUT(0), wgml_add(b->g, pos, neg, 1.0f), 0);
+}
+
+/* log10, log2, log1p through the natural log */
+static wgml_status log_common(pbuild *b, const int32_t *args, int nargs, float scale, float add) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    if (add != 0.0f) x = wgml_add_scalar(b->g, x, add, 1.0f);
+    wgml_tensor *y = wgml_log(b->g, x);
+    return put(b, OUT(0), scale != 1.0f ? wgml_mul_scalar(b->g, y, scale) : y, 0);
+}
+static wgml_status op_log10(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, (float)(1.0 / log(10.0)), 0); }
+static wgml_status op_log2(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, (float)(1.0 / log(2.0)), 0); }
+static wgml_status op_log1p(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, 1.0f, 1.0f); }
+
+/* threshold(x, threshold, value) = x > threshold ? x : value */
+static wgml_status op_threshold(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float th = (float)num(b, args, 1, 0, &ok), value = (float)num(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *c = wgml_gt_scalar(b->g, x, th);
+    return put(b, OUT(0), wgml_where(b->g, c, x, wgml_full_like(b->g, x, value)), 0);
+}
+
+/* masked_fill.Scalar(x, mask, value) = mask ? value : x */
+static wgml_status op_masked_fill(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float value = (float)num(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *m = x ? T(b, args, 1) : NULL;
+    if (!m || !ok) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_where(b->g, m, wgml_full_like(b->g, x, value), x), 0);
+}
+
+/* glu(x, dim) = a·sigmoid(b), a and b the halves of x along dim */
+static wgml_status op_glu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int dim = iarg(b, args, 1, -1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    int d = ndim(b, dim, wgml_tensor_rank(x), 1, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    int64_t h = wgml_tensor_dim(x, d) / 2;
+    if (wgml_tensor_dim(x, d) % 2) return fail(b, WGML_ERR_SHAPE, "glu needs an even size", 0);
+    wgml_tensor *lo = wgml_slice(b->g, x, d, 0, h, 1), *hi = wgml_slice(b->g, x, d, h, 2 * h, 1);
+    return put(b, OUT(0), wgml_mul(b->g, lo, wgml_sigmoid(b->g, hi)), 0);
+}
+
+/* A persistent tensor holding host data (index tensors the composites make). */
+static wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_t *shape, const void *data, size_t bytes) {
+    wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);
+    if (t && wgml_tensor_write(t, data, bytes)) return NULL;
+    return t;
+}
+
+/* flip(x, dims): index_select with a reversed index per flipped dim */
+static wgml_status op_flip(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || n < 0) return WGML_ERR_ARG;
+    for (int i = 0; i < n && x; i++) {
+        int d = ndim(b, d64[i], wgml_tensor_rank(x), 1, &ok);
+        if (!ok) return WGML_ERR_ARG;
+        int64_t size = wgml_tensor_dim(x, d);
+        int32_t *idx = malloc((size_t)size * sizeof *idx);
+        if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+        for (int64_t k = 0; k < size; k++) idx[k] = (int32_t)(size - 1 - k);
+        wgml_tensor *it = host_tensor(b, WGML_I32, 1, &size, idx, (size_t)size * sizeof *idx);
+        free(idx);
+        x = it ? wgml_index_select(b->g, x, d, it) : NULL;
+    }
+    return put(b, OUT(0), x, 0);
+}
+
+/* pixel_shuffle(x [.., C·r², H, W], r) -> [.., C, H·r, W·r]: a view, a permute, a view */
+static wgml_status op_pixel_shuffle(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int64_t r = inum(b, args, 1, 1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(x);
+    if (rank != 4 || r < 1 || wgml_tensor_dim(x, 1) % (r * r))
+        return fail(b, WGML_ERR_SHAPE, "pixel_shuffle takes [N, C·r², H, W]", 0);
+    int64_t n = wgml_tensor_dim(x, 0), c = wgml_tensor_dim(x, 1) / (r * r), h = wgml_tensor_dim(x, 2), w = wgml_tensor_dim(x, 3);
+    int64_t v[6] = {n, c, r, r, h, w};
+    int perm[6] = {0, 1, 4, 2, 5, 3};
+    wgml_tensor *y = wgml_permute(b->g, wgml_reshape(b->g, x, 6, v), perm);
+    return put(b, OUT(0), y, 1);
+}
+
+/* native_group_norm(x, w?, b?, N, C, HxW, group, eps) -> (out, mean [N, G], rstd [N, G]):
+ * a layer norm over each group's C/G·HxW elements, then the per-channel affine. */
+static wgml_status op_group_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(9);
+    int ok = 1;
+    int64_t n = inum(b, args, 3, 0, &ok), c = inum(b, args, 4, 0, &ok), hw = inum(b, args, 5, 0, &ok), g = inum(b, args, 6, 1, &ok);
+    float eps = (float)num(b, args, 7, 1e-5, &ok);
+    wgml_tensor *x = T(b, args, 0), *w, *bias;
+    if (!x || !ok || opt_tensor(b, args, 1, &w) || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    if (g < 1 || c % g || n * c * hw != wgml_tensor_numel(x)) return fail(b, WGML_ERR_SHAPE, "N·C·HxW does not match x", 0);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 8, &no);
+    if (!outs || no != 3) return outs ? fail(b, WGML_ERR_ARG, "expected 3 outputs", 8) : WGML_ERR_ARG;
+    int64_t gs[3] = {n, g, c / g * hw}, cs[3] = {n, c, hw}, wc[2] = {c, 1};
+    wgml_tensor *mean = NULL, *rstd = NULL;
+    wgml_tensor *y = wgml_layer_norm(b->g, wgml_reshape(b->g, x, 3, gs), NULL, NULL, eps, &mean, &rstd);
+    y = y ? wgml_reshape(b->g, y, 3, cs) : NULL;
+    if (y && w) y = wgml_mul(b->g, y, wgml_reshape(b->g, w, 2, wc));
+    if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, wc), 1.0f);
+    wgml_status s = put(b, outs[0], y, 1);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
+    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
+    return s;
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 typedef struct prog_op_entry {
@@ -745,6 +936,21 @@ static const prog_op_entry OPS[] = {
     {"aten.ones.default", op_ones},
     {"aten.ones_like.default", op_ones},
     {"aten.scaled_dot_product_attention.default", op_sdpa},
+    {"aten.amin.default", op_amin},
+    {"aten.argmin.default", op_argmin},
+    {"aten.hardswish.default", op_hardswish},
+    {"aten.hardsigmoid.default", op_hardsigmoid},
+    {"aten.leaky_relu.default", op_leaky_relu},
+    {"aten.elu.default", op_elu},
+    {"aten.log10.default", op_log10},
+    {"aten.log2.default", op_log2},
+    {"aten.log1p.default", op_log1p},
+    {"aten.threshold.default", op_threshold},
+    {"aten.masked_fill.Scalar", op_masked_fill},
+    {"aten.glu.default", op_glu},
+    {"aten.flip.default", op_flip},
+    {"aten.pixel_shuffle.default", op_pixel_shuffle},
+    {"aten.native_group_norm.default", op_group_norm},
 };
 
 static const char *const *names_cache(void) {
