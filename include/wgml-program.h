@@ -66,6 +66,12 @@ wgml_status wgml_program_run(wgml_program *p, double *seconds);
 /* Reads output i (waits for the run): bytes must be its nbytes, in its host dtype. */
 wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes);
 
+/* Writes the tensor behind output i when it is program state, not computed by the method: a
+ * parameter or buffer the method returns as it is (ExecuTorch's training programs return
+ * their parameters so that an optimizer can update them in place between runs). bytes as for
+ * get_output. WGML_ERR_ARG for an output the method computes. */
+wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes);
+
 /* The delegate operator names wgml maps (for listings); *n gets the count. */
 const char *const *wgml_program_op_names(size_t *n);
 

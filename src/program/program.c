@@ -212,6 +212,7 @@ static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, siz
                               prog_vk_dtype_name(s->vk_dtype));
     s->t = wgml_tensor_new(p->g, (wgml_dtype)dt, s->rank, s->dims);
     if (!s->t) return wgml_last_status(p->ctx);
+    s->state = s->t;
     if (!data) return WGML_OK;
     int64_t n = slot_numel(s);
     size_t esize = from == VK_INT64 || from == VK_FLOAT64 ? 8 : from == VK_BOOL || from == VK_UINT8 || from == VK_INT8 ? 1 : 4;
@@ -612,24 +613,40 @@ wgml_status wgml_program_output_info(const wgml_program *p, int i, wgml_program_
 
 static int host_vk(int st) { return scalar_to_vk(st); }
 
-wgml_status wgml_program_set_input(wgml_program *p, int i, const void *data, size_t bytes) {
-    if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_in)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
-    const wgml_program_io *io = &p->in[i].info;
+/* Writes host data (the io's host dtype, narrowed) into a persistent tensor. */
+static wgml_status write_io(wgml_program *p, const char *kind, int i, const prog_io *pio, const void *data, size_t bytes) {
+    const wgml_program_io *io = &pio->info;
     if (!data || bytes != io->nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d: %zu bytes given, it takes %zu (%lld elements of %s)",
-                              i, data ? bytes : 0, io->nbytes, (long long)io->numel, wgml_program_dtype_name(io->dtype));
-    wgml_tensor *t = p->v[p->in[i].value].t;
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: %s %d: %zu bytes given, it takes %zu (%lld elements of %s)",
+                              kind, i, data ? bytes : 0, io->nbytes, (long long)io->numel, wgml_program_dtype_name(io->dtype));
+    wgml_tensor *t = p->v[pio->value].t;
     size_t nb = wgml_tensor_nbytes(t);
     void *tmp = malloc(nb ? nb : 1);
     if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
     char what[32];
-    snprintf(what, sizeof what, "input %d", i);
+    snprintf(what, sizeof what, "%s %d", kind, i);
     wgml_status s = convert_in(p->ctx, tmp, data, io->numel, host_vk(io->dtype), what);
     if (!s) s = wgml_tensor_write(t, tmp, nb);
     free(tmp);
     return s;
+}
+
+wgml_status wgml_program_set_input(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_in)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
+    return write_io(p, "input", i, &p->in[i], data, bytes);
+}
+
+wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_out)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    const pv *s = &p->v[p->out[i].value];
+    if (!s->state || s->t != s->state)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                              "program: output %d is computed by the method, not program state: it cannot be written", i);
+    return write_io(p, "output", i, &p->out[i], data, bytes);
 }
 
 wgml_status wgml_program_run(wgml_program *p, double *seconds) {

@@ -54,6 +54,9 @@ typedef struct pv {
      * that a dtype conversion of a constant can be done on the host at load; NULL otherwise. */
     const uint8_t *host;
     int host_vk;
+    /* The persistent tensor made for a method input, constant or mutable buffer (program
+     * state that the host may rewrite between runs while t is still it); NULL otherwise. */
+    wgml_tensor *state;
 } pv;
 
 typedef struct pbuild {

@@ -162,7 +162,7 @@ def load_or_export(cache_dir, flow, key, model, inputs, dyn, stats, budget_s):
         pte = pte_path.read_bytes() if pte_path.is_file() else None
         stats["cached"] += 1
         return pte, meta
-    if budget_s and stats["export_s"] > budget_s:
+    if budget_s < 0 or (budget_s and stats["export_s"] > budget_s):
         stats["over_budget"] += 1
         return None, {"budget": True}
     pte, meta = export_case(flow, model, inputs, dyn)
@@ -255,7 +255,8 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="stop exporting after this many seconds of export time (the cache keeps what was "
-                         "exported); the remaining cases are skipped and the exit status is 77")
+                         "exported); the remaining cases are skipped and the exit status is 77; -1: export "
+                         "nothing (only what the cache holds runs)")
     ap.add_argument("--must-pass", default="", help="comma-separated operator files that must pass completely")
     a = ap.parse_args()
 
