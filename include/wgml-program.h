@@ -72,6 +72,16 @@ wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t b
  * get_output. WGML_ERR_ARG for an output the method computes. */
 wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes);
 
+/* The constants of the loaded method (weights baked into its delegates, constant tensors of
+ * the method), in load order: shape, the dtype they are stored in and a name (the named-data
+ * key or the tensor's fully qualified name; "" when it has none). Writing one replaces it for
+ * later runs (e.g. an optimizer stepping the weights of a training program, whose delegates
+ * hold the parameters as constants). A constant that the method converted to another dtype at
+ * load keeps the converted copy it made. */
+int wgml_program_constant_count(const wgml_program *p);
+wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_program_io *info, const char **name);
+wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data, size_t bytes);
+
 /* The delegate operator names wgml maps (for listings); *n gets the count. */
 const char *const *wgml_program_op_names(size_t *n);
 

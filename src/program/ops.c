@@ -323,6 +323,14 @@ static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_co
 static wgml_status op_mean(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 1); }
 static wgml_status op_amax(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 2); }
 
+/* mean.dtype / mean.default (self, dtype?): the mean of every element, rank 0 */
+static wgml_status op_mean_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_mean(b->g, x, NULL, 0, 0), 1);
+}
+
 /* argmax(self, dim?, keepdim): dim None flattens first. */
 static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
@@ -897,6 +905,8 @@ static const prog_op_entry OPS[] = {
     {"aten.addmm.default", op_addmm},
     {"aten.sum.dim_IntList", op_sum},
     {"aten.mean.dim", op_mean},
+    {"aten.mean.dtype", op_mean_all},
+    {"aten.mean.default", op_mean_all},
     {"aten.amax.default", op_amax},
     {"aten.argmax.default", op_argmax},
     {"aten._softmax.default", op_softmax},

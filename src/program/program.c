@@ -27,6 +27,12 @@ typedef struct prog_io {
     wgml_program_io info;
 } prog_io;
 
+typedef struct prog_const {
+    wgml_tensor *t;
+    wgml_program_io info;   /* host dtype: the dtype the bytes were stored in */
+    const char *name;       /* named-data key, or "" */
+} prog_const;
+
 struct wgml_program {
     wgml_ctx *ctx;
     uint8_t *bytes;
@@ -41,7 +47,35 @@ struct wgml_program {
     wgml_graph *g;
     prog_io *in, *out;
     int n_in, n_out;
+    prog_const *consts;     /* every uploaded constant, in load order */
+    int n_consts, cap_consts;
 };
+
+static int vk_to_prog(int vk) {
+    static const int m[] = {WGML_PROG_BOOL, WGML_PROG_U8, WGML_PROG_I8, WGML_PROG_I32, WGML_PROG_F16,
+                            WGML_PROG_F32,  WGML_PROG_F64, WGML_PROG_I64};
+    return vk >= 0 && vk < 8 ? m[vk] : -1;
+}
+
+/* Records an uploaded constant (host layout `from`) for wgml_program_constant_*. */
+static wgml_status note_constant(wgml_program *p, const pv *s, int from, const char *name) {
+    if (p->n_consts == p->cap_consts) {
+        int nc = p->cap_consts ? 2 * p->cap_consts : 16;
+        prog_const *n = realloc(p->consts, (size_t)nc * sizeof *n);
+        if (!n) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+        p->consts = n, p->cap_consts = nc;
+    }
+    prog_const *c = &p->consts[p->n_consts++];
+    memset(c, 0, sizeof *c);
+    c->t = s->t;
+    c->info.dtype = (wgml_program_dtype)vk_to_prog(from);
+    c->info.rank = s->rank;
+    memcpy(c->info.shape, s->dims, sizeof c->info.shape);
+    c->info.numel = wgml_tensor_numel(s->t);
+    c->info.nbytes = (size_t)c->info.numel * wgml_program_dtype_size(c->info.dtype);
+    c->name = name ? name : "";
+    return WGML_OK;
+}
 
 /* ---- dtypes -------------------------------------------------------------------------------- */
 
@@ -320,6 +354,7 @@ static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
         snprintf(what, sizeof what, "delegate %d constant %d", di, (int)v[i].constant_id);
         s = make_persistent(p, &v[i], c->data.data, (size_t)c->data.size, from, what);
         v[i].host = c->data.data, v[i].host_vk = from;
+        if (!s) s = note_constant(p, &v[i], from, c->named ? c->named_key.s : NULL);
     }
     if (!s) s = run_ops(p, v, vg->n_values, vg->chain, vg->n_chain);
     for (uint32_t i = 0; !s && i < vg->n_outputs; i++) {
@@ -477,6 +512,7 @@ static wgml_status build(wgml_program *p) {
             snprintf(what, sizeof what, "constant value %u", i);
             if ((s = make_persistent(p, &p->v[i], t->data.data, (size_t)t->data.size, p->v[i].vk_dtype, what))) return s;
             p->v[i].host = t->data.data, p->v[i].host_vk = p->v[i].vk_dtype;
+            if ((s = note_constant(p, &p->v[i], p->v[i].vk_dtype, t->fqn.len ? t->fqn.s : NULL))) return s;
         } else if (t->data_kind == PTE_DATA_EXTERNAL) {
             return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: value %u: data in an external file (.ptd)", i);
         }
@@ -587,6 +623,7 @@ void wgml_program_free(wgml_program *p) {
     if (p->pte) pte_free(p->pte);
     for (uint32_t i = 0; i < p->n_lists; i++) free(p->lists[i]);
     free(p->lists);
+    free(p->consts);
     free(p->v), free(p->in), free(p->out), free(p->bytes), free(p);
 }
 
@@ -677,6 +714,38 @@ wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t b
             memcpy((uint8_t *)data + 8 * k, &x, 8);
         }
     }
+    free(tmp);
+    return s;
+}
+
+/* ---- constants ----------------------------------------------------------------------------- */
+
+int wgml_program_constant_count(const wgml_program *p) { return p ? p->n_consts : 0; }
+
+wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_program_io *info, const char **name) {
+    if (!p || !info) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_consts)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    *info = p->consts[i].info;
+    if (name) *name = p->consts[i].name;
+    return WGML_OK;
+}
+
+wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_consts)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    const prog_const *c = &p->consts[i];
+    if (!data || bytes != c->info.nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d: %zu bytes given, it takes %zu", i,
+                              data ? bytes : 0, c->info.nbytes);
+    size_t nb = wgml_tensor_nbytes(c->t);
+    void *tmp = malloc(nb ? nb : 1);
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    char what[32];
+    snprintf(what, sizeof what, "constant %d", i);
+    wgml_status s = convert_in(p->ctx, tmp, data, c->info.numel, host_vk(c->info.dtype), what);
+    if (!s) s = wgml_tensor_write(c->t, tmp, nb);
     free(tmp);
     return s;
 }

@@ -53,6 +53,9 @@ class Runtime:
         lib.wgml_program_set_input.argtypes = [c_void_p, c_int, c_void_p, c_size_t]
         lib.wgml_program_get_output.argtypes = [c_void_p, c_int, c_void_p, c_size_t]
         lib.wgml_program_run.argtypes = [c_void_p, POINTER(c_double)]
+        lib.wgml_program_constant_count.argtypes = [c_void_p]
+        lib.wgml_program_constant_info.argtypes = [c_void_p, c_int, POINTER(ProgramIO), POINTER(c_char_p)]
+        lib.wgml_program_write_constant.argtypes = [c_void_p, c_int, c_void_p, c_size_t]
         opts = CtxOptions(poison_outputs=1 if poison else 0)
         ctx = c_void_p()
         if lib.wgml_ctx_create(ctypes.byref(opts), ctypes.byref(ctx)) != 0:
@@ -103,3 +106,55 @@ class Runtime:
             return outs
         finally:
             lib.wgml_program_free(p)
+
+
+class Program:
+    """A loaded program kept across runs (training loops): inputs, runs, outputs, constants."""
+
+    def __init__(self, rt, pte):
+        self.rt, self.lib = rt, rt.lib
+        self._buf = ctypes.create_string_buffer(bytes(pte), len(pte))
+        self.p = self.lib.wgml_program_load_bytes(rt.ctx, self._buf, len(pte), None)
+        if not self.p:
+            raise ProgramError("load", rt.err())
+
+    def close(self):
+        if self.p:
+            self.lib.wgml_program_free(self.p)
+            self.p = None
+
+    def set_input(self, i, x):
+        io = ProgramIO()
+        self.lib.wgml_program_input_info(self.p, i, ctypes.byref(io))
+        a = np.ascontiguousarray(x.detach().cpu().numpy().astype(NP[io.dtype]))
+        if self.lib.wgml_program_set_input(self.p, i, a.ctypes.data, a.nbytes) != 0:
+            raise ProgramError("input", self.rt.err())
+
+    def run(self):
+        t = c_double()
+        if self.lib.wgml_program_run(self.p, ctypes.byref(t)) != 0:
+            raise ProgramError("run", self.rt.err())
+        return t.value
+
+    def output(self, i):
+        io = ProgramIO()
+        if self.lib.wgml_program_output_info(self.p, i, ctypes.byref(io)) != 0:
+            raise ProgramError("output", self.rt.err())
+        a = np.empty(tuple(io.shape[:io.rank]), dtype=NP[io.dtype])
+        if self.lib.wgml_program_get_output(self.p, i, a.ctypes.data, a.nbytes) != 0:
+            raise ProgramError("output", self.rt.err())
+        return torch.from_numpy(a)
+
+    def constants(self):
+        """[(shape, numpy dtype, name)] of every constant, by index."""
+        out = []
+        for i in range(self.lib.wgml_program_constant_count(self.p)):
+            io, name = ProgramIO(), c_char_p()
+            self.lib.wgml_program_constant_info(self.p, i, ctypes.byref(io), ctypes.byref(name))
+            out.append((tuple(io.shape[:io.rank]), NP.get(io.dtype), (name.value or b"").decode()))
+        return out
+
+    def write_constant(self, i, x):
+        a = np.ascontiguousarray(np.asarray(x))
+        if self.lib.wgml_program_write_constant(self.p, i, a.ctypes.data, a.nbytes) != 0:
+            raise ProgramError("constant", self.rt.err())
