@@ -283,7 +283,8 @@ typedef struct pte_vk_tensor {
     int8_t datatype;         /* pte_vk_dtype 0..7, checked */
     uint32_t rank;
     const uint32_t *dims;
-    int32_t constant_id;     /* >= 0: index into constants (checked); < 0: not a constant */
+    int32_t constant_id;     /* >= 0: index into constants (checked; that constant's length >= nbytes);
+                              * < 0: not a constant (absent: 0, the schema default) */
     int32_t mem_obj_id;      /* >= 0: shares memory object mem_obj_id; < 0: own memory */
     uint8_t storage_type;    /* hints (255 = default), not interpreted */
     uint8_t memory_layout;
@@ -368,9 +369,9 @@ typedef struct pte_vk_graph {
 } pte_vk_graph;
 
 /* Parses the delegate blob blob[0..size) (file_offset: where it starts in the program file,
- * for messages). p (may be NULL) supplies the named data for constants stored by name; a
- * named constant whose key is not there is an error. label prefixes messages (e.g.
- * "delegate 0"; NULL: "delegate"). */
+ * for messages). p supplies the named data for constants stored by name; a named constant
+ * whose key is not there is an error. p NULL (a blob read on its own): named constants are
+ * left unresolved (data empty). label prefixes messages (e.g. "delegate 0"; NULL: "delegate"). */
 wgml_status pte_vk_parse(const pte_program *p, const uint8_t *blob, size_t size, uint64_t file_offset,
                          const char *label, pte_vk_graph **out, char *err, size_t errlen);
 
