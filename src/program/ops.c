@@ -25,7 +25,11 @@ static const pv *val(pbuild *b, const int32_t *args, int i) {
 static wgml_tensor *T(pbuild *b, const int32_t *args, int i) {
     const pv *x = val(b, args, i);
     if (x->kind != PV_TENSOR || !x->t) {
-        fail(b, WGML_ERR_ARG, x->kind == PV_TENSOR ? "tensor used before it is computed" : "expected a tensor", i);
+        fail(b, x->unsupported ? WGML_ERR_UNSUPPORTED : WGML_ERR_ARG,
+             x->kind != PV_TENSOR ? "expected a tensor"
+             : x->unsupported     ? "a tensor with a zero-size dimension, rank over 8 or too many elements"
+                                  : "tensor used before it is computed",
+             i);
         return NULL;
     }
     return x->t;
@@ -94,7 +98,7 @@ static const char *dims_str(char *buf, size_t n, int rank, const int64_t *d) {
 static wgml_status put(pbuild *b, int32_t id, wgml_tensor *t, int reshape) {
     if (!t) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
     pv *o = &b->v[id];
-    if (o->kind != PV_TENSOR)
+    if (o->kind != PV_TENSOR || o->unsupported)
         return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: output value %d is not a tensor", b->op, id);
     int want = prog_vk_to_wgml(o->vk_dtype);
     if (want < 0 || (wgml_dtype)want != wgml_tensor_dtype(t))
@@ -623,6 +627,8 @@ static wgml_status op_index_select(pbuild *b, const int32_t *args, int nargs) {
  * zeros/ones(size, ...), zeros_like/ones_like(self, ...), scalar_tensor(s, ...): the output's
  * serialised shape and dtype say what to make; the value comes from the op. */
 static wgml_status fill_common(pbuild *b, const int32_t *args, int nargs, int value_arg, double value) {
+    if (nargs < value_arg + 2)
+        return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments", b->op, nargs);
     const pv *o = &b->v[OUT(0)];
     if (o->kind != PV_TENSOR) return fail(b, WGML_ERR_ARG, "output is not a tensor", nargs - 1);
     int ok = 1;

@@ -128,20 +128,25 @@ const char *const *wgml_program_op_names(size_t *n) {
 
 /* ---- slots --------------------------------------------------------------------------------- */
 
-static wgml_status fill_tensor_slot(wgml_ctx *ctx, pv *s, int vk_dtype, uint32_t rank, const int64_t *dims64,
-                                    const uint32_t *dims32, const int32_t *dimsi, const char *where) {
+/* A tensor slot from the serialised type and shape. A shape wgml cannot hold (rank over 8, a
+ * zero-size dimension, more than 2^40 elements) leaves the slot marked unsupported rather than
+ * failing: the exporter writes such tensors for unused arguments, and only a use is an error. */
+static void fill_tensor_slot(pv *s, int vk_dtype, uint32_t rank, const uint32_t *dims32, const int32_t *dimsi) {
     s->kind = PV_TENSOR;
     s->vk_dtype = vk_dtype;
-    if (rank > WGML_MAX_RANK)
-        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "program: %s: rank %u is over %d", where, rank, WGML_MAX_RANK);
-    s->rank = (int)rank;
-    for (uint32_t i = 0; i < rank; i++) {
-        s->dims[i] = dims64 ? dims64[i] : dims32 ? (int64_t)dims32[i] : (int64_t)dimsi[i];
-        if (s->dims[i] <= 0)
-            return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "program: %s: zero-size dimension %u", where, i);
-    }
     s->constant_id = -1;
-    return WGML_OK;
+    s->unsupported = rank > WGML_MAX_RANK;
+    if (s->unsupported) return;
+    s->rank = (int)rank;
+    int64_t numel = 1;
+    for (uint32_t i = 0; i < rank; i++) {
+        s->dims[i] = dims32 ? (int64_t)dims32[i] : (int64_t)dimsi[i];
+        if (s->dims[i] <= 0 || s->dims[i] > ((int64_t)1 << 40) / numel) {
+            s->unsupported = 1;
+            return;
+        }
+        numel *= s->dims[i];
+    }
 }
 
 /* The method's values as slots. Optional tensor lists (which may hold None) are not taken. */
@@ -178,11 +183,8 @@ static wgml_status method_slots(wgml_program *p) {
         case PTE_VAL_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
         case PTE_VAL_TENSOR_LIST: s->kind = PV_VALUELIST, s->ids = x->u.tensor_list.items, s->n = x->u.tensor_list.n; break;
         case PTE_VAL_TENSOR: {
-            char where[48];
-            snprintf(where, sizeof where, "value %u", i);
             const pte_tensor *t = &x->u.tensor;
-            wgml_status st = fill_tensor_slot(p->ctx, s, scalar_to_vk(t->scalar_type), t->rank, NULL, NULL, t->sizes, where);
-            if (st) return st;
+            fill_tensor_slot(s, scalar_to_vk(t->scalar_type), t->rank, NULL, t->sizes);
             break;
         }
         default: s->kind = PV_UNSET; break;
@@ -240,6 +242,9 @@ static int64_t slot_numel(const pv *s) {
 /* A persistent tensor for slot s holding `bytes` (host layout `from`, 64-bit types narrowed),
  * or uninitialised when data is NULL. */
 static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, size_t bytes, int from, const char *what) {
+    if (s->unsupported)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: a zero-size dimension, rank over %d or too many elements",
+                              what, WGML_MAX_RANK);
     int dt = prog_vk_to_wgml(s->vk_dtype);
     if (dt < 0)
         return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype %s is not supported", what,
@@ -281,11 +286,8 @@ static wgml_status vk_slots(wgml_program *p, const pte_vk_graph *vg, pv *v, int 
         case PTE_VK_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
         case PTE_VK_VALUE_LIST: s->kind = PV_VALUELIST, s->ids = x->u.value_list.items, s->n = x->u.value_list.n; break;
         case PTE_VK_TENSOR: {
-            char where[64];
-            snprintf(where, sizeof where, "delegate %d value %u", di, i);
             const pte_vk_tensor *t = &x->u.tensor;
-            wgml_status st = fill_tensor_slot(p->ctx, s, t->datatype, t->rank, NULL, t->dims, NULL, where);
-            if (st) return st;
+            fill_tensor_slot(s, t->datatype, t->rank, t->dims, NULL);
             s->constant_id = t->constant_id;
             break;
         }
@@ -297,8 +299,8 @@ static wgml_status vk_slots(wgml_program *p, const pte_vk_graph *vg, pv *v, int 
 
 /* Binds method tensor `from` into delegate slot `to` (same element count and compute dtype). */
 static wgml_status bind_tensor(wgml_program *p, pv *to, const pv *from, const char *what) {
-    if (to->kind != PV_TENSOR || from->kind != PV_TENSOR || !from->t)
-        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: not a computed tensor", what);
+    if (to->kind != PV_TENSOR || from->kind != PV_TENSOR || !from->t || to->unsupported)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: not a computed tensor of a supported shape", what);
     if (slot_numel(to) != wgml_tensor_numel(from->t) || prog_vk_to_wgml(to->vk_dtype) != (int)wgml_tensor_dtype(from->t))
         return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: %lld elements of %s given %lld of %s", what,
                               (long long)slot_numel(to), prog_vk_dtype_name(to->vk_dtype),
@@ -345,7 +347,7 @@ static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
         s = bind_tensor(p, &v[vg->input_ids[i]], &p->v[ins->u.delegate.args[i]], what);
     }
     for (uint32_t i = 0; !s && i < vg->n_values; i++) {
-        if (v[i].kind != PV_TENSOR || v[i].constant_id < 0 || v[i].t) continue;
+        if (v[i].kind != PV_TENSOR || v[i].constant_id < 0 || v[i].t || v[i].unsupported) continue;
         const pte_vk_constant *c = &vg->constants[v[i].constant_id];
         int from = v[i].vk_dtype;
         /* the exporter narrows int64/float64 graphs; constants stored 64-bit are narrowed here */
@@ -401,8 +403,12 @@ static const char *kernel_name(const pte_operator *op, char *buf, size_t n) {
 static int kernel_args(const wgml_program *p, const pte_instruction *ins, int32_t *args, int max) {
     int n = (int)ins->u.kernel.n_args;
     if (n > max) return -1;
+    if (n < 2) {
+        memcpy(args, ins->u.kernel.args, (size_t)n * sizeof *args);
+        return n;
+    }
     memcpy(args, ins->u.kernel.args, (size_t)n * sizeof *args);
-    if (n >= 2 && args[n - 2] == args[n - 1]) {
+    if (args[n - 2] == args[n - 1]) {
         args[n - 2] = args[n - 1];
         return n - 1;
     }
@@ -471,7 +477,7 @@ static wgml_status check_ops(wgml_program *p) {
 
 static wgml_status io_info(wgml_program *p, int value, wgml_program_io *info, const char *what) {
     const pv *s = &p->v[value];
-    if (s->kind != PV_TENSOR || p->plan->values[value].type != PTE_VAL_TENSOR)
+    if (s->kind != PV_TENSOR || p->plan->values[value].type != PTE_VAL_TENSOR || s->unsupported)
         return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s (value %d) is not a tensor", what, value);
     int st = p->plan->values[value].u.tensor.scalar_type;
     if (st != PTE_FLOAT && st != PTE_DOUBLE && st != PTE_INT && st != PTE_LONG && st != PTE_BOOL)
@@ -506,7 +512,7 @@ static wgml_status build(wgml_program *p) {
     /* constant and mutable method tensors with data */
     for (uint32_t i = 0; i < pl->n_values; i++) {
         const pte_value *x = &pl->values[i];
-        if (x->type != PTE_VAL_TENSOR || p->v[i].t) continue;
+        if (x->type != PTE_VAL_TENSOR || p->v[i].t || p->v[i].unsupported) continue;
         const pte_tensor *t = &x->u.tensor;
         if (t->data_kind == PTE_DATA_CONSTANT || t->data_kind == PTE_DATA_MUTABLE) {
             snprintf(what, sizeof what, "constant value %u", i);

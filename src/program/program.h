@@ -48,6 +48,7 @@ typedef struct pv {
     int vk_dtype;
     int rank;
     int64_t dims[WGML_MAX_RANK];
+    int unsupported;     /* a shape wgml cannot hold (see fill_tensor_slot): any use is an error */
     int64_t constant_id; /* >= 0: a constant */
     wgml_tensor *t;
     /* A constant's bytes as stored (host layout host_vk, 64-bit types not yet narrowed), so
