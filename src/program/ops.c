@@ -781,6 +781,35 @@ static wgml_status op_glu(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_mul(b->g, lo, wgml_sigmoid(b->g, hi)), 0);
 }
 
+/* log_sigmoid_forward(x) -> (out, buffer): log σ(x) = min(x, 0) − log(1 + exp(−|x|)); the
+ * buffer (empty on the CPU) is left alone. */
+static wgml_status op_log_sigmoid(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    size_t no;
+    const int32_t *outs = x ? vlist(b, args, 1, &no) : NULL;
+    if (!outs) return WGML_ERR_ARG;
+    if (no < 1) return fail(b, WGML_ERR_ARG, "expected outputs", 1);
+    wgml_tensor *t = wgml_log(b->g, wgml_add_scalar(b->g, wgml_exp(b->g, wgml_neg(b->g, wgml_abs(b->g, x))), 1.0f, 1.0f));
+    return put(b, outs[0], wgml_sub(b->g, wgml_minimum_scalar(b->g, x, 0.0f), t, 1.0f), 0);
+}
+
+/* _prelu_kernel(x, w) = x > 0 ? x : w·x, w [C] along dim 1 (or one weight) */
+static wgml_status op_prelu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL;
+    if (!w) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    int64_t c = wgml_tensor_numel(w), shape[WGML_MAX_RANK];
+    if (c != 1) {
+        if (r < 2 || wgml_tensor_dim(x, 1) != c) return fail(b, WGML_ERR_SHAPE, "weight does not match dim 1", 1);
+        for (int i = 0; i < r - 1; i++) shape[i] = i == 0 ? c : 1;
+        w = wgml_reshape(b->g, w, r - 1, shape);
+    }
+    wgml_tensor *neg = wgml_mul(b->g, wgml_minimum_scalar(b->g, x, 0.0f), w);
+    return put(b, OUT(0), wgml_add(b->g, wgml_relu(b->g, x), neg, 1.0f), 0);
+}
+
 /* A persistent tensor holding host data (index tensors the composites make). */
 static wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_t *shape, const void *data, size_t bytes) {
     wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);
@@ -912,7 +941,6 @@ static const prog_op_entry OPS[] = {
     {"aten.sum.dim_IntList", op_sum},
     {"aten.mean.dim", op_mean},
     {"aten.mean.dtype", op_mean_all},
-    {"aten.mean.default", op_mean_all},
     {"aten.amax.default", op_amax},
     {"aten.argmax.default", op_argmax},
     {"aten._softmax.default", op_softmax},
@@ -953,6 +981,8 @@ static const prog_op_entry OPS[] = {
     {"aten.ones_like.default", op_ones},
     {"aten.scaled_dot_product_attention.default", op_sdpa},
     {"aten.amin.default", op_amin},
+    {"aten.log_sigmoid_forward.default", op_log_sigmoid},
+    {"aten._prelu_kernel.default", op_prelu},
     {"aten.argmin.default", op_argmin},
     {"aten.hardswish.default", op_hardswish},
     {"aten.hardsigmoid.default", op_hardsigmoid},

@@ -388,10 +388,16 @@ static const char *kernel_name(const pte_operator *op, char *buf, size_t n) {
         size_t l = strlen(fn);
         if (l > 4 && !strcmp(fn + l - 4, "_out")) fn[l - 4] = 0;
     }
-    static const char *const tries[] = {NULL, "Tensor", "int", "dims"};
+    /* an out variant's functional sibling: "<name>.out" is "<name>.default" or, failing that,
+     * .Tensor/.int/.dims/.dim ("mean.out" is mean.dim); "<name>.X_out" is .X or .dim_X */
+    static const char *const tries[] = {NULL, "Tensor", "int", "dims", "dim"};
     for (size_t k = 0; k < sizeof tries / sizeof tries[0]; k++) {
         if (k && strcmp(fn, "default")) break;
         snprintf(buf, n, "%s.%s", base, k ? tries[k] : fn);
+        if (prog_op_find(buf)) return buf;
+    }
+    if (strcmp(fn, "default")) {
+        snprintf(buf, n, "%s.dim_%s", base, fn);
         if (prog_op_find(buf)) return buf;
     }
     snprintf(buf, n, "%s.%s", base, fn);
