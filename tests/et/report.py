@@ -28,6 +28,7 @@ def main():
     ap.add_argument("results", nargs="+")
     ap.add_argument("--doc", default=str(HERE.parent.parent / "docs" / "EXECUTORCH.md"))
     ap.add_argument("--must-pass", default=str(HERE / "must_pass.cmake"))
+    ap.add_argument("--cache", default=str(HERE.parent.parent / ".deps" / "et-cache"))
     a = ap.parse_args()
     by_flow = collections.defaultdict(list)
     summaries = collections.defaultdict(list)
@@ -52,8 +53,23 @@ def main():
                      "in this run (%.0f s of export time, %.1f s per program), %d came from the cache."
                      % (len(res), len(per), tot["pass"], tot["fail"], tot["skip"], exported, export_s,
                         export_s / exported if exported else 0, sum(s.get("cached", 0) for s in ss)))
+        times = [json.loads(f.read_text()).get("export_s", 0)
+                 for f in (Path(a.cache) / ss[0].get("executorch", "?") / flow).glob("*.json")]
+        times = sorted(t for t in times if t)
+        if times:
+            lines.append("")
+            lines.append("Export time per program, over the %d programs in the cache (each recorded when it was "
+                         "exported, on this shared 2-core machine): median %.1f s, min %.1f s, max %.1f s. A cold "
+                         "cache costs about %d cases × the median = %.0f min for this flow."
+                         % (len(times), times[len(times) // 2], times[0], times[-1], len(res),
+                            len(res) * times[len(times) // 2] / 60))
+        delegated = sum(1 for r in res if r["result"] == "pass" and r.get("delegated"))
         lines.append("")
-        lines.append("| operator file | passed | failed | skipped | reasons (failures and skips, with counts) |")
+        lines.append("Of the passing cases, %d ran a delegate graph; the other %d were programs the partitioner left "
+                     "undelegated (portable kernels only), which wgml runs through the same registry."
+                     % (delegated, tot["pass"] - delegated))
+        lines.append("")
+        lines.append("| operator file | passed (delegated) | failed | skipped | reasons (failures and skips, with counts) |")
         lines.append("|---|---:|---:|---:|---|")
         ok_files = []
         for f, rs in per.items():
@@ -61,7 +77,8 @@ def main():
             reasons = collections.Counter(("fail: " if r["result"] == "fail" else "skip: ") + short(r["reason"])
                                           for r in rs if r["result"] != "pass")
             why = "; ".join("%s (%d)" % (k, n) if n > 1 else k for k, n in reasons.most_common())
-            lines.append("| %s | %d | %d | %d | %s |" % (f[:-3], c["pass"], c["fail"], c["skip"], why))
+            dl = sum(1 for r in rs if r["result"] == "pass" and r.get("delegated"))
+            lines.append("| %s | %d (%d) | %d | %d | %s |" % (f[:-3], c["pass"], dl, c["fail"], c["skip"], why))
             if c["pass"] and not c["fail"]:
                 ok_files.append(f[:-3])
         lines.append("")
