@@ -73,3 +73,17 @@ class Block(torch.nn.Module):
         x = x + self.wo(o)
         h = self.norm2(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class EmbedArgmax(torch.nn.Module):
+    """int64 in, int64 out: an embedding lookup of int64 ids, a projection and the argmax
+    (the exporter narrows both to int32 inside the delegate; the runtime converts at the edges)."""
+
+    def __init__(self, vocab=50, d=12, n_out=7):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.proj = torch.nn.Linear(d, n_out)
+
+    def forward(self, ids):
+        logits = self.proj(self.emb(ids))
+        return logits, torch.argmax(logits, dim=-1)

@@ -104,6 +104,34 @@ def run_models(rt, seed):
     return progs
 
 
+def run_int64(rt):
+    """int64 ids in, int64 argmax out: narrowed on upload, widened on readback; an id outside the
+    int32 range is an error naming it."""
+    torch.manual_seed(1234)
+    model = models.EmbedArgmax().eval()
+    pte = export(model, [torch.randint(0, 50, (3, 5))], "vulkan")
+    ids = torch.randint(0, 50, (3, 5))
+    try:
+        logits, idx = rt.run(pte, [ids])
+    except etrun.ProgramError as e:
+        check(False, "int64 program runs: %s" % e)
+        return
+    with torch.no_grad():
+        ref_logits, ref_idx = model.double()(ids)
+    check(idx.dtype == torch.int64 and torch.equal(idx, ref_idx),
+          "int64 output widened: argmax equals PyTorch's (%s)" % idx.dtype)
+    check((logits.double() - ref_logits).abs().max().item() < 1e-5, "int64 ids narrowed: logits match PyTorch's")
+    lib = rt.lib
+    buf = bytes(pte)
+    p = lib.wgml_program_load_bytes(rt.ctx, buf, len(buf), None)
+    big = np.array(ids.numpy(), dtype=np.int64)
+    big[1, 2] = 1 << 40
+    s = lib.wgml_program_set_input(p, 0, big.ctypes.data, big.nbytes)
+    check(s != 0 and "element 7 = 1099511627776 is out of the int32 range" in rt.err(),
+          "an int64 input outside int32 is refused: %s" % rt.err())
+    lib.wgml_program_free(p)
+
+
 def run_cli(build, pte, tmp):
     x = torch.randn(4, 16)
     torch.manual_seed(1234)
@@ -177,6 +205,7 @@ def main():
     rt = etrun.Runtime(build / "libwgml.so")
     progs = run_models(rt, seed)
     bad_programs(rt, progs)
+    run_int64(rt)
     with tempfile.TemporaryDirectory() as d:
         run_cli(build, progs[("mlp", "vulkan")], Path(d))
     rt.close()
