@@ -880,6 +880,156 @@ static wgml_status op_group_norm(pbuild *b, const int32_t *args, int nargs) {
     return s;
 }
 
+/* ---- convolution and pooling through gathers ---------------------------------------------- */
+
+/* x [N, C, H, W] with zero rows/columns added: top, bottom, left, right (a cat with zeros). */
+static wgml_tensor *pad2d(pbuild *b, wgml_tensor *x, int64_t top, int64_t bottom, int64_t left, int64_t right) {
+    for (int dim = 3; dim >= 2 && x; dim--) {
+        int64_t lo = dim == 3 ? left : top, hi = dim == 3 ? right : bottom;
+        wgml_tensor *parts[3];
+        int n = 0;
+        int64_t shape[4] = {wgml_tensor_dim(x, 0), wgml_tensor_dim(x, 1), wgml_tensor_dim(x, 2), wgml_tensor_dim(x, 3)};
+        if (lo > 0) shape[dim] = lo, parts[n++] = wgml_zeros(b->g, WGML_F32, 4, shape);
+        parts[n++] = x;
+        if (hi > 0) shape[dim] = hi, parts[n++] = wgml_zeros(b->g, WGML_F32, 4, shape);
+        x = n > 1 ? wgml_cat(b->g, parts, n, dim) : x;
+    }
+    return x;
+}
+
+/* Two ints from a list of 1 or 2 (a 1-entry list applies to both); def when empty. */
+static int pair(pbuild *b, const int32_t *args, int i, int64_t def, int64_t out[2]) {
+    int64_t l[WGML_MAX_RANK];
+    int n = ilist(b, args, i, l, WGML_MAX_RANK);
+    if (n < 0 || n > 2) {
+        if (n > 2) fail(b, WGML_ERR_UNSUPPORTED, "only 1-D and 2-D windows", i);
+        return -1;
+    }
+    out[0] = n == 0 ? def : l[0];
+    out[1] = n == 0 ? def : l[n - 1];
+    return n;
+}
+
+/* convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding,
+ * groups): 1-D and 2-D, not transposed. The input is zero-padded, each group's patches are
+ * gathered into columns [N, Cin/G·KH·KW, OH·OW] with one index_select, and the product with the
+ * weight [Cout/G, Cin/G·KH·KW] is one batched matmul (im2col). */
+static wgml_status op_conv(pbuild *b, const int32_t *args, int nargs) {
+    NEED(10);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL, *bias;
+    if (!w || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    if (inum(b, args, 6, 0, &ok)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: transposed convolution", b->op);
+    int64_t groups = inum(b, args, 8, 1, &ok), st[2], pd[2], dl[2];
+    if (!ok || pair(b, args, 3, 1, st) < 0 || pair(b, args, 4, 0, pd) < 0 || pair(b, args, 5, 1, dl) < 0) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    if ((r != 3 && r != 4) || wgml_tensor_rank(w) != r || wgml_tensor_dtype(x) != WGML_F32)
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only f32 1-D and 2-D convolutions", b->op);
+    if (r == 3) st[0] = 1, pd[0] = 0, dl[0] = 1; /* 1-D: a 2-D convolution of height 1 */
+    int64_t n = wgml_tensor_dim(x, 0), c = wgml_tensor_dim(x, 1), h = r == 4 ? wgml_tensor_dim(x, 2) : 1, wd = wgml_tensor_dim(x, -1);
+    int64_t co = wgml_tensor_dim(w, 0), cig = wgml_tensor_dim(w, 1), kh = r == 4 ? wgml_tensor_dim(w, 2) : 1, kw = wgml_tensor_dim(w, -1);
+    if (groups < 1 || c != cig * groups || co % groups || st[0] < 1 || st[1] < 1 || dl[0] < 1 || dl[1] < 1 || pd[0] < 0 || pd[1] < 0)
+        return fail(b, WGML_ERR_SHAPE, "weight, groups, stride, padding or dilation do not fit the input", 1);
+    int64_t hp = h + 2 * pd[0], wp = wd + 2 * pd[1];
+    int64_t oh = (hp - dl[0] * (kh - 1) - 1) / st[0] + 1, ow = (wp - dl[1] * (kw - 1) - 1) / st[1] + 1;
+    if (hp - dl[0] * (kh - 1) - 1 < 0 || wp - dl[1] * (kw - 1) - 1 < 0) return fail(b, WGML_ERR_SHAPE, "the kernel is larger than the input", 1);
+    int64_t k = cig * kh * kw, np = oh * ow, cog = co / groups;
+    if (k * np > ((int64_t)1 << 26)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
+    int64_t x4s[4] = {n, c, h, wd};
+    wgml_tensor *xp = pad2d(b, wgml_reshape(b->g, x, 4, x4s), pd[0], pd[0], pd[1], pd[1]);
+    int64_t flat[2] = {n, c * hp * wp};
+    xp = xp ? wgml_reshape(b->g, xp, 2, flat) : NULL;
+    int32_t *idx = malloc((size_t)(k * np) * sizeof *idx);
+    if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_tensor *outs[64];
+    if (groups > 64) {
+        free(idx);
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: more than 64 groups", b->op);
+    }
+    for (int64_t g = 0; g < groups && xp; g++) {
+        for (int64_t ci = 0; ci < cig; ci++)
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    for (int64_t y = 0; y < oh; y++)
+                        for (int64_t z = 0; z < ow; z++)
+                            idx[((ci * kh + i) * kw + j) * np + y * ow + z] =
+                                (int32_t)((g * cig + ci) * hp * wp + (y * st[0] + i * dl[0]) * wp + z * st[1] + j * dl[1]);
+        int64_t nidx = k * np, cols3[3] = {n, k, np}, w3[3] = {1, cog, k};
+        wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+        wgml_tensor *cols = it ? wgml_reshape(b->g, wgml_index_select(b->g, xp, 1, it), 3, cols3) : NULL;
+        wgml_tensor *wg = wgml_reshape(b->g, groups > 1 ? wgml_slice(b->g, w, 0, g * cog, (g + 1) * cog, 1) : w, 3, w3);
+        outs[g] = cols && wg ? wgml_matmul(b->g, wg, cols, 0, 0) : NULL;
+        xp = outs[g] ? xp : NULL;
+    }
+    free(idx);
+    wgml_tensor *y = xp ? (groups > 1 ? wgml_cat(b->g, outs, (int)groups, 1) : outs[0]) : NULL;
+    int64_t bc[2] = {co, 1};
+    if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, bc), 1.0f);
+    return put(b, OUT(0), y, 1);
+}
+
+/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override?):
+ * the windows gathered with one index_select over each zero-padded plane, summed, times the
+ * per-position 1/divisor (PyTorch's rule, computed on the host). */
+static wgml_status op_avg_pool2d(pbuild *b, const int32_t *args, int nargs) {
+    NEED(8);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    int64_t ks[2], st[2], pd[2];
+    if (!x || pair(b, args, 1, 1, ks) < 0 || pair(b, args, 3, 0, pd) < 0) return WGML_ERR_ARG;
+    int sn = pair(b, args, 2, 0, st);
+    if (sn < 0) return WGML_ERR_ARG;
+    if (sn == 0) st[0] = ks[0], st[1] = ks[1];
+    int ceil_mode = (int)inum(b, args, 4, 0, &ok), include_pad = (int)inum(b, args, 5, 1, &ok);
+    int64_t divisor = inum(b, args, 6, 0, &ok);
+    int r = wgml_tensor_rank(x);
+    if (!ok || (r != 3 && r != 4) || wgml_tensor_dtype(x) != WGML_F32 || ks[0] < 1 || ks[1] < 1 || st[0] < 1 || st[1] < 1 ||
+        pd[0] < 0 || pd[1] < 0 || 2 * pd[0] > ks[0] || 2 * pd[1] > ks[1])
+        return fail(b, WGML_ERR_UNSUPPORTED, "an f32 [N,] C, H, W input with a valid window", 0);
+    int64_t h = wgml_tensor_dim(x, -2), wd = wgml_tensor_dim(x, -1), planes = wgml_tensor_numel(x) / (h * wd);
+    int64_t o[2], in[2] = {h, wd};
+    for (int d = 0; d < 2; d++) {
+        int64_t span = in[d] + 2 * pd[d] - ks[d];
+        if (span < 0) return fail(b, WGML_ERR_SHAPE, "the window is larger than the input", 1);
+        o[d] = (ceil_mode ? (span + st[d] - 1) / st[d] : span / st[d]) + 1;
+        if (ceil_mode && (o[d] - 1) * st[d] >= in[d] + pd[d]) o[d]--;
+    }
+    /* padded plane: pd before; after, enough for the last window */
+    int64_t hp = (o[0] - 1) * st[0] + ks[0], wp = (o[1] - 1) * st[1] + ks[1];
+    if (hp < h + pd[0]) hp = h + pd[0];
+    if (wp < wd + pd[1]) wp = wd + pd[1];
+    int64_t kk = ks[0] * ks[1], np = o[0] * o[1];
+    if (kk * np > ((int64_t)1 << 26)) return fail(b, WGML_ERR_UNSUPPORTED, "too large for the gather form", 0);
+    int32_t *idx = malloc((size_t)(kk * np) * sizeof *idx);
+    float *rec = malloc((size_t)np * sizeof *rec);
+    if (!idx || !rec) {
+        free(idx), free(rec);
+        return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    }
+    for (int64_t y = 0; y < o[0]; y++)
+        for (int64_t z = 0; z < o[1]; z++) {
+            for (int64_t i = 0; i < ks[0]; i++)
+                for (int64_t j = 0; j < ks[1]; j++)
+                    idx[(y * o[1] + z) * kk + i * ks[1] + j] = (int32_t)((y * st[0] + i) * wp + z * st[1] + j);
+            int64_t hs = y * st[0] - pd[0], ws = z * st[1] - pd[1];
+            int64_t he = hs + ks[0] < h + pd[0] ? hs + ks[0] : h + pd[0], we = ws + ks[1] < wd + pd[1] ? ws + ks[1] : wd + pd[1];
+            int64_t pool = (he - hs) * (we - ws);
+            hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws, he = he < h ? he : h, we = we < wd ? we : wd;
+            int64_t div = divisor ? divisor : include_pad ? pool : (he - hs) * (we - ws);
+            rec[y * o[1] + z] = div > 0 ? 1.0f / (float)div : 0.0f;
+        }
+    int64_t x4[4] = {planes, 1, h, wd}, flat[2] = {planes, hp * wp}, nidx = kk * np, c3[3] = {planes, np, kk};
+    wgml_tensor *xp = pad2d(b, wgml_reshape(b->g, x, 4, x4), pd[0], hp - h - pd[0], pd[1], wp - wd - pd[1]);
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+    wgml_tensor *rt = host_tensor(b, WGML_F32, 1, &np, rec, (size_t)np * sizeof *rec);
+    free(idx), free(rec);
+    if (!xp || !it || !rt) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
+    wgml_tensor *cols = wgml_reshape(b->g, wgml_index_select(b->g, wgml_reshape(b->g, xp, 2, flat), 1, it), 3, c3);
+    int last = 2;
+    wgml_tensor *sum = cols ? wgml_sum(b->g, cols, &last, 1, 0) : NULL;
+    return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 typedef struct prog_op_entry {
@@ -981,6 +1131,8 @@ static const prog_op_entry OPS[] = {
     {"aten.ones_like.default", op_ones},
     {"aten.scaled_dot_product_attention.default", op_sdpa},
     {"aten.amin.default", op_amin},
+    {"aten.convolution.default", op_conv},
+    {"aten.avg_pool2d.default", op_avg_pool2d},
     {"aten.log_sigmoid_forward.default", op_log_sigmoid},
     {"aten._prelu_kernel.default", op_prelu},
     {"aten.argmin.default", op_argmin},

@@ -87,3 +87,18 @@ class EmbedArgmax(torch.nn.Module):
     def forward(self, ids):
         logits = self.proj(self.emb(ids))
         return logits, torch.argmax(logits, dim=-1)
+
+
+class ConvNet(torch.nn.Module):
+    """Convolutions (2-D with padding, stride and dilation; grouped; 1-D) and average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, stride=1, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=2, dilation=2, groups=2)
+        self.pool = torch.nn.AvgPool2d(2, stride=2)
+        self.c3 = torch.nn.Conv1d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.c2(torch.relu(self.c1(x)))))
+        return self.c3(h.flatten(2))

@@ -1,5 +1,7 @@
 """Whole ExecuTorch programs on wgml, against eager PyTorch in float64:
-  - an MLP and a transformer block (GQA attention with RoPE, RMSNorm, SwiGLU; tests/et/models.py),
+  - an MLP, a transformer block (GQA attention with RoPE, RMSNorm, SwiGLU) and a small CNN (2-D
+    convolutions with padding, stride, dilation and groups, average pooling, a 1-D convolution;
+    tests/et/models.py),
     each exported with the Vulkan partitioner and with the WebGPU partitioner (whose allow list
     leaves part of the graph to portable kernels: wgml runs that glue too), through the C API
     (ctypes) with fresh random inputs, several runs of one loaded program;
@@ -81,6 +83,8 @@ def run_models(rt, seed):
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(1234)  # the weights (fixed, so the cache key stays)
     cases = [("mlp", models.MLP().eval(), (4, 16)), ("block", models.Block().eval(), (2, 8, 32))]
+    torch.manual_seed(1234)
+    cases.append(("conv", models.ConvNet().eval(), (2, 3, 12, 12)))
     progs = {}
     for name, model, shape in cases:
         for part in ("vulkan", "webgpu"):
