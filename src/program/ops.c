@@ -880,6 +880,31 @@ static wgml_status op_group_norm(pbuild *b, const int32_t *args, int nargs) {
     return s;
 }
 
+/* _native_batch_norm_legit_no_training(x, w?, b?, running_mean, running_var, momentum, eps)
+ * -> (out, save_mean, save_invstd): y = x·s + t per channel (dim 1), s = w·rsqrt(var + eps),
+ * t = b − mean·s. The saved statistics (empty in inference) are left alone. */
+static wgml_status op_batch_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(8);
+    int ok = 1;
+    float eps = (float)num(b, args, 6, 1e-5, &ok);
+    wgml_tensor *x = T(b, args, 0), *w, *bias, *mean = x ? T(b, args, 3) : NULL, *var = mean ? T(b, args, 4) : NULL;
+    if (!ok || !var || opt_tensor(b, args, 1, &w) || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    int64_t c = r >= 2 ? wgml_tensor_dim(x, 1) : 0, shape[WGML_MAX_RANK];
+    if (r < 2 || wgml_tensor_numel(mean) != c || wgml_tensor_numel(var) != c) return fail(b, WGML_ERR_SHAPE, "statistics do not match dim 1", 3);
+    for (int i = 0; i < r - 1; i++) shape[i] = i == 0 ? c : 1;
+    wgml_tensor *sc = wgml_rsqrt(b->g, wgml_add_scalar(b->g, var, eps, 1.0f));
+    if (w) sc = wgml_mul(b->g, sc, w);
+    wgml_tensor *sh = wgml_neg(b->g, wgml_mul(b->g, mean, sc));
+    if (bias) sh = wgml_add(b->g, sh, bias, 1.0f);
+    wgml_tensor *y = wgml_add(b->g, wgml_mul(b->g, x, wgml_reshape(b->g, sc, r - 1, shape)), wgml_reshape(b->g, sh, r - 1, shape), 1.0f);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 7, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no < 1) return fail(b, WGML_ERR_ARG, "expected outputs", 7);
+    return put(b, outs[0], y, 0);
+}
+
 /* ---- convolution and pooling through gathers ---------------------------------------------- */
 
 /* x [N, C, H, W] with zero rows/columns added: top, bottom, left, right (a cat with zeros). */
@@ -1132,6 +1157,7 @@ static const prog_op_entry OPS[] = {
     {"aten.scaled_dot_product_attention.default", op_sdpa},
     {"aten.amin.default", op_amin},
     {"aten.convolution.default", op_conv},
+    {"aten._native_batch_norm_legit_no_training.default", op_batch_norm},
     {"aten.avg_pool2d.default", op_avg_pool2d},
     {"aten.log_sigmoid_forward.default", op_log_sigmoid},
     {"aten._prelu_kernel.default", op_prelu},

@@ -102,3 +102,20 @@ class ConvNet(torch.nn.Module):
     def forward(self, x):
         h = self.pool(torch.relu(self.c2(torch.relu(self.c1(x)))))
         return self.c3(h.flatten(2))
+
+
+class ConvBN(torch.nn.Module):
+    """A convolution, batch norm (inference: running statistics) and ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(4, 6, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(6)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.c(x)))

@@ -85,6 +85,8 @@ def run_models(rt, seed):
     cases = [("mlp", models.MLP().eval(), (4, 16)), ("block", models.Block().eval(), (2, 8, 32))]
     torch.manual_seed(1234)
     cases.append(("conv", models.ConvNet().eval(), (2, 3, 12, 12)))
+    torch.manual_seed(1234)
+    cases.append(("conv_bn", models.ConvBN().eval(), (2, 4, 7, 9)))
     progs = {}
     for name, model, shape in cases:
         for part in ("vulkan", "webgpu"):
