@@ -1055,6 +1055,56 @@ static wgml_status op_avg_pool2d(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
 }
 
+/* _adaptive_avg_pool2d(self, output_size): window (i) = [floor(i·H/OH), ceil((i+1)·H/OH)) per
+ * dim; windows of different sizes are gathered at the largest size, the slots past a window's
+ * end reading a zero appended to each plane, and the sums scaled by 1/(window size). */
+static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t os[2];
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || pair(b, args, 1, 1, os) < 0) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    if (r < 3 || wgml_tensor_dtype(x) != WGML_F32 || os[0] < 1 || os[1] < 1)
+        return fail(b, WGML_ERR_UNSUPPORTED, "an f32 [..., H, W] input and a positive output size", 0);
+    int64_t h = wgml_tensor_dim(x, -2), wd = wgml_tensor_dim(x, -1), planes = wgml_tensor_numel(x) / (h * wd);
+    int64_t kh = 0, kw = 0, np = os[0] * os[1];
+    for (int64_t i = 0; i < os[0]; i++) {
+        int64_t e = ((i + 1) * h + os[0] - 1) / os[0] - i * h / os[0];
+        kh = e > kh ? e : kh;
+    }
+    for (int64_t i = 0; i < os[1]; i++) {
+        int64_t e = ((i + 1) * wd + os[1] - 1) / os[1] - i * wd / os[1];
+        kw = e > kw ? e : kw;
+    }
+    if (kh * kw * np > ((int64_t)1 << 26)) return fail(b, WGML_ERR_UNSUPPORTED, "too large for the gather form", 0);
+    int32_t *idx = malloc((size_t)(kh * kw * np) * sizeof *idx);
+    float *rec = malloc((size_t)np * sizeof *rec);
+    if (!idx || !rec) {
+        free(idx), free(rec);
+        return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    }
+    for (int64_t y = 0; y < os[0]; y++)
+        for (int64_t z = 0; z < os[1]; z++) {
+            int64_t hs = y * h / os[0], he = ((y + 1) * h + os[0] - 1) / os[0];
+            int64_t ws = z * wd / os[1], we = ((z + 1) * wd + os[1] - 1) / os[1];
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    idx[(y * os[1] + z) * kh * kw + i * kw + j] =
+                        (int32_t)(hs + i < he && ws + j < we ? (hs + i) * wd + ws + j : h * wd);
+            rec[y * os[1] + z] = 1.0f / (float)((he - hs) * (we - ws));
+        }
+    int64_t flat[2] = {planes, h * wd}, one[2] = {planes, 1}, nidx = kh * kw * np, c3[3] = {planes, np, kh * kw};
+    wgml_tensor *parts[2] = {wgml_reshape(b->g, x, 2, flat), wgml_zeros(b->g, WGML_F32, 2, one)};
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+    wgml_tensor *rt = host_tensor(b, WGML_F32, 1, &np, rec, (size_t)np * sizeof *rec);
+    free(idx), free(rec);
+    if (!parts[0] || !parts[1] || !it || !rt) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
+    wgml_tensor *cols = wgml_reshape(b->g, wgml_index_select(b->g, wgml_cat(b->g, parts, 2, 1), 1, it), 3, c3);
+    int last = 2;
+    wgml_tensor *sum = cols ? wgml_sum(b->g, cols, &last, 1, 0) : NULL;
+    return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 typedef struct prog_op_entry {
@@ -1157,6 +1207,7 @@ static const prog_op_entry OPS[] = {
     {"aten.scaled_dot_product_attention.default", op_sdpa},
     {"aten.amin.default", op_amin},
     {"aten.convolution.default", op_conv},
+    {"aten._adaptive_avg_pool2d.default", op_adaptive_avg_pool2d},
     {"aten._native_batch_norm_legit_no_training.default", op_batch_norm},
     {"aten.avg_pool2d.default", op_avg_pool2d},
     {"aten.log_sigmoid_forward.default", op_log_sigmoid},
