@@ -1,8 +1,10 @@
 """Writes the seed corpora under fuzz/corpus/ (small files; run once, the output is committed):
   gguf/      tiny valid GGUF files from the gguf Python package (metadata of every value type,
-             nested arrays, tensors of each supported type, a small byte-level BPE vocabulary)
+             nested arrays, tensors of each supported type, a small byte-level BPE vocabulary,
+             a small SentencePiece vocabulary with scores, byte tokens and special tokens)
              and their corrupted forms (truncated, a count or a length made huge)
-  tokenizer/ a flags byte then text (English, code, digits, special tokens, non-ASCII, bad UTF-8)
+  tokenizer/ a flags byte then text (English, code, digits, special tokens, non-ASCII, bad UTF-8);
+             flags with the top bit set drive Gemma 3's SentencePiece vocabulary
   dequant/   the 12-byte header of fuzz_dequant.c (type, size mode, n, k) then block bytes
   safetensors/ small valid files (every dtype, rank 0..3, empty tensors, metadata with escapes)
              and their corruptions (truncated, bad header length, overlapping offsets, ...)
@@ -86,6 +88,32 @@ def write_gguf(path, with_tokenizer, tensors):
     w.close()
 
 
+def write_spm_gguf(path):
+    """A SentencePiece ("llama") vocabulary: control tokens, a user-defined newline, 256 byte
+    tokens, pieces with scores (one unused), the dummy prefix on."""
+    w = gguf.GGUFWriter(path, "gemma3")
+    toks = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "\n"]
+    types = [3, 3, 3, 2, 3, 3, 4]
+    toks += [f"<0x{b:02X}>" for b in range(256)]
+    types += [6] * 256
+    pieces = ["\u2581", "a", "b", "ab", "\u2581a", "\u2581ab", "c", "ca", "\u00e9"]
+    toks += pieces
+    types += [1, 1, 1, 1, 1, 1, 1, 5, 1]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * 263 + [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -0.5, -8.0])
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def gguf_seeds():
     T = gguf.GGMLQuantizationType
     tmp = tempfile.mkdtemp()
@@ -100,6 +128,9 @@ def gguf_seeds():
         write_gguf(p, tok, tensors)
         data = open(p, "rb").read()
         out("gguf", name, data)
+    p = os.path.join(tmp, "tokenizer_spm.gguf")
+    write_spm_gguf(p)
+    out("gguf", "tokenizer_spm.gguf", open(p, "rb").read())
     # corruptions of the smallest file
     base = open(os.path.join(tmp, "tensors.gguf"), "rb").read()
     out("gguf", "trunc_header.gguf", base[:20])
@@ -125,6 +156,17 @@ def tokenizer_seeds():
     ]
     for i, (flags, t) in enumerate(texts):
         out("tokenizer", f"text{i:02d}", bytes([flags]) + t)
+    # Gemma 3's SentencePiece vocabulary (the flags byte's top bit)
+    spm = [
+        (0x80, "Hello world, it is 2024!  Tabs\there.\n".encode()),
+        (0x84, b"<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"),
+        (0x80, "a    b\n\n\n\t\t\u2581 literal marker 日本語 😀 e\u0301".encode()),
+        (0x83, b"\xff\xfe\x80\xc3(\xe2\x82 invalid utf-8 \xf0\x9f\x98"),
+        (0x84, b"<start_of_turn<end_of_turn>><unused0>[multimodal]<start_of_image>"),
+        (0x80, b"\x00\x01\x02 control \x7f" + b" " * 40 + b"x"),
+    ]
+    for i, (flags, t) in enumerate(spm):
+        out("tokenizer", f"spm{i:02d}", bytes([flags]) + t)
 
 
 def dequant_seeds():

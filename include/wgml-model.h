@@ -103,11 +103,24 @@ wgml_status wgml_model_print_info(const char *path, void *file);
 /* ---- tokenizer and chat template --------------------------------------------------------- */
 /* Text to token ids and back, and the instruct model's chat format. */
 
-/* A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") built from a GGUF's metadata:
- * tokens, merges, token types, BOS/EOS ids and the pre-tokenizer named by
- * tokenizer.ggml.pre ("smollm" and the others that split digits one by one before the GPT-2
- * pattern; "gpt2"/"default" for the plain GPT-2 pattern). Control and user-defined tokens are
- * matched in the text (leftmost, longest) before BPE when WGML_TOK_SPECIAL is given. */
+/* A tokenizer built from a GGUF's metadata, of one of two kinds (tokenizer.ggml.model):
+ *  - "gpt2", byte-level BPE: tokens, merges, token types, BOS/EOS ids and the pre-tokenizer
+ *    named by tokenizer.ggml.pre ("smollm" and the others that split digits one by one before
+ *    the GPT-2 pattern; "gpt2"/"default" for the plain GPT-2 pattern). Control and
+ *    user-defined tokens are matched in the text (leftmost, longest) before BPE when
+ *    WGML_TOK_SPECIAL is given.
+ *  - "llama", SentencePiece BPE (Gemma, Llama 2, Mistral): tokens, scores, token types,
+ *    bos/eos/unknown/padding ids, add_bos_token, add_eos_token, add_space_prefix. Spaces
+ *    become U+2581, the dummy prefix U+2581 starts the text when add_space_prefix says so, the
+ *    adjacent pair whose concatenation has the highest score merges first (leftmost on a tie),
+ *    characters outside the vocabulary become <0xXX> byte tokens (or the unknown token when
+ *    there are none), and so do bytes that are not valid UTF-8 (kept, not replaced by U+FFFD,
+ *    so decode gives them back; a U+2581 in the text comes back as a space). User-defined
+ *    tokens are always matched as whole tokens (as SentencePiece does; their spaces stand for
+ *    U+2581, which GGUF converters write as spaces); control tokens' text only with
+ *    WGML_TOK_SPECIAL.
+ * Decoding skips control tokens with WGML_TOK_SKIP_SPECIAL (else shows their text) and, for
+ * SentencePiece, drops the space of the dummy prefix. */
 typedef struct wgml_tokenizer wgml_tokenizer;
 
 enum {
@@ -129,7 +142,15 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const int32_t *ids, s
 int32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *t);
 int32_t wgml_tokenizer_bos(const wgml_tokenizer *t); /* -1 when the file names none */
 int32_t wgml_tokenizer_eos(const wgml_tokenizer *t);
-/* The token's text as stored (byte-level form), NUL-terminated; NULL when out of range. */
+int32_t wgml_tokenizer_unknown(const wgml_tokenizer *t); /* -1 when the file names none */
+int32_t wgml_tokenizer_padding(const wgml_tokenizer *t); /* -1 when the file names none */
+/* tokenizer.ggml.add_bos_token / add_eos_token: whether a prompt should get WGML_TOK_ADD_BOS /
+ * _EOS (default: BOS for SentencePiece, neither for byte-level BPE). */
+int wgml_tokenizer_add_bos(const wgml_tokenizer *t);
+int wgml_tokenizer_add_eos(const wgml_tokenizer *t);
+const char *wgml_tokenizer_model(const wgml_tokenizer *t); /* "gpt2" or "llama" */
+/* The token's text as stored (byte-level form; SentencePiece: the piece, with U+2581 for a
+ * space in user-defined pieces too), NUL-terminated; NULL when out of range. */
 const char *wgml_tokenizer_token(const wgml_tokenizer *t, int32_t id);
 const char *wgml_tokenizer_pre(const wgml_tokenizer *t); /* tokenizer.ggml.pre or "default" */
 int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t);
@@ -137,10 +158,18 @@ int64_t wgml_tokenizer_merge_count(const wgml_tokenizer *t);
 const char *wgml_tokenizer_error(const wgml_tokenizer *t);
 
 /* Chat formatting for the instruct model. This is not a general Jinja engine: it recognises
- * the ChatML template that SmolLM2-Instruct carries in tokenizer.chat_template (each message
- * as "<|im_start|>ROLE\nCONTENT<|im_end|>\n", a default system message taken from the
- * template inserted when the first message is not "system", and "<|im_start|>assistant\n"
- * when add_generation_prompt is set). Another template gives WGML_ERR_UNSUPPORTED.
+ * two formats by tokenizer.chat_template (or, without one, a "gemma*" general.architecture):
+ *  - ChatML, the template SmolLM2-Instruct carries (each message as
+ *    "<|im_start|>ROLE\nCONTENT<|im_end|>\n", a default system message taken from the
+ *    template inserted when the first message is not "system", and "<|im_start|>assistant\n"
+ *    when add_generation_prompt is set);
+ *  - Gemma's (a template with <start_of_turn>): the BOS token's text, then each message as
+ *    "<start_of_turn>ROLE\nCONTENT<end_of_turn>\n" with CONTENT trimmed of white space and
+ *    "assistant" written "model", a first "system" message folded into the first turn
+ *    (its content + "\n\n" in front of that turn's content), roles alternating user/other
+ *    (else WGML_ERR_ARG), and "<start_of_turn>model\n" when add_generation_prompt is set.
+ *    The text holds the BOS: encode it without WGML_TOK_ADD_BOS.
+ * Another template gives WGML_ERR_UNSUPPORTED.
  * *out is malloc'ed and NUL-terminated; encode it with WGML_TOK_SPECIAL. */
 typedef struct wgml_chat_msg {
     const char *role;

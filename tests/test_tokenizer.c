@@ -51,6 +51,9 @@ static void test_known(void) {
     th_check(wgml_tokenizer_bos(tok) == 1 && wgml_tokenizer_eos(tok) == 2 && wgml_tokenizer_vocab_size(tok) == 49152,
              "bos/eos/vocab");
     th_check(!strcmp(wgml_tokenizer_pre(tok), "smollm") && wgml_tokenizer_merge_count(tok) == 48900, "pre and merges");
+    th_check(!strcmp(wgml_tokenizer_model(tok), "gpt2") && !wgml_tokenizer_add_bos(tok) && !wgml_tokenizer_add_eos(tok) &&
+                 wgml_tokenizer_unknown(tok) == 0 && wgml_tokenizer_padding(tok) == 2,
+             "model kind, add_bos/add_eos, unknown and padding ids from the file");
     th_check(!strcmp(wgml_tokenizer_token(tok, 2), "<|im_end|>") && wgml_tokenizer_token(tok, 49152) == NULL, "token text");
 }
 
@@ -145,7 +148,7 @@ static void test_errors(void) {
     char path[128], err[512];
     snprintf(path, sizeof path, "/tmp/wgml_test_tok_%d.gguf", (int)getpid());
     struct { const char *name, *model, *pre, *merge, *tmpl; wgml_status want; const char *msg; } cases[] = {
-        {"spm model", "llama", "default", "a b", NULL, WGML_ERR_UNSUPPORTED, "only byte-level BPE"},
+        {"unknown model", "bert", "default", "a b", NULL, WGML_ERR_UNSUPPORTED, "is not supported"},
         {"unknown pre", "gpt2", "qwen9", "a b", NULL, WGML_ERR_UNSUPPORTED, "pre-tokenizer 'qwen9'"},
         {"merge out of vocab", "gpt2", "gpt2", "a q", NULL, WGML_ERR_FORMAT, "not in the vocabulary"},
         {"merge without space", "gpt2", "gpt2", "ab", NULL, WGML_ERR_FORMAT, "no space"},

@@ -65,7 +65,9 @@ static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
     const wgml_tokenizer *tok = wgml_model_tokenizer(m);
     char *text = NULL;
     size_t tlen = strlen(prompt);
-    int flags = 0;
+    /* a plain prompt gets the BOS the vocabulary asks for (tokenizer.ggml.add_bos_token); a
+     * chat prompt carries its own where the format has one (Gemma's starts with <bos>) */
+    int flags = wgml_tokenizer_add_bos(tok) ? WGML_TOK_ADD_BOS : 0;
     if (chat) {
         wgml_chat_msg msgs[2];
         size_t n = 0;

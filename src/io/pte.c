@@ -562,6 +562,7 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
     WHAT(what, "execution_plan[%u]", pi);
     if ((s = pte_string(c, t, 0, what, &pl->name))) return s;
     /* values */
+    WHAT(what, "execution_plan[%u].values", pi);
     if ((s = fb_vector_field(c, t, 2, 4, what, &vec, NULL))) return s;
     if (vec.n) {
         if (!(pl->values = alloc_n(ps, vec.n, sizeof *pl->values))) return pte_oom(c, what);
@@ -590,9 +591,10 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
     pl->outputs = v;
     if ((s = check_ids(ps, t->pos, what, pl->outputs, pl->n_outputs, pl->n_values, false))) return s;
     /* operators */
-    if ((s = fb_vector_field(c, t, 6, 4, "operators", &vec, NULL))) return s;
+    WHAT(what, "execution_plan[%u].operators", pi);
+    if ((s = fb_vector_field(c, t, 6, 4, what, &vec, NULL))) return s;
     if (vec.n) {
-        if (!(pl->operators = alloc_n(ps, vec.n, sizeof *pl->operators))) return pte_oom(c, "operators");
+        if (!(pl->operators = alloc_n(ps, vec.n, sizeof *pl->operators))) return pte_oom(c, what);
         pl->n_operators = vec.n;
         for (uint32_t i = 0; i < vec.n; i++) {
             fb_table ot;
@@ -604,9 +606,10 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
         }
     }
     /* delegates */
-    if ((s = fb_vector_field(c, t, 7, 4, "delegates", &vec, NULL))) return s;
+    WHAT(what, "execution_plan[%u].delegates", pi);
+    if ((s = fb_vector_field(c, t, 7, 4, what, &vec, NULL))) return s;
     if (vec.n) {
-        if (!(pl->delegates = alloc_n(ps, vec.n, sizeof *pl->delegates))) return pte_oom(c, "delegates");
+        if (!(pl->delegates = alloc_n(ps, vec.n, sizeof *pl->delegates))) return pte_oom(c, what);
         pl->n_delegates = vec.n;
         for (uint32_t i = 0; i < vec.n; i++) {
             fb_table dt;
@@ -617,9 +620,10 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
         }
     }
     /* chains (after values, operators and delegates: instructions index them) */
-    if ((s = fb_vector_field(c, t, 5, 4, "chains", &vec, NULL))) return s;
+    WHAT(what, "execution_plan[%u].chains", pi);
+    if ((s = fb_vector_field(c, t, 5, 4, what, &vec, NULL))) return s;
     if (vec.n) {
-        if (!(pl->chains = alloc_n(ps, vec.n, sizeof *pl->chains))) return pte_oom(c, "chains");
+        if (!(pl->chains = alloc_n(ps, vec.n, sizeof *pl->chains))) return pte_oom(c, what);
         pl->n_chains = vec.n;
         for (uint32_t i = 0; i < vec.n; i++) {
             fb_table ct;
