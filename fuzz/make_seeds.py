@@ -309,8 +309,40 @@ def data_seeds():
         out("data", f"jsonl_bad{j}", bytes([1, 15, 0]) + (lines[1] + "\n" + m + "\n" + lines[0]).encode())
 
 
+def npy_seeds():
+    """.npy files from numpy (every dtype the reader takes, rank 0..4, versions 1 and 2) and
+    corruptions (truncated data, a bad magic, a huge header length, Fortran order, bad dicts)."""
+    import io
+    rng = np.random.default_rng(5)
+    arrays = {
+        "f32_2x3": rng.standard_normal((2, 3)).astype("<f4"), "f64_4": rng.standard_normal(4),
+        "i64_3x1x2": rng.integers(-9, 9, (3, 1, 2)), "i32_rank0": np.array(7, dtype="<i4"),
+        "bool_5": rng.integers(0, 2, 5).astype(bool), "u8_2x2x2x2": rng.integers(0, 255, (2, 2, 2, 2)).astype("u1"),
+        "i8_3": np.array([-1, 0, 1], dtype="i1"), "i16_2": np.array([300, -300], dtype="<i2"),
+        "f16_3": np.array([1, 2, 3], dtype="<f2"), "f32_empty": np.zeros((0, 3), dtype="<f4"),
+    }
+    for name, a in arrays.items():
+        b = io.BytesIO()
+        np.save(b, a)
+        data = b.getvalue()
+        out("npy", name + ".npy", data)
+        if name == "f32_2x3":
+            b2 = io.BytesIO()
+            np.lib.format.write_array(b2, a, version=(2, 0))
+            out("npy", "v2_" + name + ".npy", b2.getvalue())
+            out("npy", "truncated.npy", data[:-3])
+            out("npy", "bad_magic.npy", b"\x93NUMPZ" + data[6:])
+            out("npy", "huge_hlen.npy", data[:8] + b"\xff\xff" + data[10:])
+            out("npy", "fortran.npy", data.replace(b"'fortran_order': False", b"'fortran_order': True "))
+            out("npy", "big_endian.npy", data.replace(b"<f4", b">f4"))
+            out("npy", "bad_shape.npy", data.replace(b"(2, 3)", b"(2; 3)"))
+            out("npy", "huge_dim.npy", data.replace(b"(2, 3)", b"(99999999999999999999, 3)"[:6]))
+            out("npy", "dup_key.npy", data.replace(b"'shape'", b"'descr'"))
+
+
 SEEDS = {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "dequant": dequant_seeds, "safetensors": safetensors_seeds,
-         "checkpoint": checkpoint_seeds, "data": data_seeds}
+         "checkpoint": checkpoint_seeds, "data": data_seeds,
+         "npy": npy_seeds}
 
 if __name__ == "__main__":
     which = sys.argv[1:] or list(SEEDS)

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets under fuzz/ (clang, ASan + UBSan, into build-fuzz/) and runs each
 # for the given number of seconds (default 60), one after another (one process at a time).
 #   bash scripts/fuzz.sh [seconds-per-target] [target ...]     targets: gguf tokenizer dequant
-#                                                               safetensors checkpoint data pte
+#                                                               safetensors checkpoint data pte npy
 # Each target starts from its seed corpus fuzz/corpus/<target>/ plus the inputs found by earlier
 # runs (build-fuzz/corpus/<target>/, where new inputs go). A crashing input is written to
 # build-fuzz/crashes/<target>/; once the bug is fixed, copy it to fuzz/regressions/<target>/,
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer dequant safetensors checkpoint data pte)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer dequant safetensors checkpoint data pte npy)
 [ "${WGML_SKIP_APT:-0}" = 1 ] || bash scripts/setup.sh --fuzz-tools
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_FUZZ=ON -DWGML_BUILD_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layering check: every import points down.
 
-Layers, lowest first: gpu, tensor, graph, ops, autograd, optim, io, model, train, tools.
+Layers, lowest first: gpu, tensor, graph, ops, autograd, optim, io, program, model, train, tools.
 (a) Includes: every `#include "X/..."` in a file under src/<layer>/ names the same or a lower
     layer; files under tools/ include only the public headers (include/) and tools' own *.h.
 (b) Symbols: for each object file of the wgml library (CMakeFiles/wgml.dir/src/<layer>/...o,
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ["gpu", "tensor", "graph", "ops", "autograd", "optim", "io", "model", "train", "tools"]
+LAYERS = ["gpu", "tensor", "graph", "ops", "autograd", "optim", "io", "program", "model", "train", "tools"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h")

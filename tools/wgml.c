@@ -1,5 +1,6 @@
 /* wgml: the command-line tool. */
 #include "bench.h"
+#include "run.h"
 #include "wgml-model.h"
 
 #include <stdio.h>
@@ -173,6 +174,8 @@ static void usage(FILE *f) {
             "                       wgml finetune --help lists the options\n"
             "  eval --model FILE --data TEXT|JSONL [--lora DIR] [--seq-len N] [--all]\n"
             "                       perplexity on the held-out part of the data (or all of it)\n"
+            "  run FILE.pte [--input N FILE.npy]... [--seed S] [--out DIR] [--check REF.npy]... [--runs N]\n"
+            "                       an ExecuTorch program (Vulkan/WebGPU delegate) on wgml; wgml run --help\n"
             "  help                 this text\n"
             "\n"
             "environment:\n"
@@ -213,6 +216,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "generate")) {
         if (open_ctx(&ctx)) return 1;
         rc = cmd_generate(ctx, argc - 2, argv + 2);
+    } else if (!strcmp(cmd, "run")) {
+        for (int i = 2; i < argc; i++) /* help needs no GPU */
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return run_main(NULL, argc - 2, argv + 2);
+        if (open_ctx(&ctx)) return 1;
+        rc = run_main(ctx, argc - 2, argv + 2);
     } else if (!strcmp(cmd, "finetune") || !strcmp(cmd, "eval")) {
         for (int i = 2; i < argc; i++) /* help needs no GPU */
             if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))

@@ -1,0 +1,110 @@
+/* wgml-program.h: running ExecuTorch programs (.pte files) whose graph was lowered to the
+ * Vulkan delegate (by ExecuTorch's VulkanPartitioner or WebGPUPartitioner), and the .npy files
+ * the CLI reads inputs from and writes outputs to (src/program). Builds on wgml.h.
+ *
+ * Loading builds the whole method (its delegate graphs and the simple glue kernels around
+ * them) into one wgml built graph: every delegate op is mapped onto wgml's ops through a table
+ * of operator names, intermediates are memory-planned by the graph compiler, and a run is one
+ * submit. A program using an operator wgml does not have is refused at load with the list of
+ * every such operator. Inputs and outputs keep the program's host dtypes: int64 inputs are
+ * narrowed to int32 on upload (an element out of int32 range is an error) and widened on
+ * readback; float64 likewise through float32. */
+#ifndef WGML_PROGRAM_H
+#define WGML_PROGRAM_H
+
+#include "wgml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of program inputs and outputs, numbered as ExecuTorch's ScalarType. */
+typedef enum wgml_program_dtype {
+    WGML_PROG_U8 = 0,
+    WGML_PROG_I8 = 1,
+    WGML_PROG_I16 = 2,
+    WGML_PROG_I32 = 3,
+    WGML_PROG_I64 = 4,
+    WGML_PROG_F16 = 5,
+    WGML_PROG_F32 = 6,
+    WGML_PROG_F64 = 7,
+    WGML_PROG_BOOL = 11
+} wgml_program_dtype;
+/* "float32", "int64", ...; "unknown" otherwise. Element size in bytes (0 when unknown). */
+const char *wgml_program_dtype_name(int dtype);
+size_t wgml_program_dtype_size(int dtype);
+
+typedef struct wgml_program wgml_program;
+
+/* Loads the method `method` (NULL: the first, usually "forward") of a program from a file or
+ * from bytes (copied). NULL on error, with the message on ctx (a malformed file names the
+ * field and offset; an unsupported program lists every missing operator). */
+wgml_program *wgml_program_load(wgml_ctx *ctx, const char *path, const char *method);
+wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t size, const char *method);
+void wgml_program_free(wgml_program *p);
+
+/* Shape and dtype of an input or output tensor. */
+typedef struct wgml_program_io {
+    wgml_program_dtype dtype; /* the host dtype (what set_input takes and get_output gives) */
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    int64_t numel;
+    size_t nbytes; /* numel · element size */
+} wgml_program_io;
+
+int wgml_program_input_count(const wgml_program *p);
+int wgml_program_output_count(const wgml_program *p);
+wgml_status wgml_program_input_info(const wgml_program *p, int i, wgml_program_io *info);
+wgml_status wgml_program_output_info(const wgml_program *p, int i, wgml_program_io *info);
+
+/* Writes input i: bytes must be its nbytes, in its host dtype. Inputs keep their values across
+ * runs until set again. */
+wgml_status wgml_program_set_input(wgml_program *p, int i, const void *data, size_t bytes);
+/* Runs the method once (one submit); does not wait. *seconds (may be NULL): waits and gives
+ * the run's time (GPU timestamps, else wall time). */
+wgml_status wgml_program_run(wgml_program *p, double *seconds);
+/* Reads output i (waits for the run): bytes must be its nbytes, in its host dtype. */
+wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes);
+
+/* Writes the tensor behind output i when it is program state, not computed by the method: a
+ * parameter or buffer the method returns as it is (ExecuTorch's training programs return
+ * their parameters so that an optimizer can update them in place between runs). bytes as for
+ * get_output. WGML_ERR_ARG for an output the method computes. */
+wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes);
+
+/* The constants of the loaded method (weights baked into its delegates, constant tensors of
+ * the method), in load order: shape, the dtype they are stored in and a name (the named-data
+ * key or the tensor's fully qualified name; "" when it has none). Writing one replaces it for
+ * later runs (e.g. an optimizer stepping the weights of a training program, whose delegates
+ * hold the parameters as constants). A constant that the method converted to another dtype at
+ * load keeps the converted copy it made. */
+int wgml_program_constant_count(const wgml_program *p);
+wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_program_io *info, const char **name);
+wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data, size_t bytes);
+
+/* The delegate operator names wgml maps (for listings); *n gets the count. */
+const char *const *wgml_program_op_names(size_t *n);
+
+/* ---- .npy files ---------------------------------------------------------------------------- */
+/* NumPy's array files (format versions 1-3): little-endian b1, u1, i1, i2, i4, i8, f2, f4, f8,
+ * C order, rank <= 8. The parser checks every length and the header's dictionary; errors are
+ * read with wgml_last_error(NULL) and name the byte offset. */
+typedef struct wgml_npy {
+    wgml_program_dtype dtype;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    int64_t numel;
+    size_t nbytes;
+    void *data; /* malloc'ed, numel · element size bytes */
+} wgml_npy;
+wgml_status wgml_npy_parse(const void *bytes, size_t size, wgml_npy *out);
+wgml_status wgml_npy_read(const char *path, wgml_npy *out);
+/* Writes a version 1.0 file. */
+wgml_status wgml_npy_write(const char *path, wgml_program_dtype dtype, int rank, const int64_t *shape,
+                           const void *data);
+void wgml_npy_free(wgml_npy *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1261 @@
+/* The op registry: each operator name the WebGPU and Vulkan partitioners emit, mapped onto
+ * wgml's public ops. Arguments come in schema order with the defaults present and the output
+ * id(s) last; every builder checks the kinds it reads and the output's serialised shape and
+ * dtype, so a graph that means something else than wgml computes fails at load, naming the op. */
+#include "program/program.h"
+
+#include "gpu/gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- argument readers ---------------------------------------------------------------------- */
+
+static wgml_status fail(pbuild *b, wgml_status s, const char *what, int arg) {
+    return wgml_set_error(b->ctx, s, "program: %s: argument %d: %s", b->op, arg, what);
+}
+
+static const pv *val(pbuild *b, const int32_t *args, int i) {
+    return &b->v[args[i]]; /* ids were range-checked before the builder runs */
+}
+
+/* The tensor of argument i, or NULL (an error set) when it is not a built tensor. */
+static wgml_tensor *T(pbuild *b, const int32_t *args, int i) {
+    const pv *x = val(b, args, i);
+    if (x->kind != PV_TENSOR || !x->t) {
+        fail(b, x->unsupported ? WGML_ERR_UNSUPPORTED : WGML_ERR_ARG,
+             x->kind != PV_TENSOR ? "expected a tensor"
+             : x->unsupported     ? "a tensor with a zero-size dimension, rank over 8 or too many elements"
+                                  : "tensor used before it is computed",
+             i);
+        return NULL;
+    }
+    return x->t;
+}
+
+static int is_null(pbuild *b, const int32_t *args, int i) { return val(b, args, i)->kind == PV_NULL; }
+static int is_tensor(pbuild *b, const int32_t *args, int i) { return val(b, args, i)->kind == PV_TENSOR; }
+
+/* A number argument (Int, Bool, SymInt or Double); def when Null. *ok cleared on a wrong kind. */
+static double num(pbuild *b, const int32_t *args, int i, double def, int *ok) {
+    const pv *x = val(b, args, i);
+    switch (x->kind) {
+    case PV_NULL: return def;
+    case PV_INT: case PV_BOOL: case PV_SYMINT: return (double)x->i;
+    case PV_DOUBLE: return x->d;
+    default:
+        if (*ok) fail(b, WGML_ERR_ARG, "expected a number", i);
+        *ok = 0;
+        return def;
+    }
+}
+
+/* An integer argument, exactly (a number through double would lose INT64_MAX, the "to the
+ * end" of slices); def when Null. */
+static int64_t inum(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
+    const pv *x = val(b, args, i);
+    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_SYMINT) return x->i;
+    if (x->kind == PV_NULL) return def;
+    if (*ok) fail(b, WGML_ERR_ARG, "expected an integer", i);
+    *ok = 0;
+    return def;
+}
+
+/* inum clamped into int's range (dims, flags): a wild value stays wild but defined. */
+static int iarg(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
+    int64_t v = inum(b, args, i, def, ok);
+    return v < -1000000000 ? -1000000000 : v > 1000000000 ? 1000000000 : (int)v;
+}
+
+/* An int list argument copied into out[0..max); an Int is a list of one. -1 on a wrong kind. */
+static int ilist(pbuild *b, const int32_t *args, int i, int64_t *out, int max) {
+    const pv *x = val(b, args, i);
+    if (x->kind == PV_INT) {
+        out[0] = x->i;
+        return 1;
+    }
+    if (x->kind == PV_NULL) return 0;
+    if (x->kind != PV_INTLIST || x->n > (size_t)max) {
+        fail(b, WGML_ERR_ARG, x->kind == PV_INTLIST ? "int list too long" : "expected an int list", i);
+        return -1;
+    }
+    for (size_t k = 0; k < x->n; k++) out[k] = x->list64[k];
+    return (int)x->n;
+}
+
+static const char *dims_str(char *buf, size_t n, int rank, const int64_t *d) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)d[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* Stores t as value id's tensor; it must have the serialised shape (reshaped to it when
+ * `reshape` and the element counts agree) and the dtype the serialised one is computed in. */
+static wgml_status put(pbuild *b, int32_t id, wgml_tensor *t, int reshape) {
+    if (!t) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
+    pv *o = &b->v[id];
+    if (o->kind != PV_TENSOR || o->unsupported)
+        return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: output value %d is not a tensor", b->op, id);
+    int want = prog_vk_to_wgml(o->vk_dtype);
+    if (want < 0 || (wgml_dtype)want != wgml_tensor_dtype(t))
+        return wgml_set_error(b->ctx, WGML_ERR_DTYPE, "program: %s: output is %s, the program says %s", b->op,
+                              wgml_dtype_name(wgml_tensor_dtype(t)), prog_vk_dtype_name(o->vk_dtype));
+    int rank = wgml_tensor_rank(t);
+    int same = rank == o->rank;
+    int64_t shape[WGML_MAX_RANK], numel = 1;
+    for (int i = 0; i < rank; i++) {
+        shape[i] = wgml_tensor_dim(t, i);
+        if (same && shape[i] != o->dims[i]) same = 0;
+    }
+    for (int i = 0; i < o->rank; i++) numel *= o->dims[i];
+    if (!same) {
+        if (!reshape || numel != wgml_tensor_numel(t)) {
+            char a[160], c[160];
+            return wgml_set_error(b->ctx, WGML_ERR_SHAPE, "program: %s: output shape %s, the program says %s", b->op,
+                                  dims_str(a, sizeof a, rank, shape), dims_str(c, sizeof c, o->rank, o->dims));
+        }
+        t = wgml_reshape(b->g, t, o->rank, o->dims);
+        if (!t) return wgml_last_status(b->ctx);
+    }
+    o->t = t;
+    return WGML_OK;
+}
+
+#define OUT(k) args[nargs - 1 - (k)]
+#define NEED(n)                                                                                             \
+    do {                                                                                                    \
+        if (nargs != (n))                                                                                   \
+            return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments, expected %d", b->op, nargs, \
+                                  (n));                                                                     \
+    } while (0)
+
+/* Normalises dim into [0, rank). */
+static int ndim(pbuild *b, int64_t d, int rank, int arg, int *ok) {
+    int r = rank ? rank : 1;
+    if (d < -r || d >= r) {
+        if (*ok) fail(b, WGML_ERR_ARG, "dim out of range", arg);
+        *ok = 0;
+        return 0;
+    }
+    return (int)(d < 0 ? d + r : d);
+}
+
+/* ---- elementwise --------------------------------------------------------------------------- */
+
+/* a (op) b where b is a tensor or a number; alpha at args[2] when has_alpha. A tensor that is
+ * a one-element constant is not special: it broadcasts like any other. */
+static wgml_status binary_common(pbuild *b, const int32_t *args, int nargs, wgml_binary_op op, int has_alpha) {
+    NEED(has_alpha ? 4 : 3);
+    int ok = 1;
+    float alpha = has_alpha ? (float)num(b, args, 2, 1.0, &ok) : 1.0f;
+    if (!ok) return WGML_ERR_ARG;
+    wgml_tensor *a = T(b, args, 0);
+    if (!a) return WGML_ERR_ARG;
+    if (is_tensor(b, args, 1)) {
+        wgml_tensor *y = T(b, args, 1);
+        return y ? put(b, OUT(0), wgml_binary(b->g, op, a, y, alpha), 0) : WGML_ERR_ARG;
+    }
+    float s = (float)num(b, args, 1, 0.0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_binary_scalar(b->g, op, a, s, alpha), 0);
+}
+static wgml_status op_add(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_ADD, 1); }
+static wgml_status op_sub(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_SUB, 1); }
+static wgml_status op_mul(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_MUL, 0); }
+static wgml_status op_div(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_DIV, 0); }
+static wgml_status op_minimum(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_MINIMUM, 0); }
+static wgml_status op_maximum(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_MAXIMUM, 0); }
+static wgml_status op_pow(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_POW, 0); }
+
+/* div.Tensor_mode(a, b, rounding_mode): only the true division (mode None). */
+static wgml_status op_div_mode(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    if (!is_null(b, args, 2))
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: rounding modes are not supported", b->op);
+    int32_t a2[3] = {args[0], args[1], args[3]};
+    return binary_common(b, a2, 3, WGML_BIN_DIV, 0);
+}
+
+/* rsub.Scalar(self, other, alpha) = other − alpha·self */
+static wgml_status op_rsub(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float s = (float)num(b, args, 1, 0.0, &ok), alpha = (float)num(b, args, 2, 1.0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    wgml_tensor *y = wgml_mul_scalar(b->g, x, -alpha);
+    return put(b, OUT(0), wgml_add_scalar(b->g, y, s, 1.0f), 0);
+}
+
+static wgml_status unary_common(pbuild *b, const int32_t *args, int nargs, wgml_unary_op op, int n) {
+    NEED(n);
+    wgml_tensor *x = T(b, args, 0);
+    return x ? put(b, OUT(0), wgml_unary(b->g, op, x), 0) : WGML_ERR_ARG;
+}
+#define UNARY(name, op)                                                                                     \
+    static wgml_status name(pbuild *b, const int32_t *a, int n) { return unary_common(b, a, n, op, 2); }
+UNARY(op_relu, WGML_UN_RELU)
+UNARY(op_sigmoid, WGML_UN_SIGMOID)
+UNARY(op_silu, WGML_UN_SILU)
+UNARY(op_exp, WGML_UN_EXP)
+UNARY(op_log, WGML_UN_LOG)
+UNARY(op_neg, WGML_UN_NEG)
+UNARY(op_abs, WGML_UN_ABS)
+UNARY(op_sqrt, WGML_UN_SQRT)
+UNARY(op_rsqrt, WGML_UN_RSQRT)
+UNARY(op_tanh, WGML_UN_TANH)
+
+/* gelu(self, approximate: "none" | "tanh") */
+static wgml_status op_gelu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    const pv *m = val(b, args, 1);
+    int tanh_form = 0;
+    if (m->kind == PV_STRING && m->s && !strcmp(m->s, "tanh")) tanh_form = 1;
+    else if (!(m->kind == PV_NULL || (m->kind == PV_STRING && m->s && !strcmp(m->s, "none"))))
+        return fail(b, WGML_ERR_ARG, "approximate must be \"none\" or \"tanh\"", 1);
+    wgml_tensor *x = T(b, args, 0);
+    return x ? put(b, OUT(0), wgml_gelu(b->g, x, tanh_form), 0) : WGML_ERR_ARG;
+}
+
+/* clamp(self, min?, max?), hardtanh(self, min_val, max_val), relu6 through hardtanh's bounds. */
+static wgml_status op_clamp(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float lo = (float)num(b, args, 1, -INFINITY, &ok), hi = (float)num(b, args, 2, INFINITY, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_clamp(b->g, x, lo, hi), 0);
+}
+
+static wgml_status compare_common(pbuild *b, const int32_t *args, int nargs, wgml_compare_op op) {
+    NEED(3);
+    wgml_tensor *a = T(b, args, 0);
+    if (!a) return WGML_ERR_ARG;
+    if (is_tensor(b, args, 1)) {
+        wgml_tensor *y = T(b, args, 1);
+        return y ? put(b, OUT(0), wgml_compare(b->g, op, a, y), 0) : WGML_ERR_ARG;
+    }
+    int ok = 1;
+    float s = (float)num(b, args, 1, 0.0, &ok);
+    return ok ? put(b, OUT(0), wgml_compare_scalar(b->g, op, a, s), 0) : WGML_ERR_ARG;
+}
+#define COMPARE(name, op)                                                                                   \
+    static wgml_status name(pbuild *b, const int32_t *a, int n) { return compare_common(b, a, n, op); }
+COMPARE(op_eq, WGML_CMP_EQ)
+COMPARE(op_ne, WGML_CMP_NE)
+COMPARE(op_lt, WGML_CMP_LT)
+COMPARE(op_le, WGML_CMP_LE)
+COMPARE(op_gt, WGML_CMP_GT)
+COMPARE(op_ge, WGML_CMP_GE)
+
+static wgml_status op_logical_not(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    return x ? put(b, OUT(0), wgml_logical_not(b->g, x), 0) : WGML_ERR_ARG;
+}
+static wgml_status logical2(pbuild *b, const int32_t *args, int nargs, int is_or) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
+    if (!y) return WGML_ERR_ARG;
+    return put(b, OUT(0), is_or ? wgml_logical_or(b->g, x, y) : wgml_logical_and(b->g, x, y), 0);
+}
+static wgml_status op_logical_and(pbuild *b, const int32_t *a, int n) { return logical2(b, a, n, 0); }
+static wgml_status op_logical_or(pbuild *b, const int32_t *a, int n) { return logical2(b, a, n, 1); }
+
+static wgml_status op_where(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *c = T(b, args, 0), *x = c ? T(b, args, 1) : NULL, *y = x ? T(b, args, 2) : NULL;
+    return y ? put(b, OUT(0), wgml_where(b->g, c, x, y), 0) : WGML_ERR_ARG;
+}
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
+static wgml_status op_mm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
+    return y ? put(b, OUT(0), wgml_mm(b->g, x, y), 0) : WGML_ERR_ARG;
+}
+static wgml_status op_bmm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
+    return y ? put(b, OUT(0), wgml_bmm(b->g, x, y), 0) : WGML_ERR_ARG;
+}
+/* linear(input, weight, bias?) */
+static wgml_status op_linear(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL, *bias = NULL;
+    if (!w) return WGML_ERR_ARG;
+    if (!is_null(b, args, 2) && !(bias = T(b, args, 2))) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_linear(b->g, x, w, bias), 0);
+}
+/* addmm(self, mat1, mat2, beta, alpha) */
+static wgml_status op_addmm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(6);
+    int ok = 1;
+    float beta = (float)num(b, args, 3, 1.0, &ok), alpha = (float)num(b, args, 4, 1.0, &ok);
+    wgml_tensor *c = T(b, args, 0), *x = c ? T(b, args, 1) : NULL, *y = x ? T(b, args, 2) : NULL;
+    if (!ok || !y) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_addmm(b->g, c, x, y, beta, alpha), 0);
+}
+
+/* ---- reductions and softmax ---------------------------------------------------------------- */
+
+/* sum.dim_IntList / mean.dim (self, dim?, keepdim, dtype?) and amax (self, dim, keepdim). */
+static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int kind) {
+    NEED(kind == 2 ? 4 : 5);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    if (n < 0) return WGML_ERR_ARG;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (kind != 2 && !is_null(b, args, 3) && wgml_tensor_dtype(x) != WGML_F32)
+        return fail(b, WGML_ERR_DTYPE, "only f32 reductions", 3);
+    int dims[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    wgml_tensor *r = kind == 0   ? wgml_sum(b->g, x, dims, n, keep)
+                     : kind == 1 ? wgml_mean(b->g, x, dims, n, keep)
+                                 : wgml_amax(b->g, x, dims, n, keep);
+    return put(b, OUT(0), r, 0);
+}
+static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 0); }
+static wgml_status op_mean(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 1); }
+static wgml_status op_amax(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 2); }
+
+/* mean.dtype / mean.default (self, dtype?): the mean of every element, rank 0 */
+static wgml_status op_mean_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_mean(b->g, x, NULL, 0, 0), 1);
+}
+
+/* argmax(self, dim?, keepdim): dim None flattens first. */
+static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0);
+    int ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || !ok) return WGML_ERR_ARG;
+    if (is_null(b, args, 1)) {
+        int64_t n = wgml_tensor_numel(x);
+        x = wgml_reshape(b->g, x, 1, &n);
+        return put(b, OUT(0), wgml_argmax(b->g, x, 0, 0), 1);
+    }
+    int dim = iarg(b, args, 1, 0, &ok);
+    return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
+}
+
+/* _softmax / _log_softmax (self, dim, half_to_float) */
+static wgml_status softmax_common(pbuild *b, const int32_t *args, int nargs, int log) {
+    NEED(4);
+    int ok = 1;
+    int dim = iarg(b, args, 1, -1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    return put(b, OUT(0), log ? wgml_log_softmax(b->g, x, dim) : wgml_softmax(b->g, x, dim), 0);
+}
+static wgml_status op_softmax(pbuild *b, const int32_t *a, int n) { return softmax_common(b, a, n, 0); }
+static wgml_status op_log_softmax(pbuild *b, const int32_t *a, int n) { return softmax_common(b, a, n, 1); }
+
+/* ---- norms --------------------------------------------------------------------------------- */
+
+static wgml_status opt_tensor(pbuild *b, const int32_t *args, int i, wgml_tensor **out) {
+    *out = NULL;
+    if (is_null(b, args, i)) return WGML_OK;
+    *out = T(b, args, i);
+    return *out ? WGML_OK : WGML_ERR_ARG;
+}
+
+/* The elements of a ValueList argument (its ids), or NULL with an error. */
+static const int32_t *vlist(pbuild *b, const int32_t *args, int i, size_t *n) {
+    const pv *x = val(b, args, i);
+    if (x->kind != PV_VALUELIST) {
+        fail(b, WGML_ERR_ARG, "expected a value list", i);
+        return NULL;
+    }
+    *n = x->n;
+    return x->ids;
+}
+
+/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
+ * the last dimension only. */
+static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(6);
+    int64_t ns[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, ns, WGML_MAX_RANK), ok = 1;
+    float eps = (float)num(b, args, 4, 1e-5, &ok);
+    wgml_tensor *x = T(b, args, 0), *w, *bias;
+    if (n < 0 || !ok || !x || opt_tensor(b, args, 2, &w) || opt_tensor(b, args, 3, &bias)) return WGML_ERR_ARG;
+    if (n != 1 || ns[0] != wgml_tensor_dim(x, -1))
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only a norm over the last dimension", b->op);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 5, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 3) return fail(b, WGML_ERR_ARG, "expected 3 outputs", 5);
+    wgml_tensor *mean = NULL, *rstd = NULL;
+    wgml_tensor *y = wgml_layer_norm(b->g, x, w, bias, eps, &mean, &rstd);
+    wgml_status s = put(b, outs[0], y, 0);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
+    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
+    return s;
+}
+
+/* et_vk.rms_norm(x, weight, eps) */
+static wgml_status op_rms_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float eps = (float)num(b, args, 2, 1e-6, &ok);
+    wgml_tensor *x = T(b, args, 0), *w;
+    if (!ok || !x || opt_tensor(b, args, 1, &w)) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_rms_norm(b->g, x, w, eps), 0);
+}
+
+/* ---- shape, copies, views ------------------------------------------------------------------ */
+
+/* Ops whose output is the input's elements in the output's serialised shape: view_copy,
+ * _unsafe_view, squeeze/unsqueeze, alias, clone, the dim-order copies of a contiguous tensor.
+ * All tensors here are contiguous, so these are views (no copy); a dtype change is refused. */
+static double host_elem(const uint8_t *p, int vk, int64_t i) {
+    switch (vk) {
+    case VK_BOOL: case VK_UINT8: return p[i];
+    case VK_INT8: return (int8_t)p[i];
+    case VK_INT32: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+    case VK_INT64: { int64_t x; memcpy(&x, p + 8 * i, 8); return (double)x; }
+    case VK_FLOAT32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
+    case VK_FLOAT64: { double x; memcpy(&x, p + 8 * i, 8); return x; }
+    default: return 0;
+    }
+}
+
+/* A dtype conversion of a constant, done on the host: a new constant of the output's dtype. */
+static wgml_status convert_constant(pbuild *b, const pv *x, int32_t out) {
+    const pv *o = &b->v[out];
+    int dt = prog_vk_to_wgml(o->vk_dtype);
+    int64_t n = wgml_tensor_numel(x->t);
+    if (dt < 0 || x->host_vk == VK_FLOAT16) return fail(b, WGML_ERR_UNSUPPORTED, "unsupported conversion", 0);
+    size_t es = wgml_dtype_size((wgml_dtype)dt);
+    uint8_t *buf = malloc((size_t)n * es + 1);
+    if (!buf) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t i = 0; i < n; i++) {
+        double v = host_elem(x->host, x->host_vk, i);
+        if (dt == WGML_F32) { float f = (float)v; memcpy(buf + 4 * i, &f, 4); }
+        else if (dt == WGML_I32) { int32_t k = (int32_t)v; memcpy(buf + 4 * i, &k, 4); }
+        else buf[i] = v != 0;
+    }
+    wgml_tensor *t = wgml_tensor_new(b->g, (wgml_dtype)dt, o->rank, o->dims);
+    wgml_status s = t ? wgml_tensor_write(t, buf, (size_t)n * es) : wgml_last_status(b->ctx);
+    free(buf);
+    return s ? s : put(b, out, t, 0);
+}
+
+static wgml_status op_view(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs < 2) return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments", b->op, nargs);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    const pv *in = val(b, args, 0);
+    pv *o = &b->v[OUT(0)];
+    if (o->kind == PV_TENSOR && prog_vk_to_wgml(o->vk_dtype) != (int)wgml_tensor_dtype(x)) {
+        if (in->host) return convert_constant(b, in, OUT(0));
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype conversion %s -> %s is not supported",
+                              b->op, wgml_dtype_name(wgml_tensor_dtype(x)), prog_vk_dtype_name(o->vk_dtype));
+    }
+    wgml_status s = put(b, OUT(0), x, 1);
+    if (!s && in->host) o->host = in->host, o->host_vk = in->host_vk; /* still the constant's elements */
+    return s;
+}
+
+static wgml_status op_permute(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t d[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d, WGML_MAX_RANK), ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    if (n < 0 || !x) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x), dims[WGML_MAX_RANK];
+    if (n != r) return fail(b, WGML_ERR_ARG, "permutation of the wrong length", 1);
+    for (int i = 0; i < n; i++) dims[i] = ndim(b, d[i], r, 1, &ok);
+    return ok ? put(b, OUT(0), wgml_permute(b->g, x, dims), 0) : WGML_ERR_ARG;
+}
+
+/* transpose_copy.int(self, dim0, dim1) */
+static wgml_status op_transpose(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int d0 = iarg(b, args, 1, 0, &ok), d1 = iarg(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    return ok && x ? put(b, OUT(0), wgml_transpose(b->g, x, d0, d1), 0) : WGML_ERR_ARG;
+}
+
+/* slice_copy.Tensor(self, dim, start?, end?, step) */
+static wgml_status op_slice(pbuild *b, const int32_t *args, int nargs) {
+    NEED(6);
+    int ok = 1;
+    int64_t dim = inum(b, args, 1, 0, &ok);
+    int64_t start = inum(b, args, 2, 0, &ok), end = inum(b, args, 3, INT64_MAX, &ok);
+    int64_t step = inum(b, args, 4, 1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_slice(b->g, x, (int)dim, start, end, step), 0);
+}
+
+/* select_copy.int(self, dim, index): a slice of one, the dim dropped. */
+static wgml_status op_select(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int64_t dim = inum(b, args, 1, 0, &ok), idx = inum(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    int d = ndim(b, dim, wgml_tensor_rank(x), 1, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    int64_t size = wgml_tensor_dim(x, d);
+    if (idx < -size || idx >= size) return fail(b, WGML_ERR_ARG, "index out of range", 2);
+    if (idx < 0) idx += size;
+    return put(b, OUT(0), wgml_slice(b->g, x, d, idx, idx + 1, 1), 1);
+}
+
+/* cat(tensors, dim) */
+static wgml_status op_cat(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    size_t n;
+    const int32_t *ids = vlist(b, args, 0, &n);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok);
+    if (!ids || !ok) return WGML_ERR_ARG;
+    if (n == 0 || n > 64) return fail(b, WGML_ERR_ARG, "between 1 and 64 tensors", 0);
+    wgml_tensor *ts[64];
+    for (size_t i = 0; i < n; i++) {
+        const pv *x = &b->v[ids[i]];
+        if (x->kind != PV_TENSOR || !x->t) return fail(b, WGML_ERR_ARG, "a list element is not a computed tensor", 0);
+        ts[i] = x->t;
+    }
+    return put(b, OUT(0), wgml_cat(b->g, ts, (int)n, dim), 0);
+}
+
+/* split_with_sizes_copy(self, split_sizes, dim) -> ValueList; split_copy.Tensor(self, size, dim). */
+static wgml_status split_common(pbuild *b, const int32_t *args, int nargs, int equal) {
+    NEED(4);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    int64_t sizes[64];
+    int n = ilist(b, args, 1, sizes, 64);
+    int64_t dim = inum(b, args, 2, 0, &ok);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 3, &no);
+    if (!x || n < 0 || !ok || !outs) return WGML_ERR_ARG;
+    int d = ndim(b, dim, wgml_tensor_rank(x), 2, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    int64_t off = 0, size = wgml_tensor_dim(x, d);
+    for (size_t i = 0; i < no; i++) {
+        int64_t len = equal ? (n == 1 ? sizes[0] : 0) : ((int)i < n ? sizes[i] : 0);
+        if (len <= 0 || off + len > size + (equal ? len : 0)) return fail(b, WGML_ERR_ARG, "split sizes do not fit", 1);
+        int64_t end = off + len > size ? size : off + len;
+        wgml_status s = put(b, outs[i], wgml_slice(b->g, x, d, off, end, 1), 0);
+        if (s) return s;
+        off = end;
+    }
+    if (off != size) return fail(b, WGML_ERR_ARG, "split sizes do not cover the dimension", 1);
+    return WGML_OK;
+}
+static wgml_status op_split_with_sizes(pbuild *b, const int32_t *a, int n) { return split_common(b, a, n, 0); }
+static wgml_status op_split(pbuild *b, const int32_t *a, int n) { return split_common(b, a, n, 1); }
+
+/* expand_copy(self, size, implicit) */
+static wgml_status op_expand(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int64_t s[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, s, WGML_MAX_RANK);
+    wgml_tensor *x = T(b, args, 0);
+    if (n < 0 || !x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_expand_copy(b->g, x, n, s), 0);
+}
+
+/* repeat(self, repeats): x viewed as [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...]
+ * and read as [r0·s0, r1·s1, ...] (the tiling order of torch.repeat). */
+static wgml_status op_repeat(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t r[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, r, WGML_MAX_RANK);
+    wgml_tensor *x = T(b, args, 0);
+    if (n < 0 || !x) return WGML_ERR_ARG;
+    int xr = wgml_tensor_rank(x);
+    if (n < xr || 2 * n > WGML_MAX_RANK)
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: %d repeats of a rank-%d tensor", b->op, n, xr);
+    int64_t v[WGML_MAX_RANK], e[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        int64_t si = i - (n - xr) >= 0 ? wgml_tensor_dim(x, i - (n - xr)) : 1;
+        v[2 * i] = 1, v[2 * i + 1] = si;
+        e[2 * i] = r[i], e[2 * i + 1] = si;
+    }
+    wgml_tensor *y = wgml_reshape(b->g, x, 2 * n, v);
+    y = y ? wgml_expand_copy(b->g, y, 2 * n, e) : NULL;
+    return put(b, OUT(0), y, 1);
+}
+
+/* ---- indexing ------------------------------------------------------------------------------ */
+
+/* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse) */
+static wgml_status op_embedding(pbuild *b, const int32_t *args, int nargs) {
+    NEED(6);
+    wgml_tensor *w = T(b, args, 0), *idx = w ? T(b, args, 1) : NULL;
+    return idx ? put(b, OUT(0), wgml_embedding(b->g, w, idx), 0) : WGML_ERR_ARG;
+}
+/* gather(self, dim, index, sparse_grad) */
+static wgml_status op_gather(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
+    return ok && idx ? put(b, OUT(0), wgml_gather(b->g, x, dim, idx), 0) : WGML_ERR_ARG;
+}
+/* index_select(self, dim, index) */
+static wgml_status op_index_select(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
+    return ok && idx ? put(b, OUT(0), wgml_index_select(b->g, x, dim, idx), 1) : WGML_ERR_ARG;
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+/* full(size, fill_value, dtype, layout, device, pin_memory), full_like(self, fill_value, ...),
+ * zeros/ones(size, ...), zeros_like/ones_like(self, ...), scalar_tensor(s, ...): the output's
+ * serialised shape and dtype say what to make; the value comes from the op. */
+static wgml_status fill_common(pbuild *b, const int32_t *args, int nargs, int value_arg, double value) {
+    if (nargs < value_arg + 2)
+        return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments", b->op, nargs);
+    const pv *o = &b->v[OUT(0)];
+    if (o->kind != PV_TENSOR) return fail(b, WGML_ERR_ARG, "output is not a tensor", nargs - 1);
+    int ok = 1;
+    if (value_arg >= 0) value = num(b, args, value_arg, 0, &ok);
+    int dt = prog_vk_to_wgml(o->vk_dtype);
+    if (!ok) return WGML_ERR_ARG;
+    if (dt < 0) return fail(b, WGML_ERR_DTYPE, "unsupported output dtype", nargs - 1);
+    return put(b, OUT(0), wgml_full(b->g, (wgml_dtype)dt, o->rank, o->dims, value), 0);
+}
+static wgml_status op_full(pbuild *b, const int32_t *a, int n) { return fill_common(b, a, n, 1, 0); }
+static wgml_status op_scalar_tensor(pbuild *b, const int32_t *a, int n) { return fill_common(b, a, n, 0, 0); }
+static wgml_status op_zeros(pbuild *b, const int32_t *a, int n) { return fill_common(b, a, n, -1, 0); }
+static wgml_status op_ones(pbuild *b, const int32_t *a, int n) { return fill_common(b, a, n, -1, 1); }
+
+/* ---- transformer ---------------------------------------------------------------------------- */
+
+/* scaled_dot_product_attention(q, k, v, attn_mask?, dropout_p, is_causal, scale?, enable_gqa):
+ * q [B, Hq, S, D], k/v [B, Hkv, S', D]; masks and dropout are not supported. */
+static wgml_status op_sdpa(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs != 9 && nargs != 8)
+        return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments", b->op, nargs);
+    int ok = 1;
+    if (!is_null(b, args, 3)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: attention masks are not supported", b->op);
+    if (num(b, args, 4, 0, &ok) != 0.0) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dropout is not supported", b->op);
+    int causal = iarg(b, args, 5, 0, &ok);
+    float scale = (float)num(b, args, 6, 0, &ok);
+    wgml_tensor *q = T(b, args, 0), *k = q ? T(b, args, 1) : NULL, *v = k ? T(b, args, 2) : NULL;
+    if (!ok || !v) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_sdpa(b->g, q, k, v, causal, scale), 0);
+}
+
+/* ---- composites: ops made of several wgml ops ------------------------------------------------ */
+
+/* amin(self, dim, keepdim) = −amax(−x) */
+static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0);
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || n < 0 || !ok) return WGML_ERR_ARG;
+    int dims[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    wgml_tensor *y = wgml_amax(b->g, wgml_neg(b->g, x), dims, n, keep);
+    return put(b, OUT(0), y ? wgml_neg(b->g, y) : NULL, 0);
+}
+
+/* argmin(self, dim?, keepdim) = argmax(−x) (ties: the first index either way) */
+static wgml_status op_argmin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0);
+    int ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || !ok) return WGML_ERR_ARG;
+    x = wgml_neg(b->g, x);
+    if (is_null(b, args, 1)) {
+        int64_t n = wgml_tensor_numel(x);
+        return put(b, OUT(0), wgml_argmax(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0), 1);
+    }
+    int dim = iarg(b, args, 1, 0, &ok);
+    return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
+}
+
+/* hardswish(x) = x·clamp(x + 3, 0, 6)/6; hardsigmoid(x) = clamp(x/6 + 1/2, 0, 1) */
+static wgml_status op_hardswish(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *c = wgml_clamp(b->g, wgml_add_scalar(b->g, x, 3.0f, 1.0f), 0.0f, 6.0f);
+    return put(b, OUT(0), wgml_mul(b->g, x, wgml_mul_scalar(b->g, c, 1.0f / 6.0f)), 0);
+}
+static wgml_status op_hardsigmoid(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *y = wgml_add_scalar(b->g, wgml_div_scalar(b->g, x, 6.0f), 0.5f, 1.0f);
+    return put(b, OUT(0), wgml_clamp(b->g, y, 0.0f, 1.0f), 0);
+}
+
+/* leaky_relu(x, slope) = relu(x) − slope·relu(−x) */
+static wgml_status op_leaky_relu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    float slope = (float)num(b, args, 1, 0.01, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *n = wgml_relu(b->g, wgml_neg(b->g, x));
+    return put(b, OUT(0), wgml_sub(b->g, wgml_relu(b->g, x), n, slope), 0);
+}
+
+/* elu(x, alpha, scale, input_scale) = scale·x for x > 0, else alpha·scale·(exp(x·input_scale) − 1) */
+static wgml_status op_elu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    float alpha = (float)num(b, args, 1, 1, &ok), scale = (float)num(b, args, 2, 1, &ok), in_scale = (float)num(b, args, 3, 1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *neg = wgml_exp(b->g, wgml_mul_scalar(b->g, wgml_minimum_scalar(b->g, x, 0.0f), in_scale));
+    neg = wgml_mul_scalar(b->g, wgml_add_scalar(b->g, neg, -1.0f, 1.0f), alpha * scale);
+    wgml_tensor *pos = wgml_mul_scalar(b->g, wgml_relu(b->g, x), scale);
+    return put(b, OUT(0), wgml_add(b->g, pos, neg, 1.0f), 0);
+}
+
+/* log10, log2, log1p through the natural log */
+static wgml_status log_common(pbuild *b, const int32_t *args, int nargs, float scale, float add) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    if (add != 0.0f) x = wgml_add_scalar(b->g, x, add, 1.0f);
+    wgml_tensor *y = wgml_log(b->g, x);
+    return put(b, OUT(0), scale != 1.0f ? wgml_mul_scalar(b->g, y, scale) : y, 0);
+}
+static wgml_status op_log10(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, (float)(1.0 / log(10.0)), 0); }
+static wgml_status op_log2(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, (float)(1.0 / log(2.0)), 0); }
+static wgml_status op_log1p(pbuild *b, const int32_t *a, int n) { return log_common(b, a, n, 1.0f, 1.0f); }
+
+/* threshold(x, threshold, value) = x > threshold ? x : value */
+static wgml_status op_threshold(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float th = (float)num(b, args, 1, 0, &ok), value = (float)num(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    wgml_tensor *c = wgml_gt_scalar(b->g, x, th);
+    return put(b, OUT(0), wgml_where(b->g, c, x, wgml_full_like(b->g, x, value)), 0);
+}
+
+/* masked_fill.Scalar(x, mask, value) = mask ? value : x */
+static wgml_status op_masked_fill(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    float value = (float)num(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *m = x ? T(b, args, 1) : NULL;
+    if (!m || !ok) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_where(b->g, m, wgml_full_like(b->g, x, value), x), 0);
+}
+
+/* glu(x, dim) = a·sigmoid(b), a and b the halves of x along dim */
+static wgml_status op_glu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int dim = iarg(b, args, 1, -1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    int d = ndim(b, dim, wgml_tensor_rank(x), 1, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    int64_t h = wgml_tensor_dim(x, d) / 2;
+    if (wgml_tensor_dim(x, d) % 2) return fail(b, WGML_ERR_SHAPE, "glu needs an even size", 0);
+    wgml_tensor *lo = wgml_slice(b->g, x, d, 0, h, 1), *hi = wgml_slice(b->g, x, d, h, 2 * h, 1);
+    return put(b, OUT(0), wgml_mul(b->g, lo, wgml_sigmoid(b->g, hi)), 0);
+}
+
+/* log_sigmoid_forward(x) -> (out, buffer): log σ(x) = min(x, 0) − log(1 + exp(−|x|)); the
+ * buffer (empty on the CPU) is left alone. */
+static wgml_status op_log_sigmoid(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    size_t no;
+    const int32_t *outs = x ? vlist(b, args, 1, &no) : NULL;
+    if (!outs) return WGML_ERR_ARG;
+    if (no < 1) return fail(b, WGML_ERR_ARG, "expected outputs", 1);
+    wgml_tensor *t = wgml_log(b->g, wgml_add_scalar(b->g, wgml_exp(b->g, wgml_neg(b->g, wgml_abs(b->g, x))), 1.0f, 1.0f));
+    return put(b, outs[0], wgml_sub(b->g, wgml_minimum_scalar(b->g, x, 0.0f), t, 1.0f), 0);
+}
+
+/* _prelu_kernel(x, w) = x > 0 ? x : w·x, w [C] along dim 1 (or one weight) */
+static wgml_status op_prelu(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL;
+    if (!w) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    int64_t c = wgml_tensor_numel(w), shape[WGML_MAX_RANK];
+    if (c != 1) {
+        if (r < 2 || wgml_tensor_dim(x, 1) != c) return fail(b, WGML_ERR_SHAPE, "weight does not match dim 1", 1);
+        for (int i = 0; i < r - 1; i++) shape[i] = i == 0 ? c : 1;
+        w = wgml_reshape(b->g, w, r - 1, shape);
+    }
+    wgml_tensor *neg = wgml_mul(b->g, wgml_minimum_scalar(b->g, x, 0.0f), w);
+    return put(b, OUT(0), wgml_add(b->g, wgml_relu(b->g, x), neg, 1.0f), 0);
+}
+
+/* A persistent tensor holding host data (index tensors the composites make). */
+static wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_t *shape, const void *data, size_t bytes) {
+    wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);
+    if (t && wgml_tensor_write(t, data, bytes)) return NULL;
+    return t;
+}
+
+/* flip(x, dims): index_select with a reversed index per flipped dim */
+static wgml_status op_flip(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || n < 0) return WGML_ERR_ARG;
+    for (int i = 0; i < n && x; i++) {
+        int d = ndim(b, d64[i], wgml_tensor_rank(x), 1, &ok);
+        if (!ok) return WGML_ERR_ARG;
+        int64_t size = wgml_tensor_dim(x, d);
+        int32_t *idx = malloc((size_t)size * sizeof *idx);
+        if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+        for (int64_t k = 0; k < size; k++) idx[k] = (int32_t)(size - 1 - k);
+        wgml_tensor *it = host_tensor(b, WGML_I32, 1, &size, idx, (size_t)size * sizeof *idx);
+        free(idx);
+        x = it ? wgml_index_select(b->g, x, d, it) : NULL;
+    }
+    return put(b, OUT(0), x, 0);
+}
+
+/* pixel_shuffle(x [.., C·r², H, W], r) -> [.., C, H·r, W·r]: a view, a permute, a view */
+static wgml_status op_pixel_shuffle(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int64_t r = inum(b, args, 1, 1, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || !ok) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(x);
+    if (rank != 4 || r < 1 || wgml_tensor_dim(x, 1) % (r * r))
+        return fail(b, WGML_ERR_SHAPE, "pixel_shuffle takes [N, C·r², H, W]", 0);
+    int64_t n = wgml_tensor_dim(x, 0), c = wgml_tensor_dim(x, 1) / (r * r), h = wgml_tensor_dim(x, 2), w = wgml_tensor_dim(x, 3);
+    int64_t v[6] = {n, c, r, r, h, w};
+    int perm[6] = {0, 1, 4, 2, 5, 3};
+    wgml_tensor *y = wgml_permute(b->g, wgml_reshape(b->g, x, 6, v), perm);
+    return put(b, OUT(0), y, 1);
+}
+
+/* native_group_norm(x, w?, b?, N, C, HxW, group, eps) -> (out, mean [N, G], rstd [N, G]):
+ * a layer norm over each group's C/G·HxW elements, then the per-channel affine. */
+static wgml_status op_group_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(9);
+    int ok = 1;
+    int64_t n = inum(b, args, 3, 0, &ok), c = inum(b, args, 4, 0, &ok), hw = inum(b, args, 5, 0, &ok), g = inum(b, args, 6, 1, &ok);
+    float eps = (float)num(b, args, 7, 1e-5, &ok);
+    wgml_tensor *x = T(b, args, 0), *w, *bias;
+    if (!x || !ok || opt_tensor(b, args, 1, &w) || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    if (g < 1 || c % g || n * c * hw != wgml_tensor_numel(x)) return fail(b, WGML_ERR_SHAPE, "N·C·HxW does not match x", 0);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 8, &no);
+    if (!outs || no != 3) return outs ? fail(b, WGML_ERR_ARG, "expected 3 outputs", 8) : WGML_ERR_ARG;
+    int64_t gs[3] = {n, g, c / g * hw}, cs[3] = {n, c, hw}, wc[2] = {c, 1};
+    wgml_tensor *mean = NULL, *rstd = NULL;
+    wgml_tensor *y = wgml_layer_norm(b->g, wgml_reshape(b->g, x, 3, gs), NULL, NULL, eps, &mean, &rstd);
+    y = y ? wgml_reshape(b->g, y, 3, cs) : NULL;
+    if (y && w) y = wgml_mul(b->g, y, wgml_reshape(b->g, w, 2, wc));
+    if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, wc), 1.0f);
+    wgml_status s = put(b, outs[0], y, 1);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
+    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
+    return s;
+}
+
+/* _native_batch_norm_legit_no_training(x, w?, b?, running_mean, running_var, momentum, eps)
+ * -> (out, save_mean, save_invstd): y = x·s + t per channel (dim 1), s = w·rsqrt(var + eps),
+ * t = b − mean·s. The saved statistics (empty in inference) are left alone. */
+static wgml_status op_batch_norm(pbuild *b, const int32_t *args, int nargs) {
+    NEED(8);
+    int ok = 1;
+    float eps = (float)num(b, args, 6, 1e-5, &ok);
+    wgml_tensor *x = T(b, args, 0), *w, *bias, *mean = x ? T(b, args, 3) : NULL, *var = mean ? T(b, args, 4) : NULL;
+    if (!ok || !var || opt_tensor(b, args, 1, &w) || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    int64_t c = r >= 2 ? wgml_tensor_dim(x, 1) : 0, shape[WGML_MAX_RANK];
+    if (r < 2 || wgml_tensor_numel(mean) != c || wgml_tensor_numel(var) != c) return fail(b, WGML_ERR_SHAPE, "statistics do not match dim 1", 3);
+    for (int i = 0; i < r - 1; i++) shape[i] = i == 0 ? c : 1;
+    wgml_tensor *sc = wgml_rsqrt(b->g, wgml_add_scalar(b->g, var, eps, 1.0f));
+    if (w) sc = wgml_mul(b->g, sc, w);
+    wgml_tensor *sh = wgml_neg(b->g, wgml_mul(b->g, mean, sc));
+    if (bias) sh = wgml_add(b->g, sh, bias, 1.0f);
+    wgml_tensor *y = wgml_add(b->g, wgml_mul(b->g, x, wgml_reshape(b->g, sc, r - 1, shape)), wgml_reshape(b->g, sh, r - 1, shape), 1.0f);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 7, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no < 1) return fail(b, WGML_ERR_ARG, "expected outputs", 7);
+    return put(b, outs[0], y, 0);
+}
+
+/* ---- convolution and pooling through gathers ---------------------------------------------- */
+
+/* x [N, C, H, W] with zero rows/columns added: top, bottom, left, right (a cat with zeros). */
+static wgml_tensor *pad2d(pbuild *b, wgml_tensor *x, int64_t top, int64_t bottom, int64_t left, int64_t right) {
+    for (int dim = 3; dim >= 2 && x; dim--) {
+        int64_t lo = dim == 3 ? left : top, hi = dim == 3 ? right : bottom;
+        wgml_tensor *parts[3];
+        int n = 0;
+        int64_t shape[4] = {wgml_tensor_dim(x, 0), wgml_tensor_dim(x, 1), wgml_tensor_dim(x, 2), wgml_tensor_dim(x, 3)};
+        if (lo > 0) shape[dim] = lo, parts[n++] = wgml_zeros(b->g, WGML_F32, 4, shape);
+        parts[n++] = x;
+        if (hi > 0) shape[dim] = hi, parts[n++] = wgml_zeros(b->g, WGML_F32, 4, shape);
+        x = n > 1 ? wgml_cat(b->g, parts, n, dim) : x;
+    }
+    return x;
+}
+
+/* Two ints from a list of 1 or 2 (a 1-entry list applies to both); def when empty. */
+static int pair(pbuild *b, const int32_t *args, int i, int64_t def, int64_t out[2]) {
+    int64_t l[WGML_MAX_RANK];
+    int n = ilist(b, args, i, l, WGML_MAX_RANK);
+    if (n < 0 || n > 2) {
+        if (n > 2) fail(b, WGML_ERR_UNSUPPORTED, "only 1-D and 2-D windows", i);
+        return -1;
+    }
+    out[0] = n == 0 ? def : l[0];
+    out[1] = n == 0 ? def : l[n - 1];
+    return n;
+}
+
+/* convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding,
+ * groups): 1-D and 2-D, not transposed. The input is zero-padded, each group's patches are
+ * gathered into columns [N, Cin/G·KH·KW, OH·OW] with one index_select, and the product with the
+ * weight [Cout/G, Cin/G·KH·KW] is one batched matmul (im2col). */
+static wgml_status op_conv(pbuild *b, const int32_t *args, int nargs) {
+    NEED(10);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL, *bias;
+    if (!w || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
+    if (inum(b, args, 6, 0, &ok)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: transposed convolution", b->op);
+    int64_t groups = inum(b, args, 8, 1, &ok), st[2], pd[2], dl[2];
+    if (!ok || pair(b, args, 3, 1, st) < 0 || pair(b, args, 4, 0, pd) < 0 || pair(b, args, 5, 1, dl) < 0) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    if ((r != 3 && r != 4) || wgml_tensor_rank(w) != r || wgml_tensor_dtype(x) != WGML_F32)
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only f32 1-D and 2-D convolutions", b->op);
+    if (r == 3) st[0] = 1, pd[0] = 0, dl[0] = 1; /* 1-D: a 2-D convolution of height 1 */
+    int64_t n = wgml_tensor_dim(x, 0), c = wgml_tensor_dim(x, 1), h = r == 4 ? wgml_tensor_dim(x, 2) : 1, wd = wgml_tensor_dim(x, -1);
+    int64_t co = wgml_tensor_dim(w, 0), cig = wgml_tensor_dim(w, 1), kh = r == 4 ? wgml_tensor_dim(w, 2) : 1, kw = wgml_tensor_dim(w, -1);
+    if (groups < 1 || c != cig * groups || co % groups || st[0] < 1 || st[1] < 1 || dl[0] < 1 || dl[1] < 1 || pd[0] < 0 || pd[1] < 0)
+        return fail(b, WGML_ERR_SHAPE, "weight, groups, stride, padding or dilation do not fit the input", 1);
+    int64_t hp = h + 2 * pd[0], wp = wd + 2 * pd[1];
+    int64_t oh = (hp - dl[0] * (kh - 1) - 1) / st[0] + 1, ow = (wp - dl[1] * (kw - 1) - 1) / st[1] + 1;
+    if (hp - dl[0] * (kh - 1) - 1 < 0 || wp - dl[1] * (kw - 1) - 1 < 0) return fail(b, WGML_ERR_SHAPE, "the kernel is larger than the input", 1);
+    int64_t k = cig * kh * kw, np = oh * ow, cog = co / groups;
+    if (k * np > ((int64_t)1 << 26)) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
+    int64_t x4s[4] = {n, c, h, wd};
+    wgml_tensor *xp = pad2d(b, wgml_reshape(b->g, x, 4, x4s), pd[0], pd[0], pd[1], pd[1]);
+    int64_t flat[2] = {n, c * hp * wp};
+    xp = xp ? wgml_reshape(b->g, xp, 2, flat) : NULL;
+    int32_t *idx = malloc((size_t)(k * np) * sizeof *idx);
+    if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_tensor *outs[64];
+    if (groups > 64) {
+        free(idx);
+        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: more than 64 groups", b->op);
+    }
+    for (int64_t g = 0; g < groups && xp; g++) {
+        for (int64_t ci = 0; ci < cig; ci++)
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    for (int64_t y = 0; y < oh; y++)
+                        for (int64_t z = 0; z < ow; z++)
+                            idx[((ci * kh + i) * kw + j) * np + y * ow + z] =
+                                (int32_t)((g * cig + ci) * hp * wp + (y * st[0] + i * dl[0]) * wp + z * st[1] + j * dl[1]);
+        int64_t nidx = k * np, cols3[3] = {n, k, np}, w3[3] = {1, cog, k};
+        wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+        wgml_tensor *cols = it ? wgml_reshape(b->g, wgml_index_select(b->g, xp, 1, it), 3, cols3) : NULL;
+        wgml_tensor *wg = wgml_reshape(b->g, groups > 1 ? wgml_slice(b->g, w, 0, g * cog, (g + 1) * cog, 1) : w, 3, w3);
+        outs[g] = cols && wg ? wgml_matmul(b->g, wg, cols, 0, 0) : NULL;
+        xp = outs[g] ? xp : NULL;
+    }
+    free(idx);
+    wgml_tensor *y = xp ? (groups > 1 ? wgml_cat(b->g, outs, (int)groups, 1) : outs[0]) : NULL;
+    int64_t bc[2] = {co, 1};
+    if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, bc), 1.0f);
+    return put(b, OUT(0), y, 1);
+}
+
+/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override?):
+ * the windows gathered with one index_select over each zero-padded plane, summed, times the
+ * per-position 1/divisor (PyTorch's rule, computed on the host). */
+static wgml_status op_avg_pool2d(pbuild *b, const int32_t *args, int nargs) {
+    NEED(8);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    int64_t ks[2], st[2], pd[2];
+    if (!x || pair(b, args, 1, 1, ks) < 0 || pair(b, args, 3, 0, pd) < 0) return WGML_ERR_ARG;
+    int sn = pair(b, args, 2, 0, st);
+    if (sn < 0) return WGML_ERR_ARG;
+    if (sn == 0) st[0] = ks[0], st[1] = ks[1];
+    int ceil_mode = (int)inum(b, args, 4, 0, &ok), include_pad = (int)inum(b, args, 5, 1, &ok);
+    int64_t divisor = inum(b, args, 6, 0, &ok);
+    int r = wgml_tensor_rank(x);
+    if (!ok || (r != 3 && r != 4) || wgml_tensor_dtype(x) != WGML_F32 || ks[0] < 1 || ks[1] < 1 || st[0] < 1 || st[1] < 1 ||
+        pd[0] < 0 || pd[1] < 0 || 2 * pd[0] > ks[0] || 2 * pd[1] > ks[1])
+        return fail(b, WGML_ERR_UNSUPPORTED, "an f32 [N,] C, H, W input with a valid window", 0);
+    int64_t h = wgml_tensor_dim(x, -2), wd = wgml_tensor_dim(x, -1), planes = wgml_tensor_numel(x) / (h * wd);
+    int64_t o[2], in[2] = {h, wd};
+    for (int d = 0; d < 2; d++) {
+        int64_t span = in[d] + 2 * pd[d] - ks[d];
+        if (span < 0) return fail(b, WGML_ERR_SHAPE, "the window is larger than the input", 1);
+        o[d] = (ceil_mode ? (span + st[d] - 1) / st[d] : span / st[d]) + 1;
+        if (ceil_mode && (o[d] - 1) * st[d] >= in[d] + pd[d]) o[d]--;
+    }
+    /* padded plane: pd before; after, enough for the last window */
+    int64_t hp = (o[0] - 1) * st[0] + ks[0], wp = (o[1] - 1) * st[1] + ks[1];
+    if (hp < h + pd[0]) hp = h + pd[0];
+    if (wp < wd + pd[1]) wp = wd + pd[1];
+    int64_t kk = ks[0] * ks[1], np = o[0] * o[1];
+    if (kk * np > ((int64_t)1 << 26)) return fail(b, WGML_ERR_UNSUPPORTED, "too large for the gather form", 0);
+    int32_t *idx = malloc((size_t)(kk * np) * sizeof *idx);
+    float *rec = malloc((size_t)np * sizeof *rec);
+    if (!idx || !rec) {
+        free(idx), free(rec);
+        return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    }
+    for (int64_t y = 0; y < o[0]; y++)
+        for (int64_t z = 0; z < o[1]; z++) {
+            for (int64_t i = 0; i < ks[0]; i++)
+                for (int64_t j = 0; j < ks[1]; j++)
+                    idx[(y * o[1] + z) * kk + i * ks[1] + j] = (int32_t)((y * st[0] + i) * wp + z * st[1] + j);
+            int64_t hs = y * st[0] - pd[0], ws = z * st[1] - pd[1];
+            int64_t he = hs + ks[0] < h + pd[0] ? hs + ks[0] : h + pd[0], we = ws + ks[1] < wd + pd[1] ? ws + ks[1] : wd + pd[1];
+            int64_t pool = (he - hs) * (we - ws);
+            hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws, he = he < h ? he : h, we = we < wd ? we : wd;
+            int64_t div = divisor ? divisor : include_pad ? pool : (he - hs) * (we - ws);
+            rec[y * o[1] + z] = div > 0 ? 1.0f / (float)div : 0.0f;
+        }
+    int64_t x4[4] = {planes, 1, h, wd}, flat[2] = {planes, hp * wp}, nidx = kk * np, c3[3] = {planes, np, kk};
+    wgml_tensor *xp = pad2d(b, wgml_reshape(b->g, x, 4, x4), pd[0], hp - h - pd[0], pd[1], wp - wd - pd[1]);
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+    wgml_tensor *rt = host_tensor(b, WGML_F32, 1, &np, rec, (size_t)np * sizeof *rec);
+    free(idx), free(rec);
+    if (!xp || !it || !rt) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
+    wgml_tensor *cols = wgml_reshape(b->g, wgml_index_select(b->g, wgml_reshape(b->g, xp, 2, flat), 1, it), 3, c3);
+    int last = 2;
+    wgml_tensor *sum = cols ? wgml_sum(b->g, cols, &last, 1, 0) : NULL;
+    return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
+}
+
+/* _adaptive_avg_pool2d(self, output_size): window (i) = [floor(i·H/OH), ceil((i+1)·H/OH)) per
+ * dim; windows of different sizes are gathered at the largest size, the slots past a window's
+ * end reading a zero appended to each plane, and the sums scaled by 1/(window size). */
+static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int64_t os[2];
+    wgml_tensor *x = T(b, args, 0);
+    if (!x || pair(b, args, 1, 1, os) < 0) return WGML_ERR_ARG;
+    int r = wgml_tensor_rank(x);
+    if (r < 3 || wgml_tensor_dtype(x) != WGML_F32 || os[0] < 1 || os[1] < 1)
+        return fail(b, WGML_ERR_UNSUPPORTED, "an f32 [..., H, W] input and a positive output size", 0);
+    int64_t h = wgml_tensor_dim(x, -2), wd = wgml_tensor_dim(x, -1), planes = wgml_tensor_numel(x) / (h * wd);
+    int64_t kh = 0, kw = 0, np = os[0] * os[1];
+    for (int64_t i = 0; i < os[0]; i++) {
+        int64_t e = ((i + 1) * h + os[0] - 1) / os[0] - i * h / os[0];
+        kh = e > kh ? e : kh;
+    }
+    for (int64_t i = 0; i < os[1]; i++) {
+        int64_t e = ((i + 1) * wd + os[1] - 1) / os[1] - i * wd / os[1];
+        kw = e > kw ? e : kw;
+    }
+    if (kh * kw * np > ((int64_t)1 << 26)) return fail(b, WGML_ERR_UNSUPPORTED, "too large for the gather form", 0);
+    int32_t *idx = malloc((size_t)(kh * kw * np) * sizeof *idx);
+    float *rec = malloc((size_t)np * sizeof *rec);
+    if (!idx || !rec) {
+        free(idx), free(rec);
+        return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    }
+    for (int64_t y = 0; y < os[0]; y++)
+        for (int64_t z = 0; z < os[1]; z++) {
+            int64_t hs = y * h / os[0], he = ((y + 1) * h + os[0] - 1) / os[0];
+            int64_t ws = z * wd / os[1], we = ((z + 1) * wd + os[1] - 1) / os[1];
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    idx[(y * os[1] + z) * kh * kw + i * kw + j] =
+                        (int32_t)(hs + i < he && ws + j < we ? (hs + i) * wd + ws + j : h * wd);
+            rec[y * os[1] + z] = 1.0f / (float)((he - hs) * (we - ws));
+        }
+    int64_t flat[2] = {planes, h * wd}, one[2] = {planes, 1}, nidx = kh * kw * np, c3[3] = {planes, np, kh * kw};
+    wgml_tensor *parts[2] = {wgml_reshape(b->g, x, 2, flat), wgml_zeros(b->g, WGML_F32, 2, one)};
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &nidx, idx, (size_t)nidx * sizeof *idx);
+    wgml_tensor *rt = host_tensor(b, WGML_F32, 1, &np, rec, (size_t)np * sizeof *rec);
+    free(idx), free(rec);
+    if (!parts[0] || !parts[1] || !it || !rt) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
+    wgml_tensor *cols = wgml_reshape(b->g, wgml_index_select(b->g, wgml_cat(b->g, parts, 2, 1), 1, it), 3, c3);
+    int last = 2;
+    wgml_tensor *sum = cols ? wgml_sum(b->g, cols, &last, 1, 0) : NULL;
+    return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+typedef struct prog_op_entry {
+    const char *name;
+    prog_op_fn fn;
+} prog_op_entry;
+
+static const prog_op_entry OPS[] = {
+    {"aten.add.Tensor", op_add},
+    {"aten.add.Scalar", op_add},
+    {"aten.sub.Tensor", op_sub},
+    {"aten.sub.Scalar", op_sub},
+    {"aten.rsub.Scalar", op_rsub},
+    {"aten.mul.Tensor", op_mul},
+    {"aten.mul.Scalar", op_mul},
+    {"aten.div.Tensor", op_div},
+    {"aten.div.Scalar", op_div},
+    {"aten.div.Tensor_mode", op_div_mode},
+    {"aten.minimum.default", op_minimum},
+    {"aten.maximum.default", op_maximum},
+    {"aten.pow.Tensor_Tensor", op_pow},
+    {"aten.pow.Tensor_Scalar", op_pow},
+    {"aten.relu.default", op_relu},
+    {"aten.sigmoid.default", op_sigmoid},
+    {"aten.silu.default", op_silu},
+    {"aten.gelu.default", op_gelu},
+    {"aten.exp.default", op_exp},
+    {"aten.log.default", op_log},
+    {"aten.neg.default", op_neg},
+    {"aten.abs.default", op_abs},
+    {"aten.sqrt.default", op_sqrt},
+    {"aten.rsqrt.default", op_rsqrt},
+    {"aten.tanh.default", op_tanh},
+    {"aten.clamp.default", op_clamp},
+    {"aten.hardtanh.default", op_clamp},
+    {"aten.eq.Scalar", op_eq},
+    {"aten.eq.Tensor", op_eq},
+    {"aten.ne.Scalar", op_ne},
+    {"aten.ne.Tensor", op_ne},
+    {"aten.lt.Scalar", op_lt},
+    {"aten.lt.Tensor", op_lt},
+    {"aten.le.Scalar", op_le},
+    {"aten.le.Tensor", op_le},
+    {"aten.gt.Scalar", op_gt},
+    {"aten.gt.Tensor", op_gt},
+    {"aten.ge.Scalar", op_ge},
+    {"aten.ge.Tensor", op_ge},
+    {"aten.logical_not.default", op_logical_not},
+    {"aten.logical_and.default", op_logical_and},
+    {"aten.logical_or.default", op_logical_or},
+    {"aten.bitwise_not.default", op_logical_not},
+    {"aten.bitwise_and.Tensor", op_logical_and},
+    {"aten.bitwise_or.Tensor", op_logical_or},
+    {"aten.where.self", op_where},
+    {"aten.mm.default", op_mm},
+    {"aten.bmm.default", op_bmm},
+    {"aten.linear.default", op_linear},
+    {"aten.addmm.default", op_addmm},
+    {"aten.sum.dim_IntList", op_sum},
+    {"aten.mean.dim", op_mean},
+    {"aten.mean.dtype", op_mean_all},
+    {"aten.amax.default", op_amax},
+    {"aten.argmax.default", op_argmax},
+    {"aten._softmax.default", op_softmax},
+    {"aten._log_softmax.default", op_log_softmax},
+    {"aten.native_layer_norm.default", op_layer_norm},
+    {"et_vk.rms_norm.default", op_rms_norm},
+    {"aten.view_copy.default", op_view},
+    {"aten._unsafe_view.default", op_view},
+    {"aten.squeeze_copy.dims", op_view},
+    {"aten.squeeze_copy.dim", op_view},
+    {"aten.squeeze_copy.default", op_view},
+    {"aten.unsqueeze_copy.default", op_view},
+    {"aten.alias_copy.default", op_view},
+    {"aten.clone.default", op_view},
+    {"aten._to_copy.default", op_view},
+    {"dim_order_ops._clone_dim_order.default", op_view},
+    {"dim_order_ops._to_dim_order_copy.default", op_view},
+    {"et_vk.prepack.default", op_view},
+    {"aten.permute_copy.default", op_permute},
+    {"aten.permute.default", op_permute},
+    {"aten.transpose_copy.int", op_transpose},
+    {"aten.slice_copy.Tensor", op_slice},
+    {"aten.select_copy.int", op_select},
+    {"aten.cat.default", op_cat},
+    {"aten.split_with_sizes_copy.default", op_split_with_sizes},
+    {"aten.split_copy.Tensor", op_split},
+    {"aten.expand_copy.default", op_expand},
+    {"aten.repeat.default", op_repeat},
+    {"aten.embedding.default", op_embedding},
+    {"aten.gather.default", op_gather},
+    {"aten.index_select.default", op_index_select},
+    {"aten.full.default", op_full},
+    {"aten.full_like.default", op_full},
+    {"aten.scalar_tensor.default", op_scalar_tensor},
+    {"aten.zeros.default", op_zeros},
+    {"aten.zeros_like.default", op_zeros},
+    {"aten.ones.default", op_ones},
+    {"aten.ones_like.default", op_ones},
+    {"aten.scaled_dot_product_attention.default", op_sdpa},
+    {"aten.amin.default", op_amin},
+    {"aten.convolution.default", op_conv},
+    {"aten._adaptive_avg_pool2d.default", op_adaptive_avg_pool2d},
+    {"aten._native_batch_norm_legit_no_training.default", op_batch_norm},
+    {"aten.avg_pool2d.default", op_avg_pool2d},
+    {"aten.log_sigmoid_forward.default", op_log_sigmoid},
+    {"aten._prelu_kernel.default", op_prelu},
+    {"aten.argmin.default", op_argmin},
+    {"aten.hardswish.default", op_hardswish},
+    {"aten.hardsigmoid.default", op_hardsigmoid},
+    {"aten.leaky_relu.default", op_leaky_relu},
+    {"aten.elu.default", op_elu},
+    {"aten.log10.default", op_log10},
+    {"aten.log2.default", op_log2},
+    {"aten.log1p.default", op_log1p},
+    {"aten.threshold.default", op_threshold},
+    {"aten.masked_fill.Scalar", op_masked_fill},
+    {"aten.glu.default", op_glu},
+    {"aten.flip.default", op_flip},
+    {"aten.pixel_shuffle.default", op_pixel_shuffle},
+    {"aten.native_group_norm.default", op_group_norm},
+};
+
+static const char *const *names_cache(void) {
+    static const char *names[sizeof OPS / sizeof OPS[0]];
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) names[i] = OPS[i].name;
+    return names;
+}
+
+prog_op_fn prog_op_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (!strcmp(OPS[i].name, name)) return OPS[i].fn;
+    return NULL;
+}
+
+const char *const *prog_op_names(size_t *n) {
+    *n = sizeof OPS / sizeof OPS[0];
+    return names_cache();
+}
+
+int prog_vk_to_wgml(int vk) {
+    switch (vk) {
+    case VK_BOOL: return WGML_BOOL;
+    case VK_INT32: case VK_INT64: return WGML_I32;
+    case VK_FLOAT32: case VK_FLOAT64: return WGML_F32;
+    default: return -1;
+    }
+}
+
+const char *prog_vk_dtype_name(int vk) {
+    static const char *n[] = {"bool", "uint8", "int8", "int32", "float16", "float32", "float64", "int64"};
+    return vk >= 0 && vk < 8 ? n[vk] : "unknown dtype";
+}

@@ -1,0 +1,763 @@
+/* ExecuTorch programs on wgml: one method of a .pte file (read by src/io/pte) built into one
+ * wgml built graph.
+ *
+ * The method's values are slots (pv); its chain is walked once at load:
+ *   - a DelegateCall (VulkanBackend) parses the VkGraph, gives its inputs the slots of the
+ *     call's arguments, uploads its constants, builds each OperatorCall through the op registry
+ *     (ops.c) and hands its outputs back to the call's output slots;
+ *   - a KernelCall (the glue a partitioned program keeps: view/copy ops and the like) goes
+ *     through the same registry under its functional name ("aten::view_copy.out" builds as
+ *     "aten.view_copy.default");
+ *   - MoveCall copies a slot, FreeCall is nothing here (the graph compiler plans memory).
+ * Before anything is built every operator name is looked up, so a program that needs what
+ * wgml lacks is refused with the whole list. Method inputs are persistent tensors written by
+ * wgml_program_set_input; outputs are kept by the graph and read back after a run. */
+#include "wgml-program.h"
+
+#include "gpu/gpu.h"
+#include "io/pte.h"
+#include "program/program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct prog_io {
+    int value;              /* method value id */
+    wgml_program_io info;
+} prog_io;
+
+typedef struct prog_const {
+    wgml_tensor *t;
+    wgml_program_io info;   /* host dtype: the dtype the bytes were stored in */
+    const char *name;       /* named-data key, or "" */
+} prog_const;
+
+struct wgml_program {
+    wgml_ctx *ctx;
+    uint8_t *bytes;
+    size_t size;
+    pte_program *pte;
+    const pte_plan *plan;
+    pv *v;                  /* method values */
+    int64_t **lists;        /* the method's int lists, resolved (owned) */
+    uint32_t n_lists;
+    pte_vk_graph **vk;      /* parsed delegates (their lists back the delegate slots) */
+    uint32_t n_vk;
+    wgml_graph *g;
+    prog_io *in, *out;
+    int n_in, n_out;
+    prog_const *consts;     /* every uploaded constant, in load order */
+    int n_consts, cap_consts;
+};
+
+static int vk_to_prog(int vk) {
+    static const int m[] = {WGML_PROG_BOOL, WGML_PROG_U8, WGML_PROG_I8, WGML_PROG_I32, WGML_PROG_F16,
+                            WGML_PROG_F32,  WGML_PROG_F64, WGML_PROG_I64};
+    return vk >= 0 && vk < 8 ? m[vk] : -1;
+}
+
+/* Records an uploaded constant (host layout `from`) for wgml_program_constant_*. */
+static wgml_status note_constant(wgml_program *p, const pv *s, int from, const char *name) {
+    if (p->n_consts == p->cap_consts) {
+        int nc = p->cap_consts ? 2 * p->cap_consts : 16;
+        prog_const *n = realloc(p->consts, (size_t)nc * sizeof *n);
+        if (!n) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+        p->consts = n, p->cap_consts = nc;
+    }
+    prog_const *c = &p->consts[p->n_consts++];
+    memset(c, 0, sizeof *c);
+    c->t = s->t;
+    c->info.dtype = (wgml_program_dtype)vk_to_prog(from);
+    c->info.rank = s->rank;
+    memcpy(c->info.shape, s->dims, sizeof c->info.shape);
+    c->info.numel = wgml_tensor_numel(s->t);
+    c->info.nbytes = (size_t)c->info.numel * wgml_program_dtype_size(c->info.dtype);
+    c->name = name ? name : "";
+    return WGML_OK;
+}
+
+/* ---- dtypes -------------------------------------------------------------------------------- */
+
+const char *wgml_program_dtype_name(int dtype) {
+    switch (dtype) {
+    case WGML_PROG_U8: return "uint8";
+    case WGML_PROG_I8: return "int8";
+    case WGML_PROG_I16: return "int16";
+    case WGML_PROG_I32: return "int32";
+    case WGML_PROG_I64: return "int64";
+    case WGML_PROG_F16: return "float16";
+    case WGML_PROG_F32: return "float32";
+    case WGML_PROG_F64: return "float64";
+    case WGML_PROG_BOOL: return "bool";
+    default: return "unknown";
+    }
+}
+
+size_t wgml_program_dtype_size(int dtype) {
+    switch (dtype) {
+    case WGML_PROG_U8: case WGML_PROG_I8: case WGML_PROG_BOOL: return 1;
+    case WGML_PROG_I16: case WGML_PROG_F16: return 2;
+    case WGML_PROG_I32: case WGML_PROG_F32: return 4;
+    case WGML_PROG_I64: case WGML_PROG_F64: return 8;
+    default: return 0;
+    }
+}
+
+/* The VkTensor dtype code of an ExecuTorch scalar type (the pv slots speak the delegate's). */
+static int scalar_to_vk(int st) {
+    switch (st) {
+    case PTE_BYTE: return VK_UINT8;
+    case PTE_CHAR: return VK_INT8;
+    case PTE_INT: return VK_INT32;
+    case PTE_LONG: return VK_INT64;
+    case PTE_HALF: return VK_FLOAT16;
+    case PTE_FLOAT: return VK_FLOAT32;
+    case PTE_DOUBLE: return VK_FLOAT64;
+    case PTE_BOOL: return VK_BOOL;
+    default: return -1;
+    }
+}
+
+const char *const *wgml_program_op_names(size_t *n) {
+    size_t k = 0;
+    const char *const *names = prog_op_names(&k);
+    if (n) *n = k;
+    return names;
+}
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+/* A tensor slot from the serialised type and shape. A shape wgml cannot hold (rank over 8, a
+ * zero-size dimension, more than 2^40 elements) leaves the slot marked unsupported rather than
+ * failing: the exporter writes such tensors for unused arguments, and only a use is an error. */
+static void fill_tensor_slot(pv *s, int vk_dtype, uint32_t rank, const uint32_t *dims32, const int32_t *dimsi) {
+    s->kind = PV_TENSOR;
+    s->vk_dtype = vk_dtype;
+    s->constant_id = -1;
+    s->unsupported = rank > WGML_MAX_RANK;
+    if (s->unsupported) return;
+    s->rank = (int)rank;
+    int64_t numel = 1;
+    for (uint32_t i = 0; i < rank; i++) {
+        s->dims[i] = dims32 ? (int64_t)dims32[i] : (int64_t)dimsi[i];
+        if (s->dims[i] <= 0 || s->dims[i] > ((int64_t)1 << 40) / numel) {
+            s->unsupported = 1;
+            return;
+        }
+        numel *= s->dims[i];
+    }
+}
+
+/* The method's values as slots. Optional tensor lists (which may hold None) are not taken. */
+static wgml_status method_slots(wgml_program *p) {
+    const pte_plan *pl = p->plan;
+    p->v = calloc(pl->n_values ? pl->n_values : 1, sizeof *p->v);
+    p->lists = calloc(pl->n_values ? pl->n_values : 1, sizeof *p->lists);
+    if (!p->v || !p->lists) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (uint32_t i = 0; i < pl->n_values; i++) {
+        const pte_value *x = &pl->values[i];
+        pv *s = &p->v[i];
+        s->constant_id = -1;
+        switch (x->type) {
+        case PTE_VAL_NULL: s->kind = PV_NULL; break;
+        case PTE_VAL_INT: s->kind = PV_INT, s->i = x->u.i; break;
+        case PTE_VAL_BOOL: s->kind = PV_BOOL, s->i = x->u.b; break;
+        case PTE_VAL_DOUBLE: s->kind = PV_DOUBLE, s->d = x->u.d; break;
+        case PTE_VAL_STRING: s->kind = PV_STRING, s->s = x->u.str.s; break;
+        case PTE_VAL_INT_LIST: {
+            /* the items are value ids of Ints (so that sizes can be symbolic) */
+            int64_t *l = malloc((x->u.int_list.n ? x->u.int_list.n : 1) * sizeof *l);
+            if (!l) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+            p->lists[p->n_lists++] = l;
+            for (uint32_t k = 0; k < x->u.int_list.n; k++) {
+                int64_t id = x->u.int_list.items[k];
+                if (id < 0 || id >= pl->n_values || pl->values[id].type != PTE_VAL_INT)
+                    return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: value %u: int list item %u (value %lld) is not an Int", i, k, (long long)id);
+                l[k] = pl->values[id].u.i;
+            }
+            s->kind = PV_INTLIST, s->list64 = l, s->n = x->u.int_list.n;
+            break;
+        }
+        case PTE_VAL_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->n = x->u.double_list.n; break;
+        case PTE_VAL_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
+        case PTE_VAL_TENSOR_LIST: s->kind = PV_VALUELIST, s->ids = x->u.tensor_list.items, s->n = x->u.tensor_list.n; break;
+        case PTE_VAL_TENSOR: {
+            const pte_tensor *t = &x->u.tensor;
+            fill_tensor_slot(s, scalar_to_vk(t->scalar_type), t->rank, NULL, t->sizes);
+            break;
+        }
+        default: s->kind = PV_UNSET; break;
+        }
+    }
+    return WGML_OK;
+}
+
+/* ---- uploads with the dtype policy --------------------------------------------------------- */
+
+/* Converts n elements from host type `from` (a VkTensor code) to the wgml dtype `to` computes
+ * in, into dst. int64 → int32 checks the range. */
+static wgml_status convert_in(wgml_ctx *ctx, void *dst, const void *src, int64_t n, int from, const char *what) {
+    switch (from) {
+    case VK_INT64: {
+        const uint8_t *s = src;
+        int32_t *d = dst;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t x;
+            memcpy(&x, s + 8 * i, 8);
+            if (x < INT32_MIN || x > INT32_MAX)
+                return wgml_set_error(ctx, WGML_ERR_ARG, "program: %s: element %lld = %lld is out of the int32 range",
+                                      what, (long long)i, (long long)x);
+            d[i] = (int32_t)x;
+        }
+        return WGML_OK;
+    }
+    case VK_FLOAT64: {
+        const uint8_t *s = src;
+        float *d = dst;
+        for (int64_t i = 0; i < n; i++) {
+            double x;
+            memcpy(&x, s + 8 * i, 8);
+            d[i] = (float)x;
+        }
+        return WGML_OK;
+    }
+    case VK_BOOL: {
+        const uint8_t *s = src;
+        uint8_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i] != 0;
+        return WGML_OK;
+    }
+    case VK_INT32: case VK_FLOAT32: memcpy(dst, src, (size_t)n * 4); return WGML_OK;
+    default: return wgml_set_error(ctx, WGML_ERR_DTYPE, "program: %s: dtype %s is not supported", what, prog_vk_dtype_name(from));
+    }
+}
+
+static int64_t slot_numel(const pv *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->dims[i];
+    return n;
+}
+
+/* A persistent tensor for slot s holding `bytes` (host layout `from`, 64-bit types narrowed),
+ * or uninitialised when data is NULL. */
+static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, size_t bytes, int from, const char *what) {
+    if (s->unsupported)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: a zero-size dimension, rank over %d or too many elements",
+                              what, WGML_MAX_RANK);
+    int dt = prog_vk_to_wgml(s->vk_dtype);
+    if (dt < 0)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype %s is not supported", what,
+                              prog_vk_dtype_name(s->vk_dtype));
+    s->t = wgml_tensor_new(p->g, (wgml_dtype)dt, s->rank, s->dims);
+    if (!s->t) return wgml_last_status(p->ctx);
+    s->state = s->t;
+    if (!data) return WGML_OK;
+    int64_t n = slot_numel(s);
+    size_t esize = from == VK_INT64 || from == VK_FLOAT64 ? 8 : from == VK_BOOL || from == VK_UINT8 || from == VK_INT8 ? 1 : 4;
+    if (bytes != (size_t)n * esize)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: %zu bytes of data for %lld elements of %s", what,
+                              bytes, (long long)n, prog_vk_dtype_name(from));
+    size_t out_bytes = wgml_tensor_nbytes(s->t);
+    void *tmp = malloc(out_bytes ? out_bytes : 1);
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_status st = convert_in(p->ctx, tmp, data, n, from, what);
+    if (!st) st = wgml_tensor_write(s->t, tmp, out_bytes);
+    free(tmp);
+    return st;
+}
+
+/* ---- delegates ----------------------------------------------------------------------------- */
+
+static wgml_status vk_slots(wgml_program *p, const pte_vk_graph *vg, pv *v, int di) {
+    for (uint32_t i = 0; i < vg->n_values; i++) {
+        const pte_vk_value *x = &vg->values[i];
+        pv *s = &v[i];
+        s->constant_id = -1;
+        switch (x->type) {
+        case PTE_VK_NULL: s->kind = PV_NULL; break;
+        case PTE_VK_INT: s->kind = PV_INT, s->i = x->u.i; break;
+        case PTE_VK_DOUBLE: s->kind = PV_DOUBLE, s->d = x->u.d; break;
+        case PTE_VK_BOOLV: s->kind = PV_BOOL, s->i = x->u.b; break;
+        case PTE_VK_SYMINT: s->kind = PV_SYMINT, s->i = x->u.symint; break;
+        case PTE_VK_STRING: s->kind = PV_STRING, s->s = x->u.str.s; break;
+        case PTE_VK_INT_LIST: s->kind = PV_INTLIST, s->list64 = x->u.int_list.items, s->n = x->u.int_list.n; break;
+        case PTE_VK_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->n = x->u.double_list.n; break;
+        case PTE_VK_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
+        case PTE_VK_VALUE_LIST: s->kind = PV_VALUELIST, s->ids = x->u.value_list.items, s->n = x->u.value_list.n; break;
+        case PTE_VK_TENSOR: {
+            const pte_vk_tensor *t = &x->u.tensor;
+            fill_tensor_slot(s, t->datatype, t->rank, t->dims, NULL);
+            s->constant_id = t->constant_id;
+            break;
+        }
+        default: s->kind = PV_UNSET; break;
+        }
+    }
+    return WGML_OK;
+}
+
+/* Binds method tensor `from` into delegate slot `to` (same element count and compute dtype). */
+static wgml_status bind_tensor(wgml_program *p, pv *to, const pv *from, const char *what) {
+    if (to->kind != PV_TENSOR || from->kind != PV_TENSOR || !from->t || to->unsupported)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: not a computed tensor of a supported shape", what);
+    if (slot_numel(to) != wgml_tensor_numel(from->t) || prog_vk_to_wgml(to->vk_dtype) != (int)wgml_tensor_dtype(from->t))
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: %lld elements of %s given %lld of %s", what,
+                              (long long)slot_numel(to), prog_vk_dtype_name(to->vk_dtype),
+                              (long long)wgml_tensor_numel(from->t), wgml_dtype_name(wgml_tensor_dtype(from->t)));
+    to->t = wgml_tensor_rank(from->t) == to->rank ? from->t : wgml_reshape(p->g, from->t, to->rank, to->dims);
+    if (to->rank == wgml_tensor_rank(from->t))
+        for (int i = 0; i < to->rank; i++)
+            if (wgml_tensor_dim(from->t, i) != to->dims[i]) to->t = wgml_reshape(p->g, from->t, to->rank, to->dims);
+    return to->t ? WGML_OK : wgml_last_status(p->ctx);
+}
+
+static wgml_status run_ops(wgml_program *p, pv *v, size_t nv, const pte_vk_op *ops, uint32_t n) {
+    pbuild b = {.ctx = p->ctx, .g = p->g, .v = v, .nv = nv};
+    for (uint32_t i = 0; i < n; i++) {
+        b.op = ops[i].name.s;
+        if (getenv("WGML_PROGRAM_TRACE")) {
+            fprintf(stderr, "[program] %s(", b.op);
+            for (uint32_t k = 0; k < ops[i].n_args; k++) {
+                const pv *a = &v[ops[i].args[k]];
+                fprintf(stderr, "%s%d:%d%s", k ? ", " : "", ops[i].args[k], (int)a->kind, a->kind == PV_TENSOR ? (a->t ? "T" : "t") : "");
+            }
+            fprintf(stderr, ")\n");
+        }
+        prog_op_fn fn = prog_op_find(b.op);
+        if (!fn) return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: unsupported op %s", b.op);
+        wgml_status s = fn(&b, ops[i].args, (int)ops[i].n_args);
+        if (s) return s;
+    }
+    return WGML_OK;
+}
+
+static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
+    int di = ins->u.delegate.delegate_index;
+    pte_vk_graph *vg = p->vk[di];
+    if (ins->u.delegate.n_args != vg->n_inputs + vg->n_outputs)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: delegate %d: %u arguments for %u inputs and %u outputs", di,
+                              ins->u.delegate.n_args, vg->n_inputs, vg->n_outputs);
+    pv *v = calloc(vg->n_values ? vg->n_values : 1, sizeof *v);
+    if (!v) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_status s = vk_slots(p, vg, v, di);
+    char what[64];
+    for (uint32_t i = 0; !s && i < vg->n_inputs; i++) {
+        snprintf(what, sizeof what, "delegate %d input %u", di, i);
+        s = bind_tensor(p, &v[vg->input_ids[i]], &p->v[ins->u.delegate.args[i]], what);
+    }
+    for (uint32_t i = 0; !s && i < vg->n_values; i++) {
+        if (v[i].kind != PV_TENSOR || v[i].constant_id < 0 || v[i].t || v[i].unsupported) continue;
+        const pte_vk_constant *c = &vg->constants[v[i].constant_id];
+        int from = v[i].vk_dtype;
+        /* the exporter narrows int64/float64 graphs; constants stored 64-bit are narrowed here */
+        if ((from == VK_INT32 || from == VK_FLOAT32) && c->data.size == (uint64_t)slot_numel(&v[i]) * 8)
+            from = from == VK_INT32 ? VK_INT64 : VK_FLOAT64;
+        snprintf(what, sizeof what, "delegate %d constant %d", di, (int)v[i].constant_id);
+        s = make_persistent(p, &v[i], c->data.data, (size_t)c->data.size, from, what);
+        v[i].host = c->data.data, v[i].host_vk = from;
+        if (!s) s = note_constant(p, &v[i], from, c->named ? c->named_key.s : NULL);
+    }
+    if (!s) s = run_ops(p, v, vg->n_values, vg->chain, vg->n_chain);
+    for (uint32_t i = 0; !s && i < vg->n_outputs; i++) {
+        snprintf(what, sizeof what, "delegate %d output %u", di, i);
+        pv *dst = &p->v[ins->u.delegate.args[vg->n_inputs + i]];
+        const pv *src = &v[vg->output_ids[i]];
+        if (dst->kind != PV_TENSOR) {
+            s = wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: not a tensor", what);
+            break;
+        }
+        s = bind_tensor(p, dst, src, what);
+    }
+    free(v);
+    return s;
+}
+
+/* ---- glue kernels -------------------------------------------------------------------------- */
+
+/* The registry name of a method operator ("aten::view_copy" + "out" -> "aten.view_copy.default"),
+ * written into buf; NULL when none is registered. */
+static const char *kernel_name(const pte_operator *op, char *buf, size_t n) {
+    char base[160];
+    snprintf(base, sizeof base, "%s", op->name.s);
+    for (char *c = strstr(base, "::"); c; c = strstr(base, "::")) memmove(c + 1, c + 2, strlen(c + 2) + 1), *c = '.';
+    const char *ov = op->overload.s;
+    char fn[64] = "default";
+    if (ov && *ov && strcmp(ov, "out")) {
+        snprintf(fn, sizeof fn, "%s", ov);
+        size_t l = strlen(fn);
+        if (l > 4 && !strcmp(fn + l - 4, "_out")) fn[l - 4] = 0;
+    }
+    /* an out variant's functional sibling: "<name>.out" is "<name>.default" or, failing that,
+     * .Tensor/.int/.dims/.dim ("mean.out" is mean.dim); "<name>.X_out" is .X or .dim_X */
+    static const char *const tries[] = {NULL, "Tensor", "int", "dims", "dim"};
+    for (size_t k = 0; k < sizeof tries / sizeof tries[0]; k++) {
+        if (k && strcmp(fn, "default")) break;
+        snprintf(buf, n, "%s.%s", base, k ? tries[k] : fn);
+        if (prog_op_find(buf)) return buf;
+    }
+    if (strcmp(fn, "default")) {
+        snprintf(buf, n, "%s.dim_%s", base, fn);
+        if (prog_op_find(buf)) return buf;
+    }
+    snprintf(buf, n, "%s.%s", base, fn);
+    return NULL;
+}
+
+/* Out variants list the out argument(s) and then the return; the registry takes the schema's
+ * other arguments and the outputs last, so the out arguments go. */
+static int kernel_args(const wgml_program *p, const pte_instruction *ins, int32_t *args, int max) {
+    int n = (int)ins->u.kernel.n_args;
+    if (n > max) return -1;
+    if (n < 2) {
+        memcpy(args, ins->u.kernel.args, (size_t)n * sizeof *args);
+        return n;
+    }
+    memcpy(args, ins->u.kernel.args, (size_t)n * sizeof *args);
+    if (args[n - 2] == args[n - 1]) {
+        args[n - 2] = args[n - 1];
+        return n - 1;
+    }
+    const pv *last = &p->v[args[n - 1]];
+    if (n >= 1 && last->kind == PV_VALUELIST && (int)last->n < n) {
+        int k = (int)last->n, same = 1;
+        for (int i = 0; i < k; i++)
+            if (args[n - 1 - k + i] != last->ids[i]) same = 0;
+        if (same) {
+            args[n - 1 - k] = args[n - 1];
+            return n - k;
+        }
+    }
+    return n;
+}
+
+/* ---- load ---------------------------------------------------------------------------------- */
+
+/* Every operator name the method needs that the registry lacks, as one message; WGML_OK when
+ * none. Delegates are parsed here (kept in p->vk). */
+static wgml_status check_ops(wgml_program *p) {
+    const pte_plan *pl = p->plan;
+    char missing[2048] = "";
+    size_t len = 0;
+    int n_missing = 0;
+    char err[512];
+    p->vk = calloc(pl->n_delegates ? pl->n_delegates : 1, sizeof *p->vk);
+    if (!p->vk) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    p->n_vk = pl->n_delegates;
+    for (uint32_t d = 0; d < pl->n_delegates; d++) {
+        wgml_status s = pte_vk_parse_delegate(p->pte, pl, d, &p->vk[d], err, sizeof err);
+        if (s) return wgml_set_error(p->ctx, s, "program: %s", err);
+        for (uint32_t i = 0; i < p->vk[d]->n_chain; i++) {
+            const char *name = p->vk[d]->chain[i].name.s;
+            if (prog_op_find(name) || strstr(missing, name)) continue;
+            n_missing++;
+            len += (size_t)snprintf(missing + len, len < sizeof missing ? sizeof missing - len : 0, "%s%s",
+                                    n_missing > 1 ? ", " : "", name);
+        }
+    }
+    for (uint32_t c = 0; c < pl->n_chains; c++)
+        for (uint32_t i = 0; i < pl->chains[c].n_instructions; i++) {
+            const pte_instruction *ins = &pl->chains[c].instructions[i];
+            char name[256];
+            if (ins->type == PTE_INSTR_JUMP_FALSE) {
+                if (strstr(missing, "(control flow)")) continue;
+                snprintf(name, sizeof name, "(control flow)");
+            } else if (ins->type != PTE_INSTR_KERNEL) {
+                continue;
+            } else {
+                const pte_operator *op = &pl->operators[ins->u.kernel.op_index];
+                if (kernel_name(op, name, sizeof name)) continue;
+                snprintf(name, sizeof name, "%s.%s (portable kernel)", op->name.s,
+                         op->overload.len ? op->overload.s : "default");
+                if (strstr(missing, name)) continue;
+            }
+            n_missing++;
+            if (len < sizeof missing)
+                len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s", n_missing > 1 ? ", " : "", name);
+        }
+    if (n_missing)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %d unsupported operator%s: %s", n_missing,
+                              n_missing > 1 ? "s" : "", missing);
+    return WGML_OK;
+}
+
+static wgml_status io_info(wgml_program *p, int value, wgml_program_io *info, const char *what) {
+    const pv *s = &p->v[value];
+    if (s->kind != PV_TENSOR || p->plan->values[value].type != PTE_VAL_TENSOR || s->unsupported)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s (value %d) is not a tensor", what, value);
+    int st = p->plan->values[value].u.tensor.scalar_type;
+    if (st != PTE_FLOAT && st != PTE_DOUBLE && st != PTE_INT && st != PTE_LONG && st != PTE_BOOL)
+        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype %s is not supported", what,
+                              pte_scalar_type_name(st));
+    info->dtype = (wgml_program_dtype)st;
+    info->rank = s->rank;
+    memcpy(info->shape, s->dims, sizeof info->shape);
+    info->numel = slot_numel(s);
+    info->nbytes = (size_t)info->numel * wgml_program_dtype_size(st);
+    return WGML_OK;
+}
+
+static wgml_status build(wgml_program *p) {
+    const pte_plan *pl = p->plan;
+    char what[64];
+    wgml_status s = method_slots(p);
+    if (!s) s = check_ops(p);
+    if (s) return s;
+    p->g = wgml_graph_new(p->ctx);
+    if (!p->g) return wgml_last_status(p->ctx);
+    p->n_in = (int)pl->n_inputs, p->n_out = (int)pl->n_outputs;
+    p->in = calloc(pl->n_inputs + 1, sizeof *p->in);
+    p->out = calloc(pl->n_outputs + 1, sizeof *p->out);
+    if (!p->in || !p->out) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (uint32_t i = 0; i < pl->n_inputs; i++) {
+        snprintf(what, sizeof what, "input %u", i);
+        p->in[i].value = pl->inputs[i];
+        if ((s = io_info(p, pl->inputs[i], &p->in[i].info, what))) return s;
+        if (!p->v[pl->inputs[i]].t && (s = make_persistent(p, &p->v[pl->inputs[i]], NULL, 0, 0, what))) return s;
+    }
+    /* constant and mutable method tensors with data */
+    for (uint32_t i = 0; i < pl->n_values; i++) {
+        const pte_value *x = &pl->values[i];
+        if (x->type != PTE_VAL_TENSOR || p->v[i].t || p->v[i].unsupported) continue;
+        const pte_tensor *t = &x->u.tensor;
+        if (t->data_kind == PTE_DATA_CONSTANT || t->data_kind == PTE_DATA_MUTABLE) {
+            snprintf(what, sizeof what, "constant value %u", i);
+            if ((s = make_persistent(p, &p->v[i], t->data.data, (size_t)t->data.size, p->v[i].vk_dtype, what))) return s;
+            p->v[i].host = t->data.data, p->v[i].host_vk = p->v[i].vk_dtype;
+            if ((s = note_constant(p, &p->v[i], p->v[i].vk_dtype, t->fqn.len ? t->fqn.s : NULL))) return s;
+        } else if (t->data_kind == PTE_DATA_EXTERNAL) {
+            return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: value %u: data in an external file (.ptd)", i);
+        }
+    }
+    for (uint32_t c = 0; c < pl->n_chains && !s; c++) {
+        for (uint32_t i = 0; i < pl->chains[c].n_instructions && !s; i++) {
+            const pte_instruction *ins = &pl->chains[c].instructions[i];
+            if (ins->type == PTE_INSTR_DELEGATE) {
+                s = build_delegate(p, ins);
+            } else if (ins->type == PTE_INSTR_MOVE) {
+                pv *to = &p->v[ins->u.move.move_to];
+                *to = p->v[ins->u.move.move_from];
+            } else if (ins->type == PTE_INSTR_KERNEL) {
+                char name[256];
+                int32_t args[64];
+                const pte_operator *op = &pl->operators[ins->u.kernel.op_index];
+                int n = kernel_args(p, ins, args, 64);
+                if (n < 0) return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too many arguments", op->name.s);
+                pbuild b = {.ctx = p->ctx, .g = p->g, .v = p->v, .nv = pl->n_values, .op = kernel_name(op, name, sizeof name)};
+                s = b.op ? prog_op_find(b.op)(&b, args, n) : WGML_ERR_UNSUPPORTED;
+            }
+        }
+    }
+    if (s) return s;
+    for (uint32_t i = 0; i < pl->n_outputs; i++) {
+        snprintf(what, sizeof what, "output %u", i);
+        p->out[i].value = pl->outputs[i];
+        if ((s = io_info(p, pl->outputs[i], &p->out[i].info, what))) return s;
+        if (!p->v[pl->outputs[i]].t)
+            return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: output %u (value %d) is never computed", i, pl->outputs[i]);
+        if ((s = wgml_graph_keep(p->g, p->v[pl->outputs[i]].t))) return s;
+    }
+    return wgml_graph_compile(p->g);
+}
+
+wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t size, const char *method) {
+    if (!ctx) return NULL;
+    if (!data || !size) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "program: no bytes");
+        return NULL;
+    }
+    wgml_program *p = calloc(1, sizeof *p);
+    uint8_t *copy = malloc(size);
+    if (!p || !copy) {
+        free(p), free(copy);
+        wgml_set_error(ctx, WGML_ERR_OOM, "program: out of host memory");
+        return NULL;
+    }
+    memcpy(copy, data, size);
+    p->ctx = ctx, p->bytes = copy, p->size = size;
+    char err[512];
+    wgml_status s = pte_parse(p->bytes, p->size, &p->pte, err, sizeof err);
+    if (s) {
+        wgml_set_error(ctx, s, "program: %s", err);
+    } else if (!(p->plan = pte_find_plan(p->pte, method))) {
+        s = wgml_set_error(ctx, WGML_ERR_ARG, "program: no method named '%s'", method ? method : "(first)");
+    } else {
+        s = build(p);
+    }
+    if (s) {
+        wgml_program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+wgml_program *wgml_program_load(wgml_ctx *ctx, const char *path, const char *method) {
+    if (!ctx) return NULL;
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        wgml_set_error(ctx, WGML_ERR_IO, "program: cannot open '%s'", path ? path : "(null)");
+        return NULL;
+    }
+    uint8_t *buf = NULL;
+    size_t size = 0, cap = 0;
+    for (;;) {
+        if (size == cap) {
+            size_t nc = cap ? 2 * cap : 1 << 16;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf), fclose(f);
+                wgml_set_error(ctx, WGML_ERR_OOM, "program: out of host memory reading '%s'", path);
+                return NULL;
+            }
+            buf = nb, cap = nc;
+        }
+        size_t r = fread(buf + size, 1, cap - size, f);
+        size += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        wgml_set_error(ctx, WGML_ERR_IO, "program: error reading '%s'", path);
+        return NULL;
+    }
+    wgml_program *p = wgml_program_load_bytes(ctx, buf, size, method);
+    free(buf);
+    return p;
+}
+
+void wgml_program_free(wgml_program *p) {
+    if (!p) return;
+    if (p->g) wgml_graph_free(p->g);
+    for (uint32_t i = 0; p->vk && i < p->n_vk; i++) pte_vk_free(p->vk[i]);
+    free(p->vk);
+    if (p->pte) pte_free(p->pte);
+    for (uint32_t i = 0; i < p->n_lists; i++) free(p->lists[i]);
+    free(p->lists);
+    free(p->consts);
+    free(p->v), free(p->in), free(p->out), free(p->bytes), free(p);
+}
+
+/* ---- I/O and runs -------------------------------------------------------------------------- */
+
+int wgml_program_input_count(const wgml_program *p) { return p ? p->n_in : 0; }
+int wgml_program_output_count(const wgml_program *p) { return p ? p->n_out : 0; }
+
+wgml_status wgml_program_input_info(const wgml_program *p, int i, wgml_program_io *info) {
+    if (!p || !info) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_in)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
+    *info = p->in[i].info;
+    return WGML_OK;
+}
+
+wgml_status wgml_program_output_info(const wgml_program *p, int i, wgml_program_io *info) {
+    if (!p || !info) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_out)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    *info = p->out[i].info;
+    return WGML_OK;
+}
+
+static int host_vk(int st) { return scalar_to_vk(st); }
+
+/* Writes host data (the io's host dtype, narrowed) into a persistent tensor. */
+static wgml_status write_io(wgml_program *p, const char *kind, int i, const prog_io *pio, const void *data, size_t bytes) {
+    const wgml_program_io *io = &pio->info;
+    if (!data || bytes != io->nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: %s %d: %zu bytes given, it takes %zu (%lld elements of %s)",
+                              kind, i, data ? bytes : 0, io->nbytes, (long long)io->numel, wgml_program_dtype_name(io->dtype));
+    wgml_tensor *t = p->v[pio->value].t;
+    size_t nb = wgml_tensor_nbytes(t);
+    void *tmp = malloc(nb ? nb : 1);
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    char what[32];
+    snprintf(what, sizeof what, "%s %d", kind, i);
+    wgml_status s = convert_in(p->ctx, tmp, data, io->numel, host_vk(io->dtype), what);
+    if (!s) s = wgml_tensor_write(t, tmp, nb);
+    free(tmp);
+    return s;
+}
+
+wgml_status wgml_program_set_input(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_in)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
+    return write_io(p, "input", i, &p->in[i], data, bytes);
+}
+
+wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_out)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    const pv *s = &p->v[p->out[i].value];
+    if (!s->state || s->t != s->state)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                              "program: output %d is computed by the method, not program state: it cannot be written", i);
+    return write_io(p, "output", i, &p->out[i], data, bytes);
+}
+
+wgml_status wgml_program_run(wgml_program *p, double *seconds) {
+    if (!p) return WGML_ERR_ARG;
+    return seconds ? wgml_graph_run_timed(p->g, seconds) : wgml_graph_run(p->g);
+}
+
+wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_out)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    const wgml_program_io *io = &p->out[i].info;
+    if (!data || bytes != io->nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d: %zu bytes given, it takes %zu", i,
+                              data ? bytes : 0, io->nbytes);
+    wgml_tensor *t = p->v[p->out[i].value].t;
+    size_t nb = wgml_tensor_nbytes(t);
+    if (io->dtype != WGML_PROG_I64 && io->dtype != WGML_PROG_F64) return wgml_tensor_read(t, data, bytes);
+    void *tmp = malloc(nb ? nb : 1);
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_status s = wgml_tensor_read(t, tmp, nb);
+    for (int64_t k = 0; !s && k < io->numel; k++) {
+        if (io->dtype == WGML_PROG_I64) {
+            int64_t x = ((const int32_t *)tmp)[k];
+            memcpy((uint8_t *)data + 8 * k, &x, 8);
+        } else {
+            double x = ((const float *)tmp)[k];
+            memcpy((uint8_t *)data + 8 * k, &x, 8);
+        }
+    }
+    free(tmp);
+    return s;
+}
+
+/* ---- constants ----------------------------------------------------------------------------- */
+
+int wgml_program_constant_count(const wgml_program *p) { return p ? p->n_consts : 0; }
+
+wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_program_io *info, const char **name) {
+    if (!p || !info) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_consts)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    *info = p->consts[i].info;
+    if (name) *name = p->consts[i].name;
+    return WGML_OK;
+}
+
+wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_consts)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    const prog_const *c = &p->consts[i];
+    if (!data || bytes != c->info.nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d: %zu bytes given, it takes %zu", i,
+                              data ? bytes : 0, c->info.nbytes);
+    size_t nb = wgml_tensor_nbytes(c->t);
+    void *tmp = malloc(nb ? nb : 1);
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    char what[32];
+    snprintf(what, sizeof what, "constant %d", i);
+    wgml_status s = convert_in(p->ctx, tmp, data, c->info.numel, host_vk(c->info.dtype), what);
+    if (!s) s = wgml_tensor_write(c->t, tmp, nb);
+    free(tmp);
+    return s;
+}

@@ -1,0 +1,85 @@
+/* The program layer's internal interface: the value slots of one delegate graph (a VkGraph of an
+ * ExecuTorch program) while it is built into a wgml graph, and the op registry that builds it.
+ *
+ * A delegate graph is a list of values (tensors, numbers, lists) and a chain of operator calls,
+ * each naming its operator by its fully qualified string ("aten.mm.default") and its arguments
+ * by value id, in schema order with the defaulted arguments present and the output id(s) last
+ * (a multi-output op gets one ValueList id). The registry maps each name onto wgml's public ops;
+ * a builder reads its arguments from the slots and stores the tensor it made in the output slot,
+ * which must then have exactly the shape and dtype the exporter serialised. */
+#ifndef WGML_PROGRAM_INTERNAL_H
+#define WGML_PROGRAM_INTERNAL_H
+
+#include "wgml.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Value kinds, as the VkGraph union numbers them apart from PV_UNSET. */
+typedef enum pv_kind {
+    PV_NULL = 0,
+    PV_INT,
+    PV_DOUBLE,
+    PV_BOOL,
+    PV_TENSOR,
+    PV_INTLIST,
+    PV_DOUBLELIST,
+    PV_BOOLLIST,
+    PV_VALUELIST,
+    PV_STRING,
+    PV_SYMINT,
+    PV_UNSET /* a kind the reader did not give */
+} pv_kind;
+
+/* VkTensor data types (the delegate's own numbering). */
+enum { VK_BOOL = 0, VK_UINT8, VK_INT8, VK_INT32, VK_FLOAT16, VK_FLOAT32, VK_FLOAT64, VK_INT64 };
+
+typedef struct pv {
+    pv_kind kind;
+    int64_t i;      /* Int, SymInt, Bool */
+    double d;       /* Double */
+    const char *s;  /* String (not owned) */
+    /* IntList (list64) or ValueList (ids); not owned */
+    const int64_t *list64;
+    const int32_t *ids;
+    size_t n;
+    /* Tensor: the serialised type and shape, where its data comes from, and the wgml tensor
+     * once built (NULL before). */
+    int vk_dtype;
+    int rank;
+    int64_t dims[WGML_MAX_RANK];
+    int unsupported;     /* a shape wgml cannot hold (see fill_tensor_slot): any use is an error */
+    int64_t constant_id; /* >= 0: a constant */
+    wgml_tensor *t;
+    /* A constant's bytes as stored (host layout host_vk, 64-bit types not yet narrowed), so
+     * that a dtype conversion of a constant can be done on the host at load; NULL otherwise. */
+    const uint8_t *host;
+    int host_vk;
+    /* The persistent tensor made for a method input, constant or mutable buffer (program
+     * state that the host may rewrite between runs while t is still it); NULL otherwise. */
+    wgml_tensor *state;
+} pv;
+
+typedef struct pbuild {
+    wgml_ctx *ctx;
+    wgml_graph *g;
+    pv *v;
+    size_t nv;
+    const char *op; /* the op being built, for messages */
+} pbuild;
+
+/* An op builder: args[0..nargs) as serialised (outputs last). WGML_OK, or an error set on the
+ * context naming the op. */
+typedef wgml_status (*prog_op_fn)(pbuild *b, const int32_t *args, int nargs);
+
+/* The builder of a fully qualified op name, or NULL. */
+prog_op_fn prog_op_find(const char *name);
+/* Every registered name, in table order (for listings and tests); *n gets the count. */
+const char *const *prog_op_names(size_t *n);
+
+/* The wgml dtype a VkTensor dtype is computed in (int64 narrowed to i32, float64 to f32);
+ * -1 for types wgml does not compute (float16, int8, uint8). */
+int prog_vk_to_wgml(int vk_dtype);
+const char *prog_vk_dtype_name(int vk_dtype);
+
+#endif
