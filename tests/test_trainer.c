@@ -9,7 +9,8 @@
  * --dump, the model, the batches, wgml's losses and the whole optimizer state (params, Adam m
  * and v) before every step go to tests/py/test_trainer_parity.py, which
  * checks each step from wgml's state and trains the same model in PyTorch float32; with
- * $WGML_TRAINER_MODEL (a GGUF path) also SmolLM2 for 10 steps. */
+ * $WGML_TRAINER_MODEL (a GGUF path) also a LoRA run on that model (SmolLM2: 10 steps; Gemma-3-270M
+ * for tests/py/test_gemma3_peft.py: fewer, shorter steps, see test_model). */
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
@@ -606,7 +607,13 @@ static void test_ste(const char *path, const synth *sy) {
     free(base), free(after);
 }
 
-/* ------------------------------------------------------------------ SmolLM2 (parity dump only) */
+/* ------------------------------------------------ a real model (parity dump only) */
+
+/* An environment knob's integer or float value, `def` when unset. */
+static double env_num(const char *name, double def) {
+    const char *v = getenv(name);
+    return v && *v ? atof(v) : def;
+}
 
 static const char *KJV =
     "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
@@ -615,23 +622,30 @@ static const char *KJV =
     "the light from the darkness. And God called the light Day, and the darkness he called Night. And the "
     "evening and the morning were the first day.";
 
-static void test_smol(const char *path) {
-    enum { SB = 1, SS = 32, SSTEPS = 10 };
+/* A LoRA run (r 8, alpha 16, q and v) on the model file `path`, dumped as case `cs` for
+ * tests/py/test_trainer_parity.py (SmolLM2: 10 steps of 32 tokens at lr 2e-3, the defaults) and
+ * tests/py/test_gemma3_peft.py, which sets WGML_TRAINER_STEPS, _SEQ and _LR to keep Gemma short. */
+static void test_model(const char *path, const char *cs) {
+    enum { SB = 1 };
+    const int SS = (int)env_num("WGML_TRAINER_SEQ", 32), SSTEPS = (int)env_num("WGML_TRAINER_STEPS", 10);
+    if (!th_check(SS >= 2 && SS <= 256 && SSTEPS >= 1 && SSTEPS <= 100, "WGML_TRAINER_SEQ %d, _STEPS %d", SS, SSTEPS))
+        return;
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
     if (!th_check(m != NULL, "load %s: %s", path, wgml_last_error(T.ctx))) return;
     int32_t *ids = NULL;
     size_t n = 0;
     wgml_tokenizer_encode(wgml_model_tokenizer(m), KJV, strlen(KJV), 0, &ids, &n);
-    if (!th_check(n >= 2 * SS + 2, "the text gives %zu tokens", n)) {
+    if (!th_check(n >= (size_t)(2 * SS + 2), "the text gives %zu tokens", n)) {
         free(ids);
         wgml_model_free(m);
         return;
     }
-    int32_t tok[2][SS], lab[2][SS];
+    int32_t *tok = malloc(sizeof(int32_t) * 2 * (size_t)SS), *lab = malloc(sizeof(int32_t) * 2 * (size_t)SS);
+    float *losses = calloc((size_t)SSTEPS, sizeof(float));
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < SS; i++) {
-            tok[k][i] = ids[k * SS + i];
-            lab[k][i] = ids[k * SS + i + 1];
+            tok[k * SS + i] = ids[k * SS + i];
+            lab[k * SS + i] = ids[k * SS + i + 1];
         }
     free(ids);
     wgml_train_config cfg = wgml_train_defaults();
@@ -640,37 +654,37 @@ static void test_smol(const char *path) {
     cfg.targets = WGML_TARGET_Q | WGML_TARGET_V;
     cfg.batch = SB;
     cfg.seq_len = SS;
-    cfg.lr = 2e-3f;
+    cfg.lr = (float)env_num("WGML_TRAINER_LR", 2e-3);
     cfg.clip_norm = 1.0f;
     cfg.seed = 7;
     double t0 = now_s();
     wgml_trainer *tr = wgml_trainer_new(m, &cfg);
-    if (!th_check(tr != NULL, "SmolLM2 trainer_new: %s", wgml_last_error(T.ctx))) {
+    if (!th_check(tr != NULL, "%s trainer_new: %s", cs, wgml_last_error(T.ctx))) {
         wgml_model_free(m);
+        free(tok), free(lab), free(losses);
         return;
     }
-    printf("  smol: trainer built in %.2f s\n", now_s() - t0);
-    const char *cs = "smol";
+    printf("  %s: trainer built in %.2f s\n", cs, now_s() - t0);
     dump_config(cs, &cfg, SSTEPS, 2);
     dump_params(cs, tr, ".init");
     int64_t sh[3] = {2, SB, SS};
     th_dump(cs, "tokens", WGML_I32, 3, sh, tok);
     th_dump(cs, "labels", WGML_I32, 3, sh, lab);
-    float losses[SSTEPS];
     for (int s = 0; s < SSTEPS; s++) {
         double ts = now_s();
-        if (!th_check(!wgml_trainer_step(tr, tok[s % 2], lab[s % 2], cfg.lr, &losses[s]), "smol step %d: %s", s,
+        if (!th_check(!wgml_trainer_step(tr, tok + s % 2 * SS, lab + s % 2 * SS, cfg.lr, &losses[s]), "%s step %d: %s", cs, s,
                       wgml_last_error(T.ctx)))
             break;
-        printf("  smol: step %d loss %.5f, %.2f s, %llu submits\n", s, losses[s], now_s() - ts,
+        printf("  %s: step %d loss %.5f, %.2f s, %llu submits\n", cs, s, losses[s], now_s() - ts,
                (unsigned long long)wgml_trainer_submits_per_step(tr));
     }
     int64_t ns = SSTEPS;
     th_dump(cs, "losses", WGML_F32, 1, &ns, losses);
-    th_check(wgml_trainer_submits_per_step(tr) <= 3, "SmolLM2: %llu submits per step",
+    th_check(wgml_trainer_submits_per_step(tr) <= 3, "%s: %llu submits per step", cs,
              (unsigned long long)wgml_trainer_submits_per_step(tr));
     wgml_trainer_free(tr);
     wgml_model_free(m);
+    free(tok), free(lab), free(losses);
 }
 
 int main(int argc, char **argv) {
@@ -696,6 +710,7 @@ int main(int argc, char **argv) {
     remove(path);
     synth_free(&s);
     const char *smol = getenv("WGML_TRAINER_MODEL");
-    if (smol && *smol) test_smol(smol);
+    const char *cs = getenv("WGML_TRAINER_CASE");
+    if (smol && *smol) test_model(smol, cs && *cs ? cs : "smol");
     return th_done();
 }

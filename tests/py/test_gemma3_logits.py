@@ -147,7 +147,9 @@ def read_gguf(path):
     return kv, tensors
 
 
-def reference():
+def reference(dtype=torch.float64):
+    """transformers' Gemma3ForCausalLM over the GGUF's dequantised weights, in `dtype` (float64
+    here; tests/py/test_gemma3_peft.py trains it in float32)."""
     kv, tensors = read_gguf(MODEL)
     cfg = Gemma3TextConfig(
         vocab_size=262144, hidden_size=kv["gemma3.embedding_length"],
@@ -173,18 +175,18 @@ def reference():
         else:
             _, li, part = name.split(".", 2)
             key = "model.layers.%s.%s.weight" % (li, BLOCK[part])
-        sd[key] = torch.from_numpy(w)
+        sd[key] = torch.from_numpy(w).to(dtype)
     with torch.device("meta"):
         m = Gemma3ForCausalLM(cfg)
-    m = m.to(torch.float64)
+    m = m.to(dtype)
     missing, unexpected = m.load_state_dict(sd, strict=False, assign=True)
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     m.tie_weights()
     # the embedding's sqrt(d) is a non-persistent buffer: make it as the model's init does (an f32
     # tensor, cast to the weights' dtype in the forward)
-    m.model.embed_tokens.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=torch.float32).double()
+    m.model.embed_tokens.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=torch.float32).to(dtype)
     m.model.rotary_emb = type(m.model.rotary_emb)(cfg)  # its inv_freq buffers, off the meta device
-    m.model.rotary_emb.to(torch.float64)
+    m.model.rotary_emb.to(dtype)
     return m.eval()
 
 
