@@ -29,7 +29,7 @@ magnitude ~30 good to ~3e-4. We require |wgml - ref| <= 1e-3 + 5e-5·|ref| (meas
 8e-5 at a 600-token prompt, a twentieth of the bound; a wrong norm convention, rope pairing,
 base, window or scale moves logits by O(1)) and the same greedy token wherever the
 reference's top two logits are more than 1e-2 apart. Time: most of it is wgml's graph runs on
-lavapipe with the K-quant weights held as f32 (until they have GPU kernels).
+lavapipe.
 Usage: test_gemma3_logits.py BUILD_DIR (runs itself under .deps/venv-pt, which has transformers)"""
 import os
 import subprocess
@@ -54,6 +54,9 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
 import struct  # noqa: E402
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wgml_dump import check_logits  # noqa: E402
 
 MODEL = os.path.join(ROOT, ".deps", "models", "gemma-3-270m-q4_k_m.gguf")
 ATOL, RTOL = 1e-3, 5e-5
@@ -225,20 +228,8 @@ def main():
             h = ref.model(input_ids=torch.tensor([ids])).last_hidden_state[0, npre - 1:]
             want = ref.lm_head(h).numpy()
         tr = time.time() - t0
-        err = np.abs(got - want)
-        bound = ATOL + RTOL * np.abs(want)
         name = "%d tokens: prefill %d + %d decode steps (reference %.1f s)" % (len(ids), npre, n_dec, tr)
-        print("     max |err| %.2e, max |ref| %.1f, worst err/bound %.3f" % (err.max(), np.abs(want).max(),
-                                                                            (err / bound).max()))
-        check(bool((err <= bound).all()), "logits " + name)
-        for row in range(n_dec + 1):
-            top2 = np.sort(want[row])[-2:]
-            pos = npre - 1 + row
-            if top2[1] - top2[0] > 1e-2:
-                check(gpu_next[row] == int(np.argmax(want[row])),
-                      "greedy next token at position %d: wgml %d, reference %d" % (
-                          pos, gpu_next[row], int(np.argmax(want[row]))))
-            check(gpu_next[row] == int(np.argmax(got[row])), "GPU argmax equals argmax of read-back logits")
+        check_logits(check, got, want, gpu_next, npre, n_dec, name, ATOL, RTOL)
     print("%d passed, %d failed" % (passes, failures))
     return 1 if failures else 0
 

@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import Llama  # noqa: E402
+from wgml_dump import check_logits  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -89,20 +90,8 @@ def main():
         t0 = time.time()
         want = ref.logits(ids)[npre - 1:].numpy()
         tr = time.time() - t0
-        err = np.abs(got - want)
-        bound = ATOL + RTOL * np.abs(want)
         name = "%r (%d tokens: prefill %d + %d decode steps; reference %.1f s)" % (text[:32], len(ids), npre, n_dec, tr)
-        print("     max |err| %.2e, max |ref| %.1f, worst err/bound %.3f" % (err.max(), np.abs(want).max(),
-                                                                            (err / bound).max()))
-        check(bool((err <= bound).all()), "logits " + name)
-        for row in range(n_dec + 1):
-            top2 = np.sort(want[row])[-2:]
-            pos = npre - 1 + row
-            if top2[1] - top2[0] > 1e-2:
-                check(gpu_next[row] == int(np.argmax(want[row])),
-                      "greedy next token at position %d: wgml %d, reference %d" % (
-                          pos, gpu_next[row], int(np.argmax(want[row]))))
-            check(gpu_next[row] == int(np.argmax(got[row])), "GPU argmax equals argmax of read-back logits")
+        check_logits(check, got, want, gpu_next, npre, n_dec, name, ATOL, RTOL)
     print("%d passed, %d failed" % (passes, failures))
     return 1 if failures else 0
 

@@ -132,3 +132,24 @@ def run_gguf_check(build_dir, out, cases):
             bad = int(np.sum(got.view(np.uint32) != deq.view(np.uint32)))
             checker.check(f"{name} {what} dequantize bit-exact ({n}x{k})", bad == 0, f"{bad} differ")
     return checker
+
+
+def check_logits(check, got, want, gpu_next, npre, n_dec, name, atol, rtol):
+    """The model parity tests' logit checks, reported through check(ok, what): wgml's logits
+    `got` [n_dec + 1, V] against the reference's `want` element-wise within atol + rtol·|want|;
+    wgml's greedy next token (gpu_next, the GPU's argmax) equal to the reference's wherever the
+    reference's top two logits are more than 1e-2 apart; and the GPU's argmax equal to the argmax
+    of the read-back logits. Row r is position npre - 1 + r."""
+    err = np.abs(got - want)
+    bound = atol + rtol * np.abs(want)
+    print("     max |err| %.2e, max |ref| %.1f, worst err/bound %.3f" % (err.max(), np.abs(want).max(),
+                                                                        (err / bound).max()))
+    check(bool((err <= bound).all()), "logits " + name)
+    for row in range(n_dec + 1):
+        top2 = np.sort(want[row])[-2:]
+        pos = npre - 1 + row
+        if top2[1] - top2[0] > 1e-2:
+            check(gpu_next[row] == int(np.argmax(want[row])),
+                  "greedy next token at position %d: wgml %d, reference %d" % (
+                      pos, gpu_next[row], int(np.argmax(want[row]))))
+        check(gpu_next[row] == int(np.argmax(got[row])), "GPU argmax equals argmax of read-back logits")
