@@ -302,8 +302,11 @@ static void case_fused(int all_q) {
      * gate+up, layer 1 q+v (k is Q4_0) and no gate+up (up is Q8_0)): 3; all 4-bit (layer 0
      * q+k+v, gate+up; layer 1 q+v, gate+up): 5, and then the GEMV's prologue and epilogues take
      * 3 more per layer (the two add_norms and the swiglu; the first block's norm moves into its
-     * GEMV and the final norm, in the last add_norm before, is a dispatch of its own): 3 NL */
-    const size_t fewer = all_q ? 6 * NL + 5 + 3 * NL : 6 * NL + 3;
+     * GEMV and the final norm, in the last add_norm before, is a dispatch of its own): 3 NL;
+     * and the decode attention (attn_decode_step: rope, cache writes, attention) takes one
+     * dispatch per layer where rope_kv_step and sdpa_cached take two, its keys (CTX <= 64) being
+     * one chunk: NL */
+    const size_t fewer = all_q ? 6 * NL + 5 + 3 * NL + NL : 6 * NL + 3 + NL;
     th_check(!st && du.dispatches_per_step == df.dispatches_per_step + fewer,
              "all_q %d: decode dispatches per step: %zu fused, %zu plain (want %zu fewer)", all_q,
              df.dispatches_per_step, du.dispatches_per_step, fewer);

@@ -12,6 +12,7 @@
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"
+#include "ops/attention/attn_decode.h"
 #include "ops/elementwise/elementwise_fused.h"
 #include "ops/norm/norm_fused.h"
 #include "ops/q4/q4_gemv_fused.h"
@@ -556,6 +557,11 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         return wgml_reshape(g, a, 2, s2);
     }
     wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
+    if (tab && attn_decode_fits(m->ctx, H, Hk, hd, kc ? kc->shape[2] : 0)) {
+        /* decode: rope, both cache writes and attention in one dispatch (and the chunks' merge) */
+        a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale);
+        return a ? wgml_reshape(g, a, 2, s2) : NULL;
+    }
     if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
         q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);
         if (!q) return NULL;
@@ -1086,6 +1092,8 @@ void wgml_model_reset(wgml_model *m) {
     if (m) m->pos = 0;
 }
 int64_t wgml_model_pos(const wgml_model *m) { return m ? m->pos : 0; }
+
+wgml_graph *wgml_model_decode_graph(wgml_model *m) { return m ? m->decode.g : NULL; }
 double wgml_model_last_run_seconds(const wgml_model *m) { return m ? m->last_s : 0; }
 
 int wgml_model_is_stop(const wgml_model *m, int32_t id) {
