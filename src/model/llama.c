@@ -557,7 +557,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         return wgml_reshape(g, a, 2, s2);
     }
     wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
-    if (tab && attn_decode_fits(m->ctx, H, Hk, hd, kc ? kc->shape[2] : 0)) {
+    if (tab && attn_decode_preferred(m->ctx, H, Hk, hd, kc ? kc->shape[2] : 0)) {
         /* decode: rope, both cache writes and attention in one dispatch (and the chunks' merge) */
         a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale);
         return a ? wgml_reshape(g, a, 2, s2) : NULL;

@@ -30,6 +30,10 @@ bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t 
     return ctx && decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n);
 }
 
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
+    return D <= 64 && attn_decode_fits(ctx, Hq, Hk, D, smax);
+}
+
 wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                               wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
                               wgml_rope_style style, int64_t window, float scale) {

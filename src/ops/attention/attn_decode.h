@@ -22,5 +22,10 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
 /* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
  * smax rows on this device. */
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
+/* Whether a decode step should take it: where it fits and D <= 64. Each thread computes whole
+ * D-long dot products serially, which pays at D = 64 (H200, SmolLM2-135M at 768 keys: 18.7 us
+ * a layer against 30.2 for rope_kv + sdpa + merge) and not at D = 256 (Gemma-3-270M: 61.8 us
+ * against 36.6); bench/NOTES.md. */
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
 
 #endif
