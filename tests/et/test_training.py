@@ -13,7 +13,10 @@ batches, torch.optim).
    the delegate's constant names (the SHA-256 of each parameter's initial bytes).
 3. SGD with momentum and weight decay on the GPU, the pairing given explicitly
    (param_constants, matched by that SHA-256).
-4. Refusals: pairing arguments out of range, set_lr on a program not loaded for training.
+4. A classifier with a cross-entropy loss (int64 labels, some of them ignore_index -100),
+   stepped with AdamW on the GPU. Its joint graph compares and selects the labels, counts the
+   valid ones and casts the count to float (wgml_cast), and scatters -1 into a one-hot.
+5. Refusals: pairing arguments out of range, set_lr on a program not loaded for training.
 
 Losses follow PyTorch's step by step and the final parameters match (float32 both sides).
 
@@ -60,6 +63,25 @@ class TrainNet(torch.nn.Module):
 
     def forward(self, x, y):
         return (self.loss(self.net(x), y),)
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(8, 16)
+        self.l2 = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class TrainClassifier(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return (torch.nn.functional.cross_entropy(self.net(x), y),)
 
 
 def export(model, example, tag=b"train-vulkan"):
@@ -227,6 +249,21 @@ def main():
                      "SGD (momentum 0.9, weight decay 1e-3, explicit pairing)", 2e-6, 2e-6,
                      optimizer=etrun.SGD, lr=0.05, momentum=0.9, weight_decay=1e-3, param_constants=explicit)
     print("  SGD: worst loss rel. error %.1e, final parameter error %.1e" % (w, f))
+
+    torch.manual_seed(1)
+    clf = Classifier()
+    cinit = {k: v.clone() for k, v in clf.state_dict().items()}
+    cpte = export(TrainClassifier(clf), (torch.randn(6, 8), torch.randint(0, 5, (6,))), b"train-ce-vulkan")
+    cbatches = []
+    for k in range(8):
+        y = torch.randint(0, 5, (6,), generator=g)
+        if k % 3 == 1:
+            y[k % 6] = -100  # ignored: the mean is over the other five
+        cbatches.append((torch.randn(6, 8, generator=g) * 2, y))
+    w, f = gpu_steps(rt, cpte, Classifier, cinit, lambda ps: torch.optim.AdamW(ps, lr=3e-2, weight_decay=0.01), cbatches,
+                     lambda ref, x, y: torch.nn.functional.cross_entropy(ref(x), y),
+                     "cross-entropy classifier, AdamW", 2e-6, 1e-5, optimizer=etrun.ADAMW, lr=3e-2, weight_decay=0.01)
+    print("  cross-entropy + AdamW: worst loss rel. error %.1e, final parameter error %.1e" % (w, f))
     refusals(rt, pte)
     rt.close()
     print("%d failures" % len(FAILS))
