@@ -315,6 +315,15 @@ static wgml_status upload_constant(wgml_program *p, pv *s, const void *data, siz
                               j, p->p_name[j], p->n_consts, shape_text(a, sizeof a, s), p->p_grad[j],
                               shape_text(b, sizeof b, gs));
     }
+    /* a parameter that two delegates both use is two constants with one named-data key (the
+     * SHA-256 of its bytes); the optimizer would step one copy and leave the other stale, so
+     * a constant sharing a parameter's key that is not itself a parameter is refused */
+    for (int i = 0; j < 0 && p->opt && name && *name && i < p->n_params; i++)
+        if (p->p_const[i] >= 0 && !strcmp(p->consts[p->p_const[i]].name, name))
+            return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED,
+                                  "program: training: %s holds the same data as parameter %d (%s, constant %d): a "
+                                  "parameter used by several delegates is not supported",
+                                  what, i, p->p_name[i], p->p_const[i]);
     if (j < 0) {
         st = make_persistent(p, s, data, bytes, from, what);
     } else if (bytes != (size_t)slot_numel(s) * 4) {
