@@ -16,7 +16,9 @@ batches, torch.optim).
 4. A classifier with a cross-entropy loss (int64 labels, some of them ignore_index -100),
    stepped with AdamW on the GPU. Its joint graph compares and selects the labels, counts the
    valid ones and casts the count to float (wgml_cast), and scatters -1 into a one-hot.
-5. Refusals: pairing arguments out of range, set_lr on a program not loaded for training.
+5. Refusals: pairing arguments out of range or twice the same constant, a parameter that two
+   delegates hold (two constants: one would go stale), set_lr on a program not loaded for
+   training.
 
 Losses follow PyTorch's step by step and the final parameters match (float32 both sides).
 
@@ -82,6 +84,19 @@ class TrainClassifier(torch.nn.Module):
 
     def forward(self, x, y):
         return (torch.nn.functional.cross_entropy(self.net(x), y),)
+
+
+class SharedNet(torch.nn.Module):
+    """One linear layer applied twice around a full sum (which the Vulkan partitioner does not
+    take): its weight becomes a constant of two delegates."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        a = self.l(x)
+        return (torch.nn.functional.mse_loss(self.l(a * a.sum()), y),)
 
 
 def export(model, example, tag=b"train-vulkan"):
@@ -198,7 +213,7 @@ def mse(ref, x, y):
     return torch.nn.functional.mse_loss(ref(x), y)
 
 
-def refusals(rt, pte):
+def refusals(rt, pte, shared):
     for kw, want in ((dict(grad_outputs=[9]), "gradient output 9 out of range"),
                      (dict(param_constants=[1, 1, 2, 3]), "parameters 0 and 1: both constant 1"),
                      (dict(param_constants=[4, 1, 2, 3]), "parameter 0 (net.l1.weight): constant 4 has shape [], its "
@@ -210,6 +225,13 @@ def refusals(rt, pte):
         except etrun.ProgramError as e:
             msg = str(e)
         check(want in msg, "load_training(%s) refused: %s" % (kw, msg))
+    try:
+        etrun.Program(rt, shared, etrun.ADAMW).close()
+        msg = "(loaded)"
+    except etrun.ProgramError as e:
+        msg = str(e)
+    check("a parameter used by several delegates is not supported" in msg,
+          "a parameter in two delegates refused: %s" % msg)
     plain = etrun.Program(rt, pte)
     try:
         plain.set_lr(0.1)
@@ -264,7 +286,9 @@ def main():
                      lambda ref, x, y: torch.nn.functional.cross_entropy(ref(x), y),
                      "cross-entropy classifier, AdamW", 2e-6, 1e-5, optimizer=etrun.ADAMW, lr=3e-2, weight_decay=0.01)
     print("  cross-entropy + AdamW: worst loss rel. error %.1e, final parameter error %.1e" % (w, f))
-    refusals(rt, pte)
+    torch.manual_seed(2)
+    shared = export(SharedNet(), (torch.randn(4, 8), torch.randn(4, 8)), b"train-shared-vulkan")
+    refusals(rt, pte, shared)
     rt.close()
     print("%d failures" % len(FAILS))
     return 1 if FAILS else 0
