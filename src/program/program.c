@@ -345,7 +345,7 @@ static wgml_status upload_constant(wgml_program *p, pv *s, const void *data, siz
 /* The training export's metadata method <prefix><this method's name>, or NULL. */
 static const pte_plan *meta_plan(const wgml_program *p, const char *prefix) {
     char name[256];
-    snprintf(name, sizeof name, "%s%.*s", prefix, (int)p->plan->name.len, p->plan->name.s);
+    snprintf(name, sizeof name, "%s%s", prefix, p->plan->name.s ? p->plan->name.s : "");
     return pte_find_plan(p->pte, name);
 }
 
@@ -362,13 +362,13 @@ static wgml_status train_prepare(wgml_program *p) {
     if (n <= 0 || n > (int)pl->n_outputs)
         return wgml_set_error(p->ctx, WGML_ERR_ARG,
                               "program: training: %d parameters for %u outputs (give n_params, or a program "
-                              "exported for training: its __et_training_fqn_%.*s method names them)",
-                              n, pl->n_outputs, (int)pl->name.len, pl->name.s);
+                              "exported for training: its __et_training_fqn_%s method names them)",
+                              n, pl->n_outputs, pl->name.s ? pl->name.s : "");
     if (!c->grad_outputs && first < 0)
         return wgml_set_error(p->ctx, WGML_ERR_ARG,
                               "program: training: no grad_outputs given and the program has no "
-                              "__et_training_gradients_index_%.*s method",
-                              (int)pl->name.len, pl->name.s);
+                              "__et_training_gradients_index_%s method",
+                              pl->name.s ? pl->name.s : "");
     p->n_params = n;
     p->p_grad = calloc((size_t)n, sizeof *p->p_grad);
     p->p_const = calloc((size_t)n, sizeof *p->p_const);
@@ -381,7 +381,8 @@ static wgml_status train_prepare(wgml_program *p) {
         int o = c->grad_outputs ? c->grad_outputs[j] : first + j;
         p->p_const[j] = -1;
         p->p_name[j] = "";
-        if (fq && (int)fq->n_outputs == n && fq->values[fq->outputs[j]].type == PTE_VAL_STRING)
+        if (fq && (int)fq->n_outputs == n && fq->values[fq->outputs[j]].type == PTE_VAL_STRING &&
+            fq->values[fq->outputs[j]].u.str.s)
             p->p_name[j] = fq->values[fq->outputs[j]].u.str.s;
         if (o < 0 || o >= (int)pl->n_outputs)
             return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: training: parameter %d: gradient output %d out of range (%u outputs)",

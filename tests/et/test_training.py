@@ -17,8 +17,8 @@ batches, torch.optim).
    stepped with AdamW on the GPU. Its joint graph compares and selects the labels, counts the
    valid ones and casts the count to float (wgml_cast), and scatters -1 into a one-hot.
 5. Refusals: pairing arguments out of range or twice the same constant, a parameter that two
-   delegates hold (two constants: one would go stale), set_lr on a program not loaded for
-   training.
+   delegates hold (two constants: one would go stale), truncated programs, set_lr on a
+   program not loaded for training.
 
 Losses follow PyTorch's step by step and the final parameters match (float32 both sides).
 
@@ -185,12 +185,19 @@ def gpu_steps(rt, pte, make_ref, init, opt_ref, batches, loss_fn, label, tol_los
     ref = make_ref()
     ref.load_state_dict(init)
     opt = opt_ref(ref.parameters())
+    # the optimizer alone: torch.optim stepping a shadow copy with wgml's own gradients (the
+    # program's outputs), so that gradient rounding does not enter this comparison
+    shadow = [torch.nn.Parameter(init[n].clone()) for n in names]
+    shadow_opt = opt_ref(shadow)
     worst = 0.0
     for step, inputs in enumerate(batches):
         for i, x in enumerate(inputs):
             prog.set_input(i, x)
         prog.run()
         loss = prog.output(0).item()
+        for j, sp in enumerate(shadow):
+            sp.grad = prog.output(params[j][1]).clone()
+        shadow_opt.step()
         opt.zero_grad()
         ref_loss = loss_fn(ref, *inputs)
         ref_loss.backward()
@@ -200,13 +207,16 @@ def gpu_steps(rt, pte, make_ref, init, opt_ref, batches, loss_fn, label, tol_los
         check(err <= tol_loss, "%s step %d: loss %.7f (PyTorch %.7f, rel. error %.1e)" % (
             label, step, loss, ref_loss.item(), err))
     refp = dict(ref.named_parameters())
-    final = max(np.abs(prog.read_constant(params[j][0]) - refp[n].detach().numpy()).max() for j, n in enumerate(names))
-    scale = max(refp[n].detach().abs().max().item() for n in names)
-    check(final <= tol_param * scale, "%s: parameters after %d steps match PyTorch's (max abs error %.2e, "
-          "largest parameter %.2f)" % (label, len(batches), final, scale))
+    got = [prog.read_constant(params[j][0]) for j in range(len(names))]
+    own = max(np.abs(got[j] - shadow[j].detach().numpy()).max() for j in range(len(names)))
+    check(own <= 1e-6, "%s: parameters after %d steps equal torch.optim's steps on wgml's gradients (max abs "
+          "error %.2e)" % (label, len(batches), own))
+    final = max(np.abs(got[j] - refp[n].detach().numpy()).max() for j, n in enumerate(names))
+    check(final <= tol_param, "%s: parameters after %d steps match PyTorch's training (max abs error %.2e)" % (
+        label, len(batches), final))
     check(prog.steps() == len(batches), "%s: the optimizer counted %d steps" % (label, prog.steps()))
     prog.close()
-    return worst, final
+    return worst, final, own
 
 
 def mse(ref, x, y):
@@ -232,6 +242,15 @@ def refusals(rt, pte, shared):
         msg = str(e)
     check("a parameter used by several delegates is not supported" in msg,
           "a parameter in two delegates refused: %s" % msg)
+    # truncated training programs: a clear error from load_training at every cut, never a crash
+    cuts = sorted(set(int(len(pte) * k / 24) for k in range(1, 24)))
+    clear = 0
+    for n in cuts:
+        try:
+            etrun.Program(rt, pte[:n], etrun.SGD).close()
+        except etrun.ProgramError as e:
+            clear += str(e).startswith("program:")
+    check(clear == len(cuts), "load_training of the program cut at %d points: %d clear errors" % (len(cuts), clear))
     plain = etrun.Program(rt, pte)
     try:
         plain.set_lr(0.1)
@@ -258,19 +277,21 @@ def main():
     t0 = time.perf_counter()
     # AdamW's update m/(sqrt(v) + eps) is normalised: where a gradient element is tiny, its
     # float32 rounding (the program's and PyTorch's, ~3e-8) moves the update by a visible part
-    # of lr. Measured over seeds: ~6e-8 typically, 1.5e-6 once in six; the bound is 1e-5.
-    w, f = gpu_steps(rt, pte, Net, init, lambda ps: torch.optim.AdamW(ps, lr=2e-2, weight_decay=0.05), batches, mse,
-                     "AdamW", 2e-6, 1e-5, optimizer=etrun.ADAMW, lr=2e-2, weight_decay=0.05)
-    print("  AdamW: 8 steps in %.2f s; worst loss rel. error %.1e, final parameter error %.1e" % (
-        time.perf_counter() - t0, w, f))
+    # of lr, and the trajectories part by that much. Measured over seeds: ~6e-8 typically,
+    # up to ~8e-6; the bound against PyTorch's training is 5e-5 (the optimizer alone, on the
+    # same gradients, is held to 1e-6 above).
+    w, f, o = gpu_steps(rt, pte, Net, init, lambda ps: torch.optim.AdamW(ps, lr=2e-2, weight_decay=0.05), batches, mse,
+                     "AdamW", 2e-6, 5e-5, optimizer=etrun.ADAMW, lr=2e-2, weight_decay=0.05)
+    print("  AdamW: 8 steps in %.2f s; worst loss rel. error %.1e, final parameter error %.1e (optimizer alone %.1e)"
+          % (time.perf_counter() - t0, w, f, o))
     consts = etrun.Program(rt, pte).constants()
     by_key = {c[2]: i for i, c in enumerate(consts)}
     explicit = [by_key.get(sha_key(v), -1) for v in init.values()]
-    w, f = gpu_steps(rt, pte, Net, init,
+    w, f, o = gpu_steps(rt, pte, Net, init,
                      lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3), batches, mse,
-                     "SGD (momentum 0.9, weight decay 1e-3, explicit pairing)", 2e-6, 2e-6,
+                     "SGD (momentum 0.9, weight decay 1e-3, explicit pairing)", 2e-6, 1e-6,
                      optimizer=etrun.SGD, lr=0.05, momentum=0.9, weight_decay=1e-3, param_constants=explicit)
-    print("  SGD: worst loss rel. error %.1e, final parameter error %.1e" % (w, f))
+    print("  SGD: worst loss rel. error %.1e, final parameter error %.1e (optimizer alone %.1e)" % (w, f, o))
 
     torch.manual_seed(1)
     clf = Classifier()
@@ -282,10 +303,11 @@ def main():
         if k % 3 == 1:
             y[k % 6] = -100  # ignored: the mean is over the other five
         cbatches.append((torch.randn(6, 8, generator=g) * 2, y))
-    w, f = gpu_steps(rt, cpte, Classifier, cinit, lambda ps: torch.optim.AdamW(ps, lr=3e-2, weight_decay=0.01), cbatches,
+    w, f, o = gpu_steps(rt, cpte, Classifier, cinit, lambda ps: torch.optim.AdamW(ps, lr=3e-2, weight_decay=0.01), cbatches,
                      lambda ref, x, y: torch.nn.functional.cross_entropy(ref(x), y),
-                     "cross-entropy classifier, AdamW", 2e-6, 1e-5, optimizer=etrun.ADAMW, lr=3e-2, weight_decay=0.01)
-    print("  cross-entropy + AdamW: worst loss rel. error %.1e, final parameter error %.1e" % (w, f))
+                     "cross-entropy classifier, AdamW", 2e-6, 5e-5, optimizer=etrun.ADAMW, lr=3e-2, weight_decay=0.01)
+    print("  cross-entropy + AdamW: worst loss rel. error %.1e, final parameter error %.1e (optimizer alone %.1e)"
+          % (w, f, o))
     torch.manual_seed(2)
     shared = export(SharedNet(), (torch.randn(4, 8), torch.randn(4, 8)), b"train-shared-vulkan")
     refusals(rt, pte, shared)
