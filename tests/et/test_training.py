@@ -15,7 +15,9 @@ batches, torch.optim).
    (param_constants, matched by that SHA-256).
 4. A classifier with a cross-entropy loss (int64 labels, some of them ignore_index -100),
    stepped with AdamW on the GPU. Its joint graph compares and selects the labels, counts the
-   valid ones and casts the count to float (wgml_cast), and scatters -1 into a one-hot.
+   valid ones and casts the count to float (wgml_cast), and scatters -1 into a one-hot. The
+   same classifier lowered with the WebGPU partitioner (parameters partly method constants),
+   stepped with SGD and momentum.
 5. Refusals: pairing arguments out of range or twice the same constant, a parameter that two
    delegates hold (two constants: one would go stale), truncated programs, set_lr on a
    program not loaded for training.
@@ -99,20 +101,26 @@ class SharedNet(torch.nn.Module):
         return (torch.nn.functional.mse_loss(self.l(a * a.sum()), y),)
 
 
-def export(model, example, tag=b"train-vulkan"):
+def export(model, example, tag=b"train-vulkan", flow="vulkan"):
     from importlib.metadata import version
-    h = hashlib.sha256(tag)
+    h = hashlib.sha256(tag + (b"" if flow == "vulkan" else flow.encode()))
     for k, v in model.state_dict().items():
         h.update(k.encode() + v.numpy().tobytes())
     path = ROOT / ".deps" / "et-cache" / version("executorch") / "programs" / ("train_" + h.hexdigest()[:24] + ".pte")
     if path.is_file():
         return path.read_bytes()
-    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from torch.export.experimental import _export_forward_backward
+    if flow == "vulkan":
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+        part = VulkanPartitioner()
+    else:  # the WebGPU partitioner with its allow list, as the suite's webgpu flow uses it
+        from executorch.backends.webgpu.partitioner import WebGPUPartitioner
+        from executorch.backends.webgpu.test.tester import WEBGPU_SUPPORTED_OPS
+        part = WebGPUPartitioner({"skip_bool_tensors": True}, operator_allowlist=WEBGPU_SUPPORTED_OPS)
     t0 = time.perf_counter()
     ep = _export_forward_backward(torch.export.export(model, example, strict=True))
-    pte = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner()],
+    pte = to_edge_transform_and_lower(ep, partitioner=[part],
                                       compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch().buffer
     print("  exported the joint graph in %.1f s" % (time.perf_counter() - t0))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,10 +183,11 @@ def gpu_steps(rt, pte, make_ref, init, opt_ref, batches, loss_fn, label, tol_los
     params = prog.params()
     names = list(init)
     # the pairing, checked independently of how wgml made it: parameter j is __et_training_fqn's
-    # j-th name (the training module holds the model as "net"), and its constant is the one
-    # named by the SHA-256 of that parameter's bytes
+    # j-th name (the training module holds the model as "net"), and its constant holds that
+    # parameter's initial values (and, when it is a delegate constant, is named by their SHA-256)
     paired = [n for j, n in enumerate(names)
-              if j < len(params) and params[j][2] == "net." + n and consts[params[j][0]][2] == sha_key(init[n])]
+              if j < len(params) and params[j][2] == "net." + n and consts[params[j][0]][2] in ("", sha_key(init[n]))
+              and np.array_equal(prog.read_constant(params[j][0]), init[n].numpy())]
     check(len(params) == len(names) and len(paired) == len(names),
           "%s: %d parameters paired with their constants and gradients (%s)" % (
               label, len(params), ", ".join("%s->c%d/o%d" % (n, c, o) for c, o, n in params)))
@@ -308,6 +317,18 @@ def main():
                      "cross-entropy classifier, AdamW", 2e-6, 5e-5, optimizer=etrun.ADAMW, lr=3e-2, weight_decay=0.01)
     print("  cross-entropy + AdamW: worst loss rel. error %.1e, final parameter error %.1e (optimizer alone %.1e)"
           % (w, f, o))
+    # the same classifier lowered with the WebGPU partitioner: its allow list leaves the
+    # matmuls with bias (addmm) to portable kernels, so some parameters are constants of the
+    # method itself (no named-data key) rather than of a delegate
+    torch.manual_seed(1)
+    wpte = export(TrainClassifier(Classifier()), (torch.randn(6, 8), torch.randint(0, 5, (6,))), b"train-ce-vulkan",
+                  "webgpu")
+    w, f, o = gpu_steps(rt, wpte, Classifier, cinit, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.5), cbatches,
+                        lambda ref, x, y: torch.nn.functional.cross_entropy(ref(x), y),
+                        "cross-entropy classifier (WebGPU partitioner), SGD", 2e-6, 1e-6, optimizer=etrun.SGD, lr=0.1,
+                        momentum=0.5)
+    print("  cross-entropy (WebGPU partitioner) + SGD: worst loss rel. error %.1e, final parameter error %.1e "
+          "(optimizer alone %.1e)" % (w, f, o))
     torch.manual_seed(2)
     shared = export(SharedNet(), (torch.randn(4, 8), torch.randn(4, 8)), b"train-shared-vulkan")
     refusals(rt, pte, shared)
