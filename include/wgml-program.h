@@ -103,7 +103,9 @@ wgml_status wgml_program_read_constant(wgml_program *p, int i, void *data, size_
  * knows the initial state dict can match them), else by shape: each f32 constant, in load
  * order, becomes the first parameter still unpaired whose gradient has its shape (the
  * exporter uploads the parameters in the order it uses them, which is the parameter order of
- * an ordinary forward; a model with several parameters of one shape used out of order needs
+ * an ordinary forward; parameters left outside the delegates are mutable tensors of the
+ * method, candidates as well; a model with several parameters of one shape used out of order,
+ * or with f32 buffers of a parameter's shape such as a norm's running statistics, needs
  * param_constants). A parameter left without a constant is an error naming it. */
 typedef enum wgml_program_optimizer {
     WGML_PROGRAM_SGD = 1,  /* torch.optim.SGD: lr, momentum, weight_decay (dampening 0) */

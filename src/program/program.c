@@ -285,7 +285,10 @@ static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, siz
 /* ---- training: parameters as views into the optimizer ------------------------------------ */
 
 /* The parameter that constant slot s (about to become constant number p->n_consts) is, or -1:
- * the one the caller named, else the first unpaired parameter whose gradient has its shape. */
+ * the one the caller named, else the first unpaired parameter whose gradient has its shape.
+ * Mutable tensors are candidates too: the training export stores the parameters that stay
+ * outside the delegates as mutable data (a norm's running statistics would be candidates as
+ * well; such a program needs param_constants). */
 static int param_of_constant(const wgml_program *p, const pv *s, int from) {
     if (!p->opt || s->vk_dtype != VK_FLOAT32 || from != VK_FLOAT32) return -1;
     for (int j = 0; j < p->n_params; j++) {
@@ -356,7 +359,8 @@ static wgml_status train_prepare(wgml_program *p) {
     const pte_plan *pl = p->plan, *gi = meta_plan(p, "__et_training_gradients_index_"),
                    *fq = meta_plan(p, "__et_training_fqn_");
     int first = -1, n = c->n_params;
-    if (gi && gi->n_outputs == 1 && gi->values[gi->outputs[0]].type == PTE_VAL_INT)
+    if (gi && gi->n_outputs == 1 && gi->values[gi->outputs[0]].type == PTE_VAL_INT &&
+        gi->values[gi->outputs[0]].u.i >= 0 && gi->values[gi->outputs[0]].u.i < (int64_t)pl->n_outputs)
         first = (int)gi->values[gi->outputs[0]].u.i;
     if (n <= 0 && fq) n = (int)fq->n_outputs;
     if (n <= 0 || n > (int)pl->n_outputs)
