@@ -8,7 +8,9 @@
  * submit. A program using an operator wgml does not have is refused at load with the list of
  * every such operator. Inputs and outputs keep the program's host dtypes: int64 inputs are
  * narrowed to int32 on upload (an element out of int32 range is an error) and widened on
- * readback; float64 likewise through float32. */
+ * readback; float64 likewise through float32. A training program (ExecuTorch's joint
+ * forward+backward export) can be loaded with an optimizer that steps its parameters on the
+ * GPU after every run (wgml_program_load_training). */
 #ifndef WGML_PROGRAM_H
 #define WGML_PROGRAM_H
 

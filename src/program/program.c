@@ -11,7 +11,10 @@
  *   - MoveCall copies a slot, FreeCall is nothing here (the graph compiler plans memory).
  * Before anything is built every operator name is looked up, so a program that needs what
  * wgml lacks is refused with the whole list. Method inputs are persistent tensors written by
- * wgml_program_set_input; outputs are kept by the graph and read back after a run. */
+ * wgml_program_set_input; outputs are kept by the graph and read back after a run.
+ * Loaded for training (wgml_program_load_training), the parameters' constants are views into
+ * an optimizer's flat buffer (src/optim) and the gradient copies and the optimizer step are
+ * recorded after the method, in the same graph. */
 #include "wgml-program.h"
 #include "wgml-train.h"
 
