@@ -4,7 +4,7 @@
  * cache rows [lo, len) against an fp64 reference computed here (the rotation from the angle
  * pos * theta^(-2i/D) in double, softmax and weighted sum in double), random cache contents,
  * grouped heads, both pair styles, the sliding window, one chunk (the kernel's own output) and
- * many (the chunks merged), long caches (several keys per thread); the cache row written (k
+ * many (the chunks merged), long caches (several passes of keys); the cache row written (k
  * rotated, v copied bit for bit) and every other row untouched; bad shapes refused. */
 #include "harness.h"
 
@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
         {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f},
         {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f},
         {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
-        {"long cache, 2 keys per thread", 2, 1, 8, 5000, 4500, 0, 0, WGML_ROPE_HALF, 10000.0f},
+        {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f},
+        {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     return th_done();

@@ -7,21 +7,24 @@
 #include <math.h>
 #include <stdio.h>
 
-#define DECODE_WG 64
+#define DECODE_WG 256
 /* Most chunks: attn_combine reads every chunk of a row for each output element. */
-#define DECODE_MAX_CHUNKS 64
+#define DECODE_MAX_CHUNKS 128
 
 /* The kernel's keys per thread (the fewest that keep the chunks at most DECODE_MAX_CHUNKS),
  * chunk length and count; false when the shapes do not fit it. */
 static bool decode_plan(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax, int64_t *kpt, int64_t *ch,
                         int64_t *n_chunk) {
-    if (Hk <= 0 || Hq % Hk || D <= 0 || D % 4 || smax <= 0 || Hq / Hk > 16 || smax * Hk * D > 0xFFFFFFFFll) return false;
+    int64_t d4 = D / 4;
+    if (Hk <= 0 || Hq % Hk || D <= 0 || D % 4 || d4 > DECODE_WG || (d4 & (d4 - 1)) || smax <= 0 || Hq / Hk > 16 ||
+        smax * Hk * D > 0xFFFFFFFFll)
+        return false;
     int64_t G = Hq / Hk;
-    *kpt = 1;
-    while (*kpt < 64 && (smax + DECODE_WG * *kpt - 1) / (DECODE_WG * *kpt) > DECODE_MAX_CHUNKS) *kpt *= 2;
-    *ch = DECODE_WG * *kpt;
+    *kpt = 1; /* 64 keys a pass */
+    while (*kpt < 64 && (smax + 64 * *kpt - 1) / (64 * *kpt) > DECODE_MAX_CHUNKS) *kpt *= 2;
+    *ch = 64 * *kpt;
     *n_chunk = (smax + *ch - 1) / *ch;
-    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + G * DECODE_WG + 2);
+    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + G * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) + 8;
     return *n_chunk <= DECODE_MAX_CHUNKS && wg_bytes <= gpu_get_caps(ctx)->max_workgroup_storage;
 }
 
@@ -31,7 +34,7 @@ bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t 
 }
 
 bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
-    return D <= 64 && attn_decode_fits(ctx, Hq, Hk, D, smax);
+    return attn_decode_fits(ctx, Hq, Hk, D, smax);
 }
 
 wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
@@ -73,12 +76,13 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
         return NULL;
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
-    char prelude[256];
+    char prelude[512];
     snprintf(prelude, sizeof prelude,
-             "const WG: u32 = %du; const D: u32 = %lldu; const HALF: u32 = %lldu; const G: u32 = %lldu;\n"
-             "const KPT: u32 = %lldu; const CH: u32 = %lldu; const FINAL: bool = %s;\n",
-             DECODE_WG, (long long)D, (long long)(D / 2), (long long)G, (long long)kpt, (long long)ch,
-             n_chunk == 1 ? "true" : "false");
+             "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
+             "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
+             "const NS: u32 = %lldu; const FINAL: bool = %s;\n",
+             DECODE_WG, (long long)D, (long long)(D / 4), (long long)(D / 2), (long long)G, (long long)kpt,
+             (long long)ch, DECODE_WG / 64, (long long)(DECODE_WG / (D / 4)), n_chunk == 1 ? "true" : "false");
     struct {
         uint32_t Hk, smax, n_chunk, window, style;
         float scale2;

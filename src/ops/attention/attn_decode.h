@@ -7,7 +7,7 @@
 #define WGML_ATTN_DECODE_H
 #include "graph/graph.h"
 
-/* q f32 [1, 1, Hq, D] and k, v [1, 1, Hk, D] (Hq a multiple of Hk, D even, D % 4 == 0): q and k
+/* q f32 [1, 1, Hq, D] and k, v [1, 1, Hk, D] (Hq a multiple of Hk, D / 4 a power of two <= 256): q and k
  * rotated at position pos (i32 [1]) with tab = rope_freq_table(.., D, theta) and the pair style;
  * rotated k and v written to row pos of k_cache, v_cache f32 [1, Hk, smax, D] (nothing when pos
  * is outside 0..smax-1); each query head attends to the cache rows [lo, min(len, smax)) (len
@@ -22,10 +22,9 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
 /* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
  * smax rows on this device. */
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
-/* Whether a decode step should take it: where it fits and D <= 64. Each thread computes whole
- * D-long dot products serially, which pays at D = 64 (H200, SmolLM2-135M at 768 keys: 18.7 us
- * a layer against 30.2 for rope_kv + sdpa + merge) and not at D = 256 (Gemma-3-270M: 61.8 us
- * against 36.6); bench/NOTES.md. */
+/* Whether a decode step should take it: wherever it fits (H200, 768 keys: SmolLM2-135M 11.4 us a
+ * layer against 30.2 for rope_kv + sdpa + merge, Gemma-3-270M 15.5 + 7.5 against 36.6;
+ * bench/NOTES.md). */
 bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
 
 #endif

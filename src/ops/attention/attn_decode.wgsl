@@ -1,23 +1,28 @@
 // attn_decode: one decode step's attention in one dispatch (attn_decode_step in attn_decode.c,
 // inference graphs only): RoPE of q and k at position pos (the pair style p.style as rope_kv.wgsl:
-// 1 interleaved (2i, 2i+1), 0 half (i, i + D/2); the angle is the shared rope_angle, so the
-// rotated values equal rope_kv's bit for bit), k and v written into row pos of the caches
-// k_cache, v_cache [Hk, smax, D] (nothing when pos is outside 0..smax-1), and each query head
-// attending to the cache rows [lo, L) with L = min(len, smax) and lo = L - window for a windowed
-// layer (else 0), scores scaled by p.scale2 (the scale in log2 units).
+// 1 interleaved (2i, 2i+1), 0 half (i, i + D/2); the angle is the shared rope_angle), k and v
+// written into row pos of the caches k_cache, v_cache [Hk, smax, D] (nothing when pos is outside
+// 0..smax-1), and each query head attending to the cache rows [lo, L) with L = min(len, smax)
+// and lo = L - window for a windowed layer (else 0), scores scaled by p.scale2 (the scale in
+// log2 units).
 // The keys [0, L) are cut into the n_chunk chunks evenly: chunk length CL = L / n_chunk rounded
-// up to a multiple of WG, at least WG and at most CH = WG * KPT (n_chunk * CH >= smax >= L).
+// up to a multiple of 64, at least 64 and at most CH = 64 * KPT (n_chunk * CH >= smax >= L).
 // The output per query head and chunk is the D unnormalised sums of 2^(s - m) v, the chunk's
 // max score m and its sum of 2^(s - m): attn_combine.wgsl's layout, which merges the chunks (an
 // empty chunk gives m = -3e38, 0, 0). With FINAL (one chunk) the kernel writes the normalised
 // output [Hq, D] itself and there is nothing to merge.
-// Workgroup: WG threads for one kv head (its G query heads) and one chunk. Thread t owns the
-// chunk's keys t, t + WG, ... (KPT of them) for the scores, and the output elements d = t,
-// t + WG, ... for the weighted sum of values (a loop over the chunk's keys, coalesced across
-// threads). The maxima and sums of the G heads go through trees in workgroup memory. The
-// workgroup whose chunk holds row pos writes the new k and v row first and makes it visible to
-// itself with storageBarrier; no other workgroup reads that row.
-// The prelude gives WG, D, HALF (D / 2), G, KPT, CH, FINAL.
+// Workgroup: WG = 256 threads for one kv head (its G query heads) and one chunk, in three
+// layouts. Scores: 64 keys at a time, LPK = 4 lanes per key, each lane the vec4s i4 = lane,
+// lane + 4, ... of the key's row against the G rotated query rows (in workgroup memory), the
+// lanes' partial dot products added through workgroup memory; KPT such passes. Softmax: the
+// chunk's scores in workgroup memory, max and sum by trees over the threads. Values: thread
+// (slice sl, vec4 d4) of NS = WG / D4 slices sums the keys sl, sl + NS, ... of its vec4
+// column for the G heads, the NS slices added at the end (so the loads in flight per thread are
+// few and independent, where one thread per output element would walk all the keys).
+// The workgroup whose chunk holds row pos writes the new k and v row first and makes it visible
+// to itself with storageBarrier; no other workgroup reads that row.
+// The prelude gives WG, D, D4 (D / 4, a power of two dividing WG), HALF, G, KPT, CH, LPK, NS,
+// FINAL.
 struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale2: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;   // [Hk * G * D]
@@ -26,22 +31,34 @@ struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale
 @group(0) @binding(3) var<storage, read> pos: array<i32>; // [1]
 @group(0) @binding(4) var<storage, read> len: array<i32>; // [1]
 @group(0) @binding(5) var<storage, read> tab: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read_write> part: array<f32>; // [Hk * G, n_chunk, D + 2]
 @group(0) @binding(9) var<uniform> p: Params;
 
 //!include rope_angle
 
-var<workgroup> qs: array<f32, G * D>;   // the G heads' rotated q
-var<workgroup> ps: array<f32, G * CH>;  // 2^(s - m) of the chunk's keys (0 outside [lo, L))
-var<workgroup> red: array<f32, G * WG>; // the trees' partial maxima and sums
+var<workgroup> qs: array<vec4<f32>, G * D4>; // the G heads' rotated q
+var<workgroup> ss: array<f32, G * CH>;      // the chunk's scores, then 2^(s - m) (0 outside [lo, L))
+var<workgroup> red: array<f32, G * WG>;     // the lanes' partial dot products; the trees
+var<workgroup> ov: array<vec4<f32>, G * WG>; // the value slices' partial sums
 var<workgroup> len_wg: i32;
 var<workgroup> pos_wg: i32;
 
-// the two elements of pair i within a head
-fn pair_e0(i: u32) -> u32 { return select(i, 2u * i, p.style == 1u); }
-fn pair_e1(i: u32) -> u32 { return select(i + HALF, 2u * i + 1u, p.style == 1u); }
+// element e of a head rotated at angle ang, from the head's values x_e (e itself) and x_o (its
+// pair partner): the pair (e0, e1) becomes (x0 c - x1 s, x0 s + x1 c)
+fn partner(e: u32) -> u32 {
+    if (p.style == 1u) { return e ^ 1u; }
+    return select(e - HALF, e + HALF, e < HALF);
+}
+fn pair_index(e: u32) -> u32 { return select(e % HALF, e / 2u, p.style == 1u); }
+fn is_first(e: u32) -> bool { return select(e < HALF, e % 2u == 0u, p.style == 1u); }
+fn rotated(x_e: f32, x_o: f32, e: u32, position: i32) -> f32 {
+    let ang = rope_angle(position, tab[pair_index(e)]);
+    let c = cos(ang);
+    let s = sin(ang);
+    return select(x_o * s + x_e * c, x_e * c - x_o * s, is_first(e));
+}
 
 // the tree over red[g * WG ..] for each head g: max (is_max) or sum, result in red[g * WG]
 fn tree(lid: u32, is_max: bool) {
@@ -72,65 +89,70 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let position = workgroupUniformLoad(&pos_wg);
     var lo = 0;
     if (p.window > 0u) { lo = max(L - i32(p.window), 0); }
-    let cl = min(max((u32(max(L, 1)) + p.n_chunk * WG - 1u) / (p.n_chunk * WG), 1u) * WG, CH);
+    let cl = min(max((u32(max(L, 1)) + p.n_chunk * 64u - 1u) / (p.n_chunk * 64u), 1u) * 64u, CH);
     let c0 = i32(c * cl);
     let k0 = max(c0, lo);
     let k1 = min(c0 + i32(cl), L);
     // the G query heads, rotated
-    for (var e = lid; e < G * HALF; e += WG) {
-        let g = e / HALF;
-        let i = e % HALF;
-        let ang = rope_angle(position, tab[i]);
-        let cs = cos(ang);
-        let sn = sin(ang);
-        let src = (kh * G + g) * D;
-        let a = q[src + pair_e0(i)];
-        let b = q[src + pair_e1(i)];
-        qs[g * D + pair_e0(i)] = a * cs - b * sn;
-        qs[g * D + pair_e1(i)] = a * sn + b * cs;
-    }
-    // the new row, by the workgroup whose chunk holds it
-    // (the last chunk's when pos lies past the chunks, as it may when pos >= len)
-    if (position >= 0 && position < i32(p.smax) && min(u32(position) / cl, p.n_chunk - 1u) == c) {
-        let row = (kh * p.smax + u32(position)) * D;
-        for (var i = lid; i < HALF; i += WG) {
-            let ang = rope_angle(position, tab[i]);
-            let cs = cos(ang);
-            let sn = sin(ang);
-            let a = k[kh * D + pair_e0(i)];
-            let b = k[kh * D + pair_e1(i)];
-            k_cache[row + pair_e0(i)] = a * cs - b * sn;
-            k_cache[row + pair_e1(i)] = a * sn + b * cs;
+    for (var i4 = lid; i4 < G * D4; i4 += WG) {
+        let base = (kh * G + i4 / D4) * D;
+        var r: vec4<f32>;
+        for (var cc = 0u; cc < 4u; cc++) {
+            let e = (i4 % D4) * 4u + cc;
+            r[cc] = rotated(q[base + e], q[base + partner(e)], e, position);
         }
-        for (var d = lid; d < D; d += WG) { v_cache[row + d] = v[kh * D + d]; }
+        qs[i4] = r;
+    }
+    // the new row, by the workgroup whose chunk holds it (the last chunk's when pos lies past
+    // the chunks, as it may when pos >= len)
+    if (position >= 0 && position < i32(p.smax) && min(u32(position) / cl, p.n_chunk - 1u) == c) {
+        let row4 = (kh * p.smax + u32(position)) * D4;
+        for (var i4 = lid; i4 < D4; i4 += WG) {
+            var r: vec4<f32>;
+            for (var cc = 0u; cc < 4u; cc++) {
+                let e = i4 * 4u + cc;
+                r[cc] = rotated(k[kh * D + e], k[kh * D + partner(e)], e, position);
+            }
+            k_cache[row4 + i4] = r;
+            let vb = kh * D + i4 * 4u;
+            v_cache[row4 + i4] = vec4<f32>(v[vb], v[vb + 1u], v[vb + 2u], v[vb + 3u]);
+        }
         storageBarrier();
     }
     workgroupBarrier(); // qs complete
-    // scores of this thread's keys
-    var s: array<array<f32, KPT>, G>;
-    var m: array<f32, G>;
-    for (var g = 0u; g < G; g++) { m[g] = -3.0e38; }
+    // scores, 64 keys a pass
+    let ln = lid % LPK;
     for (var u = 0u; u < KPT; u++) {
-        let j = c0 + i32(u * WG + lid);
+        let kk = u * 64u + lid / LPK;
+        let j = c0 + i32(kk);
+        let valid = j >= k0 && j < k1;
         var acc: array<f32, G>;
         // zeroed here, not by the declaration: a declaration inside a loop is hoisted to the
         // function's start by the compiler (naga), so its zero initialisation happens once
         for (var g = 0u; g < G; g++) { acc[g] = 0.0; }
-        if (j >= k0 && j < k1) {
-            let kb = (kh * p.smax + u32(j)) * D;
-            for (var d = 0u; d < D; d += 4u) {
-                let kv = vec4<f32>(k_cache[kb + d], k_cache[kb + d + 1u], k_cache[kb + d + 2u], k_cache[kb + d + 3u]);
-                for (var g = 0u; g < G; g++) {
-                    acc[g] += dot(kv, vec4<f32>(qs[g * D + d], qs[g * D + d + 1u], qs[g * D + d + 2u], qs[g * D + d + 3u]));
-                }
+        if (valid) {
+            let kb = (kh * p.smax + u32(j)) * D4;
+            for (var i4 = ln; i4 < D4; i4 += LPK) {
+                let kv = k_cache[kb + i4];
+                for (var g = 0u; g < G; g++) { acc[g] += dot(kv, qs[g * D4 + i4]); }
             }
-            for (var g = 0u; g < G; g++) {
-                s[g][u] = acc[g] * p.scale2;
-                m[g] = max(m[g], s[g][u]);
-            }
-        } else {
-            for (var g = 0u; g < G; g++) { s[g][u] = -3.0e38; }
         }
+        for (var g = 0u; g < G; g++) { red[g * WG + lid] = acc[g]; }
+        workgroupBarrier();
+        if (ln == 0u) {
+            for (var g = 0u; g < G; g++) {
+                var s = 0.0;
+                for (var l2 = 0u; l2 < LPK; l2++) { s += red[g * WG + lid + l2]; }
+                ss[g * CH + kk] = select(-3.0e38, s * p.scale2, valid);
+            }
+        }
+        workgroupBarrier();
+    }
+    // softmax over the chunk: max, 2^(s - m), sum
+    var m: array<f32, G>;
+    for (var g = 0u; g < G; g++) { m[g] = -3.0e38; }
+    for (var kk = lid; kk < CH; kk += WG) {
+        for (var g = 0u; g < G; g++) { m[g] = max(m[g], ss[g * CH + kk]); }
     }
     for (var g = 0u; g < G; g++) { red[g * WG + lid] = m[g]; }
     workgroupBarrier();
@@ -139,34 +161,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier(); // the maxima read before red is reused
     var l: array<f32, G>;
     for (var g = 0u; g < G; g++) { l[g] = 0.0; }
-    for (var u = 0u; u < KPT; u++) {
-        let j = c0 + i32(u * WG + lid);
+    for (var kk = lid; kk < CH; kk += WG) {
+        let j = c0 + i32(kk);
         let ok = j >= k0 && j < k1;
         for (var g = 0u; g < G; g++) {
-            let e = select(0.0, exp2(s[g][u] - m[g]), ok);
-            ps[g * CH + u * WG + lid] = e;
+            let e = select(0.0, exp2(ss[g * CH + kk] - m[g]), ok);
+            ss[g * CH + kk] = e;
             l[g] += e;
         }
     }
     for (var g = 0u; g < G; g++) { red[g * WG + lid] = l[g]; }
     workgroupBarrier();
-    tree(lid, false); // also orders the ps writes before the reads below
-    // the weighted sums of the values
+    tree(lid, false); // also orders the ss writes before the reads below
+    // the weighted sums of the values: thread (sl, d4), keys jlo + sl, jlo + sl + NS, ...
+    let d4 = lid % D4;
+    let sl = lid / D4;
     let jlo = max(k0 - c0, 0);
     let jhi = max(k1 - c0, 0);
-    for (var d = lid; d < D; d += WG) {
-        var o: array<f32, G>;
-        for (var g = 0u; g < G; g++) { o[g] = 0.0; } // (as acc above)
-        for (var jj = jlo; jj < jhi; jj++) {
-            let val = v_cache[(kh * p.smax + u32(c0 + jj)) * D + d];
-            for (var g = 0u; g < G; g++) { o[g] += ps[g * CH + u32(jj)] * val; }
-        }
+    var o: array<vec4<f32>, G>;
+    for (var g = 0u; g < G; g++) { o[g] = vec4<f32>(0.0); }
+    for (var jj = jlo + i32(sl); jj < jhi; jj += i32(NS)) {
+        let val = v_cache[(kh * p.smax + u32(c0 + jj)) * D4 + d4];
+        for (var g = 0u; g < G; g++) { o[g] += ss[g * CH + u32(jj)] * val; }
+    }
+    for (var g = 0u; g < G; g++) { ov[g * WG + lid] = o[g]; }
+    workgroupBarrier();
+    if (sl == 0u) {
         for (var g = 0u; g < G; g++) {
-            if (FINAL) {
-                let lg = red[g * WG];
-                part[(kh * G + g) * D + d] = select(0.0, o[g] / lg, lg > 0.0);
-            } else {
-                part[((kh * G + g) * p.n_chunk + c) * (D + 2u) + d] = o[g];
+            var t = vec4<f32>(0.0);
+            for (var s2 = 0u; s2 < NS; s2++) { t += ov[g * WG + s2 * D4 + d4]; }
+            let lg = red[g * WG];
+            for (var cc = 0u; cc < 4u; cc++) {
+                if (FINAL) {
+                    part[(kh * G + g) * D + d4 * 4u + cc] = select(0.0, t[cc] / lg, lg > 0.0);
+                } else {
+                    part[((kh * G + g) * p.n_chunk + c) * (D + 2u) + d4 * 4u + cc] = t[cc];
+                }
             }
         }
     }
