@@ -2,6 +2,7 @@
 /* The fused inference ops of the op families, each in a built graph against an fp64
  * reference (random inputs, NaN-poisoned outputs) and with its dispatch count:
  *   norm_add_rms   (src/ops/norm/norm_fused.c)              residual add + RMSNorm
+ *   norm_add_rms_post (the same)                            RMSNorm + residual add + RMSNorm
  *   ew_swiglu      (src/ops/elementwise/elementwise_fused.c) silu(gate) * up
  *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes
  * and their fallback to the plain ops (shapes the kernel does not take, inputs that need a
@@ -30,20 +31,22 @@ static bool run(wgml_graph *g, const char *name) {
 
 /* ------------------------------------------------------------------ norm_add_rms */
 
-/* want_dispatches: 1 fused, 2 the plain add and rms_norm. */
-static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
+/* want_dispatches: 1 fused, 2 the plain add and rms_norm (3 with post: rms_norm first). post:
+ * norm_add_rms_post, y RMSNormed with its own weight before the add. */
+static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool post, size_t want_dispatches) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t n = 1, d = shape[rank - 1];
     for (int i = 0; i < rank; i++) n *= shape[i];
     float *hx = th_random((size_t)n, -2, 2), *hy = th_random((size_t)n, -2, 2), *hw = th_random((size_t)d, -1.5, 1.5);
     const float eps = 1e-5f;
     wgml_tensor *x = upload(g, WGML_F32, rank, shape, hx), *y = upload(g, WGML_F32, rank, shape, hy);
-    wgml_tensor *w = upload(g, WGML_F32, 1, &d, hw), *sum = NULL;
+    float *hwy = th_random((size_t)d, 0.5, 1.5);
+    wgml_tensor *w = upload(g, WGML_F32, 1, &d, hw), *wy = upload(g, WGML_F32, 1, &d, hwy), *sum = NULL;
     if (train) wgml_tensor_set_trainable(x, 1);
-    wgml_tensor *h = norm_add_rms(g, x, y, w, eps, &sum);
+    wgml_tensor *h = post ? norm_add_rms_post(g, x, y, wy, w, eps, &sum) : norm_add_rms(g, x, y, w, eps, &sum);
     char name[128];
-    snprintf(name, sizeof name, "add_rms_norm rows=%lld d=%lld%s", (long long)(n / d), (long long)d,
-             train ? " (x trainable)" : "");
+    snprintf(name, sizeof name, "add_rms_norm%s rows=%lld d=%lld%s", post ? "_post" : "", (long long)(n / d),
+             (long long)d, train ? " (x trainable)" : "");
     if (th_check(h && sum && !wgml_graph_keep(g, h) && !wgml_graph_keep(g, sum), "%s: record: %s", name,
                  wgml_last_error(T.ctx)) &&
         run(g, name)) {
@@ -51,9 +54,11 @@ static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want
                  wgml_graph_dispatch_count(g), want_dispatches);
         double *rs = malloc(sizeof(double) * (size_t)n), *rh = malloc(sizeof(double) * (size_t)n);
         for (int64_t r = 0; r < n / d; r++) {
-            double ss = 0;
+            double ss = 0, sy = 0;
+            for (int64_t j = 0; j < d; j++) sy += (double)hy[r * d + j] * hy[r * d + j];
+            double iy = post ? 1.0 / sqrt(sy / (double)d + eps) : 1.0;
             for (int64_t j = 0; j < d; j++) {
-                double v = (double)hx[r * d + j] + (double)hy[r * d + j];
+                double v = (double)hx[r * d + j] + (double)hy[r * d + j] * iy * (post ? (double)hwy[j] : 1.0);
                 rs[r * d + j] = v;
                 ss += v * v;
             }
@@ -63,7 +68,7 @@ static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want
         float *gs = th_read_f32(sum), *gh = th_read_f32(h);
         char what[160];
         snprintf(what, sizeof what, "%s sum", name);
-        if (gs) th_close(what, gs, rs, (size_t)n, 1e-6, 1e-6);
+        if (gs) th_close(what, gs, rs, (size_t)n, post ? 1e-5 : 1e-6, post ? 1e-5 : 1e-6);
         snprintf(what, sizeof what, "%s out", name);
         if (gh) th_close(what, gh, rh, (size_t)n, 1e-5, 1e-4);
         free(gs);
@@ -74,7 +79,12 @@ static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want
     free(hx);
     free(hy);
     free(hw);
+    free(hwy);
     wgml_graph_free(g);
+}
+
+static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
+    case_add_rms_ex(rank, shape, train, false, want_dispatches);
 }
 
 static void test_add_rms(void) {
@@ -85,6 +95,12 @@ static void test_add_rms(void) {
     case_add_rms(3, s4, false, 1);
     case_add_rms(2, s5, false, 2); /* d % 4 != 0: the plain ops */
     case_add_rms(2, s1, true, 2);  /* a gradient wanted: the plain, differentiable ops */
+    int64_t g1[2] = {1, 640}, g2[2] = {3, 1024};
+    case_add_rms_ex(2, g1, false, true, 1); /* Gemma-3-270M's decode row */
+    case_add_rms_ex(2, g2, false, true, 1);
+    case_add_rms_ex(2, s3, false, true, 1);
+    case_add_rms_ex(2, s5, false, true, 3); /* d % 4 != 0: rms_norm, add, rms_norm */
+    case_add_rms_ex(2, s1, true, true, 3);
 }
 
 /* ------------------------------------------------------------------ ew_swiglu */

@@ -485,13 +485,14 @@ static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, 
     return true;
 }
 
-/* h = rms_norm(x + y) * w with *sum = x + y: one fused dispatch (norm_add_rms) or the plain
- * add and rms_norm. */
-static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w,
-                             float eps, wgml_tensor **sum) {
+/* h = rms_norm(x + y') * w with *sum = x + y', y' = y, or with a post-norm weight wy,
+ * rms_norm(y) * wy: one fused dispatch (norm_add_rms, norm_add_rms_post) or the plain ops. */
+static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy,
+                             wgml_tensor *w, float eps, wgml_tensor **sum) {
     *sum = NULL;
     if (!x || !y || !w) return NULL;
-    if (o->fused) return norm_add_rms(g, x, y, w, eps, sum);
+    if (o->fused) return wy ? norm_add_rms_post(g, x, y, wy, w, eps, sum) : norm_add_rms(g, x, y, w, eps, sum);
+    if (wy && !(y = wgml_rms_norm(g, y, wy, eps))) return NULL;
     *sum = wgml_add(g, x, y, 1.0f);
     return wgml_rms_norm(g, *sum, w, eps);
 }
@@ -652,8 +653,7 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
             continue;
         }
         wgml_tensor *y = target_linear(m, g, o, l, T_O, a);
-        if (ar->post_norms) y = y ? wgml_rms_norm(g, y, share(g, L->post_attn_norm), eps) : NULL;
-        h = add_norm(g, o, x, y, share(g, L->ffn_norm), eps, &x);
+        h = add_norm(g, o, x, y, ar->post_norms ? share(g, L->post_attn_norm) : NULL, share(g, L->ffn_norm), eps, &x);
         wgml_tensor *act = NULL;
         if (gf) {
             if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, &act)) return NULL;
@@ -662,12 +662,13 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
             act = glu(m, g, o, gu[0], gu[1]);
         }
         wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
-        if (ar->post_norms) f = f ? wgml_rms_norm(g, f, share(g, L->post_ffn_norm), eps) : NULL;
+        wgml_tensor *fpost = ar->post_norms ? share(g, L->post_ffn_norm) : NULL;
         if (l + 1 < c->n_layer) {
-            h = add_norm(g, o, x, f, share(g, m->layers[l + 1].attn_norm), eps, &x);
+            h = add_norm(g, o, x, f, fpost, share(g, m->layers[l + 1].attn_norm), eps, &x);
         } else if (!o->row) {
-            h = add_norm(g, o, x, f, share(g, m->output_norm), eps, &x);
+            h = add_norm(g, o, x, f, fpost, share(g, m->output_norm), eps, &x);
         } else { /* prefill: only the wanted row goes through the final norm */
+            if (fpost) f = f ? wgml_rms_norm(g, f, fpost, eps) : NULL;
             x = f ? wgml_add(g, x, f, 1.0f) : NULL;
             h = x ? wgml_rms_norm(g, wgml_index_select(g, x, 0, o->row), share(g, m->output_norm), eps) : NULL;
         }

@@ -1,20 +1,26 @@
 // norm_add_rms: a residual add fused with the RMSNorm that follows it (norm_add_rms in
 // norm_fused.c, for inference graphs: one dispatch where add + rms_norm take two):
 // sum = x + y, out = sum * rsqrt(mean(sum^2) + eps) * w, over rows of length d (d % 4 == 0).
-// Workgroup: WG threads (prelude, power of two); one workgroup owns one row. Thread t adds
-// the vec4 elements t, t+WG, ... (writing sum) and sums their squares; the workgroup adds
+// With PRE (norm_add_rms_post: a post-norm architecture's block output) y is RMSNormed first,
+// sum = x + rms_norm(y) * wy: one dispatch where rms_norm + add + rms_norm take three.
+// Workgroup: WG threads (prelude, power of two); one workgroup owns one row. With PRE the
+// threads first sum the squares of their y elements (the tree below gives y's scale). Thread t
+// adds the vec4 elements t, t+WG, ... (writing sum) and sums their squares; the workgroup adds
 // the WG partial sums with a tree in workgroup memory (fixed order); then each thread
 // scales its own elements again (read back from sum, which only it wrote).
+// The prelude gives WG, PRE and the bindings x, y, wy (with PRE), w, sum, out, p.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> y: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> sum: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(5) var<uniform> p: Params;
-
 var<workgroup> ss: array<f32, WG>;
+
+// the tree over ss: the sum of the WG partial sums, in ss[0]
+fn tree_sum(lid: u32) {
+    workgroupBarrier();
+    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+        if (lid < k) { ss[lid] = ss[lid] + ss[lid + k]; }
+        workgroupBarrier();
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -23,18 +29,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row >= p.n_rows) { return; }
     let cnt = p.d / 4u;
     let base = row * cnt;
+    var ry = 1.0; // y's RMSNorm scale (PRE)
+    if (PRE) {
+        var sy = 0.0;
+        for (var j = lid; j < cnt; j += WG) {
+            let u = y[base + j];
+            sy += dot(u, u);
+        }
+        ss[lid] = sy;
+        tree_sum(lid);
+        ry = inverseSqrt(ss[0] / f32(p.d) + p.eps);
+        workgroupBarrier(); // ss[0] read by all before it is reused
+    }
     var s = 0.0;
     for (var j = lid; j < cnt; j += WG) {
-        let v = x[base + j] + y[base + j];
+        var u = y[base + j];
+        if (PRE) { u = u * ry * wy_at(j); }
+        let v = x[base + j] + u;
         sum[base + j] = v;
         s += dot(v, v);
     }
     ss[lid] = s;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) { ss[lid] = ss[lid] + ss[lid + k]; }
-        workgroupBarrier();
-    }
+    tree_sum(lid);
     let r = inverseSqrt(ss[0] / f32(p.d) + p.eps);
     for (var j = lid; j < cnt; j += WG) {
         out[base + j] = sum[base + j] * r * w[j];

@@ -6,20 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
-wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, float eps, wgml_tensor **sum) {
+/* norm_add_rms (wy NULL) and norm_add_rms_post in one: *sum = x + (wy ? rms_norm(y) * wy : y). */
+static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy,
+                            wgml_tensor *w, float eps, wgml_tensor **sum) {
     *sum = NULL;
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "add_rms_norm";
     if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) ||
-        check_operand(ctx, g, op, "y", y, WGML_F32, 1, WGML_MAX_RANK) || check_operand(ctx, g, op, "w", w, WGML_F32, 1, 1))
+        check_operand(ctx, g, op, "y", y, WGML_F32, 1, WGML_MAX_RANK) || check_operand(ctx, g, op, "w", w, WGML_F32, 1, 1) ||
+        (wy && check_operand(ctx, g, op, "wy", wy, WGML_F32, 1, 1)))
         return NULL;
     int64_t d = w->shape[0];
-    wgml_tensor *in[3] = {x, y, w};
+    wgml_tensor *in[4] = {x, y, w, wy};
     bool fits = d % 4 == 0 && x->rank == y->rank && x->shape[x->rank - 1] == d && (uint64_t)x->numel < 0xFFFFFFFFull &&
-                !memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank) && eps >= 0.0f;
-    if (!fits || graph_grad_enabled(g, in, 3)) {
-        wgml_tensor *s = wgml_add(g, x, y, 1.0f);
+                !memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank) && eps >= 0.0f &&
+                (!wy || wy->shape[0] == d);
+    if (!fits || graph_grad_enabled(g, in, wy ? 4 : 3)) {
+        wgml_tensor *yn = wy ? wgml_rms_norm(g, y, wy, eps) : y;
+        wgml_tensor *s = yn ? wgml_add(g, x, yn, 1.0f) : NULL;
         wgml_tensor *h = wgml_rms_norm(g, s, w, eps);
         if (h) *sum = s;
         return h;
@@ -33,15 +37,47 @@ wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_te
     }
     /* one workgroup per row: the largest of 64, 128, 256 threads that still has a vec4 each */
     uint32_t wg = d / 4 >= 256 ? 256 : d / 4 >= 128 ? 128 : 64;
-    char prelude[64];
-    snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
+    char prelude[768];
+    int b = 2;
+    int len = snprintf(prelude, sizeof prelude,
+                       "const WG: u32 = %uu; const PRE: bool = %s;\n"
+                       "@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;\n"
+                       "@group(0) @binding(1) var<storage, read> y: array<vec4<f32>>;\n",
+                       wg, wy ? "true" : "false");
+    if (wy)
+        len += snprintf(prelude + len, sizeof prelude - (size_t)len,
+                        "@group(0) @binding(%d) var<storage, read> wy: array<vec4<f32>>;\n"
+                        "fn wy_at(j: u32) -> vec4<f32> { return wy[j]; }\n",
+                        b++);
+    else
+        len += snprintf(prelude + len, sizeof prelude - (size_t)len, "fn wy_at(j: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
+    snprintf(prelude + len, sizeof prelude - (size_t)len,
+             "@group(0) @binding(%d) var<storage, read> w: array<vec4<f32>>;\n"
+             "@group(0) @binding(%d) var<storage, read_write> sum: array<vec4<f32>>;\n"
+             "@group(0) @binding(%d) var<storage, read_write> out: array<vec4<f32>>;\n"
+             "@group(0) @binding(%d) var<uniform> p: Params;\n",
+             b, b + 1, b + 2, b + 3);
     struct { uint32_t n_rows, d; float eps; } p = {.n_rows = (uint32_t)rows, .d = (uint32_t)d, .eps = eps};
-    wgml_tensor *ro[3] = {x, y, w}, *rw[2] = {s, h};
-    if (graph_dispatch(g, op, "norm_add_rms", prelude, ro, 3, rw, 2, &p, sizeof p, (uint64_t)rows)) {
+    /* bindings: x, y, (wy,) w */
+    wgml_tensor *ro[4] = {x, y, wy ? wy : w, w}, *rw[2] = {s, h};
+    if (graph_dispatch(g, op, "norm_add_rms", prelude, ro, wy ? 4 : 3, rw, 2, &p, sizeof p, (uint64_t)rows)) {
         wgml_tensor_free(h);
         wgml_tensor_free(s);
         return NULL;
     }
     *sum = s;
     return h;
+}
+
+wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, float eps, wgml_tensor **sum) {
+    return add_rms(g, "add_rms_norm", x, y, NULL, w, eps, sum);
+}
+
+wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
+                               wgml_tensor **sum) {
+    if (!wy) {
+        if (sum) *sum = NULL;
+        return g ? (wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "add_rms_norm_post: wy is NULL"), NULL) : NULL;
+    }
+    return add_rms(g, "add_rms_norm_post", x, y, wy, w, eps, sum);
 }

@@ -9,4 +9,10 @@
  * they name a bad argument). NULL, *sum NULL, on error. */
 wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, float eps, wgml_tensor **sum);
 
+/* The same after a post-norm: *sum = x + rms_norm(y) * wy, returns rms_norm(*sum) * w (wy, w
+ * f32 [d]), in one dispatch where rms_norm + add + rms_norm take three (the plain ops where the
+ * fused kernel does not apply, as above). */
+wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
+                               wgml_tensor **sum);
+
 #endif
