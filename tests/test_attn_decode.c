@@ -3,7 +3,7 @@
  * RoPE of q and k at the position, k and v written into the caches' row pos, attention over the
  * cache rows [lo, len) against an fp64 reference computed here (the rotation from the angle
  * pos * theta^(-2i/D) in double, softmax and weighted sum in double), random cache contents,
- * grouped heads, both pair styles, the sliding window, one chunk (the kernel's own output) and
+ * grouped heads, both pair styles, q/k norms, the sliding window, one chunk (the kernel's own output) and
  * many (the chunks merged), long caches (several passes of keys); the cache row written (k
  * rotated, v copied bit for bit) and every other row untouched; bad shapes refused. */
 #include "harness.h"
@@ -24,7 +24,16 @@ typedef struct dcase {
     int64_t window;
     wgml_rope_style style;
     float theta;
+    bool qkn; /* q/k norms before the rotation */
 } dcase;
+
+/* x (one head) RMSNormed with w in place, in double */
+static void norm_d(double *x, const float *w, int64_t D, double eps) {
+    double ss = 0;
+    for (int64_t d = 0; d < D; d++) ss += x[d] * x[d];
+    double r = 1.0 / sqrt(ss / (double)D + eps);
+    for (int64_t d = 0; d < D; d++) x[d] *= r * (double)w[d];
+}
 
 /* x rotated in place at position pos: pairs (2i, 2i+1) or (i, i + D/2), angle pos theta^(-2i/D) */
 static void rope_d(double *x, int64_t D, int32_t pos, float theta, wgml_rope_style style) {
@@ -48,11 +57,15 @@ static void run_case(const dcase *c) {
     wgml_tensor *kc = th_tensor_f32(4, cs, hkc), *vc = th_tensor_f32(4, cs, hvc);
     wgml_tensor *tp = th_tensor_i32(1, one, &pos), *tl = th_tensor_i32(1, one, &len);
     wgml_tensor *tab = rope_freq_table(T.g, "test", D, c->theta);
-    float scale = 1.0f / sqrtf((float)D) * 1.25f;
-    wgml_tensor *out = attn_decode_step(T.g, q, k, v, tp, tl, tab, kc, vc, c->style, c->window, scale);
+    float scale = 1.0f / sqrtf((float)D) * 1.25f, eps = 1e-6f;
+    float *hqn = th_random((size_t)D, 0.5, 1.5), *hkn = th_random((size_t)D, 0.5, 1.5);
+    int64_t ds[1] = {D};
+    wgml_tensor *qn = c->qkn ? th_tensor_f32(1, ds, hqn) : NULL, *kn = c->qkn ? th_tensor_f32(1, ds, hkn) : NULL;
+    wgml_tensor *out = attn_decode_step(T.g, q, k, v, tp, tl, tab, kc, vc, c->style, c->window, scale, qn, kn, eps);
     char name[160];
-    snprintf(name, sizeof name, "%s (Hq %lld, Hk %lld, D %lld, smax %lld, pos %d, len %d, window %lld)", c->what,
-             (long long)Hq, (long long)Hk, (long long)D, (long long)smax, pos, len, (long long)c->window);
+    snprintf(name, sizeof name, "%s (Hq %lld, Hk %lld, D %lld, smax %lld, pos %d, len %d, window %lld%s)", c->what,
+             (long long)Hq, (long long)Hk, (long long)D, (long long)smax, pos, len, (long long)c->window,
+             c->qkn ? ", q/k norms" : "");
     if (!th_check(out != NULL, "%s: %s", name, wgml_last_error(T.ctx))) goto done;
     /* the reference: the caches as the step leaves them, then attention over [lo, L) */
     double *kcd = malloc(sizeof(double) * (size_t)(Hk * smax * D)), *ref = malloc(sizeof(double) * (size_t)(Hq * D));
@@ -62,6 +75,7 @@ static void run_case(const dcase *c) {
     for (int64_t h = 0; h < Hk; h++) {
         double kr[1024];
         for (int64_t d = 0; d < D; d++) kr[d] = hk[h * D + d];
+        if (c->qkn) norm_d(kr, hkn, D, eps);
         rope_d(kr, D, pos, c->theta, c->style);
         for (int64_t d = 0; d < D; d++) {
             kcd[(h * smax + pos) * D + d] = kr[d];
@@ -73,6 +87,7 @@ static void run_case(const dcase *c) {
         int64_t h = hq_i / G;
         double qr[1024], *sc = malloc(sizeof(double) * (size_t)smax), mx = -INFINITY, sum = 0;
         for (int64_t d = 0; d < D; d++) qr[d] = hq[hq_i * D + d];
+        if (c->qkn) norm_d(qr, hqn, D, eps);
         rope_d(qr, D, pos, c->theta, c->style);
         for (int64_t j = lo; j < L; j++) {
             double s = 0;
@@ -106,8 +121,8 @@ static void run_case(const dcase *c) {
 done:
     wgml_tensor_free(out);
     wgml_tensor_free(q), wgml_tensor_free(k), wgml_tensor_free(v), wgml_tensor_free(kc), wgml_tensor_free(vc);
-    wgml_tensor_free(tp), wgml_tensor_free(tl), wgml_tensor_free(tab);
-    free(hq), free(hk), free(hv), free(hkc), free(hvc);
+    wgml_tensor_free(tp), wgml_tensor_free(tl), wgml_tensor_free(tab), wgml_tensor_free(qn), wgml_tensor_free(kn);
+    free(hq), free(hk), free(hv), free(hkc), free(hvc), free(hqn), free(hkn);
 }
 
 static void test_errors(void) {
@@ -116,13 +131,13 @@ static void test_errors(void) {
     wgml_tensor *q = wgml_tensor_new(T.g, WGML_F32, 4, qs), *k = wgml_tensor_new(T.g, WGML_F32, 4, ks),
                 *kc = wgml_tensor_new(T.g, WGML_F32, 4, cs), *p = th_tensor_i32(1, one, &z),
                 *tab = wgml_tensor_new(T.g, WGML_F32, 2, ts);
-    th_expect_error("q heads not a multiple of k's", !attn_decode_step(T.g, q, k, k, p, p, tab, kc, kc, 0, 0, 0),
+    th_expect_error("q heads not a multiple of k's", !attn_decode_step(T.g, q, k, k, p, p, tab, kc, kc, 0, 0, 0, NULL, NULL, 1e-6f),
                     WGML_ERR_SHAPE, "attn_decode_step", NULL);
-    th_expect_error("pos of the wrong dtype", !attn_decode_step(T.g, q, k, k, q, p, tab, kc, kc, 0, 0, 0),
+    th_expect_error("pos of the wrong dtype", !attn_decode_step(T.g, q, k, k, q, p, tab, kc, kc, 0, 0, 0, NULL, NULL, 1e-6f),
                     WGML_ERR_DTYPE, "attn_decode_step", "pos", NULL);
     int64_t qs2[4] = {1, 1, 3, 6};
     wgml_tensor *q2 = wgml_tensor_new(T.g, WGML_F32, 4, qs2);
-    th_expect_error("D % 4", !attn_decode_step(T.g, q2, k, k, p, p, tab, kc, kc, 0, 0, 0), WGML_ERR_UNSUPPORTED,
+    th_expect_error("D % 4", !attn_decode_step(T.g, q2, k, k, p, p, tab, kc, kc, 0, 0, 0, NULL, NULL, 1e-6f), WGML_ERR_UNSUPPORTED,
                     "attn_decode_step", NULL);
     th_check(!attn_decode_fits(T.ctx, 3, 3, 6, 8) && attn_decode_fits(T.ctx, 9, 3, 64, 2048),
              "attn_decode_fits: D 6 no, SmolLM2's shape yes");
@@ -134,15 +149,17 @@ int main(int argc, char **argv) {
     th_init_args("test_attn_decode", argc, argv);
     test_errors();
     static const dcase cases[] = {
-        {"one chunk, GQA 3", 9, 3, 64, 40, 17, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
-        {"one chunk, first position", 9, 3, 64, 40, 0, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
-        {"one chunk, last row", 4, 2, 16, 64, 63, 0, 0, WGML_ROPE_HALF, 10000.0f},
-        {"chunks merged, D 256, half pairs", 4, 1, 256, 300, 250, 0, 0, WGML_ROPE_HALF, 1000000.0f},
-        {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f},
-        {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f},
-        {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
-        {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f},
-        {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f},
+        {"one chunk, GQA 3", 9, 3, 64, 40, 17, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+        {"one chunk, first position", 9, 3, 64, 40, 0, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+        {"one chunk, last row", 4, 2, 16, 64, 63, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
+        {"chunks merged, D 256, half pairs", 4, 1, 256, 300, 250, 0, 0, WGML_ROPE_HALF, 1000000.0f, false},
+        {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f, false},
+        {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+        {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+        {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
+        {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f, false},
+        {"q/k norms, window (Gemma-like)", 4, 1, 256, 300, 260, 0, 128, WGML_ROPE_HALF, 10000.0f, true},
+        {"q/k norms, one chunk", 6, 2, 64, 50, 30, 0, 0, WGML_ROPE_HALF, 1000000.0f, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     return th_done();

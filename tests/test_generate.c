@@ -137,8 +137,11 @@ static void test_generate(void) {
         synth_free(&s);
         return;
     }
-    int32_t prompt[4][NP];
-    for (int p = 0; p < 4; p++)
+    /* prompts 0-3 for the cases below; the search for a mid-batch stop token goes on to the
+     * others where the first ones' continuations cycle too soon (random weights) */
+    enum { NPROMPT = 16 };
+    int32_t prompt[NPROMPT][NP];
+    for (int p = 0; p < NPROMPT; p++)
         for (int i = 0; i < NP; i++) prompt[p][i] = 3 + (int32_t)floor(th_uniform(0, V - 3));
 
     /* 30 tokens: 29 decode steps (not a multiple of 4, 7 or 16) */
@@ -170,10 +173,10 @@ static void test_generate(void) {
     }
 
     /* a stop token in the middle of a batch: the file's EOS made a token that the greedy
-     * continuation first produces mid-batch (searched over a few prompts) */
+     * continuation first produces mid-batch (searched over up to 15 prompts) */
     int at = -1, eos = -1;
     const int32_t *sp = NULL;
-    for (int p = 1; p < 4 && eos < 0; p++) {
+    for (int p = 1; p < NPROMPT && eos < 0; p++) {
         run r = p == 1 ? full : gen(m, prompt[p], NP, 100, -1, 0);
         eos = mid_batch_token(&r, &at, CTX - NP - 4); /* room for the 4-token prefill below */
         printf("  prompt %d continues:", p);

@@ -542,11 +542,20 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
     wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
     wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
+    wgml_tensor *kc = o->len ? share(g, L->k_cache) : NULL, *vc = o->len ? share(g, L->v_cache) : NULL, *a;
+    if (tab && kc && vc && attn_decode_preferred(m->ctx, H, Hk, hd, kc->shape[2])) {
+        /* decode: the q/k norms, rope, both cache writes and attention in one dispatch (and
+         * the chunks' merge) */
+        wgml_tensor *qn = ar->qk_norm ? share(g, L->q_norm) : NULL, *kn = ar->qk_norm ? share(g, L->k_norm) : NULL;
+        if (ar->qk_norm && (!qn || !kn)) return NULL;
+        a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale, qn,
+                             kn, c->rms_eps);
+        return a ? wgml_reshape(g, a, 2, s2) : NULL;
+    }
     if (ar->qk_norm) {
         q = head_norm(g, q, share(g, L->q_norm), c->rms_eps);
         k = head_norm(g, k, share(g, L->k_norm), c->rms_eps);
     }
-    wgml_tensor *a;
     if (!o->len) {
         q = wgml_rope_ex(g, q, o->positions, base, style, WGML_ROPE_BSHD, 0);
         k = wgml_rope_ex(g, k, o->positions, base, style, WGML_ROPE_BSHD, 0);
@@ -556,12 +565,6 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         a = windowed ? wgml_sdpa_window(g, q, k, v, ar->window, scale) : wgml_sdpa(g, q, k, v, 1, scale);
         a = wgml_permute(g, a, perm);
         return wgml_reshape(g, a, 2, s2);
-    }
-    wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
-    if (tab && attn_decode_preferred(m->ctx, H, Hk, hd, kc ? kc->shape[2] : 0)) {
-        /* decode: rope, both cache writes and attention in one dispatch (and the chunks' merge) */
-        a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale);
-        return a ? wgml_reshape(g, a, 2, s2) : NULL;
     }
     if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
         q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);

@@ -24,7 +24,7 @@ static bool decode_plan(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_
     while (*kpt < 64 && (smax + 64 * *kpt - 1) / (64 * *kpt) > DECODE_MAX_CHUNKS) *kpt *= 2;
     *ch = 64 * *kpt;
     *n_chunk = (smax + *ch - 1) / *ch;
-    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + G * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) + 8;
+    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + (G + 1) * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) + 8;
     return *n_chunk <= DECODE_MAX_CHUNKS && wg_bytes <= gpu_get_caps(ctx)->max_workgroup_storage;
 }
 
@@ -39,7 +39,8 @@ bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int
 
 wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                               wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                              wgml_rope_style style, int64_t window, float scale) {
+                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                              wgml_tensor *k_norm, float eps) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "attn_decode_step";
@@ -49,22 +50,30 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
         check_operand(ctx, g, op, "k_cache", k_cache, WGML_F32, 4, 4) ||
         check_operand(ctx, g, op, "v_cache", v_cache, WGML_F32, 4, 4))
         return NULL;
+    if (!q_norm != !k_norm) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: q_norm and k_norm come together (one is NULL)", op);
+        return NULL;
+    }
+    if (q_norm && (check_operand(ctx, g, op, "q_norm", q_norm, WGML_F32, 1, 1) ||
+                   check_operand(ctx, g, op, "k_norm", k_norm, WGML_F32, 1, 1)))
+        return NULL;
     int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3], smax = k_cache->shape[2];
     bool ok = q->shape[0] == 1 && q->shape[1] == 1 && pos->numel == 1 && len->numel == 1 && Hk > 0 && Hq % Hk == 0;
     for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
     ok = ok && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D && k_cache->shape[0] == 1 &&
-         k_cache->shape[1] == Hk && k_cache->shape[3] == D && tab->shape[0] == D / 2 && tab->shape[1] == 4;
+         k_cache->shape[1] == Hk && k_cache->shape[3] == D && tab->shape[0] == D / 2 && tab->shape[1] == 4 &&
+         (!q_norm || (q_norm->shape[0] == D && k_norm->shape[0] == D));
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, 1, heads, D] (k and v alike, q's heads a multiple of k's), "
-                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D]",
+                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D], norms [D]",
                        op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(len), tshape(tab), tshape(k_cache),
                        tshape(v_cache));
         return NULL;
     }
-    if (!isfinite(scale) || window < 0) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale %g must be finite and window %lld >= 0", op, (double)scale,
-                       (long long)window);
+    if (!isfinite(scale) || window < 0 || !(eps >= 0.0f)) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale %g must be finite, window %lld >= 0 and eps %g >= 0", op,
+                       (double)scale, (long long)window, (double)eps);
         return NULL;
     }
     int64_t G = Hq / Hk, kpt, ch, n_chunk;
@@ -76,18 +85,44 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
         return NULL;
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
-    char prelude[512];
-    snprintf(prelude, sizeof prelude,
-             "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
-             "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
-             "const NS: u32 = %lldu; const FINAL: bool = %s;\n",
-             DECODE_WG, (long long)D, (long long)(D / 4), (long long)(D / 2), (long long)G, (long long)kpt,
-             (long long)ch, DECODE_WG / 64, (long long)(DECODE_WG / (D / 4)), n_chunk == 1 ? "true" : "false");
+    bool qkn = q_norm != NULL;
+    char prelude[2048];
+    int pl = snprintf(prelude, sizeof prelude,
+                      "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
+                      "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
+                      "const NS: u32 = %lldu; const FINAL: bool = %s; const QKN: bool = %s;\n"
+                      "@group(0) @binding(0) var<storage, read> q: array<f32>;\n"
+                      "@group(0) @binding(1) var<storage, read> k: array<f32>;\n"
+                      "@group(0) @binding(2) var<storage, read> v: array<f32>;\n"
+                      "@group(0) @binding(3) var<storage, read> pos: array<i32>;\n"
+                      "@group(0) @binding(4) var<storage, read> len: array<i32>;\n"
+                      "@group(0) @binding(5) var<storage, read> tab: array<vec4<f32>>;\n",
+                      DECODE_WG, (long long)D, (long long)(D / 4), (long long)(D / 2), (long long)G, (long long)kpt,
+                      (long long)ch, DECODE_WG / 64, (long long)(DECODE_WG / (D / 4)), n_chunk == 1 ? "true" : "false",
+                      qkn ? "true" : "false");
+    int b = 6;
+    if (qkn) {
+        pl += snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+                       "@group(0) @binding(6) var<storage, read> qn: array<f32>;\n"
+                       "@group(0) @binding(7) var<storage, read> kn: array<f32>;\n"
+                       "fn qn_at(e: u32) -> f32 { return qn[e]; }\nfn kn_at(e: u32) -> f32 { return kn[e]; }\n");
+        b = 8;
+    } else {
+        pl += snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+                       "fn qn_at(e: u32) -> f32 { return 1.0; }\nfn kn_at(e: u32) -> f32 { return 1.0; }\n");
+    }
+    snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+             "@group(0) @binding(%d) var<storage, read_write> k_cache: array<vec4<f32>>;\n"
+             "@group(0) @binding(%d) var<storage, read_write> v_cache: array<vec4<f32>>;\n"
+             "@group(0) @binding(%d) var<storage, read_write> part: array<f32>;\n"
+             "@group(0) @binding(%d) var<uniform> p: Params;\n",
+             b, b + 1, b + 2, b + 3);
     struct {
         uint32_t Hk, smax, n_chunk, window, style;
-        float scale2;
-        uint32_t pad[2];
-    } p = {.Hk = (uint32_t)Hk,
+        float scale2, eps;
+        uint32_t pad;
+    } p = {.eps = eps,
+           .Hk = (uint32_t)Hk,
            .smax = (uint32_t)smax,
            .n_chunk = (uint32_t)n_chunk,
            .window = (uint32_t)(window < smax ? window : 0),
@@ -97,8 +132,8 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
     int64_t pn = Hq * n_chunk * (D + 2), os[4] = {1, Hq, 1, D};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, os);
     wgml_tensor *part = n_chunk > 1 && out ? graph_output(g, op, WGML_F32, 1, &pn) : NULL;
-    wgml_tensor *ro[6] = {q, k, v, pos, len, tab}, *rw[3] = {k_cache, v_cache, n_chunk > 1 ? part : out};
-    wgml_status s = out && (n_chunk == 1 || part) ? graph_dispatch(g, op, "attn_decode", prelude, ro, 6, rw, 3, &p,
+    wgml_tensor *ro[8] = {q, k, v, pos, len, tab, q_norm, k_norm}, *rw[3] = {k_cache, v_cache, n_chunk > 1 ? part : out};
+    wgml_status s = out && (n_chunk == 1 || part) ? graph_dispatch(g, op, "attn_decode", prelude, ro, qkn ? 8 : 6, rw, 3, &p,
                                                                     sizeof p, (uint64_t)(Hk * n_chunk))
                                                   : wgml_last_status(ctx);
     if (!s && n_chunk > 1) {

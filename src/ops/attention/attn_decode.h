@@ -12,12 +12,14 @@
  * rotated k and v written to row pos of k_cache, v_cache f32 [1, Hk, smax, D] (nothing when pos
  * is outside 0..smax-1); each query head attends to the cache rows [lo, min(len, smax)) (len
  * i32 [1]; lo = that minus window when window > 0, else 0), scores scaled by scale (<= 0:
- * 1/sqrt(D)). Returns the output [1, Hq, 1, D] (wgml_sdpa_cached's layout). NULL with the error
- * set, WGML_ERR_UNSUPPORTED when the shapes do not fit the kernel (the caller records the plain
- * ops instead). */
+ * 1/sqrt(D)). With q_norm and k_norm (f32 [D], both or neither) each head of q and k is first
+ * RMSNormed with them (eps), as the q/k norms of an architecture that has them. Returns the
+ * output [1, Hq, 1, D] (wgml_sdpa_cached's layout). NULL with the error set,
+ * WGML_ERR_UNSUPPORTED when the shapes do not fit the kernel (attn_decode_fits says beforehand). */
 wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                               wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                              wgml_rope_style style, int64_t window, float scale);
+                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                              wgml_tensor *k_norm, float eps);
 
 /* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
  * smax rows on this device. */

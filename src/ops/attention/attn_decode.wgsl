@@ -21,26 +21,20 @@
 // few and independent, where one thread per output element would walk all the keys).
 // The workgroup whose chunk holds row pos writes the new k and v row first and makes it visible
 // to itself with storageBarrier; no other workgroup reads that row.
+// With QKN (architectures with q/k norms) each head of q and k is RMSNormed over D with the
+// weights qn, kn (x * rsqrt(mean(x^2) + eps) * w, as rms_norm) before its rotation; the G + 1
+// heads' sums of squares go through one tree.
 // The prelude gives WG, D, D4 (D / 4, a power of two dividing WG), HALF, G, KPT, CH, LPK, NS,
-// FINAL.
-struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale2: f32, _p0: u32, _p1: u32 }
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;   // [Hk * G * D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;   // [Hk * D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;   // [Hk * D]
-@group(0) @binding(3) var<storage, read> pos: array<i32>; // [1]
-@group(0) @binding(4) var<storage, read> len: array<i32>; // [1]
-@group(0) @binding(5) var<storage, read> tab: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> v_cache: array<vec4<f32>>;
-@group(0) @binding(8) var<storage, read_write> part: array<f32>; // [Hk * G, n_chunk, D + 2]
-@group(0) @binding(9) var<uniform> p: Params;
+// FINAL, QKN, and the bindings: q [Hk * G * D], k and v [Hk * D], pos and len [1], tab, (qn, kn
+// [D] with QKN,) k_cache and v_cache (vec4), part [Hk * G, n_chunk, D + 2] (FINAL: [Hk * G, D]),
+// the uniform p; qn_at(e), kn_at(e) (1 without QKN).
+struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale2: f32, eps: f32, _p1: u32 }
 
 //!include rope_angle
 
 var<workgroup> qs: array<vec4<f32>, G * D4>; // the G heads' rotated q
 var<workgroup> ss: array<f32, G * CH>;      // the chunk's scores, then 2^(s - m) (0 outside [lo, L))
-var<workgroup> red: array<f32, G * WG>;     // the lanes' partial dot products; the trees
+var<workgroup> red: array<f32, (G + 1u) * WG>; // the lanes' partial dot products; the trees
 var<workgroup> ov: array<vec4<f32>, G * WG>; // the value slices' partial sums
 var<workgroup> len_wg: i32;
 var<workgroup> pos_wg: i32;
@@ -60,11 +54,11 @@ fn rotated(x_e: f32, x_o: f32, e: u32, position: i32) -> f32 {
     return select(x_o * s + x_e * c, x_e * c - x_o * s, is_first(e));
 }
 
-// the tree over red[g * WG ..] for each head g: max (is_max) or sum, result in red[g * WG]
-fn tree(lid: u32, is_max: bool) {
+// the tree over red[g * WG ..] for each head g < ng: max (is_max) or sum, result in red[g * WG]
+fn tree(lid: u32, is_max: bool, ng: u32) {
     for (var h = WG / 2u; h > 0u; h = h / 2u) {
         if (lid < h) {
-            for (var g = 0u; g < G; g++) {
+            for (var g = 0u; g < ng; g++) {
                 let a = red[g * WG + lid];
                 let b = red[g * WG + lid + h];
                 red[g * WG + lid] = select(a + b, max(a, b), is_max);
@@ -93,13 +87,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let c0 = i32(c * cl);
     let k0 = max(c0, lo);
     let k1 = min(c0 + i32(cl), L);
-    // the G query heads, rotated
+    // QKN: the norms' scales of the G query heads and the key head (index G)
+    var rn: array<f32, G + 1u>;
+    for (var g = 0u; g <= G; g++) { rn[g] = 1.0; }
+    if (QKN) {
+        for (var g = 0u; g <= G; g++) {
+            var s2 = 0.0;
+            for (var e = lid; e < D; e += WG) {
+                var x: f32;
+                if (g < G) { x = q[(kh * G + g) * D + e]; } else { x = k[kh * D + e]; }
+                s2 += x * x;
+            }
+            red[g * WG + lid] = s2;
+        }
+        workgroupBarrier();
+        tree(lid, false, G + 1u);
+        for (var g = 0u; g <= G; g++) { rn[g] = inverseSqrt(red[g * WG] / f32(D) + p.eps); }
+        workgroupBarrier(); // read by all before red is reused
+    }
+    // the G query heads, (normed and) rotated
     for (var i4 = lid; i4 < G * D4; i4 += WG) {
-        let base = (kh * G + i4 / D4) * D;
+        let g = i4 / D4;
+        let base = (kh * G + g) * D;
         var r: vec4<f32>;
         for (var cc = 0u; cc < 4u; cc++) {
             let e = (i4 % D4) * 4u + cc;
-            r[cc] = rotated(q[base + e], q[base + partner(e)], e, position);
+            let o = partner(e);
+            r[cc] = rotated(q[base + e] * rn[g] * qn_at(e), q[base + o] * rn[g] * qn_at(o), e, position);
         }
         qs[i4] = r;
     }
@@ -111,7 +125,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var r: vec4<f32>;
             for (var cc = 0u; cc < 4u; cc++) {
                 let e = i4 * 4u + cc;
-                r[cc] = rotated(k[kh * D + e], k[kh * D + partner(e)], e, position);
+                let o = partner(e);
+                r[cc] = rotated(k[kh * D + e] * rn[G] * kn_at(e), k[kh * D + o] * rn[G] * kn_at(o), e, position);
             }
             k_cache[row4 + i4] = r;
             let vb = kh * D + i4 * 4u;
@@ -156,7 +171,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     for (var g = 0u; g < G; g++) { red[g * WG + lid] = m[g]; }
     workgroupBarrier();
-    tree(lid, true);
+    tree(lid, true, G);
     for (var g = 0u; g < G; g++) { m[g] = red[g * WG]; }
     workgroupBarrier(); // the maxima read before red is reused
     var l: array<f32, G>;
@@ -172,7 +187,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     for (var g = 0u; g < G; g++) { red[g * WG + lid] = l[g]; }
     workgroupBarrier();
-    tree(lid, false); // also orders the ss writes before the reads below
+    tree(lid, false, G); // also orders the ss writes before the reads below
     // the weighted sums of the values: thread (sl, d4), keys jlo + sl, jlo + sl + NS, ...
     let d4 = lid % D4;
     let sl = lid / D4;
