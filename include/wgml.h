@@ -246,7 +246,11 @@ typedef enum wgml_binary_op {
     WGML_BIN_DIV,     /* a / b (true division; no special handling of zero) */
     WGML_BIN_MINIMUM, /* min(a, b); NaN if either is NaN */
     WGML_BIN_MAXIMUM, /* max(a, b); NaN if either is NaN */
-    WGML_BIN_POW      /* a ** b (a negative base with an integral exponent gives the real power) */
+    WGML_BIN_POW,     /* a ** b (a negative base with an integral exponent gives the real power) */
+    WGML_BIN_DIV_TRUNC, /* trunc(a / b) (PyTorch's rounding_mode "trunc"); zero gradient */
+    WGML_BIN_DIV_FLOOR  /* floor(a / b) (rounding_mode "floor", floor_divide): of the f32 quotient, so
+                         * exact for integer-valued operands below 2^22; b == 0 gives a / b;
+                         * zero gradient */
 } wgml_binary_op;
 /* out = a (op) b with broadcasting; alpha is used by add and sub only. */
 wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op op, wgml_tensor *a, wgml_tensor *b, float alpha);
@@ -259,6 +263,8 @@ wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);           
 wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* min(a, b) */
 wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* max(a, b) */
 wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);              /* a ** b */
+wgml_tensor *wgml_div_trunc(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);        /* trunc(a / b) */
+wgml_tensor *wgml_div_floor(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);        /* ⌊a / b⌋ */
 wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a + alpha·s */
 wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a − alpha·s */
 wgml_tensor *wgml_mul_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a·s */
@@ -279,7 +285,13 @@ typedef enum wgml_unary_op {
     WGML_UN_ABS,
     WGML_UN_SQRT,
     WGML_UN_RSQRT,     /* 1 / sqrt(x) */
-    WGML_UN_TANH       /* accurate for every x (no overflow to NaN for large |x|) */
+    WGML_UN_TANH,      /* accurate for every x (no overflow to NaN for large |x|) */
+    WGML_UN_FLOOR,     /* floor, ceil, trunc, round: zero gradient (as PyTorch) */
+    WGML_UN_CEIL,
+    WGML_UN_TRUNC,
+    WGML_UN_ROUND,     /* to the nearest integer, halves to even (as PyTorch) */
+    WGML_UN_SIN,       /* sin, cos: argument reduced by 2π first (accurate for |x| up to ~2.5e4) */
+    WGML_UN_COS
 } wgml_unary_op;
 /* out = f(x), same shape. */
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
@@ -295,6 +307,15 @@ wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);     /* |x| */
 wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);    /* √x */
 wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);   /* 1 / √x */
 wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);    /* tanh x */
+wgml_tensor *wgml_floor(wgml_graph *g, wgml_tensor *x);   /* ⌊x⌋ */
+wgml_tensor *wgml_ceil(wgml_graph *g, wgml_tensor *x);    /* ⌈x⌉ */
+wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x);   /* x rounded toward 0 */
+wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x);   /* nearest integer, halves to even */
+wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x);
+wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x);
+/* round(x, decimals) as PyTorch computes it in f32: decimals >= 0: round(x·10^d) / 10^d, else
+ * round(x / 10^−d)·10^−d (halves to even); zero gradient. |decimals| <= 38. */
+wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals);
 /* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
 

@@ -171,14 +171,20 @@ static wgml_status op_minimum(pbuild *b, const int32_t *a, int n) { return binar
 static wgml_status op_maximum(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_MAXIMUM, 0); }
 static wgml_status op_pow(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_POW, 0); }
 
-/* div.Tensor_mode(a, b, rounding_mode): only the true division (mode None). */
+/* div.Tensor_mode / div.Scalar_mode (a, b, rounding_mode): None (true division), "trunc" or
+ * "floor" (float tensors; wgml's division is f32 only, so an int tensor is refused by it). */
 static wgml_status op_div_mode(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    if (!is_null(b, args, 2))
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: rounding modes are not supported", b->op);
+    const pv *m = val(b, args, 2);
+    wgml_binary_op op = WGML_BIN_DIV;
+    if (m->kind == PV_STRING && m->s && !strcmp(m->s, "trunc")) op = WGML_BIN_DIV_TRUNC;
+    else if (m->kind == PV_STRING && m->s && !strcmp(m->s, "floor")) op = WGML_BIN_DIV_FLOOR;
+    else if (m->kind != PV_NULL) return fail(b, WGML_ERR_ARG, "rounding_mode must be None, \"trunc\" or \"floor\"", 2);
     int32_t a2[3] = {args[0], args[1], args[3]};
-    return binary_common(b, a2, 3, WGML_BIN_DIV, 0);
+    return binary_common(b, a2, 3, op, 0);
 }
+/* floor_divide(a, b): division with rounding_mode "floor" */
+static wgml_status op_floor_divide(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_DIV_FLOOR, 0); }
 
 /* rsub.Scalar(self, other, alpha) = other − alpha·self */
 static wgml_status op_rsub(pbuild *b, const int32_t *args, int nargs) {
@@ -208,6 +214,23 @@ UNARY(op_abs, WGML_UN_ABS)
 UNARY(op_sqrt, WGML_UN_SQRT)
 UNARY(op_rsqrt, WGML_UN_RSQRT)
 UNARY(op_tanh, WGML_UN_TANH)
+UNARY(op_floor, WGML_UN_FLOOR)
+UNARY(op_ceil, WGML_UN_CEIL)
+UNARY(op_trunc, WGML_UN_TRUNC)
+UNARY(op_round, WGML_UN_ROUND)
+UNARY(op_sin, WGML_UN_SIN)
+UNARY(op_cos, WGML_UN_COS)
+
+/* round.decimals(self, decimals) */
+static wgml_status op_round_decimals(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int d = iarg(b, args, 1, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    if (d < -38 || d > 38) return fail(b, WGML_ERR_UNSUPPORTED, "decimals outside [-38, 38]", 1);
+    return put(b, OUT(0), wgml_round_decimals(b->g, x, d), 0);
+}
 
 /* gelu(self, approximate: "none" | "tanh") */
 static wgml_status op_gelu(pbuild *b, const int32_t *args, int nargs) {
@@ -1123,6 +1146,15 @@ static const prog_op_entry OPS[] = {
     {"aten.div.Tensor", op_div},
     {"aten.div.Scalar", op_div},
     {"aten.div.Tensor_mode", op_div_mode},
+    {"aten.div.Scalar_mode", op_div_mode},
+    {"aten.floor_divide.default", op_floor_divide},
+    {"aten.floor.default", op_floor},
+    {"aten.ceil.default", op_ceil},
+    {"aten.trunc.default", op_trunc},
+    {"aten.round.default", op_round},
+    {"aten.round.decimals", op_round_decimals},
+    {"aten.sin.default", op_sin},
+    {"aten.cos.default", op_cos},
     {"aten.minimum.default", op_minimum},
     {"aten.maximum.default", op_maximum},
     {"aten.pow.Tensor_Tensor", op_pow},

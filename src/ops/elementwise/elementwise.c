@@ -272,9 +272,10 @@ static bool bad_operand(wgml_graph *g, const char *op, const char *arg, const wg
 
 /* ------------------------------------------------------------------ binary */
 
-static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow"};
+static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow", "div_trunc", "div_floor"};
 static const char *const BINARY_SCALAR_NAME[] = {"add_scalar",     "sub_scalar",     "mul_scalar", "div_scalar",
-                                                 "minimum_scalar", "maximum_scalar", "pow_scalar"};
+                                                 "minimum_scalar", "maximum_scalar", "pow_scalar", "div_trunc_scalar",
+                                                 "div_floor_scalar"};
 #define N_BINARY (int)(sizeof BINARY_NAME / sizeof BINARY_NAME[0])
 
 wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml_tensor *b, float alpha) {
@@ -314,6 +315,8 @@ wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wg
 wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MINIMUM, a, b, 1.0f); }
 wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MAXIMUM, a, b, 1.0f); }
 wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_POW, a, b, 1.0f); }
+wgml_tensor *wgml_div_trunc(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_DIV_TRUNC, a, b, 1.0f); }
+wgml_tensor *wgml_div_floor(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_DIV_FLOOR, a, b, 1.0f); }
 
 wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_ADD, a, s, alpha); }
 wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_SUB, a, s, alpha); }
@@ -325,10 +328,14 @@ wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wg
 
 /* ------------------------------------------------------------------ unary */
 
-/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp. */
-static const char *const UNARY_NAME[] = {"relu", "sigmoid", "silu", "gelu", "gelu_tanh", "exp", "log",
-                                         "neg",  "abs",     "sqrt", "rsqrt", "tanh",     "clamp"};
-#define UNARY_CLAMP 12
+/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp and round to
+ * decimals (EW_UNARY_CLAMP, EW_UNARY_ROUND_DEC). */
+static const char *const UNARY_NAME[] = {"relu",  "sigmoid", "silu",  "gelu",  "gelu_tanh", "exp", "log",
+                                         "neg",   "abs",     "sqrt",  "rsqrt", "tanh",      "floor", "ceil",
+                                         "trunc", "round",   "sin",   "cos",   "clamp",     "round_decimals"};
+#define UNARY_CLAMP EW_UNARY_CLAMP
+_Static_assert(sizeof UNARY_NAME / sizeof UNARY_NAME[0] == EW_UNARY_ROUND_DEC + 1, "one name per unary code");
+_Static_assert(EW_UNARY_CLAMP == WGML_UN_COS + 1, "clamp follows the public unary ops");
 
 static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, float hi) {
     const char *op = UNARY_NAME[code];
@@ -380,6 +387,23 @@ wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML
 wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SQRT, x); }
 wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_RSQRT, x); }
 wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_TANH, x); }
+wgml_tensor *wgml_floor(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_FLOOR, x); }
+wgml_tensor *wgml_ceil(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_CEIL, x); }
+wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_TRUNC, x); }
+wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_ROUND, x); }
+wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SIN, x); }
+wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_COS, x); }
+wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals) {
+    if (!g) return NULL;
+    /* 10^|d| must be a finite f32 */
+    if (decimals < -38 || decimals > 38) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "round_decimals: decimals %d is outside [-38, 38]", decimals);
+        return NULL;
+    }
+    float ten = 1.0f;
+    for (int i = 0; i < (decimals < 0 ? -decimals : decimals); i++) ten *= 10.0f;
+    return ew_unary(g, EW_UNARY_ROUND_DEC, x, ten, decimals < 0 ? 1.0f : 0.0f);
+}
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi) {
     if (!g) return NULL;
     return ew_unary(g, UNARY_CLAMP, x, lo, hi);

@@ -1,8 +1,8 @@
 // ew_binary: out = a (op) b for f32 tensors with NumPy broadcasting; b may be a uniform scalar.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
-//                          minimum, maximum, pow)
+//   const OP: u32          which operation (the wgml_binary_op order: add, sub, mul, div, minimum,
+//                          maximum, pow, div_trunc, div_floor)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
 //   const PT: u32          vectors per thread (broadcast path: 4 when the innermost coalesced
 //                          dim has >= 4 elements, else 1)
@@ -82,7 +82,13 @@ fn apply(x: V, y: V) -> V {
         // minimum and maximum propagate NaN (as PyTorch), which the builtins need not do
         case 4u: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
         case 5u: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
-        default: { return ew_pow(x, y); }
+        case 6u: { return ew_pow(x, y); }
+        // PyTorch's rounding modes on the rounded f32 quotient: exact for integer-valued operands
+        // below 2^22 (a non-integral quotient is then farther from an integer than the division's
+        // error); elsewhere the floor of the exact quotient can differ where the quotient is within
+        // a few ulp of an integer. y == 0 gives x / y.
+        case 7u: { return trunc(x / y); }
+        default: { return floor(x / y); }
     }
 }
 
