@@ -1128,6 +1128,143 @@ static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *args, int na
     return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
 }
 
+/* ---- glue of fully partitioned programs ------------------------------------------------------ */
+
+/* arange.start_step (start, end, step, dtype?, layout?, device?, pin_memory?) and its out
+ * variant arange.start_out (start, end, step): a constant, built on the host in the output's
+ * dtype (int64 narrowed to int32, as every int tensor). */
+static wgml_status op_arange(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs != 4 && nargs != 8) NEED(4);
+    int ok = 1;
+    double start = num(b, args, 0, 0.0, &ok), end = num(b, args, 1, 0.0, &ok), step = num(b, args, 2, 1.0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (!(step != 0) || !isfinite(start) || !isfinite(end) || !isfinite(step) || (end - start) / step < 0)
+        return fail(b, WGML_ERR_ARG, "step must be non-zero, finite and point from start to end", 2);
+    double nd = ceil((end - start) / step);
+    pv *o = &b->v[OUT(0)];
+    if (o->kind != PV_TENSOR || o->unsupported || o->rank != 1 || (double)o->dims[0] != nd)
+        return wgml_set_error(b->ctx, WGML_ERR_SHAPE, "program: %s: %g values from %g to %g by %g, the output is not a "
+                              "tensor of that many", b->op, nd, start, end, step);
+    int dt = prog_vk_to_wgml(o->vk_dtype);
+    if (dt != WGML_F32 && dt != WGML_I32)
+        return wgml_set_error(b->ctx, WGML_ERR_DTYPE, "program: %s: output dtype %s", b->op, prog_vk_dtype_name(o->vk_dtype));
+    int64_t n = o->dims[0];
+    void *h = malloc((size_t)n * 4);
+    if (!h) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t i = 0; i < n; i++) {
+        double v = start + (double)i * step;
+        if (dt == WGML_I32) {
+            if (v < -2147483648.0 || v > 2147483647.0) {
+                free(h);
+                return wgml_set_error(b->ctx, WGML_ERR_LIMIT, "program: %s: value %g is outside int32", b->op, v);
+            }
+            ((int32_t *)h)[i] = (int32_t)v;
+        } else {
+            ((float *)h)[i] = (float)v;
+        }
+    }
+    wgml_tensor *t = host_tensor(b, (wgml_dtype)dt, 1, &n, h, (size_t)n * 4);
+    free(h);
+    return put(b, OUT(0), t, 0);
+}
+
+/* index.Tensor (self, indices: Tensor?[]) with one index tensor (the others None): an
+ * index_select along that dim, the index's shape replacing the dim. Several index tensors
+ * (broadcast together) are refused. */
+static wgml_status op_index_tensor(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    const pv *l = val(b, args, 1);
+    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", 1);
+    int rank = wgml_tensor_rank(x), dim = -1;
+    if (l->n > (size_t)rank) return fail(b, WGML_ERR_ARG, "more indices than dims", 1);
+    for (size_t k = 0; k < l->n; k++) {
+        if (l->ids[k] < 0 || (size_t)l->ids[k] >= b->nv || b->v[l->ids[k]].kind == PV_NULL) continue;
+        if (dim >= 0) return fail(b, WGML_ERR_UNSUPPORTED, "only one index tensor (the others None)", 1);
+        dim = (int)k;
+    }
+    if (dim < 0) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", 1);
+    const pv *iv = &b->v[l->ids[dim]];
+    if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "index is not a computed tensor", 1);
+    wgml_tensor *idx = iv->t;
+    if (wgml_tensor_dtype(idx) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", 1);
+    int ir = wgml_tensor_rank(idx);
+    if (rank - 1 + ir > WGML_MAX_RANK) return fail(b, WGML_ERR_UNSUPPORTED, "result rank over 8", 1);
+    int64_t n = wgml_tensor_numel(idx), shape[WGML_MAX_RANK];
+    wgml_tensor *y = wgml_index_select(b->g, x, dim, wgml_reshape(b->g, idx, 1, &n));
+    int r = 0;
+    for (int i = 0; i < dim; i++) shape[r++] = wgml_tensor_dim(x, i);
+    for (int i = 0; i < ir; i++) shape[r++] = wgml_tensor_dim(idx, i);
+    for (int i = dim + 1; i < rank; i++) shape[r++] = wgml_tensor_dim(x, i);
+    return put(b, OUT(0), y ? wgml_reshape(b->g, y, r, shape) : NULL, 0);
+}
+
+/* _empty_dim_order (size, dim_order?) in its out form, or the functional (size, dtype?, layout?,
+ * device?, pin_memory?, dim_order?): an uninitialised tensor, here zeros of the output's
+ * serialised shape and dtype (contiguous order only). */
+static wgml_status op_empty(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs != 3 && nargs != 7) NEED(3);
+    int64_t sz[WGML_MAX_RANK], order[WGML_MAX_RANK];
+    int n = ilist(b, args, 0, sz, WGML_MAX_RANK), no = ilist(b, args, nargs - 2, order, WGML_MAX_RANK);
+    if (n < 0 || no < 0) return WGML_ERR_ARG;
+    for (int i = 0; i < no; i++)
+        if (order[i] != i) return fail(b, WGML_ERR_UNSUPPORTED, "only the contiguous dim order", nargs - 2);
+    pv *o = &b->v[OUT(0)];
+    int dt = o->kind == PV_TENSOR && !o->unsupported ? prog_vk_to_wgml(o->vk_dtype) : -1;
+    if (dt < 0) return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: the output is not a tensor wgml holds", b->op);
+    return put(b, OUT(0), wgml_zeros(b->g, (wgml_dtype)dt, n, sz), 0);
+}
+
+/* copy (self, src, non_blocking): src broadcast to self's shape, in self's dtype (a dtype
+ * conversion is refused). */
+static wgml_status op_copy(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *self = T(b, args, 0), *src = self ? T(b, args, 1) : NULL;
+    if (!src) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(self) != wgml_tensor_dtype(src))
+        return fail(b, WGML_ERR_UNSUPPORTED, "src's dtype differs from self's (no conversion)", 1);
+    int rank = wgml_tensor_rank(self);
+    int64_t shape[WGML_MAX_RANK];
+    for (int i = 0; i < rank; i++) shape[i] = wgml_tensor_dim(self, i);
+    return put(b, OUT(0), wgml_expand_copy(b->g, src, rank, shape), 0);
+}
+
+/* slice_scatter (self, src, dim, start?, end?, step): self with self[start:end:step] along dim
+ * replaced by src, as one gather: index_select of cat(self, src) along dim with a host-built
+ * index (position i reads src's row (i - start) / step inside the slice, else self's row i). */
+static wgml_status op_slice_scatter(pbuild *b, const int32_t *args, int nargs) {
+    NEED(7);
+    int ok = 1;
+    wgml_tensor *self = T(b, args, 0), *src = self ? T(b, args, 1) : NULL;
+    if (!src) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(self);
+    int dim = ndim(b, inum(b, args, 2, 0, &ok), rank, 2, &ok);
+    int64_t size = ok ? wgml_tensor_dim(self, dim) : 0;
+    int64_t start = inum(b, args, 3, 0, &ok), end = inum(b, args, 4, INT64_MAX, &ok), step = inum(b, args, 5, 1, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (step < 1) return fail(b, WGML_ERR_ARG, "step must be positive", 5);
+    /* Python slice bounds: negative counts from the end, then clamped into [0, size] */
+    if (start < 0) start += size;
+    if (end < 0) end += size;
+    start = start < 0 ? 0 : start > size ? size : start;
+    end = end < start ? start : end > size ? size : end;
+    int64_t len = (end - start + step - 1) / step;
+    int same = wgml_tensor_rank(src) == rank && wgml_tensor_dtype(src) == wgml_tensor_dtype(self);
+    for (int i = 0; same && i < rank; i++) same = wgml_tensor_dim(src, i) == (i == dim ? len : wgml_tensor_dim(self, i));
+    if (!same) return fail(b, WGML_ERR_SHAPE, "src must have self's dtype and shape with the slice's length at dim", 1);
+    if (len == 0) return put(b, OUT(0), self, 0); /* an empty slice: self unchanged */
+    int32_t *idx = malloc((size_t)size * sizeof *idx);
+    if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t i = 0; i < size; i++)
+        idx[i] = (int32_t)(i >= start && i < end && (i - start) % step == 0 ? size + (i - start) / step : i);
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &size, idx, (size_t)size * sizeof *idx);
+    free(idx);
+    wgml_tensor *parts[2] = {self, src};
+    wgml_tensor *both = it ? wgml_cat(b->g, parts, 2, dim) : NULL;
+    return put(b, OUT(0), both ? wgml_index_select(b->g, both, dim, it) : NULL, 0);
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 typedef struct prog_op_entry {
@@ -1258,6 +1395,12 @@ static const prog_op_entry OPS[] = {
     {"aten.flip.default", op_flip},
     {"aten.pixel_shuffle.default", op_pixel_shuffle},
     {"aten.native_group_norm.default", op_group_norm},
+    {"aten.arange.start_step", op_arange},
+    {"aten.arange.start", op_arange},
+    {"aten.index.Tensor", op_index_tensor},
+    {"dim_order_ops._empty_dim_order.default", op_empty},
+    {"aten.copy.default", op_copy},
+    {"aten.slice_scatter.default", op_slice_scatter},
 };
 
 static const char *const *names_cache(void) {
