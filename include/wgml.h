@@ -239,6 +239,9 @@ void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_
  * form takes the number as a float and keeps a's shape. In a built graph the numbers (alpha,
  * scalars, clamp bounds) are fixed when the op is recorded. */
 
+/* wgml_binary / wgml_binary_scalar also take two i32 operands (i32 out, no gradient) for add,
+ * sub, mul, minimum, maximum and the rounding divisions, with PyTorch's integer semantics
+ * (wrapping; floor division rounds toward −∞); the scalar and alpha must then be integers. */
 typedef enum wgml_binary_op {
     WGML_BIN_ADD = 0, /* a + alpha·b */
     WGML_BIN_SUB,     /* a − alpha·b */

@@ -1,7 +1,9 @@
 /* The rounding and trigonometric unary ops (floor, ceil, trunc, round with halves to even,
  * round to decimals, sin, cos), their gradients, and division with a rounding mode (trunc,
  * floor; tensor, broadcast and scalar forms) against double-precision loops on fresh random
- * inputs (halves, integers and near-integer quotients included); bad input. */
+ * inputs (halves, integers and near-integer quotients included); the integer kernel (i32
+ * add, sub, mul, minimum, maximum and rounding divisions) against exact integer arithmetic;
+ * bad input. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 
@@ -231,6 +233,66 @@ static void grads(void) {
     wgml_graph_free(g);
 }
 
+/* ------------------------------------------------------------------ i32 operands */
+
+static int64_t ref_int(wgml_binary_op op, int64_t a, int64_t b, int64_t alpha) {
+    switch (op) {
+    case WGML_BIN_ADD: return a + alpha * b;
+    case WGML_BIN_SUB: return a - alpha * b;
+    case WGML_BIN_MUL: return a * b;
+    case WGML_BIN_MINIMUM: return a < b ? a : b;
+    case WGML_BIN_MAXIMUM: return a > b ? a : b;
+    case WGML_BIN_DIV_TRUNC: return a / b; /* C truncates */
+    default: return a / b - (a % b != 0 && (a < 0) != (b < 0));
+    }
+}
+
+static int32_t *read_i32(wgml_tensor *t, int64_t n) {
+    int32_t *h = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!t || wgml_tensor_read(t, h, sizeof(int32_t) * (size_t)n)) {
+        th_check(false, "i32 readback: %s", wgml_last_error(T.ctx));
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Integer operands of both signs (divisors non-zero), tensor-tensor with broadcasting and the
+ * scalar form, against exact integer arithmetic. */
+static void case_int(wgml_binary_op op, shp sa, shp sb) {
+    shp so = sa.rank >= sb.rank ? sa : sb;
+    for (int d = 0; d < so.rank; d++) {
+        int da = d - (so.rank - sa.rank), db = d - (so.rank - sb.rank);
+        int64_t x = da >= 0 ? sa.d[da] : 1, y = db >= 0 ? sb.d[db] : 1;
+        so.d[d] = x > y ? x : y;
+    }
+    int64_t na = numel_of(&sa), nb = numel_of(&sb), no = numel_of(&so);
+    int32_t *ha = malloc(sizeof(int32_t) * (size_t)na), *hb = malloc(sizeof(int32_t) * (size_t)nb);
+    for (int64_t i = 0; i < na; i++) ha[i] = (int32_t)floor(th_uniform(-1000, 1000));
+    for (int64_t i = 0; i < nb; i++) {
+        hb[i] = (int32_t)floor(th_uniform(-12, 12));
+        if (hb[i] == 0) hb[i] = 7;
+    }
+    wgml_tensor *a = th_tensor_i32(sa.rank, sa.d, ha), *b = th_tensor_i32(sb.rank, sb.d, hb);
+    int32_t alpha = op == WGML_BIN_ADD || op == WGML_BIN_SUB ? 3 : 1;
+    wgml_tensor *o = wgml_binary(T.g, op, a, b, (float)alpha);
+    int32_t *got = read_i32(o, no);
+    int bad = 0;
+    for (int64_t i = 0; got && i < no; i++)
+        bad += got[i] != ref_int(op, ha[src_index(i, &so, &sa)], hb[src_index(i, &so, &sb)], alpha);
+    th_check(got && o && wgml_tensor_dtype(o) == WGML_I32 && bad == 0, "i32 binary op %d, %lld/%lld elements: %d wrong",
+             (int)op, (long long)na, (long long)nb, bad);
+    free(got);
+    /* scalar form with b's first element */
+    wgml_tensor *os = wgml_binary_scalar(T.g, op, a, (float)hb[0], (float)alpha);
+    got = read_i32(os, na);
+    bad = 0;
+    for (int64_t i = 0; got && i < na; i++) bad += got[i] != ref_int(op, ha[i], hb[0], alpha);
+    th_check(got && bad == 0, "i32 binary op %d scalar %d: %d wrong", (int)op, hb[0], bad);
+    free(got); free(ha); free(hb);
+    wgml_tensor_free(a); wgml_tensor_free(b); wgml_tensor_free(o); wgml_tensor_free(os);
+}
+
 static void bad_input(void) {
     int64_t n = 4;
     int32_t hi[4] = {1, 2, 3, 4};
@@ -240,6 +302,10 @@ static void bad_input(void) {
     th_expect_error("round decimals out of range", wgml_round_decimals(T.g, x, 39) == NULL, WGML_ERR_ARG,
                     "round_decimals", "39", NULL);
     th_expect_error("floor of i32", wgml_floor(T.g, xi) == NULL, WGML_ERR_DTYPE, "floor", "f32", NULL);
+    th_expect_error("true division of i32", wgml_div(T.g, xi, xi) == NULL, WGML_ERR_DTYPE, "div", "i32", NULL);
+    th_expect_error("i32 with a fractional scalar", wgml_binary_scalar(T.g, WGML_BIN_DIV_FLOOR, xi, 2.5f, 1) == NULL,
+                    WGML_ERR_ARG, "div_floor_scalar", "integer", NULL);
+    th_expect_error("i32 with f32", wgml_div_floor(T.g, xi, x) == NULL, WGML_ERR_DTYPE, "div_floor", NULL);
     th_expect_error("sin NULL", wgml_sin(T.g, NULL) == NULL, WGML_ERR_ARG, "sin", NULL);
     th_expect_error("unary_backward unknown", wgml_unary_backward(T.g, (wgml_unary_op)40, x, x) == NULL, WGML_ERR_ARG,
                     "unknown", NULL);
@@ -260,6 +326,13 @@ int main(int argc, char **argv) {
         case_div(fm, S(3, 4, 5), S(5), 0);
         case_div(fm, S(2, 1, 6), S(3, 1), 1);
         case_div(fm, S(37), S(1), 1);
+    }
+    const wgml_binary_op iops[] = {WGML_BIN_ADD, WGML_BIN_SUB, WGML_BIN_MUL, WGML_BIN_MINIMUM, WGML_BIN_MAXIMUM,
+                                   WGML_BIN_DIV_TRUNC, WGML_BIN_DIV_FLOOR};
+    for (int k = 0; k < 7; k++) {
+        case_int(iops[k], S(10, 10), S(10, 10));
+        case_int(iops[k], S(3, 4, 5), S(4, 1));
+        case_int(iops[k], S(37), S(37));
     }
     div_by_zero();
     grads();
