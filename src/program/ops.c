@@ -197,9 +197,19 @@ static wgml_status op_rsub(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_add_scalar(b->g, y, s, 1.0f), 0);
 }
 
+/* neg and abs of an i32 tensor (the index arithmetic of reflect/replicate padding) through the
+ * integer binary kernel: −x = x·(−1), |x| = max(x, −x); a dedicated integer unary kernel would
+ * save a dispatch on what are small index tensors. */
+static wgml_tensor *int_unary(pbuild *b, wgml_unary_op op, wgml_tensor *x) {
+    wgml_tensor *n = wgml_binary_scalar(b->g, WGML_BIN_MUL, x, -1.0f, 1.0f);
+    return op == WGML_UN_NEG ? n : wgml_maximum(b->g, x, n);
+}
+
 static wgml_status unary_common(pbuild *b, const int32_t *args, int nargs, wgml_unary_op op, int n) {
     NEED(n);
     wgml_tensor *x = T(b, args, 0);
+    if (x && wgml_tensor_dtype(x) == WGML_I32 && (op == WGML_UN_NEG || op == WGML_UN_ABS))
+        return put(b, OUT(0), int_unary(b, op, x), 0);
     return x ? put(b, OUT(0), wgml_unary(b->g, op, x), 0) : WGML_ERR_ARG;
 }
 #define UNARY(name, op)                                                                                     \
@@ -251,6 +261,11 @@ static wgml_status op_clamp(pbuild *b, const int32_t *args, int nargs) {
     float lo = (float)num(b, args, 1, -INFINITY, &ok), hi = (float)num(b, args, 2, INFINITY, &ok);
     wgml_tensor *x = T(b, args, 0);
     if (!ok || !x) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(x) == WGML_I32) { /* integer bounds through the integer kernel: min(max(x, lo), hi) */
+        if (!is_null(b, args, 1)) x = wgml_binary_scalar(b->g, WGML_BIN_MAXIMUM, x, lo, 1.0f);
+        if (x && !is_null(b, args, 2)) x = wgml_binary_scalar(b->g, WGML_BIN_MINIMUM, x, hi, 1.0f);
+        return put(b, OUT(0), x, 0);
+    }
     return put(b, OUT(0), wgml_clamp(b->g, x, lo, hi), 0);
 }
 
