@@ -419,6 +419,14 @@ wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *in
 wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx);
 /* x with dim replaced by the entries index[0..n) (index rank 1, or rank 0 as one entry). */
 wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+/* x.index_put(indices, values, accumulate) (PyTorch's) with k index tensors on x's leading dims
+ * (f32 or i32 x; the k i32 index tensors broadcast to a shape B; values broadcast to
+ * B + x.shape[k:]): entry p puts values[p] at x[idx0[p], ..., idx(k-1)[p]]; accumulate adds
+ * instead (duplicates summed in entry order); without it the last duplicate wins. In a built
+ * graph an index outside [-size, size) is not checked: it is taken modulo its dim's size. No
+ * gradient. */
+wgml_tensor *wgml_index_put(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k, wgml_tensor *values,
+                            int accumulate);
 
 /* Shape ops and copies; every dtype. dims may be negative (count from the end). */
 /* x[..., start:end:step, ...] along dim, PyTorch's rules: negative start/end count from the

@@ -1215,6 +1215,32 @@ static wgml_status op_index_tensor(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), y ? wgml_reshape(b->g, y, r, shape) : NULL, 0);
 }
 
+/* index_put (self, indices: Tensor?[], values, accumulate): the index tensors must be on the
+ * leading dims (Nones after them only). */
+static wgml_status op_index_put(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    int acc = iarg(b, args, 3, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *v = x ? T(b, args, 2) : NULL;
+    if (!ok || !v) return WGML_ERR_ARG;
+    const pv *l = val(b, args, 1);
+    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", 1);
+    wgml_tensor *idx[WGML_MAX_RANK];
+    int k = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        int none = l->ids[i] < 0 || (size_t)l->ids[i] >= b->nv || b->v[l->ids[i]].kind == PV_NULL;
+        if (none) continue;
+        if ((size_t)k != i || k >= WGML_MAX_RANK)
+            return fail(b, WGML_ERR_UNSUPPORTED, "index tensors only on the leading dims (None after them)", 1);
+        const pv *iv = &b->v[l->ids[i]];
+        if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "an index is not a computed tensor", 1);
+        if (wgml_tensor_dtype(iv->t) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", 1);
+        idx[k++] = iv->t;
+    }
+    if (!k) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", 1);
+    return put(b, OUT(0), wgml_index_put(b->g, x, idx, k, v, acc), 0);
+}
+
 /* _empty_dim_order (size, dim_order?) in its out form, or the functional (size, dtype?, layout?,
  * device?, pin_memory?, dim_order?): an uninitialised tensor, here zeros of the output's
  * serialised shape and dtype (contiguous order only). */
@@ -1416,6 +1442,7 @@ static const prog_op_entry OPS[] = {
     {"dim_order_ops._empty_dim_order.default", op_empty},
     {"aten.copy.default", op_copy},
     {"aten.slice_scatter.default", op_slice_scatter},
+    {"aten.index_put.default", op_index_put},
 };
 
 static const char *const *names_cache(void) {
