@@ -361,6 +361,12 @@ wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy,
  * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
  * outputs). Deterministic: the same input gives the same bits every run. */
 wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+/* The lower median along dim (PyTorch's median: the element at position (n − 1) / 2 of the
+ * sorted row; a row holding a NaN gives NaN) of an f32 x; *indices (when not NULL) gets its i32
+ * index along dim, ties resolved by a stable sort (the earlier of equal values first). keepdim as
+ * the reductions. One workgroup per row, O(n²) comparisons: for rows up to a few thousand. No
+ * gradient. */
+wgml_tensor *wgml_median(wgml_graph *g, wgml_tensor *x, int dim, int keepdim, wgml_tensor **indices);
 wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 /* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as

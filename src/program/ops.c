@@ -421,6 +421,32 @@ static const int32_t *vlist(pbuild *b, const int32_t *args, int i, size_t *n) {
     return x->ids;
 }
 
+/* median.default (self): the lower median of every element (rank 0); median.dim / the out
+ * variant median.dim_values (self, dim, keepdim) -> (values, indices). */
+static wgml_status op_median_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    int64_t n = wgml_tensor_numel(x);
+    return put(b, OUT(0), wgml_median(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0, NULL), 1);
+}
+static wgml_status op_median_dim(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok), keep = iarg(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    size_t no;
+    const int32_t *outs = vlist(b, args, 3, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 2) return fail(b, WGML_ERR_ARG, "expected 2 outputs", 3);
+    wgml_tensor *idx = NULL;
+    wgml_tensor *v = wgml_median(b->g, x, dim, keep, &idx);
+    wgml_status s = put(b, outs[0], v, 0);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], idx, 0);
+    return s;
+}
+
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
  * the last dimension only. */
 static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
@@ -1443,6 +1469,9 @@ static const prog_op_entry OPS[] = {
     {"aten.copy.default", op_copy},
     {"aten.slice_scatter.default", op_slice_scatter},
     {"aten.index_put.default", op_index_put},
+    {"aten.median.default", op_median_all},
+    {"aten.median.dim", op_median_dim},
+    {"aten.median.dim_values", op_median_dim},
 };
 
 static const char *const *names_cache(void) {
