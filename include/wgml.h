@@ -431,6 +431,16 @@ wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tens
  * instead (duplicates summed in entry order); without it the last duplicate wins. In a built
  * graph an index outside [-size, size) is not checked: it is taken modulo its dim's size. No
  * gradient. */
+/* PyTorch's embedding_bag forward: out [B, D], bag b reduces weight [V, D] rows indices[i] for i
+ * from offsets[b] to offsets[b + 1] (the last bag to the end of indices; include_last_offset:
+ * offsets has B + 1 entries and its last ends the last bag; the mean of that bag divides by the
+ * count to the end of indices, as PyTorch's CPU kernel does). mode 0 sum, 1 mean, 2 max; an empty
+ * bag gives 0; entries whose index is padding_idx (>= 0; negative: none) are skipped and not
+ * counted; per_sample_weights (f32, one per index, mode sum only; may be NULL) scale the rows.
+ * indices and offsets are 1-D i32; at run time offsets are clamped into [0, #indices] and indices
+ * wrapped once and clamped into [0, V). No gradient. */
+wgml_tensor *wgml_embedding_bag(wgml_graph *g, wgml_tensor *weight, wgml_tensor *indices, wgml_tensor *offsets, int mode,
+                                wgml_tensor *per_sample_weights, int include_last_offset, int64_t padding_idx);
 wgml_tensor *wgml_index_put(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k, wgml_tensor *values,
                             int accumulate);
 

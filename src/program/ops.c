@@ -1267,6 +1267,24 @@ static wgml_status op_index_put(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_index_put(b->g, x, idx, k, v, acc), 0);
 }
 
+/* _embedding_bag (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights?,
+ * include_last_offset, padding_idx) -> (output, offset2bag, bag_size, max_indices): the output
+ * only (the other three are the backward's bookkeeping; a program that reads them fails at load,
+ * naming the tensor). */
+static wgml_status op_embedding_bag(pbuild *b, const int32_t *args, int nargs) {
+    NEED(10);
+    int ok = 1;
+    int mode = iarg(b, args, 4, 0, &ok), last = iarg(b, args, 7, 0, &ok);
+    int64_t pad = inum(b, args, 8, -1, &ok);
+    wgml_tensor *w = T(b, args, 0), *idx = w ? T(b, args, 1) : NULL, *off = idx ? T(b, args, 2) : NULL, *psw = NULL;
+    if (!ok || !off || opt_tensor(b, args, 6, &psw)) return WGML_ERR_ARG;
+    size_t no;
+    const int32_t *outs = vlist(b, args, 9, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 4) return fail(b, WGML_ERR_ARG, "expected 4 outputs", 9);
+    return put(b, outs[0], wgml_embedding_bag(b->g, w, idx, off, mode, psw, last, pad), 0);
+}
+
 /* _empty_dim_order (size, dim_order?) in its out form, or the functional (size, dtype?, layout?,
  * device?, pin_memory?, dim_order?): an uninitialised tensor, here zeros of the output's
  * serialised shape and dtype (contiguous order only). */
@@ -1470,6 +1488,7 @@ static const prog_op_entry OPS[] = {
     {"aten.slice_scatter.default", op_slice_scatter},
     {"aten.index_put.default", op_index_put},
     {"aten.median.default", op_median_all},
+    {"aten._embedding_bag.default", op_embedding_bag},
     {"aten.median.dim", op_median_dim},
     {"aten.median.dim_values", op_median_dim},
 };
