@@ -441,6 +441,10 @@ wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tens
  * wrapped once and clamped into [0, V). No gradient. */
 wgml_tensor *wgml_embedding_bag(wgml_graph *g, wgml_tensor *weight, wgml_tensor *indices, wgml_tensor *offsets, int mode,
                                 wgml_tensor *per_sample_weights, int include_last_offset, int64_t padding_idx);
+/* x[indices] (PyTorch's advanced indexing, index.Tensor) with k index tensors on x's leading
+ * dims: out of shape B + x.shape[k:], entry p = x[idx0[p], ..., idx(k-1)[p]]; index rules as
+ * wgml_index_put. Any dtype; no gradient through the indices. */
+wgml_tensor *wgml_index_tensor(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k);
 wgml_tensor *wgml_index_put(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k, wgml_tensor *values,
                             int accumulate);
 

@@ -1,4 +1,4 @@
-/* index_put (f32 and i32 data; one to three index tensors on the leading dims, broadcast
+/* index_put and its gather twin index_tensor (x[indices]) (f32 and i32 data; one to three index tensors on the leading dims, broadcast
  * together; negative indices; duplicates summed with accumulate, the last one winning without;
  * values broadcast) against a double-precision loop on fresh random inputs; a built graph
  * (indices taken modulo the dim's size); bad input. */
@@ -115,6 +115,45 @@ static void case_put(wgml_dtype dt, shp sx, int k, const shp *si, shp sv, int ac
     wgml_tensor_free(x); wgml_tensor_free(v); wgml_tensor_free(o);
 }
 
+/* x[indices]: k index tensors (broadcast together, negative entries) on x's leading dims. */
+static void case_index(shp sx, int k, const shp *si) {
+    int64_t nx = numel_of(&sx);
+    shp b = bshape(k, si);
+    int64_t nb = numel_of(&b), inner = 1;
+    for (int d = k; d < sx.rank; d++) inner *= sx.d[d];
+    float *hx = th_random((size_t)nx, -5, 5);
+    int32_t *hi[4];
+    wgml_tensor *ti[4];
+    for (int d = 0; d < k; d++) {
+        int64_t n = numel_of(&si[d]);
+        hi[d] = malloc(sizeof(int32_t) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) hi[d][i] = (int32_t)floor(th_uniform((double)-sx.d[d], (double)sx.d[d]));
+        ti[d] = upload(T.g, WGML_I32, &si[d], hi[d]);
+    }
+    wgml_tensor *x = upload(T.g, WGML_F32, &sx, hx);
+    double *ref = malloc(sizeof(double) * (size_t)(nb * inner));
+    for (int64_t p = 0; p < nb; p++) {
+        int64_t row = 0;
+        for (int d = 0; d < k; d++) {
+            int64_t id = hi[d][src_index(p, &b, &si[d])];
+            row = row * sx.d[d] + (id < 0 ? id + sx.d[d] : id);
+        }
+        for (int64_t j = 0; j < inner; j++) ref[p * inner + j] = hx[row * inner + j];
+    }
+    wgml_tensor *o = wgml_index_tensor(T.g, x, ti, k);
+    bool shape_ok = o && wgml_tensor_rank(o) == b.rank + sx.rank - k;
+    for (int d = 0; shape_ok && d < b.rank + sx.rank - k; d++)
+        shape_ok = wgml_tensor_dim(o, d) == (d < b.rank ? b.d[d] : sx.d[k + d - b.rank]);
+    char name[96];
+    snprintf(name, sizeof name, "index_tensor k=%d %lld entries", k, (long long)nb);
+    th_check(shape_ok, "%s: output shape (%s)", name, wgml_last_error(T.ctx));
+    float *got = th_read_f32(o);
+    th_close(name, got, ref, (size_t)(nb * inner), 0, 0);
+    for (int d = 0; d < k; d++) free(hi[d]), wgml_tensor_free(ti[d]);
+    free(hx); free(ref); free(got);
+    wgml_tensor_free(x); wgml_tensor_free(o);
+}
+
 #define S(...) ((shp){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
 /* A built graph: indices change per run and are not checked; one outside [-size, size) is taken
@@ -180,6 +219,10 @@ int main(int argc, char **argv) {
             case_put(dt, S(5, 3, 2, 4), 2, (shp[]){S(3, 1), S(1, 4)}, S(4, 2, 4), acc, "broadcast indices");
             case_put(dt, S(7, 33), 1, (shp[]){S(40)}, S(33), acc, "many duplicates, values broadcast");
         }
+    case_index(S(5, 2), 1, (shp[]){S(3)});
+    case_index(S(5, 3, 2), 2, (shp[]){S(4), S(4)});
+    case_index(S(5, 3, 2, 4), 2, (shp[]){S(3, 1), S(1, 4)});
+    case_index(S(6, 7), 2, (shp[]){S(2, 3), S(1)});
     built_graph();
     bad_input();
     return th_done();

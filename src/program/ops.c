@@ -1209,34 +1209,43 @@ static wgml_status op_arange(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), t, 0);
 }
 
-/* index.Tensor (self, indices: Tensor?[]) with one index tensor (the others None): an
- * index_select along that dim, the index's shape replacing the dim. Several index tensors
- * (broadcast together) are refused. */
+/* The index tensors of a Tensor?[] argument (i32, computed) into idx[], their dims into dims[];
+ * the count, or -1 with an error. */
+static int index_list(pbuild *b, const int32_t *args, int i, int rank, wgml_tensor **idx, int *dims) {
+    const pv *l = val(b, args, i);
+    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", i), -1;
+    if (l->n > (size_t)rank) return fail(b, WGML_ERR_ARG, "more indices than dims", i), -1;
+    int k = 0;
+    for (size_t j = 0; j < l->n; j++) {
+        if (l->ids[j] < 0 || (size_t)l->ids[j] >= b->nv || b->v[l->ids[j]].kind == PV_NULL) continue;
+        const pv *iv = &b->v[l->ids[j]];
+        if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "an index is not a computed tensor", i), -1;
+        if (wgml_tensor_dtype(iv->t) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", i), -1;
+        idx[k] = iv->t, dims[k++] = (int)j;
+    }
+    if (!k) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", i), -1;
+    return k;
+}
+
+/* index.Tensor (self, indices: Tensor?[]): index tensors on the leading dims (x[i0, i1]), or one
+ * index tensor at any dim (x[:, :, i], an index_select with the index's shape replacing the
+ * dim). Several index tensors after a None are refused. */
 static wgml_status op_index_tensor(pbuild *b, const int32_t *args, int nargs) {
     NEED(3);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = T(b, args, 0), *idx[WGML_MAX_RANK];
     if (!x) return WGML_ERR_ARG;
-    const pv *l = val(b, args, 1);
-    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", 1);
-    int rank = wgml_tensor_rank(x), dim = -1;
-    if (l->n > (size_t)rank) return fail(b, WGML_ERR_ARG, "more indices than dims", 1);
-    for (size_t k = 0; k < l->n; k++) {
-        if (l->ids[k] < 0 || (size_t)l->ids[k] >= b->nv || b->v[l->ids[k]].kind == PV_NULL) continue;
-        if (dim >= 0) return fail(b, WGML_ERR_UNSUPPORTED, "only one index tensor (the others None)", 1);
-        dim = (int)k;
-    }
-    if (dim < 0) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", 1);
-    const pv *iv = &b->v[l->ids[dim]];
-    if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "index is not a computed tensor", 1);
-    wgml_tensor *idx = iv->t;
-    if (wgml_tensor_dtype(idx) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", 1);
-    int ir = wgml_tensor_rank(idx);
+    int rank = wgml_tensor_rank(x), dims[WGML_MAX_RANK];
+    int k = index_list(b, args, 1, rank, idx, dims);
+    if (k < 0) return WGML_ERR_ARG;
+    if (dims[k - 1] == k - 1) return put(b, OUT(0), wgml_index_tensor(b->g, x, idx, k), 0);
+    if (k > 1) return fail(b, WGML_ERR_UNSUPPORTED, "several index tensors after a None", 1);
+    int dim = dims[0], ir = wgml_tensor_rank(idx[0]);
     if (rank - 1 + ir > WGML_MAX_RANK) return fail(b, WGML_ERR_UNSUPPORTED, "result rank over 8", 1);
-    int64_t n = wgml_tensor_numel(idx), shape[WGML_MAX_RANK];
-    wgml_tensor *y = wgml_index_select(b->g, x, dim, wgml_reshape(b->g, idx, 1, &n));
+    int64_t n = wgml_tensor_numel(idx[0]), shape[WGML_MAX_RANK];
+    wgml_tensor *y = wgml_index_select(b->g, x, dim, wgml_reshape(b->g, idx[0], 1, &n));
     int r = 0;
     for (int i = 0; i < dim; i++) shape[r++] = wgml_tensor_dim(x, i);
-    for (int i = 0; i < ir; i++) shape[r++] = wgml_tensor_dim(idx, i);
+    for (int i = 0; i < ir; i++) shape[r++] = wgml_tensor_dim(idx[0], i);
     for (int i = dim + 1; i < rank; i++) shape[r++] = wgml_tensor_dim(x, i);
     return put(b, OUT(0), y ? wgml_reshape(b->g, y, r, shape) : NULL, 0);
 }
@@ -1247,23 +1256,11 @@ static wgml_status op_index_put(pbuild *b, const int32_t *args, int nargs) {
     NEED(5);
     int ok = 1;
     int acc = iarg(b, args, 3, 0, &ok);
-    wgml_tensor *x = T(b, args, 0), *v = x ? T(b, args, 2) : NULL;
+    wgml_tensor *x = T(b, args, 0), *v = x ? T(b, args, 2) : NULL, *idx[WGML_MAX_RANK];
     if (!ok || !v) return WGML_ERR_ARG;
-    const pv *l = val(b, args, 1);
-    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", 1);
-    wgml_tensor *idx[WGML_MAX_RANK];
-    int k = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        int none = l->ids[i] < 0 || (size_t)l->ids[i] >= b->nv || b->v[l->ids[i]].kind == PV_NULL;
-        if (none) continue;
-        if ((size_t)k != i || k >= WGML_MAX_RANK)
-            return fail(b, WGML_ERR_UNSUPPORTED, "index tensors only on the leading dims (None after them)", 1);
-        const pv *iv = &b->v[l->ids[i]];
-        if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "an index is not a computed tensor", 1);
-        if (wgml_tensor_dtype(iv->t) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", 1);
-        idx[k++] = iv->t;
-    }
-    if (!k) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", 1);
+    int dims[WGML_MAX_RANK], k = index_list(b, args, 1, wgml_tensor_rank(x), idx, dims);
+    if (k < 0) return WGML_ERR_ARG;
+    if (dims[k - 1] != k - 1) return fail(b, WGML_ERR_UNSUPPORTED, "index tensors only on the leading dims (None after them)", 1);
     return put(b, OUT(0), wgml_index_put(b->g, x, idx, k, v, acc), 0);
 }
 
