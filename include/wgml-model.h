@@ -226,6 +226,10 @@ int wgml_model_is_stop(const wgml_model *m, int32_t id);
 /* Forgets the cached sequence (the next prefill starts at position 0). */
 void wgml_model_reset(wgml_model *m);
 int64_t wgml_model_pos(const wgml_model *m); /* tokens in the KV cache */
+/* The compiled one-token decode graph (NULL before the first decode step), e.g. for
+ * wgml_graph_profile after a decode step has written its inputs (a profiled run is one more step
+ * in the KV cache's last position: decode from a known position again afterwards). */
+wgml_graph *wgml_model_decode_graph(wgml_model *m);
 /* Runs ids[0..n) at positions pos .. pos + n - 1 (pos = wgml_model_pos), appending them to the
  * KV cache. Writes the last position's logits into logits[n_vocab] and/or its argmax (computed
  * on the GPU) into *next; either may be NULL. */

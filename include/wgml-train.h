@@ -33,6 +33,7 @@ typedef struct wgml_adamw_config {
     double max_grad_norm; /* 0: no clipping */
     int64_t capacity;     /* f32 elements of each flat buffer: at least the sum over the
                              parameters of wgml_adamw_padded(numel) */
+    double momentum;      /* wgml_sgd_step only (AdamW ignores it): 0 for plain SGD */
 } wgml_adamw_config;
 /* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2, no clipping;
  * capacity 0 (the caller sets it). */
@@ -52,6 +53,15 @@ wgml_tensor *wgml_adamw_param(wgml_optimizer *opt, int rank, const int64_t *shap
 wgml_tensor *wgml_adamw_grad(wgml_optimizer *opt, const wgml_tensor *param);
 /* Records one AdamW step of every parameter into g (the optimizer's graph): 3 dispatches. */
 wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *opt);
+/* Records one SGD step instead, exactly torch.optim.SGD with dampening 0 and no Nesterov, on
+ * the same flat buffers (m holds the momentum buffer; beta1, beta2, eps are not used):
+ *   g ← g + wd·p; buf ← momentum·buf + g; p ← p − lr·buf
+ * (buf starts at zero, so the first step's buf is g, as torch's). The norm, clipping, skip
+ * and hold rules and the step counter are AdamW's (the same first two dispatches). */
+wgml_status wgml_sgd_step(wgml_graph *g, wgml_optimizer *opt);
+/* Records a copy of grad (f32, param's shape) into param's gradient view: for gradients that a
+ * graph computes as ordinary tensors (e.g. the outputs of an exported training program). */
+wgml_status wgml_adamw_copy_grad(wgml_graph *g, wgml_optimizer *opt, const wgml_tensor *param, wgml_tensor *grad);
 /* Records a fill of the used part of the flat grads buffer with zeros. */
 wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *opt);
 /* Gradient accumulation in one built graph: record the backward with accumulating gradients

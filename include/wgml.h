@@ -345,6 +345,10 @@ wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b); /*
 wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);  /* a || b */
 /* out = cond ? a : b elementwise; cond bool, a and b f32; the three broadcast together. */
 wgml_tensor *wgml_where(wgml_graph *g, wgml_tensor *cond, wgml_tensor *a, wgml_tensor *b);
+/* x converted to dtype (f32, i32 or bool from any of them), as PyTorch's .to(dtype): f32 -> i32
+ * truncates toward zero (saturating; NaN gives 0), to bool is x != 0, bool gives 0 / 1. A new
+ * tensor; not differentiable. */
+wgml_tensor *wgml_cast(wgml_graph *g, wgml_tensor *x, wgml_dtype dtype);
 /* dx = f'(x)·dy for the unary op (x the forward input, dy its shape). relu: 0 where x <= 0,
  * else dy (NaN included, as PyTorch); abs: sign(x)·dy (0 at 0); gelu / gelu_tanh: the derivative of the form the forward uses. */
 wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy);

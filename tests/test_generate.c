@@ -260,12 +260,12 @@ static void test_generate(void) {
 }
 
 /* The inference graphs' fused kernels (residual add + RMSNorm, silu * up, the decode step's
- * RoPE + KV-cache writes, the GEMV of q, k, v and of gate, up) against the plain ops
- * ($WGML_LLAMA_UNFUSED=1): the same logits in prefill and decode, 6 dispatches fewer per layer
- * in the decode step plus those the fused GEMV saves. */
-static void test_fused(void) {
+ * RoPE + KV-cache writes, the GEMV of q, k, v and of gate, up, and, where every projection is
+ * 4-bit, the GEMV's norm prologue and residual / gated epilogues) against the plain ops
+ * ($WGML_LLAMA_UNFUSED=1): the same logits in prefill and decode, and the dispatches saved. */
+static void case_fused(int all_q) {
     synth s;
-    synth_make(&s, 0);
+    synth_make_q(&s, 0, all_q);
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = CTX};
     setenv("WGML_LLAMA_UNFUSED", "1", 1);
@@ -277,32 +277,49 @@ static void test_fused(void) {
         synth_free(&s);
         return;
     }
-    int32_t ids[12];
-    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    int32_t ids[14];
+    for (int i = 0; i < 14; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
     float lu[V], lf[V];
     double ref[V];
+    char name[96];
     wgml_status st = wgml_model_prefill(u, ids, 11, lu, NULL);
     if (!st) st = wgml_model_prefill(f, ids, 11, lf, NULL);
     for (int j = 0; j < V; j++) ref[j] = lu[j];
-    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: prefill 11", lf, ref, V, 1e-5, 1e-5);
-    st = wgml_model_decode(u, ids[11], lu, NULL);
-    if (!st) st = wgml_model_decode(f, ids[11], lf, NULL);
-    for (int j = 0; j < V; j++) ref[j] = lu[j];
-    if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) th_close("fused vs plain ops: decode", lf, ref, V, 1e-5, 1e-5);
+    snprintf(name, sizeof name, "all_q %d: fused vs plain ops: prefill 11", all_q);
+    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) th_close(name, lf, ref, V, 1e-5, 1e-5);
+    for (int p = 11; p < 14; p++) {
+        st = wgml_model_decode(u, ids[p], lu, NULL);
+        if (!st) st = wgml_model_decode(f, ids[p], lf, NULL);
+        for (int j = 0; j < V; j++) ref[j] = lu[j];
+        snprintf(name, sizeof name, "all_q %d: fused vs plain ops: decode at %d", all_q, p);
+        if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) th_close(name, lf, ref, V, 1e-5, 1e-5);
+    }
     wgml_decode_stats du, df;
     st = wgml_model_decode_greedy(u, 3, 2, 0, NULL, NULL, &du);
     if (!st) st = wgml_model_decode_greedy(f, 3, 2, 0, NULL, NULL, &df);
-    /* 6 per layer from the fused kernels, and 3 from the fused GEMV of the projections that
-     * share their input, where the kinds allow (tiny_llama.h: layer 0 q+k (v is F32) and
-     * gate+up, layer 1 q+v (k is Q4_0) and no gate+up (up is Q8_0)) */
-    const size_t fewer = 6 * NL + 3;
+    /* 6 per layer from the fused kernels, and those the fused GEMV of the projections that
+     * share their input saves where the kinds allow: mixed weights (layer 0 q+k (v is F32) and
+     * gate+up, layer 1 q+v (k is Q4_0) and no gate+up (up is Q8_0)): 3; all 4-bit (layer 0
+     * q+k+v, gate+up; layer 1 q+v, gate+up): 5, and then the GEMV's prologue and epilogues take
+     * 3 more per layer (the two add_norms and the swiglu; the first block's norm moves into its
+     * GEMV and the final norm, in the last add_norm before, is a dispatch of its own): 3 NL;
+     * and the decode attention (attn_decode_step: rope, cache writes, attention) takes one
+     * dispatch per layer where rope_kv_step and sdpa_cached take two, its keys (CTX <= 64) being
+     * one chunk: NL */
+    const size_t fewer = all_q ? 6 * NL + 5 + 3 * NL + NL : 6 * NL + 3 + NL;
     th_check(!st && du.dispatches_per_step == df.dispatches_per_step + fewer,
-             "decode dispatches per step: %zu fused, %zu plain (want %zu fewer)", df.dispatches_per_step,
-             du.dispatches_per_step, fewer);
-    printf("  decode step: %zu dispatches (plain ops: %zu)\n", df.dispatches_per_step, du.dispatches_per_step);
+             "all_q %d: decode dispatches per step: %zu fused, %zu plain (want %zu fewer)", all_q,
+             df.dispatches_per_step, du.dispatches_per_step, fewer);
+    printf("  all_q %d: decode step: %zu dispatches (plain ops: %zu)\n", all_q, df.dispatches_per_step,
+           du.dispatches_per_step);
     wgml_model_free(u), wgml_model_free(f);
     remove(g_path);
     synth_free(&s);
+}
+
+static void test_fused(void) {
+    case_fused(0);
+    case_fused(1);
 }
 
 void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */

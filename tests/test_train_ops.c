@@ -812,6 +812,113 @@ static void test_adamw_errors(void) {
     wgml_adamw_free(o);
 }
 
+/* ------------------------------------------------------------------ SGD (same buffers) */
+
+/* One torch.optim.SGD step (dampening 0, not Nesterov; after clip_grad_norm_ when max_norm > 0)
+ * in double, buf kept in r->m; a step with a non-finite gradient is skipped (the optimizer's
+ * shared rule). */
+static void ref_sgd(ref_adamw *r, const float *g, double lr, double wd, double momentum, double max_norm) {
+    double ss = 0;
+    bool finite = true;
+    for (int64_t i = 0; i < r->n; i++) {
+        finite = finite && isfinite(g[i]);
+        ss += (double)g[i] * g[i];
+    }
+    r->norm = sqrt(ss);
+    if (!finite) {
+        r->skipped++;
+        return;
+    }
+    r->t++;
+    double coef = max_norm > 0 ? fmin(1.0, max_norm / (r->norm + 1e-6)) : 1.0;
+    for (int64_t i = 0; i < r->n; i++) {
+        double d = g[i] * coef + wd * r->p[i];
+        r->m[i] = r->t == 1 ? d : momentum * r->m[i] + d;
+        r->p[i] -= lr * r->m[i];
+    }
+}
+
+/* Eager SGD, momentum 0.9 (0 in a second optimizer), weight decay 0.01, lr 0.05 then 0.02
+ * from step 4, clipping at norm 30 (the gradient norms grow from ~10 to ~100 over the
+ * steps), a NaN gradient at step 6 (skipped); the gradients of two parameters come through
+ * wgml_adamw_copy_grad from ordinary tensors, the others are written into their views. */
+static void test_sgd_eager(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        wgml_adamw_config c = wgml_adamw_defaults();
+        c.lr = 0.05;
+        c.weight_decay = 0.01;
+        c.momentum = variant ? 0 : 0.9;
+        c.max_grad_norm = 30;
+        c.capacity = adamw_capacity();
+        wgml_optimizer *o = wgml_adamw_new(T.g, &c);
+        wgml_tensor *pv[NP], *gv[NP];
+        int64_t offs[NP], used = c.capacity;
+        float *p0 = malloc(sizeof(float) * (size_t)used), *hg = malloc(sizeof(float) * (size_t)used);
+        if (!th_check(o && adamw_setup(o, pv, gv, offs, p0, used), "sgd setup: %s", wgml_last_error(T.ctx))) {
+            wgml_adamw_free(o);
+            free(p0); free(hg);
+            return;
+        }
+        ref_adamw r = {used, calloc((size_t)used, sizeof(double)), calloc((size_t)used, sizeof(double)),
+                       calloc((size_t)used, sizeof(double)), 0, 0, 0};
+        for (int64_t i = 0; i < used; i++) r.p[i] = p0[i];
+        for (int k = 0; k < STEPS; k++) {
+            double lr = k < 4 ? 0.05 : 0.02;
+            if (k == 4) th_check(!wgml_adamw_set_lr(o, lr), "sgd set_lr: %s", wgml_last_error(T.ctx));
+            th_check(adamw_grads(gv, offs, hg, used, 0.1 * (k + 1), k == 6 ? offs[1] + 3 : -1), "sgd grads: %s",
+                     wgml_last_error(T.ctx));
+            /* parameters 0 and 3 get their gradients from tensors of their own, copied in */
+            wgml_tensor *own[2] = {NULL, NULL};
+            for (int q = 0; q < 2; q++) {
+                int i = q ? 3 : 0;
+                own[q] = th_tensor_f32(P_RANK[i], P_SHAPE[i], hg + offs[i]);
+                th_check(!wgml_fill(T.g, gv[i], NAN) && own[q] && !wgml_adamw_copy_grad(T.g, o, pv[i], own[q]),
+                         "sgd copy_grad: %s", wgml_last_error(T.ctx));
+            }
+            th_check(!wgml_sgd_step(T.g, o), "sgd_step: %s", wgml_last_error(T.ctx));
+            wgml_tensor_free(own[0]);
+            wgml_tensor_free(own[1]);
+            ref_sgd(&r, hg, (float)lr, (float)c.weight_decay, (float)c.momentum, (float)c.max_grad_norm);
+        }
+        wgml_sync(T.ctx);
+        int64_t cap = wgml_tensor_numel(wgml_adamw_buffer(o, WGML_ADAMW_PARAMS));
+        float *gp = malloc(sizeof(float) * (size_t)cap), *gm = malloc(sizeof(float) * (size_t)cap);
+        th_check(!wgml_tensor_read(wgml_adamw_buffer(o, WGML_ADAMW_PARAMS), gp, sizeof(float) * (size_t)cap) &&
+                     !wgml_tensor_read(wgml_adamw_buffer(o, WGML_ADAMW_M), gm, sizeof(float) * (size_t)cap),
+                 "sgd: read the flat buffers: %s", wgml_last_error(T.ctx));
+        char nm[96];
+        snprintf(nm, sizeof nm, "sgd momentum %g: params", c.momentum);
+        th_close(nm, gp, r.p, (size_t)used, 1e-6, 1e-5);
+        snprintf(nm, sizeof nm, "sgd momentum %g: momentum buffer", c.momentum);
+        th_close(nm, gm, r.m, (size_t)used, 1e-6, 1e-5);
+        int64_t taken = -1, skipped = -1;
+        th_check(!wgml_adamw_stats(o, &taken, &skipped, NULL) && taken == r.t && skipped == r.skipped,
+                 "sgd stats: taken %lld skipped %lld, want %lld %lld", (long long)taken, (long long)skipped,
+                 (long long)r.t, (long long)r.skipped);
+        free(gp); free(gm); free(p0); free(hg); free(r.p); free(r.m); free(r.v);
+        wgml_adamw_free(o);
+    }
+}
+
+/* copy_grad refuses a gradient of another shape or dtype, and a tensor that is not a parameter. */
+static void test_copy_grad_errors(void) {
+    wgml_adamw_config c = wgml_adamw_defaults();
+    c.capacity = 128;
+    wgml_optimizer *o = wgml_adamw_new(T.g, &c);
+    int64_t s10 = 10, s11 = 11;
+    wgml_tensor *p = o ? wgml_adamw_param(o, 1, &s10) : NULL;
+    wgml_tensor *g11 = th_tensor_f32(1, &s11, (float[11]){0}), *g10 = th_tensor_f32(1, &s10, (float[10]){0});
+    th_expect_error("copy_grad of another shape", wgml_adamw_copy_grad(T.g, o, p, g11) != WGML_OK, WGML_ERR_SHAPE,
+                    "adamw_copy_grad", "[11]", "[10]", NULL);
+    th_expect_error("copy_grad to a non-parameter", wgml_adamw_copy_grad(T.g, o, g11, g10) != WGML_OK, WGML_ERR_ARG,
+                    "adamw_grad", "not a parameter", NULL);
+    c.momentum = -1;
+    th_expect_error("sgd momentum -1", wgml_adamw_new(T.g, &c) == NULL, WGML_ERR_ARG, "adamw_new", "momentum", NULL);
+    wgml_tensor_free(g10);
+    wgml_tensor_free(g11);
+    wgml_adamw_free(o);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_train_ops", argc, argv);
     double t0 = now();
@@ -841,6 +948,8 @@ int main(int argc, char **argv) {
     test_adamw_inf();
     test_adamw_accum();
     test_adamw_errors();
-    printf("  adamw cases: %.1f s\n", now() - t0);
+    test_sgd_eager();
+    test_copy_grad_errors();
+    printf("  adamw and sgd cases: %.1f s\n", now() - t0);
     return th_done();
 }

@@ -111,8 +111,10 @@ static inline void synth_free(synth *s) {
     s->n = 0;
 }
 
-/* Random weights. tied: no output.weight, Q8_0 embedding; else F32 embedding and output. */
-static inline void synth_make(synth *s, int tied) {
+/* Random weights. tied: no output.weight, Q8_0 embedding; else F32 embedding and output.
+ * all_q: every projection 4-bit (all Q4_1 but layer 1's k, Q4_0), as the decode step's GEMV
+ * fusion needs; else layer 0's v is F32 and layer 1's up Q8_0. */
+static inline void synth_make_q(synth *s, int tied, int all_q) {
     s->n = 0;
     add_mat(s, "token_embd.weight", tied ? WGML_GGML_Q8_0 : WGML_GGML_F32, V, D, 1.0, 0);
     add_mat(s, "output_norm.weight", WGML_GGML_F32, 1, D, 1.0, 1);
@@ -125,10 +127,10 @@ static inline void synth_make(synth *s, int tied) {
         add_mat(s, N("ffn_norm"), WGML_GGML_F32, 1, D, 1.0, 1);
         add_mat(s, N("attn_q"), WGML_GGML_Q4_1, NH * HD, D, 2 * sd, 0);
         add_mat(s, N("attn_k"), l == 1 ? WGML_GGML_Q4_0 : WGML_GGML_Q4_1, NKV * HD, D, 2 * sd, 0);
-        add_mat(s, N("attn_v"), l == 0 ? WGML_GGML_F32 : WGML_GGML_Q4_1, NKV * HD, D, sd, 0);
+        add_mat(s, N("attn_v"), l == 0 && !all_q ? WGML_GGML_F32 : WGML_GGML_Q4_1, NKV * HD, D, sd, 0);
         add_mat(s, N("attn_output"), WGML_GGML_Q4_1, D, NH * HD, sd, 0);
         add_mat(s, N("ffn_gate"), WGML_GGML_Q4_1, FF, D, sd, 0);
-        add_mat(s, N("ffn_up"), l == 1 ? WGML_GGML_Q8_0 : WGML_GGML_Q4_1, FF, D, sd, 0);
+        add_mat(s, N("ffn_up"), l == 1 && !all_q ? WGML_GGML_Q8_0 : WGML_GGML_Q4_1, FF, D, sd, 0);
         add_mat(s, N("ffn_down"), WGML_GGML_Q4_1, D, FF, sf, 0);
 #undef N
     }
@@ -141,6 +143,7 @@ static inline void synth_make(synth *s, int tied) {
                 s->m[i].w[j] = f;
             }
 }
+static inline void synth_make(synth *s, int tied) { synth_make_q(s, tied, 0); }
 
 static inline void kv_str(gb *b, const char *k, const char *v) { gb_str(b, k), gb_u32(b, 8), gb_str(b, v); }
 static inline void kv_u32(gb *b, const char *k, uint32_t v) { gb_str(b, k), gb_u32(b, 4), gb_u32(b, v); }

@@ -237,16 +237,18 @@ static int count_token(void *user, int32_t id) {
 
 static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     const char *path = NULL;
-    int n_prompt = 128, n_decode = 64, batch = 0;
+    int n_prompt = 128, n_decode = 64, batch = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--prompt-tokens") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) n_decode = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--decode-batch") && i + 1 < argc) batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else path = NULL, i = argc;
     }
     if (!path || n_prompt < 1 || n_decode < 1 || batch < 0) {
-        fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B]\n");
+        fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B] "
+                        "[--profile]\n");
         return 2;
     }
     wgml_model_options mo = {.n_ctx = n_prompt + n_decode + 1};
@@ -342,6 +344,9 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     int same = pipe.n == (size_t)n_decode;
     for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe.ids[i] == step_ids[i];
     printf("generate check %s (GPU-pipelined greedy tokens equal the step-by-step ones)\n", same ? "ok" : "FAIL");
+    /* --profile: the decode step's graph once more, each dispatch timed alone, by op and kernel */
+    if (profile && wgml_model_decode_graph(m) && bench_profile_print(wgml_model_decode_graph(m), "decode step", 30))
+        goto fail;
     rc = same ? 0 : 1;
     goto done;
 fail:
@@ -379,7 +384,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
                     "       wgml bench attention [--batch B] [--seq S] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"
-                    "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B]\n");
+                    "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B] [--profile]\n");
     return 2;
 }
 

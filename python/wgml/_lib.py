@@ -96,7 +96,8 @@ class TrainConfig(Structure):
 
 class AdamWConfig(Structure):
     _fields_ = [("lr", c_double), ("beta1", c_double), ("beta2", c_double), ("eps", c_double),
-                ("weight_decay", c_double), ("max_grad_norm", c_double), ("capacity", c_int64)]
+                ("weight_decay", c_double), ("max_grad_norm", c_double), ("capacity", c_int64),
+                ("momentum", c_double)]
 
 
 class CeOptions(Structure):

@@ -12,8 +12,10 @@
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"
+#include "ops/attention/attn_decode.h"
 #include "ops/elementwise/elementwise_fused.h"
 #include "ops/norm/norm_fused.h"
+#include "ops/q4/q4_gemv_fused.h"
 #include "ops/q4/q4_share.h"
 #include "ops/q4/q4_ste.h"
 #include "ops/rope/rope_fused.h"
@@ -411,8 +413,8 @@ typedef struct fwd_opts {
     wgml_lora *const *lora; /* NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t) */
     bool lora_shared;       /* the adapters' tensors are the weight graph's (shared into g), else g's */
     wgml_tensor *const *latent; /* NULL or a table like lora of straight-through latents of g */
-    /* the fused inference ops (norm_add_rms, ew_swiglu, rope_kv_step) and the grouped 4-bit
-     * GEMV; off in training (the plain ops carry the autograd rules) and in the inference
+    /* the fused inference ops (norm_add_rms, ew_swiglu, rope_kv_step, the GEMV's prologue and
+     * epilogue) and the grouped 4-bit GEMV; off in training (the plain ops carry the autograd rules) and in the inference
      * graphs of a model loaded under $WGML_LLAMA_UNFUSED=1 (for comparisons) */
     bool fused;
 } fwd_opts;
@@ -555,6 +557,11 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         return wgml_reshape(g, a, 2, s2);
     }
     wgml_tensor *kc = share(g, L->k_cache), *vc = share(g, L->v_cache);
+    if (tab && attn_decode_preferred(m->ctx, H, Hk, hd, kc ? kc->shape[2] : 0)) {
+        /* decode: rope, both cache writes and attention in one dispatch (and the chunks' merge) */
+        a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale);
+        return a ? wgml_reshape(g, a, 2, s2) : NULL;
+    }
     if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
         q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);
         if (!q) return NULL;
@@ -573,6 +580,33 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     return wgml_reshape(g, a, 2, s2);
 }
 
+/* Whether the decode step folds norms, residual adds and the gated activation into the 4-bit
+ * GEMVs (q4_gemv_fused): one row through the KV cache, the fused ops on, no adapters or latents
+ * (their products need the normed input itself), every projection 4-bit/8-bit. */
+static bool gemv_fusion(const wgml_model *m, const fwd_opts *o) {
+    if (!o->fused || !o->len || o->B * o->S != 1 || o->lora || o->latent) return false;
+    for (int64_t l = 0; l < m->cfg.n_layer; l++)
+        for (int t = 0; t < LLAMA_N_TARGETS; t++)
+            if (!target_weight(m, l, t)->q) return false;
+    return true;
+}
+
+/* out = the targets of layer l on x through one q4_gemv_fused call: norm_w (or NULL) is the
+ * RMSNorm folded in before the products, epi what is done with them (residual: the residual
+ * stream the product is added to). NULL with the error on the context. */
+static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, wgml_tensor *x,
+                               wgml_tensor *norm_w, q4_epilogue epi, wgml_tensor *residual, wgml_tensor **out) {
+    wgml_q4_weight q[WGML_Q4_MULTI_MAX];
+    const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
+    if (!x || (epi == Q4_EPI_RESIDUAL && !residual)) return false;
+    for (int i = 0; i < n; i++) {
+        if (q4_weight_share(g, target_weight(m, l, targets[i])->q, &q[i])) return false;
+        qp[i] = &q[i];
+    }
+    q4_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
+    return q4_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
+}
+
 /* The model's forward up to the final norm, recorded into g as o says: the token embedding
  * (times the architecture's multiplier), n_layer blocks (attention, then the gated FFN, each on
  * an RMSNorm of the residual stream and, with post-norms, RMSNormed again before it is added
@@ -589,20 +623,44 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
         if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
         if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
     }
+    /* decode with GEMV fusion: without post-norms (pre_only) every norm and residual add is
+     * inside a GEMV (x is the only stream; per block: q/k/v with the norm, attention, o with the
+     * residual, gate/up with the norm and the activation, down with the residual); with
+     * post-norms only the gated activation moves into the gate/up GEMV */
+    bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms;
+    q4_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? Q4_EPI_GEGLU : Q4_EPI_SWIGLU;
     wgml_tensor *x = embed(m, g, o->ids); /* the residual stream [B*S, D] */
-    wgml_tensor *h = wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), eps); /* the next sub-block's input */
-    static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
+    /* the next sub-block's input (pre_only: never formed) */
+    wgml_tensor *h = pre_only ? x : wgml_rms_norm(g, x, share(g, m->layers[0].attn_norm), eps);
+    static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP}, o_t[1] = {T_O}, down_t[1] = {T_DOWN};
     for (int64_t l = 0; l < c->n_layer; l++) {
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
-        if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) return NULL; /* q, k, v from one h */
+        if (pre_only) {
+            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, share(g, L->attn_norm), Q4_EPI_STORE, NULL, qkv)) return NULL;
+        } else if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) {
+            return NULL; /* q, k, v from one h */
+        }
         wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)]);
         if (!a) return NULL;
+        if (pre_only) {
+            wgml_tensor *act = NULL;
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_RESIDUAL, x, &x) ||
+                !gemv_fused_targets(m, g, l, gu_t, 2, x, share(g, L->ffn_norm), glu_epi, NULL, &act) ||
+                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, Q4_EPI_RESIDUAL, x, &x))
+                return NULL;
+            continue;
+        }
         wgml_tensor *y = target_linear(m, g, o, l, T_O, a);
         if (ar->post_norms) y = y ? wgml_rms_norm(g, y, share(g, L->post_attn_norm), eps) : NULL;
         h = add_norm(g, o, x, y, share(g, L->ffn_norm), eps, &x);
-        if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
-        wgml_tensor *act = glu(m, g, o, gu[0], gu[1]);
+        wgml_tensor *act = NULL;
+        if (gf) {
+            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, &act)) return NULL;
+        } else {
+            if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
+            act = glu(m, g, o, gu[0], gu[1]);
+        }
         wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
         if (ar->post_norms) f = f ? wgml_rms_norm(g, f, share(g, L->post_ffn_norm), eps) : NULL;
         if (l + 1 < c->n_layer) {
@@ -615,6 +673,7 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
         }
         if (!x || !h) return NULL;
     }
+    if (pre_only) h = wgml_rms_norm(g, x, share(g, m->output_norm), eps);
     return h;
 }
 
@@ -1033,6 +1092,8 @@ void wgml_model_reset(wgml_model *m) {
     if (m) m->pos = 0;
 }
 int64_t wgml_model_pos(const wgml_model *m) { return m ? m->pos : 0; }
+
+wgml_graph *wgml_model_decode_graph(wgml_model *m) { return m ? m->decode.g : NULL; }
 double wgml_model_last_run_seconds(const wgml_model *m) { return m ? m->last_s : 0; }
 
 int wgml_model_is_stop(const wgml_model *m, int32_t id) {

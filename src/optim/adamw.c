@@ -1,4 +1,5 @@
-/* AdamW over many parameters at once. Every trainable tensor is a view into four flat
+/* AdamW (and SGD, wgml_sgd_step: the same buffers, norm and finish, its own update kernel
+ * sgd_update.wgsl) over many parameters at once. Every trainable tensor is a view into four flat
  * persistent buffers (params, grads, m, v), so one step is three dispatches whatever the
  * number of tensors:
  *   adamw_norm.wgsl    chunks of the gradient buffer: sums of squares, non-finite flags;
@@ -23,7 +24,7 @@
 
 /* hyper: the f32 numbers the kernels read; 1 - beta and ln beta are computed here in double
  * (1 - beta2 from an f32 beta2 would be off by ~1e-5 relative) */
-enum { HY_LR, HY_WD, HY_B1, HY_B2, HY_EPS, HY_MAX_NORM, HY_LN_B1, HY_LN_B2, HY_OMB1, HY_OMB2, HY_APPLY, HY_N };
+enum { HY_LR, HY_WD, HY_B1, HY_B2, HY_EPS, HY_MAX_NORM, HY_LN_B1, HY_LN_B2, HY_OMB1, HY_OMB2, HY_APPLY, HY_MOMENTUM, HY_N };
 enum { ST_T, ST_SKIPPED, ST_NORM, ST_SKIP, ST_COEF, ST_STEP, ST_SQRT_BC2, ST_DECAY, ST_N };
 
 struct wgml_optimizer {
@@ -56,7 +57,7 @@ static wgml_status write_hyper(wgml_optimizer *o) {
     float h[HY_N] = {(float)o->cfg.lr,          (float)o->cfg.weight_decay,  (float)o->cfg.beta1,
                      (float)o->cfg.beta2,       (float)o->cfg.eps,           (float)o->cfg.max_grad_norm,
                      (float)log(o->cfg.beta1),  (float)log(o->cfg.beta2),     (float)(1.0 - o->cfg.beta1),
-                     (float)(1.0 - o->cfg.beta2), o->hold ? 0.0f : 1.0f};
+                     (float)(1.0 - o->cfg.beta2), o->hold ? 0.0f : 1.0f, (float)o->cfg.momentum};
     return wgml_tensor_write(o->hyper, h, sizeof h);
 }
 
@@ -77,6 +78,8 @@ static bool check_config(wgml_ctx *ctx, const wgml_adamw_config *c) {
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: max_grad_norm %g must be finite and >= 0 (0: no clipping)", op,
                               c->max_grad_norm),
                false;
+    if (!(c->momentum >= 0 && isfinite(c->momentum)))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: momentum %g must be finite and >= 0", op, c->momentum), false;
     if (c->capacity <= 0 || c->capacity > ((int64_t)1 << 32))
         return wgml_set_error(ctx, WGML_ERR_ARG,
                               "%s: capacity %lld must be 1 .. 2^32 elements (the sum of wgml_adamw_padded(numel) "
@@ -228,8 +231,10 @@ wgml_status wgml_adamw_zero_grad(wgml_graph *g, wgml_optimizer *o) {
     return zero_used_grads(g, o, "adamw_zero_grad", false);
 }
 
-wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
-    const char *op = "adamw_step";
+/* One step of either rule: the shared norm and finish dispatches (clip coefficient, skip or
+ * hold decision, t), then the rule's update kernel over the flat buffers (reading grads,
+ * hyper, state; writing params, m and, for AdamW, v: n_rw of them). */
+static wgml_status record_step(wgml_graph *g, wgml_optimizer *o, const char *op, const char *update, int n_rw) {
     wgml_status s = check_opt_graph(g, o, op);
     if (s) return s;
     wgml_ctx *ctx = graph_ctx(g);
@@ -252,10 +257,31 @@ wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) {
     if (!s) {
         uint32_t pu = (uint32_t)n4;
         wgml_tensor *ro[3] = {o->flat[1], o->hyper, o->state}, *rw[3] = {o->flat[0], o->flat[2], o->flat[3]};
-        s = graph_dispatch(g, op, "adamw_update", NULL, ro, 3, rw, 3, &pu, sizeof pu, (n4 + 255) / 256);
+        s = graph_dispatch(g, op, update, NULL, ro, 3, rw, n_rw, &pu, sizeof pu, (n4 + 255) / 256);
     }
     wgml_tensor_free(part);
     return s;
+}
+
+wgml_status wgml_adamw_step(wgml_graph *g, wgml_optimizer *o) { return record_step(g, o, "adamw_step", "adamw_update", 3); }
+
+wgml_status wgml_sgd_step(wgml_graph *g, wgml_optimizer *o) { return record_step(g, o, "sgd_step", "sgd_update", 2); }
+
+wgml_status wgml_adamw_copy_grad(wgml_graph *g, wgml_optimizer *o, const wgml_tensor *param, wgml_tensor *grad) {
+    const char *op = "adamw_copy_grad";
+    wgml_status s = check_opt_graph(g, o, op);
+    if (s) return s;
+    wgml_tensor *dst = wgml_adamw_grad(o, param);
+    if (!dst) return wgml_last_status(graph_ctx(g));
+    if (!grad || grad->dtype != WGML_F32 || grad->rank != dst->rank ||
+        memcmp(grad->shape, dst->shape, sizeof(int64_t) * (size_t)dst->rank)) {
+        char a[SHAPE_STR_LEN];
+        return wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "%s: the gradient %s must be f32 %s like its parameter", op,
+                              grad ? tshape(grad) : "NULL", shape_str(a, sizeof a, dst->rank, dst->shape));
+    }
+    uint64_t words = (uint64_t)wgml_tensor_numel(dst);
+    uint32_t pa[4] = {(uint32_t)words, 0, 0, 0}; /* graph_copy.wgsl's uniform */
+    return graph_dispatch(g, op, "graph_copy", NULL, &grad, 1, &dst, 1, pa, sizeof pa, (words + 255) / 256);
 }
 
 wgml_status wgml_adamw_zero_grad_after_step(wgml_graph *g, wgml_optimizer *o) {

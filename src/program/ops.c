@@ -269,12 +269,19 @@ static wgml_status op_clamp(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_clamp(b->g, x, lo, hi), 0);
 }
 
+/* An i32 or bool operand of an op that computes in f32 (comparisons, where): converted with
+ * wgml_cast, exact for integers up to 2^24 in magnitude (labels, counts, indices: what the
+ * exporter's decompositions compare); f32 passes through. */
+static wgml_tensor *as_f32(pbuild *b, wgml_tensor *t) {
+    return t && wgml_tensor_dtype(t) != WGML_F32 ? wgml_cast(b->g, t, WGML_F32) : t;
+}
+
 static wgml_status compare_common(pbuild *b, const int32_t *args, int nargs, wgml_compare_op op) {
     NEED(3);
-    wgml_tensor *a = T(b, args, 0);
+    wgml_tensor *a = as_f32(b, T(b, args, 0));
     if (!a) return WGML_ERR_ARG;
     if (is_tensor(b, args, 1)) {
-        wgml_tensor *y = T(b, args, 1);
+        wgml_tensor *y = as_f32(b, T(b, args, 1));
         return y ? put(b, OUT(0), wgml_compare(b->g, op, a, y), 0) : WGML_ERR_ARG;
     }
     int ok = 1;
@@ -304,10 +311,16 @@ static wgml_status logical2(pbuild *b, const int32_t *args, int nargs, int is_or
 static wgml_status op_logical_and(pbuild *b, const int32_t *a, int n) { return logical2(b, a, n, 0); }
 static wgml_status op_logical_or(pbuild *b, const int32_t *a, int n) { return logical2(b, a, n, 1); }
 
+/* where(cond, x, y): f32 x and y directly; i32 ones (int64 labels) through f32 and back, the
+ * output's dtype saying which (exact up to 2^24, see as_f32). */
 static wgml_status op_where(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
     wgml_tensor *c = T(b, args, 0), *x = c ? T(b, args, 1) : NULL, *y = x ? T(b, args, 2) : NULL;
-    return y ? put(b, OUT(0), wgml_where(b->g, c, x, y), 0) : WGML_ERR_ARG;
+    if (!y) return WGML_ERR_ARG;
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    wgml_tensor *r = wgml_where(b->g, c, as_f32(b, x), as_f32(b, y));
+    if (r && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
+    return put(b, OUT(0), r, 0);
 }
 
 /* ---- matmul -------------------------------------------------------------------------------- */
@@ -356,9 +369,14 @@ static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int 
         return fail(b, WGML_ERR_DTYPE, "only f32 reductions", 3);
     int dims[WGML_MAX_RANK];
     for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    /* a sum of bools or integers (a count, e.g. cross-entropy's valid labels) is summed in f32
+     * (exact up to 2^24) and converted to the output's integer dtype */
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    if (kind == 0) x = as_f32(b, x);
     wgml_tensor *r = kind == 0   ? wgml_sum(b->g, x, dims, n, keep)
                      : kind == 1 ? wgml_mean(b->g, x, dims, n, keep)
                                  : wgml_amax(b->g, x, dims, n, keep);
+    if (r && kind == 0 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
     return put(b, OUT(0), r, 0);
 }
 static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 0); }
@@ -526,8 +544,12 @@ static wgml_status op_view(pbuild *b, const int32_t *args, int nargs) {
     pv *o = &b->v[OUT(0)];
     if (o->kind == PV_TENSOR && prog_vk_to_wgml(o->vk_dtype) != (int)wgml_tensor_dtype(x)) {
         if (in->host) return convert_constant(b, in, OUT(0));
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype conversion %s -> %s is not supported",
-                              b->op, wgml_dtype_name(wgml_tensor_dtype(x)), prog_vk_dtype_name(o->vk_dtype));
+        /* a computed tensor: converted on the GPU (f32, i32, bool; wgml_cast refuses others) */
+        int dt = prog_vk_to_wgml(o->vk_dtype);
+        if (dt < 0)
+            return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: dtype conversion %s -> %s is not supported",
+                                  b->op, wgml_dtype_name(wgml_tensor_dtype(x)), prog_vk_dtype_name(o->vk_dtype));
+        return put(b, OUT(0), wgml_cast(b->g, x, (wgml_dtype)dt), 1);
     }
     wgml_status s = put(b, OUT(0), x, 1);
     if (!s && in->host) o->host = in->host, o->host_vk = in->host_vk; /* still the constant's elements */
@@ -879,6 +901,41 @@ static wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_
     wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);
     if (t && wgml_tensor_write(t, data, bytes)) return NULL;
     return t;
+}
+
+/* scatter.value(self, dim, index, value): out = self with out[.., index[..], ..] = value along
+ * dim. Composite, for the one-hot form the exporter's cross-entropy backward writes (index has
+ * size 1 along dim and self's sizes elsewhere): a host-built iota along dim compared with the
+ * index (both f32, exact up to 2^24) gives the mask, and where(mask, value, self) the result:
+ * four small dispatches (cast, compare, fill, where). Other index shapes are refused. */
+static wgml_status op_scatter_value(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
+    if (!idx) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(x);
+    int dim = ndim(b, inum(b, args, 1, 0, &ok), rank, 1, &ok);
+    float value = (float)num(b, args, 3, 0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(x) != WGML_F32 || wgml_tensor_dtype(idx) != WGML_I32)
+        return fail(b, WGML_ERR_DTYPE, "self must be float32 and index int64", 2);
+    int64_t ishape[WGML_MAX_RANK], iota_shape[WGML_MAX_RANK];
+    int same = wgml_tensor_rank(idx) == rank;
+    for (int d = 0; d < rank; d++) {
+        ishape[d] = same ? wgml_tensor_dim(idx, d) : 0;
+        if (same && ishape[d] != (d == dim ? 1 : wgml_tensor_dim(x, d))) same = 0;
+        iota_shape[d] = d == dim ? wgml_tensor_dim(x, d) : 1;
+    }
+    if (!same) return fail(b, WGML_ERR_UNSUPPORTED, "only an index of size 1 along dim and self's sizes elsewhere", 2);
+    int64_t n = wgml_tensor_dim(x, dim), one = 1;
+    float *iota = malloc((size_t)n * sizeof *iota);
+    if (!iota) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t k = 0; k < n; k++) iota[k] = (float)k;
+    wgml_tensor *it = host_tensor(b, WGML_F32, rank, iota_shape, iota, (size_t)n * sizeof *iota);
+    free(iota);
+    wgml_tensor *mask = it ? wgml_compare(b->g, WGML_CMP_EQ, it, as_f32(b, idx)) : NULL;
+    wgml_tensor *v = mask ? wgml_full(b->g, WGML_F32, 1, &one, value) : NULL;
+    return put(b, OUT(0), v ? wgml_where(b->g, mask, v, x) : NULL, 0);
 }
 
 /* flip(x, dims): index_select with a reversed index per flipped dim */
@@ -1448,6 +1505,7 @@ static const prog_op_entry OPS[] = {
     {"aten.embedding.default", op_embedding},
     {"aten.gather.default", op_gather},
     {"aten.index_select.default", op_index_select},
+    {"aten.scatter.value", op_scatter_value},
     {"aten.full.default", op_full},
     {"aten.full_like.default", op_full},
     {"aten.scalar_tensor.default", op_scalar_tensor},

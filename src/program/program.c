@@ -11,8 +11,12 @@
  *   - MoveCall copies a slot, FreeCall is nothing here (the graph compiler plans memory).
  * Before anything is built every operator name is looked up, so a program that needs what
  * wgml lacks is refused with the whole list. Method inputs are persistent tensors written by
- * wgml_program_set_input; outputs are kept by the graph and read back after a run. */
+ * wgml_program_set_input; outputs are kept by the graph and read back after a run.
+ * Loaded for training (wgml_program_load_training), the parameters' constants are views into
+ * an optimizer's flat buffer (src/optim) and the gradient copies and the optimizer step are
+ * recorded after the method, in the same graph. */
 #include "wgml-program.h"
+#include "wgml-train.h"
 
 #include "gpu/gpu.h"
 #include "io/pte.h"
@@ -49,6 +53,13 @@ struct wgml_program {
     int n_in, n_out;
     prog_const *consts;     /* every uploaded constant, in load order */
     int n_consts, cap_consts;
+    /* training (wgml_program_load_training): the optimizer over the parameter constants */
+    wgml_program_train_config tc;
+    wgml_optimizer *opt;
+    int n_params;
+    int *p_grad, *p_const;  /* per parameter: its gradient output, its constant (-1: none yet) */
+    const char **p_name;
+    wgml_tensor **p_t;      /* its constant's tensor: a view into the optimizer's flat params */
 };
 
 static int vk_to_prog(int vk) {
@@ -243,6 +254,13 @@ static int64_t slot_numel(const pv *s) {
     return n;
 }
 
+static const char *shape_text(char *buf, size_t n, const pv *s) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)s->dims[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
 /* A persistent tensor for slot s holding `bytes` (host layout `from`, 64-bit types narrowed),
  * or uninitialised when data is NULL. */
 static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, size_t bytes, int from, const char *what) {
@@ -269,6 +287,160 @@ static wgml_status make_persistent(wgml_program *p, pv *s, const void *data, siz
     if (!st) st = wgml_tensor_write(s->t, tmp, out_bytes);
     free(tmp);
     return st;
+}
+
+/* ---- training: parameters as views into the optimizer ------------------------------------ */
+
+/* The parameter that constant slot s (about to become constant number p->n_consts) is, or -1:
+ * the one the caller named, else the first unpaired parameter whose gradient has its shape.
+ * Mutable tensors are candidates too: the training export stores the parameters that stay
+ * outside the delegates as mutable data (a norm's running statistics would be candidates as
+ * well; such a program needs param_constants). */
+static int param_of_constant(const wgml_program *p, const pv *s, int from) {
+    if (!p->opt || s->vk_dtype != VK_FLOAT32 || from != VK_FLOAT32) return -1;
+    for (int j = 0; j < p->n_params; j++) {
+        if (p->p_const[j] >= 0) continue;
+        if (p->tc.param_constants) {
+            if (p->tc.param_constants[j] == p->n_consts) return j;
+            continue;
+        }
+        const pv *gs = &p->v[p->plan->outputs[p->p_grad[j]]];
+        if (gs->rank == s->rank && !memcmp(gs->dims, s->dims, sizeof(int64_t) * (size_t)s->rank)) return j;
+    }
+    return -1;
+}
+
+/* Uploads a constant (host layout `from`) into slot s and records it: a persistent tensor of
+ * its own, or, for a parameter of a training program, a view into the optimizer's flat
+ * parameter buffer (so that the optimizer's update is what the next run reads). */
+static wgml_status upload_constant(wgml_program *p, pv *s, const void *data, size_t bytes, int from, const char *what,
+                                   const char *name) {
+    int j = param_of_constant(p, s, from);
+    wgml_status st;
+    const pv *gs = j < 0 ? NULL : &p->v[p->plan->outputs[p->p_grad[j]]];
+    if (gs && (gs->rank != s->rank || memcmp(gs->dims, s->dims, sizeof(int64_t) * (size_t)s->rank))) {
+        char a[160], b[160];
+        return wgml_set_error(p->ctx, WGML_ERR_SHAPE,
+                              "program: training: parameter %d (%s): constant %d has shape %s, its gradient (output %d) %s",
+                              j, p->p_name[j], p->n_consts, shape_text(a, sizeof a, s), p->p_grad[j],
+                              shape_text(b, sizeof b, gs));
+    }
+    /* a parameter that two delegates both use is two constants with one named-data key (the
+     * SHA-256 of its bytes); the optimizer would step one copy and leave the other stale, so
+     * a constant sharing a parameter's key that is not itself a parameter is refused */
+    for (int i = 0; j < 0 && p->opt && name && *name && i < p->n_params; i++)
+        if (p->p_const[i] >= 0 && !strcmp(p->consts[p->p_const[i]].name, name))
+            return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED,
+                                  "program: training: %s holds the same data as parameter %d (%s, constant %d): a "
+                                  "parameter used by several delegates is not supported",
+                                  what, i, p->p_name[i], p->p_const[i]);
+    if (j < 0) {
+        st = make_persistent(p, s, data, bytes, from, what);
+    } else if (bytes != (size_t)slot_numel(s) * 4) {
+        st = wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: %zu bytes of data for %lld f32 elements", what, bytes,
+                            (long long)slot_numel(s));
+    } else if (!(s->t = wgml_adamw_param(p->opt, s->rank, s->dims))) {
+        st = wgml_last_status(p->ctx);
+    } else {
+        s->state = s->t;
+        p->p_t[j] = s->t;
+        p->p_const[j] = p->n_consts;
+        st = wgml_tensor_write(s->t, data, bytes);
+    }
+    if (st) return st;
+    s->host = data, s->host_vk = from;
+    return note_constant(p, s, from, name);
+}
+
+/* The training export's metadata method <prefix><this method's name>, or NULL. */
+static const pte_plan *meta_plan(const wgml_program *p, const char *prefix) {
+    char name[256];
+    snprintf(name, sizeof name, "%s%s", prefix, p->plan->name.s ? p->plan->name.s : "");
+    return pte_find_plan(p->pte, name);
+}
+
+/* Before anything is built: the parameters (count, gradient outputs, names) and the optimizer
+ * sized for them, in the method's graph. */
+static wgml_status train_prepare(wgml_program *p) {
+    const wgml_program_train_config *c = &p->tc;
+    const pte_plan *pl = p->plan, *gi = meta_plan(p, "__et_training_gradients_index_"),
+                   *fq = meta_plan(p, "__et_training_fqn_");
+    int first = -1, n = c->n_params;
+    if (gi && gi->n_outputs == 1 && gi->values[gi->outputs[0]].type == PTE_VAL_INT &&
+        gi->values[gi->outputs[0]].u.i >= 0 && gi->values[gi->outputs[0]].u.i < (int64_t)pl->n_outputs)
+        first = (int)gi->values[gi->outputs[0]].u.i;
+    if (n <= 0 && fq) n = (int)fq->n_outputs;
+    if (n <= 0 || n > (int)pl->n_outputs)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                              "program: training: %d parameters for %u outputs (give n_params, or a program "
+                              "exported for training: its __et_training_fqn_%s method names them)",
+                              n, pl->n_outputs, pl->name.s ? pl->name.s : "");
+    if (!c->grad_outputs && first < 0)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                              "program: training: no grad_outputs given and the program has no "
+                              "__et_training_gradients_index_%s method",
+                              pl->name.s ? pl->name.s : "");
+    p->n_params = n;
+    p->p_grad = calloc((size_t)n, sizeof *p->p_grad);
+    p->p_const = calloc((size_t)n, sizeof *p->p_const);
+    p->p_name = calloc((size_t)n, sizeof *p->p_name);
+    p->p_t = calloc((size_t)n, sizeof *p->p_t);
+    if (!p->p_grad || !p->p_const || !p->p_name || !p->p_t)
+        return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    int64_t capacity = 0;
+    for (int j = 0; j < n; j++) {
+        int o = c->grad_outputs ? c->grad_outputs[j] : first + j;
+        p->p_const[j] = -1;
+        p->p_name[j] = "";
+        if (fq && (int)fq->n_outputs == n && fq->values[fq->outputs[j]].type == PTE_VAL_STRING &&
+            fq->values[fq->outputs[j]].u.str.s)
+            p->p_name[j] = fq->values[fq->outputs[j]].u.str.s;
+        if (o < 0 || o >= (int)pl->n_outputs)
+            return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: training: parameter %d: gradient output %d out of range (%u outputs)",
+                                  j, o, pl->n_outputs);
+        const pv *gs = &p->v[pl->outputs[o]];
+        if (gs->kind != PV_TENSOR || gs->unsupported || gs->vk_dtype != VK_FLOAT32)
+            return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: training: parameter %d (%s): output %d is not an f32 tensor",
+                                  j, p->p_name[j], o);
+        if (c->param_constants && c->param_constants[j] < 0)
+            return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: training: parameter %d: constant %d out of range", j,
+                                  c->param_constants[j]);
+        for (int i = 0; c->param_constants && i < j; i++)
+            if (c->param_constants[i] == c->param_constants[j])
+                return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: training: parameters %d and %d: both constant %d", i,
+                                      j, c->param_constants[j]);
+        p->p_grad[j] = o;
+        capacity += wgml_adamw_padded(slot_numel(gs));
+    }
+    wgml_adamw_config oc = wgml_adamw_defaults();
+    oc.lr = c->lr, oc.weight_decay = c->weight_decay, oc.max_grad_norm = c->max_grad_norm, oc.capacity = capacity;
+    oc.momentum = c->optimizer == WGML_PROGRAM_SGD ? c->momentum : 0;
+    if (c->optimizer == WGML_PROGRAM_ADAMW) oc.beta1 = c->beta1, oc.beta2 = c->beta2, oc.eps = c->eps;
+    p->opt = wgml_adamw_new(p->g, &oc);
+    return p->opt ? WGML_OK : wgml_last_status(p->ctx);
+}
+
+/* After the method: each gradient output copied into the optimizer's gradient buffer, then
+ * the step, all recorded after the method's own dispatches. */
+static wgml_status train_finish(wgml_program *p) {
+    for (int j = 0; j < p->n_params; j++) {
+        if (p->p_const[j] < 0) {
+            char d[160];
+            const pv *gs = &p->v[p->plan->outputs[p->p_grad[j]]];
+            if (p->tc.param_constants)
+                return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                                      "program: training: parameter %d (%s): constant %d is not an f32 constant of the "
+                                      "method (%d constants)",
+                                      j, p->p_name[j], p->tc.param_constants[j], p->n_consts);
+            return wgml_set_error(p->ctx, WGML_ERR_ARG,
+                                  "program: training: parameter %d (%s, gradient output %d): no f32 constant of shape %s "
+                                  "left to pair it with",
+                                  j, p->p_name[j], p->p_grad[j], shape_text(d, sizeof d, gs));
+        }
+        wgml_status s = wgml_adamw_copy_grad(p->g, p->opt, p->p_t[j], p->v[p->plan->outputs[p->p_grad[j]]].t);
+        if (s) return s;
+    }
+    return p->tc.optimizer == WGML_PROGRAM_SGD ? wgml_sgd_step(p->g, p->opt) : wgml_adamw_step(p->g, p->opt);
 }
 
 /* ---- delegates ----------------------------------------------------------------------------- */
@@ -358,9 +530,7 @@ static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
         if ((from == VK_INT32 || from == VK_FLOAT32) && c->data.size == (uint64_t)slot_numel(&v[i]) * 8)
             from = from == VK_INT32 ? VK_INT64 : VK_FLOAT64;
         snprintf(what, sizeof what, "delegate %d constant %d", di, (int)v[i].constant_id);
-        s = make_persistent(p, &v[i], c->data.data, (size_t)c->data.size, from, what);
-        v[i].host = c->data.data, v[i].host_vk = from;
-        if (!s) s = note_constant(p, &v[i], from, c->named ? c->named_key.s : NULL);
+        s = upload_constant(p, &v[i], c->data.data, (size_t)c->data.size, from, what, c->named ? c->named_key.s : NULL);
     }
     if (!s) s = run_ops(p, v, vg->n_values, vg->chain, vg->n_chain);
     for (uint32_t i = 0; !s && i < vg->n_outputs; i++) {
@@ -513,6 +683,7 @@ static wgml_status build(wgml_program *p) {
     p->in = calloc(pl->n_inputs + 1, sizeof *p->in);
     p->out = calloc(pl->n_outputs + 1, sizeof *p->out);
     if (!p->in || !p->out) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    if (p->tc.optimizer && (s = train_prepare(p))) return s;
     for (uint32_t i = 0; i < pl->n_inputs; i++) {
         snprintf(what, sizeof what, "input %u", i);
         p->in[i].value = pl->inputs[i];
@@ -526,9 +697,9 @@ static wgml_status build(wgml_program *p) {
         const pte_tensor *t = &x->u.tensor;
         if (t->data_kind == PTE_DATA_CONSTANT || t->data_kind == PTE_DATA_MUTABLE) {
             snprintf(what, sizeof what, "constant value %u", i);
-            if ((s = make_persistent(p, &p->v[i], t->data.data, (size_t)t->data.size, p->v[i].vk_dtype, what))) return s;
-            p->v[i].host = t->data.data, p->v[i].host_vk = p->v[i].vk_dtype;
-            if ((s = note_constant(p, &p->v[i], p->v[i].vk_dtype, t->fqn.len ? t->fqn.s : NULL))) return s;
+            if ((s = upload_constant(p, &p->v[i], t->data.data, (size_t)t->data.size, p->v[i].vk_dtype, what,
+                                     t->fqn.len ? t->fqn.s : NULL)))
+                return s;
         } else if (t->data_kind == PTE_DATA_EXTERNAL) {
             return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: value %u: data in an external file (.ptd)", i);
         }
@@ -561,10 +732,12 @@ static wgml_status build(wgml_program *p) {
             return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: output %u (value %d) is never computed", i, pl->outputs[i]);
         if ((s = wgml_graph_keep(p->g, p->v[pl->outputs[i]].t))) return s;
     }
+    if (p->opt && (s = train_finish(p))) return s;
     return wgml_graph_compile(p->g);
 }
 
-wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t size, const char *method) {
+static wgml_program *load_bytes(wgml_ctx *ctx, const void *data, size_t size, const char *method,
+                                const wgml_program_train_config *tc) {
     if (!ctx) return NULL;
     if (!data || !size) {
         wgml_set_error(ctx, WGML_ERR_ARG, "program: no bytes");
@@ -579,6 +752,7 @@ wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t si
     }
     memcpy(copy, data, size);
     p->ctx = ctx, p->bytes = copy, p->size = size;
+    if (tc) p->tc = *tc; /* its pairing arrays are the caller's: read during the load only */
     char err[512];
     wgml_status s = pte_parse(p->bytes, p->size, &p->pte, err, sizeof err);
     if (s) {
@@ -588,11 +762,35 @@ wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t si
     } else {
         s = build(p);
     }
+    p->tc.grad_outputs = NULL, p->tc.param_constants = NULL;
     if (s) {
         wgml_program_free(p);
         return NULL;
     }
     return p;
+}
+
+wgml_program *wgml_program_load_bytes(wgml_ctx *ctx, const void *data, size_t size, const char *method) {
+    return load_bytes(ctx, data, size, method, NULL);
+}
+
+wgml_program_train_config wgml_program_train_defaults(wgml_program_optimizer optimizer) {
+    return (wgml_program_train_config){.optimizer = optimizer, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                       .weight_decay = optimizer == WGML_PROGRAM_ADAMW ? 1e-2 : 0};
+}
+
+wgml_program *wgml_program_load_training(wgml_ctx *ctx, const void *data, size_t size, const char *method,
+                                         const wgml_program_train_config *cfg) {
+    if (!ctx) return NULL;
+    if (!cfg || (cfg->optimizer != WGML_PROGRAM_SGD && cfg->optimizer != WGML_PROGRAM_ADAMW) ||
+        ((cfg->grad_outputs || cfg->param_constants) && cfg->n_params <= 0)) {
+        wgml_set_error(ctx, WGML_ERR_ARG,
+                       "program: training: %s", !cfg ? "no config" : cfg->optimizer != WGML_PROGRAM_SGD && cfg->optimizer != WGML_PROGRAM_ADAMW
+                                                                    ? "unknown optimizer (WGML_PROGRAM_SGD or WGML_PROGRAM_ADAMW)"
+                                                                    : "grad_outputs or param_constants given without n_params");
+        return NULL;
+    }
+    return load_bytes(ctx, data, size, method, cfg);
 }
 
 wgml_program *wgml_program_load(wgml_ctx *ctx, const char *path, const char *method) {
@@ -633,7 +831,9 @@ wgml_program *wgml_program_load(wgml_ctx *ctx, const char *path, const char *met
 
 void wgml_program_free(wgml_program *p) {
     if (!p) return;
+    wgml_adamw_free(p->opt); /* host records only: its tensors belong to p->g */
     if (p->g) wgml_graph_free(p->g);
+    free(p->p_grad), free(p->p_const), free(p->p_name), free(p->p_t);
     for (uint32_t i = 0; p->vk && i < p->n_vk; i++) pte_vk_free(p->vk[i]);
     free(p->vk);
     if (p->pte) pte_free(p->pte);
@@ -764,4 +964,56 @@ wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data
     if (!s) s = wgml_tensor_write(c->t, tmp, nb);
     free(tmp);
     return s;
+}
+
+wgml_status wgml_program_read_constant(wgml_program *p, int i, void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_consts)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    const prog_const *c = &p->consts[i];
+    if (!data || bytes != c->info.nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d: %zu bytes given, it takes %zu", i,
+                              data ? bytes : 0, c->info.nbytes);
+    size_t nb = wgml_tensor_nbytes(c->t);
+    if (nb == bytes) return wgml_tensor_read(c->t, data, bytes);
+    void *tmp = malloc(nb ? nb : 1); /* stored 64-bit, held narrowed: widen back */
+    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    wgml_status s = wgml_tensor_read(c->t, tmp, nb);
+    for (int64_t k = 0; !s && k < c->info.numel; k++) {
+        if (c->info.dtype == WGML_PROG_I64) {
+            int64_t x = ((const int32_t *)tmp)[k];
+            memcpy((uint8_t *)data + 8 * k, &x, 8);
+        } else {
+            double x = ((const float *)tmp)[k];
+            memcpy((uint8_t *)data + 8 * k, &x, 8);
+        }
+    }
+    free(tmp);
+    return s;
+}
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+int wgml_program_param_count(const wgml_program *p) { return p ? p->n_params : 0; }
+
+wgml_status wgml_program_param_info(const wgml_program *p, int j, int *constant, int *grad_output, const char **name) {
+    if (!p) return WGML_ERR_ARG;
+    if (j < 0 || j >= p->n_params)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: parameter %d out of range (%d parameters)", j, p->n_params);
+    if (constant) *constant = p->p_const[j];
+    if (grad_output) *grad_output = p->p_grad[j];
+    if (name) *name = p->p_name[j];
+    return WGML_OK;
+}
+
+wgml_status wgml_program_set_lr(wgml_program *p, double lr) {
+    if (!p) return WGML_ERR_ARG;
+    if (!p->opt) return wgml_set_error(p->ctx, WGML_ERR_STATE, "program: set_lr: the program was not loaded for training");
+    return wgml_adamw_set_lr(p->opt, lr);
+}
+
+wgml_status wgml_program_steps(wgml_program *p, int64_t *steps) {
+    if (!p) return WGML_ERR_ARG;
+    if (!p->opt) return wgml_set_error(p->ctx, WGML_ERR_STATE, "program: steps: the program was not loaded for training");
+    return wgml_adamw_stats(p->opt, steps, NULL, NULL);
 }

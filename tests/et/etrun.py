@@ -26,6 +26,16 @@ class CtxOptions(Structure):
                 ("checked_shaders", c_int)]
 
 
+class TrainConfig(Structure):
+    """wgml_program_train_config: optimizer 1 = SGD, 2 = AdamW."""
+    _fields_ = [("optimizer", c_int), ("lr", c_double), ("beta1", c_double), ("beta2", c_double), ("eps", c_double),
+                ("weight_decay", c_double), ("momentum", c_double), ("max_grad_norm", c_double), ("n_params", c_int),
+                ("grad_outputs", POINTER(c_int)), ("param_constants", POINTER(c_int))]
+
+
+SGD, ADAMW = 1, 2
+
+
 class ProgramError(Exception):
     """wgml refused or failed a program; .stage is 'load', 'input', 'run' or 'output'."""
 
@@ -56,6 +66,15 @@ class Runtime:
         lib.wgml_program_constant_count.argtypes = [c_void_p]
         lib.wgml_program_constant_info.argtypes = [c_void_p, c_int, POINTER(ProgramIO), POINTER(c_char_p)]
         lib.wgml_program_write_constant.argtypes = [c_void_p, c_int, c_void_p, c_size_t]
+        lib.wgml_program_read_constant.argtypes = [c_void_p, c_int, c_void_p, c_size_t]
+        lib.wgml_program_train_defaults.argtypes = [c_int]
+        lib.wgml_program_train_defaults.restype = TrainConfig
+        lib.wgml_program_load_training.argtypes = [c_void_p, c_void_p, c_size_t, c_char_p, POINTER(TrainConfig)]
+        lib.wgml_program_load_training.restype = c_void_p
+        lib.wgml_program_param_count.argtypes = [c_void_p]
+        lib.wgml_program_param_info.argtypes = [c_void_p, c_int, POINTER(c_int), POINTER(c_int), POINTER(c_char_p)]
+        lib.wgml_program_set_lr.argtypes = [c_void_p, c_double]
+        lib.wgml_program_steps.argtypes = [c_void_p, POINTER(c_int64)]
         opts = CtxOptions(poison_outputs=1 if poison else 0)
         ctx = c_void_p()
         if lib.wgml_ctx_create(ctypes.byref(opts), ctypes.byref(ctx)) != 0:
@@ -109,12 +128,28 @@ class Runtime:
 
 
 class Program:
-    """A loaded program kept across runs (training loops): inputs, runs, outputs, constants."""
+    """A loaded program kept across runs (training loops): inputs, runs, outputs, constants.
+    With optimizer=SGD or ADAMW it is loaded for training (wgml_program_load_training): every
+    run() is the method and then one optimizer step on the GPU; the keyword arguments set the
+    config's fields (lr, momentum, weight_decay, ..., grad_outputs, param_constants: lists)."""
 
-    def __init__(self, rt, pte):
+    def __init__(self, rt, pte, optimizer=None, **train):
         self.rt, self.lib = rt, rt.lib
         self._buf = ctypes.create_string_buffer(bytes(pte), len(pte))
-        self.p = self.lib.wgml_program_load_bytes(rt.ctx, self._buf, len(pte), None)
+        if optimizer is None:
+            self.p = self.lib.wgml_program_load_bytes(rt.ctx, self._buf, len(pte), None)
+        else:
+            cfg = self.lib.wgml_program_train_defaults(optimizer)
+            keep = []
+            for k, v in train.items():
+                if k in ("grad_outputs", "param_constants"):
+                    arr = (c_int * len(v))(*v)
+                    keep.append(arr)
+                    setattr(cfg, k, ctypes.cast(arr, POINTER(c_int)))
+                    cfg.n_params = len(v)
+                else:
+                    setattr(cfg, k, v)
+            self.p = self.lib.wgml_program_load_training(rt.ctx, self._buf, len(pte), None, ctypes.byref(cfg))
         if not self.p:
             raise ProgramError("load", rt.err())
 
@@ -158,3 +193,30 @@ class Program:
         a = np.ascontiguousarray(np.asarray(x))
         if self.lib.wgml_program_write_constant(self.p, i, a.ctypes.data, a.nbytes) != 0:
             raise ProgramError("constant", self.rt.err())
+
+    def read_constant(self, i):
+        shape, dtype, _ = self.constants()[i]
+        a = np.empty(shape, dtype=dtype)
+        if self.lib.wgml_program_read_constant(self.p, i, a.ctypes.data, a.nbytes) != 0:
+            raise ProgramError("constant", self.rt.err())
+        return a
+
+    def params(self):
+        """[(constant index, gradient output index, name)] of a program loaded for training."""
+        out = []
+        for j in range(self.lib.wgml_program_param_count(self.p)):
+            c, g, name = c_int(), c_int(), c_char_p()
+            if self.lib.wgml_program_param_info(self.p, j, ctypes.byref(c), ctypes.byref(g), ctypes.byref(name)) != 0:
+                raise ProgramError("param", self.rt.err())
+            out.append((c.value, g.value, (name.value or b"").decode()))
+        return out
+
+    def set_lr(self, lr):
+        if self.lib.wgml_program_set_lr(self.p, lr) != 0:
+            raise ProgramError("param", self.rt.err())
+
+    def steps(self):
+        n = c_int64()
+        if self.lib.wgml_program_steps(self.p, ctypes.byref(n)) != 0:
+            raise ProgramError("param", self.rt.err())
+        return n.value

@@ -34,12 +34,7 @@ fn ew_keep_sign(r: V, v: V) -> V {
     return bitcast<V>(bitcast<VU>(r) | (bitcast<VU>(v) & VU(0x80000000u)));
 }
 
-// Logistic function without overflow: exp of -|v| only.
-fn ew_sigmoid(v: V) -> V {
-    let e = exp(-abs(v));
-    let r = 1.0 / (1.0 + e);
-    return select(e * r, r, v >= V(0.0));
-}
+//!include ew_act
 
 // tanh without the overflow of exp(2v) for large |v|: an odd polynomial (least-squares fit of
 // tanh(v)/v in v^2, relative error < 1e-7 in f32) below |v| = 0.55, (1 - t) / (1 + t) with
@@ -83,12 +78,6 @@ fn ew_gelu(v: V) -> V {
     let phi_small = 0.5 + 0.5 * select(-e, e, pos);
     let phi_big = select(0.5 * c, 1.0 - 0.5 * c, pos);
     return v * select(phi_big, phi_small, z < V(0.9));
-}
-
-// gelu, tanh form: v/2 (1 + tanh(u)) = v * sigmoid(2u), u = sqrt(2/pi) (v + 0.044715 v^3).
-fn ew_gelu_tanh(v: V) -> V {
-    let u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
-    return v * ew_sigmoid(2.0 * u);
 }
 
 fn f(v: V) -> V {

@@ -19,6 +19,7 @@
  */
 #include "ops/q4/q4_internal.h"
 #include "ops/q4/q4_grad.h"
+#include "ops/q4/q4_gemv_fused.h"
 #include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
@@ -454,10 +455,14 @@ static bool gemv_subgroup(wgml_ctx *ctx, int tpr, uint32_t *known) {
     return *known >= (uint32_t)tpr;
 }
 
-/* Bindings of one GEMV dispatch over ws[0..nw): x, codes, ab (and bias) per weight, outputs. */
-static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw) {
+/* Bindings of one GEMV dispatch over ws[0..nw): x, codes, ab (and bias) per weight, outputs,
+ * and the fusion's norm weight and residual. */
+static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw, const q4_gemv_fuse *f) {
     int n = 1 + nw;
     for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
+    if (f && f->norm_w) n++;
+    if (f && f->residual) n++;
+    if (f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU)) n--; /* one output */
     return n;
 }
 
@@ -467,7 +472,20 @@ typedef struct gemv_cfg {
     bool sg;           /* subgroup reduction */
     uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
     bool direct;       /* the sums are final in the subgroup: no workgroup memory */
+    const q4_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
 } gemv_cfg;
+
+/* Output rows one thread stores: RPT, or RPT / 2 when its accumulators pair gate and up rows. */
+static bool fuse_pair(const q4_gemv_fuse *f) { return f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU); }
+static bool fuse_stage(const q4_gemv_fuse *f) { return f && f->norm_w; }
+
+/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred). */
+static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
+    uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
+    uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(kp / 4) * 4 : 4;
+    uint64_t nred = fuse_stage(c->f) ? (uint64_t)c->wg : 1;
+    return 4 * (red + xsh + nred);
+}
 
 /* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
  * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
@@ -479,6 +497,10 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     const wgml_q4_weight *w = ws[0];
     int xv = w->k % 4 == 0 ? 4 : 1;
+    const q4_gemv_fuse *f = c->f;
+    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL;
+    int n_out = pair ? 1 : nw;
+    int64_t kp4 = w->kp / 4;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
      * supported") and takes the subgroup builtins and functions without it, given the device's
      * subgroups feature */
@@ -486,13 +508,20 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
          "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
          "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
          "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
-         "fn x4(xb: u32, k: u32) -> vec4<f32> {\n%s}\n",
+         "const XSTAGE: bool = %s; const NORM: bool = %s; const KP4: u32 = %lldu; const XSH_LEN: u32 = %lldu;\n"
+         "const NRED_LEN: u32 = %du; const EPI: u32 = %du; const PAIR: bool = %s; const RP: u32 = %du;\n"
+         "alias V = f32;\n"
+         "fn x_load(mm: u32, i: u32) -> vec4<f32> {\n%s}\n"
+         "fn x4(mm: u32, k: u32) -> vec4<f32> { %s }\n",
          xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
          c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
-         xv == 4 ? "  if (k < p.K) { return X[(xb + k) / 4u]; }\n  return vec4<f32>(0.0);\n"
+         stage ? "true" : "false", stage ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
+         stage ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
+         xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
                  : "  var v = vec4<f32>(0.0);\n"
-                   "  for (var i = 0u; i < 4u; i++) { if (k + i < p.K) { v[i] = X[xb + k + i]; } }\n"
-                   "  return v;\n");
+                   "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
+                   "  return v;\n",
+         stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
     if (len < cap) kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
     if (c->sg)
@@ -511,6 +540,16 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
+    if (stage) {
+        ro[n_ro++] = f->norm_w;
+        EMIT("@group(0) @binding(%d) var<storage, read> NRM: array<f32>;\n"
+             "fn nw4(i: u32) -> vec4<f32> {\n  var v = vec4<f32>(0.0);\n"
+             "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = NRM[i * 4u + j]; } }\n"
+             "  return v;\n}\n",
+             b++);
+    } else {
+        EMIT("fn nw4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
+    }
     for (int i = 0; i < nw; i++) {
         EMIT("@group(0) @binding(%d) var<storage, read> C%d: array<vec4<u32>>;\n", b++, i);
         EMIT("@group(0) @binding(%d) var<storage, read> AB%d: array<ABT>;\n", b++, i);
@@ -521,7 +560,14 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
             ro[n_ro++] = ws[i]->bias;
         }
     }
-    for (int i = 0; i < nw; i++) EMIT("@group(0) @binding(%d) var<storage, read_write> O%d: array<f32>;\n", b++, i);
+    if (resid) {
+        ro[n_ro++] = f->residual;
+        EMIT("@group(0) @binding(%d) var<storage, read> R: array<f32>;\nfn resid(i: u32) -> f32 { return R[i]; }\n",
+             b++);
+    } else {
+        EMIT("fn resid(i: u32) -> f32 { return 0.0; }\n");
+    }
+    for (int i = 0; i < n_out; i++) EMIT("@group(0) @binding(%d) var<storage, read_write> O%d: array<f32>;\n", b++, i);
     EMIT("@group(0) @binding(%d) var<uniform> p: Params;\n", b++);
     /* readers: w is uniform across a workgroup, so these branches are too */
     EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
@@ -532,38 +578,51 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     for (int i = 0; i < nw; i++)
         if (ws[i]->bias) EMIT("if (w == %du) { return BIAS%d[n]; } ", i, i);
     EMIT("return 0.0; }\nfn store(w: u32, i: u32, v: f32) { ");
-    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
+    for (int i = n_out - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
     EMIT("O0[i] = v; }\n");
 #undef EMIT
     *n_ro_out = n_ro;
     return len;
 }
 
+/* The GEMV's launch shape and reduction for nw weights with K = ws[0]->k and fusion f; false
+ * when the fused kernel's workgroup memory would not fit the device. */
+static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const q4_gemv_fuse *f, gemv_cfg *c) {
+    memset(c, 0, sizeof *c);
+    gemv_shape(w->kp / 32, &c->tpr, &c->rpt, &c->wg, &c->bpi);
+    if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
+    c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
+    c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
+    c->f = f;
+    return gemv_wg_bytes(c, m, w->kp) <= gpu_get_caps(ctx)->max_workgroup_storage;
+}
+
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
- * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x); out_shape is x's shape whose
- * last dim is replaced by each weight's N. */
-static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
-                               int64_t m, wgml_tensor **outs) {
+ * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x) configured by c (its fusion:
+ * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
+ * replaced by each weight's N. */
+static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws,
+                                   int nw, int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
     const wgml_q4_weight *w = ws[0];
+    bool pair = fuse_pair(c->f);
+    int n_out = pair ? 1 : nw;
     int64_t nblk = w->kp / 32;
-    gemv_cfg c = {0};
-    gemv_shape(nblk, &c.tpr, &c.rpt, &c.wg, &c.bpi);
-    c.sg = gemv_subgroup(ctx, c.tpr, &c.sg_known);
-    c.direct = c.sg && c.sg_known >= (uint32_t)c.tpr;
-    int64_t rows = (int64_t)(c.wg / c.tpr) * c.rpt;
-    char prelude[6144];
+    int64_t rows = (int64_t)(c->wg / c->tpr) * (pair ? c->rpt / 2 : c->rpt);
+    char prelude[8192];
     wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0;
-    if (gemv_prelude(prelude, sizeof prelude, &c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
+    if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
     struct {
         uint32_t nrow[4], rg_end[4];
-        uint32_t m, k, vpr, ng, nblk, row_groups, pad0, pad1;
+        uint32_t m, k, vpr, ng, nblk, row_groups;
+        float eps;
+        uint32_t pad1;
     } params;
     memset(&params, 0, sizeof params);
     int64_t total = 0;
-    for (int i = 0; i < nw; i++) {
+    for (int i = 0; i < n_out; i++) { /* a pair is one range of workgroups over the common N */
         total += (ws[i]->n + rows - 1) / rows;
         params.nrow[i] = (uint32_t)ws[i]->n;
         params.rg_end[i] = (uint32_t)total;
@@ -574,23 +633,32 @@ static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, co
     params.ng = (uint32_t)(w->kp / w->group);
     params.nblk = (uint32_t)nblk;
     params.row_groups = (uint32_t)total;
+    params.eps = c->f ? c->f->eps : 0.0f;
     int64_t shape[WGML_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
-    for (int i = 0; i < nw; i++) {
+    for (int i = 0; i < n_out; i++) {
         shape[x->rank - 1] = ws[i]->n;
         outs[i] = graph_output(g, op, WGML_F32, x->rank, shape);
     }
     wgml_status s = WGML_OK;
-    for (int i = 0; i < nw && !s; i++)
+    for (int i = 0; i < n_out && !s; i++)
         if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     if (!s)
-        s = graph_dispatch(g, op, "q4_gemv", prelude, ro, n_ro, outs, nw, &params, sizeof params, (uint64_t)total);
+        s = graph_dispatch(g, op, "q4_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
     if (s)
-        for (int i = 0; i < nw; i++) {
+        for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);
             outs[i] = NULL;
         }
     return s;
+}
+
+/* record_gemv_cfg without fusion, in the automatic configuration. */
+static wgml_status record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                               int64_t m, wgml_tensor **outs) {
+    gemv_cfg c;
+    gemv_config(graph_ctx(g), ws[0], m, NULL, &c); /* without a prologue it always fits */
+    return record_gemv_cfg(g, op, x, ws, nw, m, &c, outs);
 }
 
 /* The checks of x shared by q4_linear and q4_linear_multi. */
@@ -625,13 +693,49 @@ wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight 
     return out ? q4_linear_grad_record(g, out, x, w) : NULL;
 }
 
-wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
-                                 wgml_tensor **outs) {
-    const char *op = "q4_linear_multi";
-    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+/* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or Q4_EPI_RESIDUAL with
+ * n = 1; not the pairs), the weights grouped into as few dispatches as one kind, one group size
+ * and the binding limit allow. */
+static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                               int64_t m, const q4_gemv_fuse *f, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
-    if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
-    for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    int limit = GRAPH_MAX_BINDINGS - 1;
+    if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
+    bool done[WGML_Q4_MULTI_MAX] = {false};
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n && !s; i++) {
+        if (done[i]) continue;
+        const wgml_q4_weight *grp[WGML_Q4_MULTI_MAX];
+        int idx[WGML_Q4_MULTI_MAX], ng = 0;
+        grp[ng] = ws[i], idx[ng++] = i;
+        for (int j = i + 1; j < n; j++) {
+            if (done[j] || ws[j]->kind != ws[i]->kind || ws[j]->group != ws[i]->group) continue;
+            grp[ng] = ws[j];
+            if (gemv_storage_bindings(grp, ng + 1, f) > limit) continue;
+            idx[ng++] = j;
+        }
+        if (gemv_storage_bindings(grp, ng, f) > limit) /* even one weight alone does not fit */
+            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
+                                  caps->max_storage_per_stage);
+        wgml_tensor *o[WGML_Q4_MULTI_MAX];
+        gemv_cfg c;
+        if (!gemv_config(ctx, grp[0], m, f, &c))
+            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op,
+                                  tshape(x));
+        s = record_gemv_cfg(g, op, x, grp, ng, m, &c, o);
+        for (int j = 0; j < ng && !s; j++) {
+            done[idx[j]] = true;
+            outs[idx[j]] = o[j];
+        }
+    }
+    return s;
+}
+
+/* The checks shared by q4_linear_multi and q4_gemv_fused: n weights (1..WGML_Q4_MULTI_MAX),
+ * each valid, of x's graph, with x's K. */
+static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
+                              const wgml_q4_weight *const *weights, int n) {
     if (n < 1 || n > WGML_Q4_MULTI_MAX)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
     if (!weights) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
@@ -649,6 +753,18 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
             return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] has K = %lld; x %s ends in K = %lld", op, arg,
                                   (long long)w->n, (long long)w->k, (long long)w->k, tshape(x), (long long)k);
     }
+    return WGML_OK;
+}
+
+wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+                                 wgml_tensor **outs) {
+    const char *op = "q4_linear_multi";
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
+    for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    if (multi_args(g, ctx, op, x, weights, n)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1];
     int64_t m = x->numel / k;
     wgml_status s = WGML_OK;
     if (m > GEMV_MAX_M || graph_grad_enabled(g, &x, 1)) {
@@ -656,37 +772,91 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
         for (int i = 0; i < n && !s; i++)
             if (!(outs[i] = wgml_q4_linear(g, x, weights[i]))) s = wgml_last_status(ctx);
     } else {
-        /* groups of weights one dispatch can take: one kind, one group size, bindings that fit */
-        const gpu_caps *caps = gpu_get_caps(ctx);
-        int limit = GRAPH_MAX_BINDINGS - 1;
-        if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
-        bool done[WGML_Q4_MULTI_MAX] = {false};
-        for (int i = 0; i < n && !s; i++) {
-            if (done[i]) continue;
-            const wgml_q4_weight *grp[WGML_Q4_MULTI_MAX];
-            int idx[WGML_Q4_MULTI_MAX], ng = 0;
-            grp[ng] = weights[i], idx[ng++] = i;
-            for (int j = i + 1; j < n; j++) {
-                if (done[j] || weights[j]->kind != weights[i]->kind || weights[j]->group != weights[i]->group) continue;
-                grp[ng] = weights[j];
-                if (gemv_storage_bindings(grp, ng + 1) > limit) continue;
-                idx[ng++] = j;
-            }
-            if (gemv_storage_bindings(grp, ng) > limit) { /* even one weight alone does not fit */
-                s = wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
-                                   caps->max_storage_per_stage);
-                break;
-            }
-            wgml_tensor *o[WGML_Q4_MULTI_MAX];
-            s = record_gemv(g, op, x, grp, ng, m, o);
-            for (int j = 0; j < ng && !s; j++) {
-                done[idx[j]] = true;
-                outs[idx[j]] = o[j];
-            }
-        }
+        s = gemv_groups(g, op, x, weights, n, m, NULL, outs);
     }
     if (s)
         for (int i = 0; i < n; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
+
+static bool shape_is(const wgml_tensor *t, int rank, const int64_t *shape) {
+    return t->rank == rank && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank) == 0;
+}
+
+/* The same result from the public ops, where the fused kernel does not apply. */
+static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                                    const q4_gemv_fuse *f, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_tensor *h = f->norm_w ? wgml_rms_norm(g, x, f->norm_w, f->eps) : x, *y[WGML_Q4_MULTI_MAX];
+    if (!h) return wgml_last_status(ctx);
+    wgml_status s = wgml_q4_linear_multi(g, h, ws, n, y);
+    if (s) return s;
+    switch (f->epi) {
+    case Q4_EPI_RESIDUAL: outs[0] = wgml_add(g, f->residual, y[0], 1.0f); break;
+    case Q4_EPI_SWIGLU: outs[0] = wgml_mul(g, wgml_silu(g, y[0]), y[1]); break;
+    case Q4_EPI_GEGLU: outs[0] = wgml_mul(g, wgml_gelu(g, y[0], 1), y[1]); break;
+    default:
+        for (int i = 0; i < n; i++) outs[i] = y[i];
+        return WGML_OK;
+    }
+    return outs[0] ? WGML_OK : wgml_last_status(ctx);
+}
+
+wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                          const q4_gemv_fuse *f, wgml_tensor **outs) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs || !f) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, outs ? "the fusion" : "outs");
+    bool pair = fuse_pair(f);
+    int n_out = pair || f->epi == Q4_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
+    for (int i = 0; i < n_out && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    if (multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1], m = x->numel / k;
+    if ((int)f->epi < Q4_EPI_STORE || f->epi > Q4_EPI_GEGLU)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown epilogue %d", op, (int)f->epi);
+    if (f->norm_w) {
+        int64_t want[1] = {k};
+        if (check_operand(ctx, g, op, "norm_w", f->norm_w, WGML_F32, 1, 1)) return wgml_last_status(ctx);
+        if (!shape_is(f->norm_w, 1, want))
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: norm_w %s must be [%lld] for x %s", op, tshape(f->norm_w),
+                                  (long long)k, tshape(x));
+    }
+    if (pair && (n != 2 || ws[0]->n != ws[1]->n))
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a gated epilogue takes two weights of one N (gate, up); got %d%s",
+                              op, n, n == 2 ? " of different N" : "");
+    if (f->epi == Q4_EPI_RESIDUAL) {
+        if (n != 1) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a residual epilogue takes one weight, got %d", op, n);
+        int64_t want[WGML_MAX_RANK];
+        memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->rank);
+        want[x->rank - 1] = ws[0]->n;
+        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, x->rank, x->rank)) return wgml_last_status(ctx);
+        if (!shape_is(f->residual, x->rank, want))
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: residual %s must have the output's shape (x %s, N = %lld)", op,
+                                  tshape(f->residual), tshape(x), (long long)ws[0]->n);
+    }
+    wgml_tensor *in[3] = {x, f->norm_w, f->residual};
+    bool fused = m <= GEMV_MAX_M && !graph_grad_enabled(g, in, 3);
+    for (int i = 0; i < n && fused; i++) {
+        gemv_cfg c;
+        fused = gemv_config(ctx, ws[i], m, f, &c);
+    }
+    if (pair && fused) {
+        const gpu_caps *caps = gpu_get_caps(ctx);
+        int limit = GRAPH_MAX_BINDINGS - 1;
+        if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
+        if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group && gemv_storage_bindings(ws, 2, f) <= limit) {
+            gemv_cfg c;
+            gemv_config(ctx, ws[0], m, f, &c);
+            return record_gemv_cfg(g, op, x, ws, 2, m, &c, outs);
+        }
+        fused = false;
+    }
+    wgml_status s = fused ? gemv_groups(g, op, x, ws, n, m, f, outs) : gemv_fused_plain(g, x, ws, n, f, outs);
+    if (s)
+        for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);
             outs[i] = NULL;
         }

@@ -21,26 +21,44 @@
 //   workgroup memory with one barrier. This assumes subgroups are runs of consecutive
 //   local_invocation_index (so a run of TPR lanes starting at a multiple of TPR is whole
 //   subgroups or lies inside one), as on every Vulkan driver we know of for 1-D workgroups.
+// Fused forms (q4_gemv_fused, for inference graphs), chosen by the prelude:
+//   prologue (XSTAGE): before the loop the workgroup copies its MR rows of x into workgroup
+//   memory (xsh, zero past K) and, with NORM, RMSNorms each: x * rsqrt(mean(x^2) + eps) * nw
+//   (a tree over the WG partial sums of squares in nred, fixed order, as norm_rms); every
+//   workgroup does this for itself, which costs one pass over x (K <= a few thousand) and saves
+//   the norm's own dispatch. Without XSTAGE x is read from X as it is.
+//   epilogue (EPI): 0 stores the sums (+ bias); 1 adds the residual R at the same index;
+//   2 and 3 are a gated FFN's activation over a pair of weights (PAIR: W_0 the gate, W_1 the
+//   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
+//   thread holds both halves of its RP = RPT / 2 outputs and stores act(gate) * up, act = silu
+//   (2) or tanh-GELU (3); there is one output, O0.
 // The prelude gives KIND CPW G BPG GPB ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
-// else f32), x4(xb, k) (x[k..k+3] from offset xb, zero past K), WG, TPR, RPT, MR, BPI (blocks
+// else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
+// xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
+// XSTAGE, NORM, KP4 (vec4s per staged row), XSH_LEN, NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
 // size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
 // length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
 // sgs) (the sum of v over the run of seg lanes, seg a power of two, that holds this lane:
 // subgroupAdd when seg is the subgroup size sgs, else a subgroupShuffleXor butterfly), the
-// bindings (X, per weight C_w, AB_w and BIAS_w when it has one, then O_w, then the uniform p)
+// bindings (X, NRM with NORM, per weight C_w, AB_w and BIAS_w when it has one, R with EPI 1, then
+// the outputs O_w, then the uniform p)
 // and their readers c_at(w, i), ab_at(w, i) (the (a, b) pair), bias_at(w, n) (0 without a
 // bias) and store(w, i, v).
 struct Params {
     nrow: vec4<u32>,   // N of each weight
     rg_end: vec4<u32>, // end of each weight's workgroups (cumulative)
-    M: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32, pad0: u32, pad1: u32,
+    M: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32, eps: f32, pad1: u32,
 }
 
 const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit), 2 (8-bit), 8 (f32)
 const RG: u32 = WG / TPR;          // row groups per workgroup
 
 var<workgroup> red: array<f32, RED_LEN>; // WG * RPT * MR (1 when the subgroup sums are final)
+var<workgroup> xsh: array<vec4<f32>, XSH_LEN>; // MR * KP4 with XSTAGE, else 1 (unused)
+var<workgroup> nred: array<f32, NRED_LEN>;    // WG with NORM, else 1 (unused)
+
+//!include ew_act
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
@@ -94,7 +112,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let N = p.nrow[w];
     let rg = lid / TPR;
     let t = lid % TPR;
-    let n0 = (wg * RG + rg) * RPT;
+    let n0 = (wg * RG + rg) * RP; // this row group's first output row
+    if (XSTAGE) {
+        for (var mm = 0u; mm < MR; mm++) {
+            var ss = 0.0;
+            for (var i = lid; i < KP4; i += WG) {
+                let v = x_load(mm, i);
+                xsh[mm * KP4 + i] = v;
+                ss += dot(v, v);
+            }
+            if (NORM) {
+                nred[lid] = ss;
+                workgroupBarrier();
+                for (var h = WG / 2u; h > 0u; h = h / 2u) {
+                    if (lid < h) { nred[lid] += nred[lid + h]; }
+                    workgroupBarrier();
+                }
+                let rs = inverseSqrt(nred[0] / f32(p.K) + p.eps);
+                workgroupBarrier(); // nred[0] read by all before the next row reuses nred
+                for (var i = lid; i < KP4; i += WG) { xsh[mm * KP4 + i] *= rs * nw4(i); }
+            }
+        }
+        workgroupBarrier();
+    }
     var acc: array<array<f32, MR>, RPT>;
     // BPI blocks (b0, b0 + TPR, ...) per iteration: all their codes and (a, b) are loaded before
     // any is used, so BPI x RPT loads are in flight per thread
@@ -104,9 +144,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var u = 0u; u < BPI; u++) {
             let b = min(b0 + u * TPR, p.nblk - 1u); // past the end: a copy of the last, unused
             for (var r = 0u; r < RPT; r++) {
-                let n = min(n0 + r, N - 1u); // rows past N compute a copy of the last, never stored
-                for (var v = 0u; v < VPB; v++) { cw[u][r][v] = c_at(w, n * p.vpr + b * VPB + v); }
-                for (var h = 0u; h < GPB; h++) { ab[u][r][h] = ab_at(w, n * p.ng + (b / BPG) * GPB + h); }
+                // PAIR: accumulator r is row r / 2 of weight r % 2; rows past N compute a copy
+                // of the last, never stored
+                let wr = select(w, r % 2u, PAIR);
+                let n = min(n0 + select(r, r / 2u, PAIR), N - 1u);
+                for (var v = 0u; v < VPB; v++) { cw[u][r][v] = c_at(wr, n * p.vpr + b * VPB + v); }
+                for (var h = 0u; h < GPB; h++) { ab[u][r][h] = ab_at(wr, n * p.ng + (b / BPG) * GPB + h); }
             }
         }
         for (var u = 0u; u < BPI; u++) {
@@ -117,7 +160,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 var sx = vec4<f32>(0.0);
                 var sx_lo = vec4<f32>(0.0); // the first half's sum (G = 16)
                 for (var i = 0u; i < 8u; i++) {
-                    xs[i] = x4(mm * p.K, b * 32u + i * 4u);
+                    xs[i] = x4(mm, b * 32u + i * 4u);
                     sx += xs[i];
                     if (i == 3u) { sx_lo = sx; }
                 }
@@ -171,13 +214,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     if (t == 0u) {
-        for (var r = 0u; r < RPT; r++) {
-            let n = n0 + r;
+        if (!DIRECT) {
+            for (var r = 0u; r < RPT; r++) {
+                for (var mm = 0u; mm < MR; mm++) { acc[r][mm] = red[(r * MR + mm) * WG + lid]; }
+            }
+        }
+        for (var j = 0u; j < RP; j++) {
+            let n = n0 + j;
             if (n >= N) { break; }
             for (var mm = 0u; mm < MR; mm++) {
-                var o = acc[r][mm];
-                if (!DIRECT) { o = red[(r * MR + mm) * WG + lid]; }
-                store(w, mm * N + n, o + bias_at(w, n));
+                let i = mm * N + n;
+                if (PAIR) {
+                    let gt = acc[2u * j][mm] + bias_at(0u, n);
+                    let up = acc[2u * j + 1u][mm] + bias_at(1u, n);
+                    var a: f32;
+                    if (EPI == 2u) { a = gt * ew_sigmoid(gt); } else { a = ew_gelu_tanh(gt); }
+                    store(0u, i, a * up);
+                } else {
+                    var o = acc[j][mm] + bias_at(w, n);
+                    if (EPI == 1u) { o += resid(i); }
+                    store(w, i, o);
+                }
             }
         }
     }

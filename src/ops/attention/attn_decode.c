@@ -1,0 +1,110 @@
+/* One decode step's attention in one dispatch (attn_decode.wgsl) and the merge of its key
+ * chunks (attn_combine.wgsl): see attn_decode.h. */
+#include "ops/attention/attn_decode.h"
+
+#include "gpu/gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define DECODE_WG 64
+/* Most chunks: attn_combine reads every chunk of a row for each output element. */
+#define DECODE_MAX_CHUNKS 64
+
+/* The kernel's keys per thread (the fewest that keep the chunks at most DECODE_MAX_CHUNKS),
+ * chunk length and count; false when the shapes do not fit it. */
+static bool decode_plan(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax, int64_t *kpt, int64_t *ch,
+                        int64_t *n_chunk) {
+    if (Hk <= 0 || Hq % Hk || D <= 0 || D % 4 || smax <= 0 || Hq / Hk > 16 || smax * Hk * D > 0xFFFFFFFFll) return false;
+    int64_t G = Hq / Hk;
+    *kpt = 1;
+    while (*kpt < 64 && (smax + DECODE_WG * *kpt - 1) / (DECODE_WG * *kpt) > DECODE_MAX_CHUNKS) *kpt *= 2;
+    *ch = DECODE_WG * *kpt;
+    *n_chunk = (smax + *ch - 1) / *ch;
+    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + G * DECODE_WG + 2);
+    return *n_chunk <= DECODE_MAX_CHUNKS && wg_bytes <= gpu_get_caps(ctx)->max_workgroup_storage;
+}
+
+bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
+    int64_t kpt, ch, n;
+    return ctx && decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n);
+}
+
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
+    return D <= 64 && attn_decode_fits(ctx, Hq, Hk, D, smax);
+}
+
+wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_rope_style style, int64_t window, float scale) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "attn_decode_step";
+    if (check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4) || check_operand(ctx, g, op, "k", k, WGML_F32, 4, 4) ||
+        check_operand(ctx, g, op, "v", v, WGML_F32, 4, 4) || check_operand(ctx, g, op, "pos", pos, WGML_I32, 1, 1) ||
+        check_operand(ctx, g, op, "len", len, WGML_I32, 1, 1) || check_operand(ctx, g, op, "tab", tab, WGML_F32, 2, 2) ||
+        check_operand(ctx, g, op, "k_cache", k_cache, WGML_F32, 4, 4) ||
+        check_operand(ctx, g, op, "v_cache", v_cache, WGML_F32, 4, 4))
+        return NULL;
+    int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3], smax = k_cache->shape[2];
+    bool ok = q->shape[0] == 1 && q->shape[1] == 1 && pos->numel == 1 && len->numel == 1 && Hk > 0 && Hq % Hk == 0;
+    for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
+    ok = ok && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D && k_cache->shape[0] == 1 &&
+         k_cache->shape[1] == Hk && k_cache->shape[3] == D && tab->shape[0] == D / 2 && tab->shape[1] == 4;
+    if (!ok) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE,
+                       "%s: q %s, k %s, v %s must be [1, 1, heads, D] (k and v alike, q's heads a multiple of k's), "
+                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D]",
+                       op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(len), tshape(tab), tshape(k_cache),
+                       tshape(v_cache));
+        return NULL;
+    }
+    if (!isfinite(scale) || window < 0) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale %g must be finite and window %lld >= 0", op, (double)scale,
+                       (long long)window);
+        return NULL;
+    }
+    int64_t G = Hq / Hk, kpt, ch, n_chunk;
+    if (!decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n_chunk)) {
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                       "%s: q %s with caches %s: D %% 4, %lld query heads per kv head or the workgroup memory do not "
+                       "fit the decode kernel",
+                       op, tshape(q), tshape(k_cache), (long long)G);
+        return NULL;
+    }
+    double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
+    char prelude[256];
+    snprintf(prelude, sizeof prelude,
+             "const WG: u32 = %du; const D: u32 = %lldu; const HALF: u32 = %lldu; const G: u32 = %lldu;\n"
+             "const KPT: u32 = %lldu; const CH: u32 = %lldu; const FINAL: bool = %s;\n",
+             DECODE_WG, (long long)D, (long long)(D / 2), (long long)G, (long long)kpt, (long long)ch,
+             n_chunk == 1 ? "true" : "false");
+    struct {
+        uint32_t Hk, smax, n_chunk, window, style;
+        float scale2;
+        uint32_t pad[2];
+    } p = {.Hk = (uint32_t)Hk,
+           .smax = (uint32_t)smax,
+           .n_chunk = (uint32_t)n_chunk,
+           .window = (uint32_t)(window < smax ? window : 0),
+           .style = style == WGML_ROPE_INTERLEAVED ? 1u : 0u,
+           .scale2 = (float)(sc * 1.4426950408889634074)};
+    /* one chunk: the kernel writes the output itself; else the chunks' partials and their merge */
+    int64_t pn = Hq * n_chunk * (D + 2), os[4] = {1, Hq, 1, D};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, os);
+    wgml_tensor *part = n_chunk > 1 && out ? graph_output(g, op, WGML_F32, 1, &pn) : NULL;
+    wgml_tensor *ro[6] = {q, k, v, pos, len, tab}, *rw[3] = {k_cache, v_cache, n_chunk > 1 ? part : out};
+    wgml_status s = out && (n_chunk == 1 || part) ? graph_dispatch(g, op, "attn_decode", prelude, ro, 6, rw, 3, &p,
+                                                                    sizeof p, (uint64_t)(Hk * n_chunk))
+                                                  : wgml_last_status(ctx);
+    if (!s && n_chunk > 1) {
+        uint32_t cp[4] = {(uint32_t)(Hq * D), (uint32_t)D, (uint32_t)n_chunk, 0};
+        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)(Hq * D) + 63) / 64);
+    }
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}

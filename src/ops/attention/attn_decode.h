@@ -1,0 +1,31 @@
+/* Internal entry point (decode graphs only, no autograd record): one decode step's attention,
+ * RoPE and KV-cache append included, in one dispatch of attn_decode.wgsl plus the merge of its
+ * key chunks (attn_combine.wgsl), where rope_kv_step and wgml_sdpa_cached take three. The
+ * decode step is a chain of small dependent dispatches (docs/PERFORMANCE.md, decode): fewer,
+ * and a kernel shaped for one query row per head instead of the prefill tile, is the point. */
+#ifndef WGML_ATTN_DECODE_H
+#define WGML_ATTN_DECODE_H
+#include "graph/graph.h"
+
+/* q f32 [1, 1, Hq, D] and k, v [1, 1, Hk, D] (Hq a multiple of Hk, D even, D % 4 == 0): q and k
+ * rotated at position pos (i32 [1]) with tab = rope_freq_table(.., D, theta) and the pair style;
+ * rotated k and v written to row pos of k_cache, v_cache f32 [1, Hk, smax, D] (nothing when pos
+ * is outside 0..smax-1); each query head attends to the cache rows [lo, min(len, smax)) (len
+ * i32 [1]; lo = that minus window when window > 0, else 0), scores scaled by scale (<= 0:
+ * 1/sqrt(D)). Returns the output [1, Hq, 1, D] (wgml_sdpa_cached's layout). NULL with the error
+ * set, WGML_ERR_UNSUPPORTED when the shapes do not fit the kernel (the caller records the plain
+ * ops instead). */
+wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_rope_style style, int64_t window, float scale);
+
+/* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
+ * smax rows on this device. */
+bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
+/* Whether a decode step should take it: where it fits and D <= 64. Each thread computes whole
+ * D-long dot products serially, which pays at D = 64 (H200, SmolLM2-135M at 768 keys: 18.7 us
+ * a layer against 30.2 for rope_kv + sdpa + merge) and not at D = 256 (Gemma-3-270M: 61.8 us
+ * against 36.6); bench/NOTES.md. */
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
+
+#endif

@@ -1,0 +1,148 @@
+#define _POSIX_C_SOURCE 200809L
+/* One decode step's attention in one dispatch (attn_decode_step, ops/attention/attn_decode.h):
+ * RoPE of q and k at the position, k and v written into the caches' row pos, attention over the
+ * cache rows [lo, len) against an fp64 reference computed here (the rotation from the angle
+ * pos * theta^(-2i/D) in double, softmax and weighted sum in double), random cache contents,
+ * grouped heads, both pair styles, the sliding window, one chunk (the kernel's own output) and
+ * many (the chunks merged), long caches (several keys per thread); the cache row written (k
+ * rotated, v copied bit for bit) and every other row untouched; bad shapes refused. */
+#include "harness.h"
+
+#include "ops/attention/attn_decode.h"
+#include "ops/rope/rope_fused.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dcase {
+    const char *what;
+    int64_t Hq, Hk, D, smax;
+    int32_t pos; /* len = pos + 1 unless len_off */
+    int32_t len_off;
+    int64_t window;
+    wgml_rope_style style;
+    float theta;
+} dcase;
+
+/* x rotated in place at position pos: pairs (2i, 2i+1) or (i, i + D/2), angle pos theta^(-2i/D) */
+static void rope_d(double *x, int64_t D, int32_t pos, float theta, wgml_rope_style style) {
+    for (int64_t i = 0; i < D / 2; i++) {
+        double ang = (double)pos * pow((double)theta, -(double)(2 * i) / (double)D);
+        int64_t e0 = style == WGML_ROPE_INTERLEAVED ? 2 * i : i, e1 = style == WGML_ROPE_INTERLEAVED ? 2 * i + 1 : i + D / 2;
+        double a = x[e0], b = x[e1];
+        x[e0] = a * cos(ang) - b * sin(ang);
+        x[e1] = a * sin(ang) + b * cos(ang);
+    }
+}
+
+static void run_case(const dcase *c) {
+    int64_t Hq = c->Hq, Hk = c->Hk, D = c->D, smax = c->smax, G = Hq / Hk;
+    int32_t pos = c->pos, len = c->pos + 1 + c->len_off;
+    float *hq = th_random((size_t)(Hq * D), -1, 1), *hk = th_random((size_t)(Hk * D), -1, 1),
+          *hv = th_random((size_t)(Hk * D), -1, 1);
+    float *hkc = th_random((size_t)(Hk * smax * D), -1, 1), *hvc = th_random((size_t)(Hk * smax * D), -1, 1);
+    int64_t qs[4] = {1, 1, Hq, D}, ks[4] = {1, 1, Hk, D}, cs[4] = {1, Hk, smax, D}, one[1] = {1};
+    wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv);
+    wgml_tensor *kc = th_tensor_f32(4, cs, hkc), *vc = th_tensor_f32(4, cs, hvc);
+    wgml_tensor *tp = th_tensor_i32(1, one, &pos), *tl = th_tensor_i32(1, one, &len);
+    wgml_tensor *tab = rope_freq_table(T.g, "test", D, c->theta);
+    float scale = 1.0f / sqrtf((float)D) * 1.25f;
+    wgml_tensor *out = attn_decode_step(T.g, q, k, v, tp, tl, tab, kc, vc, c->style, c->window, scale);
+    char name[160];
+    snprintf(name, sizeof name, "%s (Hq %lld, Hk %lld, D %lld, smax %lld, pos %d, len %d, window %lld)", c->what,
+             (long long)Hq, (long long)Hk, (long long)D, (long long)smax, pos, len, (long long)c->window);
+    if (!th_check(out != NULL, "%s: %s", name, wgml_last_error(T.ctx))) goto done;
+    /* the reference: the caches as the step leaves them, then attention over [lo, L) */
+    double *kcd = malloc(sizeof(double) * (size_t)(Hk * smax * D)), *ref = malloc(sizeof(double) * (size_t)(Hq * D));
+    for (int64_t i = 0; i < Hk * smax * D; i++) kcd[i] = hkc[i];
+    float *want_vc = malloc(sizeof(float) * (size_t)(Hk * smax * D));
+    memcpy(want_vc, hvc, sizeof(float) * (size_t)(Hk * smax * D));
+    for (int64_t h = 0; h < Hk; h++) {
+        double kr[1024];
+        for (int64_t d = 0; d < D; d++) kr[d] = hk[h * D + d];
+        rope_d(kr, D, pos, c->theta, c->style);
+        for (int64_t d = 0; d < D; d++) {
+            kcd[(h * smax + pos) * D + d] = kr[d];
+            want_vc[(h * smax + pos) * D + d] = hv[h * D + d];
+        }
+    }
+    int64_t L = len < smax ? len : smax, lo = c->window > 0 && L - c->window > 0 ? L - c->window : 0;
+    for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
+        int64_t h = hq_i / G;
+        double qr[1024], *sc = malloc(sizeof(double) * (size_t)smax), mx = -INFINITY, sum = 0;
+        for (int64_t d = 0; d < D; d++) qr[d] = hq[hq_i * D + d];
+        rope_d(qr, D, pos, c->theta, c->style);
+        for (int64_t j = lo; j < L; j++) {
+            double s = 0;
+            for (int64_t d = 0; d < D; d++) s += qr[d] * kcd[(h * smax + j) * D + d];
+            sc[j] = s * scale;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int64_t j = lo; j < L; j++) sum += (sc[j] = exp(sc[j] - mx));
+        for (int64_t d = 0; d < D; d++) {
+            double o = 0;
+            for (int64_t j = lo; j < L; j++) o += sc[j] * (double)want_vc[(h * smax + j) * D + d];
+            ref[hq_i * D + d] = o / sum;
+        }
+        free(sc);
+    }
+    float *got = th_read_f32(out), *got_kc = th_read_f32(kc), *got_vc = th_read_f32(vc);
+    if (got) th_close(name, got, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+    if (got_kc && got_vc) {
+        snprintf(name, sizeof name, "%s: k cache (row %d rotated)", c->what, pos);
+        th_close(name, got_kc, kcd, (size_t)(Hk * smax * D), 2e-6, 1e-5);
+        /* every row but pos untouched, bit for bit; v's row pos a copy */
+        bool same = true;
+        for (int64_t h = 0; h < Hk; h++)
+            for (int64_t j = 0; j < smax; j++)
+                if (j != pos) same = same && !memcmp(got_kc + (h * smax + j) * D, hkc + (h * smax + j) * D, 4 * (size_t)D);
+        th_check(same, "%s: other k cache rows untouched", c->what);
+        th_check(!memcmp(got_vc, want_vc, sizeof(float) * (size_t)(Hk * smax * D)), "%s: v cache (row %d copied)", c->what,
+                 pos);
+    }
+    free(got), free(got_kc), free(got_vc), free(kcd), free(ref), free(want_vc);
+done:
+    wgml_tensor_free(out);
+    wgml_tensor_free(q), wgml_tensor_free(k), wgml_tensor_free(v), wgml_tensor_free(kc), wgml_tensor_free(vc);
+    wgml_tensor_free(tp), wgml_tensor_free(tl), wgml_tensor_free(tab);
+    free(hq), free(hk), free(hv), free(hkc), free(hvc);
+}
+
+static void test_errors(void) {
+    int64_t qs[4] = {1, 1, 4, 6}, ks[4] = {1, 1, 3, 6}, cs[4] = {1, 3, 8, 6}, one[1] = {1}, ts[2] = {3, 4};
+    int32_t z = 0;
+    wgml_tensor *q = wgml_tensor_new(T.g, WGML_F32, 4, qs), *k = wgml_tensor_new(T.g, WGML_F32, 4, ks),
+                *kc = wgml_tensor_new(T.g, WGML_F32, 4, cs), *p = th_tensor_i32(1, one, &z),
+                *tab = wgml_tensor_new(T.g, WGML_F32, 2, ts);
+    th_expect_error("q heads not a multiple of k's", !attn_decode_step(T.g, q, k, k, p, p, tab, kc, kc, 0, 0, 0),
+                    WGML_ERR_SHAPE, "attn_decode_step", NULL);
+    th_expect_error("pos of the wrong dtype", !attn_decode_step(T.g, q, k, k, q, p, tab, kc, kc, 0, 0, 0),
+                    WGML_ERR_DTYPE, "attn_decode_step", "pos", NULL);
+    int64_t qs2[4] = {1, 1, 3, 6};
+    wgml_tensor *q2 = wgml_tensor_new(T.g, WGML_F32, 4, qs2);
+    th_expect_error("D % 4", !attn_decode_step(T.g, q2, k, k, p, p, tab, kc, kc, 0, 0, 0), WGML_ERR_UNSUPPORTED,
+                    "attn_decode_step", NULL);
+    th_check(!attn_decode_fits(T.ctx, 3, 3, 6, 8) && attn_decode_fits(T.ctx, 9, 3, 64, 2048),
+             "attn_decode_fits: D 6 no, SmolLM2's shape yes");
+    wgml_tensor_free(q), wgml_tensor_free(q2), wgml_tensor_free(k), wgml_tensor_free(kc), wgml_tensor_free(p),
+        wgml_tensor_free(tab);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_attn_decode", argc, argv);
+    test_errors();
+    static const dcase cases[] = {
+        {"one chunk, GQA 3", 9, 3, 64, 40, 17, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
+        {"one chunk, first position", 9, 3, 64, 40, 0, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
+        {"one chunk, last row", 4, 2, 16, 64, 63, 0, 0, WGML_ROPE_HALF, 10000.0f},
+        {"chunks merged, D 256, half pairs", 4, 1, 256, 300, 250, 0, 0, WGML_ROPE_HALF, 1000000.0f},
+        {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f},
+        {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f},
+        {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f},
+        {"long cache, 2 keys per thread", 2, 1, 8, 5000, 4500, 0, 0, WGML_ROPE_HALF, 10000.0f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    return th_done();
+}

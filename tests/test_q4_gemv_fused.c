@@ -1,0 +1,276 @@
+#define _POSIX_C_SOURCE 200809L
+/* The q4 GEMV with its fused prologue and epilogue (q4_gemv_fused, ops/q4/q4_gemv_fused.h):
+ * the RMSNorm of x before the products, the residual add after one, the gated activations
+ * (silu, tanh-GELU) over a gate/up pair. Every output against an fp64 reference computed here
+ * from the host dequantisation (norm, products and activation in double); the number of
+ * dispatches (one per kind group when fused); the paths that fall back to the public ops (more
+ * than 4 rows, x too long for workgroup memory, gate and up of different kinds) against the
+ * same reference; both final reductions (tree and subgroups where the device has them); a
+ * built graph run twice; bad arguments. */
+#include "harness.h"
+
+#include "ops/q4/q4_gemv_fused.h"
+#include "q4_host.h"
+
+typedef struct wspec {
+    int kind; /* q4_host.h's make_weight kinds: 0 q4gsw, 1 Q4_1, 2 Q8_0, 3 Q5_0, 4 Q5_1, 5 Q4_K, 6 Q5_K, 7 Q6_K */
+    int64_t n;
+    bool bias;
+} wspec;
+
+static uint64_t dispatches_so_far(void) {
+    uint64_t ns, d;
+    wgml_record_stats(T.ctx, &ns, &d);
+    return d;
+}
+
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+static double gelu_tanh_d(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
+
+/* h = x normed (when nw) in double: x * (mean(x^2) + eps)^-1/2 * nw, row by row */
+static double *ref_h(const float *x, const float *nw, float eps, int64_t m, int64_t k) {
+    double *h = malloc(sizeof(double) * (size_t)(m * k));
+    for (int64_t i = 0; i < m; i++) {
+        double ss = 0;
+        for (int64_t c = 0; c < k; c++) ss += (double)x[i * k + c] * x[i * k + c];
+        double r = nw ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
+        for (int64_t c = 0; c < k; c++) h[i * k + c] = (double)x[i * k + c] * r * (nw ? (double)nw[c] : 1.0);
+    }
+    return h;
+}
+
+/* y[i, j] = Σ_c h[i, c] W[j, c] + bias[j] */
+static double *ref_prod(const double *h, const hw *w, int64_t m, int64_t n, int64_t k) {
+    double *y = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = w->bias ? w->bias[j] : 0.0;
+            for (int64_t c = 0; c < k; c++) s += h[i * k + c] * w->deq[j * k + c];
+            y[i * n + j] = s;
+        }
+    return y;
+}
+
+/* One q4_gemv_fused call in the eager graph: x [m, k] (as [2, m/2, k] for even m > 2), weights
+ * ws[0..nw), the norm when norm, epilogue epi; each output against fp64; want_dispatches: how
+ * many the call must record beyond the harness's NaN fills of its outputs (-1: not checked). */
+static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, bool norm, q4_epilogue epi,
+                       int want_dispatches) {
+    double t0 = now_s();
+    hw h[WGML_Q4_MULTI_MAX];
+    const wgml_q4_weight *wp[WGML_Q4_MULTI_MAX];
+    for (int i = 0; i < nw; i++) {
+        h[i] = make_weight(T.g, ws[i].kind, ws[i].n, k, 32, ws[i].bias);
+        wp[i] = h[i].w;
+    }
+    bool r3 = m > 2 && m % 2 == 0;
+    int64_t xs3[3] = {2, m / 2, k}, xs2[2] = {m, k};
+    int rank = r3 ? 3 : 2;
+    const int64_t *xs = r3 ? xs3 : xs2;
+    float *hx = th_random((size_t)(m * k), -2, 2);
+    float *hn = norm ? th_random((size_t)k, 0.5, 1.5) : NULL;
+    int64_t n0 = ws[0].n;
+    float *hr = epi == Q4_EPI_RESIDUAL ? th_random((size_t)(m * n0), -3, 3) : NULL;
+    wgml_tensor *x = th_tensor_f32(rank, xs, hx);
+    int64_t ks[1] = {k}, rs[3] = {xs[0], xs[1], xs[2]};
+    rs[rank - 1] = n0;
+    q4_gemv_fuse f = {.norm_w = norm ? th_tensor_f32(1, ks, hn) : NULL,
+                      .eps = 1e-5f,
+                      .epi = epi,
+                      .residual = hr ? th_tensor_f32(rank, rs, hr) : NULL};
+    bool pair = epi == Q4_EPI_SWIGLU || epi == Q4_EPI_GEGLU;
+    int n_out = pair ? 1 : nw;
+    wgml_tensor *outs[WGML_Q4_MULTI_MAX] = {NULL};
+    wgml_sync(T.ctx);
+    uint64_t d0 = dispatches_so_far();
+    wgml_status s = q4_gemv_fused(T.g, "test", x, wp, nw, &f, outs);
+    wgml_sync(T.ctx);
+    uint64_t used = dispatches_so_far() - d0 - (uint64_t)n_out;
+    char name[200];
+    int len = snprintf(name, sizeof name, "%s M=%lld K=%lld%s epi %d:", what, (long long)m, (long long)k,
+                       norm ? " norm" : "", (int)epi);
+    for (int i = 0; i < nw; i++)
+        len += snprintf(name + len, sizeof name - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind],
+                        (long long)ws[i].n, ws[i].bias ? "+b" : "");
+    th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
+    if (s == WGML_OK && want_dispatches >= 0)
+        th_check(used == (uint64_t)want_dispatches, "%s: %llu dispatches, want %d", name, (unsigned long long)used,
+                 want_dispatches);
+    double *hd = ref_h(hx, hn, f.eps, m, k);
+    double *y[WGML_Q4_MULTI_MAX];
+    for (int i = 0; i < nw; i++) y[i] = ref_prod(hd, &h[i], m, ws[i].n, k);
+    for (int o = 0; o < n_out && s == WGML_OK; o++) {
+        int64_t n = ws[o].n;
+        double *ref = malloc(sizeof(double) * (size_t)(m * n));
+        for (int64_t i = 0; i < m * n; i++) {
+            if (pair) ref[i] = (epi == Q4_EPI_SWIGLU ? silu_d(y[0][i]) : gelu_tanh_d(y[0][i])) * y[1][i];
+            else ref[i] = y[o][i] + (hr ? (double)hr[i] : 0.0);
+        }
+        char oname[260];
+        snprintf(oname, sizeof oname, "%s out %d", name, o);
+        th_check(outs[o] && wgml_tensor_rank(outs[o]) == rank && wgml_tensor_dim(outs[o], -1) == n &&
+                     wgml_tensor_numel(outs[o]) == m * n,
+                 "%s shape", oname);
+        float *got = th_read_f32(outs[o]);
+        if (got) th_close(oname, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+        free(got);
+        free(ref);
+    }
+    for (int i = 0; i < WGML_Q4_MULTI_MAX; i++) wgml_tensor_free(outs[i]);
+    printf("  %-110s %.2f s\n", name, now_s() - t0);
+    for (int i = 0; i < nw; i++) {
+        free(y[i]);
+        free_weight(&h[i]);
+    }
+    free(hd);
+    wgml_tensor_free(x);
+    wgml_tensor_free(f.norm_w);
+    wgml_tensor_free(f.residual);
+    free(hx);
+    free(hn);
+    free(hr);
+}
+
+/* The decode block's shapes (SmolLM2: d 576, FFN 1536; Gemma-3-270M: d 640, FFN 2048) scaled
+ * down in N, and the K >= 2048 shape (32 threads x 8 rows), mostly at M = 1 (every case is a
+ * pipeline of its own, long to compile on llvmpipe, the more so the more rows: few = only the
+ * three decode forms). */
+static void test_fused_cases(bool few) {
+    static const wspec qkv[3] = {{1, 48, false}, {1, 16, false}, {2, 16, false}}; /* Q4_1 q, k; Q8_0 v: 2 groups */
+    static const wspec one_b[1] = {{0, 37, true}};
+    static const wspec gu41[2] = {{1, 70, false}, {1, 70, false}};
+    static const wspec gu8[2] = {{2, 33, false}, {2, 33, false}};
+    static const wspec gu_sym[2] = {{0, 45, true}, {0, 45, true}};
+    static const wspec gu_k[2] = {{5, 40, false}, {5, 40, false}}; /* Q4_K gate and up */
+    case_fused("qkv", qkv, 3, 1, 576, true, Q4_EPI_STORE, 2);
+    case_fused("o + residual", one_b, 1, 1, 576, false, Q4_EPI_RESIDUAL, 1);
+    case_fused("gate/up silu", gu41, 2, 1, 576, true, Q4_EPI_SWIGLU, 1);
+    if (few) return;
+    case_fused("qkv", qkv, 3, 4, 576, true, Q4_EPI_STORE, 2);
+    case_fused("norm + residual", one_b, 1, 1, 640, true, Q4_EPI_RESIDUAL, 1);
+    case_fused("down + residual, K 1536", one_b, 1, 1, 1536, false, Q4_EPI_RESIDUAL, 1);
+    case_fused("gate/up gelu", gu8, 2, 1, 640, true, Q4_EPI_GEGLU, 1);
+    case_fused("gate/up gelu, biases", gu_sym, 2, 2, 200, false, Q4_EPI_GEGLU, 1);
+    case_fused("gate/up silu, no norm", gu_k, 2, 1, 512, false, Q4_EPI_SWIGLU, 1);
+    case_fused("K >= 2048 silu", gu41, 2, 1, 2080, true, Q4_EPI_SWIGLU, 1);
+    case_fused("K >= 2048 residual", one_b, 1, 2, 2080, false, Q4_EPI_RESIDUAL, 1);
+    case_fused("odd K", gu_sym, 2, 1, 77, true, Q4_EPI_SWIGLU, 1);
+}
+
+/* Where the fused kernel does not apply the public ops give the same result: M > 4 (the
+ * tiled GEMM), x too long for workgroup memory (K = 8192 at M = 4: 128 KiB of staged x),
+ * gate and up of different kinds. */
+static void test_plain_paths(void) {
+    static const wspec qkv[3] = {{1, 48, false}, {1, 16, false}, {2, 16, false}};
+    static const wspec gu41[2] = {{1, 70, false}, {1, 70, false}};
+    static const wspec mixed[2] = {{1, 24, false}, {2, 24, false}};
+    static const wspec one[1] = {{1, 20, false}};
+    case_fused("M > 4", qkv, 3, 6, 96, true, Q4_EPI_STORE, -1);
+    case_fused("M > 4", gu41, 2, 5, 96, true, Q4_EPI_SWIGLU, -1);
+    case_fused("M > 4", one, 1, 8, 64, false, Q4_EPI_RESIDUAL, -1);
+    case_fused("x past workgroup memory", one, 1, 2, 8192, true, Q4_EPI_RESIDUAL, -1);
+    case_fused("gate Q4_1, up Q8_0", mixed, 2, 1, 128, true, Q4_EPI_GEGLU, -1);
+}
+
+/* In a built graph (weights, x, norm and residual its own), run twice with new inputs. */
+static void test_built_graph(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    const int64_t k = 192, n = 40;
+    hw gw = make_weight(g, 1, n, k, 32, false), uw = make_weight(g, 1, n, k, 32, false);
+    th_check(gw.w && uw.w, "built graph: upload: %s", wgml_last_error(T.ctx));
+    const wgml_q4_weight *wp[2] = {gw.w, uw.w};
+    int64_t xs[2] = {1, k}, ks[1] = {k};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *nw = wgml_tensor_new(g, WGML_F32, 1, ks), *o = NULL;
+    q4_gemv_fuse f = {.norm_w = nw, .eps = 1e-6f, .epi = Q4_EPI_SWIGLU};
+    bool ok = x && nw;
+    th_check(ok, "built graph: inputs: %s", wgml_last_error(T.ctx));
+    ok = ok && q4_gemv_fused(g, "test", x, wp, 2, &f, &o) == WGML_OK;
+    th_check(ok, "built graph: record: %s", wgml_last_error(T.ctx));
+    ok = ok && wgml_graph_keep(g, o) == WGML_OK && wgml_graph_compile(g) == WGML_OK;
+    th_check(ok, "built graph: compile: %s", wgml_last_error(T.ctx));
+    th_check(!ok || wgml_graph_dispatch_count(g) == 1, "built graph: %zu dispatches, want 1",
+             ok ? wgml_graph_dispatch_count(g) : 0);
+    for (int run = 0; ok && run < 2; run++) {
+        float *hx = th_random((size_t)k, -1, 1), *hn = th_random((size_t)k, 0.5, 1.5);
+        th_check(wgml_tensor_write(x, hx, sizeof(float) * (size_t)k) == WGML_OK &&
+                     wgml_tensor_write(nw, hn, sizeof(float) * (size_t)k) == WGML_OK,
+                 "write inputs");
+        th_check(wgml_graph_run(g) == WGML_OK, "run %d: %s", run, wgml_last_error(T.ctx));
+        double *hd = ref_h(hx, hn, f.eps, 1, k), *yg = ref_prod(hd, &gw, 1, n, k), *yu = ref_prod(hd, &uw, 1, n, k);
+        for (int64_t i = 0; i < n; i++) yg[i] = silu_d(yg[i]) * yu[i];
+        float *got = th_read_f32(o);
+        char name[64];
+        snprintf(name, sizeof name, "built graph run %d", run);
+        if (got) th_close(name, got, yg, (size_t)n, tol_abs(k), RTOL);
+        free(got);
+        free(hd);
+        free(yg);
+        free(yu);
+        free(hx);
+        free(hn);
+    }
+    free_weight(&gw);
+    free_weight(&uw);
+    wgml_graph_free(g);
+}
+
+/* Bad arguments: clear errors naming the op and argument, nothing recorded. */
+static void test_errors(void) {
+    hw a = make_weight(T.g, 1, 16, 64, 32, false), b = make_weight(T.g, 1, 24, 64, 32, false);
+    const wgml_q4_weight *wp[3] = {a.w, b.w, a.w};
+    int64_t xs[2] = {1, 64}, bad_k[1] = {63}, rs_bad[2] = {1, 15};
+    float *hx = th_random(64, -1, 1);
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *nw_bad = th_tensor_f32(1, bad_k, hx), *r_bad = th_tensor_f32(2, rs_bad, hx);
+    wgml_tensor *o[3] = {NULL, NULL, NULL};
+    struct {
+        const char *what, *want;
+        int n;
+        q4_gemv_fuse f;
+    } cases[] = {
+        {"norm of the wrong length", "norm_w", 1, {.norm_w = nw_bad, .eps = 1e-5f}},
+        {"residual of the wrong shape", "residual", 1, {.epi = Q4_EPI_RESIDUAL, .residual = r_bad}},
+        {"residual missing", "residual", 1, {.epi = Q4_EPI_RESIDUAL}},
+        {"residual with two weights", "one weight", 2, {.epi = Q4_EPI_RESIDUAL}},
+        {"pair of different N", "one N", 2, {.epi = Q4_EPI_SWIGLU}},
+        {"pair of three", "two weights", 3, {.epi = Q4_EPI_GEGLU}},
+        {"unknown epilogue", "epilogue", 1, {.epi = (q4_epilogue)9}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wgml_status s = q4_gemv_fused(T.g, "fusedop", x, wp, cases[i].n, &cases[i].f, o);
+        const char *e = wgml_last_error(T.ctx);
+        th_check(s != WGML_OK && strstr(e, "fusedop") && strstr(e, cases[i].want) && !o[0] && !o[1] && !o[2],
+                 "%s: status %d, error '%s'", cases[i].what, (int)s, e);
+    }
+    th_check(q4_gemv_fused(T.g, "fusedop", x, wp, 1, NULL, o) != WGML_OK, "NULL fusion refused");
+    th_check(q4_gemv_fused(T.g, "fusedop", NULL, wp, 1, &cases[0].f, o) != WGML_OK, "NULL x refused");
+    wgml_tensor_free(x);
+    wgml_tensor_free(nw_bad);
+    wgml_tensor_free(r_bad);
+    free(hx);
+    free_weight(&a);
+    free_weight(&b);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_q4_gemv_fused", argc, argv);
+    double t0 = now_s();
+    test_errors();
+    printf("errors: %.2f s\n", now_s() - t0);
+    wgml_device_info info;
+    wgml_device_get_info(T.ctx, &info);
+    /* the tree reduction, then (where the device has them) subgroup operations */
+    for (int sg = 0; sg <= (info.has_subgroups ? 1 : 0); sg++) {
+        setenv("WGML_Q4_GEMV_SUBGROUP", sg ? "1" : "0", 1);
+        t0 = now_s();
+        test_fused_cases(sg == 1);
+        printf("fused (%s reduction): %.2f s\n", sg ? "subgroup" : "tree", now_s() - t0);
+    }
+    unsetenv("WGML_Q4_GEMV_SUBGROUP");
+    t0 = now_s();
+    test_plain_paths();
+    printf("plain paths: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_built_graph();
+    printf("built graph: %.2f s\n", now_s() - t0);
+    return th_done();
+}
