@@ -239,6 +239,9 @@ void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_
  * form takes the number as a float and keeps a's shape. In a built graph the numbers (alpha,
  * scalars, clamp bounds) are fixed when the op is recorded. */
 
+/* wgml_binary / wgml_binary_scalar also take two i32 operands (i32 out, no gradient) for add,
+ * sub, mul, minimum, maximum and the rounding divisions, with PyTorch's integer semantics
+ * (wrapping; floor division rounds toward −∞); the scalar and alpha must then be integers. */
 typedef enum wgml_binary_op {
     WGML_BIN_ADD = 0, /* a + alpha·b */
     WGML_BIN_SUB,     /* a − alpha·b */
@@ -246,7 +249,11 @@ typedef enum wgml_binary_op {
     WGML_BIN_DIV,     /* a / b (true division; no special handling of zero) */
     WGML_BIN_MINIMUM, /* min(a, b); NaN if either is NaN */
     WGML_BIN_MAXIMUM, /* max(a, b); NaN if either is NaN */
-    WGML_BIN_POW      /* a ** b (a negative base with an integral exponent gives the real power) */
+    WGML_BIN_POW,     /* a ** b (a negative base with an integral exponent gives the real power) */
+    WGML_BIN_DIV_TRUNC, /* trunc(a / b) (PyTorch's rounding_mode "trunc"); zero gradient */
+    WGML_BIN_DIV_FLOOR  /* floor(a / b) (rounding_mode "floor", floor_divide): of the f32 quotient, so
+                         * exact for integer-valued operands below 2^22; b == 0 gives a / b;
+                         * zero gradient */
 } wgml_binary_op;
 /* out = a (op) b with broadcasting; alpha is used by add and sub only. */
 wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op op, wgml_tensor *a, wgml_tensor *b, float alpha);
@@ -259,6 +266,8 @@ wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);           
 wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* min(a, b) */
 wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);          /* max(a, b) */
 wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);              /* a ** b */
+wgml_tensor *wgml_div_trunc(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);        /* trunc(a / b) */
+wgml_tensor *wgml_div_floor(wgml_graph *g, wgml_tensor *a, wgml_tensor *b);        /* ⌊a / b⌋ */
 wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a + alpha·s */
 wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha); /* a − alpha·s */
 wgml_tensor *wgml_mul_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a·s */
@@ -279,7 +288,13 @@ typedef enum wgml_unary_op {
     WGML_UN_ABS,
     WGML_UN_SQRT,
     WGML_UN_RSQRT,     /* 1 / sqrt(x) */
-    WGML_UN_TANH       /* accurate for every x (no overflow to NaN for large |x|) */
+    WGML_UN_TANH,      /* accurate for every x (no overflow to NaN for large |x|) */
+    WGML_UN_FLOOR,     /* floor, ceil, trunc, round: zero gradient (as PyTorch) */
+    WGML_UN_CEIL,
+    WGML_UN_TRUNC,
+    WGML_UN_ROUND,     /* to the nearest integer, halves to even (as PyTorch) */
+    WGML_UN_SIN,       /* sin, cos: argument reduced by 2π first (accurate for |x| up to ~2.5e4) */
+    WGML_UN_COS
 } wgml_unary_op;
 /* out = f(x), same shape. */
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
@@ -295,6 +310,15 @@ wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x);     /* |x| */
 wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x);    /* √x */
 wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x);   /* 1 / √x */
 wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x);    /* tanh x */
+wgml_tensor *wgml_floor(wgml_graph *g, wgml_tensor *x);   /* ⌊x⌋ */
+wgml_tensor *wgml_ceil(wgml_graph *g, wgml_tensor *x);    /* ⌈x⌉ */
+wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x);   /* x rounded toward 0 */
+wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x);   /* nearest integer, halves to even */
+wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x);
+wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x);
+/* round(x, decimals) as PyTorch computes it in f32: decimals >= 0: round(x·10^d) / 10^d, else
+ * round(x / 10^−d)·10^−d (halves to even); zero gradient. |decimals| <= 38. */
+wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals);
 /* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
 
@@ -341,6 +365,12 @@ wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy,
  * sum: Σ; mean: Σ / (number of reduced elements); amax: the maximum, NaN if any is NaN (f32
  * outputs). Deterministic: the same input gives the same bits every run. */
 wgml_tensor *wgml_sum(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
+/* The lower median along dim (PyTorch's median: the element at position (n − 1) / 2 of the
+ * sorted row; a row holding a NaN gives NaN) of an f32 x; *indices (when not NULL) gets its i32
+ * index along dim, ties resolved by a stable sort (the earlier of equal values first). keepdim as
+ * the reductions. One workgroup per row, O(n²) comparisons: for rows up to a few thousand. No
+ * gradient. */
+wgml_tensor *wgml_median(wgml_graph *g, wgml_tensor *x, int dim, int keepdim, wgml_tensor **indices);
 wgml_tensor *wgml_mean(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 wgml_tensor *wgml_amax(wgml_graph *g, wgml_tensor *x, const int *dims, int n_dims, int keepdim);
 /* Index (i32) of the maximum of f32 x along dim; ties take the first index; a NaN counts as
@@ -399,6 +429,28 @@ wgml_tensor *wgml_gather(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *in
 wgml_tensor *wgml_embedding(wgml_graph *g, wgml_tensor *weight, wgml_tensor *idx);
 /* x with dim replaced by the entries index[0..n) (index rank 1, or rank 0 as one entry). */
 wgml_tensor *wgml_index_select(wgml_graph *g, wgml_tensor *x, int dim, wgml_tensor *index);
+/* x.index_put(indices, values, accumulate) (PyTorch's) with k index tensors on x's leading dims
+ * (f32 or i32 x; the k i32 index tensors broadcast to a shape B; values broadcast to
+ * B + x.shape[k:]): entry p puts values[p] at x[idx0[p], ..., idx(k-1)[p]]; accumulate adds
+ * instead (duplicates summed in entry order); without it the last duplicate wins. In a built
+ * graph an index outside [-size, size) is not checked: it is taken modulo its dim's size. No
+ * gradient. */
+/* PyTorch's embedding_bag forward: out [B, D], bag b reduces weight [V, D] rows indices[i] for i
+ * from offsets[b] to offsets[b + 1] (the last bag to the end of indices; include_last_offset:
+ * offsets has B + 1 entries and its last ends the last bag; the mean of that bag divides by the
+ * count to the end of indices, as PyTorch's CPU kernel does). mode 0 sum, 1 mean, 2 max; an empty
+ * bag gives 0; entries whose index is padding_idx (>= 0; negative: none) are skipped and not
+ * counted; per_sample_weights (f32, one per index, mode sum only; may be NULL) scale the rows.
+ * indices and offsets are 1-D i32; at run time offsets are clamped into [0, #indices] and indices
+ * wrapped once and clamped into [0, V). No gradient. */
+wgml_tensor *wgml_embedding_bag(wgml_graph *g, wgml_tensor *weight, wgml_tensor *indices, wgml_tensor *offsets, int mode,
+                                wgml_tensor *per_sample_weights, int include_last_offset, int64_t padding_idx);
+/* x[indices] (PyTorch's advanced indexing, index.Tensor) with k index tensors on x's leading
+ * dims: out of shape B + x.shape[k:], entry p = x[idx0[p], ..., idx(k-1)[p]]; index rules as
+ * wgml_index_put. Any dtype; no gradient through the indices. */
+wgml_tensor *wgml_index_tensor(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k);
+wgml_tensor *wgml_index_put(wgml_graph *g, wgml_tensor *x, wgml_tensor *const *indices, int k, wgml_tensor *values,
+                            int accumulate);
 
 /* Shape ops and copies; every dtype. dims may be negative (count from the end). */
 /* x[..., start:end:step, ...] along dim, PyTorch's rules: negative start/end count from the

@@ -153,6 +153,12 @@ static double un_f(wgml_unary_op op, double v) {
     case WGML_UN_SQRT: return sqrt(v);
     case WGML_UN_RSQRT: return 1 / sqrt(v);
     case WGML_UN_TANH: return tanh(v);
+    case WGML_UN_FLOOR: return floor(v);
+    case WGML_UN_CEIL: return ceil(v);
+    case WGML_UN_TRUNC: return trunc(v);
+    case WGML_UN_ROUND: return nearbyint(v);
+    case WGML_UN_SIN: return sin(v);
+    case WGML_UN_COS: return cos(v);
     }
     return NAN;
 }
@@ -174,6 +180,9 @@ static double un_df(wgml_unary_op op, double v) {
     case WGML_UN_SQRT: return 0.5 / sqrt(v);
     case WGML_UN_RSQRT: return -0.5 / (v * sqrt(v));
     case WGML_UN_TANH: return 1 - tanh(v) * tanh(v);
+    case WGML_UN_FLOOR: case WGML_UN_CEIL: case WGML_UN_TRUNC: case WGML_UN_ROUND: return 0;
+    case WGML_UN_SIN: return cos(v);
+    case WGML_UN_COS: return -sin(v);
     }
     return NAN;
 }
@@ -352,8 +361,10 @@ static void test_finite_differences(void) {
                  e3);
         free(c.x); free(c.w); free(c.b); free(c.dy); free(c.tmp); free(dx);
     }
-    /* every unary op (positive inputs for log, sqrt, rsqrt; none at the kinks of relu / abs) */
-    for (int op = WGML_UN_RELU; op <= WGML_UN_TANH; op++) {
+    /* every unary op (positive inputs for log, sqrt, rsqrt; none at the kinks of relu / abs;
+     * not the rounding ops, whose steps finite differences cannot cross) */
+    for (int op = WGML_UN_RELU; op <= WGML_UN_COS; op++) {
+        if (op >= WGML_UN_FLOOR && op <= WGML_UN_ROUND) continue;
         bool pos = op == WGML_UN_LOG || op == WGML_UN_SQRT || op == WGML_UN_RSQRT;
         fdc c = {.kind = 4, .rows = 64, .op = (wgml_unary_op)op};
         c.x = drandom(64, pos ? 0.2 : -5, pos ? 4 : 5);
@@ -610,7 +621,7 @@ static void case_unary(int op, int64_t n, double lo, double hi) {
 }
 
 static void test_unary(void) {
-    for (int op = WGML_UN_RELU; op <= WGML_UN_TANH; op++) {
+    for (int op = WGML_UN_RELU; op <= WGML_UN_COS; op++) {
         bool pos = op == WGML_UN_LOG || op == WGML_UN_SQRT || op == WGML_UN_RSQRT;
         case_unary(op, 37, pos ? 0.1 : -6, pos ? 4 : 6);       /* scalar path */
         case_unary(op, 4 * 1031, pos ? 0.05 : -12, pos ? 9 : 12); /* vec4 path, wide range */

@@ -171,14 +171,20 @@ static wgml_status op_minimum(pbuild *b, const int32_t *a, int n) { return binar
 static wgml_status op_maximum(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_MAXIMUM, 0); }
 static wgml_status op_pow(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_POW, 0); }
 
-/* div.Tensor_mode(a, b, rounding_mode): only the true division (mode None). */
+/* div.Tensor_mode / div.Scalar_mode (a, b, rounding_mode): None (true division), "trunc" or
+ * "floor" (float tensors; wgml's division is f32 only, so an int tensor is refused by it). */
 static wgml_status op_div_mode(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    if (!is_null(b, args, 2))
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: rounding modes are not supported", b->op);
+    const pv *m = val(b, args, 2);
+    wgml_binary_op op = WGML_BIN_DIV;
+    if (m->kind == PV_STRING && m->s && !strcmp(m->s, "trunc")) op = WGML_BIN_DIV_TRUNC;
+    else if (m->kind == PV_STRING && m->s && !strcmp(m->s, "floor")) op = WGML_BIN_DIV_FLOOR;
+    else if (m->kind != PV_NULL) return fail(b, WGML_ERR_ARG, "rounding_mode must be None, \"trunc\" or \"floor\"", 2);
     int32_t a2[3] = {args[0], args[1], args[3]};
-    return binary_common(b, a2, 3, WGML_BIN_DIV, 0);
+    return binary_common(b, a2, 3, op, 0);
 }
+/* floor_divide(a, b): division with rounding_mode "floor" */
+static wgml_status op_floor_divide(pbuild *b, const int32_t *a, int n) { return binary_common(b, a, n, WGML_BIN_DIV_FLOOR, 0); }
 
 /* rsub.Scalar(self, other, alpha) = other − alpha·self */
 static wgml_status op_rsub(pbuild *b, const int32_t *args, int nargs) {
@@ -191,9 +197,19 @@ static wgml_status op_rsub(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_add_scalar(b->g, y, s, 1.0f), 0);
 }
 
+/* neg and abs of an i32 tensor (the index arithmetic of reflect/replicate padding) through the
+ * integer binary kernel: −x = x·(−1), |x| = max(x, −x); a dedicated integer unary kernel would
+ * save a dispatch on what are small index tensors. */
+static wgml_tensor *int_unary(pbuild *b, wgml_unary_op op, wgml_tensor *x) {
+    wgml_tensor *n = wgml_binary_scalar(b->g, WGML_BIN_MUL, x, -1.0f, 1.0f);
+    return op == WGML_UN_NEG ? n : wgml_maximum(b->g, x, n);
+}
+
 static wgml_status unary_common(pbuild *b, const int32_t *args, int nargs, wgml_unary_op op, int n) {
     NEED(n);
     wgml_tensor *x = T(b, args, 0);
+    if (x && wgml_tensor_dtype(x) == WGML_I32 && (op == WGML_UN_NEG || op == WGML_UN_ABS))
+        return put(b, OUT(0), int_unary(b, op, x), 0);
     return x ? put(b, OUT(0), wgml_unary(b->g, op, x), 0) : WGML_ERR_ARG;
 }
 #define UNARY(name, op)                                                                                     \
@@ -208,6 +224,23 @@ UNARY(op_abs, WGML_UN_ABS)
 UNARY(op_sqrt, WGML_UN_SQRT)
 UNARY(op_rsqrt, WGML_UN_RSQRT)
 UNARY(op_tanh, WGML_UN_TANH)
+UNARY(op_floor, WGML_UN_FLOOR)
+UNARY(op_ceil, WGML_UN_CEIL)
+UNARY(op_trunc, WGML_UN_TRUNC)
+UNARY(op_round, WGML_UN_ROUND)
+UNARY(op_sin, WGML_UN_SIN)
+UNARY(op_cos, WGML_UN_COS)
+
+/* round.decimals(self, decimals) */
+static wgml_status op_round_decimals(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    int d = iarg(b, args, 1, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    if (d < -38 || d > 38) return fail(b, WGML_ERR_UNSUPPORTED, "decimals outside [-38, 38]", 1);
+    return put(b, OUT(0), wgml_round_decimals(b->g, x, d), 0);
+}
 
 /* gelu(self, approximate: "none" | "tanh") */
 static wgml_status op_gelu(pbuild *b, const int32_t *args, int nargs) {
@@ -228,6 +261,11 @@ static wgml_status op_clamp(pbuild *b, const int32_t *args, int nargs) {
     float lo = (float)num(b, args, 1, -INFINITY, &ok), hi = (float)num(b, args, 2, INFINITY, &ok);
     wgml_tensor *x = T(b, args, 0);
     if (!ok || !x) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(x) == WGML_I32) { /* integer bounds through the integer kernel: min(max(x, lo), hi) */
+        if (!is_null(b, args, 1)) x = wgml_binary_scalar(b->g, WGML_BIN_MAXIMUM, x, lo, 1.0f);
+        if (x && !is_null(b, args, 2)) x = wgml_binary_scalar(b->g, WGML_BIN_MINIMUM, x, hi, 1.0f);
+        return put(b, OUT(0), x, 0);
+    }
     return put(b, OUT(0), wgml_clamp(b->g, x, lo, hi), 0);
 }
 
@@ -399,6 +437,32 @@ static const int32_t *vlist(pbuild *b, const int32_t *args, int i, size_t *n) {
     }
     *n = x->n;
     return x->ids;
+}
+
+/* median.default (self): the lower median of every element (rank 0); median.dim / the out
+ * variant median.dim_values (self, dim, keepdim) -> (values, indices). */
+static wgml_status op_median_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    int64_t n = wgml_tensor_numel(x);
+    return put(b, OUT(0), wgml_median(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0, NULL), 1);
+}
+static wgml_status op_median_dim(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok), keep = iarg(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    size_t no;
+    const int32_t *outs = vlist(b, args, 3, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 2) return fail(b, WGML_ERR_ARG, "expected 2 outputs", 3);
+    wgml_tensor *idx = NULL;
+    wgml_tensor *v = wgml_median(b->g, x, dim, keep, &idx);
+    wgml_status s = put(b, outs[0], v, 0);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], idx, 0);
+    return s;
 }
 
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
@@ -1162,6 +1226,184 @@ static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *args, int na
     return put(b, OUT(0), sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
 }
 
+/* ---- glue of fully partitioned programs ------------------------------------------------------ */
+
+/* arange.start_step (start, end, step, dtype?, layout?, device?, pin_memory?) and its out
+ * variant arange.start_out (start, end, step): a constant, built on the host in the output's
+ * dtype (int64 narrowed to int32, as every int tensor). */
+static wgml_status op_arange(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs != 4 && nargs != 8) NEED(4);
+    int ok = 1;
+    double start = num(b, args, 0, 0.0, &ok), end = num(b, args, 1, 0.0, &ok), step = num(b, args, 2, 1.0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (!(step != 0) || !isfinite(start) || !isfinite(end) || !isfinite(step) || (end - start) / step < 0)
+        return fail(b, WGML_ERR_ARG, "step must be non-zero, finite and point from start to end", 2);
+    double nd = ceil((end - start) / step);
+    pv *o = &b->v[OUT(0)];
+    if (o->kind != PV_TENSOR || o->unsupported || o->rank != 1 || (double)o->dims[0] != nd)
+        return wgml_set_error(b->ctx, WGML_ERR_SHAPE, "program: %s: %g values from %g to %g by %g, the output is not a "
+                              "tensor of that many", b->op, nd, start, end, step);
+    int dt = prog_vk_to_wgml(o->vk_dtype);
+    if (dt != WGML_F32 && dt != WGML_I32)
+        return wgml_set_error(b->ctx, WGML_ERR_DTYPE, "program: %s: output dtype %s", b->op, prog_vk_dtype_name(o->vk_dtype));
+    int64_t n = o->dims[0];
+    void *h = malloc((size_t)n * 4);
+    if (!h) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t i = 0; i < n; i++) {
+        double v = start + (double)i * step;
+        if (dt == WGML_I32) {
+            if (v < -2147483648.0 || v > 2147483647.0) {
+                free(h);
+                return wgml_set_error(b->ctx, WGML_ERR_LIMIT, "program: %s: value %g is outside int32", b->op, v);
+            }
+            ((int32_t *)h)[i] = (int32_t)v;
+        } else {
+            ((float *)h)[i] = (float)v;
+        }
+    }
+    wgml_tensor *t = host_tensor(b, (wgml_dtype)dt, 1, &n, h, (size_t)n * 4);
+    free(h);
+    return put(b, OUT(0), t, 0);
+}
+
+/* The index tensors of a Tensor?[] argument (i32, computed) into idx[], their dims into dims[];
+ * the count, or -1 with an error. */
+static int index_list(pbuild *b, const int32_t *args, int i, int rank, wgml_tensor **idx, int *dims) {
+    const pv *l = val(b, args, i);
+    if (l->kind != PV_OPT_TENSOR_LIST && l->kind != PV_VALUELIST) return fail(b, WGML_ERR_ARG, "expected a tensor list", i), -1;
+    if (l->n > (size_t)rank) return fail(b, WGML_ERR_ARG, "more indices than dims", i), -1;
+    int k = 0;
+    for (size_t j = 0; j < l->n; j++) {
+        if (l->ids[j] < 0 || (size_t)l->ids[j] >= b->nv || b->v[l->ids[j]].kind == PV_NULL) continue;
+        const pv *iv = &b->v[l->ids[j]];
+        if (iv->kind != PV_TENSOR || !iv->t) return fail(b, WGML_ERR_ARG, "an index is not a computed tensor", i), -1;
+        if (wgml_tensor_dtype(iv->t) != WGML_I32) return fail(b, WGML_ERR_UNSUPPORTED, "only integer index tensors", i), -1;
+        idx[k] = iv->t, dims[k++] = (int)j;
+    }
+    if (!k) return fail(b, WGML_ERR_UNSUPPORTED, "no index tensor", i), -1;
+    return k;
+}
+
+/* index.Tensor (self, indices: Tensor?[]): index tensors on the leading dims (x[i0, i1]), or one
+ * index tensor at any dim (x[:, :, i], an index_select with the index's shape replacing the
+ * dim). Several index tensors after a None are refused. */
+static wgml_status op_index_tensor(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *idx[WGML_MAX_RANK];
+    if (!x) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(x), dims[WGML_MAX_RANK];
+    int k = index_list(b, args, 1, rank, idx, dims);
+    if (k < 0) return WGML_ERR_ARG;
+    if (dims[k - 1] == k - 1) return put(b, OUT(0), wgml_index_tensor(b->g, x, idx, k), 0);
+    if (k > 1) return fail(b, WGML_ERR_UNSUPPORTED, "several index tensors after a None", 1);
+    int dim = dims[0], ir = wgml_tensor_rank(idx[0]);
+    if (rank - 1 + ir > WGML_MAX_RANK) return fail(b, WGML_ERR_UNSUPPORTED, "result rank over 8", 1);
+    int64_t n = wgml_tensor_numel(idx[0]), shape[WGML_MAX_RANK];
+    wgml_tensor *y = wgml_index_select(b->g, x, dim, wgml_reshape(b->g, idx[0], 1, &n));
+    int r = 0;
+    for (int i = 0; i < dim; i++) shape[r++] = wgml_tensor_dim(x, i);
+    for (int i = 0; i < ir; i++) shape[r++] = wgml_tensor_dim(idx[0], i);
+    for (int i = dim + 1; i < rank; i++) shape[r++] = wgml_tensor_dim(x, i);
+    return put(b, OUT(0), y ? wgml_reshape(b->g, y, r, shape) : NULL, 0);
+}
+
+/* index_put (self, indices: Tensor?[], values, accumulate): the index tensors must be on the
+ * leading dims (Nones after them only). */
+static wgml_status op_index_put(pbuild *b, const int32_t *args, int nargs) {
+    NEED(5);
+    int ok = 1;
+    int acc = iarg(b, args, 3, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *v = x ? T(b, args, 2) : NULL, *idx[WGML_MAX_RANK];
+    if (!ok || !v) return WGML_ERR_ARG;
+    int dims[WGML_MAX_RANK], k = index_list(b, args, 1, wgml_tensor_rank(x), idx, dims);
+    if (k < 0) return WGML_ERR_ARG;
+    if (dims[k - 1] != k - 1) return fail(b, WGML_ERR_UNSUPPORTED, "index tensors only on the leading dims (None after them)", 1);
+    return put(b, OUT(0), wgml_index_put(b->g, x, idx, k, v, acc), 0);
+}
+
+/* _embedding_bag (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights?,
+ * include_last_offset, padding_idx) -> (output, offset2bag, bag_size, max_indices): the output
+ * only (the other three are the backward's bookkeeping; a program that reads them fails at load,
+ * naming the tensor). */
+static wgml_status op_embedding_bag(pbuild *b, const int32_t *args, int nargs) {
+    NEED(10);
+    int ok = 1;
+    int mode = iarg(b, args, 4, 0, &ok), last = iarg(b, args, 7, 0, &ok);
+    int64_t pad = inum(b, args, 8, -1, &ok);
+    wgml_tensor *w = T(b, args, 0), *idx = w ? T(b, args, 1) : NULL, *off = idx ? T(b, args, 2) : NULL, *psw = NULL;
+    if (!ok || !off || opt_tensor(b, args, 6, &psw)) return WGML_ERR_ARG;
+    size_t no;
+    const int32_t *outs = vlist(b, args, 9, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 4) return fail(b, WGML_ERR_ARG, "expected 4 outputs", 9);
+    return put(b, outs[0], wgml_embedding_bag(b->g, w, idx, off, mode, psw, last, pad), 0);
+}
+
+/* _empty_dim_order (size, dim_order?) in its out form, or the functional (size, dtype?, layout?,
+ * device?, pin_memory?, dim_order?): an uninitialised tensor, here zeros of the output's
+ * serialised shape and dtype (contiguous order only). */
+static wgml_status op_empty(pbuild *b, const int32_t *args, int nargs) {
+    if (nargs != 3 && nargs != 7) NEED(3);
+    int64_t sz[WGML_MAX_RANK], order[WGML_MAX_RANK];
+    int n = ilist(b, args, 0, sz, WGML_MAX_RANK), no = ilist(b, args, nargs - 2, order, WGML_MAX_RANK);
+    if (n < 0 || no < 0) return WGML_ERR_ARG;
+    for (int i = 0; i < no; i++)
+        if (order[i] != i) return fail(b, WGML_ERR_UNSUPPORTED, "only the contiguous dim order", nargs - 2);
+    pv *o = &b->v[OUT(0)];
+    int dt = o->kind == PV_TENSOR && !o->unsupported ? prog_vk_to_wgml(o->vk_dtype) : -1;
+    if (dt < 0) return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: the output is not a tensor wgml holds", b->op);
+    return put(b, OUT(0), wgml_zeros(b->g, (wgml_dtype)dt, n, sz), 0);
+}
+
+/* copy (self, src, non_blocking): src broadcast to self's shape, in self's dtype (a dtype
+ * conversion is refused). */
+static wgml_status op_copy(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *self = T(b, args, 0), *src = self ? T(b, args, 1) : NULL;
+    if (!src) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(self) != wgml_tensor_dtype(src))
+        return fail(b, WGML_ERR_UNSUPPORTED, "src's dtype differs from self's (no conversion)", 1);
+    int rank = wgml_tensor_rank(self);
+    int64_t shape[WGML_MAX_RANK];
+    for (int i = 0; i < rank; i++) shape[i] = wgml_tensor_dim(self, i);
+    return put(b, OUT(0), wgml_expand_copy(b->g, src, rank, shape), 0);
+}
+
+/* slice_scatter (self, src, dim, start?, end?, step): self with self[start:end:step] along dim
+ * replaced by src, as one gather: index_select of cat(self, src) along dim with a host-built
+ * index (position i reads src's row (i - start) / step inside the slice, else self's row i). */
+static wgml_status op_slice_scatter(pbuild *b, const int32_t *args, int nargs) {
+    NEED(7);
+    int ok = 1;
+    wgml_tensor *self = T(b, args, 0), *src = self ? T(b, args, 1) : NULL;
+    if (!src) return WGML_ERR_ARG;
+    int rank = wgml_tensor_rank(self);
+    int dim = ndim(b, inum(b, args, 2, 0, &ok), rank, 2, &ok);
+    int64_t size = ok ? wgml_tensor_dim(self, dim) : 0;
+    int64_t start = inum(b, args, 3, 0, &ok), end = inum(b, args, 4, INT64_MAX, &ok), step = inum(b, args, 5, 1, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    if (step < 1) return fail(b, WGML_ERR_ARG, "step must be positive", 5);
+    /* Python slice bounds: negative counts from the end, then clamped into [0, size] */
+    if (start < 0) start += size;
+    if (end < 0) end += size;
+    start = start < 0 ? 0 : start > size ? size : start;
+    end = end < start ? start : end > size ? size : end;
+    int64_t len = (end - start + step - 1) / step;
+    int same = wgml_tensor_rank(src) == rank && wgml_tensor_dtype(src) == wgml_tensor_dtype(self);
+    for (int i = 0; same && i < rank; i++) same = wgml_tensor_dim(src, i) == (i == dim ? len : wgml_tensor_dim(self, i));
+    if (!same) return fail(b, WGML_ERR_SHAPE, "src must have self's dtype and shape with the slice's length at dim", 1);
+    if (len == 0) return put(b, OUT(0), self, 0); /* an empty slice: self unchanged */
+    int32_t *idx = malloc((size_t)size * sizeof *idx);
+    if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (int64_t i = 0; i < size; i++)
+        idx[i] = (int32_t)(i >= start && i < end && (i - start) % step == 0 ? size + (i - start) / step : i);
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &size, idx, (size_t)size * sizeof *idx);
+    free(idx);
+    wgml_tensor *parts[2] = {self, src};
+    wgml_tensor *both = it ? wgml_cat(b->g, parts, 2, dim) : NULL;
+    return put(b, OUT(0), both ? wgml_index_select(b->g, both, dim, it) : NULL, 0);
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 typedef struct prog_op_entry {
@@ -1180,6 +1422,15 @@ static const prog_op_entry OPS[] = {
     {"aten.div.Tensor", op_div},
     {"aten.div.Scalar", op_div},
     {"aten.div.Tensor_mode", op_div_mode},
+    {"aten.div.Scalar_mode", op_div_mode},
+    {"aten.floor_divide.default", op_floor_divide},
+    {"aten.floor.default", op_floor},
+    {"aten.ceil.default", op_ceil},
+    {"aten.trunc.default", op_trunc},
+    {"aten.round.default", op_round},
+    {"aten.round.decimals", op_round_decimals},
+    {"aten.sin.default", op_sin},
+    {"aten.cos.default", op_cos},
     {"aten.minimum.default", op_minimum},
     {"aten.maximum.default", op_maximum},
     {"aten.pow.Tensor_Tensor", op_pow},
@@ -1284,6 +1535,17 @@ static const prog_op_entry OPS[] = {
     {"aten.flip.default", op_flip},
     {"aten.pixel_shuffle.default", op_pixel_shuffle},
     {"aten.native_group_norm.default", op_group_norm},
+    {"aten.arange.start_step", op_arange},
+    {"aten.arange.start", op_arange},
+    {"aten.index.Tensor", op_index_tensor},
+    {"dim_order_ops._empty_dim_order.default", op_empty},
+    {"aten.copy.default", op_copy},
+    {"aten.slice_scatter.default", op_slice_scatter},
+    {"aten.index_put.default", op_index_put},
+    {"aten.median.default", op_median_all},
+    {"aten._embedding_bag.default", op_embedding_bag},
+    {"aten.median.dim", op_median_dim},
+    {"aten.median.dim_values", op_median_dim},
 };
 
 static const char *const *names_cache(void) {

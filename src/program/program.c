@@ -193,6 +193,10 @@ static wgml_status method_slots(wgml_program *p) {
         case PTE_VAL_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->n = x->u.double_list.n; break;
         case PTE_VAL_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
         case PTE_VAL_TENSOR_LIST: s->kind = PV_VALUELIST, s->ids = x->u.tensor_list.items, s->n = x->u.tensor_list.n; break;
+        /* items are value ids or -1 (None), checked by the reader */
+        case PTE_VAL_OPTIONAL_TENSOR_LIST:
+            s->kind = PV_OPT_TENSOR_LIST, s->ids = x->u.tensor_list.items, s->n = x->u.tensor_list.n;
+            break;
         case PTE_VAL_TENSOR: {
             const pte_tensor *t = &x->u.tensor;
             fill_tensor_slot(s, scalar_to_vk(t->scalar_type), t->rank, NULL, t->sizes);

@@ -28,7 +28,8 @@ typedef enum pv_kind {
     PV_VALUELIST,
     PV_STRING,
     PV_SYMINT,
-    PV_UNSET /* a kind the reader did not give */
+    PV_UNSET, /* a kind the reader did not give */
+    PV_OPT_TENSOR_LIST /* Tensor?[] (a method value): ids, -1 for None */
 } pv_kind;
 
 /* VkTensor data types (the delegate's own numbering). */
@@ -39,7 +40,7 @@ typedef struct pv {
     int64_t i;      /* Int, SymInt, Bool */
     double d;       /* Double */
     const char *s;  /* String (not owned) */
-    /* IntList (list64) or ValueList (ids); not owned */
+    /* IntList (list64), ValueList or optional tensor list (ids); not owned */
     const int64_t *list64;
     const int32_t *ids;
     size_t n;

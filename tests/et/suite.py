@@ -313,7 +313,9 @@ def main():
                 results.append(r)
                 continue
             try:
-                got = rt.run(pte, [x for x in inputs if isinstance(x, torch.Tensor)])
+                # the program's inputs are the tensor leaves of the inputs, in order (a tuple of
+                # index tensors is as many inputs)
+                got = rt.run(pte, flatten(inputs))
                 why = compare(got, ref)
                 r.update(result="fail" if why else "pass", reason=why or "")
             except etrun.ProgramError as e:

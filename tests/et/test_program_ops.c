@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define NV 16
+#define NV 17
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next(void) {
@@ -40,6 +40,7 @@ int main(void) {
     static const int64_t d23[] = {2, 3}, d6[] = {6}, d3[] = {3}, d232[] = {2, 3, 2};
     static const int64_t il[] = {0, 1}, il_bad[] = {5, -9, 1 << 30};
     static const int32_t vl[] = {0, 1}, vl3[] = {4, 5, 6};
+    static const int32_t ol[] = {-1, 2}, ol3[] = {2, -1, 6}; /* Tensor?[]: -1 is None */
     size_t n_ops;
     const char *const *names = prog_op_names(&n_ops);
     int failures = 0, calls = 0, oks = 0;
@@ -71,6 +72,8 @@ int main(void) {
             memset(&v[14], 0, sizeof v[14]), v[14].kind = PV_BOOL, v[14].i = 1;
             tensor_slot(&v[15], g, VK_FLOAT32, 2, d23, 0);
             v[15].unsupported = 1;
+            memset(&v[16], 0, sizeof v[16]), v[16].kind = PV_OPT_TENSOR_LIST, v[16].ids = trial & 4 ? ol : ol3,
+                                              v[16].n = trial & 4 ? 2 : 3;
             int32_t args[10];
             int nargs = (int)(next() % 11);
             for (int i = 0; i < nargs; i++) args[i] = (int32_t)(next() % NV);
@@ -95,6 +98,9 @@ int main(void) {
     } good[] = {
         {"aten.add.Tensor", 4, {0, 1, 8, 4}},     /* [2,3] + [3], alpha */
         {"aten.relu.default", 2, {0, 4}},         /* [2,3] */
+        {"aten.floor.default", 2, {0, 4}},
+        {"aten.sin.default", 2, {0, 4}},
+        {"aten.floor_divide.default", 3, {0, 1, 4}}, /* [2,3] // [3] */
         {"aten.permute_copy.default", 3, {0, 10, 4}},
         {"aten.sum.dim_IntList", 5, {0, 10, 14, 7, 4}},
     };

@@ -24,7 +24,8 @@ import wgml_dump
 ATOL, RTOL = 1e-5, 1e-4
 
 UNARY = [torch.relu, torch.sigmoid, F.silu, lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"),
-         torch.exp, torch.log, torch.neg, torch.abs, torch.sqrt, torch.rsqrt, torch.tanh]
+         torch.exp, torch.log, torch.neg, torch.abs, torch.sqrt, torch.rsqrt, torch.tanh,
+         torch.floor, torch.ceil, torch.trunc, torch.round, torch.sin, torch.cos]
 
 
 def t64(a, grad=False):

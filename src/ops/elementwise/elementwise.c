@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "ops/elementwise/elementwise_grad.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +35,7 @@ typedef enum opnd_kind {
 typedef struct opnd {
     const char *name; /* WGSL suffix: ld_<name>, el_<name>; the binding is named <name> */
     wgml_tensor *t;   /* bound tensor (NULL for OPND_SCALAR: its slot is GRAPH_UNUSED) */
-    wgml_dtype dtype; /* F32 or BOOL */
+    wgml_dtype dtype; /* F32, BOOL, or I32 (the integer binary kernel) */
     opnd_kind kind;
     bool unit;        /* broadcast path: stride 1 in the innermost (coalesced) dimension */
 } opnd;
@@ -72,11 +73,12 @@ typedef enum lanes {
 static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool vec_ok) {
     const char *x = o->name;
     bool is_bool = o->dtype == WGML_BOOL;
+    const char *et = o->dtype == WGML_I32 ? "i32" : "f32"; /* the element type el_ returns */
     bool one = o->kind == OPND_ONE || o->kind == OPND_SCALAR;
     bool vec_bind = !is_bool && !one &&
                     ((mode == LANES_VECTOR && o->kind == OPND_FULL && vec_ok) || (mode == LANES_OFFSET && o->unit));
     put(t, "@group(0) @binding(%d) var<storage, read> %s: array<%s>;\n", binding, x,
-        is_bool ? "u32" : vec_bind ? "vec4<f32>" : "f32");
+        is_bool ? "u32" : vec_bind ? (o->dtype == WGML_I32 ? "vec4<i32>" : "vec4<f32>") : et);
     /* one element at an offset expression, as f32 */
     char e0[64], ej[64], eo[64];
     if (is_bool) {
@@ -96,14 +98,14 @@ static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool v
         snprintf(ej, sizeof ej, "%s[j]", x);
         snprintf(eo, sizeof eo, "%s[o]", x);
     }
-    if (o->kind == OPND_SCALAR) {
-        put(t, "fn ld_%s(j: u32) -> V { return V(p.scalar); }\n", x);
-        put(t, "fn el_%s(o: u32) -> f32 { return p.scalar; }\n", x);
+    if (o->kind == OPND_SCALAR) { /* an integer kernel's scalar is an integer held as f32 */
+        put(t, "fn ld_%s(j: u32) -> V { return V(%s(p.scalar)); }\n", x, et);
+        put(t, "fn el_%s(o: u32) -> %s { return %s(p.scalar); }\n", x, et, et);
         return;
     }
     if (o->kind == OPND_ONE) {
         put(t, "fn ld_%s(j: u32) -> V { return V(%s); }\n", x, e0);
-        put(t, "fn el_%s(o: u32) -> f32 { return %s; }\n", x, e0);
+        put(t, "fn el_%s(o: u32) -> %s { return %s; }\n", x, et, e0);
         return;
     }
     if (mode == LANES_ONE || (mode == LANES_OFFSET && !o->unit))
@@ -118,7 +120,7 @@ static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool v
     else /* four elements of a tensor whose count is not a multiple of 4 (bool outputs) */
         put(t, "fn ld_%s(j: u32) -> V { let m = p.n - 1u; return V(%s[min(4u * j, m)], %s[min(4u * j + 1u, m)], "
                "%s[min(4u * j + 2u, m)], %s[min(4u * j + 3u, m)]); }\n", x, x, x, x, x);
-    put(t, "fn el_%s(o: u32) -> f32 { return %s; }\n", x, eo);
+    put(t, "fn el_%s(o: u32) -> %s { return %s; }\n", x, et, eo);
 }
 
 /* ------------------------------------------------------------------ broadcast layout */
@@ -167,8 +169,8 @@ static void layout_make(layout *L, int rank, const int64_t *shape, wgml_tensor *
 
 /* ------------------------------------------------------------------ recording */
 
-typedef enum ew_kernel { K_BINARY, K_BOOL, K_WHERE } ew_kernel;
-static const char *const KERNEL_FILE[] = {"ew_binary", "ew_bool", "ew_where"};
+typedef enum ew_kernel { K_BINARY, K_BOOL, K_WHERE, K_BINARY_INT } ew_kernel;
+static const char *const KERNEL_FILE[] = {"ew_binary", "ew_bool", "ew_where", "ew_binary_int"};
 
 /* Output shape of a broadcast of n tensors; on failure an error naming every shape. */
 static wgml_status broadcast_all(wgml_ctx *ctx, const char *op, wgml_tensor *const *ts, const char *const *names,
@@ -243,7 +245,8 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     int pt = !bcast ? EW_PT : inner >= 4 ? 4 : 1;
     put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\nconst VW: u32 = %du;\n", code,
         bcast ? "true" : "false", pt, vw);
-    put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vw == 4 ? "vec4<f32>" : "f32",
+    const char *vt = kernel == K_BINARY_INT ? (vw == 4 ? "vec4<i32>" : "i32") : vw == 4 ? "vec4<f32>" : "f32";
+    put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vt,
         vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
     for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, mode, vec_ok);
     if (pre.len >= sizeof pre.buf) {
@@ -252,7 +255,8 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     }
 
     uint64_t groups = kernel == K_BOOL ? (nv + EW_WG - 1) / EW_WG : (nv + (uint64_t)(EW_WG * pt) - 1) / (uint64_t)(EW_WG * pt);
-    wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : WGML_F32, out_rank, out_shape);
+    wgml_tensor *out = graph_output(g, op, kernel == K_BOOL ? WGML_BOOL : kernel == K_BINARY_INT ? WGML_I32 : WGML_F32,
+                                    out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *ro[EW_MAX_IN];
     for (int k = 0; k < n; k++) ro[k] = ops[k].kind == OPND_SCALAR ? GRAPH_UNUSED : ops[k].t;
@@ -272,10 +276,20 @@ static bool bad_operand(wgml_graph *g, const char *op, const char *arg, const wg
 
 /* ------------------------------------------------------------------ binary */
 
-static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow"};
+static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow", "div_trunc", "div_floor"};
 static const char *const BINARY_SCALAR_NAME[] = {"add_scalar",     "sub_scalar",     "mul_scalar", "div_scalar",
-                                                 "minimum_scalar", "maximum_scalar", "pow_scalar"};
+                                                 "minimum_scalar", "maximum_scalar", "pow_scalar", "div_trunc_scalar",
+                                                 "div_floor_scalar"};
 #define N_BINARY (int)(sizeof BINARY_NAME / sizeof BINARY_NAME[0])
+
+/* The ops ew_binary_int computes on i32 operands: true division and pow give floats in
+ * PyTorch, so they stay f32-only. */
+static bool int_binary_ok(wgml_graph *g, const char *op, wgml_binary_op opc) {
+    if (opc != WGML_BIN_DIV && opc != WGML_BIN_POW) return true;
+    wgml_set_error(graph_ctx(g), WGML_ERR_DTYPE, "%s: i32 operands only for add, sub, mul, minimum, maximum and "
+                   "division with a rounding mode", op);
+    return false;
+}
 
 wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml_tensor *b, float alpha) {
     if (!g) return NULL;
@@ -284,13 +298,18 @@ wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml
         return NULL;
     }
     const char *op = BINARY_NAME[opc];
-    if (bad_operand(g, op, "a", a, WGML_F32) || bad_operand(g, op, "b", b, WGML_F32)) return NULL;
+    /* two i32 operands: the integer kernel (no gradient: integers are not trainable) */
+    bool ints = a && b && a->dtype == WGML_I32 && b->dtype == WGML_I32;
+    if (ints && !int_binary_ok(g, op, opc)) return NULL;
+    wgml_dtype dt = ints ? WGML_I32 : WGML_F32;
+    if (bad_operand(g, op, "a", a, dt) || bad_operand(g, op, "b", b, dt)) return NULL;
     int rank;
     int64_t shape[WGML_MAX_RANK];
     wgml_tensor *ts[2] = {a, b};
     static const char *const names[2] = {"a", "b"};
     if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
-    opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", b, WGML_F32, OPND_FULL, false}};
+    opnd ops[2] = {{"a", a, dt, OPND_FULL, false}, {"b", b, dt, OPND_FULL, false}};
+    if (ints) return ew_record(g, op, K_BINARY_INT, (int)opc, ops, 2, alpha, 0.0f, rank, shape);
     return ew_grad_binary(g, ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape), (int)opc, a, b, alpha);
 }
 
@@ -301,6 +320,17 @@ wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *
         return NULL;
     }
     const char *op = BINARY_SCALAR_NAME[opc];
+    if (a && a->dtype == WGML_I32) { /* the integer kernel: s and alpha must be integers */
+        if (!int_binary_ok(g, op, opc)) return NULL;
+        if (s != nearbyintf(s) || alpha != nearbyintf(alpha) || fabsf(s) > 16777216.0f || fabsf(alpha) > 16777216.0f) {
+            wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "%s: an i32 tensor needs an integer scalar and alpha below 2^24 (got %g, %g)",
+                           op, (double)s, (double)alpha);
+            return NULL;
+        }
+        if (bad_operand(g, op, "a", a, WGML_I32)) return NULL;
+        opnd iops[2] = {{"a", a, WGML_I32, OPND_FULL, false}, {"b", NULL, WGML_I32, OPND_SCALAR, false}};
+        return ew_record(g, op, K_BINARY_INT, (int)opc, iops, 2, alpha, s, a->rank, a->shape);
+    }
     if (bad_operand(g, op, "a", a, WGML_F32)) return NULL;
     opnd ops[2] = {{"a", a, WGML_F32, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
     return ew_grad_binary_scalar(g, ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, s, a->rank, a->shape), (int)opc, a,
@@ -314,6 +344,8 @@ wgml_tensor *wgml_div(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wg
 wgml_tensor *wgml_minimum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MINIMUM, a, b, 1.0f); }
 wgml_tensor *wgml_maximum(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_MAXIMUM, a, b, 1.0f); }
 wgml_tensor *wgml_pow(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_POW, a, b, 1.0f); }
+wgml_tensor *wgml_div_trunc(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_DIV_TRUNC, a, b, 1.0f); }
+wgml_tensor *wgml_div_floor(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) { return wgml_binary(g, WGML_BIN_DIV_FLOOR, a, b, 1.0f); }
 
 wgml_tensor *wgml_add_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_ADD, a, s, alpha); }
 wgml_tensor *wgml_sub_scalar(wgml_graph *g, wgml_tensor *a, float s, float alpha) { return wgml_binary_scalar(g, WGML_BIN_SUB, a, s, alpha); }
@@ -325,10 +357,14 @@ wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wg
 
 /* ------------------------------------------------------------------ unary */
 
-/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp. */
-static const char *const UNARY_NAME[] = {"relu", "sigmoid", "silu", "gelu", "gelu_tanh", "exp", "log",
-                                         "neg",  "abs",     "sqrt", "rsqrt", "tanh",     "clamp"};
-#define UNARY_CLAMP 12
+/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp and round to
+ * decimals (EW_UNARY_CLAMP, EW_UNARY_ROUND_DEC). */
+static const char *const UNARY_NAME[] = {"relu",  "sigmoid", "silu",  "gelu",  "gelu_tanh", "exp", "log",
+                                         "neg",   "abs",     "sqrt",  "rsqrt", "tanh",      "floor", "ceil",
+                                         "trunc", "round",   "sin",   "cos",   "clamp",     "round_decimals"};
+#define UNARY_CLAMP EW_UNARY_CLAMP
+_Static_assert(sizeof UNARY_NAME / sizeof UNARY_NAME[0] == EW_UNARY_ROUND_DEC + 1, "one name per unary code");
+_Static_assert(EW_UNARY_CLAMP == WGML_UN_COS + 1, "clamp follows the public unary ops");
 
 static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, float hi) {
     const char *op = UNARY_NAME[code];
@@ -380,6 +416,23 @@ wgml_tensor *wgml_abs(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML
 wgml_tensor *wgml_sqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SQRT, x); }
 wgml_tensor *wgml_rsqrt(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_RSQRT, x); }
 wgml_tensor *wgml_tanh(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_TANH, x); }
+wgml_tensor *wgml_floor(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_FLOOR, x); }
+wgml_tensor *wgml_ceil(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_CEIL, x); }
+wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_TRUNC, x); }
+wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_ROUND, x); }
+wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SIN, x); }
+wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_COS, x); }
+wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals) {
+    if (!g) return NULL;
+    /* 10^|d| must be a finite f32 */
+    if (decimals < -38 || decimals > 38) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "round_decimals: decimals %d is outside [-38, 38]", decimals);
+        return NULL;
+    }
+    float ten = 1.0f;
+    for (int i = 0; i < (decimals < 0 ? -decimals : decimals); i++) ten *= 10.0f;
+    return ew_unary(g, EW_UNARY_ROUND_DEC, x, ten, decimals < 0 ? 1.0f : 0.0f);
+}
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi) {
     if (!g) return NULL;
     return ew_unary(g, UNARY_CLAMP, x, lo, hi);

@@ -6,8 +6,6 @@
 
 #include <string.h>
 
-#define CLAMP_CODE 12
-
 typedef struct ew_attrs {
     int opc;
     float alpha, s, lo, hi;
@@ -49,6 +47,11 @@ static wgml_status binary_backward(wgml_graph *g, const graph_op *op, wgml_tenso
         if (wb) db = select_grad(g, dy, mx ? wgml_gt(g, b, a) : wgml_lt(g, b, a), ties);
         break;
     }
+    case WGML_BIN_DIV_TRUNC: /* piecewise constant: zero gradient (as PyTorch) */
+    case WGML_BIN_DIV_FLOOR:
+        if (wa) da = wgml_mul_scalar(g, dy, 0.0f);
+        if (wb) db = wgml_mul_scalar(g, dy, 0.0f);
+        break;
     case WGML_BIN_POW: /* da = dy·b·a^(b−1), db = dy·y·ln a */
         if (wa) da = wgml_mul(g, dy, wgml_mul(g, b, wgml_pow(g, a, wgml_add_scalar(g, b, -1.0f, 1.0f))));
         if (wb) db = wgml_mul(g, wgml_mul(g, dy, y), wgml_log(g, a));
@@ -84,6 +87,8 @@ static wgml_status binary_scalar_backward(wgml_graph *g, const graph_op *op, wgm
         break;
     }
     case WGML_BIN_POW: dx[0] = wgml_mul(g, dy, wgml_mul_scalar(g, wgml_pow_scalar(g, a, s - 1.0f), s)); break;
+    case WGML_BIN_DIV_TRUNC:
+    case WGML_BIN_DIV_FLOOR: dx[0] = wgml_mul_scalar(g, dy, 0.0f); break;
     default: return wgml_set_error(graph_ctx(g), WGML_ERR_UNSUPPORTED, "backward of binary op %d", at->opc);
     }
     return grad_result(g, op, dx);
@@ -100,8 +105,10 @@ wgml_tensor *ew_grad_binary_scalar(wgml_graph *g, wgml_tensor *out, int opc, wgm
 
 static wgml_status unary_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const ew_attrs *at = (const ew_attrs *)op->attrs;
-    dx[0] = at->opc == CLAMP_CODE ? wgml_clamp_backward(g, op->in[0], dy, at->lo, at->hi)
-                                  : wgml_unary_backward(g, (wgml_unary_op)at->opc, op->in[0], dy);
+    /* round to decimals has round's zero gradient */
+    int opc = at->opc == EW_UNARY_ROUND_DEC ? (int)WGML_UN_ROUND : at->opc;
+    dx[0] = opc == EW_UNARY_CLAMP ? wgml_clamp_backward(g, op->in[0], dy, at->lo, at->hi)
+                                  : wgml_unary_backward(g, (wgml_unary_op)opc, op->in[0], dy);
     return grad_result(g, op, dx);
 }
 

@@ -1,8 +1,8 @@
 // ew_binary: out = a (op) b for f32 tensors with NumPy broadcasting; b may be a uniform scalar.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32          which operation (ew_op_* order in elementwise.c: add, sub, mul, div,
-//                          minimum, maximum, pow)
+//   const OP: u32          which operation (the wgml_binary_op order: add, sub, mul, div, minimum,
+//                          maximum, pow, div_trunc, div_floor)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
 //   const PT: u32          vectors per thread (broadcast path: 4 when the innermost coalesced
 //                          dim has >= 4 elements, else 1)
@@ -20,22 +20,7 @@
 // workgroup. Broadcast path: one thread owns PT consecutive vectors; it computes each operand's
 // offset for the first from the output index with the shapes/strides in the uniform, then steps
 // along the innermost dimension, recomputing only when it wraps.
-struct Params {
-    shape: array<vec4<u32>, 2>,
-    sa: array<vec4<u32>, 2>,
-    sb: array<vec4<u32>, 2>,
-    n: u32,       // output elements
-    nv: u32,      // output vectors (n / VW)
-    alpha: f32,
-    scalar: f32,
-    rank: u32,    // rank of the coalesced shape (broadcast path)
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
-
-@group(0) @binding(2) var<storage, read_write> out: array<V>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!include ew_binary_body
 
 // x ** y with PyTorch's real-valued semantics: a negative base with an integral exponent keeps
 // the sign of the odd powers; y == 0 gives 1 for every x.
@@ -55,24 +40,6 @@ fn ew_isnan(x: V) -> VB {
     return (bitcast<VU>(x) & VU(0x7fffffffu)) > VU(0x7f800000u);
 }
 
-// Output element i's coordinate in the innermost dimension and its offsets in a and b.
-fn locate(i: u32) -> vec3<u32> {
-    var rem = i;
-    var r = vec3<u32>(0u);
-    for (var d = p.rank; d > 0u; d--) {
-        let k = d - 1u;
-        let s = p.shape[k / 4u][k % 4u];
-        let q = rem % s;
-        rem = rem / s;
-        if (d == p.rank) {
-            r.x = q;
-        }
-        r.y += q * p.sa[k / 4u][k % 4u];
-        r.z += q * p.sb[k / 4u][k % 4u];
-    }
-    return r;
-}
-
 fn apply(x: V, y: V) -> V {
     switch (OP) {
         case 0u: { return x + p.alpha * y; }
@@ -82,41 +49,13 @@ fn apply(x: V, y: V) -> V {
         // minimum and maximum propagate NaN (as PyTorch), which the builtins need not do
         case 4u: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
         case 5u: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
-        default: { return ew_pow(x, y); }
+        case 6u: { return ew_pow(x, y); }
+        // PyTorch's rounding modes on the rounded f32 quotient: exact for integer-valued operands
+        // below 2^22 (a non-integral quotient is then farther from an integer than the division's
+        // error); elsewhere the floor of the exact quotient can differ where the quotient is within
+        // a few ulp of an integer. y == 0 gives x / y.
+        case 7u: { return trunc(x / y); }
+        default: { return floor(x / y); }
     }
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (BCAST) {
-        let j0 = (wg * 256u + lid) * PT;
-        if (j0 >= p.nv) {
-            return;
-        }
-        let last = p.rank - 1u;
-        let s0 = p.shape[last / 4u][last % 4u];
-        let step = VW * vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
-        var loc = locate(j0 * VW);
-        for (var e = 0u; e < PT; e++) {
-            let j = j0 + e;
-            if (j >= p.nv) {
-                break;
-            }
-            out[j] = apply(ld_a(loc.y), ld_b(loc.z));
-            loc += step;
-            if (loc.x == s0) {
-                loc = locate((j + 1u) * VW);
-            }
-        }
-    } else {
-        let base = wg * (256u * PT) + lid;
-        for (var k = 0u; k < PT; k++) {
-            let j = base + k * 256u;
-            if (j < p.nv) {
-                out[j] = apply(ld_a(j), ld_b(j));
-            }
-        }
-    }
-}

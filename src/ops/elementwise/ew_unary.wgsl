@@ -1,8 +1,9 @@
 // ew_unary: out = f(x) for a contiguous f32 tensor.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32    which function (ew_unary_* order in elementwise.c: relu, sigmoid, silu, gelu,
-//                    gelu_tanh, exp, log, neg, abs, sqrt, rsqrt, tanh, clamp)
+//   const OP: u32    which function (UNARY_NAME order in elementwise.c: relu, sigmoid, silu, gelu,
+//                    gelu_tanh, exp, log, neg, abs, sqrt, rsqrt, tanh, floor, ceil, trunc, round,
+//                    sin, cos, clamp, round to decimals)
 //   const PT: u32    vectors per thread
 //   alias V          vec4<f32> when numel % 4 == 0, else f32; VU, VB: the same shape of u32 and bool
 //
@@ -11,9 +12,11 @@
 struct Params {
     n: u32,    // elements
     nv: u32,   // vectors (n / width of V)
-    lo: f32,   // clamp bounds
+    lo: f32,   // clamp bounds; round to decimals: 10^|decimals|, and hi = 1 when decimals < 0
     hi: f32,
 }
+
+//!include ew_trig
 
 @group(0) @binding(0) var<storage, read> x: array<V>;
 @group(0) @binding(1) var<storage, read_write> out: array<V>;
@@ -22,6 +25,13 @@ struct Params {
 // NaN test on the bits (a float comparison v != v may be folded away by the driver's compiler).
 fn ew_isnan(v: V) -> VB {
     return (bitcast<VU>(v) & VU(0x7fffffffu)) > VU(0x7f800000u);
+}
+
+// A rounding result r of v with v's sign bit: a zero result keeps the sign of its input
+// (floor(-0.0), ceil(-0.4), round(-0.5) are -0, as in C and PyTorch), which a driver's builtins
+// may lose; a non-zero r already has v's sign.
+fn ew_keep_sign(r: V, v: V) -> V {
+    return bitcast<V>(bitcast<VU>(r) | (bitcast<VU>(v) & VU(0x80000000u)));
 }
 
 //!include ew_act
@@ -84,6 +94,15 @@ fn f(v: V) -> V {
         case 9u: { return sqrt(v); }
         case 10u: { return inverseSqrt(v); }
         case 11u: { return ew_tanh(v); }
+        case 12u: { return ew_keep_sign(floor(v), v); }
+        case 13u: { return ew_keep_sign(ceil(v), v); }
+        case 14u: { return ew_keep_sign(trunc(v), v); }
+        case 15u: { return ew_keep_sign(round(v), v); } // WGSL's round takes halves to even
+        case 16u: { return sin(ew_reduce_2pi(v)); }
+        case 17u: { return cos(ew_reduce_2pi(v)); }
+        // round to decimals, PyTorch's f32 form: round(v * 10^d) / 10^d, or for d < 0
+        // round(v / 10^-d) * 10^-d
+        case 19u: { return select(round(v * p.lo) / p.lo, round(v / p.lo) * p.lo, p.hi != 0.0); }
         default: { return select(min(max(v, V(p.lo)), V(p.hi)), v, ew_isnan(v)); } // clamp (NaN passes through)
     }
 }

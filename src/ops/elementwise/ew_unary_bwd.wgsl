@@ -1,12 +1,14 @@
 // ew_unary_bwd: dx = f'(x) * dy for the unary ops (and clamp), contiguous f32 tensors.
 //
 // The prelude (unary_backward.c) supplies:
-//   const OP: u32   the wgml_unary_op value; 12 is clamp
+//   const OP: u32   the wgml_unary_op value; 18 is clamp (EW_UNARY_CLAMP)
 //   const PT: u32   vectors per thread
 //   alias V, VB     vec4<f32> / vec4<bool> when numel % 4 == 0, else f32 / bool
 //
 // Workgroup: 256 threads; one workgroup owns 256*PT consecutive vectors; thread t owns vectors
 // base + t + 256*k (k < PT), so every load and store instruction is coalesced.
+//!include ew_trig
+
 struct Params {
     nv: u32,   // vectors
     pad: u32,
@@ -59,6 +61,9 @@ fn df(v: V, g: V) -> V {
         case 9u: { return g * 0.5 * inverseSqrt(v); } // sqrt
         case 10u: { let r = inverseSqrt(v); return -0.5 * g * r * r * r; } // rsqrt
         case 11u: { return g * 4.0 * bw_sig(2.0 * v) * bw_sig_c(2.0 * v); } // tanh: 1 - tanh^2
+        case 12u, 13u, 14u, 15u: { return V(0.0); } // floor, ceil, trunc, round: piecewise constant
+        case 16u: { return g * cos(ew_reduce_2pi(v)); } // sin
+        case 17u: { return -g * sin(ew_reduce_2pi(v)); } // cos
         default: { return select(V(0.0), g, (v >= V(p.lo)) & (v <= V(p.hi))); } // clamp
     }
 }

@@ -2,13 +2,13 @@
  * one kernel, ew_unary_bwd.wgsl, specialised per op by the prelude; vec4 when the element
  * count is a multiple of 4, 4 vectors per thread. */
 #include "graph/graph.h"
+#include "ops/elementwise/elementwise_grad.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #define UB_PT 4
-#define UB_CLAMP 12
 
 static wgml_tensor *unary_bwd(wgml_graph *g, const char *op, int code, wgml_tensor *x, wgml_tensor *dy, float lo,
                               float hi) {
@@ -45,7 +45,7 @@ static wgml_tensor *unary_bwd(wgml_graph *g, const char *op, int code, wgml_tens
 
 wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy) {
     if (!g) return NULL;
-    if ((int)op < (int)WGML_UN_RELU || (int)op > (int)WGML_UN_TANH) {
+    if ((int)op < (int)WGML_UN_RELU || (int)op > (int)WGML_UN_COS) {
         wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "unary_backward: unknown op %d", (int)op);
         return NULL;
     }
@@ -59,5 +59,5 @@ wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy,
                        (double)hi);
         return NULL;
     }
-    return unary_bwd(g, "clamp_backward", UB_CLAMP, x, dy, lo, hi);
+    return unary_bwd(g, "clamp_backward", EW_UNARY_CLAMP, x, dy, lo, hi);
 }

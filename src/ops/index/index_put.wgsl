@@ -1,0 +1,42 @@
+// index_put: out = x with entries put into (or, accumulating, added to) its rows.
+//
+// x is viewed as [R, inner] (the indexed leading dims flattened into R), row[P] holds each
+// entry's flat row, vals is [P, inner]. One thread per element (r, j) of out: it starts from
+// x[r, j] and walks the P entries in order, taking vals[p, j] (accumulate: adding it) for each p
+// whose row is r. So the last of several entries for one row wins without accumulate, and sums
+// run in entry order: deterministic, without atomics, at P reads per element (entry lists are
+// short in practice). Rows come wrapped into [0, R) (index_put.c); one outside would match no
+// element, so nothing is ever written or read outside a tensor.
+//
+// The prelude supplies alias E: the element type (f32 or i32).
+struct Params {
+    n: u32,      // elements of out (R * inner)
+    inner: u32,
+    entries: u32, // P
+    acc: u32,    // 1: accumulate
+}
+
+@group(0) @binding(0) var<storage, read> x: array<E>;
+@group(0) @binding(1) var<storage, read> row: array<i32>;
+@group(0) @binding(2) var<storage, read> vals: array<E>;
+@group(0) @binding(3) var<storage, read_write> out: array<E>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (i >= p.n) {
+        return;
+    }
+    let r = i32(i / p.inner);
+    let j = i % p.inner;
+    var v = x[i];
+    for (var e = 0u; e < p.entries; e++) {
+        if (row[e] == r) {
+            let w = vals[e * p.inner + j];
+            v = select(w, v + w, p.acc != 0u);
+        }
+    }
+    out[i] = v;
+}
