@@ -72,7 +72,8 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
     int64_t n0 = ws[0].n;
     float *hr = epi == Q4_EPI_RESIDUAL ? th_random((size_t)(m * n0), -3, 3) : NULL;
     wgml_tensor *x = th_tensor_f32(rank, xs, hx);
-    int64_t ks[1] = {k}, rs[3] = {xs[0], xs[1], xs[2]};
+    int64_t ks[1] = {k}, rs[3];
+    memcpy(rs, xs, sizeof(int64_t) * (size_t)rank);
     rs[rank - 1] = n0;
     q4_gemv_fuse f = {.norm_w = norm ? th_tensor_f32(1, ks, hn) : NULL,
                       .eps = 1e-5f,
