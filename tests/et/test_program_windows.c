@@ -1,5 +1,5 @@
 /* The windowed entries of the op registry (src/program/ops.c: convolution plain and
- * transposed in 1-D/2-D/3-D, max/avg/adaptive pooling in 2-D/3-D with the argmax indices,
+ * transposed in 1-D/2-D/3-D, with the Vulkan partitioner's clamp fused, max/avg/adaptive pooling in 2-D/3-D with the argmax indices,
  * nearest and bilinear upsampling) run on the GPU against fp64 references written here from
  * PyTorch's definitions (a transposed convolution as the scatter it is, not as the gather the
  * registry uses), with fresh random shapes, arguments and inputs each run (WGML_SEED repeats
@@ -41,6 +41,11 @@ static int32_t s_new(slots *s, pv_kind k) {
 static int32_t s_int(slots *s, int64_t i) {
     int32_t id = s_new(s, PV_INT);
     s->v[id].i = i;
+    return id;
+}
+static int32_t s_double(slots *s, double d) {
+    int32_t id = s_new(s, PV_DOUBLE);
+    s->v[id].d = d;
     return id;
 }
 static int32_t s_list(slots *s, int n, const int64_t *l) {
@@ -182,22 +187,26 @@ static void conv_case(wgml_ctx *ctx, int nd, int tr) {
                             if (okp) ref[(bi * co + o) * NP + dst] += (double)x[(bi * c + ch) * P + src] * wv;
                         }
                     }
+    int clamp = !tr && rint_in(0, 2) == 0; /* et_vk.conv_with_clamp: the convolution clamped to [-0.5, 0.5] */
+    for (int64_t i = 0; clamp && i < n * co * NP; i++) ref[i] = ref[i] < -0.5 ? -0.5 : ref[i] > 0.5 ? 0.5 : ref[i];
     slots s = {.n = 0};
     wgml_graph *g = wgml_eager(ctx);
-    int32_t a[10];
+    int32_t a[12];
     a[0] = s_tensor(&s, g, VK_FLOAT32, nd + 2, xd, x);
     a[1] = s_tensor(&s, g, VK_FLOAT32, nd + 2, wd, w);
     a[2] = s_tensor(&s, g, VK_FLOAT32, 1, &co, bias);
     a[3] = s_list(&s, nd, st), a[4] = s_list(&s, nd, pd), a[5] = s_list(&s, nd, dl);
     a[6] = s_int(&s, tr), a[7] = s_list(&s, nd, op), a[8] = s_int(&s, groups);
-    a[9] = s_tensor(&s, g, VK_FLOAT32, nd + 2, yd, NULL);
+    if (clamp) a[9] = s_double(&s, -0.5), a[10] = s_double(&s, 0.5);
+    a[clamp ? 11 : 9] = s_tensor(&s, g, VK_FLOAT32, nd + 2, yd, NULL);
     char what[160];
     snprintf(what, sizeof what, "%dd%s n%lld groups %lld cin/g %lld cout/g %lld in %lld k %lld st %lld pd %lld dl %lld op %lld", nd,
              tr ? " transposed" : "", (long long)n, (long long)groups, (long long)cig, (long long)cog, (long long)in[0],
              (long long)k[0], (long long)st[0], (long long)pd[0], (long long)dl[0], (long long)op[0]);
     const double *refs[1] = {ref};
     int isi[1] = {0};
-    build_and_check(ctx, &s, "aten.convolution.default", a, 10, &a[9], refs, isi, 1, what);
+    build_and_check(ctx, &s, clamp ? "et_vk.conv_with_clamp.default" : "aten.convolution.default", a, clamp ? 12 : 10,
+                    &a[clamp ? 11 : 9], refs, isi, 1, what);
     free(x), free(w), free(bias), free(ref);
 }
 
