@@ -905,19 +905,17 @@ static wgml_status op_batch_norm(pbuild *b, const int32_t *args, int nargs) {
     return put(b, outs[0], y, 0);
 }
 
-/* ---- windows: convolution, pooling and upsampling through gathers ------------------------- */
+/* ---- windows: convolution, pooling and upsampling ----------------------------------------- */
 
-/* Every windowed operator is one gather (index_select with a host-built index) of the input
- * with one padding element appended, then a matmul (convolution, bilinear upsampling) or a
- * reduction over the window (pooling). The geometry lives in one place, struct win: window
- * slot j (a multi-index over the nd window dims) of output position o reads, in dim d, the
- * virtual coordinate v = o·st + j·dl + off; the input element there is v/up when v is a
- * multiple of up (up > 1: the stride-dilated input of a transposed convolution) inside
- * [0, in), and padding otherwise. Adaptive windows span [floor(o·in/out), ceil((o+1)·in/out))
- * instead, their slots past the end reading padding. Padding is whatever the appended element
- * holds: zero for sums and products, -inf for a maximum (it never wins). */
+/* Convolutions and nearest upsampling are one gather (index_select with a host-built index) of
+ * the input with one zero appended for the padding, then (convolution) a matmul. The geometry
+ * lives in one place, struct win: window slot j (a multi-index over the nd window dims) of
+ * output position o reads, in dim d, the virtual coordinate v = o·st + j·dl + off; the input
+ * element there is v/up when v is a multiple of up (up > 1: the stride-dilated input of a
+ * transposed convolution) inside [0, in), and padding otherwise. Pools are wgml_pool (one
+ * dispatch, no gathered copy); bilinear upsampling is two matmuls. */
 typedef struct win {
-    int nd, adaptive;
+    int nd;
     int64_t in[3], out[3], k[3], st[3], dl[3], off[3], up[3];
 } win;
 
@@ -934,10 +932,6 @@ static int64_t cap_prod(const int64_t *a, int n) {
 
 /* The input coordinate slot j of position o reads in dim d, or -1 for padding. */
 static int64_t win_coord(const win *w, int d, int64_t o, int64_t j) {
-    if (w->adaptive) {
-        int64_t s = o * w->in[d] / w->out[d], e = ((o + 1) * w->in[d] + w->out[d] - 1) / w->out[d];
-        return s + j < e ? s + j : -1;
-    }
     int64_t v = o * w->st[d] + j * w->dl[d] + w->off[d];
     if (v < 0 || v % w->up[d]) return -1;
     v /= w->up[d];
@@ -1134,49 +1128,31 @@ static wgml_status op_conv_with_clamp(pbuild *b, const int32_t *args, int nargs)
     return s ? s : put(b, args[11], wgml_clamp(b->g, b->v[args[11]].t, lo, hi), 0);
 }
 
-/* Max pooling of x over the windows of g: the maximum (padding -inf never wins) and, when the
- * program has an indices output, the argmax as PyTorch gives it: the row-major offset of the
- * chosen element within its plane (the first of equal maxima), through a gather of the
- * window table by the argmax slot. */
-static wgml_status max_windows(pbuild *b, wgml_tensor *x, const win *g, int64_t planes, int32_t out, int32_t indices) {
-    int64_t np = cap_prod(g->out, g->nd), kk = cap_prod(g->k, g->nd), plane = cap_prod(g->in, g->nd);
-    if (cap_mul(np, kk) > WIN_MAX || cap_mul(cap_mul(planes, np), kk) > WIN_MAX)
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
-    int64_t *tab = win_table(b, g);
-    if (!tab) return wgml_last_status(b->ctx);
-    wgml_tensor *cols = win_gather(b, x, planes, plane, tab, np, kk, -INFINITY), *at = NULL;
-    int last = 2;
-    wgml_status s = put(b, out, cols ? wgml_amax(b->g, cols, &last, 1, 0) : NULL, 1);
-    if (!s && indices >= 0 && b->v[indices].kind == PV_TENSOR) {
-        int32_t *ti = malloc((size_t)(np * kk) * sizeof *ti);
-        if (!ti) s = wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
-        for (int64_t i = 0; ti && i < np * kk; i++) ti[i] = (int32_t)(tab[i] < 0 ? 0 : tab[i]);
-        int64_t t2[2] = {np, kk};
-        at = ti ? host_tensor(b, WGML_I32, 2, t2, ti, (size_t)(np * kk) * sizeof *ti) : NULL;
-        free(ti);
-        int perm[2] = {1, 0};
-        wgml_tensor *am = at ? wgml_permute(b->g, wgml_argmax(b->g, cols, 2, 0), perm) : NULL; /* [np, planes] */
-        wgml_tensor *ix = am ? wgml_permute(b->g, wgml_gather(b->g, at, 1, am), perm) : NULL;
-        if (!s) s = put(b, indices, ix, 1);
-    }
-    free(tab);
-    return s;
+/* Pools are one wgml_pool dispatch (src/ops/pool): max with PyTorch's indices, average with
+ * its divisor rules, adaptive windows. The builders read the arguments into a wgml_pool_desc
+ * and give the output extents (PyTorch's floor / ceil_mode rule, pool_extent). */
+
+/* Runs the pool of desc over x into value `out` and, when the program has one, `indices`. */
+static wgml_status pool_put(pbuild *b, wgml_tensor *x, const wgml_pool_desc *d, int32_t out, int32_t indices) {
+    wgml_tensor *ix = NULL;
+    int want = indices >= 0 && b->v[indices].kind == PV_TENSOR;
+    wgml_tensor *y = wgml_pool(b->g, x, d, want ? &ix : NULL);
+    if (!y) return wgml_set_error(b->ctx, wgml_last_status(b->ctx), "program: %s: %s", b->op, wgml_last_error(b->ctx));
+    wgml_status s = put(b, out, y, 1);
+    return s || !want ? s : put(b, indices, ix, 1);
 }
 
-/* Sum pooling of x over the windows of g, times the per-position 1/divisor (rec, np). */
-static wgml_status avg_windows(pbuild *b, wgml_tensor *x, const win *g, int64_t planes, const int64_t *tab, const float *rec,
-                               int32_t out) {
-    int64_t np = cap_prod(g->out, g->nd), kk = cap_prod(g->k, g->nd), plane = cap_prod(g->in, g->nd);
-    wgml_tensor *cols = win_gather(b, x, planes, plane, tab, np, kk, 0.0);
-    wgml_tensor *rt = cols ? host_tensor(b, WGML_F32, 1, &np, rec, (size_t)np * sizeof *rec) : NULL;
-    int last = 2;
-    wgml_tensor *sum = rt ? wgml_sum(b->g, cols, &last, 1, 0) : NULL;
-    return put(b, out, sum ? wgml_mul(b->g, sum, rt) : NULL, 1);
+/* The f32 input [N,] C, in... of a pool with nd window dims. */
+static wgml_tensor *pool_input(pbuild *b, const int32_t *args, int nd) {
+    wgml_tensor *x = T(b, args, 0);
+    win g;
+    int64_t planes;
+    return x && !win_input(b, x, nd, 1, &g, &planes) ? x : NULL;
 }
 
-/* The pooling window of a kernel/stride/padding/dilation/ceil_mode operator at args[1..]
- * (dilation_arg < 0: none). */
-static wgml_status pool_window(pbuild *b, const int32_t *args, int nd, int dil_arg, int ceil_arg, win *g) {
+/* The window of a kernel/stride/padding[/dilation]/ceil_mode operator at args[1..] into d. */
+static wgml_status pool_window(pbuild *b, const int32_t *args, wgml_tensor *x, int nd, int dil_arg, int ceil_arg,
+                               wgml_pool_desc *d) {
     int64_t ks[3], st[3], pd[3], dl[3] = {1, 1, 1};
     int ok = 1;
     int sn = wlist(b, args, 2, nd, 0, 0, st);
@@ -1185,12 +1161,13 @@ static wgml_status pool_window(pbuild *b, const int32_t *args, int nd, int dil_a
         return WGML_ERR_ARG;
     int ceil_mode = inum(b, args, ceil_arg, 0, &ok) != 0;
     if (!ok) return WGML_ERR_ARG;
-    for (int d = 0; d < nd; d++) {
-        if (sn == 0 || st[d] == 0) st[d] = ks[d]; /* an empty stride is the kernel size */
-        if (2 * pd[d] > dl[d] * (ks[d] - 1) + 1) return fail(b, WGML_ERR_ARG, "padding over half the (dilated) window", 3);
-        g->k[d] = ks[d], g->st[d] = st[d], g->dl[d] = dl[d], g->off[d] = -pd[d], g->up[d] = 1;
-        g->out[d] = pool_extent(g->in[d], ks[d], st[d], pd[d], dl[d], ceil_mode);
-        if (g->out[d] < 1) return fail(b, WGML_ERR_SHAPE, "the window is larger than the (padded) input", 1);
+    d->nd = nd;
+    for (int i = 0; i < nd; i++) {
+        if (sn == 0 || st[i] == 0) st[i] = ks[i]; /* an empty stride is the kernel size */
+        if (2 * pd[i] > dl[i] * (ks[i] - 1) + 1) return fail(b, WGML_ERR_ARG, "padding over half the (dilated) window", 3);
+        d->kernel[i] = ks[i], d->stride[i] = st[i], d->padding[i] = pd[i], d->dilation[i] = dl[i];
+        d->out[i] = pool_extent(wgml_tensor_dim(x, i - nd), ks[i], st[i], pd[i], dl[i], ceil_mode);
+        if (d->out[i] < 1) return fail(b, WGML_ERR_SHAPE, "the window is larger than the (padded) input", 1);
     }
     return WGML_OK;
 }
@@ -1199,110 +1176,52 @@ static wgml_status pool_window(pbuild *b, const int32_t *args, int nd, int dil_a
  * (out, indices), and max_pool{2,3}d(...) -> out. */
 static wgml_status max_pool_common(pbuild *b, const int32_t *args, int nargs, int nd) {
     NEED(7);
-    win g = {0};
-    int64_t planes;
-    wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, nd, 1, &g, &planes) || pool_window(b, args, nd, 4, 5, &g)) return wgml_last_status(b->ctx);
-    if (!is_tensor(b, args, 6)) {
-        size_t no;
-        const int32_t *outs = vlist(b, args, 6, &no);
-        if (!outs || no < 1 || no > 2) return outs ? fail(b, WGML_ERR_ARG, "expected 1 or 2 outputs", 6) : WGML_ERR_ARG;
-        return max_windows(b, x, &g, planes, outs[0], no > 1 ? outs[1] : -1);
-    }
-    return max_windows(b, x, &g, planes, OUT(0), -1);
+    wgml_pool_desc d = {.max = 1};
+    wgml_tensor *x = pool_input(b, args, nd);
+    if (!x || pool_window(b, args, x, nd, 4, 5, &d)) return wgml_last_status(b->ctx);
+    if (is_tensor(b, args, 6)) return pool_put(b, x, &d, OUT(0), -1);
+    size_t no;
+    const int32_t *outs = vlist(b, args, 6, &no);
+    if (!outs || no < 1 || no > 2) return outs ? fail(b, WGML_ERR_ARG, "expected 1 or 2 outputs", 6) : WGML_ERR_ARG;
+    return pool_put(b, x, &d, outs[0], no > 1 ? outs[1] : -1);
 }
 static wgml_status op_max_pool2d(pbuild *b, const int32_t *a, int n) { return max_pool_common(b, a, n, 2); }
 static wgml_status op_max_pool3d(pbuild *b, const int32_t *a, int n) { return max_pool_common(b, a, n, 3); }
 
-/* The window of an adaptive operator (self, output_size): the output size per window dim. */
-static wgml_status adaptive_window(pbuild *b, const int32_t *args, win *g) {
-    int64_t os[3];
-    if (wlist(b, args, 1, g->nd, 1, 1, os) < 0) return WGML_ERR_ARG;
-    g->adaptive = 1;
-    for (int d = 0; d < g->nd; d++) {
-        g->out[d] = os[d], g->k[d] = 0;
-        for (int64_t o = 0; o < os[d] && o < WIN_MAX; o++) { /* the largest window */
-            int64_t e = ((o + 1) * g->in[d] + os[d] - 1) / os[d] - o * g->in[d] / os[d];
-            g->k[d] = e > g->k[d] ? e : g->k[d];
-        }
-    }
-    return WGML_OK;
-}
-
-/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices) */
-static wgml_status adaptive_max_common(pbuild *b, const int32_t *args, int nargs, int nd) {
+/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices) and
+ * _adaptive_avg_pool{2,3}d(self, output_size) -> out. */
+static wgml_status adaptive_common(pbuild *b, const int32_t *args, int nargs, int nd, int max) {
     NEED(3);
-    win g = {0};
-    int64_t planes;
+    wgml_pool_desc d = {.nd = nd, .max = max, .adaptive = 1};
+    wgml_tensor *x = pool_input(b, args, nd);
+    if (!x || wlist(b, args, 1, nd, 1, 1, d.out) < 0) return wgml_last_status(b->ctx);
+    if (!max) return pool_put(b, x, &d, OUT(0), -1);
     size_t no;
-    wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, nd, 1, &g, &planes) || adaptive_window(b, args, &g)) return wgml_last_status(b->ctx);
     const int32_t *outs = vlist(b, args, 2, &no);
     if (!outs || no < 1 || no > 2) return outs ? fail(b, WGML_ERR_ARG, "expected 1 or 2 outputs", 2) : WGML_ERR_ARG;
-    return max_windows(b, x, &g, planes, outs[0], no > 1 ? outs[1] : -1);
+    return pool_put(b, x, &d, outs[0], no > 1 ? outs[1] : -1);
 }
-static wgml_status op_adaptive_max_pool2d(pbuild *b, const int32_t *a, int n) { return adaptive_max_common(b, a, n, 2); }
-static wgml_status op_adaptive_max_pool3d(pbuild *b, const int32_t *a, int n) { return adaptive_max_common(b, a, n, 3); }
-
-/* The table and the per-position reciprocal divisors of an average pool; count_pad: divide by
- * the window's extent clipped to the padded input (PyTorch's count_include_pad), else by its
- * elements inside the input; divisor > 0 overrides both. */
-static wgml_status avg_common(pbuild *b, wgml_tensor *x, const win *g, int64_t planes, int count_pad, int64_t divisor, int32_t out) {
-    int64_t np = cap_prod(g->out, g->nd), kk = cap_prod(g->k, g->nd);
-    if (cap_mul(np, kk) > WIN_MAX || cap_mul(cap_mul(planes, np), kk) > WIN_MAX)
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
-    int64_t *tab = win_table(b, g);
-    float *rec = tab ? malloc((size_t)np * sizeof *rec) : NULL;
-    if (!rec) {
-        free(tab);
-        return tab ? wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory") : wgml_last_status(b->ctx);
-    }
-    for (int64_t p = 0; p < np; p++) {
-        int64_t cnt = 0, pool = 1, pr = p;
-        for (int64_t j = 0; j < kk; j++) cnt += tab[p * kk + j] >= 0;
-        for (int d = g->nd - 1; d >= 0; d--) {
-            int64_t o = pr % g->out[d], s = o * g->st[d] + g->off[d], e = s + g->k[d];
-            pr /= g->out[d];
-            if (e > g->in[d] - g->off[d]) e = g->in[d] - g->off[d]; /* the right padding is -off */
-            pool *= e - s;
-        }
-        int64_t div = divisor > 0 ? divisor : count_pad && !g->adaptive ? pool : cnt;
-        rec[p] = div > 0 ? 1.0f / (float)div : 0.0f;
-    }
-    wgml_status s = avg_windows(b, x, g, planes, tab, rec, out);
-    free(tab), free(rec);
-    return s;
-}
+static wgml_status op_adaptive_max_pool2d(pbuild *b, const int32_t *a, int n) { return adaptive_common(b, a, n, 2, 1); }
+static wgml_status op_adaptive_max_pool3d(pbuild *b, const int32_t *a, int n) { return adaptive_common(b, a, n, 3, 1); }
+static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *a, int n) { return adaptive_common(b, a, n, 2, 0); }
+static wgml_status op_adaptive_avg_pool3d(pbuild *b, const int32_t *a, int n) { return adaptive_common(b, a, n, 3, 0); }
 
 /* avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
  * divisor_override?) */
 static wgml_status avg_pool_common(pbuild *b, const int32_t *args, int nargs, int nd) {
     NEED(8);
-    win g = {0};
-    int64_t planes;
+    wgml_pool_desc d = {.max = 0};
     int ok = 1;
-    wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, nd, 1, &g, &planes) || pool_window(b, args, nd, -1, 4, &g)) return wgml_last_status(b->ctx);
-    int count_pad = inum(b, args, 5, 1, &ok) != 0;
-    int64_t divisor = inum(b, args, 6, 0, &ok);
+    wgml_tensor *x = pool_input(b, args, nd);
+    if (!x || pool_window(b, args, x, nd, -1, 4, &d)) return wgml_last_status(b->ctx);
+    d.count_include_pad = inum(b, args, 5, 1, &ok) != 0;
+    d.divisor = inum(b, args, 6, 0, &ok);
     if (!ok) return WGML_ERR_ARG;
-    if (divisor < 0 || divisor > WIN_MAX) return fail(b, WGML_ERR_ARG, "divisor_override out of range", 6);
-    return avg_common(b, x, &g, planes, count_pad, divisor, OUT(0));
+    if (d.divisor < 0 || d.divisor > WIN_MAX) return fail(b, WGML_ERR_ARG, "divisor_override out of range", 6);
+    return pool_put(b, x, &d, OUT(0), -1);
 }
 static wgml_status op_avg_pool2d(pbuild *b, const int32_t *a, int n) { return avg_pool_common(b, a, n, 2); }
 static wgml_status op_avg_pool3d(pbuild *b, const int32_t *a, int n) { return avg_pool_common(b, a, n, 3); }
-
-/* _adaptive_avg_pool{2,3}d(self, output_size): the mean over each adaptive window. */
-static wgml_status adaptive_avg_common(pbuild *b, const int32_t *args, int nargs, int nd) {
-    NEED(3);
-    win g = {0};
-    int64_t planes;
-    wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, nd, 1, &g, &planes) || adaptive_window(b, args, &g)) return wgml_last_status(b->ctx);
-    return avg_common(b, x, &g, planes, 0, 0, OUT(0));
-}
-static wgml_status op_adaptive_avg_pool2d(pbuild *b, const int32_t *a, int n) { return adaptive_avg_common(b, a, n, 2); }
-static wgml_status op_adaptive_avg_pool3d(pbuild *b, const int32_t *a, int n) { return adaptive_avg_common(b, a, n, 3); }
 
 /* The output size and the scale per dim of an upsample_*2d: output_size (args[1], may be
  * Null) or the scale factors (a DoubleList at args[scale_arg] for .vec, two Doubles at
