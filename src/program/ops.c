@@ -907,8 +907,8 @@ static wgml_status op_batch_norm(pbuild *b, const int32_t *args, int nargs) {
 
 /* ---- windows: convolution, pooling and upsampling ----------------------------------------- */
 
-/* Convolutions and nearest upsampling are one gather (index_select with a host-built index) of
- * the input with one zero appended for the padding, then (convolution) a matmul. The geometry
+/* A convolution is one gather (index_select with a host-built index) of the input with one
+ * zero appended for the padding, then a matmul; nearest upsampling one gather. The geometry
  * lives in one place, struct win: window slot j (a multi-index over the nd window dims) of
  * output position o reads, in dim d, the virtual coordinate v = o·st + j·dl + off; the input
  * element there is v/up when v is a multiple of up (up > 1: the stride-dilated input of a
@@ -1006,26 +1006,6 @@ static wgml_status win_input(pbuild *b, wgml_tensor *x, int nd, int pool, win *w
     for (int d = 0; d < nd; d++) w->in[d] = wgml_tensor_dim(x, r - nd + d), p *= w->in[d];
     *planes = wgml_tensor_numel(x) / p;
     return WGML_OK;
-}
-
-/* The windows of every plane of x gathered: [planes, np, kk] where table[p·kk + j] (np·kk
- * entries, -1 for padding) is the in-plane offset slot j of position p reads and padding slots
- * read `pad`. One cat (the padding element) and one index_select. */
-static wgml_tensor *win_gather(pbuild *b, wgml_tensor *x, int64_t planes, int64_t plane, const int64_t *table, int64_t np,
-                               int64_t kk, double pad) {
-    int64_t n = np * kk, flat[2] = {planes, plane}, one[2] = {planes, 1}, c3[3] = {planes, np, kk};
-    int32_t *idx = malloc((size_t)n * sizeof *idx);
-    if (!idx) {
-        wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
-        return NULL;
-    }
-    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(table[i] < 0 ? plane : table[i]);
-    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &n, idx, (size_t)n * sizeof *idx);
-    free(idx);
-    wgml_tensor *parts[2] = {wgml_reshape(b->g, x, 2, flat), wgml_full(b->g, WGML_F32, 2, one, pad)};
-    if (!it || !parts[0] || !parts[1]) return NULL;
-    wgml_tensor *cols = wgml_index_select(b->g, wgml_cat(b->g, parts, 2, 1), 1, it);
-    return cols ? wgml_reshape(b->g, cols, 3, c3) : NULL;
 }
 
 /* convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding,
@@ -1259,7 +1239,7 @@ static double upsample_scale(int64_t in, int64_t out, double given, int align) {
 
 /* upsample_nearest2d.vec(input, output_size?, scale_factors?) and .default(input, output_size,
  * scales_h?, scales_w?): src = min(floor(dst·scale), in − 1) per dim (in float, as PyTorch),
- * one gather of each plane with a one-slot window table. */
+ * one index_select of each plane. */
 static wgml_status nearest_common(pbuild *b, const int32_t *args, int nargs, int vec) {
     NEED(vec ? 4 : 5);
     win g = {0};
@@ -1269,19 +1249,20 @@ static wgml_status nearest_common(pbuild *b, const int32_t *args, int nargs, int
     if (!x || win_input(b, x, 2, 0, &g, &planes) || upsample_size(b, args, vec, 2, g.in, out, sc)) return wgml_last_status(b->ctx);
     int64_t np = out[0] * out[1], plane = g.in[0] * g.in[1];
     if (cap_mul(planes, np) > WIN_MAX) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
-    int64_t *tab = malloc((size_t)np * sizeof *tab);
-    if (!tab) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
+    int32_t *idx = malloc((size_t)np * sizeof *idx);
+    if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
     float s0 = sc[0] > 0 ? (float)(1.0 / sc[0]) : (float)g.in[0] / (float)out[0];
     float s1 = sc[1] > 0 ? (float)(1.0 / sc[1]) : (float)g.in[1] / (float)out[1];
     for (int64_t y = 0; y < out[0]; y++)
         for (int64_t z = 0; z < out[1]; z++) {
             int64_t iy = (int64_t)floorf((float)y * s0), iz = (int64_t)floorf((float)z * s1);
             iy = iy < g.in[0] - 1 ? iy : g.in[0] - 1, iz = iz < g.in[1] - 1 ? iz : g.in[1] - 1;
-            tab[y * out[1] + z] = iy * g.in[1] + iz;
+            idx[y * out[1] + z] = (int32_t)(iy * g.in[1] + iz);
         }
-    wgml_tensor *cols = win_gather(b, x, planes, plane, tab, np, 1, 0.0);
-    free(tab);
-    return put(b, OUT(0), cols, 1);
+    int64_t flat[2] = {planes, plane};
+    wgml_tensor *it = host_tensor(b, WGML_I32, 1, &np, idx, (size_t)np * sizeof *idx);
+    free(idx);
+    return put(b, OUT(0), it ? wgml_index_select(b->g, wgml_reshape(b->g, x, 2, flat), 1, it) : NULL, 1);
 }
 static wgml_status op_upsample_nearest2d_vec(pbuild *b, const int32_t *a, int n) { return nearest_common(b, a, n, 1); }
 static wgml_status op_upsample_nearest2d(pbuild *b, const int32_t *a, int n) { return nearest_common(b, a, n, 0); }
