@@ -411,6 +411,29 @@ wgml_status wgml_layer_norm_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor 
                                      wgml_tensor *rstd, wgml_tensor *dy, wgml_tensor **dx, wgml_tensor **dw,
                                      wgml_tensor **db);
 
+/* ---- pooling ----------------------------------------------------------------------------- */
+/* Max and average pooling over a window of the last nd (1-3) dims of f32 x [..., in...]. Output
+ * position o reads, per window dim, the input coordinates o·stride − padding + j·dilation for j
+ * in [0, kernel), or with `adaptive` PyTorch's [floor(o·in/out), ceil((o+1)·in/out)); the
+ * coordinates outside the input are padding, which is skipped (it never wins a maximum). The
+ * output extents are the caller's (PyTorch's floor or ceil_mode rule); a window may not start
+ * past the padded input's end. Max: the largest value (a NaN wins, the first of equal maxima
+ * otherwise) and, when `indices` is not NULL, an i32 tensor of the chosen element's row-major
+ * offset within its [in...] plane (PyTorch's indices). Average: the sum of the elements inside
+ * divided by `divisor` when > 0, else by the window clipped to the padded input
+ * (count_include_pad) or by the elements inside (adaptive: always the latter). Output
+ * [..., out...]. One dispatch. */
+typedef struct wgml_pool_desc {
+    int nd;  /* window dims: 1, 2 or 3 */
+    int max; /* 1: maximum, 0: average */
+    int adaptive;
+    int count_include_pad;
+    int64_t out[3]; /* output extent per window dim */
+    int64_t kernel[3], stride[3], padding[3], dilation[3]; /* unused when adaptive */
+    int64_t divisor;
+} wgml_pool_desc;
+wgml_tensor *wgml_pool(wgml_graph *g, wgml_tensor *x, const wgml_pool_desc *desc, wgml_tensor **indices);
+
 /* ---- indexing and shape ------------------------------------------------------------------ */
 /* Gather, embedding and index_select (with gradients), slices, concatenation, permutes and
  * copies. */

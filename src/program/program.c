@@ -190,7 +190,7 @@ static wgml_status method_slots(wgml_program *p) {
             s->kind = PV_INTLIST, s->list64 = l, s->n = x->u.int_list.n;
             break;
         }
-        case PTE_VAL_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->n = x->u.double_list.n; break;
+        case PTE_VAL_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->dlist = x->u.double_list.items, s->n = x->u.double_list.n; break;
         case PTE_VAL_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
         case PTE_VAL_TENSOR_LIST: s->kind = PV_VALUELIST, s->ids = x->u.tensor_list.items, s->n = x->u.tensor_list.n; break;
         /* items are value ids or -1 (None), checked by the reader */
@@ -458,7 +458,7 @@ static wgml_status vk_slots(wgml_program *p, const pte_vk_graph *vg, pv *v, int 
         case PTE_VK_SYMINT: s->kind = PV_SYMINT, s->i = x->u.symint; break;
         case PTE_VK_STRING: s->kind = PV_STRING, s->s = x->u.str.s; break;
         case PTE_VK_INT_LIST: s->kind = PV_INTLIST, s->list64 = x->u.int_list.items, s->n = x->u.int_list.n; break;
-        case PTE_VK_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->n = x->u.double_list.n; break;
+        case PTE_VK_DOUBLE_LIST: s->kind = PV_DOUBLELIST, s->dlist = x->u.double_list.items, s->n = x->u.double_list.n; break;
         case PTE_VK_BOOL_LIST: s->kind = PV_BOOLLIST, s->n = x->u.bool_list.n; break;
         case PTE_VK_VALUE_LIST: s->kind = PV_VALUELIST, s->ids = x->u.value_list.items, s->n = x->u.value_list.n; break;
         case PTE_VK_TENSOR: {

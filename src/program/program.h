@@ -40,9 +40,10 @@ typedef struct pv {
     int64_t i;      /* Int, SymInt, Bool */
     double d;       /* Double */
     const char *s;  /* String (not owned) */
-    /* IntList (list64), ValueList or optional tensor list (ids); not owned */
+    /* IntList (list64), DoubleList (dlist), ValueList or optional tensor list (ids); not owned */
     const int64_t *list64;
     const int32_t *ids;
+    const double *dlist; /* DoubleList items (not owned; NULL when n is 0) */
     size_t n;
     /* Tensor: the serialised type and shape, where its data comes from, and the wgml tensor
      * once built (NULL before). */

@@ -1,6 +1,6 @@
 /* The op registry (src/program/ops.c) against bad arguments: every registered builder is called
  * with argument lists drawn at random from a pool of values of every kind (tensors of several
- * dtypes and shapes, numbers, lists, strings, nulls, uncomputed and unsupported tensors), of
+ * dtypes and shapes, numbers, int and double lists, strings, nulls, uncomputed and unsupported tensors), of
  * every length from 0 to 10. Each call must either succeed or fail with a message naming the
  * op; never crash or read outside the argument list (the ASan build runs it too). A few
  * well-formed calls are checked to succeed, so the test can fail in both directions. */
@@ -39,6 +39,7 @@ int main(void) {
     printf("seed %llu (WGML_SEED to repeat)\n", (unsigned long long)seed);
     static const int64_t d23[] = {2, 3}, d6[] = {6}, d3[] = {3}, d232[] = {2, 3, 2};
     static const int64_t il[] = {0, 1}, il_bad[] = {5, -9, 1 << 30};
+    static const double dl2[] = {2.0, 0.5};
     static const int32_t vl[] = {0, 1}, vl3[] = {4, 5, 6};
     static const int32_t ol[] = {-1, 2}, ol3[] = {2, -1, 6}; /* Tensor?[]: -1 is None */
     size_t n_ops;
@@ -64,6 +65,7 @@ int main(void) {
             memset(&v[7], 0, sizeof v[7]), v[7].kind = PV_NULL;
             memset(&v[8], 0, sizeof v[8]), v[8].kind = PV_INT, v[8].i = (int64_t)(next() % 5) - 2;
             memset(&v[9], 0, sizeof v[9]), v[9].kind = PV_DOUBLE, v[9].d = 0.5;
+            if (trial & 4) v[9].kind = PV_DOUBLELIST, v[9].dlist = dl2, v[9].n = 2; /* scale factors */
             memset(&v[10], 0, sizeof v[10]), v[10].kind = PV_INTLIST, v[10].list64 = il, v[10].n = 2;
             memset(&v[11], 0, sizeof v[11]), v[11].kind = PV_INTLIST, v[11].list64 = il_bad, v[11].n = 3;
             memset(&v[12], 0, sizeof v[12]), v[12].kind = PV_VALUELIST, v[12].ids = trial & 1 ? vl : vl3,
