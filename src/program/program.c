@@ -593,6 +593,14 @@ static int kernel_args(const wgml_program *p, const pte_instruction *ins, int32_
         return n - 1;
     }
     const pv *last = &p->v[args[n - 1]];
+    const pv *prev = &p->v[args[n - 2]];
+    /* a list out argument (split_with_sizes_copy.out) and its return: two ValueLists of the
+     * same tensors */
+    if (last->kind == PV_VALUELIST && prev->kind == PV_VALUELIST && prev->n == last->n &&
+        (last->n == 0 || !memcmp(prev->ids, last->ids, last->n * sizeof *last->ids))) {
+        args[n - 2] = args[n - 1];
+        return n - 1;
+    }
     if (n >= 1 && last->kind == PV_VALUELIST && (int)last->n < n) {
         int k = (int)last->n, same = 1;
         for (int i = 0; i < k; i++)
@@ -719,6 +727,15 @@ static wgml_status build(wgml_program *p) {
                 int n = kernel_args(p, ins, args, 64);
                 if (n < 0) return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too many arguments", op->name.s);
                 pbuild b = {.ctx = p->ctx, .g = p->g, .v = p->v, .nv = pl->n_values, .op = kernel_name(op, name, sizeof name)};
+                if (getenv("WGML_PROGRAM_TRACE")) {
+                    fprintf(stderr, "[program] %s (kernel %s, %u arguments):", b.op ? b.op : "?", op->name.s,
+                            ins->u.kernel.n_args);
+                    for (uint32_t k = 0; k < ins->u.kernel.n_args; k++) {
+                        const pv *a = &p->v[ins->u.kernel.args[k]];
+                        fprintf(stderr, " %d:%d(n %zu)", ins->u.kernel.args[k], (int)a->kind, a->n);
+                    }
+                    fprintf(stderr, "\n");
+                }
                 s = b.op ? prog_op_find(b.op)(&b, args, n) : WGML_ERR_UNSUPPORTED;
             }
         }
