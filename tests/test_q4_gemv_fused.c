@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 /* The q4 GEMV with its fused prologue and epilogue (q4_gemv_fused, ops/q4/q4_gemv_fused.h):
  * the RMSNorm of x before the products, the residual add after one, the gated activations
- * (silu, tanh-GELU) over a gate/up pair, the merge of a decode attention's key chunks. Every output against an fp64 reference computed here
+ * (silu, tanh-GELU) over a gate/up pair. Every output against an fp64 reference computed here
  * from the host dequantisation (norm, products and activation in double); the number of
  * dispatches (one per kind group when fused); the paths that fall back to the public ops (more
  * than 4 rows, x too long for workgroup memory, gate and up of different kinds) against the
@@ -252,90 +252,6 @@ static void test_errors(void) {
     free_weight(&b);
 }
 
-/* The merge prologue (q4_gemv_merge): x holds a decode attention's key-chunk partials (rows x
- * n_chunk x (D + 2): unnormalised sums, max in log2 units, sum), the product's input is their
- * merge over the chunks the filled length uses (attn_merge.wgsl's decode_chunk_len rule, written
- * again here); the unused chunks hold huge maxima that would dominate if read. */
-static void case_merge(int64_t rows, int64_t D, int64_t n_chunk, int32_t len, int kind) {
-    int64_t k = rows * D, n = 40, ch = 64, smax = n_chunk * 64, pn = rows * n_chunk * (D + 2);
-    hw w = make_weight(T.g, kind, n, k, 32, false);
-    float *hp = malloc(sizeof(float) * (size_t)pn);
-    int64_t L = len < smax ? len : smax;
-    int64_t cl = ((L > 1 ? L : 1) + n_chunk * 64 - 1) / (n_chunk * 64);
-    cl = (cl > 1 ? cl : 1) * 64;
-    if (cl > ch) cl = ch;
-    int64_t used = ((L > 1 ? L : 1) + cl - 1) / cl;
-    if (used > n_chunk) used = n_chunk;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n_chunk; c++) {
-            float *q = hp + (r * n_chunk + c) * (D + 2);
-            for (int64_t d = 0; d < D; d++) q[d] = (float)th_uniform(-3, 3);
-            q[D] = c < used ? (float)th_uniform(-4, 4) : 1e30f; /* unused chunks: never read */
-            q[D + 1] = (float)th_uniform(0.5, 3);
-        }
-    double *xm = malloc(sizeof(double) * (size_t)k);
-    for (int64_t r = 0; r < rows; r++) {
-        double mx = -1e300, den = 0;
-        for (int64_t c = 0; c < used; c++) mx = fmax(mx, hp[(r * n_chunk + c) * (D + 2) + D]);
-        for (int64_t c = 0; c < used; c++) den += hp[(r * n_chunk + c) * (D + 2) + D + 1] * exp2(hp[(r * n_chunk + c) * (D + 2) + D] - mx);
-        for (int64_t d = 0; d < D; d++) {
-            double num = 0;
-            for (int64_t c = 0; c < used; c++)
-                num += hp[(r * n_chunk + c) * (D + 2) + d] * exp2(hp[(r * n_chunk + c) * (D + 2) + D] - mx);
-            xm[r * D + d] = num / den;
-        }
-    }
-    float *hr = th_random((size_t)n, -2, 2);
-    int64_t rs[2] = {1, n}, one[1] = {1};
-    wgml_tensor *x = th_tensor_f32(1, &pn, hp), *tl = th_tensor_i32(1, one, &len), *res = th_tensor_f32(2, rs, hr);
-    q4_gemv_merge mg = {.len = tl, .rows = rows, .D = D, .n_chunk = n_chunk, .ch = ch, .smax = smax};
-    q4_gemv_fuse f = {.merge = &mg, .epi = Q4_EPI_RESIDUAL, .residual = res};
-    const wgml_q4_weight *wp[1] = {w.w};
-    wgml_tensor *out = NULL;
-    char name[160];
-    snprintf(name, sizeof name, "merge: %lld rows of D %lld, %lld chunks (%lld used), len %d, %s", (long long)rows,
-             (long long)D, (long long)n_chunk, (long long)used, len, KIND_NAMES[kind]);
-    wgml_sync(T.ctx);
-    uint64_t d0 = dispatches_so_far();
-    wgml_status s = q4_gemv_fused(T.g, "test", x, wp, 1, &f, &out);
-    wgml_sync(T.ctx);
-    th_check(s == WGML_OK && out && wgml_tensor_rank(out) == 2 && wgml_tensor_dim(out, 1) == n, "%s: %s", name,
-             wgml_last_error(T.ctx));
-    th_check(s || dispatches_so_far() - d0 - 1 == 1, "%s: one dispatch", name);
-    double *yd = ref_prod(xm, &w, 1, n, k);
-    for (int64_t i = 0; i < n; i++) yd[i] += hr[i];
-    float *got = s ? NULL : th_read_f32(out);
-    if (got) th_close(name, got, yd, (size_t)n, tol_abs(k), RTOL);
-    free(got), free(yd), free(xm), free(hp), free(hr);
-    wgml_tensor_free(out), wgml_tensor_free(x), wgml_tensor_free(tl), wgml_tensor_free(res);
-    free_weight(&w);
-}
-
-static void test_merge(void) {
-    case_merge(9, 64, 4, 200, 1);  /* SmolLM2-like: 9 heads of 64, 4 chunks, all used */
-    case_merge(9, 64, 12, 200, 1); /* 4 of 12 chunks used */
-    case_merge(4, 256, 8, 70, 2);  /* Gemma-like heads, 2 of 8 used */
-    /* a merge with a norm is refused */
-    int64_t pn = 2 * 2 * 18, one[1] = {1}, ks[1] = {32};
-    int32_t len = 3;
-    float *hp = th_random((size_t)pn, -1, 1);
-    hw w = make_weight(T.g, 1, 8, 32, 32, false);
-    wgml_tensor *x = th_tensor_f32(1, &pn, hp), *tl = th_tensor_i32(1, one, &len), *nw = th_tensor_f32(1, ks, hp);
-    q4_gemv_merge mg = {.len = tl, .rows = 2, .D = 16, .n_chunk = 2, .ch = 64, .smax = 128};
-    q4_gemv_fuse f = {.merge = &mg, .norm_w = nw};
-    const wgml_q4_weight *wp[1] = {w.w};
-    wgml_tensor *out = NULL;
-    th_expect_error("merge with a norm", q4_gemv_fused(T.g, "fusedop", x, wp, 1, &f, &out) != WGML_OK, WGML_ERR_ARG,
-                    "fusedop", "merge", NULL);
-    f.norm_w = NULL;
-    mg.n_chunk = 3; /* x is not 2 x 3 x 18 */
-    th_expect_error("merge of the wrong size", q4_gemv_fused(T.g, "fusedop", x, wp, 1, &f, &out) != WGML_OK,
-                    WGML_ERR_SHAPE, "fusedop", "partials", NULL);
-    wgml_tensor_free(x), wgml_tensor_free(tl), wgml_tensor_free(nw);
-    free(hp);
-    free_weight(&w);
-}
-
 int main(int argc, char **argv) {
     th_init_args("test_q4_gemv_fused", argc, argv);
     double t0 = now_s();
@@ -351,9 +267,6 @@ int main(int argc, char **argv) {
         printf("fused (%s reduction): %.2f s\n", sg ? "subgroup" : "tree", now_s() - t0);
     }
     unsetenv("WGML_Q4_GEMV_SUBGROUP");
-    t0 = now_s();
-    test_merge();
-    printf("merge prologue: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_plain_paths();
     printf("plain paths: %.2f s\n", now_s() - t0);

@@ -527,11 +527,9 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
  * the architecture has them, RoPE (the layer's base and the family's pairing), then with a KV
  * cache k and v appended to it and q attending to the cache up to len (tab: the fused decode
  * step, rope_kv_step), else causal attention within each sequence; a windowed layer sees only
- * the last window positions. Returns [B*S, H*hd]; with split (decode) and the decode kernel over
- * several key chunks, their partials instead (split says how to merge them). */
+ * the last window positions. Returns [B*S, H*hd]. */
 static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l,
-                              wgml_tensor *const *qkv, wgml_tensor *tab, attn_decode_split *split) {
-    if (split) *split = (attn_decode_split){.n_chunk = 1};
+                              wgml_tensor *const *qkv, wgml_tensor *tab) {
     const wgml_llama_config *c = &m->cfg;
     const model_arch *ar = &m->arch;
     const layer *L = &m->layers[l];
@@ -550,11 +548,6 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
          * the chunks' merge) */
         wgml_tensor *qn = ar->qk_norm ? share(g, L->q_norm) : NULL, *kn = ar->qk_norm ? share(g, L->k_norm) : NULL;
         if (ar->qk_norm && (!qn || !kn)) return NULL;
-        if (split) { /* the caller merges the key chunks itself (the o projection's GEMV) */
-            a = attn_decode_parts(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale,
-                                  qn, kn, c->rms_eps, split);
-            return a && split->n_chunk == 1 ? wgml_reshape(g, a, 2, s2) : a;
-        }
         a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale, qn,
                              kn, c->rms_eps);
         return a ? wgml_reshape(g, a, 2, s2) : NULL;
@@ -603,12 +596,10 @@ static bool gemv_fusion(const wgml_model *m, const fwd_opts *o) {
 }
 
 /* out = the targets of layer l on x through one q4_gemv_fused call: norm_w (or NULL) is the
- * RMSNorm folded in before the products; merge (or NULL, or one chunk), that x holds a decode
- * attention's key-chunk partials to be merged first; epi what is done with the products
- * (residual: the residual stream the product is added to). False with the error on the context. */
+ * RMSNorm folded in before the products, epi what is done with them (residual: the residual
+ * stream the product is added to). NULL with the error on the context. */
 static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, wgml_tensor *x,
-                               wgml_tensor *norm_w, const attn_decode_split *merge, q4_epilogue epi,
-                               wgml_tensor *residual, wgml_tensor **out) {
+                               wgml_tensor *norm_w, q4_epilogue epi, wgml_tensor *residual, wgml_tensor **out) {
     wgml_q4_weight q[WGML_Q4_MULTI_MAX];
     const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
     if (!x || (epi == Q4_EPI_RESIDUAL && !residual)) return false;
@@ -616,12 +607,7 @@ static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, co
         if (q4_weight_share(g, target_weight(m, l, targets[i])->q, &q[i])) return false;
         qp[i] = &q[i];
     }
-    q4_gemv_merge mg = {0};
-    if (merge && merge->n_chunk > 1)
-        mg = (q4_gemv_merge){.len = merge->len, .rows = merge->rows, .D = merge->D, .n_chunk = merge->n_chunk,
-                             .ch = merge->ch, .smax = merge->smax};
-    q4_gemv_fuse f = {.norm_w = norm_w, .merge = mg.len ? &mg : NULL, .eps = m->cfg.rms_eps, .epi = epi,
-                      .residual = residual};
+    q4_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
     return q4_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
 }
 
@@ -655,32 +641,25 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
         if (pre_only) {
-            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, share(g, L->attn_norm), NULL, Q4_EPI_STORE, NULL, qkv))
-                return NULL;
+            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, share(g, L->attn_norm), Q4_EPI_STORE, NULL, qkv)) return NULL;
         } else if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) {
             return NULL; /* q, k, v from one h */
         }
-        attn_decode_split sp; /* gf: the o projection merges the attention's key chunks */
-        wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)], gf ? &sp : NULL);
+        wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)]);
         if (!a) return NULL;
         if (pre_only) {
             wgml_tensor *act = NULL;
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, &sp, Q4_EPI_RESIDUAL, x, &x) ||
-                !gemv_fused_targets(m, g, l, gu_t, 2, x, share(g, L->ffn_norm), NULL, glu_epi, NULL, &act) ||
-                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, NULL, Q4_EPI_RESIDUAL, x, &x))
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_RESIDUAL, x, &x) ||
+                !gemv_fused_targets(m, g, l, gu_t, 2, x, share(g, L->ffn_norm), glu_epi, NULL, &act) ||
+                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, Q4_EPI_RESIDUAL, x, &x))
                 return NULL;
             continue;
         }
-        wgml_tensor *y = NULL;
-        if (gf) {
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, &sp, Q4_EPI_STORE, NULL, &y)) return NULL;
-        } else {
-            y = target_linear(m, g, o, l, T_O, a);
-        }
+        wgml_tensor *y = target_linear(m, g, o, l, T_O, a);
         h = add_norm(g, o, x, y, ar->post_norms ? share(g, L->post_attn_norm) : NULL, share(g, L->ffn_norm), eps, &x);
         wgml_tensor *act = NULL;
         if (gf) {
-            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, NULL, glu_epi, NULL, &act)) return NULL;
+            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, &act)) return NULL;
         } else {
             if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
             act = glu(m, g, o, gu[0], gu[1]);

@@ -1,6 +1,7 @@
 // attn_combine: merges the key chunks of split attention (attn_sdpa.wgsl with p.n_split > 1). part
 // holds, per output row and chunk, D unnormalised outputs, the chunk's max m (log2 units)
-// and its sum l; the merge itself is attn_merge.wgsl's.
+// and its sum l. out[row, d] = Σ acc·2^(m - M) / Σ l·2^(m - M) with M the max over chunks;
+// a row whose chunks saw no key gets 0.
 // Workgroup: 64 threads; each thread owns one output element (row, d).
 struct Params { n: u32, D: u32, n_split: u32, _p: u32 }
 
@@ -8,13 +9,24 @@ struct Params { n: u32, D: u32, n_split: u32, _p: u32 }
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-fn part_at(i: u32) -> f32 { return part[i]; }
-//!include attn_merge
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let idx = (wid.x + wid.y * nwg.x) * 64u + lid;
     if (idx >= p.n) { return; }
-    out[idx] = attn_merge(idx / p.D, idx % p.D, p.D, p.n_split, p.n_split);
+    let d = idx % p.D;
+    let row = idx / p.D;
+    let stride = p.D + 2u;
+    let base = row * p.n_split * stride;
+    var mx = -3.0e38;
+    for (var s = 0u; s < p.n_split; s++) { mx = max(mx, part[base + s * stride + p.D]); }
+    var num = 0.0;
+    var den = 0.0;
+    for (var s = 0u; s < p.n_split; s++) {
+        let o = base + s * stride;
+        let w = exp2(part[o + p.D] - mx);
+        num += part[o + d] * w;
+        den += part[o + p.D + 1u] * w;
+    }
+    out[idx] = select(num / den, 0.0, den == 0.0);
 }

@@ -37,11 +37,10 @@ bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int
     return attn_decode_fits(ctx, Hq, Hk, D, smax);
 }
 
-wgml_tensor *attn_decode_parts(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                               wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                               wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
-                               wgml_tensor *k_norm, float eps, attn_decode_split *split) {
-    if (split) *split = (attn_decode_split){.n_chunk = 0};
+wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                              wgml_tensor *k_norm, float eps) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "attn_decode_step";
@@ -129,34 +128,18 @@ wgml_tensor *attn_decode_parts(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wg
            .window = (uint32_t)(window < smax ? window : 0),
            .style = style == WGML_ROPE_INTERLEAVED ? 1u : 0u,
            .scale2 = (float)(sc * 1.4426950408889634074)};
-    /* one chunk: the kernel writes the output itself; else the chunks' partials */
+    /* one chunk: the kernel writes the output itself; else the chunks' partials and their merge */
     int64_t pn = Hq * n_chunk * (D + 2), os[4] = {1, Hq, 1, D};
-    wgml_tensor *out = n_chunk == 1 ? graph_output(g, op, WGML_F32, 4, os) : graph_output(g, op, WGML_F32, 1, &pn);
-    wgml_tensor *ro[8] = {q, k, v, pos, len, tab, q_norm, k_norm}, *rw[3] = {k_cache, v_cache, out};
-    if (!out || graph_dispatch(g, op, "attn_decode", prelude, ro, qkn ? 8 : 6, rw, 3, &p, sizeof p,
-                               (uint64_t)(Hk * n_chunk))) {
-        wgml_tensor_free(out);
-        return NULL;
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, os);
+    wgml_tensor *part = n_chunk > 1 && out ? graph_output(g, op, WGML_F32, 1, &pn) : NULL;
+    wgml_tensor *ro[8] = {q, k, v, pos, len, tab, q_norm, k_norm}, *rw[3] = {k_cache, v_cache, n_chunk > 1 ? part : out};
+    wgml_status s = out && (n_chunk == 1 || part) ? graph_dispatch(g, op, "attn_decode", prelude, ro, qkn ? 8 : 6, rw, 3, &p,
+                                                                    sizeof p, (uint64_t)(Hk * n_chunk))
+                                                  : wgml_last_status(ctx);
+    if (!s && n_chunk > 1) {
+        uint32_t cp[4] = {(uint32_t)(Hq * D), (uint32_t)D, (uint32_t)n_chunk, 0};
+        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)(Hq * D) + 63) / 64);
     }
-    if (split)
-        *split = (attn_decode_split){.rows = Hq, .D = D, .n_chunk = n_chunk, .ch = ch, .smax = smax, .len = len};
-    return out;
-}
-
-wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
-                              wgml_tensor *k_norm, float eps) {
-    attn_decode_split sp;
-    wgml_tensor *part = attn_decode_parts(g, q, k, v, pos, len, tab, k_cache, v_cache, style, window, scale, q_norm,
-                                          k_norm, eps, &sp);
-    if (!part || sp.n_chunk == 1) return part;
-    int64_t os[4] = {1, sp.rows, 1, sp.D};
-    wgml_tensor *out = graph_output(g, "attn_decode_step", WGML_F32, 4, os);
-    uint32_t cp[4] = {(uint32_t)(sp.rows * sp.D), (uint32_t)sp.D, (uint32_t)sp.n_chunk, 0};
-    wgml_status s = out ? graph_dispatch(g, "attn_decode_step", "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp,
-                                         ((uint64_t)(sp.rows * sp.D) + 63) / 64)
-                        : wgml_last_status(graph_ctx(g));
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s) {
         wgml_tensor_free(out);

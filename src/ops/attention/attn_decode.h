@@ -21,23 +21,6 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
                               wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
                               wgml_tensor *k_norm, float eps);
 
-/* How attn_decode_parts split the keys: rows (query heads) of D, n_chunk chunks of at most ch
- * keys over caches of smax rows, len the filled length it read (the chunk length follows from
- * len as attn_merge.wgsl's decode_chunk_len says). */
-typedef struct attn_decode_split {
-    int64_t rows, D, n_chunk, ch, smax;
-    wgml_tensor *len;
-} attn_decode_split;
-
-/* attn_decode_step without the merge: the attention kernel's output as it is. With one chunk
- * (split->n_chunk = 1) that is the output [1, Hq, 1, D]; else the chunks' partials f32
- * [Hq * n_chunk * (D + 2)] (attn_combine's layout), for a consumer that merges them itself
- * (the o projection's GEMV prologue, q4_gemv_fused). */
-wgml_tensor *attn_decode_parts(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                               wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                               wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
-                               wgml_tensor *k_norm, float eps, attn_decode_split *split);
-
 /* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
  * smax rows on this device. */
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);

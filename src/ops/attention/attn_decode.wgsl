@@ -31,8 +31,6 @@
 struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale2: f32, eps: f32, _p1: u32 }
 
 //!include rope_angle
-fn part_at(i: u32) -> f32 { return part[i]; }
-//!include attn_merge
 
 var<workgroup> qs: array<vec4<f32>, G * D4>; // the G heads' rotated q
 var<workgroup> ss: array<f32, G * CH>;      // the chunk's scores, then 2^(s - m) (0 outside [lo, L))
@@ -85,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let position = workgroupUniformLoad(&pos_wg);
     var lo = 0;
     if (p.window > 0u) { lo = max(L - i32(p.window), 0); }
-    let cl = decode_chunk_len(L, p.n_chunk, CH);
+    let cl = min(max((u32(max(L, 1)) + p.n_chunk * 64u - 1u) / (p.n_chunk * 64u), 1u) * 64u, CH);
     let c0 = i32(c * cl);
     let k0 = max(c0, lo);
     let k1 = min(c0 + i32(cl), L);

@@ -461,7 +461,6 @@ static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw, const 
     int n = 1 + nw;
     for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
     if (f && f->norm_w) n++;
-    if (f && f->merge) n++;
     if (f && f->residual) n++;
     if (f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU)) n--; /* one output */
     return n;
@@ -478,7 +477,7 @@ typedef struct gemv_cfg {
 
 /* Output rows one thread stores: RPT, or RPT / 2 when its accumulators pair gate and up rows. */
 static bool fuse_pair(const q4_gemv_fuse *f) { return f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU); }
-static bool fuse_stage(const q4_gemv_fuse *f) { return f && (f->norm_w || f->merge); }
+static bool fuse_stage(const q4_gemv_fuse *f) { return f && f->norm_w; }
 
 /* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred). */
 static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
@@ -497,9 +496,8 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     const wgml_q4_weight *w = ws[0];
+    int xv = w->k % 4 == 0 ? 4 : 1;
     const q4_gemv_fuse *f = c->f;
-    const q4_gemv_merge *mg = f ? f->merge : NULL;
-    int xv = w->k % 4 == 0 && !mg ? 4 : 1;
     bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL;
     int n_out = pair ? 1 : nw;
     int64_t kp4 = w->kp / 4;
@@ -517,16 +515,9 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
          "fn x4(mm: u32, k: u32) -> vec4<f32> { %s }\n",
          xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
          c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
-         stage ? "true" : "false", f && f->norm_w ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
+         stage ? "true" : "false", stage ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
          stage ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
-         mg      ? "  let n = decode_chunks_used(min(LEN[0], MSMAX), MNC, MCH);\n"
-                   "  var v = vec4<f32>(0.0);\n"
-                   "  for (var j = 0u; j < 4u; j++) {\n"
-                   "    let k = i * 4u + j;\n"
-                   "    if (k < p.K) { v[j] = attn_merge(k / MD, k % MD, MD, MNC, n); }\n"
-                   "  }\n"
-                   "  return v;\n"
-         : xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
+         xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
                  : "  var v = vec4<f32>(0.0);\n"
                    "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
                    "  return v;\n",
@@ -549,16 +540,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
-    if (mg) {
-        ro[n_ro++] = mg->len;
-        EMIT("@group(0) @binding(%d) var<storage, read> LEN: array<i32>;\n"
-             "const MD: u32 = %lldu; const MNC: u32 = %lldu; const MCH: u32 = %lldu; const MSMAX: i32 = %lld;\n"
-             "fn part_at(i: u32) -> f32 { return X[i]; }\n",
-             b++, (long long)mg->D, (long long)mg->n_chunk, (long long)mg->ch, (long long)mg->smax);
-    } else {
-        EMIT("fn part_at(i: u32) -> f32 { return 0.0; }\n");
-    }
-    if (f && f->norm_w) {
+    if (stage) {
         ro[n_ro++] = f->norm_w;
         EMIT("@group(0) @binding(%d) var<storage, read> NRM: array<f32>;\n"
              "fn nw4(i: u32) -> vec4<f32> {\n  var v = vec4<f32>(0.0);\n"
@@ -652,13 +634,11 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     params.nblk = (uint32_t)nblk;
     params.row_groups = (uint32_t)total;
     params.eps = c->f ? c->f->eps : 0.0f;
-    /* the outputs: x's shape with the last dim N; [1, N] with a merge (x is not the input) */
-    int64_t shape[WGML_MAX_RANK] = {1, 1};
-    int orank = c->f && c->f->merge ? 2 : x->rank;
-    if (!(c->f && c->f->merge)) memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    int64_t shape[WGML_MAX_RANK];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     for (int i = 0; i < n_out; i++) {
-        shape[orank - 1] = ws[i]->n;
-        outs[i] = graph_output(g, op, WGML_F32, orank, shape);
+        shape[x->rank - 1] = ws[i]->n;
+        outs[i] = graph_output(g, op, WGML_F32, x->rank, shape);
     }
     wgml_status s = WGML_OK;
     for (int i = 0; i < n_out && !s; i++)
@@ -755,22 +735,12 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
 /* The checks shared by q4_linear_multi and q4_gemv_fused: n weights (1..WGML_Q4_MULTI_MAX),
  * each valid, of x's graph, with x's K. */
 static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
-                              const wgml_q4_weight *const *weights, int n, const q4_gemv_merge *mg) {
+                              const wgml_q4_weight *const *weights, int n) {
     if (n < 1 || n > WGML_Q4_MULTI_MAX)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
     if (!weights) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
     if (!x_ok(g, ctx, op, x)) return wgml_last_status(ctx);
     int64_t k = x->shape[x->rank - 1];
-    if (mg) { /* x holds the partials; the input is their merge [1, rows * D] */
-        if (check_operand(ctx, g, op, "merge len", mg->len, WGML_I32, 1, 1)) return wgml_last_status(ctx);
-        if (mg->rows < 1 || mg->D < 1 || mg->n_chunk < 1 || mg->ch < 1 || mg->smax < 1 || mg->len->numel != 1 ||
-            x->rank != 1 || x->numel != mg->rows * mg->n_chunk * (mg->D + 2))
-            return wgml_set_error(ctx, WGML_ERR_SHAPE,
-                                  "%s: x %s must be the partials of %lld rows of D = %lld in %lld chunks (len %s)", op,
-                                  tshape(x), (long long)mg->rows, (long long)mg->D, (long long)mg->n_chunk,
-                                  tshape(mg->len));
-        k = mg->rows * mg->D;
-    }
     for (int i = 0; i < n; i++) {
         char arg[32];
         snprintf(arg, sizeof arg, "weights[%d]", i);
@@ -793,7 +763,7 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
     wgml_ctx *ctx = graph_ctx(g);
     if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
     for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
-    if (multi_args(g, ctx, op, x, weights, n, NULL)) return wgml_last_status(ctx);
+    if (multi_args(g, ctx, op, x, weights, n)) return wgml_last_status(ctx);
     int64_t k = x->shape[x->rank - 1];
     int64_t m = x->numel / k;
     wgml_status s = WGML_OK;
@@ -843,11 +813,8 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     bool pair = fuse_pair(f);
     int n_out = pair || f->epi == Q4_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
     for (int i = 0; i < n_out && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
-    const q4_gemv_merge *mg = f->merge;
-    if (multi_args(g, ctx, op, x, ws, n, mg)) return wgml_last_status(ctx);
-    int64_t k = mg ? ws[0]->k : x->shape[x->rank - 1], m = mg ? 1 : x->numel / k;
-    if (mg && f->norm_w)
-        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a merge prologue takes no norm", op);
+    if (multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1], m = x->numel / k;
     if ((int)f->epi < Q4_EPI_STORE || f->epi > Q4_EPI_GEGLU)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown epilogue %d", op, (int)f->epi);
     if (f->norm_w) {
@@ -862,12 +829,11 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                               op, n, n == 2 ? " of different N" : "");
     if (f->epi == Q4_EPI_RESIDUAL) {
         if (n != 1) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a residual epilogue takes one weight, got %d", op, n);
-        int64_t want[WGML_MAX_RANK] = {1, 1};
-        int wr = mg ? 2 : x->rank; /* the output's shape */
-        if (!mg) memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->rank);
-        want[wr - 1] = ws[0]->n;
-        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, wr, wr)) return wgml_last_status(ctx);
-        if (!shape_is(f->residual, wr, want))
+        int64_t want[WGML_MAX_RANK];
+        memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->rank);
+        want[x->rank - 1] = ws[0]->n;
+        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, x->rank, x->rank)) return wgml_last_status(ctx);
+        if (!shape_is(f->residual, x->rank, want))
             return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: residual %s must have the output's shape (x %s, N = %lld)", op,
                                   tshape(f->residual), tshape(x), (long long)ws[0]->n);
     }
@@ -877,9 +843,6 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
         gemv_cfg c;
         fused = gemv_config(ctx, ws[i], m, f, &c);
     }
-    if (mg && !fused)
-        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: the merge prologue does not fit the GEMV here (x %s)", op,
-                              tshape(x));
     if (pair && fused) {
         const gpu_caps *caps = gpu_get_caps(ctx);
         int limit = GRAPH_MAX_BINDINGS - 1;

@@ -26,9 +26,7 @@
 //   memory (xsh, zero past K) and, with NORM, RMSNorms each: x * rsqrt(mean(x^2) + eps) * nw
 //   (a tree over the WG partial sums of squares in nred, fixed order, as norm_rms); every
 //   workgroup does this for itself, which costs one pass over x (K <= a few thousand) and saves
-//   the norm's own dispatch. With a merge instead (x_load's doing) X holds a decode attention's
-//   key-chunk partials and x is their merge (attn_merge.wgsl): the o projection stages the
-//   attention's output without the merge's dispatch. Without XSTAGE x is read from X as it is.
+//   the norm's own dispatch. Without XSTAGE x is read from X as it is.
 //   epilogue (EPI): 0 stores the sums (+ bias); 1 adds the residual R at the same index;
 //   2 and 3 are a gated FFN's activation over a pair of weights (PAIR: W_0 the gate, W_1 the
 //   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
@@ -43,7 +41,7 @@
 // length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
 // sgs) (the sum of v over the run of seg lanes, seg a power of two, that holds this lane:
 // subgroupAdd when seg is the subgroup size sgs, else a subgroupShuffleXor butterfly), the
-// bindings (X, LEN with a merge, NRM with NORM, per weight C_w, AB_w and BIAS_w when it has one, R with EPI 1, then
+// bindings (X, NRM with NORM, per weight C_w, AB_w and BIAS_w when it has one, R with EPI 1, then
 // the outputs O_w, then the uniform p)
 // and their readers c_at(w, i), ab_at(w, i) (the (a, b) pair), bias_at(w, n) (0 without a
 // bias) and store(w, i, v).
@@ -61,7 +59,6 @@ var<workgroup> xsh: array<vec4<f32>, XSH_LEN>; // MR * KP4 with XSTAGE, else 1 (
 var<workgroup> nred: array<f32, NRED_LEN>;    // WG with NORM, else 1 (unused)
 
 //!include ew_act
-//!include attn_merge
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {

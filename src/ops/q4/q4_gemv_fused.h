@@ -15,18 +15,8 @@ typedef enum q4_epilogue {
     Q4_EPI_GEGLU = 3,    /* the same with tanh-GELU */
 } q4_epilogue;
 
-/* A decode attention's key-chunk partials (attn_decode_parts) as the product's input: x is then
- * f32 [rows * n_chunk * (D + 2)] and the input is its merge [1, rows * D] (attn_merge.wgsl,
- * over the chunks the filled length len (i32 [1]) uses of caches of smax rows, chunks of at
- * most ch keys): the o projection takes the attention's output without a merge dispatch. */
-typedef struct q4_gemv_merge {
-    wgml_tensor *len;
-    int64_t rows, D, n_chunk, ch, smax;
-} q4_gemv_merge;
-
 typedef struct q4_gemv_fuse {
     wgml_tensor *norm_w; /* prologue: h = rms_norm(x) * norm_w over each row (f32 [K]); NULL: h = x */
-    const q4_gemv_merge *merge; /* prologue instead: h = the merge of x (one row; no norm) */
     float eps;           /* the norm's epsilon */
     q4_epilogue epi;
     wgml_tensor *residual; /* Q4_EPI_RESIDUAL: f32 of the output's shape */
@@ -37,8 +27,7 @@ typedef struct q4_gemv_fuse {
  * (different kinds or group sizes, the binding limit) go in several, each doing the prologue;
  * where the fused kernel does not apply (more than 4 rows of x, an input that needs a gradient,
  * x too long for workgroup memory, gate and up of different kinds) the same result is recorded
- * with the public ops (rms_norm, q4_linear_multi, add, silu/gelu, mul); with a merge prologue
- * there is no such fallback (WGML_ERR_UNSUPPORTED). Errors name op. */
+ * with the public ops (rms_norm, q4_linear_multi, add, silu/gelu, mul). Errors name op. */
 wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
                           const q4_gemv_fuse *f, wgml_tensor **outs);
 
