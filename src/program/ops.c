@@ -365,8 +365,9 @@ static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int 
     if (n < 0) return WGML_ERR_ARG;
     int keep = iarg(b, args, 2, 0, &ok);
     if (!ok) return WGML_ERR_ARG;
-    if (kind != 2 && !is_null(b, args, 3) && wgml_tensor_dtype(x) != WGML_F32)
-        return fail(b, WGML_ERR_DTYPE, "only f32 reductions", 3);
+    /* mean(int tensor, dtype=float): the mean of the values converted to f32 */
+    if (kind == 1 && !is_null(b, args, 3) && wgml_tensor_dtype(x) != WGML_F32 && !(x = as_f32(b, x)))
+        return wgml_last_status(b->ctx);
     int dims[WGML_MAX_RANK];
     for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
     /* a sum of bools or integers (a count, e.g. cross-entropy's valid labels) is summed in f32
