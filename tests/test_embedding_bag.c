@@ -47,7 +47,9 @@ static void case_bag(int64_t V, int64_t D, int64_t n_idx, int64_t n_off, int mod
     th_check(o && wgml_tensor_rank(o) == 2 && wgml_tensor_dim(o, 0) == bags && wgml_tensor_dim(o, 1) == D,
              "%s: output shape (%s)", name, wgml_last_error(T.ctx));
     float *got = th_read_f32(o);
-    th_close(name, got, ref, (size_t)(bags * D), 1e-6, 1e-6);
+    /* f32 sums of up to n_idx terms in [-1, 1]: a rounding of ~2^-24 of the partial sum per
+     * term (1e-6 alone failed once at 40 indices: off by 1.04e-6) */
+    th_close(name, got, ref, (size_t)(bags * D), 1e-6 + 2e-7 * (double)n_idx, 1e-5);
     free(hw); free(hp); free(hi); free(ho); free(ref); free(got);
     wgml_tensor_free(w); wgml_tensor_free(ti); wgml_tensor_free(to); wgml_tensor_free(tp); wgml_tensor_free(o);
 }
