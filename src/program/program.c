@@ -924,22 +924,15 @@ wgml_status wgml_program_run(wgml_program *p, double *seconds) {
     return seconds ? wgml_graph_run_timed(p->g, seconds) : wgml_graph_run(p->g);
 }
 
-wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes) {
-    if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_out)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
-    const wgml_program_io *io = &p->out[i].info;
-    if (!data || bytes != io->nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d: %zu bytes given, it takes %zu", i,
-                              data ? bytes : 0, io->nbytes);
-    wgml_tensor *t = p->v[p->out[i].value].t;
+/* numel values of t (held narrowed: i32 for an int64 dtype, f32 for float64) into data widened
+ * back to the host dtype's 8 bytes. */
+static wgml_status read_widened(wgml_program *p, wgml_tensor *t, int dtype, int64_t numel, void *data) {
     size_t nb = wgml_tensor_nbytes(t);
-    if (io->dtype != WGML_PROG_I64 && io->dtype != WGML_PROG_F64) return wgml_tensor_read(t, data, bytes);
     void *tmp = malloc(nb ? nb : 1);
     if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
     wgml_status s = wgml_tensor_read(t, tmp, nb);
-    for (int64_t k = 0; !s && k < io->numel; k++) {
-        if (io->dtype == WGML_PROG_I64) {
+    for (int64_t k = 0; !s && k < numel; k++) {
+        if (dtype == WGML_PROG_I64) {
             int64_t x = ((const int32_t *)tmp)[k];
             memcpy((uint8_t *)data + 8 * k, &x, 8);
         } else {
@@ -949,6 +942,19 @@ wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t b
     }
     free(tmp);
     return s;
+}
+
+wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes) {
+    if (!p) return WGML_ERR_ARG;
+    if (i < 0 || i >= p->n_out)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    const wgml_program_io *io = &p->out[i].info;
+    if (!data || bytes != io->nbytes)
+        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d: %zu bytes given, it takes %zu", i,
+                              data ? bytes : 0, io->nbytes);
+    wgml_tensor *t = p->v[p->out[i].value].t;
+    if (io->dtype != WGML_PROG_I64 && io->dtype != WGML_PROG_F64) return wgml_tensor_read(t, data, bytes);
+    return read_widened(p, t, io->dtype, io->numel, data);
 }
 
 /* ---- constants ----------------------------------------------------------------------------- */
@@ -993,20 +999,7 @@ wgml_status wgml_program_read_constant(wgml_program *p, int i, void *data, size_
                               data ? bytes : 0, c->info.nbytes);
     size_t nb = wgml_tensor_nbytes(c->t);
     if (nb == bytes) return wgml_tensor_read(c->t, data, bytes);
-    void *tmp = malloc(nb ? nb : 1); /* stored 64-bit, held narrowed: widen back */
-    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
-    wgml_status s = wgml_tensor_read(c->t, tmp, nb);
-    for (int64_t k = 0; !s && k < c->info.numel; k++) {
-        if (c->info.dtype == WGML_PROG_I64) {
-            int64_t x = ((const int32_t *)tmp)[k];
-            memcpy((uint8_t *)data + 8 * k, &x, 8);
-        } else {
-            double x = ((const float *)tmp)[k];
-            memcpy((uint8_t *)data + 8 * k, &x, 8);
-        }
-    }
-    free(tmp);
-    return s;
+    return read_widened(p, c->t, c->info.dtype, c->info.numel, data); /* stored 64-bit, held narrowed */
 }
 
 /* ---- training ------------------------------------------------------------------------------ */

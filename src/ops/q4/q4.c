@@ -693,15 +693,21 @@ wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight 
     return out ? q4_linear_grad_record(g, out, x, w) : NULL;
 }
 
+/* Storage buffers one GEMV dispatch may bind: the graph's limit (one binding is the uniform)
+ * or the device's, the smaller. */
+static int gemv_binding_limit(wgml_ctx *ctx) {
+    int limit = GRAPH_MAX_BINDINGS - 1;
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
+}
+
 /* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or Q4_EPI_RESIDUAL with
  * n = 1; not the pairs), the weights grouped into as few dispatches as one kind, one group size
  * and the binding limit allow. */
 static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
                                int64_t m, const q4_gemv_fuse *f, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
-    const gpu_caps *caps = gpu_get_caps(ctx);
-    int limit = GRAPH_MAX_BINDINGS - 1;
-    if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
+    int limit = gemv_binding_limit(ctx);
     bool done[WGML_Q4_MULTI_MAX] = {false};
     wgml_status s = WGML_OK;
     for (int i = 0; i < n && !s; i++) {
@@ -717,7 +723,7 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
         }
         if (gemv_storage_bindings(grp, ng, f) > limit) /* even one weight alone does not fit */
             return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
-                                  caps->max_storage_per_stage);
+                                  gpu_get_caps(ctx)->max_storage_per_stage);
         wgml_tensor *o[WGML_Q4_MULTI_MAX];
         gemv_cfg c;
         if (!gemv_config(ctx, grp[0], m, f, &c))
@@ -844,10 +850,8 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
         fused = gemv_config(ctx, ws[i], m, f, &c);
     }
     if (pair && fused) {
-        const gpu_caps *caps = gpu_get_caps(ctx);
-        int limit = GRAPH_MAX_BINDINGS - 1;
-        if ((uint32_t)limit > caps->max_storage_per_stage) limit = (int)caps->max_storage_per_stage;
-        if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group && gemv_storage_bindings(ws, 2, f) <= limit) {
+        if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group &&
+            gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {
             gemv_cfg c;
             gemv_config(ctx, ws[0], m, f, &c);
             return record_gemv_cfg(g, op, x, ws, 2, m, &c, outs);
