@@ -230,6 +230,9 @@ int64_t wgml_model_pos(const wgml_model *m); /* tokens in the KV cache */
  * wgml_graph_profile after a decode step has written its inputs (a profiled run is one more step
  * in the KV cache's last position: decode from a known position again afterwards). */
 wgml_graph *wgml_model_decode_graph(wgml_model *m);
+/* The compiled graph that a prefill of n tokens (2..512) at the current position runs, NULL until
+ * one has run; e.g. for wgml_graph_profile (a profiled run writes the cache rows again). */
+wgml_graph *wgml_model_prefill_graph(wgml_model *m, size_t n);
 /* Runs ids[0..n) at positions pos .. pos + n - 1 (pos = wgml_model_pos), appending them to the
  * KV cache. Writes the last position's logits into logits[n_vocab] and/or its argmax (computed
  * on the GPU) into *next; either may be NULL. */

@@ -152,7 +152,9 @@ static void test_sdpa(void) {
     case_sdpa(1, 1, 1, 1, 1, 4, 1, 0, 1, NULL);                 /* one key */
     case_sdpa(1, 9, 3, 1, 2000, 64, 1, 0, 1, NULL);             /* long decode: many key chunks */
     case_sdpa(1, 9, 3, 37, 300, 64, 1, 0, 1, NULL);             /* prefill chunk after 263 keys */
-    case_sdpa(1, 3, 3, 20, 20, 128, 1, 0, 1, "sdpa_d128");     /* D = 128 */
+    case_sdpa(1, 3, 3, 20, 20, 128, 1, 0, 1, "sdpa_d128");     /* D = 128: scores over chunks of D */
+    for (int causal = 0; causal < 2; causal++)                 /* Gemma 3's D = 256 (4 query heads, 1 kv head) */
+        case_sdpa(1, 4, 1, 37, 45, 256, causal, 0, 1, causal ? "sdpa_d256" : NULL);
     for (int causal = 0; causal < 2; causal++)                 /* D = 32: the 4x32-thread tile fits 32 KiB */
         case_sdpa(2, 6, 2, 70, 70, 32, causal, 0, 1, NULL);
 }

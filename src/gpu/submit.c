@@ -28,31 +28,67 @@ void gpu_timestamps_release(wgml_ctx *ctx) {
     if (ctx->ts_read) wgpuBufferRelease(ctx->ts_read);
 }
 
-/* Records d[0..n), repeat times over, into one compute pass of enc (with its begin and end
- * timestamps written to queries q0 and q0 + 1 of qs when qs is not NULL). */
-static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs,
-                        uint32_t q0) {
+/* Records dispatches first .. first + count - 1 of d[0..n) repeated (dispatch i is d[i % n]) into
+ * one compute pass of enc, with timestamps q_begin / q_end of qs (when qs is not NULL; either or
+ * both may be WGPU_QUERY_SET_INDEX_UNDEFINED) at its beginning and end. */
+static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n, size_t first, size_t count,
+                        WGPUQuerySet qs, uint32_t q_begin, uint32_t q_end) {
     WGPUComputePassDescriptor pd = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
     WGPUPassTimestampWrites tw = WGPU_PASS_TIMESTAMP_WRITES_INIT;
-    if (qs) {
+    if (qs && (q_begin != WGPU_QUERY_SET_INDEX_UNDEFINED || q_end != WGPU_QUERY_SET_INDEX_UNDEFINED)) {
         tw.querySet = qs;
-        tw.beginningOfPassWriteIndex = q0;
-        tw.endOfPassWriteIndex = q0 + 1;
+        tw.beginningOfPassWriteIndex = q_begin;
+        tw.endOfPassWriteIndex = q_end;
         pd.timestampWrites = &tw;
     }
     WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
     WGPUComputePipeline last = NULL;
-    for (size_t r = 0; r < repeat; r++)
-        for (size_t i = 0; i < n; i++) {
-            if (d[i].pipeline->pipeline != last) {
-                wgpuComputePassEncoderSetPipeline(pass, d[i].pipeline->pipeline);
-                last = d[i].pipeline->pipeline;
-            }
-            wgpuComputePassEncoderSetBindGroup(pass, 0, d[i].bind_group->bg, 0, NULL);
-            wgpuComputePassEncoderDispatchWorkgroups(pass, d[i].x, d[i].y, d[i].z);
+    for (size_t k = first; k < first + count; k++) {
+        const gpu_dispatch *e = &d[k % n];
+        if (e->pipeline->pipeline != last) {
+            wgpuComputePassEncoderSetPipeline(pass, e->pipeline->pipeline);
+            last = e->pipeline->pipeline;
         }
+        wgpuComputePassEncoderSetBindGroup(pass, 0, e->bind_group->bg, 0, NULL);
+        wgpuComputePassEncoderDispatchWorkgroups(pass, e->x, e->y, e->z);
+    }
     wgpuComputePassEncoderEnd(pass);
     wgpuComputePassEncoderRelease(pass);
+}
+
+/* A run of d[0..n), repeat times over, submitted as command buffers of SUBMIT_FIRST dispatches,
+ * then twice as many each time: the GPU starts on the first while the host records the rest
+ * (wgpu-native records a dispatch in ~3 us on the H200's host, as long as a small kernel runs, so
+ * a 700-dispatch prefill recorded whole left the GPU idle for 2.4 ms of its 14 ms; bench/NOTES.md).
+ * Timestamps 0 and 1 of qs (when not NULL) at the beginning of the first pass and the end of the
+ * last; tail (when not NULL) adds its copies to the last buffer. It counts as one submit. */
+#define SUBMIT_FIRST 32
+static void submit_run(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs,
+                       void (*tail)(WGPUCommandEncoder enc, void *user), void *user) {
+    size_t total = n * repeat, chunk = SUBMIT_FIRST;
+    uint64_t c0 = gpu_thread_cpu_ns();
+    for (size_t first = 0; first < total || first == 0; first += chunk, chunk *= 2) {
+        size_t count = total - first < chunk ? total - first : chunk;
+        bool is_last = first + count >= total;
+        WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+        encode_pass(enc, d, n, first, count, qs, first == 0 ? 0 : WGPU_QUERY_SET_INDEX_UNDEFINED,
+                    is_last ? 1 : WGPU_QUERY_SET_INDEX_UNDEFINED);
+        if (is_last && tail) tail(enc, user);
+        WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+        wgpuQueueSubmit(ctx->queue, 1, &cmd);
+        wgpuCommandBufferRelease(cmd);
+        wgpuCommandEncoderRelease(enc);
+        if (is_last) break;
+    }
+    ctx->submits++;
+    ctx->record_ns += gpu_thread_cpu_ns() - c0;
+    ctx->recorded += total;
+}
+
+static void resolve_timestamps(WGPUCommandEncoder enc, void *user) {
+    wgml_ctx *ctx = user;
+    wgpuCommandEncoderResolveQuerySet(enc, ctx->timestamps, 0, 2, ctx->ts_resolve, 0);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16);
 }
 
 wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *time_out) {
@@ -60,21 +96,8 @@ wgml_status gpu_submit(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, double *t
     if (s) return s;
     bool ts = time_out && ctx->caps.timestamps;
     if (ts && (s = ensure_timestamps(ctx))) return s;
-    uint64_t c0 = gpu_thread_cpu_ns();
-    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    encode_pass(enc, d, n, 1, ts ? ctx->timestamps : NULL, 0);
-    if (ts) {
-        wgpuCommandEncoderResolveQuerySet(enc, ctx->timestamps, 0, 2, ctx->ts_resolve, 0);
-        wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16);
-    }
-    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
     uint64_t t0 = gpu_now_ns();
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    ctx->submits++;
-    wgpuCommandBufferRelease(cmd);
-    wgpuCommandEncoderRelease(enc);
-    ctx->record_ns += gpu_thread_cpu_ns() - c0;
-    ctx->recorded += n;
+    submit_run(ctx, d, n, 1, ts ? ctx->timestamps : NULL, ts ? resolve_timestamps : NULL, ctx);
     if ((s = gpu_take_pending(ctx, "submitting GPU work"))) return s;
     if (!time_out) return WGML_OK;
     if ((s = gpu_wait_idle(ctx))) return s;
@@ -116,7 +139,7 @@ wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, d
     for (size_t first = 0; !s && first < n; first += PROFILE_CHUNK) {
         size_t m = n - first < PROFILE_CHUNK ? n - first : PROFILE_CHUNK;
         WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-        for (size_t i = 0; i < m; i++) encode_pass(enc, &d[first + i], 1, 1, qs, (uint32_t)(2 * i));
+        for (size_t i = 0; i < m; i++) encode_pass(enc, d, n, first + i, 1, qs, (uint32_t)(2 * i), (uint32_t)(2 * i + 1));
         wgpuCommandEncoderResolveQuerySet(enc, qs, 0, (uint32_t)(2 * m), resolve, 0);
         wgpuCommandEncoderCopyBufferToBuffer(enc, resolve, 0, readb, 0, 16 * m);
         WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
@@ -145,6 +168,8 @@ struct gpu_async {
     WGPUQuerySet queries;  /* NULL without timestamps */
     WGPUBuffer resolve;
     uint64_t size;         /* bytes copied from the source */
+    WGPUBuffer src;        /* the source and the offset of those bytes (borrowed until submitted) */
+    uint64_t src_offset;
     map_result *map;
 };
 
@@ -158,6 +183,16 @@ void gpu_async_free(gpu_async *a) {
     if (a->resolve) wgpuBufferRelease(a->resolve);
     if (a->queries) wgpuQuerySetRelease(a->queries);
     free(a);
+}
+
+/* The last buffer's copies of an asynchronous run: its timestamps, then the range read back. */
+static void async_readback(WGPUCommandEncoder enc, void *user) {
+    gpu_async *a = user;
+    if (a->queries) {
+        wgpuCommandEncoderResolveQuerySet(enc, a->queries, 0, 2, a->resolve, 0);
+        wgpuCommandEncoderCopyBufferToBuffer(enc, a->resolve, 0, a->staging, 0, 16);
+    }
+    if (a->size) wgpuCommandEncoderCopyBufferToBuffer(enc, a->src, a->src_offset, a->staging, 16, a->size);
 }
 
 gpu_async *gpu_submit_async(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, gpu_buffer *src,
@@ -200,21 +235,9 @@ gpu_async *gpu_submit_async(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size
         if (!s) wgml_set_error(ctx, WGML_ERR_OOM, "allocating an asynchronous readback");
         return NULL;
     }
-    uint64_t c0 = gpu_thread_cpu_ns();
-    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    encode_pass(enc, d, n, repeat, a->queries, 0);
-    if (ts) {
-        wgpuCommandEncoderResolveQuerySet(enc, a->queries, 0, 2, a->resolve, 0);
-        wgpuCommandEncoderCopyBufferToBuffer(enc, a->resolve, 0, a->staging, 0, 16);
-    }
-    if (size) wgpuCommandEncoderCopyBufferToBuffer(enc, src->buf, offset, a->staging, 16, size);
-    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    ctx->submits++;
-    wgpuCommandBufferRelease(cmd);
-    wgpuCommandEncoderRelease(enc);
-    ctx->record_ns += gpu_thread_cpu_ns() - c0;
-    ctx->recorded += n * repeat;
+    a->src = src->buf;
+    a->src_offset = offset;
+    submit_run(ctx, d, n, repeat, a->queries, async_readback, a);
     if ((s = gpu_take_pending(ctx, "submitting GPU work"))) {
         free(r);
         gpu_async_free(a);

@@ -777,6 +777,19 @@ static wgml_status check_ids(wgml_model *m, const char *op, const int32_t *ids, 
     return WGML_OK;
 }
 
+/* The graph length for a chunk of n > 1 tokens at the current position: 8, then multiples of 16
+ * (at most 15 padded positions), or n itself where padding would run past the cache. */
+static int64_t prefill_bucket(const wgml_model *m, size_t n) {
+    int64_t S = n <= MIN_BUCKET ? MIN_BUCKET : ((int64_t)n + 15) / 16 * 16;
+    return m->pos + S > m->cfg.n_ctx ? (int64_t)n : S;
+}
+
+static step_graph *find_prefill(wgml_model *m, int64_t S) {
+    for (int i = 0; i < m->n_prefill; i++)
+        if (m->prefill[i].S == S) return &m->prefill[i];
+    return NULL;
+}
+
 wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next) {
     if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "model_prefill: model is NULL");
     if (!ids || n == 0) return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_prefill: no tokens");
@@ -792,12 +805,8 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
             ids++, n--;
             continue;
         }
-        /* bucket: 8, then multiples of 16 (at most 15 padded positions) */
-        int64_t S = chunk <= MIN_BUCKET ? MIN_BUCKET : ((int64_t)chunk + 15) / 16 * 16;
-        if (m->pos + S > m->cfg.n_ctx) S = (int64_t)chunk; /* padding would run past the cache */
-        step_graph *sg = NULL;
-        for (int i = 0; i < m->n_prefill; i++)
-            if (m->prefill[i].S == S) sg = &m->prefill[i];
+        int64_t S = prefill_bucket(m, chunk);
+        step_graph *sg = find_prefill(m, S);
         if (!sg) {
             if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
             sg = &m->prefill[m->n_prefill];
@@ -1098,6 +1107,12 @@ void wgml_model_reset(wgml_model *m) {
 int64_t wgml_model_pos(const wgml_model *m) { return m ? m->pos : 0; }
 
 wgml_graph *wgml_model_decode_graph(wgml_model *m) { return m ? m->decode.g : NULL; }
+
+wgml_graph *wgml_model_prefill_graph(wgml_model *m, size_t n) {
+    if (!m || n < 2 || n > MAX_BUCKET) return NULL;
+    step_graph *sg = find_prefill(m, prefill_bucket(m, n));
+    return sg ? sg->g : NULL;
+}
 double wgml_model_last_run_seconds(const wgml_model *m) { return m ? m->last_s : 0; }
 
 int wgml_model_is_stop(const wgml_model *m, int32_t id) {

@@ -46,69 +46,105 @@ static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const
 #define SDPA_SPLIT_TARGET 64
 
 /* Thread grid and register tile of the attention kernel: WX x WY threads, TM rows x TN keys
- * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block. */
+ * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block; the scores are summed over
+ * dims DC at a time (DC = D unless the tile fits the workgroup memory only with chunks). */
 typedef struct sdpa_tile {
-    uint32_t wx, wy, tm, tn;
+    uint32_t wx, wy, tm, tn, dc;
 } sdpa_tile;
 
 /* Candidates, best first, for few rows (decode: one kv head's query heads), a handful, and
- * many (prefill). The first whose workgroup memory fits the device is used. */
-static const sdpa_tile TILES_FEW[] = {{16, 4, 1, 4}, {16, 4, 1, 2}, {16, 4, 1, 1}, {8, 4, 1, 1}};
-static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+ * many (prefill). The first whose workgroup memory fits the device is used, with the widest score
+ * chunk that fits (tile_chunk; the lists leave dc 0). */
+static const sdpa_tile TILES_FEW[] = {{16, 4, 1, 4, 0}, {16, 4, 1, 2, 0}, {16, 4, 1, 1, 0}, {8, 4, 1, 1, 0}};
+static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
 /* MANY, from the H200 sweep at the training shape (B 8, Hq 9, Hkv 3, S 512, D 64, causal;
  * bench/NOTES.md): 4x32 threads with 2x8 tiles (BQ 64, BK 32, 42 KiB) 0.249 ms, 8x16 with 4x2
  * (BQ 64, BK 16, 30 KiB, fits 32 KiB devices) 0.311 ms, the former 8x8 with 4x4 0.517 ms. */
-static const sdpa_tile TILES_MANY[] = {{4, 32, 2, 8}, {8, 16, 4, 2}, {8, 8, 4, 4}, {8, 8, 4, 2}, {8, 8, 2, 2}, {8, 8, 1, 1}};
+static const sdpa_tile TILES_MANY[] = {{4, 32, 2, 8, 0}, {8, 16, 4, 2, 0}, {8, 8, 4, 4, 0}, {8, 8, 4, 2, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
+/* SPARSE (D <= 64, fewer than SDPA_SPARSE_BLOCKS blocks of 64 rows over all heads: a prefill of
+ * one sequence), from the H200 sweep at SmolLM2's 512-token prefill (B 1, Hq 9, Hkv 3, 72 such
+ * blocks): 16x16 threads with 2x2 tiles (BQ 32, BK 32) 0.070 ms against MANY's 0.087; the smaller
+ * row block gives the GPU twice the workgroups. */
+static const sdpa_tile TILES_SPARSE[] = {{16, 16, 2, 2, 0}, {8, 16, 2, 4, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
+#define SDPA_SPARSE_BLOCKS 128
+/* WIDE (D > 64), where the score chunk DC lets wider tiles fit, from the same sweep at 512-token
+ * prefills: D 128 (Hq 32, Hkv 8) 8x32 threads with 2x4 tiles (DC 32) 0.264 ms against 0.425 for
+ * the MANY order; D 256 (Gemma 3: Hq 4, Hkv 1) 32x8 with 2x1 (DC 32) 0.171 ms against 0.566,
+ * where the 8x32 tile does not fit 48 KiB. */
+static const sdpa_tile TILES_WIDE[] = {{8, 32, 2, 4, 0}, {32, 8, 2, 1, 0}, {16, 16, 2, 2, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
 
-static uint64_t tile_bytes(const sdpa_tile *t, int64_t D) {
+static uint64_t tile_bytes(const sdpa_tile *t, int64_t D, uint32_t dc) {
     uint64_t bq = t->wy * t->tm, bk = t->wx * t->tn;
-    return 4ull * (bq * (uint64_t)D + 2ull * bk * (uint64_t)D + bk * bq + bq * t->wx) + 16;
+    return 4ull * (bq * dc + bk * dc + bk * (uint64_t)D + bk * bq + bq * t->wx) + 16;
 }
 
-/* $WGML_SDPA_TILE="WX,WY,TM,TN" overrides the choice (benchmark sweeps): 0 when unset, 1 with *t
- * set, -1 when it is not a tile (WX and WY powers of two, WX·WY <= 256, TM and TN 1..8) that
- * fits the workgroup memory. */
+/* The widest score chunk with which tile t fits limit bytes at head dimension D: D itself, else
+ * the largest of 64, 32, 16 that divides D (a multiple of the vec4 reads); 0 when none fits. */
+static uint32_t tile_chunk(const sdpa_tile *t, int64_t D, uint64_t limit) {
+    if (tile_bytes(t, D, (uint32_t)D) <= limit) return (uint32_t)D;
+    for (uint32_t dc = 64; D % 4 == 0 && dc >= 16; dc /= 2)
+        if (dc < D && D % dc == 0 && tile_bytes(t, D, dc) <= limit) return dc;
+    return 0;
+}
+
+/* $WGML_SDPA_TILE="WX,WY,TM,TN[,DC]" overrides the choice (benchmark sweeps): 0 when unset, 1
+ * with *t set, -1 when it is not a tile (WX and WY powers of two, WX·WY <= 256, TM and TN 1..8,
+ * DC a chunk as tile_chunk takes, the widest that fits when left out) that fits the workgroup
+ * memory. */
 static int env_tile(int64_t D, uint64_t limit, sdpa_tile *t) {
     const char *env = getenv("WGML_SDPA_TILE");
-    unsigned wx, wy, tm, tn;
+    unsigned wx, wy, tm, tn, dc = 0;
     if (!env || !*env) return 0;
-    if (sscanf(env, "%u,%u,%u,%u", &wx, &wy, &tm, &tn) != 4 || !wx || !wy || (wx & (wx - 1)) || (wy & (wy - 1)) ||
-        wx * wy > 256 || tm < 1 || tm > 8 || tn < 1 || tn > 8)
+    int got = sscanf(env, "%u,%u,%u,%u,%u", &wx, &wy, &tm, &tn, &dc);
+    if (got < 4 || !wx || !wy || (wx & (wx - 1)) || (wy & (wy - 1)) || wx * wy > 256 || tm < 1 || tm > 8 || tn < 1 ||
+        tn > 8)
         return -1;
-    *t = (sdpa_tile){wx, wy, tm, tn};
-    return tile_bytes(t, D) <= limit ? 1 : -1;
+    *t = (sdpa_tile){wx, wy, tm, tn, 0};
+    if (got < 5) dc = tile_chunk(t, D, limit);
+    else if (!(dc == D || (dc >= 16 && dc < D && D % dc == 0 && dc % 4 == 0))) return -1;
+    t->dc = dc;
+    return dc && tile_bytes(t, D, dc) <= limit ? 1 : -1;
 }
 
-static const sdpa_tile *choose_tile(int64_t rows, int64_t D, uint64_t limit) {
-    const sdpa_tile *list = rows <= 4 ? TILES_FEW : rows <= 16 ? TILES_MID : TILES_MANY;
-    size_t n = rows <= 4 ? sizeof TILES_FEW / sizeof *TILES_FEW
-               : rows <= 16 ? sizeof TILES_MID / sizeof *TILES_MID
-                            : sizeof TILES_MANY / sizeof *TILES_MANY;
-    for (size_t i = 0; i < n; i++)
-        if (tile_bytes(&list[i], D) <= limit) return &list[i];
-    return NULL;
+#define PICK(a) (list = (a), n = sizeof(a) / sizeof *(a))
+static bool choose_tile(int64_t rows, int64_t groups, int64_t D, uint64_t limit, sdpa_tile *out) {
+    const sdpa_tile *list;
+    size_t n;
+    if (rows <= 4) PICK(TILES_FEW);
+    else if (rows <= 16) PICK(TILES_MID);
+    else if (D > 64) PICK(TILES_WIDE);
+    else if (groups * ((rows + 63) / 64) < SDPA_SPARSE_BLOCKS) PICK(TILES_SPARSE);
+    else PICK(TILES_MANY);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t dc = tile_chunk(&list[i], D, limit);
+        if (dc) {
+            *out = list[i];
+            out->dc = dc;
+            return true;
+        }
+    }
+    return false;
 }
 
-/* The tile for rows query rows per kv head at head dimension D: $WGML_SDPA_TILE when set
- * (forced holds it), otherwise the first candidate that fits the device's workgroup memory.
- * NULL with the error set when neither gives one. */
-static const sdpa_tile *sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t D, sdpa_tile *forced) {
+/* The tile for rows query rows per kv head, groups = B·Hkv of them, at head dimension D into
+ * *tile: $WGML_SDPA_TILE when set, otherwise the first candidate that fits the device's
+ * workgroup memory. False with the error set when neither gives one. */
+static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t groups, int64_t D, sdpa_tile *tile) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
-    int env = env_tile(D, limit, forced);
+    int env = env_tile(D, limit, tile);
     if (env < 0) {
         wgml_set_error(ctx, WGML_ERR_ARG,
-                       "%s: $WGML_SDPA_TILE=%s is not WX,WY,TM,TN (WX, WY powers of two, WX*WY <= 256, TM, TN 1..8) "
-                       "fitting %llu bytes of workgroup memory at D = %lld",
+                       "%s: $WGML_SDPA_TILE=%s is not WX,WY,TM,TN[,DC] (WX, WY powers of two, WX*WY <= 256, TM, TN "
+                       "1..8, DC = D or 16..64 dividing D) fitting %llu bytes of workgroup memory at D = %lld",
                        op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
-        return NULL;
+        return false;
     }
-    const sdpa_tile *tile = env > 0 ? forced : choose_tile(rows, D, limit);
-    if (!tile)
-        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
-                       op, (long long)D, (unsigned long long)limit);
-    return tile;
+    if (env > 0 || choose_tile(rows, groups, D, limit, tile)) return true;
+    wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
+                   op, (long long)D, (unsigned long long)limit);
+    return false;
 }
 
 /* Few row blocks (decode): split the Skv keys into chunks (a multiple of the key block bk) so
@@ -131,8 +167,8 @@ static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int6
     uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
     snprintf(prelude, size,
              "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const TD: u32 = %uu;\n%s%s",
-             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, td,
+             "const D: u32 = %lldu; const DC: u32 = %uu; const TD: u32 = %uu;\n%s%s",
+             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, tile->dc, td,
              D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
                         : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
              has_len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
@@ -157,9 +193,8 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     int64_t rows = G * Sq;
-    sdpa_tile forced;
-    const sdpa_tile *tile = sdpa_pick_tile(ctx, op, rows, D, &forced);
-    if (!tile) return NULL;
+    sdpa_tile tiled, *tile = &tiled;
+    if (!sdpa_pick_tile(ctx, op, rows, B * Hkv, D, tile)) return NULL;
     uint32_t bq = tile->wy * tile->tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);

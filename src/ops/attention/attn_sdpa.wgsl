@@ -14,6 +14,9 @@
 //   output: the TM x TD tile of rows x dims tx + c*WX (c < TD), rescaled by exp2(m_old - m)
 //           and accumulated from Ps and Vs.
 // Scores are in log2 units (q is pre-scaled by scale·log2(e)), so exp2 is used.
+// Wide heads (DC < D): Qs and Ks hold DC of the D dims at a time, the scores summed over D/DC
+// chunks, each chunk of q read again per key block, so that a tile of Gemma 3's D = 256 fits the
+// workgroup memory; with DC = D the q block is read once and stays.
 // Split keys (p.n_split > 1, for decode, where there are few row blocks): the keys are cut into
 // chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
@@ -22,7 +25,7 @@
 // window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
 // sees the last `window` keys up to its own position; the key loop starts at the first key any
 // row of the block sees.
-// The prelude supplies WX WY TM TN D TD KW VT vt_at, the bindings from 3 on (the len buffer
+// The prelude supplies WX WY TM TN D DC TD KW VT vt_at, the bindings from 3 on (the len buffer
 // when the length comes from a tensor, out, p) and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
@@ -41,12 +44,23 @@ const BQ: u32 = WY * TM;
 const BK: u32 = WX * TN;
 const MASKED: f32 = -3.0e38;
 
-var<workgroup> Qs: array<f32, BQ * D>;   // [d][row]
-var<workgroup> Ks: array<f32, BK * D>;   // [d][key]
+var<workgroup> Qs: array<f32, BQ * DC>;  // [d][row], dims d0 .. d0 + DC - 1
+var<workgroup> Ks: array<f32, BK * DC>;  // [d][key], the same dims
 var<workgroup> Vs: array<f32, BK * D>;   // [key][d]
 var<workgroup> Ps: array<f32, BK * BQ>;  // [key][row]
 var<workgroup> red: array<f32, BQ * WX>; // [row][tx]
 var<workgroup> len_wg: u32;
+
+// Dims d0 .. d0 + DC - 1 of the block's query rows into Qs, pre-scaled, d-major.
+fn load_q(first: u32, rows: u32, q_base: u32, d0: u32, lid: u32) {
+    for (var e = lid; e < BQ * DC / KW; e += NT) {
+        let r = e / (DC / KW);
+        let dd = (e % (DC / KW)) * KW;
+        var val = VT();
+        if (first + r < rows) { val = q[((q_base + first + r) * D + d0 + dd) / KW]; }
+        for (var c = 0u; c < KW; c++) { Qs[(dd + c) * BQ + r] = vt_at(val, c) * p.scale_log2; }
+    }
+}
 
 @compute @workgroup_size(WX * WY)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -103,41 +117,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var c = 0u; c < TD; c++) { acc[i * TD + c] = 0.0; }
     }
 
-    // Q block into workgroup memory, pre-scaled, d-major
-    for (var e = lid; e < BQ * D / KW; e += NT) {
-        let r = e / (D / KW);
-        let d0 = (e % (D / KW)) * KW;
-        var val = VT();
-        if (first + r < rows) { val = q[(q_base + first) * (D / KW) + e]; }
-        for (var c = 0u; c < KW; c++) { Qs[(d0 + c) * BQ + r] = vt_at(val, c) * p.scale_log2; }
-    }
+    if (DC == D) { load_q(first, rows, q_base, 0u, lid); }
 
     for (var kb = kstart; kb < kend; kb += BK) {
         workgroupBarrier();
         for (var e = lid; e < BK * D / KW; e += NT) {
-            let j = e / (D / KW);
-            let d0 = (e % (D / KW)) * KW;
-            var kx = VT();
             var vx = VT();
-            if (kb + j < kend) {
-                kx = k[(kv_base + kb * D) / KW + e];
-                vx = v[(kv_base + kb * D) / KW + e];
-            }
-            for (var c = 0u; c < KW; c++) {
-                Ks[(d0 + c) * BK + j] = vt_at(kx, c);
-                Vs[e * KW + c] = vt_at(vx, c);
-            }
+            if (kb + e / (D / KW) < kend) { vx = v[(kv_base + kb * D) / KW + e]; }
+            for (var c = 0u; c < KW; c++) { Vs[e * KW + c] = vt_at(vx, c); }
         }
-        workgroupBarrier();
         var s: array<f32, TM * TN>;
         for (var t = 0u; t < TM * TN; t++) { s[t] = 0.0; }
-        for (var d = 0u; d < D; d++) {
-            var qv: array<f32, TM>;
-            var kv: array<f32, TN>;
-            for (var i = 0u; i < TM; i++) { qv[i] = Qs[d * BQ + ty + i * WY]; }
-            for (var j = 0u; j < TN; j++) { kv[j] = Ks[d * BK + tx + j * WX]; }
-            for (var i = 0u; i < TM; i++) {
-                for (var j = 0u; j < TN; j++) { s[i * TN + j] += qv[i] * kv[j]; }
+        for (var d0 = 0u; d0 < D; d0 += DC) {
+            if (d0 > 0u) { workgroupBarrier(); }
+            if (DC < D) { load_q(first, rows, q_base, d0, lid); }
+            for (var e = lid; e < BK * DC / KW; e += NT) {
+                let j = e / (DC / KW);
+                let dd = (e % (DC / KW)) * KW;
+                var kx = VT();
+                if (kb + j < kend) { kx = k[(kv_base + (kb + j) * D + d0 + dd) / KW]; }
+                for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+            }
+            workgroupBarrier();
+            for (var d = 0u; d < DC; d++) {
+                var qv: array<f32, TM>;
+                var kv: array<f32, TN>;
+                for (var i = 0u; i < TM; i++) { qv[i] = Qs[d * BQ + ty + i * WY]; }
+                for (var j = 0u; j < TN; j++) { kv[j] = Ks[d * BK + tx + j * WX]; }
+                for (var i = 0u; i < TM; i++) {
+                    for (var j = 0u; j < TN; j++) { s[i * TN + j] += qv[i] * kv[j]; }
+                }
             }
         }
         for (var i = 0u; i < TM; i++) {
