@@ -4,6 +4,7 @@
  * rope and new positions), more than 65,535 workgroups, and bad input. References in double. */
 #define _POSIX_C_SOURCE 199309L
 #include "harness.h"
+#include "ops/attention/sdpa_rows.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -221,7 +222,50 @@ static void case_cached(int64_t Hq, int64_t Hkv, int64_t Sq, int32_t len, int ca
     wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(v); wgml_tensor_free(l);
 }
 
+/* sdpa_cached_rows (ops/attention/sdpa_rows.h): the output as [B, Sq, Hq, D], bit for bit the
+ * head-first op's output moved there (causal, window 0 or not), and against the fp64 reference. Enough row blocks and the kernel writes the rows itself; few and the split
+ * keys' merge is permuted. */
+static void case_cached_rows(int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Smax, int32_t len, int64_t window) {
+    int64_t B = 2, D = 64, qs[4] = {B, Hq, Sq, D}, cs[4] = {B, Hkv, Smax, D}, ls[1] = {1};
+    int64_t nq = B * Hq * Sq * D, nc = B * Hkv * Smax * D;
+    float *hq = th_random((size_t)nq, -1, 1), *hk = th_random((size_t)nc, -1, 1), *hv = th_random((size_t)nc, -1, 1);
+    wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, cs, hk), *v = th_tensor_f32(4, cs, hv);
+    wgml_tensor *l = th_tensor_i32(1, ls, &len);
+    wgml_tensor *rows = sdpa_cached_rows(T.g, q, k, v, l, window, 0);
+    wgml_tensor *heads = window ? wgml_sdpa_cached_window(T.g, q, k, v, l, window, 0) : wgml_sdpa_cached(T.g, q, k, v, l, 1, 0);
+    char name[160];
+    snprintf(name, sizeof name, "sdpa_cached_rows Hq%lld Hkv%lld Sq%lld Smax%lld len %d window %lld", (long long)Hq,
+             (long long)Hkv, (long long)Sq, (long long)Smax, (int)len, (long long)window);
+    if (th_check(rows && heads && wgml_tensor_dim(rows, 1) == Sq && wgml_tensor_dim(rows, 2) == Hq, "%s: shape: %s",
+                 name, wgml_last_error(T.ctx))) {
+        float *gr = th_read_f32(rows), *gh = th_read_f32(heads), *moved = malloc(sizeof(float) * (size_t)nq);
+        double *ref = malloc(sizeof(double) * (size_t)nq), *ref_rows = malloc(sizeof(double) * (size_t)nq);
+        ref_sdpa_w(hq, hk, hv, B, Hq, Hkv, Sq, len, Smax, D, 1, 1.0 / 8.0, window, ref);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hq; h++)
+                for (int64_t i = 0; i < Sq; i++)
+                    for (int64_t d = 0; d < D; d++) {
+                        int64_t from = ((b * Hq + h) * Sq + i) * D + d, to = ((b * Sq + i) * Hq + h) * D + d;
+                        if (gh) moved[to] = gh[from];
+                        ref_rows[to] = ref[from];
+                    }
+        char what[192];
+        snprintf(what, sizeof what, "%s = head-first moved", name);
+        if (gr && gh) th_exact_u32(what, (const uint32_t *)gr, (const uint32_t *)moved, (size_t)nq);
+        snprintf(what, sizeof what, "%s vs fp64", name);
+        if (gr) th_close(what, gr, ref_rows, (size_t)nq, ATOL, RTOL);
+        free(gr); free(gh); free(moved); free(ref); free(ref_rows);
+    }
+    free(hq); free(hk); free(hv);
+    wgml_tensor_free(rows); wgml_tensor_free(heads);
+    wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(v); wgml_tensor_free(l);
+}
+
 static void test_cached(void) {
+    case_cached_rows(9, 3, 64, 80, 70, 0);  /* a prefill chunk after 6 keys: 36 row blocks, no split */
+    case_cached_rows(9, 3, 64, 80, 70, 16); /* the same through a window */
+    case_cached_rows(9, 3, 1, 40, 29, 0);   /* decode: split keys, merged, then moved */
+    case_cached_rows(4, 1, 5, 40, 33, 0);
     case_cached(9, 3, 1, 17, 1);
     case_cached(9, 3, 6, 29, 1);
     case_cached(4, 4, 3, 37, 0);

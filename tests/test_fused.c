@@ -4,7 +4,7 @@
  *   norm_add_rms   (src/ops/norm/norm_fused.c)              residual add + RMSNorm
  *   norm_add_rms_post (the same)                            RMSNorm + residual add + RMSNorm
  *   ew_swiglu      (src/ops/elementwise/elementwise_fused.c) silu(gate) * up
- *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes
+ *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes, S rows
  * and their fallback to the plain ops (shapes the kernel does not take, inputs that need a
  * gradient). */
 #include "harness.h"
@@ -155,55 +155,71 @@ static void ref_rope(const float *x, int64_t heads, int64_t hd, int32_t pos, dou
         }
 }
 
-static void case_rope_kv_style(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta,
+/* S rows at positions pos0, pos0 + 1, ... (a decode step when S = 1, a prefill chunk else). */
+static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos0, float theta,
                                wgml_rope_style style) {
     wgml_graph *g = wgml_graph_new(T.ctx);
-    int64_t qs[4] = {1, 1, H, hd}, ks[4] = {1, 1, Hk, hd}, cs[4] = {1, Hk, smax, hd}, one = 1;
-    int64_t nq = H * hd, nk = Hk * hd, nc = Hk * smax * hd;
+    int64_t qs[4] = {1, S, H, hd}, ks[4] = {1, S, Hk, hd}, cs[4] = {1, Hk, smax, hd};
+    int64_t nq = S * H * hd, nk = S * Hk * hd, nc = Hk * smax * hd;
     float *hq = th_random((size_t)nq, -1, 1), *hk = th_random((size_t)nk, -1, 1), *hv = th_random((size_t)nk, -1, 1);
     float *hkc = th_random((size_t)nc, -1, 1), *hvc = th_random((size_t)nc, -1, 1);
+    int32_t *hp = malloc(sizeof(int32_t) * (size_t)S);
+    for (int64_t r = 0; r < S; r++) hp[r] = pos0 + (int32_t)r;
     wgml_tensor *q = upload(g, WGML_F32, 4, qs, hq), *k = upload(g, WGML_F32, 4, ks, hk);
-    wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &one, &pos);
+    wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &S, hp);
     wgml_tensor *kc = upload(g, WGML_F32, 4, cs, hkc), *vc = upload(g, WGML_F32, 4, cs, hvc);
     wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta);
     wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc, style);
-    /* the plain rope of q at the same position: the fused step must match it bit for bit */
+    /* the plain rope of q at the same positions: the fused step must match it bit for bit */
     wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, style, WGML_ROPE_BSHD, 0);
-    char name[128];
-    snprintf(name, sizeof name, "rope_kv H=%lld Hk=%lld hd=%lld smax=%lld pos=%d %s", (long long)H, (long long)Hk,
-             (long long)hd, (long long)smax, (int)pos, style == WGML_ROPE_INTERLEAVED ? "interleaved" : "half");
+    char name[160];
+    snprintf(name, sizeof name, "rope_kv S=%lld H=%lld Hk=%lld hd=%lld smax=%lld pos=%d %s", (long long)S, (long long)H,
+             (long long)Hk, (long long)hd, (long long)smax, (int)pos0,
+             style == WGML_ROPE_INTERLEAVED ? "interleaved" : "half");
     bool ok = out && plain && wgml_tensor_rank(out) == 4 && wgml_tensor_dim(out, 1) == H &&
-              wgml_tensor_dim(out, 2) == 1 && !wgml_graph_keep(g, out) && !wgml_graph_keep(g, plain);
+              wgml_tensor_dim(out, 2) == S && !wgml_graph_keep(g, out) && !wgml_graph_keep(g, plain);
     if (th_check(ok, "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
         th_check(wgml_graph_dispatch_count(g) == 2, "%s: %zu dispatches (want 1 fused + 1 plain rope)", name,
                  wgml_graph_dispatch_count(g));
+        /* references: q heads-first [H, S, hd], the plain rope's [S, H, hd] moved there too */
         double *rq = malloc(sizeof(double) * (size_t)nq), *rk = malloc(sizeof(double) * (size_t)nk);
+        double *row = malloc(sizeof(double) * (size_t)(H * hd));
         double *rkc = malloc(sizeof(double) * (size_t)nc), *rvc = malloc(sizeof(double) * (size_t)nc);
-        ref_rope(hq, H, hd, pos, theta, style, rq);
-        ref_rope(hk, Hk, hd, pos, theta, style, rk);
-        for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i];
-        if (pos >= 0 && pos < smax) /* row pos of each head; other rows as they were */
-            for (int64_t h = 0; h < Hk; h++)
-                for (int64_t j = 0; j < hd; j++) {
-                    rkc[(h * smax + pos) * hd + j] = rk[h * hd + j];
-                    rvc[(h * smax + pos) * hd + j] = hv[h * hd + j];
-                }
         float *gq = th_read_f32(out), *gp = th_read_f32(plain), *gkc = th_read_f32(kc), *gvc = th_read_f32(vc);
-        char what[192];
+        float *gpt = malloc(sizeof(float) * (size_t)nq);
+        for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i];
+        for (int64_t r = 0; r < S; r++) {
+            ref_rope(hq + r * H * hd, H, hd, hp[r], theta, style, row);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t j = 0; j < hd; j++) {
+                    rq[(h * S + r) * hd + j] = row[h * hd + j];
+                    if (gp) gpt[(h * S + r) * hd + j] = gp[(r * H + h) * hd + j];
+                }
+            ref_rope(hk + r * Hk * hd, Hk, hd, hp[r], theta, style, rk + r * Hk * hd);
+            if (hp[r] >= 0 && hp[r] < smax) /* row pos[r] of each head; other rows as they were */
+                for (int64_t h = 0; h < Hk; h++)
+                    for (int64_t j = 0; j < hd; j++) {
+                        rkc[(h * smax + hp[r]) * hd + j] = rk[(r * Hk + h) * hd + j];
+                        rvc[(h * smax + hp[r]) * hd + j] = hv[(r * Hk + h) * hd + j];
+                    }
+        }
+        char what[224];
         snprintf(what, sizeof what, "%s q", name);
         if (gq) th_close(what, gq, rq, (size_t)nq, 2e-5, 1e-4);
         snprintf(what, sizeof what, "%s q = plain rope", name);
-        if (gq && gp) th_exact_u32(what, (const uint32_t *)gq, (const uint32_t *)gp, (size_t)nq);
+        if (gq && gp) th_exact_u32(what, (const uint32_t *)gq, (const uint32_t *)gpt, (size_t)nq);
         snprintf(what, sizeof what, "%s k cache", name);
         if (gkc) th_close(what, gkc, rkc, (size_t)nc, 2e-5, 1e-4);
         snprintf(what, sizeof what, "%s v cache", name);
         if (gvc) th_close(what, gvc, rvc, (size_t)nc, 0, 0);
         free(gq);
         free(gp);
+        free(gpt);
         free(gkc);
         free(gvc);
         free(rq);
         free(rk);
+        free(row);
         free(rkc);
         free(rvc);
     }
@@ -212,20 +228,25 @@ static void case_rope_kv_style(int64_t H, int64_t Hk, int64_t hd, int64_t smax, 
     free(hv);
     free(hkc);
     free(hvc);
+    free(hp);
     wgml_graph_free(g);
 }
 
-static void case_rope_kv(int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
-    case_rope_kv_style(H, Hk, hd, smax, pos, theta, WGML_ROPE_INTERLEAVED);
+static void case_rope_kv(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
+    case_rope_kv_style(S, H, Hk, hd, smax, pos, theta, WGML_ROPE_INTERLEAVED);
 }
 
 static void test_rope_kv(void) {
-    case_rope_kv_style(4, 1, 256, 16, 9, 10000.0f, WGML_ROPE_HALF); /* Gemma 3's local layers */
-    case_rope_kv_style(6, 2, 32, 12, 11, 1000000.0f, WGML_ROPE_HALF);
-    case_rope_kv(4, 2, 8, 16, 5, 10000.0f);
-    case_rope_kv(8, 8, 64, 40, 39, 500000.0f); /* the last row */
-    case_rope_kv(6, 2, 32, 12, 0, 10000.0f);
-    case_rope_kv(4, 2, 16, 8, 8, 10000.0f); /* past the cache: q only, the caches untouched */
+    case_rope_kv_style(1, 4, 1, 256, 16, 9, 10000.0f, WGML_ROPE_HALF); /* Gemma 3's local layers */
+    case_rope_kv_style(1, 6, 2, 32, 12, 11, 1000000.0f, WGML_ROPE_HALF);
+    case_rope_kv(1, 4, 2, 8, 16, 5, 10000.0f);
+    case_rope_kv(1, 8, 8, 64, 40, 39, 500000.0f); /* the last row */
+    case_rope_kv(1, 6, 2, 32, 12, 0, 10000.0f);
+    case_rope_kv(1, 4, 2, 16, 8, 8, 10000.0f); /* past the cache: q only, the caches untouched */
+    /* prefill chunks: S rows at once */
+    case_rope_kv_style(37, 4, 1, 256, 64, 3, 10000.0f, WGML_ROPE_HALF); /* Gemma 3 */
+    case_rope_kv(48, 9, 3, 64, 80, 20, 100000.0f);                    /* SmolLM2's heads */
+    case_rope_kv(12, 6, 2, 32, 16, 9, 10000.0f);                      /* the last 5 rows past the cache */
 }
 
 static void test_bad_input(void) {
@@ -242,6 +263,10 @@ static void test_bad_input(void) {
     wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f);
     th_expect_error("rope_kv_step: rank-3 q", !rope_kv_step(g, wgml_tensor_new(g, WGML_F32, 3, q3), q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", "rank 4", NULL);
+    int64_t two = 2, cs4[4] = {1, 4, 4, 8};
+    wgml_tensor *c4 = wgml_tensor_new(g, WGML_F32, 4, cs4);
+    th_expect_error("rope_kv_step: 2 positions for 1 row", !rope_kv_step(g, q, q, q, wgml_tensor_new(g, WGML_I32, 1, &two), tab, c4, c4, WGML_ROPE_INTERLEAVED),
+                    WGML_ERR_SHAPE, "rope_kv_step", "pos", "[S]", NULL);
     th_expect_error("rope_kv_step: caches with 2 heads for k with 4", !rope_kv_step(g, q, q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", NULL);
     wgml_graph_free(g);

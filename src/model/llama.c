@@ -13,6 +13,7 @@
 #include "gpu/gpu.h"
 #include "graph/graph.h"
 #include "ops/attention/attn_decode.h"
+#include "ops/attention/sdpa_rows.h"
 #include "ops/elementwise/elementwise_fused.h"
 #include "ops/norm/norm_fused.h"
 #include "ops/q4/q4_gemv_fused.h"
@@ -525,8 +526,8 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
 
 /* Attention of layer l over q, k, v f32 [B*S, heads*hd] (the projections): the q/k norms when
  * the architecture has them, RoPE (the layer's base and the family's pairing), then with a KV
- * cache k and v appended to it and q attending to the cache up to len (tab: the fused decode
- * step, rope_kv_step), else causal attention within each sequence; a windowed layer sees only
+ * cache k and v appended to it and q attending to the cache up to len (tab: the fused inputs,
+ * attn_decode_step at one row, else rope_kv_step), else causal attention within each sequence; a windowed layer sees only
  * the last window positions. Returns [B*S, H*hd]. */
 static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l,
                               wgml_tensor *const *qkv, wgml_tensor *tab) {
@@ -543,7 +544,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
     wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
     wgml_tensor *kc = o->len ? share(g, L->k_cache) : NULL, *vc = o->len ? share(g, L->v_cache) : NULL, *a;
-    if (tab && kc && vc && attn_decode_preferred(m->ctx, H, Hk, hd, kc->shape[2])) {
+    if (tab && kc && vc && S == 1 && attn_decode_preferred(m->ctx, H, Hk, hd, kc->shape[2])) {
         /* decode: the q/k norms, rope, both cache writes and attention in one dispatch (and
          * the chunks' merge) */
         wgml_tensor *qn = ar->qk_norm ? share(g, L->q_norm) : NULL, *kn = ar->qk_norm ? share(g, L->k_norm) : NULL;
@@ -566,7 +567,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         a = wgml_permute(g, a, perm);
         return wgml_reshape(g, a, 2, s2);
     }
-    if (tab) { /* decode: rope of q and k and both cache writes in one dispatch */
+    if (tab) { /* rope of q and k, q heads-first and both cache writes in one dispatch */
         q = rope_kv_step(g, q, k, v, o->positions, tab, kc, vc, style);
         if (!q) return NULL;
     } else {
@@ -578,9 +579,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         if (!q || !k || !v || !kc || !vc || wgml_kv_append(g, kc, k, o->pos) || wgml_kv_append(g, vc, v, o->pos))
             return NULL;
     }
-    a = windowed ? wgml_sdpa_cached_window(g, q, kc, vc, o->len, ar->window, scale)
-                 : wgml_sdpa_cached(g, q, kc, vc, o->len, 1, scale); /* [1, H, S, hd] */
-    if (S > 1) a = wgml_permute(g, a, perm);
+    a = sdpa_cached_rows(g, q, kc, vc, o->len, windowed ? ar->window : 0, scale); /* [1, S, H, hd] */
     return wgml_reshape(g, a, 2, s2);
 }
 
@@ -621,9 +620,9 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
     const wgml_llama_config *c = &m->cfg;
     const model_arch *ar = &m->arch;
     float eps = c->rms_eps;
-    /* the fused decode step's RoPE tables (one per base) */
+    /* the RoPE tables (one per base) of the fused attention inputs through the KV cache */
     wgml_tensor *tab[2] = {NULL, NULL};
-    if (o->fused && o->len && o->S == 1) {
+    if (o->fused && o->len && o->B == 1) {
         if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
         if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
     }

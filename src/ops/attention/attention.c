@@ -4,6 +4,7 @@
  * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
 #include "graph/graph.h"
 #include "ops/attention/attention_grad.h"
+#include "ops/attention/sdpa_rows.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -181,9 +182,10 @@ static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int6
 }
 
 /* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a
- * query sees only the last `window` keys up to its own position. */
+ * query sees only the last `window` keys up to its own position. row_layout: the output as [B,
+ * Sq, Hq, D] (written so by the kernel, or permuted after the merge of split keys), else as q. */
 static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
-                                wgml_tensor *len, int causal, float scale, int64_t window) {
+                                wgml_tensor *len, int causal, float scale, int64_t window, bool row_layout) {
     wgml_ctx *ctx = graph_ctx(g);
     int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], Skv = k->shape[2], G = Hq / Hkv;
@@ -210,11 +212,12 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
-        uint32_t n_split, chunk, causal, window, pad;
+        uint32_t n_split, chunk, causal, window, rows_out;
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
                 (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u,
-                (uint32_t)(window < Skv ? window : 0), 0};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, q->shape);
+                (uint32_t)(window < Skv ? window : 0), row_layout && !split ? 1u : 0u};
+    int64_t rows_shape[4] = {B, Sq, Hq, D};
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, row_layout && !split ? rows_shape : q->shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
     if (split) {
@@ -237,6 +240,12 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         wgml_tensor_free(out);
         return NULL;
     }
+    if (row_layout && split) {
+        static const int perm[4] = {0, 2, 1, 3};
+        wgml_tensor *t = wgml_permute(g, out, perm);
+        wgml_tensor_free(out);
+        return t;
+    }
     return out;
 }
 
@@ -258,8 +267,8 @@ static wgml_tensor *sdpa_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgm
                        tshape(q), tshape(k));
         return NULL;
     }
-    return sdpa_grad_record(g, sdpa_record(g, op, q, k, v, NULL, causal, scale, window), q, k, v, causal, scale,
-                            window);
+    return sdpa_grad_record(g, sdpa_record(g, op, q, k, v, NULL, causal, scale, window, false), q, k, v, causal,
+                            scale, window);
 }
 
 wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale) {
@@ -273,22 +282,33 @@ wgml_tensor *wgml_sdpa_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
 }
 
 static wgml_tensor *sdpa_cached_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k_cache,
-                                     wgml_tensor *v_cache, wgml_tensor *len, int causal, float scale, int64_t window) {
+                                     wgml_tensor *v_cache, wgml_tensor *len, int causal, float scale, int64_t window,
+                                     bool rows) {
     wgml_ctx *ctx = graph_ctx(g);
     if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
         return NULL;
-    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale, window);
+    return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale, window, rows);
 }
 
 wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
                               wgml_tensor *len, int causal, float scale) {
-    return g ? sdpa_cached_impl(g, "sdpa_cached", q, k_cache, v_cache, len, causal, scale, 0) : NULL;
+    return g ? sdpa_cached_impl(g, "sdpa_cached", q, k_cache, v_cache, len, causal, scale, 0, false) : NULL;
 }
 
 wgml_tensor *wgml_sdpa_cached_window(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
                                      wgml_tensor *len, int64_t window, float scale) {
     if (!g || check_window(graph_ctx(g), "sdpa_cached_window", window)) return NULL;
-    return sdpa_cached_impl(g, "sdpa_cached_window", q, k_cache, v_cache, len, 1, scale, window);
+    return sdpa_cached_impl(g, "sdpa_cached_window", q, k_cache, v_cache, len, 1, scale, window, false);
+}
+
+wgml_tensor *sdpa_cached_rows(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_tensor *len, int64_t window, float scale) {
+    if (!g) return NULL;
+    if (window) {
+        if (check_window(graph_ctx(g), "sdpa_cached_window", window)) return NULL;
+        return sdpa_cached_impl(g, "sdpa_cached_window", q, k_cache, v_cache, len, 1, scale, window, true);
+    }
+    return sdpa_cached_impl(g, "sdpa_cached", q, k_cache, v_cache, len, 1, scale, 0, true);
 }
 
 wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos) {

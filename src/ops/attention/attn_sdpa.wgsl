@@ -21,7 +21,9 @@
 // chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
 // attn_combine.wgsl merges the chunks.
-// Causal masking and splitting are uniform flags (one compiled kernel serves both). A sliding
+// Causal masking and splitting are uniform flags (one compiled kernel serves both); so is
+// p.rows_out, which writes the output as [B, Sq, Hq, D] (the rows the o projection reads) instead
+// of [B, Hq, Sq, D] (not with split keys: attn_combine writes the head-first layout). A sliding
 // window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
 // sees the last `window` keys up to its own position; the key loop starts at the first key any
 // row of the block sees.
@@ -30,7 +32,7 @@
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
-    chunk: u32, causal: u32, window: u32, _p2: u32,
+    chunk: u32, causal: u32, window: u32, rows_out: u32,
 }
 
 // q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
@@ -50,6 +52,14 @@ var<workgroup> Vs: array<f32, BK * D>;   // [key][d]
 var<workgroup> Ps: array<f32, BK * BQ>;  // [key][row]
 var<workgroup> red: array<f32, BQ * WX>; // [row][tx]
 var<workgroup> len_wg: u32;
+
+// The output row of query row r (= g * Sq + i) of kv head bh (= b * Hkv + hkv) in the row
+// layout [B, Sq, Hq, D] (p.rows_out), where the head-first layout's row is bh * G * Sq + r.
+fn row_major(bh: u32, r: u32) -> u32 {
+    let b = bh / p.Hkv;
+    let h = (bh % p.Hkv) * p.G + r / p.Sq;
+    return (b * p.Sq + r % p.Sq) * p.Hkv * p.G + h;
+}
 
 // Dims d0 .. d0 + DC - 1 of the block's query rows into Qs, pre-scaled, d-major.
 fn load_q(first: u32, rows: u32, q_base: u32, d0: u32, lid: u32) {
@@ -208,9 +218,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         } else {
             let inv = select(1.0 / lsum, 0.0, lsum == 0.0);
+            let orow = select(q_base + r, row_major(bh, r), p.rows_out != 0u);
             for (var c = 0u; c < TD; c++) {
                 let d = tx + c * WX;
-                if (d < D) { out[(q_base + r) * D + d] = acc[i * TD + c] * inv; }
+                if (d < D) { out[orow * D + d] = acc[i * TD + c] * inv; }
             }
         }
     }

@@ -1,5 +1,5 @@
 /* Ops-internal parts of the rope family: the frequency table its kernels share and the fused
- * decode step (rope_kv.c) of the inference graphs. */
+ * attention inputs (rope_kv.c) of the inference graphs. */
 #ifndef WGML_ROPE_FUSED_H
 #define WGML_ROPE_FUSED_H
 #include "graph/graph.h"
@@ -8,11 +8,11 @@
  * a new tensor of g (op names the caller in errors). */
 wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta);
 
-/* One decode step's attention inputs in one dispatch (no autograd rule; inference graphs):
- * q f32 [1, 1, H, hd] and k [1, 1, Hk, hd] rotated (the pairs of style, as wgml_rope) at the position pos
- * (i32 [1]) with tab = rope_freq_table(.., hd, theta); rotated k and v [1, 1, Hk, hd] written
- * to row pos of the caches k_cache, v_cache f32 [1, Hk, smax, hd] (nothing when pos is
- * outside 0..smax-1). Returns rotated q as [1, H, 1, hd], the layout attention takes. */
+/* The attention inputs of S rows in one dispatch (no autograd rule; inference graphs): q f32
+ * [1, S, H, hd] and k [1, S, Hk, hd] rotated (the pairs of style, as wgml_rope) at the positions
+ * pos (i32 [S]) with tab = rope_freq_table(.., hd, theta); rotated k and v [1, S, Hk, hd] written
+ * to rows pos[s] of the caches k_cache, v_cache f32 [1, Hk, smax, hd] (nothing for a position
+ * outside 0..smax-1). Returns rotated q as [1, H, S, hd], the layout attention takes. */
 wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                           wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache, wgml_rope_style style);
 
