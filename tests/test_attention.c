@@ -2,7 +2,7 @@
  * decode, key counts that are not multiples of the key block), the KV cache (append with
  * bounds, attention over the filled prefix, a built decode graph replayed over six steps with
  * rope and new positions), more than 65,535 workgroups, and bad input. References in double. */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200112L
 #include "harness.h"
 #include "ops/attention/sdpa_rows.h"
 
@@ -266,6 +266,13 @@ static void test_cached(void) {
     case_cached_rows(9, 3, 64, 80, 70, 16); /* the same through a window */
     case_cached_rows(9, 3, 1, 40, 29, 0);   /* decode: split keys, merged, then moved */
     case_cached_rows(4, 1, 5, 40, 33, 0);
+    /* a prefill with its keys split (as one sequence on a large GPU may be): 3 even chunks of the
+     * 70 filled keys of an 80-row cache, merged, then moved to rows */
+    setenv("WGML_SDPA_SPLIT", "3", 1);
+    case_cached_rows(9, 3, 64, 80, 70, 0);
+    case_cached_rows(9, 3, 64, 80, 70, 16);
+    case_sdpa(1, 4, 1, 37, 45, 256, 1, 0, 1, NULL); /* and without a cache: chunks of all the keys */
+    unsetenv("WGML_SDPA_SPLIT");
     case_cached(9, 3, 1, 17, 1);
     case_cached(9, 3, 6, 29, 1);
     case_cached(4, 4, 3, 37, 0);

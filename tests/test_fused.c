@@ -3,7 +3,7 @@
  * reference (random inputs, NaN-poisoned outputs) and with its dispatch count:
  *   norm_add_rms   (src/ops/norm/norm_fused.c)              residual add + RMSNorm
  *   norm_add_rms_post (the same)                            RMSNorm + residual add + RMSNorm
- *   ew_swiglu      (src/ops/elementwise/elementwise_fused.c) silu(gate) * up
+ *   ew_glu         (src/ops/elementwise/elementwise_fused.c) silu(gate) * up, gelu_tanh(gate) * up
  *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes, S rows
  * and their fallback to the plain ops (shapes the kernel does not take, inputs that need a
  * gradient). */
@@ -103,23 +103,29 @@ static void test_add_rms(void) {
     case_add_rms_ex(2, s1, true, true, 3);
 }
 
-/* ------------------------------------------------------------------ ew_swiglu */
+/* ------------------------------------------------------------------ ew_glu */
 
-static void case_swiglu(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
+static void case_glu(int rank, const int64_t *shape, bool train, ew_glu_act act, size_t want_dispatches) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= shape[i];
     float *hg = th_random((size_t)n, -8, 8), *hu = th_random((size_t)n, -2, 2);
     wgml_tensor *gate = upload(g, WGML_F32, rank, shape, hg), *up = upload(g, WGML_F32, rank, shape, hu);
     if (train) wgml_tensor_set_trainable(up, 1);
-    wgml_tensor *out = ew_swiglu(g, gate, up);
+    wgml_tensor *out = ew_glu(g, gate, up, act);
     char name[128];
-    snprintf(name, sizeof name, "swiglu n=%lld rank %d%s", (long long)n, rank, train ? " (up trainable)" : "");
+    snprintf(name, sizeof name, "%s n=%lld rank %d%s", act == EW_GLU_SILU ? "swiglu" : "geglu", (long long)n, rank,
+             train ? " (up trainable)" : "");
     if (th_check(out && !wgml_graph_keep(g, out), "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
         th_check(wgml_graph_dispatch_count(g) == want_dispatches, "%s: %zu dispatches (want %zu)", name,
                  wgml_graph_dispatch_count(g), want_dispatches);
         double *ref = malloc(sizeof(double) * (size_t)n);
-        for (int64_t i = 0; i < n; i++) ref[i] = (double)hg[i] / (1.0 + exp(-(double)hg[i])) * (double)hu[i];
+        for (int64_t i = 0; i < n; i++) {
+            double v = hg[i];
+            double a = act == EW_GLU_SILU ? v / (1.0 + exp(-v))
+                                          : 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+            ref[i] = a * (double)hu[i];
+        }
         float *got = th_read_f32(out);
         if (got) th_close(name, got, ref, (size_t)n, 1e-6, 1e-5);
         free(got);
@@ -130,13 +136,16 @@ static void case_swiglu(int rank, const int64_t *shape, bool train, size_t want_
     wgml_graph_free(g);
 }
 
-static void test_swiglu(void) {
+static void test_glu(void) {
     int64_t s1[2] = {3, 40}, s2[1] = {1000}, s3[3] = {2, 3, 64}, s4[2] = {2, 3};
-    case_swiglu(2, s1, false, 1);
-    case_swiglu(1, s2, false, 1);
-    case_swiglu(3, s3, false, 1);
-    case_swiglu(2, s4, false, 2); /* 6 elements: the plain silu and mul */
-    case_swiglu(2, s1, true, 2);
+    for (int a = 0; a < 2; a++) {
+        ew_glu_act act = a ? EW_GLU_GELU_TANH : EW_GLU_SILU;
+        case_glu(2, s1, false, act, 1);
+        case_glu(1, s2, false, act, 1);
+        case_glu(3, s3, false, act, 1);
+        case_glu(2, s4, false, act, 2); /* 6 elements: the plain activation and mul */
+        case_glu(2, s1, true, act, 2);
+    }
 }
 
 /* ------------------------------------------------------------------ rope_kv_step */
@@ -257,7 +266,7 @@ static void test_bad_input(void) {
                     WGML_ERR_SHAPE, "rms_norm", NULL);
     th_expect_error("add_rms_norm: NULL y", !norm_add_rms(g, x, NULL, w, 1e-5f, &sum), WGML_ERR_ARG, "add_rms_norm",
                     "y is NULL", NULL);
-    th_expect_error("swiglu: i32 up", !ew_swiglu(g, x, wgml_tensor_new(g, WGML_I32, 2, s)), WGML_ERR_DTYPE, "swiglu",
+    th_expect_error("swiglu: i32 up", !ew_glu(g, x, wgml_tensor_new(g, WGML_I32, 2, s), EW_GLU_SILU), WGML_ERR_DTYPE, "swiglu",
                     NULL);
     wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *c = wgml_tensor_new(g, WGML_F32, 4, cs);
     wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f);
@@ -275,7 +284,7 @@ static void test_bad_input(void) {
 int main(int argc, char **argv) {
     th_init_args("fused", argc, argv);
     test_add_rms();
-    test_swiglu();
+    test_glu();
     test_rope_kv();
     test_bad_input();
     return th_done();

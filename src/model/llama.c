@@ -414,7 +414,7 @@ typedef struct fwd_opts {
     wgml_lora *const *lora; /* NULL or n_layer * LLAMA_N_TARGETS adapters (entry l*7 + t) */
     bool lora_shared;       /* the adapters' tensors are the weight graph's (shared into g), else g's */
     wgml_tensor *const *latent; /* NULL or a table like lora of straight-through latents of g */
-    /* the fused inference ops (norm_add_rms, ew_swiglu, rope_kv_step, the GEMV's prologue and
+    /* the fused inference ops (norm_add_rms, ew_glu, rope_kv_step, the GEMV's prologue and
      * epilogue) and the grouped 4-bit GEMV; off in training (the plain ops carry the autograd rules) and in the inference
      * graphs of a model loaded under $WGML_LLAMA_UNFUSED=1 (for comparisons) */
     bool fused;
@@ -498,12 +498,13 @@ static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, w
     return wgml_rms_norm(g, *sum, w, eps);
 }
 
-/* act(gate) * up, act as the architecture says: silu (one fused dispatch, ew_swiglu, or the plain
- * silu and mul) or tanh-GELU. */
+/* act(gate) * up, act as the architecture says (silu or tanh-GELU): one fused dispatch (ew_glu)
+ * or the plain activation and mul. */
 static wgml_tensor *glu(const wgml_model *m, wgml_graph *g, const fwd_opts *o, wgml_tensor *gate, wgml_tensor *up) {
     if (!gate || !up) return NULL;
-    if (m->arch.act == ARCH_GELU_TANH_GLU) return wgml_mul(g, wgml_gelu(g, gate, 1), up);
-    return o->fused ? ew_swiglu(g, gate, up) : wgml_mul(g, wgml_silu(g, gate), up);
+    bool gelu = m->arch.act == ARCH_GELU_TANH_GLU;
+    if (o->fused) return ew_glu(g, gate, up, gelu ? EW_GLU_GELU_TANH : EW_GLU_SILU);
+    return wgml_mul(g, gelu ? wgml_gelu(g, gate, 1) : wgml_silu(g, gate), up);
 }
 
 /* RMSNorm of each head of x [B, S, H, hd] with w [hd] (the q/k norms), same shape. */

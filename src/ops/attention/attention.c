@@ -148,18 +148,34 @@ static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t 
     return false;
 }
 
-/* Few row blocks (decode): split the Skv keys into chunks (a multiple of the key block bk) so
- * that about SDPA_SPLIT_TARGET workgroups share the work; attn_combine merges them. One chunk
- * of all Skv keys otherwise. */
-static void sdpa_key_split(uint64_t groups, int64_t Skv, uint32_t bk, int64_t *n_split, int64_t *chunk) {
+/* Few row blocks (decode, one sequence's prefill): split the Skv keys into n_split chunks so that
+ * about SDPA_SPLIT_TARGET workgroups share the work; attn_combine merges them. The chunk is a
+ * multiple of the key block bk, or 0 when the length comes from a buffer (dynamic): the kernel
+ * then cuts the filled keys evenly, so a cache longer than its contents splits the keys there
+ * are. $WGML_SDPA_SPLIT=N forces N chunks (benchmark sweeps; 1: none). One chunk of all Skv keys
+ * otherwise. */
+static void sdpa_key_split(uint64_t groups, int64_t Skv, uint32_t bk, bool dynamic, int64_t *n_split,
+                           int64_t *chunk) {
+    const char *e = getenv("WGML_SDPA_SPLIT");
+    long forced = e && *e ? strtol(e, NULL, 10) : 0;
+    int64_t most = (Skv + bk - 1) / bk;
     *n_split = 1;
     *chunk = Skv;
-    if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
-        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups, most = (Skv + bk - 1) / bk;
+    if (forced >= 1) *n_split = forced < most ? forced : most;
+    else if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
+        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups;
         *n_split = want < most ? want : most;
-        *chunk = ((Skv + *n_split - 1) / *n_split + bk - 1) / bk * bk;
-        *n_split = (Skv + *chunk - 1) / *chunk;
     }
+    if (*n_split < 2) {
+        *n_split = 1;
+        return;
+    }
+    if (dynamic) {
+        *chunk = 0;
+        return;
+    }
+    *chunk = ((Skv + *n_split - 1) / *n_split + bk - 1) / bk * bk;
+    *n_split = (Skv + *chunk - 1) / *chunk;
 }
 
 /* The attn_sdpa prelude: the tile's constants, the K/V read width (vec4 when D allows) and the
@@ -205,7 +221,7 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         return NULL;
     }
     int64_t n_split, chunk;
-    sdpa_key_split(groups, Skv, tile->wx * tile->tn, &n_split, &chunk);
+    sdpa_key_split(groups, Skv, tile->wx * tile->tn, len != NULL, &n_split, &chunk);
     bool split = n_split > 1;
     char prelude[1024];
     sdpa_prelude(prelude, sizeof prelude, tile, D, len != NULL);

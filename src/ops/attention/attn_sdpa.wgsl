@@ -17,8 +17,9 @@
 // Wide heads (DC < D): Qs and Ks hold DC of the D dims at a time, the scores summed over D/DC
 // chunks, each chunk of q read again per key block, so that a tile of Gemma 3's D = 256 fits the
 // workgroup memory; with DC = D the q block is read once and stays.
-// Split keys (p.n_split > 1, for decode, where there are few row blocks): the keys are cut into
-// chunks of p.chunk and the workgroups of one row block take one chunk each; each writes its
+// Split keys (p.n_split > 1, where there are few row blocks: decode, one sequence's prefill): the
+// keys are cut into chunks (of p.chunk, or of the filled length's n_split-th) and the workgroups
+// of one row block take one chunk each; each writes its
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
 // attn_combine.wgsl merges the chunks.
 // Causal masking and splitting are uniform flags (one compiled kernel serves both); so is
@@ -97,8 +98,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vis = i32(kvalid) - i32(p.Sq) + i32(imax) + 1;
         kend = u32(clamp(vis, 0, i32(kvalid)));
     }
-    var kstart = split * p.chunk;                 // this workgroup's keys: kstart .. kend - 1
-    kend = min(kend, kstart + p.chunk);
+    // this workgroup's keys: kstart .. kend - 1, a chunk of p.chunk keys, or (p.chunk = 0, with
+    // the length from a buffer) of the filled keys cut evenly into whole key blocks
+    var chunk = p.chunk;
+    if (chunk == 0u) { chunk = ((kvalid + p.n_split - 1u) / p.n_split + BK - 1u) / BK * BK; }
+    var kstart = split * chunk;
+    kend = min(kend, kstart + chunk);
     if (causal && p.window > 0u) {                // the window of the block's earliest query
         var imin = first % p.Sq;
         if (first / p.Sq != last / p.Sq) { imin = 0u; }

@@ -3,9 +3,11 @@
 #define WGML_ELEMENTWISE_FUSED_H
 #include "graph/graph.h"
 
-/* silu(gate) * up (f32, one shape) in one dispatch (ew_swiglu.wgsl). When an input needs a
- * gradient, or the element count is not a multiple of 4, it records the plain silu and mul
- * (differentiable, and they name a bad argument). */
-wgml_tensor *ew_swiglu(wgml_graph *g, wgml_tensor *gate, wgml_tensor *up);
+/* act(gate) * up (f32, one shape) in one dispatch (ew_glu.wgsl), act silu (SwiGLU) or the tanh
+ * form of gelu (GEGLU, as wgml_gelu(.., 1)). When an input needs a gradient, or the element count
+ * is not a multiple of 4, it records the plain activation and mul (differentiable, and they name
+ * a bad argument). */
+typedef enum ew_glu_act { EW_GLU_SILU, EW_GLU_GELU_TANH } ew_glu_act;
+wgml_tensor *ew_glu(wgml_graph *g, wgml_tensor *gate, wgml_tensor *up, ew_glu_act act);
 
 #endif
