@@ -262,16 +262,19 @@ static void case_cached_rows(int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Smax, 
 }
 
 static void test_cached(void) {
-    case_cached_rows(9, 3, 64, 80, 70, 0);  /* a prefill chunk after 6 keys: 36 row blocks, no split */
+    case_cached_rows(9, 3, 64, 80, 70, 0);  /* a prefill chunk after 6 keys: few row blocks, keys split */
     case_cached_rows(9, 3, 64, 80, 70, 16); /* the same through a window */
     case_cached_rows(9, 3, 1, 40, 29, 0);   /* decode: split keys, merged, then moved */
     case_cached_rows(4, 1, 5, 40, 33, 0);
-    /* a prefill with its keys split (as one sequence on a large GPU may be): 3 even chunks of the
-     * 70 filled keys of an 80-row cache, merged, then moved to rows */
+    /* forced: 3 even chunks of the 70 filled keys of an 80-row cache, merged into rows; then the
+     * keys whole, the kernel writing the rows */
     setenv("WGML_SDPA_SPLIT", "3", 1);
     case_cached_rows(9, 3, 64, 80, 70, 0);
     case_cached_rows(9, 3, 64, 80, 70, 16);
     case_sdpa(1, 4, 1, 37, 45, 256, 1, 0, 1, NULL); /* and without a cache: chunks of all the keys */
+    setenv("WGML_SDPA_SPLIT", "1", 1);
+    case_cached_rows(9, 3, 64, 80, 70, 0);
+    case_cached_rows(9, 3, 64, 80, 70, 16);
     unsetenv("WGML_SDPA_SPLIT");
     case_cached(9, 3, 1, 17, 1);
     case_cached(9, 3, 6, 29, 1);

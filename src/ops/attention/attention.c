@@ -45,6 +45,8 @@ static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const
 
 /* Split the keys of attention with few row blocks until about this many workgroups run. */
 #define SDPA_SPLIT_TARGET 64
+#define SDPA_SPLIT_TARGET_ROWS 512
+#define SDPA_SPLIT_MAX_ROWS 8
 
 /* Thread grid and register tile of the attention kernel: WX x WY threads, TM rows x TN keys
  * per thread, so BQ = WY*TM query rows and BK = WX*TN keys per block; the scores are summed over
@@ -62,17 +64,12 @@ static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4, 0}, {8, 8, 2, 2, 0}, {8, 8, 1
  * bench/NOTES.md): 4x32 threads with 2x8 tiles (BQ 64, BK 32, 42 KiB) 0.249 ms, 8x16 with 4x2
  * (BQ 64, BK 16, 30 KiB, fits 32 KiB devices) 0.311 ms, the former 8x8 with 4x4 0.517 ms. */
 static const sdpa_tile TILES_MANY[] = {{4, 32, 2, 8, 0}, {8, 16, 4, 2, 0}, {8, 8, 4, 4, 0}, {8, 8, 4, 2, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
-/* SPARSE (D <= 64, fewer than SDPA_SPARSE_BLOCKS blocks of 64 rows over all heads: a prefill of
- * one sequence), from the H200 sweep at SmolLM2's 512-token prefill (B 1, Hq 9, Hkv 3, 72 such
- * blocks): 16x16 threads with 2x2 tiles (BQ 32, BK 32) 0.070 ms against MANY's 0.087; the smaller
- * row block gives the GPU twice the workgroups. */
-static const sdpa_tile TILES_SPARSE[] = {{16, 16, 2, 2, 0}, {8, 16, 2, 4, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
-#define SDPA_SPARSE_BLOCKS 128
-/* WIDE (D > 64), where the score chunk DC lets wider tiles fit, from the same sweep at 512-token
- * prefills: D 128 (Hq 32, Hkv 8) 8x32 threads with 2x4 tiles (DC 32) 0.264 ms against 0.425 for
- * the MANY order; D 256 (Gemma 3: Hq 4, Hkv 1) 32x8 with 2x1 (DC 32) 0.171 ms against 0.566,
- * where the 8x32 tile does not fit 48 KiB. */
-static const sdpa_tile TILES_WIDE[] = {{8, 32, 2, 4, 0}, {32, 8, 2, 1, 0}, {16, 16, 2, 2, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
+/* WIDE (D > 64), where the score chunk DC lets wider tiles fit, from the H200 sweeps at 512-token
+ * prefills (bench/NOTES.md): D 128 (Hq 32, Hkv 8) 8x32 threads with 2x4 tiles (DC 32) 0.264 ms
+ * against 0.425 for the MANY order; D 256 (Gemma 3: Hq 4, Hkv 1; the 8x32 tile does not fit 48
+ * KiB) 16x16 with 2x2 (DC 32) 0.085 ms with 8 key chunks, against 0.172 for the best unsplit tile
+ * (32x8 with 2x1, 0.124 split). */
+static const sdpa_tile TILES_WIDE[] = {{8, 32, 2, 4, 0}, {16, 16, 2, 2, 0}, {32, 8, 2, 1, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
 
 static uint64_t tile_bytes(const sdpa_tile *t, int64_t D, uint32_t dc) {
     uint64_t bq = t->wy * t->tm, bk = t->wx * t->tn;
@@ -108,13 +105,12 @@ static int env_tile(int64_t D, uint64_t limit, sdpa_tile *t) {
 }
 
 #define PICK(a) (list = (a), n = sizeof(a) / sizeof *(a))
-static bool choose_tile(int64_t rows, int64_t groups, int64_t D, uint64_t limit, sdpa_tile *out) {
+static bool choose_tile(int64_t rows, int64_t D, uint64_t limit, sdpa_tile *out) {
     const sdpa_tile *list;
     size_t n;
     if (rows <= 4) PICK(TILES_FEW);
     else if (rows <= 16) PICK(TILES_MID);
     else if (D > 64) PICK(TILES_WIDE);
-    else if (groups * ((rows + 63) / 64) < SDPA_SPARSE_BLOCKS) PICK(TILES_SPARSE);
     else PICK(TILES_MANY);
     for (size_t i = 0; i < n; i++) {
         uint32_t dc = tile_chunk(&list[i], D, limit);
@@ -127,10 +123,9 @@ static bool choose_tile(int64_t rows, int64_t groups, int64_t D, uint64_t limit,
     return false;
 }
 
-/* The tile for rows query rows per kv head, groups = B·Hkv of them, at head dimension D into
- * *tile: $WGML_SDPA_TILE when set, otherwise the first candidate that fits the device's
+/* The tile for rows query rows per kv head at head dimension D into *tile: $WGML_SDPA_TILE when set, otherwise the first candidate that fits the device's
  * workgroup memory. False with the error set when neither gives one. */
-static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t groups, int64_t D, sdpa_tile *tile) {
+static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t D, sdpa_tile *tile) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     uint64_t limit = info.max_workgroup_storage ? info.max_workgroup_storage : 16384;
@@ -142,28 +137,33 @@ static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t 
                        op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
         return false;
     }
-    if (env > 0 || choose_tile(rows, groups, D, limit, tile)) return true;
+    if (env > 0 || choose_tile(rows, D, limit, tile)) return true;
     wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
                    op, (long long)D, (unsigned long long)limit);
     return false;
 }
 
-/* Few row blocks (decode, one sequence's prefill): split the Skv keys into n_split chunks so that
- * about SDPA_SPLIT_TARGET workgroups share the work; attn_combine merges them. The chunk is a
- * multiple of the key block bk, or 0 when the length comes from a buffer (dynamic): the kernel
- * then cuts the filled keys evenly, so a cache longer than its contents splits the keys there
- * are. $WGML_SDPA_SPLIT=N forces N chunks (benchmark sweeps; 1: none). One chunk of all Skv keys
- * otherwise. */
-static void sdpa_key_split(uint64_t groups, int64_t Skv, uint32_t bk, bool dynamic, int64_t *n_split,
+/* Few row blocks: split the Skv keys into n_split chunks; attn_combine merges them. Decode-sized
+ * blocks (rows <= 16 a kv head) aim at about SDPA_SPLIT_TARGET workgroups; larger ones (one
+ * sequence's prefill) at SDPA_SPLIT_TARGET_ROWS, at most SDPA_SPLIT_MAX_ROWS chunks (H200 sweep at
+ * 512-token prefills: SmolLM2's 72 row blocks of 64, 0.087 ms unsplit, 0.056 in 2-8 chunks;
+ * Gemma 3's 64 blocks of 32 at D 256, 0.195 unsplit, 0.091 in 4, 0.085 in 8; a training batch's
+ * 576 blocks stay whole). The chunk is a multiple of the key block bk, or 0 when the length comes
+ * from a buffer (dynamic): the kernel then cuts the filled keys evenly, so a cache longer than
+ * its contents splits the keys there are. $WGML_SDPA_SPLIT=N forces N chunks (benchmark sweeps;
+ * 1: none). One chunk of all Skv keys otherwise. */
+static void sdpa_key_split(uint64_t groups, int64_t rows, int64_t Skv, uint32_t bk, bool dynamic, int64_t *n_split,
                            int64_t *chunk) {
     const char *e = getenv("WGML_SDPA_SPLIT");
     long forced = e && *e ? strtol(e, NULL, 10) : 0;
     int64_t most = (Skv + bk - 1) / bk;
+    int64_t target = rows <= 16 ? SDPA_SPLIT_TARGET : SDPA_SPLIT_TARGET_ROWS;
     *n_split = 1;
     *chunk = Skv;
     if (forced >= 1) *n_split = forced < most ? forced : most;
-    else if (groups < SDPA_SPLIT_TARGET / 2 && Skv > bk) {
-        int64_t want = (SDPA_SPLIT_TARGET + (int64_t)groups - 1) / (int64_t)groups;
+    else if ((int64_t)groups < target / 2 && Skv > bk) {
+        int64_t want = (target + (int64_t)groups - 1) / (int64_t)groups;
+        if (rows > 16 && want > SDPA_SPLIT_MAX_ROWS) want = SDPA_SPLIT_MAX_ROWS;
         *n_split = want < most ? want : most;
     }
     if (*n_split < 2) {
@@ -199,7 +199,7 @@ static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int6
 
 /* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a
  * query sees only the last `window` keys up to its own position. row_layout: the output as [B,
- * Sq, Hq, D] (written so by the kernel, or permuted after the merge of split keys), else as q. */
+ * Sq, Hq, D] (written so by the kernel or by the merge of split keys), else as q. */
 static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
                                 wgml_tensor *len, int causal, float scale, int64_t window, bool row_layout) {
     wgml_ctx *ctx = graph_ctx(g);
@@ -212,7 +212,7 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     int64_t rows = G * Sq;
     sdpa_tile tiled, *tile = &tiled;
-    if (!sdpa_pick_tile(ctx, op, rows, B * Hkv, D, tile)) return NULL;
+    if (!sdpa_pick_tile(ctx, op, rows, D, tile)) return NULL;
     uint32_t bq = tile->wy * tile->tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
@@ -221,7 +221,7 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         return NULL;
     }
     int64_t n_split, chunk;
-    sdpa_key_split(groups, Skv, tile->wx * tile->tn, len != NULL, &n_split, &chunk);
+    sdpa_key_split(groups, rows, Skv, tile->wx * tile->tn, len != NULL, &n_split, &chunk);
     bool split = n_split > 1;
     char prelude[1024];
     sdpa_prelude(prelude, sizeof prelude, tile, D, len != NULL);
@@ -231,9 +231,9 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         uint32_t n_split, chunk, causal, window, rows_out;
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
                 (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u,
-                (uint32_t)(window < Skv ? window : 0), row_layout && !split ? 1u : 0u};
+                (uint32_t)(window < Skv ? window : 0), row_layout ? 1u : 0u};
     int64_t rows_shape[4] = {B, Sq, Hq, D};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, row_layout && !split ? rows_shape : q->shape);
+    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, row_layout ? rows_shape : q->shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
     if (split) {
@@ -248,19 +248,14 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, split ? &part : &out, 1, &params,
                                    sizeof params, groups * (uint64_t)n_split);
     if (!s && split) {
-        uint32_t cp[4] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, 0};
+        uint32_t cp[8] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, row_layout ? 1u : 0u,
+                          (uint32_t)Hkv,       (uint32_t)G, (uint32_t)Sq,      0};
         s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)q->numel + 63) / 64);
     }
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s) {
         wgml_tensor_free(out);
         return NULL;
-    }
-    if (row_layout && split) {
-        static const int perm[4] = {0, 2, 1, 3};
-        wgml_tensor *t = wgml_permute(g, out, perm);
-        wgml_tensor_free(out);
-        return t;
     }
     return out;
 }

@@ -1,13 +1,16 @@
 // attn_combine: merges the key chunks of split attention (attn_sdpa.wgsl with p.n_split > 1). part
 // holds, per output row and chunk, D unnormalised outputs, the chunk's max m (log2 units)
 // and its sum l. out[row, d] = Σ acc·2^(m - M) / Σ l·2^(m - M) with M the max over chunks;
-// a row whose chunks saw no key gets 0.
+// a row whose chunks saw no key gets 0. p.rows_out: the output rows in the row layout of
+// attn_rows.wgsl (partial rows are head-first), else in part's order.
 // Workgroup: 64 threads; each thread owns one output element (row, d).
-struct Params { n: u32, D: u32, n_split: u32, _p: u32 }
+struct Params { n: u32, D: u32, n_split: u32, rows_out: u32, Hkv: u32, G: u32, Sq: u32, _p: u32 }
 
 @group(0) @binding(0) var<storage, read> part: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
+
+//!include attn_rows
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -28,5 +31,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         num += part[o + d] * w;
         den += part[o + p.D + 1u] * w;
     }
-    out[idx] = select(num / den, 0.0, den == 0.0);
+    var orow = row;
+    if (p.rows_out != 0u) { orow = row_major(row / (p.G * p.Sq), row % (p.G * p.Sq)); }
+    out[orow * p.D + d] = select(num / den, 0.0, den == 0.0);
 }

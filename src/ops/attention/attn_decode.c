@@ -137,7 +137,7 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
                                                                     sizeof p, (uint64_t)(Hk * n_chunk))
                                                   : wgml_last_status(ctx);
     if (!s && n_chunk > 1) {
-        uint32_t cp[4] = {(uint32_t)(Hq * D), (uint32_t)D, (uint32_t)n_chunk, 0};
+        uint32_t cp[8] = {(uint32_t)(Hq * D), (uint32_t)D, (uint32_t)n_chunk, 0, 1, 1, 1, 0};
         s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)(Hq * D) + 63) / 64);
     }
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */

@@ -23,8 +23,8 @@
 // unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
 // attn_combine.wgsl merges the chunks.
 // Causal masking and splitting are uniform flags (one compiled kernel serves both); so is
-// p.rows_out, which writes the output as [B, Sq, Hq, D] (the rows the o projection reads) instead
-// of [B, Hq, Sq, D] (not with split keys: attn_combine writes the head-first layout). A sliding
+// p.rows_out, which writes the output as [B, Sq, Hq, D] (the rows the o projection reads,
+// attn_rows.wgsl) instead of [B, Hq, Sq, D] (with split keys attn_combine does that). A sliding
 // window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
 // sees the last `window` keys up to its own position; the key loop starts at the first key any
 // row of the block sees.
@@ -54,13 +54,7 @@ var<workgroup> Ps: array<f32, BK * BQ>;  // [key][row]
 var<workgroup> red: array<f32, BQ * WX>; // [row][tx]
 var<workgroup> len_wg: u32;
 
-// The output row of query row r (= g * Sq + i) of kv head bh (= b * Hkv + hkv) in the row
-// layout [B, Sq, Hq, D] (p.rows_out), where the head-first layout's row is bh * G * Sq + r.
-fn row_major(bh: u32, r: u32) -> u32 {
-    let b = bh / p.Hkv;
-    let h = (bh % p.Hkv) * p.G + r / p.Sq;
-    return (b * p.Sq + r % p.Sq) * p.Hkv * p.G + h;
-}
+//!include attn_rows
 
 // Dims d0 .. d0 + DC - 1 of the block's query rows into Qs, pre-scaled, d-major.
 fn load_q(first: u32, rows: u32, q_base: u32, d0: u32, lid: u32) {
