@@ -13,40 +13,10 @@
 // 256 threads; one thread owns one output word (4 elements) and writes it whole, with the bytes
 // past the last element set to 0. On the broadcast path it locates the word's first element from
 // the output index and steps along the innermost dimension, recomputing only when it wraps.
-struct Params {
-    shape: array<vec4<u32>, 2>,
-    sa: array<vec4<u32>, 2>,
-    sb: array<vec4<u32>, 2>,
-    n: u32,       // output elements
-    nv: u32,      // output words
-    alpha: f32,   // unused
-    scalar: f32,  // b when it is a scalar
-    rank: u32,    // rank of the coalesced shape (broadcast path)
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
-
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// Output element i's coordinate in the innermost dimension and its offsets in a and b.
-fn locate(i: u32) -> vec3<u32> {
-    var rem = i;
-    var r = vec3<u32>(0u);
-    for (var d = p.rank; d > 0u; d--) {
-        let k = d - 1u;
-        let s = p.shape[k / 4u][k % 4u];
-        let q = rem % s;
-        rem = rem / s;
-        if (d == p.rank) {
-            r.x = q;
-        }
-        r.y += q * p.sa[k / 4u][k % 4u];
-        r.z += q * p.sb[k / 4u][k % 4u];
-    }
-    return r;
-}
+//!include ew_walk2
 
 fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
     let z = vec4<f32>(0.0);
