@@ -10,17 +10,11 @@ OUT=${OUT:-out}
 BASE=${BASE:?BASE=<source tree of the version to compare against>}
 ROUNDS=${ROUNDS:-2}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+. bench/gpu_env.sh
+gpu_env
 build() { # source dir, build dir
   [ -e "$1/.deps" ] || ln -s "$PWD/.deps" "$1/.deps"
-  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake_$(basename "$1").log" 2>&1 &&
-    cmake --build "$2" -j"$(nproc)" >>"$OUT/cmake_$(basename "$1").log" 2>&1 ||
-    { tail -30 "$OUT/cmake_$(basename "$1").log"; exit 1; }
+  gpu_build "$1" "$2" "$OUT/cmake_$(basename "$1").log" || exit 1
 }
 build "$BASE" "$BASE/build-gpu"
 build . build-gpu

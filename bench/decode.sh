@@ -8,15 +8,10 @@
 set -uo pipefail
 OUT=${1:-out}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+. bench/gpu_env.sh
+gpu_env
 if [ ! -x build-gpu/wgml ] || [ -n "${REBUILD:-}" ]; then
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake.log" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  gpu_build . build-gpu "$OUT/cmake.log" || exit 1
 fi
 W=./build-gpu/wgml
 $W info | tee "$OUT/info.txt"

@@ -10,18 +10,11 @@
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-if [ -d .gl ]; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>/dev/null | tee "$OUT/gpu.txt"
+. bench/gpu_env.sh
+gpu_env
 # the build is skipped with NO_BUILD=1 when build-gpu/wgml (or $WGML) exists
 if [ -z "${NO_BUILD:-}" ] || [ ! -x "${WGML:-build-gpu/wgml}" ]; then
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake.log" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  gpu_build . build-gpu "$OUT/cmake.log" || exit 1
 fi
 W=${WGML:-./build-gpu/wgml}
 LOG="$OUT/gemm_sweep.txt"

@@ -17,20 +17,15 @@
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+. bench/gpu_env.sh
 # the gguf package for the PyTorch peers that read the model (carried as a wheel in .whl/)
 if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v WARNING; fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+gpu_env
 PART=${PART:-all}
 t0=$(date +%s)
 stamp() { echo "-- $1 at $(($(date +%s) - t0)) s"; }
 if [ "$PART" != peers ]; then
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_BUILD_TESTS=OFF >"$OUT/cmake.log" 2>&1 &&
-  cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+gpu_build . build-gpu "$OUT/cmake.log" || exit 1
 W=./build-gpu/wgml
 $W info | tee "$OUT/info.txt"
 bash bench/wgml_keys.sh "$W" "$OUT"
