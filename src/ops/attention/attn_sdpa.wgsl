@@ -130,22 +130,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     for (var kb = kstart; kb < kend; kb += BK) {
         workgroupBarrier();
+        // the V block, and with DC = D the K block in the same pass
         for (var e = lid; e < BK * D / KW; e += NT) {
+            let j = e / (D / KW);
             var vx = VT();
-            if (kb + e / (D / KW) < kend) { vx = v[(kv_base + kb * D) / KW + e]; }
+            var kx = VT();
+            if (kb + j < kend) {
+                vx = v[(kv_base + kb * D) / KW + e];
+                if (DC == D) { kx = k[(kv_base + kb * D) / KW + e]; }
+            }
             for (var c = 0u; c < KW; c++) { Vs[e * KW + c] = vt_at(vx, c); }
+            if (DC == D) {
+                let dd = (e % (D / KW)) * KW;
+                for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+            }
         }
         var s: array<f32, TM * TN>;
         for (var t = 0u; t < TM * TN; t++) { s[t] = 0.0; }
         for (var d0 = 0u; d0 < D; d0 += DC) {
-            if (d0 > 0u) { workgroupBarrier(); }
-            if (DC < D) { load_q(first, rows, q_base, d0, lid); }
-            for (var e = lid; e < BK * DC / KW; e += NT) {
-                let j = e / (DC / KW);
-                let dd = (e % (DC / KW)) * KW;
-                var kx = VT();
-                if (kb + j < kend) { kx = k[(kv_base + (kb + j) * D + d0 + dd) / KW]; }
-                for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+            if (DC < D) { // the chunk's Q and K dims
+                if (d0 > 0u) { workgroupBarrier(); }
+                load_q(first, rows, q_base, d0, lid);
+                for (var e = lid; e < BK * DC / KW; e += NT) {
+                    let j = e / (DC / KW);
+                    let dd = (e % (DC / KW)) * KW;
+                    var kx = VT();
+                    if (kb + j < kend) { kx = k[(kv_base + (kb + j) * D + d0 + dd) / KW]; }
+                    for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+                }
             }
             workgroupBarrier();
             for (var d = 0u; d < DC; d++) {
