@@ -32,9 +32,7 @@ reference's top two logits are more than 1e-2 apart. Time: most of it is wgml's 
 lavapipe.
 Usage: test_gemma3_logits.py BUILD_DIR (runs itself under .deps/venv-pt, which has transformers)"""
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,7 +54,7 @@ import struct  # noqa: E402
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wgml_dump import check_logits  # noqa: E402
+from wgml_dump import check_logits, run_tool_logits  # noqa: E402
 
 MODEL = os.path.join(ROOT, ".deps", "models", "gemma-3-270m-q4_k_m.gguf")
 ATOL, RTOL = 1e-3, 5e-5
@@ -204,21 +202,12 @@ def main():
     ref = reference()
     print("reference built in %.1f s" % (time.time() - t0))
     seqs = [(ids, len(ids) - n_dec, n_dec) for ids, n_dec in PROMPTS]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "logits.bin")
-        lines = "".join("%d %s\n" % (npre, " ".join(map(str, ids))) for ids, npre, _ in seqs)
-        t0 = time.time()
-        r = subprocess.run([tool, "logits", MODEL, out], input=lines.encode(), capture_output=True)
-        print("wgml (one process: load, graph builds, %d sequences) %.1f s" % (len(seqs), time.time() - t0))
-        print(r.stderr.decode().rstrip())
-        if r.returncode != 0:
-            check(False, "tool_model logits failed")
-            print("%d passed, %d failed" % (passes, failures))
-            return 1
-        rows = np.fromfile(out, dtype=np.float32).astype(np.float64)
-        gpu_all = [int(x) for x in r.stdout.split()]
-    n_vocab = rows.size // len(gpu_all)
-    rows = rows.reshape(len(gpu_all), n_vocab)
+    got_all = run_tool_logits(tool, MODEL, seqs)
+    if got_all is None:
+        check(False, "tool_model logits failed")
+        print("%d passed, %d failed" % (passes, failures))
+        return 1
+    rows, gpu_all = got_all
     at = 0
     for ids, npre, n_dec in seqs:
         got, gpu_next = rows[at:at + n_dec + 1], gpu_all[at:at + n_dec + 1]

@@ -19,15 +19,13 @@ Usage: test_llama_logits.py BUILD_DIR"""
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import Llama  # noqa: E402
-from wgml_dump import check_logits  # noqa: E402
+from wgml_dump import check_logits, run_tool_logits  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -68,21 +66,12 @@ def main():
         args = [tool, "encode", MODEL] + (["--special"] if special else [])
         ids = [int(x) for x in subprocess.run(args, input=text.encode(), capture_output=True, check=True).stdout.split()]
         seqs.append((text, ids, len(ids) - n_dec, n_dec))
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "logits.bin")
-        lines = "".join("%d %s\n" % (npre, " ".join(map(str, ids))) for _, ids, npre, _ in seqs)
-        t0 = time.time()
-        r = subprocess.run([tool, "logits", MODEL, out], input=lines.encode(), capture_output=True)
-        print("wgml (one process: load, graph builds, %d sequences) %.1f s" % (len(seqs), time.time() - t0))
-        print(r.stderr.decode().rstrip())
-        if r.returncode != 0:
-            check(False, "tool_model logits failed")
-            print("%d passed, %d failed" % (passes, failures))
-            return 1
-        rows = np.fromfile(out, dtype=np.float32).astype(np.float64)
-        gpu_all = [int(x) for x in r.stdout.split()]
-    n_vocab = rows.size // len(gpu_all)
-    rows = rows.reshape(len(gpu_all), n_vocab)
+    got_all = run_tool_logits(tool, MODEL, [(ids, npre, n_dec) for _, ids, npre, n_dec in seqs])
+    if got_all is None:
+        check(False, "tool_model logits failed")
+        print("%d passed, %d failed" % (passes, failures))
+        return 1
+    rows, gpu_all = got_all
     at = 0
     for text, ids, npre, n_dec in seqs:
         got, gpu_next = rows[at:at + n_dec + 1], gpu_all[at:at + n_dec + 1]

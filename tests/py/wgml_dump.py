@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -153,3 +154,22 @@ def check_logits(check, got, want, gpu_next, npre, n_dec, name, atol, rtol):
                   "greedy next token at position %d: wgml %d, reference %d" % (
                       pos, gpu_next[row], int(np.argmax(want[row]))))
         check(gpu_next[row] == int(np.argmax(got[row])), "GPU argmax equals argmax of read-back logits")
+
+
+def run_tool_logits(tool, model, seqs):
+    """The model parity tests' wgml side: one `tool_model logits` process for every sequence
+    (ids, npre, n_dec), which prefills ids[:npre] and decodes the rest step by step. Returns the
+    logits rows [sum of n_dec + 1, V] as float64 and the GPU's greedy tokens, one per row, or
+    None after printing the tool's error."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "logits.bin")
+        lines = "".join("%d %s\n" % (npre, " ".join(map(str, ids))) for ids, npre, _ in seqs)
+        t0 = time.time()
+        r = subprocess.run([tool, "logits", model, out], input=lines.encode(), capture_output=True)
+        print("wgml (one process: load, graph builds, %d sequences) %.1f s" % (len(seqs), time.time() - t0))
+        print(r.stderr.decode().rstrip())
+        if r.returncode != 0:
+            return None
+        rows = np.fromfile(out, dtype=np.float32).astype(np.float64)
+        gpu_all = [int(x) for x in r.stdout.split()]
+    return rows.reshape(len(gpu_all), rows.size // len(gpu_all)), gpu_all
