@@ -223,8 +223,8 @@ static void case_cached(int64_t Hq, int64_t Hkv, int64_t Sq, int32_t len, int ca
 }
 
 /* sdpa_cached_rows (ops/attention/sdpa_rows.h): the output as [B, Sq, Hq, D], bit for bit the
- * head-first op's output moved there (causal, window 0 or not), and against the fp64 reference. Enough row blocks and the kernel writes the rows itself; few and the split
- * keys' merge is permuted. */
+ * head-first op's output moved there (causal, window 0 or not), and against the fp64 reference;
+ * written by the kernel (keys whole) or by the merge of split keys. */
 static void case_cached_rows(int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Smax, int32_t len, int64_t window) {
     int64_t B = 2, D = 64, qs[4] = {B, Hq, Sq, D}, cs[4] = {B, Hkv, Smax, D}, ls[1] = {1};
     int64_t nq = B * Hq * Sq * D, nc = B * Hkv * Smax * D;
@@ -264,7 +264,7 @@ static void case_cached_rows(int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Smax, 
 static void test_cached(void) {
     case_cached_rows(9, 3, 64, 80, 70, 0);  /* a prefill chunk after 6 keys: few row blocks, keys split */
     case_cached_rows(9, 3, 64, 80, 70, 16); /* the same through a window */
-    case_cached_rows(9, 3, 1, 40, 29, 0);   /* decode: split keys, merged, then moved */
+    case_cached_rows(9, 3, 1, 40, 29, 0);   /* decode: split keys, merged into rows */
     case_cached_rows(4, 1, 5, 40, 33, 0);
     /* forced: 3 even chunks of the 70 filled keys of an 80-row cache, merged into rows; then the
      * keys whole, the kernel writing the rows */

@@ -4,9 +4,9 @@
  * calls (wgml_graph_benchmark: 0.3 s warm-up, best of 5), after checking sampled output rows
  * and gradient rows against a double-precision reference. FLOPs counted as the causal half of
  * the products (forward: q·kᵀ and p·v, 2·2·B·Hq·S²·D / 2; backward: the recomputed q·kᵀ and
- * dout·vᵀ, dq, dk and dv, 2.5 times the forward). --profile prints
- * the per-kernel GPU time of one forward + backward; --forward times the forward alone. $WGML_SDPA_TILE
- * selects the forward tile. */
+ * dout·vᵀ, dq, dk and dv, 2.5 times the forward). --profile prints the per-kernel GPU time of
+ * one forward + backward; --forward times the forward alone. $WGML_SDPA_TILE and $WGML_SDPA_SPLIT
+ * select the forward tile and key split. */
 #include "bench.h"
 
 #include <math.h>

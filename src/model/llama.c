@@ -528,8 +528,8 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
 /* Attention of layer l over q, k, v f32 [B*S, heads*hd] (the projections): the q/k norms when
  * the architecture has them, RoPE (the layer's base and the family's pairing), then with a KV
  * cache k and v appended to it and q attending to the cache up to len (tab: the fused inputs,
- * attn_decode_step at one row, else rope_kv_step), else causal attention within each sequence; a windowed layer sees only
- * the last window positions. Returns [B*S, H*hd]. */
+ * attn_decode_step at one row, else rope_kv_step), else causal attention within each sequence;
+ * a windowed layer sees only the last window positions. Returns [B*S, H*hd]. */
 static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l,
                               wgml_tensor *const *qkv, wgml_tensor *tab) {
     const wgml_llama_config *c = &m->cfg;

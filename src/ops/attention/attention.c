@@ -123,8 +123,9 @@ static bool choose_tile(int64_t rows, int64_t D, uint64_t limit, sdpa_tile *out)
     return false;
 }
 
-/* The tile for rows query rows per kv head at head dimension D into *tile: $WGML_SDPA_TILE when set, otherwise the first candidate that fits the device's
- * workgroup memory. False with the error set when neither gives one. */
+/* The tile for rows query rows per kv head at head dimension D into *tile: $WGML_SDPA_TILE when
+ * set, otherwise the first candidate that fits the device's workgroup memory. False with the
+ * error set when neither gives one. */
 static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t D, sdpa_tile *tile) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
@@ -211,9 +212,9 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     }
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     int64_t rows = G * Sq;
-    sdpa_tile tiled, *tile = &tiled;
-    if (!sdpa_pick_tile(ctx, op, rows, D, tile)) return NULL;
-    uint32_t bq = tile->wy * tile->tm;
+    sdpa_tile tile;
+    if (!sdpa_pick_tile(ctx, op, rows, D, &tile)) return NULL;
+    uint32_t bq = tile.wy * tile.tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
     if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull || (uint64_t)k->numel > 0xFFFFFFFFull) {
@@ -221,10 +222,10 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
         return NULL;
     }
     int64_t n_split, chunk;
-    sdpa_key_split(groups, rows, Skv, tile->wx * tile->tn, len != NULL, &n_split, &chunk);
+    sdpa_key_split(groups, rows, Skv, tile.wx * tile.tn, len != NULL, &n_split, &chunk);
     bool split = n_split > 1;
     char prelude[1024];
-    sdpa_prelude(prelude, sizeof prelude, tile, D, len != NULL);
+    sdpa_prelude(prelude, sizeof prelude, &tile, D, len != NULL);
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;

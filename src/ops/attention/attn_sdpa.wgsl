@@ -19,9 +19,8 @@
 // workgroup memory; with DC = D the q block is read once and stays.
 // Split keys (p.n_split > 1, where there are few row blocks: decode, one sequence's prefill): the
 // keys are cut into chunks (of p.chunk, or of the filled length's n_split-th) and the workgroups
-// of one row block take one chunk each; each writes its
-// unnormalised output, its max and its sum to `out` as a partial row of D + 2 floats, and
-// attn_combine.wgsl merges the chunks.
+// of one row block take one chunk each; each writes its unnormalised output, its max and its sum
+// to `out` as a partial row of D + 2 floats, and attn_combine.wgsl merges the chunks.
 // Causal masking and splitting are uniform flags (one compiled kernel serves both); so is
 // p.rows_out, which writes the output as [B, Sq, Hq, D] (the rows the o projection reads,
 // attn_rows.wgsl) instead of [B, Hq, Sq, D] (with split keys attn_combine does that). A sliding
