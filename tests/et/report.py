@@ -79,7 +79,10 @@ def main():
             why = "; ".join("%s (%d)" % (k, n) if n > 1 else k for k, n in reasons.most_common())
             dl = sum(1 for r in rs if r["result"] == "pass" and r.get("delegated"))
             lines.append("| %s | %d (%d) | %d | %d | %s |" % (f[:-3], c["pass"], dl, c["fail"], c["skip"], why))
-            if c["pass"] and not c["fail"]:
+            # must-pass: every case ran and none failed; a case not exported yet may fail once it
+            # is (test_conv1d's padding modes under the Vulkan partitioner did)
+            unexported = any(r["result"] == "skip" and r["reason"].startswith("not exported yet") for r in rs)
+            if c["pass"] and not c["fail"] and not unexported:
                 ok_files.append(f[:-3])
         lines.append("")
         must[flow] = ok_files
