@@ -21,7 +21,7 @@ if [ ! -x "$T/glslc" ]; then
   A=(-o Dir::Etc::sourcelist="$T/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$T/lists"
      -o Dir::Cache::archives="$T/archives")
   apt-get -q "${A[@]}" update
-  (cd "$T" && apt-get -q "${A[@]}" download libvulkan-dev spirv-headers glslc libshaderc1 libc6 libstdc++6 libgcc-s1)
+  (cd "$T" && apt-get -q "${A[@]}" download libvulkan-dev libvulkan1 spirv-headers glslc libshaderc1 libc6 libstdc++6 libgcc-s1)
   for d in "$T"/*.deb; do dpkg -x "$d" "$T/root"; done
   cat > "$T/glslc" <<'SH'
 #!/bin/sh

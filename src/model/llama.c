@@ -16,6 +16,7 @@
 #include "ops/attention/sdpa_rows.h"
 #include "ops/elementwise/elementwise_fused.h"
 #include "ops/norm/norm_fused.h"
+#include "ops/q4/q4_concat.h"
 #include "ops/q4/q4_gemv_fused.h"
 #include "ops/q4/q4_share.h"
 #include "ops/q4/q4_ste.h"
@@ -40,6 +41,9 @@ typedef struct layer {
     wgml_tensor *q_norm, *k_norm;                   /* [head_dim] (qk_norm) */
     wgml_tensor *post_attn_norm, *post_ffn_norm;    /* [n_embd] (post_norms) */
     lweight wq, wk, wv, wo, gate, up, down;
+    /* q, k and v (gate and up) as one weight, their rows concatenated, whose rows wq.q, wk.q and
+     * wv.q (gate.q, up.q) are; NULL where they were loaded apart (load_group) */
+    wgml_q4_weight *qkv, *gate_up;
     wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim] */
 } layer;
 
@@ -227,6 +231,46 @@ static wgml_status load_matrix(wgml_model *m, const char *path, const char *name
     return load_rows(m, path, name, n, k, n, w, optional);
 }
 
+/* Loads the cnt weights W_i[ns[i], k] named names[i] that share an input. Where together is
+ * allowed and all are of one block type kept quantised with every part's rows at aligned
+ * offsets, as one weight with their rows concatenated (*cat), each w[i]->q a weight of its own
+ * rows (q4_weight_rows): a prefill takes them in one GEMM (q4_concat.h), every other use sees
+ * separate weights. Else each alone (*cat NULL). */
+static wgml_status load_group(wgml_model *m, const char *path, const char *const *names, const int64_t *ns, int cnt,
+                              int64_t k, bool together, lweight *const *w, wgml_q4_weight **cat) {
+    *cat = NULL;
+    const void *data[3];
+    size_t bytes[3], total = 0;
+    int64_t n = 0;
+    uint32_t type = 0;
+    for (int i = 0; i < cnt && together; i++) {
+        int64_t t = find_tensor(m, path, names[i], ns[i], k, 0);
+        if (t < 0) return wgml_last_status(m->ctx);
+        uint32_t ty = wgml_gguf_tensor_at(m->file, t)->type;
+        together = (i == 0 || ty == type) && keep_quantised(ty, k) && q4_gguf_rows_fit(m->ctx, (int)ty, k, n);
+        if (together && wgml_gguf_tensor_data(m->file, t, &data[i], &bytes[i])) return ferr(m, path);
+        type = ty;
+        n += ns[i];
+        total += bytes[i];
+    }
+    if (!together) {
+        wgml_status s = WGML_OK;
+        for (int i = 0; i < cnt && !s; i++) s = load_matrix(m, path, names[i], ns[i], k, w[i], 0);
+        return s;
+    }
+    char *buf = malloc(total);
+    if (!buf) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
+    for (size_t i = 0, at = 0; i < (size_t)cnt; at += bytes[i++]) memcpy(buf + at, data[i], bytes[i]);
+    *cat = wgml_q4_upload_gguf(m->wg, (int)type, buf, total, n, k);
+    free(buf);
+    if (!*cat) return upload_err(m, names[0]);
+    for (int64_t i = 0, r0 = 0; i < cnt; r0 += ns[i++]) {
+        w[i]->type = type;
+        if (!(w[i]->q = q4_weight_rows(*cat, r0, ns[i]))) return upload_err(m, names[i]);
+    }
+    return WGML_OK;
+}
+
 /* A vocabulary matrix [V, D] (the token embedding, an untied head) in as many row parts as the
  * device's storage-binding limit needs: one on most devices; Gemma 3's 262144 x 640 Q8_0 table
  * (160 MiB of codes) takes two under lavapipe's 128 MiB. */
@@ -297,15 +341,24 @@ static wgml_status load_weights(wgml_model *m, const char *path) {
                             (s = load_vector(m, path, NAME("attn_k_norm"), hd, &L->k_norm)))) ||
             (a->post_norms && ((s = load_vector(m, path, NAME("post_attention_norm"), D, &L->post_attn_norm)) ||
                                (s = load_vector(m, path, NAME("post_ffw_norm"), D, &L->post_ffn_norm)))) ||
-            (s = load_matrix(m, path, NAME("attn_q"), qd, D, &L->wq, 0)) ||
-            (s = load_matrix(m, path, NAME("attn_k"), kvd, D, &L->wk, 0)) ||
-            (s = load_matrix(m, path, NAME("attn_v"), kvd, D, &L->wv, 0)) ||
             (s = load_matrix(m, path, NAME("attn_output"), D, qd, &L->wo, 0)) ||
-            (s = load_matrix(m, path, NAME("ffn_gate"), c->n_ff, D, &L->gate, 0)) ||
-            (s = load_matrix(m, path, NAME("ffn_up"), c->n_ff, D, &L->up, 0)) ||
             (s = load_matrix(m, path, NAME("ffn_down"), D, c->n_ff, &L->down, 0)))
             return s;
 #undef NAME
+        /* q, k, v and gate, up: one weight each where they can be (the biases of qkv_bias are
+         * loaded part by part below, so those stay apart) */
+        char nq[96], nk[96], nv[96], ng[96], nu[96];
+        const char *qkv_names[3] = {nq, nk, nv}, *gu_names[2] = {ng, nu};
+        snprintf(nq, sizeof nq, "blk.%lld.attn_q.weight", (long long)l);
+        snprintf(nk, sizeof nk, "blk.%lld.attn_k.weight", (long long)l);
+        snprintf(nv, sizeof nv, "blk.%lld.attn_v.weight", (long long)l);
+        snprintf(ng, sizeof ng, "blk.%lld.ffn_gate.weight", (long long)l);
+        snprintf(nu, sizeof nu, "blk.%lld.ffn_up.weight", (long long)l);
+        const int64_t qkv_n[3] = {qd, kvd, kvd}, gu_n[2] = {c->n_ff, c->n_ff};
+        lweight *const qkv_w[3] = {&L->wq, &L->wk, &L->wv}, *const gu_w[2] = {&L->gate, &L->up};
+        if ((s = load_group(m, path, qkv_names, qkv_n, 3, D, !a->qkv_bias, qkv_w, &L->qkv)) ||
+            (s = load_group(m, path, gu_names, gu_n, 2, D, true, gu_w, &L->gate_up)))
+            return s;
 #define BIAS(x) (snprintf(n, sizeof n, "blk.%lld.%s.bias", (long long)l, x), n)
         if (a->qkv_bias && ((s = load_bias(m, path, BIAS("attn_q"), &L->wq)) || (s = load_bias(m, path, BIAS("attn_k"), &L->wk)) ||
                             (s = load_bias(m, path, BIAS("attn_v"), &L->wv))))
@@ -445,10 +498,20 @@ static wgml_tensor *target_linear(const wgml_model *m, wgml_graph *g, const fwd_
     return wgml_lora_apply(g, x, y, &sl);
 }
 
+/* The weight that targets[0..n) of layer l were loaded as together (load_group): q, k, v or
+ * gate, up in that order; NULL when they are another set or were loaded apart. */
+static const wgml_q4_weight *group_weight(const wgml_model *m, int64_t l, const int *targets, int n) {
+    const layer *L = &m->layers[l];
+    if (n == 3 && targets[0] == T_Q && targets[1] == T_K && targets[2] == T_V) return L->qkv;
+    if (n == 2 && targets[0] == T_GATE && targets[1] == T_UP) return L->gate_up;
+    return NULL;
+}
+
 /* y[i] = target_linear(.., targets[i], x) for i < n (n <= WGML_Q4_MULTI_MAX). Fused: the
  * products with 4-bit weights (no latent) go through one wgml_q4_linear_multi (at decode, one
  * GEMV dispatch per weight kind instead of one per weight; larger S falls back to one GEMM each
- * inside it), then each adapter is added; the others one by one. Returns false when any output
+ * inside it), or, when all n are 4-bit and were loaded as one weight, through one GEMM over it
+ * where q4_concat_applies (a prefill); then each adapter is added; the others one by one. Returns false when any output
  * is missing (the error is on the context). */
 static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, const int *targets, int n,
                          wgml_tensor *x, wgml_tensor **y) {
@@ -468,8 +531,17 @@ static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, 
             y[i] = target_linear(m, g, o, l, targets[i], x);
         }
     }
-    if (nq == 1) y[idx[0]] = wgml_q4_linear(g, x, qp[0]);
-    else if (nq > 1 && !wgml_q4_linear_multi(g, x, qp, nq, qo))
+    /* all of them 4-bit and loaded as one weight: one GEMM at prefill sizes (q4_concat.h) */
+    const wgml_q4_weight *cat = nq == n ? group_weight(m, l, targets, n) : NULL;
+    int64_t ns[WGML_Q4_MULTI_MAX];
+    for (int j = 0; cat && j < n; j++) ns[j] = qp[j]->n;
+    if (cat && q4_concat_applies(g, x, cat, n, ns)) {
+        wgml_q4_weight cq;
+        if (!q4_weight_share(g, cat, &cq) && !q4_linear_concat(g, "model", x, &cq, n, ns, qo))
+            for (int j = 0; j < n; j++) y[j] = qo[j];
+    } else if (nq == 1) {
+        y[idx[0]] = wgml_q4_linear(g, x, qp[0]);
+    } else if (nq > 1 && !wgml_q4_linear_multi(g, x, qp, nq, qo))
         for (int j = 0; j < nq; j++) y[idx[j]] = qo[j];
     for (int j = 0; j < nq; j++) {
         const wgml_lora *lo = o->lora ? o->lora[l * LLAMA_N_TARGETS + targets[idx[j]]] : NULL;
@@ -1083,6 +1155,7 @@ void wgml_model_free(wgml_model *m) {
             layer *L = &m->layers[l];
             free_weight(&L->wq), free_weight(&L->wk), free_weight(&L->wv), free_weight(&L->wo);
             free_weight(&L->gate), free_weight(&L->up), free_weight(&L->down);
+            wgml_q4_free(L->qkv), wgml_q4_free(L->gate_up); /* after the weights of their rows */
         }
     free_lora(m);
     free(m->layers);

@@ -19,6 +19,7 @@
  */
 #include "ops/q4/q4_internal.h"
 #include "ops/q4/q4_grad.h"
+#include "ops/q4/q4_concat.h"
 #include "ops/q4/q4_gemv_fused.h"
 #include "ops/matmul/matmul_into.h"
 
@@ -348,9 +349,12 @@ void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, int *variant, in
 
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
  * gradient (trans = 1: C = K, reduction over N); split-K into a partial buffer [S, M, C]
- * summed in order by the matmul family's reduction (which adds out with acc). */
+ * summed in order by the matmul family's reduction (which adds out with acc). seg (forward
+ * only, or NULL): the column boundaries seg[0] <= seg[1] <= C of out's three segments, each
+ * stored whole (q4_mm_head.wgsl's o_index); the reduction is elementwise, so it is the same. */
 static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
-                                 int64_t m, int rank, const int64_t *shape, wgml_tensor *into, bool acc) {
+                                 int64_t m, int rank, const int64_t *shape, wgml_tensor *into, bool acc,
+                                 const int64_t *seg) {
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     int va = r % 4 == 0 ? 4 : 1;
@@ -370,10 +374,12 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + v->bm - 1) / v->bm, tiles_c = (c + v->bc - 1) / v->bc;
     struct {
-        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, pad1;
-    } params = {(uint32_t)m, (uint32_t)r, (uint32_t)c, (uint32_t)words_per_row(w), (uint32_t)(w->kp / w->group),
-                (uint32_t)tiles_c, (uint32_t)tiles_m, (uint32_t)w->kp, (uint32_t)r_chunk, (uint32_t)splits,
-                (bias ? 1u : 0u) | (acc ? 2u : 0u), 0};
+        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
+    } params = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)words_per_row(w),
+                .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,
+                .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
+                .flags = (bias ? 1u : 0u) | (acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
+                .seg2 = (uint32_t)(seg ? seg[1] : c)};
     wgml_tensor *out = into ? into : graph_output(g, op, WGML_F32, rank, shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;
@@ -399,12 +405,12 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
 
 static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
                               int64_t m, int rank, const int64_t *shape) {
-    return record_mm_ex(g, op, a, w, trans, m, rank, shape, NULL, false);
+    return record_mm_ex(g, op, a, w, trans, m, rank, shape, NULL, false, NULL);
 }
 
 wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
                        wgml_tensor *into, bool accumulate) {
-    return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, into, accumulate) ? WGML_OK
+    return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, into, accumulate, NULL) ? WGML_OK
                                                                                           : wgml_last_status(graph_ctx(g));
 }
 
@@ -780,6 +786,58 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
     } else {
         s = gemv_groups(g, op, x, weights, n, m, NULL, outs);
     }
+    if (s)
+        for (int i = 0; i < n; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
+
+bool q4_concat_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, int n, const int64_t *ns) {
+    if (!g || !x || !w || !ns || n < 2 || n > 3 || x->rank < 1 || x->dtype != WGML_F32 || x->graph != g) return false;
+    const char *e = getenv("WGML_Q4_CONCAT"); /* 0: off, for A/B runs */
+    if (e && !strcmp(e, "0")) return false;
+    int64_t k = x->shape[x->rank - 1];
+    if (k != w->k || k <= 0) return false;
+    int64_t m = x->numel / k, cs = 0;
+    if (m <= GEMV_MAX_M || m * w->n > 0x7FFFFFFFll || graph_grad_enabled(g, &x, 1)) return false;
+    uint64_t align = gpu_get_caps(graph_ctx(g))->storage_align;
+    for (int i = 0; i < n; i++) {
+        if (ns[i] <= 0 || ((uint64_t)(m * cs) * sizeof(float)) % align) return false;
+        cs += ns[i];
+    }
+    return cs == w->n;
+}
+
+wgml_status q4_linear_concat(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int n,
+                             const int64_t *ns, wgml_tensor **outs) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs || !ns) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs or ns is NULL", op);
+    for (int i = 0; i < n && i < 3; i++) outs[i] = NULL;
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) || !q4_weight_valid(ctx, op, "w", w) ||
+        !same_graph(ctx, op, "x", x, w))
+        return wgml_last_status(ctx);
+    if (!q4_concat_applies(g, x, w, n, ns))
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: x %s with the weight [%lld, %lld] in %d parts: the concatenated product needs 2 or 3 "
+                              "parts adding up to its rows, x ending in K with more than %d rows, no gradient and "
+                              "aligned parts",
+                              op, tshape(x), (long long)w->n, (long long)w->k, n, GEMV_MAX_M);
+    int64_t m = x->numel / w->k, flat = m * w->n, seg[2] = {ns[0], n > 2 ? ns[0] + ns[1] : w->n};
+    wgml_tensor *all = record_mm_ex(g, op, x, w, 0, m, 1, &flat, NULL, false, seg);
+    if (!all) return wgml_last_status(ctx);
+    int64_t shape[WGML_MAX_RANK], cs = 0;
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n && !s; i++) {
+        shape[x->rank - 1] = ns[i];
+        if (!(outs[i] = graph_view(g, all, op, (uint64_t)(m * cs) * sizeof(float), x->rank, shape)))
+            s = wgml_last_status(ctx);
+        cs += ns[i];
+    }
+    wgml_tensor_free(all); /* eager: freed with its last view; built graph: no-op */
     if (s)
         for (int i = 0; i < n; i++) {
             wgml_tensor_free(outs[i]);

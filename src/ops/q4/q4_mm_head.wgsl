@@ -7,7 +7,8 @@
 struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
-    r_chunk: u32, splits: u32, flags: u32, pad1: u32,
+    r_chunk: u32, splits: u32, flags: u32, seg1: u32,
+    seg2: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -76,10 +77,27 @@ fn word_at(c0: u32, r0: u32, re: u32, rowi: u32, wi: u32) -> Word {
     return x;
 }
 
+// Where O's element (m, c) lies: O is up to three column segments [0, seg1), [seg1, seg2),
+// [seg2, C), each stored whole after the one before ([M, seg1] first, then [M, seg2 - seg1],
+// ...), so that the products of weights concatenated by rows (q4_linear_concat) come out as
+// contiguous parts. seg1 = seg2 = C: one segment, O row-major [M, C].
+fn o_index(m: u32, c: u32) -> u32 {
+    var cs = 0u;
+    var ce = p.seg1;
+    if (c >= p.seg2) {
+        cs = p.seg2;
+        ce = p.C;
+    } else if (c >= p.seg1) {
+        cs = p.seg1;
+        ce = p.seg2;
+    }
+    return p.M * cs + m * (ce - cs) + c - cs;
+}
+
 // The epilogue: the thread's register tile into O. Register row i is O's row
-// m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is c0 + (h*WX + tx)*4 + c. The bias (flags bit
-// 0) is added by slice 0 only; with ACC (flags bit 1, unsplit) O's value is added; a split
-// product writes slice s's raw partial into P[s, M, C].
+// m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is c0 + (h*WX + tx)*4 + c, stored at o_index.
+// The bias (flags bit 0) is added by slice 0 only; with ACC (flags bit 1, unsplit) O's value is
+// added; a split product writes slice s's raw partial into P[s] in O's layout.
 fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
     let o_base = t.s * p.M * p.C;
     let has_bias = (p.flags & 1u) != 0u;
@@ -94,8 +112,9 @@ fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
                 if (gc >= p.C) { break; }
                 var v = (*acc)[i][h][c];
                 if (has_bias && t.s == 0u) { v += BIAS[gc]; }
-                if (acc_out) { v += O[gm * p.C + gc]; }
-                O[o_base + gm * p.C + gc] = v;
+                let oi = o_index(gm, gc);
+                if (acc_out) { v += O[oi]; }
+                O[o_base + oi] = v;
             }
         }
     }
