@@ -21,7 +21,7 @@ if [ ! -x "$T/glslc" ]; then
   A=(-o Dir::Etc::sourcelist="$T/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$T/lists"
      -o Dir::Cache::archives="$T/archives")
   apt-get -q "${A[@]}" update
-  (cd "$T" && apt-get -q "${A[@]}" download libvulkan-dev libvulkan1 spirv-headers glslc libshaderc1 libc6 libstdc++6 libgcc-s1)
+  (cd "$T" && apt-get -q "${A[@]}" download libvulkan-dev spirv-headers glslc libshaderc1 libc6 libstdc++6 libgcc-s1)
   for d in "$T"/*.deb; do dpkg -x "$d" "$T/root"; done
   cat > "$T/glslc" <<'SH'
 #!/bin/sh
@@ -37,7 +37,11 @@ mkdir -p "$W"
   python3 -m pip download --quiet --no-deps --no-binary=:all: "llama-cpp-python==$VERSION" -d "$W"
 [ -d "$W/llama_cpp_python-$VERSION" ] || tar xzf "$W/llama_cpp_python-$VERSION.tar.gz" -C "$W"
 S=$W/llama_cpp_python-$VERSION/vendor/llama.cpp
+# links against the system's Vulkan loader (libvulkan1, which scripts/setup.sh installs): the
+# dev package's libvulkan.so points at a loader built for Debian 13's C library
+VK_LIB=$(ls /usr/lib/x86_64-linux-gnu/libvulkan.so.1)
 cmake -S "$S" -B "$S/build-vk" -DVulkan_GLSLC_EXECUTABLE="$T/glslc" -DVulkan_INCLUDE_DIR="$T/root/usr/include" \
+  -DVulkan_LIBRARY="$VK_LIB" \
   -DCMAKE_PREFIX_PATH="$T/root/usr" -DGGML_VULKAN=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF
 cmake --build "$S/build-vk" --target llama-bench -j"$(nproc)"

@@ -31,22 +31,32 @@ static bool run(wgml_graph *g, const char *name) {
 
 /* ------------------------------------------------------------------ norm_add_rms */
 
-/* want_dispatches: 1 fused, 2 the plain add and rms_norm (3 with post: rms_norm first). post:
- * norm_add_rms_post, y RMSNormed with its own weight before the add. */
-static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool post, size_t want_dispatches) {
+/* want_dispatches: 1 fused, 2 the plain add and rms_norm (3 with post: rms_norm first; one more
+ * for the sum of y's slices). post: norm_add_rms_post, y RMSNormed with its own weight before
+ * the add. ny > 1: y given as ny slices [ny, shape] to sum (norm_add_rms_parts). */
+static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool post, int ny, size_t want_dispatches) {
     wgml_graph *g = wgml_graph_new(T.ctx);
-    int64_t n = 1, d = shape[rank - 1];
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    float *hx = th_random((size_t)n, -2, 2), *hy = th_random((size_t)n, -2, 2), *hw = th_random((size_t)d, -1.5, 1.5);
+    int64_t n = 1, d = shape[rank - 1], ys[WGML_MAX_RANK] = {ny};
+    for (int i = 0; i < rank; i++) n *= shape[i], ys[i + 1] = shape[i];
+    float *hx = th_random((size_t)n, -2, 2), *hy = th_random((size_t)(n * ny), -2, 2),
+          *hw = th_random((size_t)d, -1.5, 1.5);
     const float eps = 1e-5f;
-    wgml_tensor *x = upload(g, WGML_F32, rank, shape, hx), *y = upload(g, WGML_F32, rank, shape, hy);
+    wgml_tensor *x = upload(g, WGML_F32, rank, shape, hx),
+                *y = ny > 1 ? upload(g, WGML_F32, rank + 1, ys, hy) : upload(g, WGML_F32, rank, shape, hy);
     float *hwy = th_random((size_t)d, 0.5, 1.5);
     wgml_tensor *w = upload(g, WGML_F32, 1, &d, hw), *wy = upload(g, WGML_F32, 1, &d, hwy), *sum = NULL;
     if (train) wgml_tensor_set_trainable(x, 1);
-    wgml_tensor *h = post ? norm_add_rms_post(g, x, y, wy, w, eps, &sum) : norm_add_rms(g, x, y, w, eps, &sum);
+    wgml_tensor *h = ny > 1 ? norm_add_rms_parts(g, x, y, ny, post ? wy : NULL, w, eps, &sum)
+                     : post ? norm_add_rms_post(g, x, y, wy, w, eps, &sum)
+                            : norm_add_rms(g, x, y, w, eps, &sum);
+    double *yd = malloc(sizeof(double) * (size_t)n); /* y: its slices summed in double */
+    for (int64_t i = 0; i < n; i++) {
+        yd[i] = hy[i];
+        for (int sl = 1; sl < ny; sl++) yd[i] += hy[sl * n + i];
+    }
     char name[128];
-    snprintf(name, sizeof name, "add_rms_norm%s rows=%lld d=%lld%s", post ? "_post" : "", (long long)(n / d),
-             (long long)d, train ? " (x trainable)" : "");
+    snprintf(name, sizeof name, "add_rms_norm%s rows=%lld d=%lld%s%s", post ? "_post" : "", (long long)(n / d),
+             (long long)d, train ? " (x trainable)" : "", ny > 1 ? " (y in slices)" : "");
     if (th_check(h && sum && !wgml_graph_keep(g, h) && !wgml_graph_keep(g, sum), "%s: record: %s", name,
                  wgml_last_error(T.ctx)) &&
         run(g, name)) {
@@ -55,10 +65,10 @@ static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool pos
         double *rs = malloc(sizeof(double) * (size_t)n), *rh = malloc(sizeof(double) * (size_t)n);
         for (int64_t r = 0; r < n / d; r++) {
             double ss = 0, sy = 0;
-            for (int64_t j = 0; j < d; j++) sy += (double)hy[r * d + j] * hy[r * d + j];
+            for (int64_t j = 0; j < d; j++) sy += yd[r * d + j] * yd[r * d + j];
             double iy = post ? 1.0 / sqrt(sy / (double)d + eps) : 1.0;
             for (int64_t j = 0; j < d; j++) {
-                double v = (double)hx[r * d + j] + (double)hy[r * d + j] * iy * (post ? (double)hwy[j] : 1.0);
+                double v = (double)hx[r * d + j] + yd[r * d + j] * iy * (post ? (double)hwy[j] : 1.0);
                 rs[r * d + j] = v;
                 ss += v * v;
             }
@@ -68,7 +78,7 @@ static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool pos
         float *gs = th_read_f32(sum), *gh = th_read_f32(h);
         char what[160];
         snprintf(what, sizeof what, "%s sum", name);
-        if (gs) th_close(what, gs, rs, (size_t)n, post ? 1e-5 : 1e-6, post ? 1e-5 : 1e-6);
+        if (gs) th_close(what, gs, rs, (size_t)n, (post ? 1e-5 : 1e-6) * ny, post ? 1e-5 : 1e-6);
         snprintf(what, sizeof what, "%s out", name);
         if (gh) th_close(what, gh, rh, (size_t)n, 1e-5, 1e-4);
         free(gs);
@@ -80,11 +90,12 @@ static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool pos
     free(hy);
     free(hw);
     free(hwy);
+    free(yd);
     wgml_graph_free(g);
 }
 
 static void case_add_rms(int rank, const int64_t *shape, bool train, size_t want_dispatches) {
-    case_add_rms_ex(rank, shape, train, false, want_dispatches);
+    case_add_rms_ex(rank, shape, train, false, 1, want_dispatches);
 }
 
 static void test_add_rms(void) {
@@ -96,11 +107,18 @@ static void test_add_rms(void) {
     case_add_rms(2, s5, false, 2); /* d % 4 != 0: the plain ops */
     case_add_rms(2, s1, true, 2);  /* a gradient wanted: the plain, differentiable ops */
     int64_t g1[2] = {1, 640}, g2[2] = {3, 1024};
-    case_add_rms_ex(2, g1, false, true, 1); /* Gemma-3-270M's decode row */
-    case_add_rms_ex(2, g2, false, true, 1);
-    case_add_rms_ex(2, s3, false, true, 1);
-    case_add_rms_ex(2, s5, false, true, 3); /* d % 4 != 0: rms_norm, add, rms_norm */
-    case_add_rms_ex(2, s1, true, true, 3);
+    case_add_rms_ex(2, g1, false, true, 1, 1); /* Gemma-3-270M's decode row */
+    case_add_rms_ex(2, g2, false, true, 1, 1);
+    case_add_rms_ex(2, s3, false, true, 1, 1);
+    case_add_rms_ex(2, s5, false, true, 1, 3); /* d % 4 != 0: rms_norm, add, rms_norm */
+    case_add_rms_ex(2, s1, true, true, 1, 3);
+    /* y as the split-K slices of a product (norm_add_rms_parts) */
+    int64_t p1[2] = {37, 576}, p2[3] = {2, 5, 640};
+    case_add_rms_ex(2, p1, false, false, 6, 1);
+    case_add_rms_ex(3, p2, false, true, 3, 1);
+    case_add_rms_ex(2, s3, false, false, 2, 1);
+    case_add_rms_ex(2, s5, false, false, 4, 3); /* d % 4 != 0: sum of the slices, add, rms_norm */
+    case_add_rms_ex(2, s1, true, true, 3, 4);   /* a gradient: sum, rms_norm, add, rms_norm */
 }
 
 /* ------------------------------------------------------------------ ew_glu */

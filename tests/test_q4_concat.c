@@ -1,13 +1,17 @@
 #define _POSIX_C_SOURCE 200809L
-/* Weights of one input stored as one (ops/q4/q4_concat.h, q4_share.h's q4_weight_rows): the
- * concatenated product q4_linear_concat, whose output is the parts side by side (the GEMM's
- * segmented store), each part against an fp64 product over its rows of the host dequantisation;
- * both GEMM kernels (q4_mm, q4_mm_db), split-K on and off, 2 and 3 parts, a bias, the GGUF
- * kinds; the rows of a weight as a weight of its own (views) through the GEMV and the GEMM; a
- * built graph run twice with a consumer of the parts; the cases it does not take, bad input. */
+/* The prefill's forms of the 4-bit product, against fp64 products of the host dequantisation:
+ * - weights of one input stored as one (ops/q4/q4_concat.h, q4_share.h's q4_weight_rows): the
+ *   concatenated product q4_linear_concat, whose output is the parts side by side (the GEMM's
+ *   segmented store), each part checked; both GEMM kernels (q4_mm, q4_mm_db), split-K on and
+ *   off, 2 and 3 parts, a bias, the GGUF kinds; the rows of a weight as a weight of its own
+ *   (views) through the GEMV and the GEMM; a built graph run twice with a consumer of the
+ *   parts;
+ * - the product left in its split-K slices (ops/q4/q4_parts.h): the slices' sum, split and not;
+ * - the cases they do not take, bad input. */
 #include "harness.h"
 
 #include "ops/q4/q4_concat.h"
+#include "ops/q4/q4_parts.h"
 #include "ops/q4/q4_share.h"
 #include "q4_host.h"
 
@@ -148,6 +152,52 @@ static void test_built_graph(void) {
     printf("  built graph: %.2f s\n", now_s() - t0);
 }
 
+/* q4_linear_parts with the split-K count forced (0: automatic): S slices [S, m, n] whose sum is
+ * the product (slice 0 holds the bias), or the product itself when S = 1. */
+static void case_parts(int kind, int64_t m, int64_t n, int64_t k, bool bias, int splits) {
+    char sb[16], name[128];
+    snprintf(sb, sizeof sb, "%d", splits);
+    if (splits) setenv("WGML_Q4_MM_SPLITK", sb, 1);
+    snprintf(name, sizeof name, "parts %s%s M=%lld N=%lld K=%lld S=%s", KIND_NAMES[kind], bias ? "+b" : "", (long long)m,
+             (long long)n, (long long)k, splits ? sb : "auto");
+    hw h = make_weight(T.g, kind, n, k, 32, bias);
+    float *hx = th_random((size_t)(m * k), -1, 1);
+    int64_t xs[2] = {m, k};
+    wgml_tensor *x = th_tensor_f32(2, xs, hx);
+    int ny = 0;
+    th_check(q4_parts_applies(T.g, x, h.w), "%s: applies", name);
+    wgml_tensor *p = q4_linear_parts(T.g, "test", x, h.w, &ny);
+    unsetenv("WGML_Q4_MM_SPLITK");
+    th_check(p && ny >= 1 && (!splits || ny == splits), "%s: %d slices: %s", name, ny, wgml_last_error(T.ctx));
+    if (p) {
+        bool shape_ok = ny > 1 ? wgml_tensor_rank(p) == 3 && wgml_tensor_dim(p, 0) == ny && wgml_tensor_dim(p, 1) == m &&
+                                     wgml_tensor_dim(p, 2) == n
+                               : wgml_tensor_rank(p) == 2 && wgml_tensor_dim(p, 0) == m && wgml_tensor_dim(p, 1) == n;
+        th_check(shape_ok, "%s: shape", name);
+        float *got = th_read_f32(p);
+        if (got) {
+            for (int64_t i = 0; i < m * n; i++)
+                for (int sl = 1; sl < ny; sl++) got[i] += got[sl * m * n + i];
+            double *ref = ref_rows(hx, &h, 0, m, n, k);
+            th_close(name, got, ref, (size_t)(m * n), tol_abs(k), RTOL);
+            free(ref);
+        }
+        free(got);
+    }
+    wgml_tensor_free(p);
+    wgml_tensor_free(x);
+    free(hx);
+    free_weight(&h);
+}
+
+static void test_parts(void) {
+    case_parts(1, 40, 96, 512, false, 4);
+    case_parts(0, 9, 70, 256, true, 3); /* the bias in slice 0 only */
+    case_parts(7, 12, 64, 256, false, 2);
+    case_parts(1, 40, 96, 128, false, 1); /* unsplit: the product itself */
+    case_parts(1, 33, 64, 192, false, 0);
+}
+
 /* What it does not take, and bad input: each a clear error and no output. */
 static void test_refused(void) {
     hw h = make_weight(T.g, 1, 128, 64, 32, false);
@@ -178,6 +228,13 @@ static void test_refused(void) {
     th_check(!q4_gguf_rows_fit(T.ctx, WGML_GGML_Q4_1, 64, 1) && q4_gguf_rows_fit(T.ctx, WGML_GGML_Q4_1, 64, 64) &&
                  !q4_gguf_rows_fit(T.ctx, 99, 64, 0),
              "q4_gguf_rows_fit: row 1 is unaligned, row 64 aligned, an unknown type never fits");
+    /* the product left in slices: not at the GEMV's rows, a NULL count */
+    int ny = 0;
+    th_check(!q4_parts_applies(T.g, x3, h.w), "parts: 3 rows are not taken");
+    th_expect_error("parts: 3 rows", !q4_linear_parts(T.g, "slices", x3, h.w, &ny), WGML_ERR_UNSUPPORTED, "slices",
+                    "[3, 64]", "[128, 64]", NULL);
+    th_expect_error("parts: NULL count", !q4_linear_parts(T.g, "slices", x9, h.w, NULL), WGML_ERR_ARG, "slices",
+                    "splits is NULL", NULL);
     wgml_tensor_free(x3);
     wgml_tensor_free(x9);
     free_weight(&h);
@@ -186,13 +243,17 @@ static void test_refused(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_q4_concat", argc, argv);
-    unsetenv("WGML_Q4_CONCAT"); /* its A/B switch */
+    unsetenv("WGML_Q4_CONCAT"); /* the A/B switches */
+    unsetenv("WGML_Q4_PARTS");
     double t0 = now_s();
     test_refused();
     printf("refused: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_products();
     printf("products: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_parts();
+    printf("parts: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_built_graph();
     printf("built graph: %.2f s\n", now_s() - t0);

@@ -18,6 +18,7 @@
 #include "ops/norm/norm_fused.h"
 #include "ops/q4/q4_concat.h"
 #include "ops/q4/q4_gemv_fused.h"
+#include "ops/q4/q4_parts.h"
 #include "ops/q4/q4_share.h"
 #include "ops/q4/q4_ste.h"
 #include "ops/rope/rope_fused.h"
@@ -570,6 +571,25 @@ static wgml_tensor *add_norm(wgml_graph *g, const fwd_opts *o, wgml_tensor *x, w
     return wgml_rms_norm(g, *sum, w, eps);
 }
 
+/* h = add_norm(x, target_linear(.., t, a), wy, w), *sum the new stream. Fused, a 4-bit product
+ * without adapter or latent at a prefill's rows is left in its split-K slices (q4_parts.h) and
+ * the add and norm sum them as they read them: the reduction's dispatch goes. */
+static wgml_tensor *proj_add_norm(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
+                                  wgml_tensor *a, wgml_tensor *x, wgml_tensor *wy, wgml_tensor *w, float eps,
+                                  wgml_tensor **sum) {
+    const lweight *lw = target_weight(m, l, t);
+    int64_t e = l * LLAMA_N_TARGETS + t;
+    *sum = NULL;
+    if (o->fused && a && x && w && lw->q && !(o->latent && o->latent[e]) && !(o->lora && o->lora[e]) &&
+        q4_parts_applies(g, a, lw->q)) {
+        wgml_q4_weight q;
+        int ny = 0;
+        wgml_tensor *p = q4_weight_share(g, lw->q, &q) ? NULL : q4_linear_parts(g, "model", a, &q, &ny);
+        return p ? norm_add_rms_parts(g, x, p, ny, wy, w, eps, sum) : NULL;
+    }
+    return add_norm(g, o, x, a ? target_linear(m, g, o, l, t, a) : NULL, wy, w, eps, sum);
+}
+
 /* act(gate) * up, act as the architecture says (silu or tanh-GELU): one fused dispatch (ew_glu)
  * or the plain activation and mul. */
 static wgml_tensor *glu(const wgml_model *m, wgml_graph *g, const fwd_opts *o, wgml_tensor *gate, wgml_tensor *up) {
@@ -727,8 +747,8 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
                 return NULL;
             continue;
         }
-        wgml_tensor *y = target_linear(m, g, o, l, T_O, a);
-        h = add_norm(g, o, x, y, ar->post_norms ? share(g, L->post_attn_norm) : NULL, share(g, L->ffn_norm), eps, &x);
+        h = proj_add_norm(m, g, o, l, T_O, a, x, ar->post_norms ? share(g, L->post_attn_norm) : NULL,
+                          share(g, L->ffn_norm), eps, &x);
         wgml_tensor *act = NULL;
         if (gf) {
             if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, &act)) return NULL;
@@ -736,12 +756,12 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
             if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
             act = glu(m, g, o, gu[0], gu[1]);
         }
-        wgml_tensor *f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL;
-        wgml_tensor *fpost = ar->post_norms ? share(g, L->post_ffn_norm) : NULL;
-        if (l + 1 < c->n_layer) {
-            h = add_norm(g, o, x, f, fpost, share(g, m->layers[l + 1].attn_norm), eps, &x);
-        } else if (!o->row) {
-            h = add_norm(g, o, x, f, fpost, share(g, m->output_norm), eps, &x);
+        wgml_tensor *fpost = ar->post_norms ? share(g, L->post_ffn_norm) : NULL, *f = NULL;
+        if (l + 1 < c->n_layer || !o->row) {
+            wgml_tensor *next = share(g, l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : m->output_norm);
+            h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, &x);
+        } else if (!(f = act ? target_linear(m, g, o, l, T_DOWN, act) : NULL)) {
+            return NULL;
         } else { /* prefill: only the wanted row goes through the final norm */
             if (fpost) f = f ? wgml_rms_norm(g, f, fpost, eps) : NULL;
             x = f ? wgml_add(g, x, f, 1.0f) : NULL;

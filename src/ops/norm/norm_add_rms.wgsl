@@ -8,10 +8,19 @@
 // adds the vec4 elements t, t+WG, ... (writing sum) and sums their squares; the workgroup adds
 // the WG partial sums with a tree in workgroup memory (fixed order); then each thread
 // scales its own elements again (read back from sum, which only it wrote).
-// The prelude gives WG, PRE and the bindings x, y, wy (with PRE), w, sum, out, p.
+// With NY > 1 (norm_add_rms_parts) y is the NY split-K slices of a product, [NY, n_rows, d],
+// summed in order as they are read (y_at), where a reduction dispatch would sum them first.
+// The prelude gives WG, PRE, NY and the bindings x, y, wy (with PRE), w, sum, out, p.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
 var<workgroup> ss: array<f32, WG>;
+
+// y's vec4 i: the sum of its NY slices, slice 0 first
+fn y_at(i: u32) -> vec4<f32> {
+    var u = y[i];
+    for (var s = 1u; s < NY; s++) { u += y[s * p.n_rows * (p.d / 4u) + i]; }
+    return u;
+}
 
 // the tree over ss: the sum of the WG partial sums, in ss[0]
 fn tree_sum(lid: u32) {
@@ -33,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (PRE) {
         var sy = 0.0;
         for (var j = lid; j < cnt; j += WG) {
-            let u = y[base + j];
+            let u = y_at(base + j);
             sy += dot(u, u);
         }
         ss[lid] = sy;
@@ -43,7 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var s = 0.0;
     for (var j = lid; j < cnt; j += WG) {
-        var u = y[base + j];
+        var u = y_at(base + j);
         if (PRE) { u = u * ry * wy_at(j); }
         let v = x[base + j] + u;
         sum[base + j] = v;

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* norm_add_rms (wy NULL) and norm_add_rms_post in one: *sum = x + (wy ? rms_norm(y) * wy : y). */
-static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy,
+/* norm_add_rms (wy NULL) and norm_add_rms_post in one: *sum = x + (wy ? rms_norm(y) * wy : y),
+ * y given as ny slices [ny, x's shape] to sum when ny > 1 (norm_add_rms_parts). */
+static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *y, int ny, wgml_tensor *wy,
                             wgml_tensor *w, float eps, wgml_tensor **sum) {
     *sum = NULL;
     if (!g) return NULL;
@@ -16,12 +17,21 @@ static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_
         check_operand(ctx, g, op, "y", y, WGML_F32, 1, WGML_MAX_RANK) || check_operand(ctx, g, op, "w", w, WGML_F32, 1, 1) ||
         (wy && check_operand(ctx, g, op, "wy", wy, WGML_F32, 1, 1)))
         return NULL;
+    int yr = ny > 1 ? 1 : 0; /* y's leading slice dim */
+    if (ny < 1 || (ny > 1 && (y->rank != x->rank + 1 || y->shape[0] != ny))) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: y %s must be %d slices of x's shape %s", op, tshape(y), ny, tshape(x));
+        return NULL;
+    }
     int64_t d = w->shape[0];
     wgml_tensor *in[4] = {x, y, w, wy};
-    bool fits = d % 4 == 0 && x->rank == y->rank && x->shape[x->rank - 1] == d && (uint64_t)x->numel < 0xFFFFFFFFull &&
-                !memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank) && eps >= 0.0f &&
-                (!wy || wy->shape[0] == d);
+    bool fits = d % 4 == 0 && x->rank == y->rank - yr && x->shape[x->rank - 1] == d &&
+                (uint64_t)y->numel < 0xFFFFFFFFull && !memcmp(x->shape, y->shape + yr, sizeof(int64_t) * (size_t)x->rank) &&
+                eps >= 0.0f && (!wy || wy->shape[0] == d);
     if (!fits || graph_grad_enabled(g, in, wy ? 4 : 3)) {
+        if (ny > 1) { /* the plain ops: the slices summed first */
+            int dim0 = 0;
+            if (!(y = wgml_sum(g, y, &dim0, 1, 0))) return NULL;
+        }
         wgml_tensor *yn = wy ? wgml_rms_norm(g, y, wy, eps) : y;
         wgml_tensor *s = yn ? wgml_add(g, x, yn, 1.0f) : NULL;
         wgml_tensor *h = wgml_rms_norm(g, s, w, eps);
@@ -40,10 +50,10 @@ static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_
     char prelude[768];
     int b = 2;
     int len = snprintf(prelude, sizeof prelude,
-                       "const WG: u32 = %uu; const PRE: bool = %s;\n"
+                       "const WG: u32 = %uu; const PRE: bool = %s; const NY: u32 = %du;\n"
                        "@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;\n"
                        "@group(0) @binding(1) var<storage, read> y: array<vec4<f32>>;\n",
-                       wg, wy ? "true" : "false");
+                       wg, wy ? "true" : "false", ny);
     if (wy)
         len += snprintf(prelude + len, sizeof prelude - (size_t)len,
                         "@group(0) @binding(%d) var<storage, read> wy: array<vec4<f32>>;\n"
@@ -70,7 +80,12 @@ static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_
 }
 
 wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *w, float eps, wgml_tensor **sum) {
-    return add_rms(g, "add_rms_norm", x, y, NULL, w, eps, sum);
+    return add_rms(g, "add_rms_norm", x, y, 1, NULL, w, eps, sum);
+}
+
+wgml_tensor *norm_add_rms_parts(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, int ny, wgml_tensor *wy, wgml_tensor *w,
+                                float eps, wgml_tensor **sum) {
+    return add_rms(g, wy ? "add_rms_norm_post" : "add_rms_norm", x, y, ny, wy, w, eps, sum);
 }
 
 wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
@@ -79,5 +94,5 @@ wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wg
         if (sum) *sum = NULL;
         return g ? (wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "add_rms_norm_post: wy is NULL"), NULL) : NULL;
     }
-    return add_rms(g, "add_rms_norm_post", x, y, wy, w, eps, sum);
+    return add_rms(g, "add_rms_norm_post", x, y, 1, wy, w, eps, sum);
 }

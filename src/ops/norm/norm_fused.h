@@ -15,4 +15,12 @@ wgml_tensor *norm_add_rms(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_te
 wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
                                wgml_tensor **sum);
 
+/* norm_add_rms (wy NULL) or norm_add_rms_post (wy the post-norm's weight) with y given as the
+ * ny split-K slices of a product, f32 [ny, x's shape] (q4_linear_parts, ops/q4/q4_parts.h; ny =
+ * 1: y itself, x's shape), summed in order as the kernel reads them: the reduction's dispatch
+ * goes. The plain ops (the slices summed by wgml_sum first) where the fused kernel does not
+ * apply. */
+wgml_tensor *norm_add_rms_parts(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, int ny, wgml_tensor *wy, wgml_tensor *w,
+                                float eps, wgml_tensor **sum);
+
 #endif

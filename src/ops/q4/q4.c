@@ -21,6 +21,7 @@
 #include "ops/q4/q4_grad.h"
 #include "ops/q4/q4_concat.h"
 #include "ops/q4/q4_gemv_fused.h"
+#include "ops/q4/q4_parts.h"
 #include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
@@ -347,16 +348,28 @@ void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, int *variant, in
     *splits = s < 1 ? 1 : s;
 }
 
+/* Where record_mm_ex puts the product: a new tensor of the given shape, or into (into += the
+ * product with acc); seg (forward only, or NULL): the column boundaries seg[0] <= seg[1] <= C of
+ * the output's three segments, each stored whole (q4_mm_head.wgsl's o_index); parts (or NULL):
+ * a split product's slices are returned unsummed, as [S, shape...], and *parts = S (1: the
+ * product itself, unsplit). */
+typedef struct mm_dest {
+    wgml_tensor *into;
+    bool acc;
+    const int64_t *seg;
+    int *parts;
+} mm_dest;
+
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
  * gradient (trans = 1: C = K, reduction over N); split-K into a partial buffer [S, M, C]
- * summed in order by the matmul family's reduction (which adds out with acc). seg (forward
- * only, or NULL): the column boundaries seg[0] <= seg[1] <= C of out's three segments, each
- * stored whole (q4_mm_head.wgsl's o_index); the reduction is elementwise, so it is the same. */
+ * summed in order by the matmul family's reduction (which adds out with acc; elementwise, so
+ * a segmented output is summed alike). */
 static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
-                                 int64_t m, int rank, const int64_t *shape, wgml_tensor *into, bool acc,
-                                 const int64_t *seg) {
+                                 int64_t m, int rank, const int64_t *shape, const mm_dest *d) {
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
-    bool bias = !trans && w->bias;
+    bool bias = !trans && w->bias, acc = d && d->acc;
+    const int64_t *seg = d ? d->seg : NULL;
+    wgml_tensor *into = d ? d->into : NULL;
     int va = r % 4 == 0 ? 4 : 1;
     int vi, splits;
     q4_mm_plan(graph_ctx(g), m, r, c, &vi, &splits);
@@ -380,12 +393,15 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
                 .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
                 .flags = (bias ? 1u : 0u) | (acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
                 .seg2 = (uint32_t)(seg ? seg[1] : c)};
-    wgml_tensor *out = into ? into : graph_output(g, op, WGML_F32, rank, shape);
-    if (!out) return NULL;
+    bool keep_parts = d && d->parts && splits > 1;
+    if (d && d->parts) *d->parts = splits;
+    wgml_tensor *out = keep_parts ? NULL : into ? into : graph_output(g, op, WGML_F32, rank, shape);
+    if (!out && !keep_parts) return NULL;
     wgml_tensor *part = NULL;
     if (splits > 1) {
-        int64_t pn = (int64_t)splits * m * c;
-        if (!(part = graph_output(g, op, WGML_F32, 1, &pn))) {
+        int64_t pn = (int64_t)splits * m * c, ps[WGML_MAX_RANK + 1] = {splits};
+        for (int i = 0; i < rank && keep_parts; i++) ps[i + 1] = shape[i];
+        if (!(part = keep_parts ? graph_output(g, op, WGML_F32, rank + 1, ps) : graph_output(g, op, WGML_F32, 1, &pn))) {
             if (!into) wgml_tensor_free(out);
             return NULL;
         }
@@ -393,6 +409,11 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : GRAPH_UNUSED};
     wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 4, part ? &part : &out, 1, &params, sizeof params,
                                    (uint64_t)(tiles_m * tiles_c) * (uint64_t)splits);
+    if (keep_parts) {
+        if (!s) return part;
+        wgml_tensor_free(part);
+        return NULL;
+    }
     /* the bias is in slice 0's partial; the reduction adds out itself with acc */
     if (!s && part) s = matmul_splitk_record(g, op, part, splits, m * c, m * c, c, NULL, 0, 0, 0, 1.0f, 1.0f, acc, out);
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
@@ -405,13 +426,13 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
 
 static wgml_tensor *record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
                               int64_t m, int rank, const int64_t *shape) {
-    return record_mm_ex(g, op, a, w, trans, m, rank, shape, NULL, false, NULL);
+    return record_mm_ex(g, op, a, w, trans, m, rank, shape, NULL);
 }
 
 wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
                        wgml_tensor *into, bool accumulate) {
-    return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, into, accumulate, NULL) ? WGML_OK
-                                                                                          : wgml_last_status(graph_ctx(g));
+    mm_dest d = {.into = into, .acc = accumulate};
+    return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, &d) ? WGML_OK : wgml_last_status(graph_ctx(g));
 }
 
 #define GEMV_MAX_M 4
@@ -826,7 +847,8 @@ wgml_status q4_linear_concat(wgml_graph *g, const char *op, wgml_tensor *x, cons
                               "aligned parts",
                               op, tshape(x), (long long)w->n, (long long)w->k, n, GEMV_MAX_M);
     int64_t m = x->numel / w->k, flat = m * w->n, seg[2] = {ns[0], n > 2 ? ns[0] + ns[1] : w->n};
-    wgml_tensor *all = record_mm_ex(g, op, x, w, 0, m, 1, &flat, NULL, false, seg);
+    mm_dest d = {.seg = seg};
+    wgml_tensor *all = record_mm_ex(g, op, x, w, 0, m, 1, &flat, &d);
     if (!all) return wgml_last_status(ctx);
     int64_t shape[WGML_MAX_RANK], cs = 0;
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
@@ -844,6 +866,39 @@ wgml_status q4_linear_concat(wgml_graph *g, const char *op, wgml_tensor *x, cons
             outs[i] = NULL;
         }
     return s;
+}
+
+bool q4_parts_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
+    if (!g || !x || !w || x->rank < 1 || x->rank >= WGML_MAX_RANK || x->dtype != WGML_F32 || x->graph != g)
+        return false;
+    const char *e = getenv("WGML_Q4_PARTS"); /* 0: off, for A/B runs */
+    if (e && !strcmp(e, "0")) return false;
+    int64_t k = x->shape[x->rank - 1];
+    return k == w->k && k > 0 && x->numel / k > GEMV_MAX_M && !graph_grad_enabled(g, &x, 1);
+}
+
+wgml_tensor *q4_linear_parts(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int *splits) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!splits) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "%s: splits is NULL", op);
+        return NULL;
+    }
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) || !q4_weight_valid(ctx, op, "w", w) ||
+        !same_graph(ctx, op, "x", x, w))
+        return NULL;
+    if (!q4_parts_applies(g, x, w)) {
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                       "%s: x %s with the weight [%lld, %lld]: the product left in slices needs x ending in K, of rank "
+                       "below %d, with more than %d rows and no gradient",
+                       op, tshape(x), (long long)w->n, (long long)w->k, WGML_MAX_RANK, GEMV_MAX_M);
+        return NULL;
+    }
+    int64_t shape[WGML_MAX_RANK];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    shape[x->rank - 1] = w->n;
+    mm_dest d = {.parts = splits};
+    return record_mm_ex(g, op, x, w, 0, x->numel / w->k, x->rank, shape, &d);
 }
 
 static bool shape_is(const wgml_tensor *t, int rank, const int64_t *shape) {
