@@ -117,6 +117,38 @@ static void run_case(const dcase *c) {
         th_check(!memcmp(got_vc, want_vc, sizeof(float) * (size_t)(Hk * smax * D)), "%s: v cache (row %d copied)", c->what,
                  pos);
     }
+    /* the same step with its chunks left unmerged (attn_decode_step_parts; the step again writes
+     * the same row): merged here in double, as attn_combine.wgsl defines it, it is the output */
+    int64_t chunks = 0;
+    wgml_tensor *parts = attn_decode_step_parts(T.g, q, k, v, tp, tl, tab, kc, vc, c->style, c->window, scale, qn, kn,
+                                                eps, &chunks);
+    th_check(parts && chunks == attn_decode_chunks(T.ctx, Hq, Hk, D, smax), "%s: parts (%lld chunks): %s", c->what,
+             (long long)chunks, wgml_last_error(T.ctx));
+    float *gp = parts ? th_read_f32(parts) : NULL;
+    if (gp && chunks > 1) {
+        double *mg = malloc(sizeof(double) * (size_t)(Hq * D));
+        for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
+            const float *pr = gp + hq_i * chunks * (D + 2);
+            double mx = -INFINITY, den = 0;
+            for (int64_t ch = 0; ch < chunks; ch++) mx = fmax(mx, pr[ch * (D + 2) + D]);
+            for (int64_t ch = 0; ch < chunks; ch++) den += pr[ch * (D + 2) + D + 1] * exp2(pr[ch * (D + 2) + D] - mx);
+            for (int64_t d = 0; d < D; d++) {
+                double num = 0;
+                for (int64_t ch = 0; ch < chunks; ch++) num += pr[ch * (D + 2) + d] * exp2(pr[ch * (D + 2) + D] - mx);
+                mg[hq_i * D + d] = den > 0 ? num / den : 0.0;
+            }
+        }
+        float *mf = malloc(sizeof(float) * (size_t)(Hq * D));
+        for (int64_t i = 0; i < Hq * D; i++) mf[i] = (float)mg[i];
+        snprintf(name, sizeof name, "%s: its %lld chunks' partials merged", c->what, (long long)chunks);
+        th_close(name, mf, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+        free(mg), free(mf);
+    } else if (gp) {
+        snprintf(name, sizeof name, "%s: one chunk, the output itself", c->what);
+        th_close(name, gp, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+    }
+    free(gp);
+    wgml_tensor_free(parts);
     free(got), free(got_kc), free(got_vc), free(kcd), free(ref), free(want_vc);
 done:
     wgml_tensor_free(out);

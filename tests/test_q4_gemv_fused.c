@@ -6,7 +6,8 @@
  * dispatches (one per kind group when fused); the paths that fall back to the public ops (more
  * than 4 rows, x too long for workgroup memory, gate and up of different kinds) against the
  * same reference; both final reductions (tree and subgroups where the device has them); a
- * built graph run twice; bad arguments. */
+ * built graph run twice; bad arguments; the prologue that merges attention's key chunks
+ * (partials with empty chunks at either end) against the merge and product in fp64. */
 #include "harness.h"
 
 #include "ops/q4/q4_gemv_fused.h"
@@ -252,6 +253,109 @@ static void test_errors(void) {
     free_weight(&b);
 }
 
+/* ------------------------------------------------------------------ the chunks' merge */
+
+/* The merge prologue: x = attention's chunk partials [H, C, D + 2] (random sums, maxima and
+ * positive sums l; the chunks before c_lo and from c_hi on empty: m = -3e38, l = 0, sums 0, as
+ * a window or a short fill leaves them), merged in double as attn_combine.wgsl defines it,
+ * then the product (+ residual) against fp64; one dispatch. */
+static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int c_lo, int c_hi, q4_epilogue epi) {
+    double t0 = now_s();
+    int64_t k = H * D, ps[3] = {H, C, D + 2}, rs[2] = {1, n};
+    hw h = make_weight(T.g, kind, n, k, 32, false);
+    float *hp = th_random((size_t)(H * C * (D + 2)), -2, 2);
+    for (int64_t hh = 0; hh < H; hh++)
+        for (int64_t c = 0; c < C; c++) {
+            float *q = hp + (hh * C + c) * (D + 2);
+            if (c < c_lo || c >= c_hi) {
+                for (int64_t d = 0; d < D; d++) q[d] = 0.0f;
+                q[D] = -3.0e38f, q[D + 1] = 0.0f;
+            } else {
+                q[D] = 4.0f * q[D];               /* the chunk's max score, log2 units */
+                q[D + 1] = 1.0f + 2.0f * fabsf(q[D + 1]); /* its sum of 2^(s - m): at least 1 */
+            }
+        }
+    double *hx = calloc((size_t)k, sizeof(double));
+    for (int64_t hh = 0; hh < H; hh++) {
+        double mx = -INFINITY, den = 0;
+        for (int64_t c = 0; c < C; c++) mx = fmax(mx, hp[(hh * C + c) * (D + 2) + D]);
+        for (int64_t c = 0; c < C; c++) den += hp[(hh * C + c) * (D + 2) + D + 1] * exp2(hp[(hh * C + c) * (D + 2) + D] - mx);
+        for (int64_t d = 0; d < D; d++) {
+            double num = 0;
+            for (int64_t c = 0; c < C; c++)
+                num += hp[(hh * C + c) * (D + 2) + d] * exp2(hp[(hh * C + c) * (D + 2) + D] - mx);
+            hx[hh * D + d] = den > 0 ? num / den : 0.0;
+        }
+    }
+    float *hr = epi == Q4_EPI_RESIDUAL ? th_random((size_t)n, -3, 3) : NULL;
+    wgml_tensor *x = th_tensor_f32(3, ps, hp), *out = NULL;
+    q4_gemv_fuse f = {.epi = epi, .residual = hr ? th_tensor_f32(2, rs, hr) : NULL, .merge_heads = H, .merge_chunks = C,
+                      .merge_dim = D};
+    const wgml_q4_weight *wp[1] = {h.w};
+    char name[160];
+    snprintf(name, sizeof name, "merge %s H=%lld C=%lld D=%lld N=%lld chunks [%d, %d) epi %d", KIND_NAMES[kind],
+             (long long)H, (long long)C, (long long)D, (long long)n, c_lo, c_hi, (int)epi);
+    th_check(q4_gemv_merge_fits(T.ctx, h.w, &f), "%s: fits", name);
+    wgml_sync(T.ctx);
+    uint64_t d0 = dispatches_so_far();
+    wgml_status s = q4_gemv_fused(T.g, "test", x, wp, 1, &f, &out);
+    wgml_sync(T.ctx);
+    th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
+    th_check(s || dispatches_so_far() - d0 == 2, "%s: one dispatch (and the output's NaN fill)", name);
+    if (!s) {
+        th_check(wgml_tensor_rank(out) == 2 && wgml_tensor_dim(out, 0) == 1 && wgml_tensor_dim(out, 1) == n, "%s: [1, N]",
+                 name);
+        double *ref = malloc(sizeof(double) * (size_t)n);
+        for (int64_t j = 0; j < n; j++) {
+            double t = hr ? hr[j] : 0.0;
+            for (int64_t c = 0; c < k; c++) t += hx[c] * h.deq[j * k + c];
+            ref[j] = t;
+        }
+        float *got = th_read_f32(out);
+        if (got) th_close(name, got, ref, (size_t)n, tol_abs(k), RTOL);
+        free(got);
+        free(ref);
+    }
+    printf("  %-100s %.2f s\n", name, now_s() - t0);
+    wgml_tensor_free(out);
+    wgml_tensor_free(x);
+    wgml_tensor_free(f.residual);
+    free(hx);
+    free(hp);
+    free(hr);
+    free_weight(&h);
+}
+
+static void test_merge(void) {
+    case_merge(1, 9, 12, 64, 576, 0, 10, Q4_EPI_RESIDUAL); /* SmolLM2's o projection: 10 of 12 chunks filled */
+    case_merge(3, 4, 6, 256, 640, 2, 6, Q4_EPI_STORE);    /* Gemma 3's (Q5_0), a window past chunks 0, 1 */
+    case_merge(0, 3, 4, 32, 70, 0, 4, Q4_EPI_STORE);
+    case_merge(1, 2, 5, 64, 64, 0, 0, Q4_EPI_RESIDUAL); /* no chunk saw a key: x = 0, out = residual */
+    /* refused: a norm with the merge; partials of the wrong shape */
+    hw h = make_weight(T.g, 1, 64, 128, 32, false);
+    int64_t ps[3] = {2, 3, 66}, bad[3] = {2, 3, 64}, ks[1] = {128};
+    wgml_tensor *x = wgml_full(T.g, WGML_F32, 3, ps, 0.0), *xb = wgml_full(T.g, WGML_F32, 3, bad, 0.0);
+    wgml_tensor *nw = wgml_full(T.g, WGML_F32, 1, ks, 1.0), *out = NULL;
+    const wgml_q4_weight *wp[1] = {h.w};
+    q4_gemv_fuse f = {.epi = Q4_EPI_STORE, .norm_w = nw, .merge_heads = 2, .merge_chunks = 3, .merge_dim = 64};
+    th_expect_error("merge with a norm", q4_gemv_fused(T.g, "mg", x, wp, 1, &f, &out) == WGML_ERR_ARG, WGML_ERR_ARG,
+                    "mg", "no norm", NULL);
+    f.norm_w = NULL;
+    th_expect_error("merge: partials of the wrong shape", q4_gemv_fused(T.g, "mg", xb, wp, 1, &f, &out) == WGML_ERR_SHAPE,
+                    WGML_ERR_SHAPE, "mg", "[2, 3, 64]", "dim 64 + 2", NULL);
+    f.merge_dim = 32; /* K = 64: not the weight's 128 */
+    int64_t p32[3] = {2, 3, 34};
+    wgml_tensor *x32 = wgml_full(T.g, WGML_F32, 3, p32, 0.0);
+    th_expect_error("merge: K against the weight", q4_gemv_fused(T.g, "mg", x32, wp, 1, &f, &out) == WGML_ERR_SHAPE,
+                    WGML_ERR_SHAPE, "mg", "weights[0]", "K = 64", NULL);
+    th_check(!out, "no output after the errors");
+    wgml_tensor_free(x);
+    wgml_tensor_free(xb);
+    wgml_tensor_free(x32);
+    wgml_tensor_free(nw);
+    free_weight(&h);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_q4_gemv_fused", argc, argv);
     double t0 = now_s();
@@ -273,5 +377,9 @@ int main(int argc, char **argv) {
     t0 = now_s();
     test_built_graph();
     printf("built graph: %.2f s\n", now_s() - t0);
+    unsetenv("WGML_Q4_GEMV_MERGE");
+    t0 = now_s();
+    test_merge();
+    printf("chunks' merge: %.2f s\n", now_s() - t0);
     return th_done();
 }

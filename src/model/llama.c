@@ -621,9 +621,11 @@ static wgml_tensor *heads_first(wgml_graph *g, wgml_tensor *x, int64_t S, int64_
  * the architecture has them, RoPE (the layer's base and the family's pairing), then with a KV
  * cache k and v appended to it and q attending to the cache up to len (tab: the fused inputs,
  * attn_decode_step at one row, else rope_kv_step), else causal attention within each sequence;
- * a windowed layer sees only the last window positions. Returns [B*S, H*hd]. */
+ * a windowed layer sees only the last window positions. Returns [B*S, H*hd]; with chunks (and
+ * the decode kernel taken) *chunks = its key chunks, and when more than 1 it returns their
+ * partials [H, chunks, hd + 2] unmerged (attn_decode_step_parts) for the o projection. */
 static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l,
-                              wgml_tensor *const *qkv, wgml_tensor *tab) {
+                              wgml_tensor *const *qkv, wgml_tensor *tab, int64_t *chunks) {
     const wgml_llama_config *c = &m->cfg;
     const model_arch *ar = &m->arch;
     const layer *L = &m->layers[l];
@@ -642,8 +644,14 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
          * the chunks' merge) */
         wgml_tensor *qn = ar->qk_norm ? share(g, L->q_norm) : NULL, *kn = ar->qk_norm ? share(g, L->k_norm) : NULL;
         if (ar->qk_norm && (!qn || !kn)) return NULL;
-        a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale, qn,
-                             kn, c->rms_eps);
+        if (chunks) { /* the chunks' partials when the step splits: the o projection merges them */
+            a = attn_decode_step_parts(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0,
+                                       scale, qn, kn, c->rms_eps, chunks);
+            if (a && *chunks > 1) return a;
+        } else {
+            a = attn_decode_step(g, q, k, v, o->positions, o->len, tab, kc, vc, style, windowed ? ar->window : 0, scale,
+                                 qn, kn, c->rms_eps);
+        }
         return a ? wgml_reshape(g, a, 2, s2) : NULL;
     }
     if (ar->qk_norm) {
@@ -687,11 +695,24 @@ static bool gemv_fusion(const wgml_model *m, const fwd_opts *o) {
     return true;
 }
 
+/* Whether every layer's o projection GEMV can merge the decode step's attention chunks in its
+ * prologue (q4_gemv_merge_fits with the step's chunk count). */
+static bool merge_fits(const wgml_model *m) {
+    const wgml_llama_config *c = &m->cfg;
+    int64_t chunks = attn_decode_chunks(m->ctx, c->n_head, c->n_head_kv, c->head_dim, c->n_ctx);
+    q4_gemv_fuse f = {.epi = Q4_EPI_RESIDUAL, .merge_heads = c->n_head, .merge_chunks = chunks, .merge_dim = c->head_dim};
+    for (int64_t l = 0; l < c->n_layer && chunks > 1; l++)
+        if (!q4_gemv_merge_fits(m->ctx, target_weight(m, l, T_O)->q, &f)) return false;
+    return chunks > 1;
+}
+
 /* out = the targets of layer l on x through one q4_gemv_fused call: norm_w (or NULL) is the
  * RMSNorm folded in before the products, epi what is done with them (residual: the residual
- * stream the product is added to). NULL with the error on the context. */
+ * stream the product is added to); chunks > 1: x is attention's chunk partials, merged in the
+ * prologue. NULL with the error on the context. */
 static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, wgml_tensor *x,
-                               wgml_tensor *norm_w, q4_epilogue epi, wgml_tensor *residual, wgml_tensor **out) {
+                               wgml_tensor *norm_w, q4_epilogue epi, wgml_tensor *residual, int64_t chunks,
+                               wgml_tensor **out) {
     wgml_q4_weight q[WGML_Q4_MULTI_MAX];
     const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
     if (!x || (epi == Q4_EPI_RESIDUAL && !residual)) return false;
@@ -700,6 +721,7 @@ static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, co
         qp[i] = &q[i];
     }
     q4_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
+    if (chunks > 1) f.merge_heads = m->cfg.n_head, f.merge_chunks = chunks, f.merge_dim = m->cfg.head_dim;
     return q4_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
 }
 
@@ -724,6 +746,8 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
      * residual, gate/up with the norm and the activation, down with the residual); with
      * post-norms only the gated activation moves into the gate/up GEMV */
     bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms;
+    /* decode: the o projections' GEMVs merge attention's key chunks in their prologue */
+    bool merge_o = gf && merge_fits(m);
     q4_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? Q4_EPI_GEGLU : Q4_EPI_SWIGLU;
     wgml_tensor *x = embed(m, g, o->ids); /* the residual stream [B*S, D] */
     /* the next sub-block's input (pre_only: never formed) */
@@ -733,25 +757,33 @@ static wgml_tensor *forward_hidden(const wgml_model *m, wgml_graph *g, const fwd
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
         if (pre_only) {
-            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, share(g, L->attn_norm), Q4_EPI_STORE, NULL, qkv)) return NULL;
+            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, share(g, L->attn_norm), Q4_EPI_STORE, NULL, 0, qkv))
+                return NULL;
         } else if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) {
             return NULL; /* q, k, v from one h */
         }
-        wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)]);
+        /* decode: attention's key chunks left for the o projection's GEMV to merge, where it can */
+        int64_t chunks = 0;
+        wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)], merge_o ? &chunks : NULL);
         if (!a) return NULL;
         if (pre_only) {
             wgml_tensor *act = NULL;
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_RESIDUAL, x, &x) ||
-                !gemv_fused_targets(m, g, l, gu_t, 2, x, share(g, L->ffn_norm), glu_epi, NULL, &act) ||
-                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, Q4_EPI_RESIDUAL, x, &x))
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_RESIDUAL, x, chunks, &x) ||
+                !gemv_fused_targets(m, g, l, gu_t, 2, x, share(g, L->ffn_norm), glu_epi, NULL, 0, &act) ||
+                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, Q4_EPI_RESIDUAL, x, 0, &x))
                 return NULL;
             continue;
         }
-        h = proj_add_norm(m, g, o, l, T_O, a, x, ar->post_norms ? share(g, L->post_attn_norm) : NULL,
-                          share(g, L->ffn_norm), eps, &x);
+        wgml_tensor *wy = ar->post_norms ? share(g, L->post_attn_norm) : NULL, *y = NULL;
+        if (chunks > 1) {
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_STORE, NULL, chunks, &y)) return NULL;
+            h = add_norm(g, o, x, y, wy, share(g, L->ffn_norm), eps, &x);
+        } else {
+            h = proj_add_norm(m, g, o, l, T_O, a, x, wy, share(g, L->ffn_norm), eps, &x);
+        }
         wgml_tensor *act = NULL;
         if (gf) {
-            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, &act)) return NULL;
+            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, 0, &act)) return NULL;
         } else {
             if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
             act = glu(m, g, o, gu[0], gu[1]);

@@ -37,10 +37,17 @@ bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int
     return attn_decode_fits(ctx, Hq, Hk, D, smax);
 }
 
-wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
-                              wgml_tensor *k_norm, float eps) {
+int64_t attn_decode_chunks(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
+    int64_t kpt, ch, n;
+    return ctx && decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n) ? n : 0;
+}
+
+/* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the
+ * chunk count; 1: the output itself). */
+static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                                wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                                wgml_tensor *k_norm, float eps, int64_t *parts) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "attn_decode_step";
@@ -128,10 +135,20 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
            .window = (uint32_t)(window < smax ? window : 0),
            .style = style == WGML_ROPE_INTERLEAVED ? 1u : 0u,
            .scale2 = (float)(sc * 1.4426950408889634074)};
-    /* one chunk: the kernel writes the output itself; else the chunks' partials and their merge */
-    int64_t pn = Hq * n_chunk * (D + 2), os[4] = {1, Hq, 1, D};
-    wgml_tensor *out = graph_output(g, op, WGML_F32, 4, os);
-    wgml_tensor *part = n_chunk > 1 && out ? graph_output(g, op, WGML_F32, 1, &pn) : NULL;
+    /* one chunk: the kernel writes the output itself; else the chunks' partials and their merge
+     * (with parts: the partials alone, [Hq, n_chunk, D + 2]) */
+    int64_t ps[3] = {Hq, n_chunk, D + 2}, os[4] = {1, Hq, 1, D};
+    if (parts) *parts = n_chunk;
+    wgml_tensor *out = parts && n_chunk > 1 ? NULL : graph_output(g, op, WGML_F32, 4, os);
+    wgml_tensor *part = n_chunk > 1 && (out || parts) ? graph_output(g, op, WGML_F32, 3, ps) : NULL;
+    if (parts && n_chunk > 1) {
+        wgml_tensor *ro[8] = {q, k, v, pos, len, tab, q_norm, k_norm}, *rw[3] = {k_cache, v_cache, part};
+        if (part && !graph_dispatch(g, op, "attn_decode", prelude, ro, qkn ? 8 : 6, rw, 3, &p, sizeof p,
+                                    (uint64_t)(Hk * n_chunk)))
+            return part;
+        wgml_tensor_free(part);
+        return NULL;
+    }
     wgml_tensor *ro[8] = {q, k, v, pos, len, tab, q_norm, k_norm}, *rw[3] = {k_cache, v_cache, n_chunk > 1 ? part : out};
     wgml_status s = out && (n_chunk == 1 || part) ? graph_dispatch(g, op, "attn_decode", prelude, ro, qkn ? 8 : 6, rw, 3, &p,
                                                                     sizeof p, (uint64_t)(Hk * n_chunk))
@@ -146,4 +163,22 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
         return NULL;
     }
     return out;
+}
+
+wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                              wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                              wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                              wgml_tensor *k_norm, float eps) {
+    return decode_step(g, q, k, v, pos, len, tab, k_cache, v_cache, style, window, scale, q_norm, k_norm, eps, NULL);
+}
+
+wgml_tensor *attn_decode_step_parts(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                                    wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                    wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                                    wgml_tensor *k_norm, float eps, int64_t *chunks) {
+    if (!chunks) {
+        if (g) wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "attn_decode_step: chunks is NULL");
+        return NULL;
+    }
+    return decode_step(g, q, k, v, pos, len, tab, k_cache, v_cache, style, window, scale, q_norm, k_norm, eps, chunks);
 }

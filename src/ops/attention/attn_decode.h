@@ -21,6 +21,19 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
                               wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
                               wgml_tensor *k_norm, float eps);
 
+/* The same step with the merge of its key chunks left to the consumer (the o projection's GEMV
+ * prologue, q4_gemv_fused's merge: one dispatch fewer). *chunks = the step's chunk count
+ * (attn_decode_chunks); more than 1: returns the chunks' partials f32 [Hq, chunks, D + 2] (per
+ * query head and chunk the D unnormalised sums of 2^(s - m) v, the chunk's max score m in log2
+ * units and its sum l of 2^(s - m); an empty chunk m = -3e38, l = 0), which attn_combine.wgsl
+ * would merge; 1: the output itself, as attn_decode_step. */
+wgml_tensor *attn_decode_step_parts(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                                    wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                    wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                                    wgml_tensor *k_norm, float eps, int64_t *chunks);
+/* The key chunks attn_decode_step splits Hq query heads over Hk kv heads of dimension D with
+ * caches of smax rows into (0: the shapes do not fit it). */
+int64_t attn_decode_chunks(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
 /* Whether attn_decode_step takes Hq query heads over Hk kv heads of dimension D with caches of
  * smax rows on this device. */
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);

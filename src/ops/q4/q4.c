@@ -504,14 +504,17 @@ typedef struct gemv_cfg {
 
 /* Output rows one thread stores: RPT, or RPT / 2 when its accumulators pair gate and up rows. */
 static bool fuse_pair(const q4_gemv_fuse *f) { return f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU); }
-static bool fuse_stage(const q4_gemv_fuse *f) { return f && f->norm_w; }
+static bool fuse_merge(const q4_gemv_fuse *f) { return f && f->merge_chunks > 0; }
+/* x staged in workgroup memory: normed, or merged from attention's chunks */
+static bool fuse_stage(const q4_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
+static int64_t merge_table_len(const q4_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
 
-/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred). */
+/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt). */
 static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
     uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
     uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(kp / 4) * 4 : 4;
-    uint64_t nred = fuse_stage(c->f) ? (uint64_t)c->wg : 1;
-    return 4 * (red + xsh + nred);
+    uint64_t nred = c->f && c->f->norm_w ? (uint64_t)c->wg : 1;
+    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2);
 }
 
 /* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
@@ -523,9 +526,10 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     const wgml_q4_weight *w = ws[0];
-    int xv = w->k % 4 == 0 ? 4 : 1;
     const q4_gemv_fuse *f = c->f;
-    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL;
+    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL, merge = fuse_merge(f);
+    bool norm = f && f->norm_w;
+    int xv = w->k % 4 == 0 && !merge ? 4 : 1;
     int n_out = pair ? 1 : nw;
     int64_t kp4 = w->kp / 4;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
@@ -538,17 +542,24 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
          "const XSTAGE: bool = %s; const NORM: bool = %s; const KP4: u32 = %lldu; const XSH_LEN: u32 = %lldu;\n"
          "const NRED_LEN: u32 = %du; const EPI: u32 = %du; const PAIR: bool = %s; const RP: u32 = %du;\n"
          "alias V = f32;\n"
-         "fn x_load(mm: u32, i: u32) -> vec4<f32> {\n%s}\n"
          "fn x4(mm: u32, k: u32) -> vec4<f32> { %s }\n",
          xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
          c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
-         stage ? "true" : "false", stage ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
-         stage ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
-         xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
-                 : "  var v = vec4<f32>(0.0);\n"
-                   "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
-                   "  return v;\n",
+         stage ? "true" : "false", norm ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
+         norm ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
          stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
+    /* x_load: x's vec4 i (zero past K); merged from the chunks' partials X [MH, MC, MD + 2] with
+     * MERGE (x_merged in the kernel); xf: X's element i as f32 */
+    EMIT("const MERGE: bool = %s; const MH: u32 = %lldu; const MC: u32 = %lldu; const MD: u32 = %lldu;\n"
+         "fn xf(i: u32) -> f32 { return %s; }\n"
+         "fn x_load(mm: u32, i: u32) -> vec4<f32> {\n%s}\n",
+         merge ? "true" : "false", merge ? (long long)f->merge_heads : 1LL, merge ? (long long)f->merge_chunks : 1LL,
+         merge ? (long long)f->merge_dim : 1LL, xv == 4 ? "X[i / 4u][i % 4u]" : "X[i]",
+         merge     ? "  return x_merged(i);\n"
+         : xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
+                   : "  var v = vec4<f32>(0.0);\n"
+                     "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
+                     "  return v;\n");
     if (len < cap) kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
     if (c->sg)
@@ -567,7 +578,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
-    if (stage) {
+    if (norm) {
         ro[n_ro++] = f->norm_w;
         EMIT("@group(0) @binding(%d) var<storage, read> NRM: array<f32>;\n"
              "fn nw4(i: u32) -> vec4<f32> {\n  var v = vec4<f32>(0.0);\n"
@@ -661,11 +672,13 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     params.nblk = (uint32_t)nblk;
     params.row_groups = (uint32_t)total;
     params.eps = c->f ? c->f->eps : 0.0f;
-    int64_t shape[WGML_MAX_RANK];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    /* the outputs: x's shape with N last; [1, N] when x is attention's chunks to merge */
+    int64_t shape[WGML_MAX_RANK] = {1};
+    int rank = fuse_merge(c->f) ? 2 : x->rank;
+    if (!fuse_merge(c->f)) memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     for (int i = 0; i < n_out; i++) {
-        shape[x->rank - 1] = ws[i]->n;
-        outs[i] = graph_output(g, op, WGML_F32, x->rank, shape);
+        shape[rank - 1] = ws[i]->n;
+        outs[i] = graph_output(g, op, WGML_F32, rank, shape);
     }
     wgml_status s = WGML_OK;
     for (int i = 0; i < n_out && !s; i++)
@@ -905,6 +918,41 @@ static bool shape_is(const wgml_tensor *t, int rank, const int64_t *shape) {
     return t->rank == rank && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank) == 0;
 }
 
+/* The checks of q4_gemv_fused's merge prologue: x the partials [heads, chunks, dim + 2] (dim a
+ * multiple of 4) of one row of K = heads * dim, and n weights of that K. */
+static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
+                              const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
+    if (n < 1 || n > WGML_Q4_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+    if (!ws) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 3, 3)) return wgml_last_status(ctx);
+    int64_t want[3] = {f->merge_heads, f->merge_chunks, f->merge_dim + 2};
+    if (f->merge_heads <= 0 || f->merge_dim <= 0 || f->merge_dim % 4 || !shape_is(x, 3, want))
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "%s: x %s must be the chunks' partials [heads %lld, chunks %lld, dim %lld + 2] (dim a "
+                              "multiple of 4)",
+                              op, tshape(x), (long long)f->merge_heads, (long long)f->merge_chunks,
+                              (long long)f->merge_dim);
+    for (int i = 0; i < n; i++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "weights[%d]", i);
+        if (!q4_weight_valid(ctx, op, arg, ws[i])) return wgml_last_status(ctx);
+        if (ws[i]->codes->graph != g || ws[i]->k != f->merge_heads * f->merge_dim)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] must be of x's graph with K = %lld", op, arg,
+                                  (long long)ws[i]->n, (long long)ws[i]->k, (long long)(f->merge_heads * f->merge_dim));
+    }
+    return WGML_OK;
+}
+
+bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f) {
+    gemv_cfg c;
+    const char *e = getenv("WGML_Q4_GEMV_MERGE"); /* 0: off, for A/B runs */
+    if (e && !strcmp(e, "0")) return false;
+    return ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
+           w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c);
+}
+
+
 /* The same result from the public ops, where the fused kernel does not apply. */
 static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
                                     const q4_gemv_fuse *f, wgml_tensor **outs) {
@@ -929,13 +977,20 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     wgml_ctx *ctx = graph_ctx(g);
     if (!outs || !f) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, outs ? "the fusion" : "outs");
-    bool pair = fuse_pair(f);
+    bool pair = fuse_pair(f), merge = fuse_merge(f);
     int n_out = pair || f->epi == Q4_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
     for (int i = 0; i < n_out && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
-    if (multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
-    int64_t k = x->shape[x->rank - 1], m = x->numel / k;
+    if (merge ? merge_args(g, ctx, op, x, ws, n, f) : multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
+    /* x's logical shape: [1, K] when it is attention's chunks to merge */
+    int64_t lshape[WGML_MAX_RANK] = {1, merge ? f->merge_heads * f->merge_dim : 0};
+    int lrank = merge ? 2 : x->rank;
+    if (!merge) memcpy(lshape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    int64_t k = lshape[lrank - 1], m = merge ? 1 : x->numel / k;
     if ((int)f->epi < Q4_EPI_STORE || f->epi > Q4_EPI_GEGLU)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown epilogue %d", op, (int)f->epi);
+    if (merge && (f->norm_w || pair))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: the chunks' merge is a prologue of its own: no norm, no gated pair",
+                              op);
     if (f->norm_w) {
         int64_t want[1] = {k};
         if (check_operand(ctx, g, op, "norm_w", f->norm_w, WGML_F32, 1, 1)) return wgml_last_status(ctx);
@@ -949,10 +1004,10 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     if (f->epi == Q4_EPI_RESIDUAL) {
         if (n != 1) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a residual epilogue takes one weight, got %d", op, n);
         int64_t want[WGML_MAX_RANK];
-        memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->rank);
-        want[x->rank - 1] = ws[0]->n;
-        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, x->rank, x->rank)) return wgml_last_status(ctx);
-        if (!shape_is(f->residual, x->rank, want))
+        memcpy(want, lshape, sizeof(int64_t) * (size_t)lrank);
+        want[lrank - 1] = ws[0]->n;
+        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, lrank, lrank)) return wgml_last_status(ctx);
+        if (!shape_is(f->residual, lrank, want))
             return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: residual %s must have the output's shape (x %s, N = %lld)", op,
                                   tshape(f->residual), tshape(x), (long long)ws[0]->n);
     }
@@ -962,6 +1017,11 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
         gemv_cfg c;
         fused = gemv_config(ctx, ws[i], m, f, &c);
     }
+    if (merge && !fused)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: the chunks' merge (x %s) needs the fused GEMV: no gradient, workgroup memory for "
+                              "K = %lld and the %lld x %lld weight table",
+                              op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
     if (pair && fused) {
         if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group &&
             gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {

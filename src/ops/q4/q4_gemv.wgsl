@@ -26,7 +26,10 @@
 //   memory (xsh, zero past K) and, with NORM, RMSNorms each: x * rsqrt(mean(x^2) + eps) * nw
 //   (a tree over the WG partial sums of squares in nred, fixed order, as norm_rms); every
 //   workgroup does this for itself, which costs one pass over x (K <= a few thousand) and saves
-//   the norm's own dispatch. Without XSTAGE x is read from X as it is.
+//   the norm's own dispatch. With MERGE (MR = 1) X is instead attention's key-chunk partials
+//   [MH, MC, MD + 2] of a decode step (attn_decode.wgsl's layout) and the staged row is their
+//   merge (merge_table, x_merged: each chunk weighted by 2^(m - M) / sum l 2^(m - M), as
+//   attn_combine.wgsl), which saves the merge's dispatch. Without XSTAGE x is read from X as it is.
 //   epilogue (EPI): 0 stores the sums (+ bias); 1 adds the residual R at the same index;
 //   2 and 3 are a gated FFN's activation over a pair of weights (PAIR: W_0 the gate, W_1 the
 //   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
@@ -35,7 +38,8 @@
 // The prelude gives KIND CPW G BPG GPB ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
-// XSTAGE, NORM, KP4 (vec4s per staged row), XSH_LEN, NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
+// XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row), XSH_LEN,
+// NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
 // size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
 // length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
@@ -57,6 +61,55 @@ const RG: u32 = WG / TPR;          // row groups per workgroup
 var<workgroup> red: array<f32, RED_LEN>; // WG * RPT * MR (1 when the subgroup sums are final)
 var<workgroup> xsh: array<vec4<f32>, XSH_LEN>; // MR * KP4 with XSTAGE, else 1 (unused)
 var<workgroup> nred: array<f32, NRED_LEN>;    // WG with NORM, else 1 (unused)
+var<workgroup> mwt: array<f32, MH * MC>;      // MERGE: each (head, chunk)'s weight
+var<workgroup> mrange: array<u32, 2>;         // MERGE: the chunks that saw keys, [first, end)
+
+// MERGE: the weight of each chunk c of head h in the merged row, 2^(m_c - M) / sum_c' l_c'
+// 2^(m_c' - M) with M the head's largest m (attn_combine.wgsl's merge; 0 for a chunk that saw
+// no key, and for every chunk of a head whose chunks saw none), one thread per head; and the
+// range of chunks with keys (the same for every head: one filled length and window), which
+// x_merged reads. Then a barrier. Without MERGE nothing.
+fn merge_table(lid: u32) {
+    if (!MERGE) { return; }
+    for (var h = lid; h < MH; h += WG) {
+        var mx = -3.0e38;
+        for (var c = 0u; c < MC; c++) { mx = max(mx, xf((h * MC + c) * (MD + 2u) + MD)); }
+        var l = 0.0;
+        for (var c = 0u; c < MC; c++) {
+            let o = (h * MC + c) * (MD + 2u) + MD;
+            let e = exp2(xf(o) - mx);
+            mwt[h * MC + c] = e;
+            l += e * xf(o + 1u);
+        }
+        for (var c = 0u; c < MC; c++) { mwt[h * MC + c] = select(0.0, mwt[h * MC + c] / l, l > 0.0); }
+    }
+    if (lid == 0u) {
+        var c0 = MC;
+        var c1 = 0u;
+        for (var c = 0u; c < MC; c++) {
+            if (xf(c * (MD + 2u) + MD + 1u) > 0.0) {
+                c0 = min(c0, c);
+                c1 = c + 1u;
+            }
+        }
+        mrange[0] = c0;
+        mrange[1] = c1;
+    }
+    workgroupBarrier();
+}
+
+// MERGE: x's vec4 i (elements 4i .. 4i + 3 of head 4i / MD) merged from the chunks' partials
+fn x_merged(i: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    let e = i * 4u;
+    if (e >= p.K) { return v; }
+    let h = e / MD;
+    for (var c = mrange[0]; c < mrange[1]; c++) {
+        let b = (h * MC + c) * (MD + 2u) + e % MD;
+        v += mwt[h * MC + c] * vec4<f32>(xf(b), xf(b + 1u), xf(b + 2u), xf(b + 3u));
+    }
+    return v;
+}
 
 //!include ew_act
 
@@ -114,6 +167,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = lid % TPR;
     let n0 = (wg * RG + rg) * RP; // this row group's first output row
     if (XSTAGE) {
+        merge_table(lid);
         for (var mm = 0u; mm < MR; mm++) {
             var ss = 0.0;
             for (var i = lid; i < KP4; i += WG) {

@@ -20,6 +20,12 @@ typedef struct q4_gemv_fuse {
     float eps;           /* the norm's epsilon */
     q4_epilogue epi;
     wgml_tensor *residual; /* Q4_EPI_RESIDUAL: f32 of the output's shape */
+    /* prologue instead of the norm (merge_chunks > 0): x is the partials of attention's key
+     * chunks, f32 [merge_heads, merge_chunks, merge_dim + 2] (attn_decode_step_parts), merged
+     * into the one row [1, K = merge_heads * merge_dim] the products take, as attn_combine.wgsl
+     * merges them: the merge's dispatch goes. Only where the fused kernel applies (else
+     * WGML_ERR_UNSUPPORTED: q4_gemv_merge_fits says beforehand); the outputs are [1, N]. */
+    int64_t merge_heads, merge_chunks, merge_dim;
 } q4_gemv_fuse;
 
 /* The products of x (f32 [..., K]) with the n (1..WGML_Q4_MULTI_MAX) weights ws as f says, into
@@ -30,5 +36,10 @@ typedef struct q4_gemv_fuse {
  * with the public ops (rms_norm, q4_linear_multi, add, silu/gelu, mul). Errors name op. */
 wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
                           const q4_gemv_fuse *f, wgml_tensor **outs);
+
+/* Whether q4_gemv_fused takes the merge prologue of f (merge_* set, no norm) for weight w (one
+ * weight, or one of a group of its kind): its workgroup memory fits the device.
+ * $WGML_Q4_GEMV_MERGE=0 makes it say no (the merge's own dispatch, for A/B measurements). */
+bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f);
 
 #endif
