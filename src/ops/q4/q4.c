@@ -440,15 +440,25 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
 /* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
  * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). Chosen
  * from K; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
-static void gemv_shape(int64_t nblk, int *tpr, int *rpt, int *wg, int *bpi) {
+static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
     /* K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x load serves 8 rows)
      * in 64-thread workgroups, the fastest on the large projections; shorter K: 64 threads per
      * row with two blocks in flight, for the small, launch-bound shapes. One block in flight
-     * otherwise (more was slower). H200 sweeps in bench/NOTES.md. */
+     * otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N), fewer
+     * rows per thread, until there are at least $WGML_Q4_GEMV_MIN_WG (264: two per SM of a
+     * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 ->
+     * 640) got 40 workgroups at 8 rows per thread. */
     *wg = 256;
     *bpi = 1;
-    if (nblk >= 64) *tpr = 32, *rpt = 8, *wg = 64;
-    else *tpr = 64, *rpt = 1, *bpi = 2;
+    if (nblk >= 64) {
+        *tpr = 32, *rpt = 8, *wg = 64;
+        const char *mw = getenv("WGML_Q4_GEMV_MIN_WG");
+        long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
+        int64_t rg = *wg / *tpr; /* row groups per workgroup */
+        while (*rpt > 1 && (n + rg * *rpt - 1) / (rg * *rpt) < min_wg) *rpt /= 2;
+    } else {
+        *tpr = 64, *rpt = 1, *bpi = 2;
+    }
     const char *env = getenv("WGML_Q4_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
@@ -627,7 +637,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
  * when the fused kernel's workgroup memory would not fit the device. */
 static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const q4_gemv_fuse *f, gemv_cfg *c) {
     memset(c, 0, sizeof *c);
-    gemv_shape(w->kp / 32, &c->tpr, &c->rpt, &c->wg, &c->bpi);
+    gemv_shape(w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
     if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
     c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
     c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
