@@ -380,12 +380,12 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
     char prelude[2048];
     int len = snprintf(prelude, sizeof prelude,
-                       "const TRANS: bool = %s; const VA: u32 = %du;\n"
+                       "const TRANS: bool = %s; const VA: u32 = %du; const SEG: bool = %s;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", va, v->bm, v->bc, v->br, v->tm, v->tc, va == 4 ? "vec4<f32>" : "f32",
-                       va == 4 ? "v[c]" : "v");
+                       trans ? "true" : "false", va, seg ? "true" : "false", v->bm, v->bc, v->br, v->tm, v->tc,
+                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + v->bm - 1) / v->bm, tiles_c = (c + v->bc - 1) / v->bc;
     struct {

@@ -80,7 +80,7 @@ fn word_at(c0: u32, r0: u32, re: u32, rowi: u32, wi: u32) -> Word {
 // Where O's element (m, c) lies: O is up to three column segments [0, seg1), [seg1, seg2),
 // [seg2, C), each stored whole after the one before ([M, seg1] first, then [M, seg2 - seg1],
 // ...), so that the products of weights concatenated by rows (q4_linear_concat) come out as
-// contiguous parts. seg1 = seg2 = C: one segment, O row-major [M, C].
+// contiguous parts. seg1 = seg2 = C: one segment, O row-major [M, C]. Used only with SEG.
 fn o_index(m: u32, c: u32) -> u32 {
     var cs = 0u;
     var ce = p.seg1;
@@ -112,7 +112,11 @@ fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
                 if (gc >= p.C) { break; }
                 var v = (*acc)[i][h][c];
                 if (has_bias && t.s == 0u) { v += BIAS[gc]; }
-                let oi = o_index(gm, gc);
+                // SEG (prelude): a segmented output; a constant, so the plain products keep
+                // the plain index (the segment's selects in the store made the 128 x 64 tile
+                // 14x slower on the H200)
+                var oi = gm * p.C + gc;
+                if (SEG) { oi = o_index(gm, gc); }
                 if (acc_out) { v += O[oi]; }
                 O[o_base + oi] = v;
             }
