@@ -30,7 +30,7 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
         return;
     }
     int pv, ps;
-    q4_mm_plan(T.ctx, m, r, c, h.w->bits, &pv, &ps);
+    q4_mm_plan(T.ctx, m, r, c, false, &pv, &ps);
     /* the plan caps the slices at one BR step each */
     int br = (int)(strstr(vname, "_k8_") ? 8 : strstr(vname, "_k32_") ? 32 : 16);
     int want_s = splits < (r + br - 1) / br ? splits : (int)((r + br - 1) / br);
@@ -119,28 +119,30 @@ static void test_variants(void) {
     unsetenv("WGML_Q4_MM_SPLITK");
 }
 
-/* The automatic choice (no knobs set): 128 x 64 where it gives >= 256 tiles and the codes are
- * 4-bit, else 64 x 64; split when the tiles are < 528 and R >= 1024 (or < 132 and R >= 512) and
- * the product has >= 2^24 MACs. */
+/* The automatic choice (no knobs set): 128 x 64 where it gives >= 256 tiles and the output is
+ * not segmented, else 64 x 64; split when the tiles are < 528 and R >= 1024 (or < 132 and R >=
+ * 512) and the product has >= 2^24 MACs. */
 static void test_auto(void) {
     static const struct {
         int64_t m, r, c;
         const char *variant;
-        int splits, bits; /* the weight's code width */
+        int splits;
+        bool segmented;
     } cases[] = {
-        {4096, 576, 1536, "tile128x64_k16_r8x4", 1, 4},  /* training forward: 768 tiles */
-        {4096, 1536, 576, "tile128x64_k16_r8x4", 4, 4},  /* 288 tiles, R = 1536: ceil(1056 / 288) */
-        {4096, 576, 49152, "tile128x64_k16_r8x4", 1, 4}, /* the LM head */
-        {512, 1536, 576, "tile64x64_k32_r4x4", 6, 4},    /* 36 tiles of 128 x 64; 72 of 64 x 64: min(15, 1536/256) */
-        {512, 576, 1536, "tile64x64_k32_r4x4", 1, 4},    /* R < 1024 and 192 tiles */
-        {512, 576, 192, "tile64x64_k32_r4x4", 4, 4},     /* 24 tiles, R = 576: min(44, 576/128) */
-        {70, 4096, 37, "tile64x64_k32_r4x4", 1, 4},      /* too small a product to split */
-        {4096, 576, 1536, "tile64x64_k32_r4x4", 1, 8}, /* 8-bit codes: never 128 x 64 */
-        {512, 640, 4096, "tile64x64_k32_r4x4", 1, 5},  /* Gemma-3-270M's gate and up as one, Q5_0 */
+        {4096, 576, 1536, "tile128x64_k16_r8x4", 1, false},  /* training forward: 768 tiles */
+        {4096, 1536, 576, "tile128x64_k16_r8x4", 4, false},  /* 288 tiles, R = 1536: ceil(1056 / 288) */
+        {4096, 576, 49152, "tile128x64_k16_r8x4", 1, false}, /* the LM head */
+        {512, 1536, 576, "tile64x64_k32_r4x4", 6, false},    /* 36 tiles of 128 x 64; 72 of 64 x 64: min(15, 1536/256) */
+        {512, 576, 1536, "tile64x64_k32_r4x4", 1, false},    /* R < 1024 and 192 tiles */
+        {512, 576, 192, "tile64x64_k32_r4x4", 4, false},     /* 24 tiles, R = 576: min(44, 576/128) */
+        {70, 4096, 37, "tile64x64_k32_r4x4", 1, false},      /* too small a product to split */
+        {4096, 576, 1536, "tile64x64_k32_r4x4", 1, true}, /* segmented: never 128 x 64 */
+        {512, 640, 4096, "tile64x64_k32_r4x4", 1, true}, /* Gemma-3-270M's gate and up as one */
+        {512, 640, 4096, "tile128x64_k16_r8x4", 1, false}, /* the same unsegmented: 256 tiles */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int v, s;
-        q4_mm_plan(T.ctx, cases[i].m, cases[i].r, cases[i].c, cases[i].bits, &v, &s);
+        q4_mm_plan(T.ctx, cases[i].m, cases[i].r, cases[i].c, cases[i].segmented, &v, &s);
         const char *want = cases[i].variant;
         int want_s = cases[i].splits;
         th_check(!strcmp(q4_mm_variant_name(v), want) && s == want_s,
@@ -150,12 +152,12 @@ static void test_auto(void) {
     /* an unknown name falls back to the automatic choice; an index selects by position */
     int v, s;
     setenv("WGML_Q4_MM_VARIANT", "no_such_tile", 1);
-    q4_mm_plan(T.ctx, 4096, 576, 1536, 4, &v, &s);
+    q4_mm_plan(T.ctx, 4096, 576, 1536, false, &v, &s);
     th_check(!strcmp(q4_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
              q4_mm_variant_name(v));
     setenv("WGML_Q4_MM_VARIANT", "0", 1);
     setenv("WGML_Q4_MM_SPLITK", "1", 1);
-    q4_mm_plan(T.ctx, 512, 1536, 576, 4, &v, &s);
+    q4_mm_plan(T.ctx, 512, 1536, 576, false, &v, &s);
     th_check(v == 0 && s == 1, "variant by index 0, split 1: %s S=%d", q4_mm_variant_name(v), s);
     unsetenv("WGML_Q4_MM_VARIANT");
     unsetenv("WGML_Q4_MM_SPLITK");

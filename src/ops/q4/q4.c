@@ -292,7 +292,7 @@ static bool q4_variant_fits(wgml_ctx *ctx, int v) {
  * tile for matmul's tile128x128_k8_r8x8 (which has no q4 form) and 64 x 64 for the others;
  * else automatic (below). A forced variant that does not fit the device falls back to the
  * automatic choice. */
-static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, int bits) {
+static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, bool segmented) {
     int forced = -1;
     const char *e = getenv("WGML_Q4_MM_VARIANT");
     if (e && *e && strcmp(e, "auto")) {
@@ -307,13 +307,13 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, int bits) {
         if (forced < 0) forced = strcmp(wgml_matmul_variant_name(mv), "tile128x128_k8_r8x8") ? Q4V_TILE64 : Q4V_TILE128;
     }
     if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
-    /* automatic: for 4-bit codes the single-buffered 128 x 64 tile where it gives at least 256
-     * tiles (the best, or within 3% of it, on every training shape measured on an H200:
+    /* automatic: the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
+     * or within 3% of it, on every training shape measured on an H200, 4-bit and 8-bit codes:
      * bench/NOTES.md), else 64 x 64 (more tiles to fill the GPU; split-K covers long
-     * reductions). Wider codes (the 8-bit kinds: Q5_0, Q8_0, Q6_K, ...) always 64 x 64: the 128 x
-     * 64 tile ran Gemma-3-270M's 512-token prefill 7x slower with them (bench/NOTES.md). */
+     * reductions). A segmented output (q4_linear_concat) always 64 x 64: with the segments'
+     * index in its store the 128 x 64 tile ran 7-14x slower on the H200. */
     int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
-    return tiles_128x64 >= 256 && bits == 4 ? Q4V_TILE128X64 : Q4V_TILE64;
+    return tiles_128x64 >= 256 && !segmented ? Q4V_TILE128X64 : Q4V_TILE64;
 }
 
 /* Split-K: $WGML_Q4_MM_SPLITK forces a count (1: never split); else split when the tiles fill
@@ -338,8 +338,8 @@ static int q4_choose_splits(int64_t tiles, int64_t m, int64_t r, int64_t c) {
     return s;
 }
 
-void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, int bits, int *variant, int *splits) {
-    int vi = q4_choose_variant(ctx, m, c, bits);
+void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits) {
+    int vi = q4_choose_variant(ctx, m, c, segmented);
     const q4_variant *v = &Q4_VARIANTS[vi];
     int64_t tiles = ((m + v->bm - 1) / v->bm) * ((c + v->bc - 1) / v->bc);
     int s = q4_choose_splits(tiles, m, r, c);
@@ -374,7 +374,7 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     wgml_tensor *into = d ? d->into : NULL;
     int va = r % 4 == 0 ? 4 : 1;
     int vi, splits;
-    q4_mm_plan(graph_ctx(g), m, r, c, w->bits, &vi, &splits);
+    q4_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
     const q4_variant *v = &Q4_VARIANTS[vi];
     int64_t r_chunk = (r + splits - 1) / splits;
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;

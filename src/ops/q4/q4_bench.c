@@ -182,9 +182,7 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
         for (int trans = 0; trans < 2; trans++) {
             int64_t r = trans ? n : k, c = trans ? k : n;
             int vi, splits, check = 0;
-            int bits = 4;
-            if (bench_type() >= 0) q4_gguf_gpu(bench_type(), NULL, NULL, &bits);
-            q4_mm_plan(ctx, m, r, c, bits, &vi, &splits);
+            q4_mm_plan(ctx, m, r, c, false, &vi, &splits);
             double t = time_mm(ctx, m, n, k, trans, cpu ? 1 : 20, 1, &check);
             char label[80];
             snprintf(label, sizeof label, "M=%lld %lld->%lld %s", (long long)m, (long long)k, (long long)n,

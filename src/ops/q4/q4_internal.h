@@ -33,11 +33,11 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
 wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w);
 
 /* The q4 GEMM's tile variants (q4.c: names as in the matmul family) and its choice of variant
- * and split-K count for out[m, c] with reduction length r and a weight of `bits`-wide codes
+ * and split-K count for out[m, c] with reduction length r, segmented or not (q4_linear_concat)
  * ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK, a matmul variant forced on the context, else the
  * automatic rules). */
 int q4_mm_variant_count(void);
 const char *q4_mm_variant_name(int v);
-void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, int bits, int *variant, int *splits);
+void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits);
 
 #endif
