@@ -177,6 +177,18 @@ static inline double *ref_dx(const float *d_out, const hw *h, int64_t m, int64_t
     return ref;
 }
 
+/* ref[i, j] = Σ_c x[i, c] W[r0 + j, c] + bias[r0 + j] over rows [r0, r0 + n) of h, in double */
+static inline double *ref_rows(const float *x, const hw *h, int64_t r0, int64_t m, int64_t n, int64_t k) {
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = h->bias ? h->bias[r0 + j] : 0.0;
+            for (int64_t c = 0; c < k; c++) s += (double)x[i * k + c] * h->deq[(r0 + j) * k + c];
+            ref[i * n + j] = s;
+        }
+    return ref;
+}
+
 static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "f16"};
 
 #endif

@@ -15,18 +15,6 @@
 #include "ops/q4/q4_share.h"
 #include "q4_host.h"
 
-/* ref[i, j] = Σ_c x[i, c] W[r0 + j, c] + bias[r0 + j] over rows [r0, r0 + n) of h, in double */
-static double *ref_rows(const float *x, const hw *h, int64_t r0, int64_t m, int64_t n, int64_t k) {
-    double *ref = malloc(sizeof(double) * (size_t)(m * n));
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = h->bias ? h->bias[r0 + j] : 0.0;
-            for (int64_t c = 0; c < k; c++) s += (double)x[i * k + c] * h->deq[(r0 + j) * k + c];
-            ref[i * n + j] = s;
-        }
-    return ref;
-}
-
 static uint64_t dispatches_so_far(void) {
     uint64_t ns, d;
     wgml_record_stats(T.ctx, &ns, &d);

@@ -16,15 +16,7 @@ typedef hw hweight;
 
 /* ref[m, n] = Σ_k x[m, k] W[n, k] + bias[n], plain loops in double */
 static double *ref_linear(const float *x, const hweight *h, int64_t m, int64_t n, int64_t k) {
-    double *ref = malloc(sizeof(double) * (size_t)(m * n));
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = h->bias ? h->bias[j] : 0.0;
-            const float *xr = x + i * k, *wr = h->deq + j * k;
-            for (int64_t c = 0; c < k; c++) s += (double)xr[c] * wr[c];
-            ref[i * n + j] = s;
-        }
-    return ref;
+    return ref_rows(x, h, 0, m, n, k);
 }
 
 static uint64_t dispatches_so_far(void) {

@@ -512,8 +512,8 @@ static const wgml_q4_weight *group_weight(const wgml_model *m, int64_t l, const 
  * products with 4-bit weights (no latent) go through one wgml_q4_linear_multi (at decode, one
  * GEMV dispatch per weight kind instead of one per weight; larger S falls back to one GEMM each
  * inside it), or, when all n are 4-bit and were loaded as one weight, through one GEMM over it
- * where q4_concat_applies (a prefill); then each adapter is added; the others one by one. Returns false when any output
- * is missing (the error is on the context). */
+ * where q4_concat_applies (a prefill); then each adapter is added; the others one by one.
+ * Returns false when any output is missing (the error is on the context). */
 static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, const int *targets, int n,
                          wgml_tensor *x, wgml_tensor **y) {
     wgml_q4_weight q[WGML_Q4_MULTI_MAX];
