@@ -840,14 +840,21 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
     return s;
 }
 
-bool q4_concat_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, int n, const int64_t *ns) {
-    if (!g || !x || !w || !ns || n < 2 || n > 3 || x->rank < 1 || x->dtype != WGML_F32 || x->graph != g) return false;
-    const char *e = getenv("WGML_Q4_CONCAT"); /* 0: off, for A/B runs */
+/* What the prefill's forms of the GEMM (q4_linear_concat, q4_linear_parts) both ask of x and w:
+ * x f32 [..., K] of g with K = w's and more rows than the GEMV takes, no gradient wanted through
+ * x, and their A/B switch $`env` not 0. */
+static bool prefill_gemm_takes(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const char *env) {
+    if (!g || !x || !w || x->rank < 1 || x->dtype != WGML_F32 || x->graph != g) return false;
+    const char *e = getenv(env);
     if (e && !strcmp(e, "0")) return false;
     int64_t k = x->shape[x->rank - 1];
-    if (k != w->k || k <= 0) return false;
-    int64_t m = x->numel / k, cs = 0;
-    if (m <= GEMV_MAX_M || m * w->n > 0x7FFFFFFFll || graph_grad_enabled(g, &x, 1)) return false;
+    return k == w->k && k > 0 && x->numel / k > GEMV_MAX_M && !graph_grad_enabled(g, &x, 1);
+}
+
+bool q4_concat_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, int n, const int64_t *ns) {
+    if (!ns || n < 2 || n > 3 || !prefill_gemm_takes(g, x, w, "WGML_Q4_CONCAT")) return false;
+    int64_t m = x->numel / w->k, cs = 0;
+    if (m * w->n > 0x7FFFFFFFll) return false;
     uint64_t align = gpu_get_caps(graph_ctx(g))->storage_align;
     for (int i = 0; i < n; i++) {
         if (ns[i] <= 0 || ((uint64_t)(m * cs) * sizeof(float)) % align) return false;
@@ -894,12 +901,7 @@ wgml_status q4_linear_concat(wgml_graph *g, const char *op, wgml_tensor *x, cons
 }
 
 bool q4_parts_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w) {
-    if (!g || !x || !w || x->rank < 1 || x->rank >= WGML_MAX_RANK || x->dtype != WGML_F32 || x->graph != g)
-        return false;
-    const char *e = getenv("WGML_Q4_PARTS"); /* 0: off, for A/B runs */
-    if (e && !strcmp(e, "0")) return false;
-    int64_t k = x->shape[x->rank - 1];
-    return k == w->k && k > 0 && x->numel / k > GEMV_MAX_M && !graph_grad_enabled(g, &x, 1);
+    return x && x->rank < WGML_MAX_RANK && prefill_gemm_takes(g, x, w, "WGML_Q4_PARTS");
 }
 
 wgml_tensor *q4_linear_parts(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w, int *splits) {
