@@ -1,7 +1,8 @@
 /* Replays saved inputs through a fuzz target's entry point in a plain build (no libFuzzer):
  * every file named on the command line, or every file in a directory named there. Used by
  * CTest for fuzz/regressions/<target>/ (inputs that once crashed) and the seed corpora.
- * Exit 0 when every input ran; 77 (skipped) when the target's setup cannot run here. */
+ * Exit 0 when every input ran; 1 when one failed or the target's setup cannot run here (its model
+ * is missing: scripts/setup.sh installs it). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,8 +41,8 @@ static int run_file(const char *path) {
 int main(int argc, char **argv) {
 #ifdef WGML_REPLAY_SETUP
     if (!WGML_REPLAY_SETUP()) {
-        printf("replay: setup not possible here (missing model?); skipped\n");
-        return 77;
+        printf("replay: the target's setup failed (is the model missing? scripts/setup.sh installs it)\n");
+        return 1;
     }
 #endif
     int files = 0, bad = 0;

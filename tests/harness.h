@@ -5,6 +5,7 @@
 #define WGML_TEST_HARNESS_H
 
 #include "wgml.h"
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,13 @@ wgml_tensor *th_tensor_f32(int rank, const int64_t *shape, const float *data);
 wgml_tensor *th_tensor_i32(int rank, const int64_t *shape, const int32_t *data);
 /* Reads a tensor back into a malloc'ed buffer (NULL and a failure on error). */
 float *th_read_f32(wgml_tensor *t);
+
+/* The larger of two errors, a NaN counted as +inf: once a NaN is seen no later finite error can
+ * hide it (a plain `err > worst` never takes a NaN, and `!(err <= worst)` lets the next finite
+ * error overwrite it). Header-only: the ExecuTorch program tests use it without the harness. */
+static inline double th_max_err(double worst, double err) {
+    return isnan(err) ? INFINITY : err > worst ? err : worst;
+}
 
 /* Records a pass or a failure. */
 bool th_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

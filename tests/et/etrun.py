@@ -1,14 +1,14 @@
 """ctypes binding of include/wgml-program.h for the ExecuTorch tests: load a .pte, set inputs from
-torch tensors, run once, read outputs back as torch tensors. One wgml context per process.
+numpy arrays (or CPU torch tensors), run once, read outputs back as numpy arrays. One wgml context
+per process. Only numpy is imported.
 
     rt = Runtime(lib_path)             # libwgml.so of the build under test
-    outs = rt.run(pte_bytes, inputs)   # list of torch tensors, or raises ProgramError
+    outs = rt.run(pte_bytes, inputs)   # list of numpy arrays, or raises ProgramError
 """
 import ctypes
 from ctypes import POINTER, Structure, c_char_p, c_double, c_int, c_int64, c_size_t, c_void_p
 
 import numpy as np
-import torch
 
 MAX_RANK = 8
 # wgml_program_dtype (ExecuTorch ScalarType numbering) -> numpy / torch
@@ -34,6 +34,13 @@ class TrainConfig(Structure):
 
 
 SGD, ADAMW = 1, 2
+
+
+def as_array(x, dtype):
+    """x (a numpy array, or a CPU torch tensor) as a contiguous array of dtype."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.ascontiguousarray(np.asarray(x).astype(dtype))
 
 
 class ProgramError(Exception):
@@ -90,7 +97,7 @@ class Runtime:
         return self.lib.wgml_last_error(self.ctx).decode(errors="replace")
 
     def run(self, pte, inputs, runs=1):
-        """Outputs (torch tensors) of the program on inputs (torch tensors, in order)."""
+        """Outputs (numpy arrays) of the program on inputs (arrays or tensors, in order)."""
         lib = self.lib
         buf = ctypes.create_string_buffer(bytes(pte), len(pte))
         p = lib.wgml_program_load_bytes(self.ctx, buf, len(pte), None)
@@ -106,7 +113,7 @@ class Runtime:
                 want = tuple(io.shape[:io.rank])
                 if tuple(x.shape) != want:
                     raise ProgramError("input", "input %d: shape %s, the program takes %s" % (i, tuple(x.shape), want))
-                a = np.ascontiguousarray(x.detach().cpu().numpy().astype(NP[io.dtype]))
+                a = as_array(x, NP[io.dtype])
                 if lib.wgml_program_set_input(p, i, a.ctypes.data, a.nbytes) != 0:
                     raise ProgramError("input", self.err())
             t = c_double()
@@ -120,7 +127,7 @@ class Runtime:
                 a = np.empty(tuple(io.shape[:io.rank]), dtype=NP[io.dtype])
                 if lib.wgml_program_get_output(p, i, a.ctypes.data, a.nbytes) != 0:
                     raise ProgramError("output", self.err())
-                outs.append(torch.from_numpy(a))
+                outs.append(a)
             self.last_seconds = t.value
             return outs
         finally:
@@ -161,7 +168,7 @@ class Program:
     def set_input(self, i, x):
         io = ProgramIO()
         self.lib.wgml_program_input_info(self.p, i, ctypes.byref(io))
-        a = np.ascontiguousarray(x.detach().cpu().numpy().astype(NP[io.dtype]))
+        a = as_array(x, NP[io.dtype])
         if self.lib.wgml_program_set_input(self.p, i, a.ctypes.data, a.nbytes) != 0:
             raise ProgramError("input", self.rt.err())
 
@@ -178,7 +185,7 @@ class Program:
         a = np.empty(tuple(io.shape[:io.rank]), dtype=NP[io.dtype])
         if self.lib.wgml_program_get_output(self.p, i, a.ctypes.data, a.nbytes) != 0:
             raise ProgramError("output", self.rt.err())
-        return torch.from_numpy(a)
+        return a
 
     def constants(self):
         """[(shape, numpy dtype, name)] of every constant, by index."""

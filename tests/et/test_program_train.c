@@ -1,6 +1,6 @@
-/* Training programs through the C API, in the plain and the ASan build: every exported training
- * program in the export cache (DIR/<executorch version>/programs/train_*.pte, written by
- * py_et_training; skipped, 77, when there is none) is loaded for training and its first step
+/* Training programs through the C API, in the plain and the ASan build: every training program of
+ * the unpacked ExecuTorch fixture (DIR/programs/train_*.pte, tests/et/programs.py; none is a
+ * failure) is loaded for training and its first step
  * checked against a host reference computed here from what wgml reports (the parameters before
  * the step, the gradient outputs of the step's run): SGD p - lr·g, AdamW's first step
  * p·(1 - lr·wd) - lr·g/(|g| + eps) (the bias corrections cancel at t = 1), in double. Inputs
@@ -8,7 +8,8 @@
  * n_params, truncated programs at 40 cuts, set_lr / param_info misuse: each fails with a
  * message, never a crash.
  *
- *     test_program_train DIR */
+ *     test_program_train DIR   (DIR: BUILD/et-fixture) */
+#include "harness.h"
 #include "wgml-program.h"
 
 #include <dirent.h>
@@ -102,8 +103,7 @@ static void one_step(wgml_ctx *ctx, const char *file, const uint8_t *b, size_t n
             double pw = p0[j][k], gw = g[j][k], want;
             if (opt == WGML_PROGRAM_SGD) want = pw - (double)(float)c.lr * gw;
             else want = pw * (1 - (double)(float)c.lr * (float)c.weight_decay) - (double)(float)c.lr * gw / (fabs(gw) + 1e-8);
-            double err = fabs(p1[j][k] - want) / (1 + fabs(want));
-            if (err > worst) worst = err;
+            worst = th_max_err(worst, fabs(p1[j][k] - want) / (1 + fabs(want)));
         }
     }
     int64_t steps = -1;
@@ -160,46 +160,42 @@ static void refusals(wgml_ctx *ctx, const char *file, const uint8_t *b, size_t n
 }
 
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : ".deps/et-cache";
+    const char *dir = argc > 1 ? argv[1] : "build/et-fixture";
     const char *seed_env = getenv("WGML_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
     rng ^= seed * 0xBF58476D1CE4E5B9ull;
     printf("seed %llu (WGML_SEED to repeat)\n", (unsigned long long)seed);
+    /* the error fold must keep a NaN however many finite errors follow it */
+    check(th_max_err(th_max_err(th_max_err(0, 1e-9), NAN), 1e-9) == INFINITY, "a NaN error is never lost", NULL);
     wgml_ctx *ctx;
     wgml_ctx_options o = {.poison_outputs = 1};
     if (wgml_ctx_create(&o, &ctx)) {
         fprintf(stderr, "no device: %s\n", wgml_create_error());
-        return 77;
+        return 1;
     }
     int programs = 0;
-    DIR *top = opendir(dir);
-    for (struct dirent *v; top && (v = readdir(top));) {
-        if (v->d_name[0] == '.') continue;
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/%s/programs", dir, v->d_name);
-        DIR *d = opendir(sub);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            size_t l = strlen(e->d_name);
-            if (strncmp(e->d_name, "train_", 6) || l < 5 || strcmp(e->d_name + l - 4, ".pte")) continue;
-            char path[2048];
-            snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
-            size_t n;
-            uint8_t *b = read_file(path, &n);
-            if (!b) continue;
-            programs++;
-            one_step(ctx, e->d_name, b, n, WGML_PROGRAM_SGD);
-            one_step(ctx, e->d_name, b, n, WGML_PROGRAM_ADAMW);
-            if (programs == 1) refusals(ctx, e->d_name, b, n);
-            free(b);
-        }
-        if (d) closedir(d);
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/programs", dir);
+    DIR *d = opendir(sub);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "train_", 6) || l < 5 || strcmp(e->d_name + l - 4, ".pte")) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        size_t n;
+        uint8_t *b = read_file(path, &n);
+        check(b != NULL, "reading a training program", path);
+        if (!b) continue;
+        programs++;
+        one_step(ctx, e->d_name, b, n, WGML_PROGRAM_SGD);
+        one_step(ctx, e->d_name, b, n, WGML_PROGRAM_ADAMW);
+        if (programs == 1) refusals(ctx, e->d_name, b, n);
+        free(b);
     }
-    if (top) closedir(top);
+    if (d) closedir(d);
     wgml_ctx_destroy(ctx);
-    if (!programs) {
-        printf("no training programs under %s/*/programs (py_et_training exports them): skipped\n", dir);
-        return 77;
-    }
+    check(programs >= 4, "the fixture's training programs are there", sub);
     printf("%d training programs, %d checks, %d failures\n", programs, checks, failures);
+    printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

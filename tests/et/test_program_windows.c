@@ -378,7 +378,7 @@ int main(void) {
     wgml_ctx_options o = {.poison_outputs = 1};
     if (wgml_ctx_create(&o, &ctx)) {
         fprintf(stderr, "no device: %s\n", wgml_create_error());
-        return 77;
+        return 1;
     }
     const char *seed_env = getenv("WGML_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);

@@ -10,12 +10,11 @@
   - the CLI: `wgml run` with .npy inputs, --out and --check;
   - bad input: wrong input sizes, a wrong-shaped or wrong-dtype .npy, an unknown operator (the
     load error lists it), a truncated file: clear errors, never a crash.
-Programs are cached under .deps/et-cache/<executorch version>/programs/ (keyed by the model and
-its example input), so only the first run exports.
+The programs come from the committed fixture (tests/et/programs.py names them; the module each
+test builds must be the one its program was exported from).
 
     test_programs.py BUILD_DIR
 """
-import hashlib
 import os
 import subprocess
 import sys
@@ -29,7 +28,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import etrun  # noqa: E402
-import models  # noqa: E402
+import fixture  # noqa: E402
+import programs  # noqa: E402
 
 ROOT = HERE.parent.parent
 FAILS = []
@@ -41,58 +41,25 @@ def check(cond, what):
         FAILS.append(what)
 
 
-def et_version():
-    from importlib.metadata import version
-    return version("executorch")
-
-
-def export(model, example, partitioner):
-    """The .pte bytes of model lowered with partitioner ("vulkan" or "webgpu"), cached."""
-    h = hashlib.sha256()
-    h.update(partitioner.encode())
-    h.update(repr(model).encode())
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.detach().numpy().tobytes())
-    h.update(str([tuple(x.shape) for x in example]).encode())
-    path = ROOT / ".deps" / "et-cache" / et_version() / "programs" / (h.hexdigest()[:32] + ".pte")
-    if path.is_file():
-        return path.read_bytes()
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-    if partitioner == "vulkan":
-        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-        part = VulkanPartitioner()
-    else:
-        from executorch.backends.webgpu.partitioner import WebGPUPartitioner
-        from executorch.backends.webgpu.test.tester import WEBGPU_SUPPORTED_OPS
-        part = WebGPUPartitioner({"skip_bool_tensors": True}, operator_allowlist=WEBGPU_SUPPORTED_OPS)
-    t0 = time.perf_counter()
-    ep = torch.export.export(model, tuple(example))
-    pte = to_edge_transform_and_lower(ep, partitioner=[part],
-                                      compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch().buffer
-    print("  exported %s with %s in %.1f s" % (type(model).__name__, partitioner, time.perf_counter() - t0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_bytes(pte)
-    path.with_suffix(".tmp").replace(path)
-    return pte
+def program(fx, name):
+    """(the module, its example inputs, the program's bytes) of a named program of the fixture."""
+    spec = programs.SPECS[name]
+    model, example = spec.build()
+    return model, example, fx.program(name, programs.spec_key(spec, model, example))
 
 
 def max_err(got, ref):
-    d = (got.double() - ref).abs()
+    d = (torch.from_numpy(got).double() - ref).abs()
     return d.max().item(), (d / ref.abs().clamp_min(1e-6)).max().item()
 
 
-def run_models(rt, seed):
+def run_models(rt, fx, seed):
     g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(1234)  # the weights (fixed, so the cache key stays)
-    cases = [("mlp", models.MLP().eval(), (4, 16)), ("block", models.Block().eval(), (2, 8, 32))]
-    torch.manual_seed(1234)
-    cases.append(("conv", models.ConvNet().eval(), (2, 3, 12, 12)))
-    torch.manual_seed(1234)
-    cases.append(("conv_bn", models.ConvBN().eval(), (2, 4, 7, 9)))
     progs = {}
-    for name, model, shape in cases:
+    for name in ("mlp", "block", "conv", "conv_bn"):
         for part in ("vulkan", "webgpu"):
-            pte = export(model, [torch.randn(shape)], part)
+            model, example, pte = program(fx, "%s-%s" % (name, part))
+            shape = example[0].shape
             progs[(name, part)] = pte
             ref_model = model.double()
             for run in range(2):  # fresh inputs each run
@@ -108,16 +75,13 @@ def run_models(rt, seed):
                 check(out[0].shape == ref.shape and ea < 1e-4,
                       "%s/%s run %d: max abs error %.2e (rel %.2e) vs float64 PyTorch, %.2f ms" %
                       (name, part, run, ea, er, rt.last_seconds * 1e3))
-            model.float()
     return progs
 
 
-def run_int64(rt):
+def run_int64(rt, fx):
     """int64 ids in, int64 argmax out: narrowed on upload, widened on readback; an id outside the
     int32 range is an error naming it."""
-    torch.manual_seed(1234)
-    model = models.EmbedArgmax().eval()
-    pte = export(model, [torch.randint(0, 50, (3, 5))], "vulkan")
+    model, _, pte = program(fx, "embed_argmax-vulkan")
     ids = torch.randint(0, 50, (3, 5))
     try:
         logits, idx = rt.run(pte, [ids])
@@ -126,9 +90,10 @@ def run_int64(rt):
         return
     with torch.no_grad():
         ref_logits, ref_idx = model.double()(ids)
-    check(idx.dtype == torch.int64 and torch.equal(idx, ref_idx),
+    check(idx.dtype == np.int64 and np.array_equal(idx, ref_idx.numpy()),
           "int64 output widened: argmax equals PyTorch's (%s)" % idx.dtype)
-    check((logits.double() - ref_logits).abs().max().item() < 1e-5, "int64 ids narrowed: logits match PyTorch's")
+    check((torch.from_numpy(logits).double() - ref_logits).abs().max().item() < 1e-5,
+          "int64 ids narrowed: logits match PyTorch's")
     lib = rt.lib
     buf = bytes(pte)
     p = lib.wgml_program_load_bytes(rt.ctx, buf, len(buf), None)
@@ -140,11 +105,10 @@ def run_int64(rt):
     lib.wgml_program_free(p)
 
 
-def run_cli(build, pte, tmp):
+def run_cli(build, fx, tmp):
+    model, _, pte = program(fx, "mlp-vulkan")
     x = torch.randn(4, 16)
-    torch.manual_seed(1234)
-    model = models.MLP().eval()
-    ref = model(x).detach()
+    ref = model.float()(x).detach()
     np.save(tmp / "x.npy", x.numpy())
     np.save(tmp / "ref.npy", ref.numpy())
     (tmp / "mlp.pte").write_bytes(pte)
@@ -206,41 +170,15 @@ def bad_programs(rt, progs):
     del big
 
 
-def run_torchvision(rt, seed):
+def run_torchvision(rt, fx, seed):
     """A model of ExecuTorch's suite (models/test_torchvision.py): MobileNetV2 (convolutions
     plain, strided and depthwise, batch norm, ReLU6, residual adds, adaptive average pooling,
     linear) at 64x64, exported with the WebGPU and the Vulkan partitioner, against float64
     PyTorch on fresh inputs. The error is relative to the largest reference logit."""
-    try:
-        import torchvision
-    except ImportError:
-        print("torchvision is not installed in venv-pt: not run")
-        return
-    torch.manual_seed(1234)
-    model = torchvision.models.mobilenet_v2()
-    # Batch-norm statistics from a few random batches (the initial ones, mean 0 and variance 1,
-    # let the activations vanish through the net: logits ~1e-9), on one thread and rounded so
-    # that the weights, and so the export cache key, are the same on every run.
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = None  # a cumulative average
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with torch.no_grad():
-        model.train()
-        for _ in range(3):
-            model(torch.randn(8, 3, 64, 64))
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.round(m.running_mean * 256) / 256)
-                m.running_var.copy_(torch.round(m.running_var * 256).clamp_min(1) / 256)
-    torch.set_num_threads(threads)
-    model.eval()
     g = torch.Generator().manual_seed(seed + 1)
-    shape = (1, 3, 64, 64)
     for part in ("webgpu", "vulkan"):
-        pte = export(model, [torch.randn(shape)], part)
-        x = torch.randn(shape, generator=g)
+        model, example, pte = program(fx, "mobilenet_v2-" + part)
+        x = torch.randn(example[0].shape, generator=g)
         try:
             out = rt.run(pte, [x], runs=2)
         except etrun.ProgramError as e:
@@ -248,7 +186,6 @@ def run_torchvision(rt, seed):
             continue
         with torch.no_grad():
             ref = model.double()(x.double())
-        model.float()
         ea, _ = max_err(out[0], ref)
         scale = ref.abs().max().item()
         check(out[0].shape == ref.shape and ea <= 1e-4 * max(scale, 1.0),
@@ -260,13 +197,14 @@ def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build")
     seed = int(os.environ.get("WGML_SEED", str(int(time.time()) % 100000)))
     print("seed", seed)
+    fx = fixture.open_for(build)
     rt = etrun.Runtime(build / "libwgml.so")
-    progs = run_models(rt, seed)
+    progs = run_models(rt, fx, seed)
     bad_programs(rt, progs)
-    run_int64(rt)
+    run_int64(rt, fx)
     with tempfile.TemporaryDirectory() as d:
-        run_cli(build, progs[("mlp", "vulkan")], Path(d))
-    run_torchvision(rt, seed)
+        run_cli(build, fx, Path(d))
+    run_torchvision(rt, fx, seed)
     rt.close()
     print("%d failures" % len(FAILS))
     return 1 if FAILS else 0

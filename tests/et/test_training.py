@@ -38,6 +38,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import etrun  # noqa: E402
+import fixture  # noqa: E402
+import programs  # noqa: E402
+from programs import Classifier, Net  # noqa: E402
 
 ROOT = HERE.parent.parent
 FAILS = []
@@ -49,84 +52,11 @@ def check(cond, what):
         FAILS.append(what)
 
 
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l1 = torch.nn.Linear(8, 16)
-        self.l2 = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.l2(torch.relu(self.l1(x)))
-
-
-class TrainNet(torch.nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-        self.loss = torch.nn.MSELoss()
-
-    def forward(self, x, y):
-        return (self.loss(self.net(x), y),)
-
-
-class Classifier(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l1 = torch.nn.Linear(8, 16)
-        self.l2 = torch.nn.Linear(16, 5)
-
-    def forward(self, x):
-        return self.l2(torch.relu(self.l1(x)))
-
-
-class TrainClassifier(torch.nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x, y):
-        return (torch.nn.functional.cross_entropy(self.net(x), y),)
-
-
-class SharedNet(torch.nn.Module):
-    """One linear layer applied twice around a full sum (which the Vulkan partitioner does not
-    take): its weight becomes a constant of two delegates."""
-
-    def __init__(self):
-        super().__init__()
-        self.l = torch.nn.Linear(8, 8)
-
-    def forward(self, x, y):
-        a = self.l(x)
-        return (torch.nn.functional.mse_loss(self.l(a * a.sum()), y),)
-
-
-def export(model, example, tag=b"train-vulkan", flow="vulkan"):
-    from importlib.metadata import version
-    h = hashlib.sha256(tag + (b"" if flow == "vulkan" else flow.encode()))
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.numpy().tobytes())
-    path = ROOT / ".deps" / "et-cache" / version("executorch") / "programs" / ("train_" + h.hexdigest()[:24] + ".pte")
-    if path.is_file():
-        return path.read_bytes()
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-    from torch.export.experimental import _export_forward_backward
-    if flow == "vulkan":
-        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-        part = VulkanPartitioner()
-    else:  # the WebGPU partitioner with its allow list, as the suite's webgpu flow uses it
-        from executorch.backends.webgpu.partitioner import WebGPUPartitioner
-        from executorch.backends.webgpu.test.tester import WEBGPU_SUPPORTED_OPS
-        part = WebGPUPartitioner({"skip_bool_tensors": True}, operator_allowlist=WEBGPU_SUPPORTED_OPS)
-    t0 = time.perf_counter()
-    ep = _export_forward_backward(torch.export.export(model, example, strict=True))
-    pte = to_edge_transform_and_lower(ep, partitioner=[part],
-                                      compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch().buffer
-    print("  exported the joint graph in %.1f s" % (time.perf_counter() - t0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_bytes(pte)
-    path.with_suffix(".tmp").replace(path)
-    return pte
+def program(fx, name):
+    """(the module, the program's bytes) of a named training program of the fixture."""
+    spec = programs.SPECS[name]
+    model, example = spec.build()
+    return model, fx.program(name, programs.spec_key(spec, model, example))
 
 
 def host_sgd(rt, pte, init, seed):
@@ -155,7 +85,7 @@ def host_sgd(rt, pte, init, seed):
         prog.set_input(1, y)
         prog.run()
         loss = prog.output(0).item()
-        grads = [prog.output(1 + j) for j in range(len(names))]
+        grads = [torch.from_numpy(prog.output(1 + j)) for j in range(len(names))]
         opt.zero_grad()
         ref_loss = torch.nn.functional.mse_loss(ref(x), y)
         ref_loss.backward()
@@ -205,7 +135,7 @@ def gpu_steps(rt, pte, make_ref, init, opt_ref, batches, loss_fn, label, tol_los
         prog.run()
         loss = prog.output(0).item()
         for j, sp in enumerate(shadow):
-            sp.grad = prog.output(params[j][1]).clone()
+            sp.grad = torch.from_numpy(prog.output(params[j][1])).clone()
         shadow_opt.step()
         opt.zero_grad()
         ref_loss = loss_fn(ref, *inputs)
@@ -274,10 +204,9 @@ def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build")
     seed = int(os.environ.get("WGML_SEED", str(int(time.time()) % 100000)))
     print("seed", seed)
-    torch.manual_seed(0)  # the initial weights (fixed: they are in the cached program)
-    net = Net()
-    init = {k: v.clone() for k, v in net.state_dict().items()}
-    pte = export(TrainNet(net), (torch.randn(6, 8), torch.randn(6, 4)))
+    fx = fixture.open_for(build)
+    train_net, pte = program(fx, "train_mse-vulkan")  # the initial weights are in the program
+    init = {k: v.clone() for k, v in train_net.net.state_dict().items()}
     rt = etrun.Runtime(build / "libwgml.so")
     host_sgd(rt, pte, init, seed)
 
@@ -302,10 +231,8 @@ def main():
                      optimizer=etrun.SGD, lr=0.05, momentum=0.9, weight_decay=1e-3, param_constants=explicit)
     print("  SGD: worst loss rel. error %.1e, final parameter error %.1e (optimizer alone %.1e)" % (w, f, o))
 
-    torch.manual_seed(1)
-    clf = Classifier()
-    cinit = {k: v.clone() for k, v in clf.state_dict().items()}
-    cpte = export(TrainClassifier(clf), (torch.randn(6, 8), torch.randint(0, 5, (6,))), b"train-ce-vulkan")
+    train_clf, cpte = program(fx, "train_ce-vulkan")
+    cinit = {k: v.clone() for k, v in train_clf.net.state_dict().items()}
     cbatches = []
     for k in range(8):
         y = torch.randint(0, 5, (6,), generator=g)
@@ -320,17 +247,16 @@ def main():
     # the same classifier lowered with the WebGPU partitioner: its allow list leaves the
     # matmuls with bias (addmm) to portable kernels, so some parameters are constants of the
     # method itself (no named-data key) rather than of a delegate
-    torch.manual_seed(1)
-    wpte = export(TrainClassifier(Classifier()), (torch.randn(6, 8), torch.randint(0, 5, (6,))), b"train-ce-vulkan",
-                  "webgpu")
+    train_wclf, wpte = program(fx, "train_ce-webgpu")
+    check(all(torch.equal(v, cinit[k]) for k, v in train_wclf.net.state_dict().items()),
+          "the WebGPU-lowered classifier starts from the same weights")
     w, f, o = gpu_steps(rt, wpte, Classifier, cinit, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.5), cbatches,
                         lambda ref, x, y: torch.nn.functional.cross_entropy(ref(x), y),
                         "cross-entropy classifier (WebGPU partitioner), SGD", 2e-6, 1e-6, optimizer=etrun.SGD, lr=0.1,
                         momentum=0.5)
     print("  cross-entropy (WebGPU partitioner) + SGD: worst loss rel. error %.1e, final parameter error %.1e "
           "(optimizer alone %.1e)" % (w, f, o))
-    torch.manual_seed(2)
-    shared = export(SharedNet(), (torch.randn(4, 8), torch.randn(4, 8)), b"train-shared-vulkan")
+    _, shared = program(fx, "train_shared-vulkan")
     refusals(rt, pte, shared)
     rt.close()
     print("%d failures" % len(FAILS))

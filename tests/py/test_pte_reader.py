@@ -2,10 +2,9 @@
 """The ExecuTorch program reader (src/io/pte.c, pte_vk.c) against ExecuTorch's own Python
 deserialisation of programs made by the real exporter.
 
-Small modules are exported with torch.export -> to_edge_transform_and_lower (VulkanPartitioner,
-the WebGPU partitioner, or none) -> to_executorch; the .pte files are cached under
-.deps/et-cache/<executorch version>/<hash of the case's source, inputs and options>/ so reruns
-skip the export. Each file is dumped by `tool_pte dump` (JSON) and compared, field by field,
+Small modules (tests/et/programs.py READER_CASES) exported with torch.export ->
+to_edge_transform_and_lower (VulkanPartitioner, the WebGPU partitioner, or none) -> to_executorch,
+taken from the committed fixture (tests/et/fixture.py). Each file is dumped by `tool_pte dump` (JSON) and compared, field by field,
 with executorch.exir._serialize (the Program flatbuffer read through ExecuTorch's schema, the
 segments restored by deserialize_pte_binary) and, for each VulkanBackend blob, with
 executorch.backends.vulkan.serialization (VH00 header and the VkGraph through flatc): values,
@@ -30,77 +29,11 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-CASES = [
-    # (name, partitioner, options, module source: defines M and INPUTS)
-    ("linear_relu", "vulkan", {}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l = torch.nn.Linear(4, 3)
-    def forward(self, x):
-        return torch.relu(self.l(x))
-INPUTS = (torch.randn(2, 4),)
-"""),
-    ("mlp", "vulkan", {}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 5)
-    def forward(self, x):
-        h = torch.relu(self.a(x))
-        y = self.b(h)
-        return torch.softmax(y, dim=-1), y * 2.0 - 1.0
-INPUTS = (torch.randn(3, 8),)
-"""),
-    ("embedding_int64", "vulkan", {}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.e = torch.nn.Embedding(10, 4)
-    def forward(self, idx, x):
-        return self.e(idx) + x
-INPUTS = (torch.tensor([[1, 7, 3], [0, 9, 2]], dtype=torch.int64), torch.randn(2, 3, 4))
-"""),
-    ("webgpu_add_mul", "webgpu", {}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(4, 6))
-    def forward(self, x, y):
-        return torch.sigmoid(x @ self.w) * y + x.sum(dim=1, keepdim=True)
-INPUTS = (torch.randn(5, 4), torch.randn(5, 6))
-"""),
-    ("portable_mlp", None, {}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(6, 8)
-        self.b = torch.nn.Linear(8, 2)
-    def forward(self, x, n: int = 2):
-        return self.b(torch.relu(self.a(x))).cumsum(0), x.argmax(dim=1)
-INPUTS = (torch.randn(4, 6),)
-"""),
-    ("portable_mutable", None, {"init_buffers": ["acc"]}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("acc", torch.arange(6, dtype=torch.float32).reshape(2, 3))
-    def forward(self, x):
-        self.acc.add_(x)
-        return self.acc * 2.0
-INPUTS = (torch.randn(2, 3),)
-"""),
-    ("portable_external", None, {"external_constants": True}, """
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(3, 2)
-    def forward(self, x):
-        return self.a(x)
-INPUTS = (torch.randn(1, 3),)
-"""),
-]
+sys.path.insert(0, os.path.join(ROOT, "tests", "et"))
+import fixture  # noqa: E402
+import programs  # noqa: E402
+
+CASES = programs.READER_CASES  # (name, partitioner, options, module source)
 
 
 def fnv(b):
@@ -115,44 +48,13 @@ SCALAR_SIZE = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 12: 1, 13:
 VK_SIZE = {0: 1, 1: 1, 2: 1, 3: 4, 4: 2, 5: 4, 6: 8, 7: 8}
 
 
-def export_case(case, cache_root):
-    """The .pte bytes of a case, exported once and cached by the hash of what defines it."""
-    import executorch
-    import torch
-    name, part, opts, src = case
-    version = getattr(executorch, "__version__", None)
-    if not version:
-        from importlib.metadata import version as v
-        version = v("executorch")
-    key = hashlib.sha256(repr((name, part, sorted(opts.items()), src, torch.__version__)).encode()).hexdigest()[:16]
-    d = os.path.join(cache_root, version, key)
-    path = os.path.join(d, "program.pte")
-    if os.path.exists(path):
-        return path, False
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    env = {"torch": torch}
-    torch.manual_seed(0)
-    exec(src, env)
-    m = env["M"]().eval()
-    ep = torch.export.export(m, env["INPUTS"])
-    parts = []
-    if part == "vulkan":
-        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-        parts = [VulkanPartitioner()]
-    elif part == "webgpu":
-        from executorch.backends.webgpu.partitioner.partitioner import WebGPUPartitioner
-        parts = [WebGPUPartitioner()]
-    opts = dict(opts)
-    if "init_buffers" in opts:  # mutable buffers whose initial values are saved (mutable_data_segments)
-        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-        opts["passes"] = [InitializedMutableBufferPass(opts.pop("init_buffers"))]
-    et = to_edge_transform_and_lower(ep, partitioner=parts).to_executorch(ExecutorchBackendConfig(**opts))
-    os.makedirs(d, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(et.buffer)
-    os.replace(tmp, path)
-    return path, True
+def program_path(fx, case):
+    """The path of a case's program in the unpacked fixture (exported from this very module)."""
+    name = "reader_" + case[0]
+    spec = programs.SPECS[name]
+    model, example = spec.build()
+    fx.program(name, programs.spec_key(spec, model, example))  # raises if it is not that module's
+    return os.path.join(fx.dir, fx.programs[name]["pte"])
 
 
 class Mismatch(Exception):
@@ -628,11 +530,11 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
     corpus = sys.argv[sys.argv.index("--write-corpus") + 1] if "--write-corpus" in sys.argv else None
     tool = os.path.join(build, "tests", "tool_pte")
-    cache = os.path.join(ROOT, ".deps", "et-cache")
+    fx = fixture.open_for(build)
     failures = 0
-    programs = {}
+    progs = {}
     for case in CASES:
-        path, fresh = export_case(case, cache)
+        path = program_path(fx, case)
         r = run_tool(tool, "dump", path)
         if r.returncode != 0:
             print(f"FAIL {case[0]}: tool_pte dump exit {r.returncode}: {r.stderr.strip()}")
@@ -645,12 +547,12 @@ def main():
             print(f"FAIL {case[0]} ({path}): {e}")
             failures += 1
             continue
-        programs[case[0]] = (path, dump)
-        print(f"ok   {case[0]}: {os.path.getsize(path)} bytes{' (exported now)' if fresh else ''}; "
+        progs[case[0]] = (path, dump)
+        print(f"ok   {case[0]}: {os.path.getsize(path)} bytes; "
               + ", ".join(f"{k} {v}" for k, v in counts.items()))
     # the comparison must be able to fail: a dump with one value changed is caught
-    if "linear_relu" in programs:
-        path, dump = programs["linear_relu"]
+    if "linear_relu" in progs:
+        path, dump = progs["linear_relu"]
         bad = json.loads(json.dumps(dump))
         bad["plans"][0]["delegates"][0]["vk"]["chain"][0]["args"][0] += 1
         try:
@@ -661,8 +563,8 @@ def main():
             print(f"ok   self-check: a changed op arg is caught ({e})")
     # the non-Vulkan delegate is an error naming it (the portable program has no delegate: make
     # one by renaming the backend id of the Vulkan one)
-    if "linear_relu" in programs:
-        path, dump = programs["linear_relu"]
+    if "linear_relu" in progs:
+        path, dump = progs["linear_relu"]
         data = open(path, "rb").read()
 
         def rename(o):
@@ -727,7 +629,7 @@ def main():
         failures += trunc_bad
         print(f"{'FAIL' if trunc_bad else 'ok  '} truncation at each of {len(data)} offsets: {trunc_bad} not a clean error")
     if corpus:
-        for name, (path, dump) in programs.items():
+        for name, (path, dump) in progs.items():
             if os.path.getsize(path) <= 8192:
                 shutil.copy(path, os.path.join(corpus, "good_" + name))
             for d in dump["plans"][0]["delegates"]:  # bare blobs: the fuzz target reads "VH00" files as blobs
