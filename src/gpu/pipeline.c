@@ -189,6 +189,14 @@ static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, c
     return pipe;
 }
 
+/* WGML_LOG_PIPELINES=1: one line on stderr per pipeline compiled (the kernel, the size of its WGSL,
+ * the time the driver took), to find what a first run or a cold test spends compiling. */
+static void log_compile(const char *shader, const char *code, uint64_t ns) {
+    static int on = -1;
+    if (on < 0) on = getenv("WGML_LOG_PIPELINES") && atoi(getenv("WGML_LOG_PIPELINES")) > 0;
+    if (on) fprintf(stderr, "wgml: pipeline %s (%zu bytes of WGSL) compiled in %.1f ms\n", shader, strlen(code), ns / 1e6);
+}
+
 gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude, int n_ro, int n_rw,
                                bool has_uniform, bool all_writable) {
     if (gpu_check_alive(ctx)) return NULL;
@@ -224,7 +232,9 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
         return NULL;
     }
     WGPUBindGroupLayout bgl = NULL;
+    uint64_t t0 = gpu_now_ns();
     WGPUComputePipeline pipe = compile_pipeline(ctx, shader, code, n_ro, n_rw, nb, all_writable, &bgl);
+    log_compile(shader, code, gpu_now_ns() - t0);
     free(code);
     if (!pipe) {
         free(key);
