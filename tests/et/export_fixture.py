@@ -149,16 +149,41 @@ def write_archive(stage, out):
     tmp.replace(out)
 
 
+def _prune(stage, suite, progs):
+    """Removes the files no manifest entry names (left from an updated archive)."""
+    keep = {"manifest.json"} | {e[k] for e in suite for k in ("pte", "data") if e.get(k)}
+    keep |= {e["pte"] for e in progs if e.get("pte")}
+    for p in stage.rglob("*"):
+        if p.is_file() and p.relative_to(stage).as_posix() not in keep:
+            p.unlink()
+
+
 def export_all(a):
     import programs
     import suite_cases
     suite_cases.install_pytest_shim()
     stage = Path(tempfile.mkdtemp(prefix="et-fixture-"))
+    out = Path(a.out)
+    partial = bool(a.files or a.programs or a.programs_only)
+    old = None
+    if partial and out.is_file():  # an update: everything not exported now is kept from the archive
+        with tarfile.open(out, "r:xz") as tar:
+            tar.extractall(stage, filter="data")
+        old = json.loads((stage / "manifest.json").read_text())
+        if {k: old.get(k) for k in ("executorch", "torch")} != versions():
+            print("%s was made with executorch %s, torch %s: export everything (no --files/--programs)" % (
+                out, old.get("executorch"), old.get("torch")))
+            return 1
     files = suite_cases.operator_files()
     if a.files:
         files = [f for f in files if f[:-3] in a.files.split(",") or f in a.files.split(",")]
-    tasks = [("program", n, stage) for n in programs.SPECS if not a.programs or n in a.programs.split(",")]
-    if not a.programs_only:
+    want_progs = a.programs.split(",") if a.programs else list(programs.SPECS) if not a.files or a.programs_only else []
+    unknown = [n for n in want_progs if n not in programs.SPECS]
+    if unknown:
+        print("no such programs in tests/et/programs.py: %s" % ", ".join(unknown))
+        return 1
+    tasks = [("program", n, stage) for n in want_progs]
+    if not a.programs_only and (a.files or not a.programs):
         # the files with the most cases first, so that no process is left with a long one at the end
         flows = suite_cases.flows()
         weight = {(fl, f): sum(c[1] is not None for c in suite_cases.collect(f, flows[fl])) for f in files for fl in FLOWS}
@@ -178,12 +203,17 @@ def export_all(a):
     if errors:
         print("%d tasks failed: no archive written" % len(errors))
         return 1
+    if old is not None:
+        redone_files = {(e["flow"], e["file"]) for e in suite}
+        redone_progs = {e["name"] for e in progs}
+        suite += [e for e in old["suite"] if (e["flow"], e["file"]) not in redone_files]
+        progs += [e for e in old["programs"] if e["name"] not in redone_progs and e["name"] in programs.SPECS]
+        _prune(stage, suite, progs)
     suite.sort(key=lambda e: (e["flow"], e["file"], e["case"]))
     progs.sort(key=lambda e: e["name"])
     manifest = {"format": 1, **versions(), "made_by": "tests/et/export_fixture.py", "flows": list(FLOWS),
                 "suite": suite, "programs": progs}
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    out = Path(a.out)
     write_archive(stage, out)
     counts = {}
     for e in suite:
@@ -285,10 +315,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--out", default=str(HERE / "fixture" / "programs.tar.xz"))
-    ap.add_argument("--files", default="", help="only these operator files (for trying the exporter; the archive "
-                                                "then holds only them)")
-    ap.add_argument("--programs", default="", help="only these named programs")
-    ap.add_argument("--programs-only", action="store_true")
+    ap.add_argument("--files", default="", help="only these operator files (the rest of an existing archive is kept)")
+    ap.add_argument("--programs", default="", help="only these named programs (likewise)")
+    ap.add_argument("--programs-only", action="store_true", help="only the named programs (likewise)")
     ap.add_argument("--check", default="", help="an unpacked fixture to compare with what would be exported")
     ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
