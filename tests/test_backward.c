@@ -248,7 +248,8 @@ static void ref_sdpa(const attn_dims *a, const double *q, const double *k, const
 
 /* ------------------------------------------------------------------ finite differences */
 
-/* max over entries of |analytic − fd| / max(1, |fd|) */
+/* max over entries of |analytic − fd| / max(1, |fd|), folded with th_max_err: a NaN in the
+ * analytic gradient is +inf, whatever the entries after it */
 typedef double (*loss_fn)(void *ctx);
 static double fd_check(loss_fn L, void *ctx, double *param, size_t n, const double *grad, size_t stride) {
     double worst = 0, h = 1e-5;
@@ -260,7 +261,7 @@ static double fd_check(loss_fn L, void *ctx, double *param, size_t n, const doub
         double lm = L(ctx);
         param[i] = keep;
         double fd = (lp - lm) / (2 * h), e = fabs(fd - grad[i]) / fmax(1.0, fabs(fd));
-        if (e > worst) worst = e;
+        worst = th_max_err(worst, e);
     }
     return worst;
 }
@@ -316,6 +317,17 @@ static double fd_loss(void *vc) {
 
 static void test_finite_differences(void) {
     const double tol = 1e-6;
+    /* the check itself: a NaN in the first entry of an otherwise right gradient must fail it */
+    {
+        double x[4] = {0.5, -1, 2, 0.25}, dy[4] = {1, -0.5, 0.25, 2}, tmp[4], dx[4];
+        fdc c = {.kind = 4, .rows = 4, .op = WGML_UN_EXP, .x = x, .dy = dy, .tmp = tmp};
+        for (int i = 0; i < 4; i++) dx[i] = un_df(c.op, x[i]) * dy[i];
+        double right = fd_check(fd_loss, &c, x, 4, dx, 1);
+        dx[0] = NAN;
+        double e = fd_check(fd_loss, &c, x, 4, dx, 1);
+        th_check(right < tol && !(e < tol), "finite differences: a NaN gradient entry fails (err %.2g; right %.2g)", e,
+                 right);
+    }
     /* softmax / log_softmax along the middle dim of [3, 7, 2] */
     for (int lg = 0; lg < 2; lg++) {
         fdc c = {.kind = lg, .outer = 3, .n = 7, .inner = 2};

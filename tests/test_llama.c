@@ -202,7 +202,7 @@ static void test_model(int tied) {
     int ok_argmax = 1;
     for (int p = 9; p < S && !st; p++) {
         st = wgml_model_decode(m, ids[p], got, &next);
-        for (int j = 0; j < V && !st; j++) worst = fmax(worst, fabs(got[j] - ref[(size_t)p * V + j]));
+        for (int j = 0; j < V && !st; j++) worst = th_max_err(worst, fabs(got[j] - ref[(size_t)p * V + j]));
         snprintf(name, sizeof name, "tied %d: decode step at position %d", tied, p);
         close_rows(name, got, ref + (size_t)p * V);
         if (margin(ref + (size_t)p * V, V) > 1e-3) ok_argmax &= next == argmax_d(ref + (size_t)p * V, V);
@@ -211,7 +211,7 @@ static void test_model(int tied) {
     th_check(ok_argmax, "tied %d: decode GPU argmax equals the reference's", tied);
     printf("  tied %d: decode max |err| vs fp64 %.2e\n", tied, worst);
     double d = 0;
-    for (int j = 0; j < V; j++) d = fmax(d, fabs(got[j] - pre[j]));
+    for (int j = 0; j < V; j++) d = th_max_err(d, fabs(got[j] - pre[j]));
     /* both fp32, different kernels (GEMV for one row, tiled GEMM for many) and summation orders */
     th_check(d < 1e-4, "tied %d: decode logits at position 22 equal the 23-token prefill's (max diff %.2e)", tied, d);
 

@@ -1,5 +1,5 @@
 /* The ExecuTorch program reader on bad input, in-process (so the ASan + UBSan build checks every
- * read), no GPU needed:
+ * read), no GPU needed but for one program load (the last item):
  *  - the flatbuffer reader (src/io/flatbuf.c) on hand-made buffers: a valid table read back;
  *    a vtable outside the buffer, a field past its table, a string without its NUL, a string and
  *    a vector whose counts run past the end, a huge vector count, tables nested 100 deep, and
@@ -9,11 +9,16 @@
  *    each gives a clean error (WGML_ERR_FORMAT, a "pte: " message naming a file offset) or,
  *    only past the program's flatbuffer and segments, a success; every byte of the smallest
  *    program and blob flipped in turn gives a clean error or a success;
- *  - the corrupted files of the corpus (bad_*): each is refused with a message.
+ *  - the corrupted files of the corpus (bad_*): each is refused with a message;
+ *  - the load error's list of unsupported operators: names compared whole (good_mlp with its
+ *    operators renamed aten.any.dims and aten.any.dim, loaded on a context: both listed and
+ *    counted) and a long list cut after a whole name (prog_missing, no GPU).
  * Exit 0 when every check passed. */
 #include "io/flatbuf.h"
 #include "io/pte.h"
 #include "io/pte_internal.h"
+#include "program/program.h"
+#include "wgml-program.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -303,8 +308,85 @@ static void test_file(const char *dir, const char *name, bool flips) {
     free(data);
 }
 
+/* ---- the load error's list of unsupported operators ------------------------------------------ */
+
+/* Renames every flatbuffer string `from` in b[0..n) (its u32 length prefix, its bytes, its NUL)
+ * to the no longer `to`, in place: the length prefix shrinks, the NUL moves. Returns the count. */
+static int rename_strings(uint8_t *b, size_t n, const char *from, const char *to) {
+    size_t lf = strlen(from), lt = strlen(to);
+    int count = 0;
+    for (size_t at = 4; lt <= lf && at + lf < n; at++) {
+        uint32_t len = (uint32_t)b[at - 4] | (uint32_t)b[at - 3] << 8 | (uint32_t)b[at - 2] << 16 | (uint32_t)b[at - 1] << 24;
+        if (len != lf || memcmp(b + at, from, lf) || b[at + lf]) continue;
+        w32(b, at - 4, (uint32_t)lt);
+        memcpy(b + at, to, lt + 1);
+        count++;
+    }
+    return count;
+}
+
+/* good_mlp's chain is linear, relu, linear, _softmax, mul, sub. With both linears renamed
+ * aten.any.dims and relu aten.any.dim (two real overloads wgml lacks; the second a substring of
+ * the first, met after it), the load must fail naming both, each counted once. */
+static void test_missing_load(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/good_mlp", WGML_PTE_CORPUS);
+    size_t n;
+    uint8_t *data = read_file(path, &n);
+    check(data != NULL, "cannot read %s%s", path, "");
+    if (!data) return;
+    int linears = rename_strings(data, n, "aten.linear.default", "aten.any.dims");
+    int relus = rename_strings(data, n, "aten.relu.default", "aten.any.dim");
+    check(linears == 2 && relus == 1, "good_mlp: renamed %s linear(s), %s relu(s); want 2 and 1",
+          linears == 2 ? "2" : "not 2", relus == 1 ? "1" : "not 1");
+    wgml_ctx *ctx = NULL;
+    if (wgml_ctx_create(NULL, &ctx)) {
+        check(0, "no context for the load: %s%s", wgml_create_error(), "");
+        free(data);
+        return;
+    }
+    wgml_program *p = wgml_program_load_bytes(ctx, data, n, NULL);
+    const char *want = "program: 2 unsupported operators: aten.any.dims, aten.any.dim";
+    const char *got = p ? "(it loaded)" : wgml_last_error(ctx);
+    check(!p && wgml_last_status(ctx) == WGML_ERR_UNSUPPORTED && !strcmp(got, want), "renamed good_mlp: got '%s', want '%s'",
+          got, want);
+    if (!p && !strcmp(got, want)) printf("ok   renamed good_mlp: %s\n", got);
+    wgml_program_free(p);
+    wgml_ctx_destroy(ctx);
+    free(data);
+}
+
+/* prog_missing alone: duplicates and substrings, then a list too long for the message, which
+ * must end on a whole name and say how many more there are. */
+static void test_missing_list(void) {
+    prog_missing m = {0};
+    const char *names[] = {"aten.any.dims", "aten.any.dim", "aten.any.dims", "any", "aten.any.dim"};
+    int oom = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) oom |= prog_missing_add(&m, names[i]);
+    char text[200];
+    prog_missing_text(&m, text, sizeof text);
+    check(!oom && m.n == 3 && !strcmp(text, "aten.any.dims, aten.any.dim, any"), "prog_missing: '%s'%s", text,
+          m.n == 3 ? "" : " (count not 3)");
+    prog_missing_free(&m);
+    char name[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "aten.op_%03d.default", i); /* 19 characters each */
+        oom |= prog_missing_add(&m, name);
+    }
+    prog_missing_text(&m, text, sizeof text);
+    /* 200 bytes hold eight names with their separators (19 + 7 x 21 = 166) and the tail's room */
+    const char *tail = strstr(text, ", ... (");
+    int ok = !oom && m.n == 100 && tail && tail - text == 166 && !strcmp(tail, ", ... (92 more)") &&
+             !strncmp(tail - 19, "aten.op_007.default", 19);
+    check(ok, "prog_missing, 100 names in 200 bytes: '%s'%s", text, m.n == 100 ? "" : " (count not 100)");
+    if (ok) printf("ok   prog_missing: 100 names in 200 bytes: ...%s\n", tail);
+    prog_missing_free(&m);
+}
+
 int main(void) {
     test_flatbuf();
+    test_missing_list();
+    test_missing_load();
     DIR *d = opendir(WGML_PTE_CORPUS);
     if (!d) {
         printf("FAIL cannot open %s\n", WGML_PTE_CORPUS);

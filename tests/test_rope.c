@@ -205,8 +205,7 @@ static void test_huge_grid(void) {
             double ra = hx[ia] * cs[s][i][0] - hx[ib] * cs[s][i][1], rb = hx[ia] * cs[s][i][1] + hx[ib] * cs[s][i][0];
             double ea = fabs(got[ia] - ra), eb = fabs(got[ib] - rb);
             if (isnan(got[ia]) || isnan(got[ib])) nan++;
-            if (ea > worst) worst = ea;
-            if (eb > worst) worst = eb;
+            worst = th_max_err(th_max_err(worst, ea), eb);
             if ((ea > ROPE_ATOL && ea > ROPE_RTOL * fabs(ra)) || (eb > ROPE_ATOL && eb > ROPE_RTOL * fabs(rb))) bad++;
         }
     }

@@ -3,6 +3,7 @@
  * checkpoints, adapter files and reports are library code (src/train, include/wgml-train.h)
  * tested on their own. */
 #define _POSIX_C_SOURCE 200809L
+#include "cli.h"
 #include "wgml.h"
 #include "wgml-model.h"
 #include "wgml-train.h"
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,26 +90,11 @@ static void finetune_usage(FILE *f) {
 }
 
 static int need_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out) {
-    char *e;
-    errno = 0;
-    long long x = strtoll(v, &e, 10);
-    if (errno || *e || e == v || x < lo || x > hi) {
-        fprintf(stderr, "wgml finetune: %s needs an integer in [%lld, %lld], got '%s'\n", opt, (long long)lo, (long long)hi, v);
-        return 1;
-    }
-    *out = x;
-    return 0;
+    return cli_need_int("wgml finetune", opt, v, lo, hi, out);
 }
 
 static int need_num(const char *opt, const char *v, double lo, double hi, double *out) {
-    char *e;
-    double x = strtod(v, &e);
-    if (*e || e == v || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "wgml finetune: %s needs a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
-        return 1;
-    }
-    *out = x;
-    return 0;
+    return cli_need_num("wgml finetune", opt, v, lo, hi, out);
 }
 
 /* 0 ok, 1 error, 2 help printed */
@@ -438,30 +423,11 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%.0fs", s);
 }
 
-/* mkdir -p: creates path and any missing parents. */
-static int make_dirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != 0) continue;
-        char c = buf[i];
-        buf[i] = 0;
-        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-        buf[i] = c;
-    }
-    return 0;
-}
-
 int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     opts o;
     int pr = parse_opts(argc, argv, &o);
     if (pr) return pr == 2 ? 0 : 2;
-    if (make_dirs(o.out)) {
+    if (cli_make_dirs(o.out)) {
         fprintf(stderr, "wgml finetune: cannot create %s: %s\n", o.out, strerror(errno));
         return 1;
     }

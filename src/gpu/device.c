@@ -14,7 +14,7 @@
 
 /* ------------------------------------------------------------------ errors */
 
-static char create_error[1024];
+static char create_error[WGML_ERROR_MAX];
 
 const char *wgml_create_error(void) { return create_error; }
 

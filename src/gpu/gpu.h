@@ -24,6 +24,8 @@ void *gpu_ctx_layer_state(const wgml_ctx *ctx);
 void gpu_ctx_set_layer_state(wgml_ctx *ctx, void *state);
 
 /* ---- errors (kept on the context) ---- */
+/* The bytes of a context's message, NUL included: a longer one is cut (wgml_set_error). */
+#define WGML_ERROR_MAX 1024
 wgml_status wgml_set_error(wgml_ctx *ctx, wgml_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* WGML_OK, or the sticky device-lost status. */

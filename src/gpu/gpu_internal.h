@@ -45,7 +45,7 @@ struct wgml_ctx {
     bool checked_shaders;
 
     wgml_status status;
-    char error[1024];
+    char error[WGML_ERROR_MAX];
     bool lost;
     char lost_msg[512];
     /* errors reported by callbacks between checks */

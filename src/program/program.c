@@ -615,26 +615,25 @@ static int kernel_args(const wgml_program *p, const pte_instruction *ins, int32_
 
 /* ---- load ---------------------------------------------------------------------------------- */
 
-/* Every operator name the method needs that the registry lacks, as one message; WGML_OK when
- * none. Delegates are parsed here (kept in p->vk). */
+/* Every operator name the method needs that the registry lacks, as one message (each distinct
+ * name once, prog_missing); WGML_OK when none. Delegates are parsed here (kept in p->vk). */
 static wgml_status check_ops(wgml_program *p) {
     const pte_plan *pl = p->plan;
-    char missing[2048] = "";
-    size_t len = 0;
-    int n_missing = 0;
+    prog_missing miss = {0};
+    int oom = 0;
     char err[512];
     p->vk = calloc(pl->n_delegates ? pl->n_delegates : 1, sizeof *p->vk);
     if (!p->vk) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
     p->n_vk = pl->n_delegates;
     for (uint32_t d = 0; d < pl->n_delegates; d++) {
         wgml_status s = pte_vk_parse_delegate(p->pte, pl, d, &p->vk[d], err, sizeof err);
-        if (s) return wgml_set_error(p->ctx, s, "program: %s", err);
+        if (s) {
+            prog_missing_free(&miss);
+            return wgml_set_error(p->ctx, s, "program: %s", err);
+        }
         for (uint32_t i = 0; i < p->vk[d]->n_chain; i++) {
             const char *name = p->vk[d]->chain[i].name.s;
-            if (prog_op_find(name) || strstr(missing, name)) continue;
-            n_missing++;
-            len += (size_t)snprintf(missing + len, len < sizeof missing ? sizeof missing - len : 0, "%s%s",
-                                    n_missing > 1 ? ", " : "", name);
+            if (!prog_op_find(name)) oom |= prog_missing_add(&miss, name);
         }
     }
     for (uint32_t c = 0; c < pl->n_chains; c++)
@@ -642,7 +641,6 @@ static wgml_status check_ops(wgml_program *p) {
             const pte_instruction *ins = &pl->chains[c].instructions[i];
             char name[256];
             if (ins->type == PTE_INSTR_JUMP_FALSE) {
-                if (strstr(missing, "(control flow)")) continue;
                 snprintf(name, sizeof name, "(control flow)");
             } else if (ins->type != PTE_INSTR_KERNEL) {
                 continue;
@@ -651,16 +649,21 @@ static wgml_status check_ops(wgml_program *p) {
                 if (kernel_name(op, name, sizeof name)) continue;
                 snprintf(name, sizeof name, "%s.%s (portable kernel)", op->name.s,
                          op->overload.len ? op->overload.s : "default");
-                if (strstr(missing, name)) continue;
             }
-            n_missing++;
-            if (len < sizeof missing)
-                len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s", n_missing > 1 ? ", " : "", name);
+            oom |= prog_missing_add(&miss, name);
         }
-    if (n_missing)
-        return wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %d unsupported operator%s: %s", n_missing,
-                              n_missing > 1 ? "s" : "", missing);
-    return WGML_OK;
+    wgml_status s = WGML_OK;
+    if (oom) {
+        s = wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    } else if (miss.n) {
+        /* the list ends on a whole name within the context's message (the prefix is < 64) */
+        char text[WGML_ERROR_MAX - 64];
+        prog_missing_text(&miss, text, sizeof text);
+        s = wgml_set_error(p->ctx, WGML_ERR_UNSUPPORTED, "program: %d unsupported operator%s: %s", miss.n,
+                           miss.n > 1 ? "s" : "", text);
+    }
+    prog_missing_free(&miss);
+    return s;
 }
 
 static wgml_status io_info(wgml_program *p, int value, wgml_program_io *info, const char *what) {

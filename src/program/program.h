@@ -79,6 +79,22 @@ prog_op_fn prog_op_find(const char *name);
 /* Every registered name, in table order (for listings and tests); *n gets the count. */
 const char *const *prog_op_names(size_t *n);
 
+/* The distinct operator names a program needs and the registry lacks, for the load error.
+ * Names are compared whole (a substring test would drop aten.any.dim once aten.any.dims is
+ * listed) and kept apart from the message, so the count stays exact when the message is cut
+ * short. Zero-initialise; prog_missing_free releases it. */
+typedef struct prog_missing {
+    char **names;
+    int n, cap;
+} prog_missing;
+
+/* Adds a copy of name unless it is already listed: 0, or -1 when out of host memory. */
+int prog_missing_add(prog_missing *m, const char *name);
+/* "name, name, ..." into buf (size n > 32, always NUL-terminated); a list that does not fit
+ * ends after the last whole name that fits with ", ... (K more)". */
+void prog_missing_text(const prog_missing *m, char *buf, size_t n);
+void prog_missing_free(prog_missing *m);
+
 /* The wgml dtype a VkTensor dtype is computed in (int64 narrowed to i32, float64 to f32);
  * -1 for types wgml does not compute (float16, int8, uint8). */
 int prog_vk_to_wgml(int vk_dtype);

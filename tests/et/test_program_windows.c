@@ -5,6 +5,7 @@
  * registry uses), with fresh random shapes, arguments and inputs each run (WGML_SEED repeats
  * one) and NaN-poisoned outputs. Each builder is called as the program runner calls it:
  * argument values in schema order, the output id(s) last, the output's shape serialised. */
+#include "harness.h"
 #include "program/program.h"
 
 #include <math.h>
@@ -94,8 +95,23 @@ static int64_t prod(const int64_t *d, int n) {
 
 static int failures;
 
+/* One output against its reference: the worst of the errors |got − ref| / (1 + |ref|) (got as
+ * f32, or as i32 indices when idx) into *worst and the index of the first element that has it
+ * into *at (-1 when every error is 0); returns 1 when the worst is over the tolerance (2e-5;
+ * indices exact). The fold is th_max_err's, so a NaN (poison left) is the worst error and no
+ * later finite error hides it; main's self-check feeds it a NaN before finite errors. */
+static int compare_output(const void *got, int idx, const double *ref, int64_t n, double *worst, int64_t *at) {
+    *worst = 0, *at = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double g = idx ? (double)((const int32_t *)got)[i] : (double)((const float *)got)[i];
+        double w = th_max_err(*worst, fabs(g - ref[i]) / (1.0 + fabs(ref[i])));
+        if (w > *worst) *worst = w, *at = i;
+    }
+    return !(*worst <= (idx ? 0.0 : 2e-5));
+}
+
 /* Builds op over the slots, reads output id `out` (f32, or i32 indices when `idx`) and
- * compares with ref (n elements): |got − ref| <= tol·(1 + |ref|). */
+ * compares with ref (n elements, compare_output). */
 static void build_and_check(wgml_ctx *ctx, slots *s, const char *op, const int32_t *args, int nargs, const int32_t *outs,
                             const double *const *refs, const int *is_index, int nout, const char *what) {
     pbuild b = {.ctx = ctx, .g = wgml_eager(ctx), .v = s->v, .nv = NS, .op = op};
@@ -109,21 +125,15 @@ static void build_and_check(wgml_ctx *ctx, slots *s, const char *op, const int32
         pv *o = &s->v[outs[k]];
         int64_t n = prod(o->dims, o->rank);
         float *got = malloc((size_t)n * sizeof *got);
-        double worst = 0;
-        int64_t at = -1;
         if (!got || wgml_tensor_read(o->t, got, (size_t)n * sizeof *got)) {
             printf("FAIL %s (%s): read back: %s\n", op, what, wgml_last_error(ctx));
             failures++;
             free(got);
             return;
         }
-        for (int64_t i = 0; i < n; i++) {
-            double g = is_index[k] ? (double)((int32_t *)got)[i] : (double)got[i];
-            double e = fabs(g - refs[k][i]) / (1.0 + fabs(refs[k][i]));
-            if (!(e <= worst)) worst = e, at = i; /* a NaN (poison left) is the worst */
-        }
-        double tol = is_index[k] ? 0.0 : 2e-5;
-        int bad = !(worst <= tol);
+        double worst;
+        int64_t at;
+        int bad = compare_output(got, is_index[k], refs[k], n, &worst, &at);
         printf("%s %s %s%s: %lld elements, max rel err %.2e\n", bad ? "FAIL" : "ok  ", op, what,
                is_index[k] ? " (indices)" : "", (long long)n, worst);
         if (bad) {
@@ -373,7 +383,21 @@ static void upsample_case(wgml_ctx *ctx, int bilinear) {
     free(x), free(ref);
 }
 
+/* compare_output on a NaN followed by errors within the tolerance: it must fail, with the NaN
+ * as the worst element (a fold that lets a later finite error replace a NaN passes it). */
+static void self_check(void) {
+    const float got[3] = {NAN, 0.5f, 1.0f};
+    const double ref[3] = {0.0, 0.5, 1.0};
+    double worst;
+    int64_t at;
+    int bad = compare_output(got, 0, ref, 3, &worst, &at);
+    printf("%s self-check: a NaN then exact elements: %s, worst %g at %lld\n", bad && at == 0 ? "ok  " : "FAIL",
+           bad ? "fails" : "passes", worst, (long long)at);
+    failures += !(bad && at == 0);
+}
+
 int main(void) {
+    self_check();
     wgml_ctx *ctx;
     wgml_ctx_options o = {.poison_outputs = 1};
     if (wgml_ctx_create(&o, &ctx)) {

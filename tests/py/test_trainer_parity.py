@@ -218,9 +218,10 @@ def check_steps(m32, m64, case, label):
 
 def main():
     build = sys.argv[1]
+    # scripts/setup.sh installs SmolLM2: a missing file fails (below: no "smol" case), not a skip
     env = {"WGML_TRAINER_MODEL": MODEL} if os.path.exists(MODEL) else {}
     if not env:
-        print("  %s is missing: SmolLM2 parity skipped" % MODEL)
+        print("FAIL: %s is missing (run scripts/setup.sh): the SmolLM2 parity cannot run" % MODEL)
     t0 = time.time()
     cases = wgml_dump.run_dump(build, "test_trainer", env)
     print("  test_trainer --dump: %.1f s" % (time.time() - t0))
@@ -240,6 +241,9 @@ def main():
         m = Model32(MODEL)
         print("  SmolLM2 weights dequantised in %.1f s" % (time.time() - t0))
         failed += train(m, cases["smol"], 1e-3, "smol").done()
+    else:
+        print("FAIL: test_trainer --dump wrote no SmolLM2 case")
+        failed += 1
     sys.exit(1 if failed else 0)
 
 
