@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "tensor/splitmix.h"
 
@@ -10,12 +11,40 @@
 
 th T;
 
-static const char *dump_dir;
+static const char *dump_dir, *part_arg;
+static bool list_parts;
 
 void th_init_args(const char *suite, int argc, char **argv) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--dump")) dump_dir = argv[i + 1];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_dir = argv[i + 1];
+        if (!strcmp(argv[i], "--part") && i + 1 < argc) part_arg = argv[i + 1];
+        if (!strcmp(argv[i], "--list-parts")) list_parts = true;
+    }
+    if (list_parts) return; /* no context: th_run_parts only prints */
     th_init(suite);
+}
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int th_run_parts(const th_part *parts, int n) {
+    if (list_parts) {
+        for (int i = 0; i < n; i++) printf("%s\n", parts[i].name);
+        return 0;
+    }
+    bool found = !part_arg;
+    for (int i = 0; i < n; i++) {
+        if (part_arg && strcmp(part_arg, parts[i].name)) continue;
+        found = true;
+        double t0 = wall_s();
+        parts[i].run();
+        printf("part %s: %.2f s\n", parts[i].name, wall_s() - t0);
+    }
+    th_check(found, "--part %s: no such part", part_arg ? part_arg : "");
+    return th_done();
 }
 
 bool th_dumping(void) { return dump_dir != NULL; }

@@ -51,6 +51,18 @@ bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, si
  * the NULL-terminated substrings; then clears the error. */
 bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
 
+/* A test in parts. On lavapipe a test's time is mostly its kernels' compilation, so a long test is
+ * split into parts that CTest runs one per test (tests/CMakeLists.txt's WGML_TEST_PARTS: each
+ * part stays short and parts run in parallel). th_run_parts runs, after th_init_args: with
+ * `--part NAME` that part, with `--list-parts` none (it prints the names, which the check_parts
+ * CTest compares with CMake's list), else every part in order; each part's time is printed.
+ * Returns the exit code (th_done's). */
+typedef struct th_part {
+    const char *name;
+    void (*run)(void);
+} th_part;
+int th_run_parts(const th_part *parts, int n);
+
 /* PyTorch comparisons. A test run as `test_x --dump DIR` (th_init reads argv) writes, for
  * each case it chooses, its inputs and wgml's outputs into DIR with th_dump; the script
  * tests/py/test_torch_<family>.py runs the test that way and recomputes every case with

@@ -14,10 +14,9 @@
  *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
  *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
  *   test_q4 --bench           runs wgml_q4_bench;
- *   test_q4 --part gemv|gemv-wide|gemv-rows8  runs only (some of) the forced GEMV shapes
- *                             (CTest's test_q4_gemv, test_q4_gemv_wide, test_q4_gemv_rows8);
- *   test_q4 --part kquant     runs only the GGUF 5-bit and K kinds (CTest's test_q4_kquant);
- *                             without --part everything else runs. */
+ * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, requant (with the embedding,
+ * the closed loop and the bad input), shapes (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
+ * forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K kinds). */
 #include "harness.h"
 
 #include <cblas.h>
@@ -617,7 +616,7 @@ static void test_host_formats(void) {
  * Q6_K (make_weight kinds 3..7) through every operator, and requant of every GGUF kind.
  * (Their host dequantisation is checked against PyPI gguf by tests/py/test_gguf_kquant.py,
  * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_q4mm.) */
-static void test_kquant(void) {
+static void test_kquant_linear(void) {
     double t0 = now_s();
     /* the GGUF 5-bit and K kinds (codes widened to 8 bits; Q4_K on the 4-bit MIN kind): GEMV
      * (M = 1, 3), the tiled GEMM (odd M, the automatic tile and split-K plan) and dx, several
@@ -639,7 +638,10 @@ static void test_kquant(void) {
     case_linear(5, 41, 37, 512, 32, false, true);
     unsetenv("WGML_Q4_MM_SPLITK");
     printf("linear / linear_dx: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+}
+
+static void test_kquant_requant(void) {
+    double t0 = now_s();
     /* every GGUF kind: Q4_1 and Q4_K (4 bits with a minimum), Q8_0, Q5_0 and Q6_K (signed 8-bit
      * fields, Q6_K with G = 16), Q5_1 and Q5_K (unsigned 8-bit with a minimum) */
     case_requant_gguf(1, 13, 96);
@@ -912,6 +914,18 @@ static int gguf_check(const char *dir) {
     return th_done();
 }
 
+static void gemv_auto_to_3(void) { test_gemv_shapes(0, 3); }
+static void gemv_4(void) { test_gemv_shapes(4, 4); }
+static void gemv_5(void) { test_gemv_shapes(5, 5); }
+/* requant, the embedding, the closed loop in a built graph, bad input */
+static void test_rest(void) {
+    test_host_formats();
+    test_errors();
+    test_requant();
+    test_embedding();
+    test_closed_loop();
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_q4", argc, argv);
     for (int i = 1; i < argc; i++) {
@@ -921,39 +935,10 @@ int main(int argc, char **argv) {
             return th_done();
         }
     }
-    /* --part gemv / gemv-wide / gemv-rows8: only the forced GEMV shapes (CTest's test_q4_gemv,
-     * test_q4_gemv_wide, test_q4_gemv_rows8); without --part everything else */
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--part")) continue;
-        double t0 = now_s();
-        if (!strcmp(argv[i + 1], "kquant")) {
-            test_kquant();
-            printf("kquant: %.2f s\n", now_s() - t0);
-            return th_done();
-        }
-        int first = !strcmp(argv[i + 1], "gemv-wide") ? 4 : !strcmp(argv[i + 1], "gemv-rows8") ? 5 : 0;
-        test_gemv_shapes(first, first ? first : 3);
-        printf("forced GEMV shapes (%s): %.2f s\n", argv[i + 1], now_s() - t0);
-        return th_done();
-    }
-    double t0 = now_s();
-    test_host_formats();
-    test_errors();
-    printf("host formats and errors: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_linear();
-    printf("linear / linear_dx: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_requant();
-    printf("requant: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_embedding();
-    printf("embedding: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_closed_loop();
-    printf("closed loop: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_llama_shapes();
-    printf("Llama-3.2-1B shapes: %.2f s\n", now_s() - t0);
-    return th_done();
+    static const th_part parts[] = {
+        {"linear", test_linear},          {"requant", test_rest},          {"shapes", test_llama_shapes},
+        {"gemv", gemv_auto_to_3},          {"gemv-wide", gemv_4},           {"gemv-rows8", gemv_5},
+        {"kquant-linear", test_kquant_linear}, {"kquant-requant", test_kquant_requant},
+    };
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

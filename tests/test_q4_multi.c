@@ -271,30 +271,18 @@ static void test_subgroup(void) {
     unsetenv("WGML_Q4_GEMV_SUBGROUP");
 }
 
+/* M > 4, more than 65,535 workgroups, a built graph */
+static void test_rest(void) {
+    test_fallback();
+    test_many_workgroups();
+    test_built_graph();
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_q4_multi", argc, argv);
-    double t0 = now_s();
-    test_errors();
-    printf("errors: %.2f s\n", now_s() - t0);
     /* the tree reduction unless $WGML_Q4_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
     setenv("WGML_Q4_GEMV_SUBGROUP", "0", 0);
-    t0 = now_s();
-    test_fused();
-    printf("fused GEMV: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_mixed();
-    printf("mixed kinds: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_fallback();
-    printf("GEMM fallback: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_many_workgroups();
-    printf("> 65,535 workgroups: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_built_graph();
-    printf("built graph: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_subgroup();
-    printf("subgroup reduction: %.2f s\n", now_s() - t0);
-    return th_done();
+    static const th_part parts[] = {{"errors", test_errors}, {"fused", test_fused}, {"mixed", test_mixed},
+                                    {"rest", test_rest},     {"subgroup", test_subgroup}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

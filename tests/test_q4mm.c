@@ -67,9 +67,11 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
  * whether R is a multiple of 4 (vec4 loads of A), not on split, bias or ACC (uniform flags), so
  * each variant keeps one kind per orientation (rotating over the variants) to bound the
  * compile time on lavapipe; M and C leave partial tiles for every tile size. */
-static void test_variants(void) {
+/* Variants [v0, v1): every orientation x split x accumulation on the q4 kinds, then the GGUF
+ * 8-bit layouts (Q6_K, Q5_1) and F16 held as f32. */
+static void test_variants(int v0, int v1) {
     static const int groups[] = {32, 64, 128};
-    for (int v = 0; v < q4_mm_variant_count(); v++) {
+    for (int v = v0; v < v1 && v < q4_mm_variant_count(); v++) {
         double t0 = now_s();
         for (int trans = 0; trans < 2; trans++)
             for (int si = 0; si < 2; si++)
@@ -92,18 +94,10 @@ static void test_variants(void) {
                     case_mm(v, trans, splits, acc != 0, api, kind, m, r, c, group, !trans && (si + acc) != 1);
                 }
         printf("  variant %-22s %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
-    }
-    /* the forward with the GGUF kinds (4-bit with minimum, 8-bit) on double-buffered tiles */
-    case_mm(3, 0, 1, false, true, 1, 133, 160, 150, 32, false);
-    case_mm(3, 0, 3, true, false, 1, 70, 160, 37, 32, false);
-    case_mm(5, 0, 1, true, false, 2, 133, 96, 150, 32, false);
-    case_mm(5, 0, 3, false, true, 2, 70, 96, 37, 32, false);
-    /* the GGUF 8-bit layouts on every variant, forward and dx (fresh, q4_mm_into, split and
-     * ACC rotating): Q6_K (signed codes, G = 16: a step of 16 or 32 covers two groups) and Q5_1
-     * (unsigned codes with a minimum); and F16 held as f32 (one value per word, K = 77 padded
-     * to 96) */
-    for (int v = 0; v < q4_mm_variant_count(); v++) {
-        double t0 = now_s();
+        /* the GGUF 8-bit layouts, forward and dx (fresh, q4_mm_into, split and ACC rotating):
+         * Q6_K (signed codes, G = 16: a step of 16 or 32 covers two groups) and Q5_1 (unsigned
+         * codes with a minimum); and F16 held as f32 (one value per word, K = 77 padded to 96) */
+        t0 = now_s();
         /* (the public API writes a fresh output: only q4_mm_into accumulates) */
         case_mm(v, 0, v % 3 == 0 ? 3 : 1, v % 2 == 0, v % 4 == 1, 7, 70, 512, 37, 16, false);
         case_mm(v, 1, v % 3 == 1 ? 3 : 1, v % 2 == 1, v % 4 == 2, 7, 133, 45, 256, 16, false);
@@ -111,7 +105,17 @@ static void test_variants(void) {
         case_mm(v, 1 - v % 2, 1, false, true, 8, 70, v % 2 ? 77 : 45, v % 2 ? 45 : 77, 32, false); /* F16 as f32 */
         printf("  variant %-22s (Q6_K, Q5_1, F16) %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
     }
-    /* more slices than steps (capped: one step each) and many slices with a bias and ACC */
+    unsetenv("WGML_Q4_MM_VARIANT");
+    unsetenv("WGML_Q4_MM_SPLITK");
+}
+
+/* The forward with the GGUF kinds (4-bit with minimum, 8-bit) on double-buffered tiles; more
+ * slices than steps (capped: one step each) and many slices with a bias and ACC. */
+static void test_extra(void) {
+    case_mm(3, 0, 1, false, true, 1, 133, 160, 150, 32, false);
+    case_mm(3, 0, 3, true, false, 1, 70, 160, 37, 32, false);
+    case_mm(5, 0, 1, true, false, 2, 133, 96, 150, 32, false);
+    case_mm(5, 0, 3, false, true, 2, 70, 96, 37, 32, false);
     case_mm(3, 0, 64, true, false, 0, 70, 96, 37, 32, true);
     case_mm(5, 1, 7, true, false, 2, 133, 300, 96, 32, false);
     case_mm(0, 0, 5, false, true, 0, 65, 1000, 66, 128, true);
@@ -213,16 +217,20 @@ static void test_graph(void) {
     wgml_graph_free(g);
 }
 
+static void variants_01(void) { test_variants(0, 2); }
+static void variants_23(void) { test_variants(2, 4); }
+static void variants_45(void) { test_variants(4, 6); }
+static void variants_67(void) { test_variants(6, 8); }
+static void test_rest(void) {
+    test_extra();
+    test_auto();
+    test_graph();
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_q4mm", argc, argv);
-    double t0 = now_s();
-    test_variants();
-    printf("variants x orientation x split x acc: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_auto();
-    printf("automatic choice: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_graph();
-    printf("built graph: %.2f s\n", now_s() - t0);
-    return th_done();
+    th_check(q4_mm_variant_count() == 8, "the parts below cover the %d tile variants", q4_mm_variant_count());
+    static const th_part parts[] = {{"v01", variants_01}, {"v23", variants_23}, {"v45", variants_45},
+                                    {"v67", variants_67}, {"rest", test_rest}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }
