@@ -556,6 +556,13 @@ static const char *kernel_name(const pte_operator *op, char *buf, size_t n) {
     snprintf(base, sizeof base, "%s", op->name.s);
     for (char *c = strstr(base, "::"); c; c = strstr(base, "::")) memmove(c + 1, c + 2, strlen(c + 2) + 1), *c = '.';
     const char *ov = op->overload.s;
+    /* an out variant named apart from the rule below (any.out is any.dim's): the registry says */
+    snprintf(buf, n, "%s.%s", base, ov && *ov ? ov : "default");
+    const char *named = prog_op_find_out(buf);
+    if (named) {
+        snprintf(buf, n, "%s", named);
+        return prog_op_find(buf) ? buf : NULL;
+    }
     char fn[64] = "default";
     if (ov && *ov && strcmp(ov, "out")) {
         snprintf(fn, sizeof fn, "%s", ov);
