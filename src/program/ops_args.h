@@ -8,6 +8,7 @@
 #include "gpu/gpu.h"
 #include "program/program.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,22 @@ static inline double num(pbuild *b, const int32_t *args, int i, double def, int 
     }
 }
 
+/* Whether value x is an integer, into *out: an Int, Bool or SymInt, or a Double of an integral
+ * value. The Vulkan serialiser makes one value of equal scalars (vulkan_graph_builder.py keys
+ * them by value, and 0 == 0.0 in Python), so an integer argument can be a Double that another
+ * argument needed (Swin's select_copy(x, 0.0, 0.0)); ExecuTorch's extract_scalar converts it. */
+static inline int as_integer(const pv *x, int64_t *out) {
+    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_SYMINT) return *out = x->i, 1;
+    if (x->kind == PV_DOUBLE && x->d == floor(x->d) && fabs(x->d) <= 9007199254740992.0) return *out = (int64_t)x->d, 1;
+    return 0;
+}
+
 /* An integer argument, exactly (a number through double would lose INT64_MAX, the "to the
  * end" of slices); def when Null. */
 static inline int64_t inum(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
     const pv *x = val(b, args, i);
-    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_SYMINT) return x->i;
+    int64_t v;
+    if (as_integer(x, &v)) return v;
     if (x->kind == PV_NULL) return def;
     if (*ok) fail(b, WGML_ERR_ARG, "expected an integer", i);
     *ok = 0;
@@ -74,10 +86,7 @@ static inline int iarg(pbuild *b, const int32_t *args, int i, int64_t def, int *
 /* An int list argument copied into out[0..max); an Int is a list of one. -1 on a wrong kind. */
 static inline int ilist(pbuild *b, const int32_t *args, int i, int64_t *out, int max) {
     const pv *x = val(b, args, i);
-    if (x->kind == PV_INT) {
-        out[0] = x->i;
-        return 1;
-    }
+    if (x->kind != PV_BOOL && as_integer(x, &out[0])) return 1;
     if (x->kind == PV_NULL) return 0;
     if (x->kind != PV_INTLIST || x->n > (size_t)max) {
         fail(b, WGML_ERR_ARG, x->kind == PV_INTLIST ? "int list too long" : "expected an int list", i);

@@ -49,7 +49,8 @@ static wgml_status any_common(pbuild *b, const int32_t *args, int nargs, int for
     if (!x) return WGML_ERR_ARG;
     int dims[WGML_MAX_RANK], n = 0, all = 1, keep = 0, ok = 1;
     if (form) {
-        if (form == 1 && val(b, args, 1)->kind != PV_INT && val(b, args, 1)->kind != PV_SYMINT)
+        int64_t d1;
+        if (form == 1 && !as_integer(val(b, args, 1), &d1))
             return fail(b, WGML_ERR_ARG, "expected an integer dim", 1);
         if (reduce_dims(b, args, 1, wgml_tensor_rank(x), dims, &n, &all)) return WGML_ERR_ARG;
         keep = iarg(b, args, 2, 0, &ok);
