@@ -96,7 +96,8 @@ typedef struct prog_op_table {
     const prog_op_out *outs;
     size_t n_outs;
 } prog_op_table;
-extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, ... */
+extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, cumsum */
+extern const prog_op_table prog_ops_arith;  /* ops_arith.c: fmod, remainder */
 
 /* The builder of a fully qualified op name, or NULL. */
 prog_op_fn prog_op_find(const char *name);

@@ -1,0 +1,142 @@
+/* The op registry's remainders (src/program/ops_arith.c: fmod and remainder, .Tensor and
+ * .Scalar) called as the program runner calls them, on the GPU, against float64 references
+ * (C's fmod, and Python's % as fmod plus the divisor when the signs differ), with fresh random
+ * shapes, broadcast divisors, dtypes and inputs each run (WGML_SEED repeats one), NaN-poisoned
+ * outputs: int tensors exactly (negative operands on either side), integer-valued floats
+ * exactly (the index arithmetic of a decomposed torch.roll), other floats within f32 rounding of
+ * the dividend, a zero float divisor giving NaN; then the refusals (an int tensor by zero or by
+ * a fraction, an int result of a float operand), each a clear error naming the operator. */
+#include "harness.h"
+#include "program_slots.h"
+
+#include <stdio.h>
+
+static int64_t irand(int64_t lo, int64_t hi) { return lo + (int64_t)floor(th_uniform(0, 1) * (double)(hi - lo + 1) - 1e-12); }
+
+static double ref_op(double a, double b, int is_rem) {
+    double r = fmod(a, b);
+    if (is_rem && r != 0 && (r < 0) != (b < 0)) r += b;
+    return r;
+}
+
+/* kind 0: int tensors, 1: integer-valued floats, 2: any floats (with zero divisors);
+ * tensor divisor (broadcast from a random subset of dims) or a number. */
+static void rem_case(int is_rem, int kind, int tensor_div) {
+    int rank = (int)irand(0, 3);
+    int64_t d[WGML_MAX_RANK], bd[WGML_MAX_RANK], n = 1, nb = 1, st[WGML_MAX_RANK], bst[WGML_MAX_RANK];
+    for (int i = 0; i < rank; i++) d[i] = irand(1, 6), bd[i] = th_uniform(0, 1) < 0.5 ? d[i] : 1;
+    for (int i = rank - 1; i >= 0; i--) st[i] = n, n *= d[i], bst[i] = nb, nb *= bd[i];
+    int vk = kind == 0 ? VK_INT64 : VK_FLOAT32;
+    float *af = malloc((size_t)n * 4), *bf = malloc((size_t)nb * 4);
+    int32_t *ai = (int32_t *)af, *bi = (int32_t *)bf;
+    double *a = malloc((size_t)n * sizeof *a), *bv = malloc((size_t)nb * sizeof *bv), *ref = malloc((size_t)n * sizeof *ref);
+    double *div = malloc((size_t)n * sizeof *div); /* each element's divisor */
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = kind == 2 ? (double)(float)th_uniform(-20, 20) : (double)irand(-100, 100);
+        if (kind == 0) ai[i] = (int32_t)a[i];
+        else af[i] = (float)a[i];
+    }
+    double scalar = 0;
+    for (int64_t i = 0; i < (tensor_div ? nb : 1); i++) {
+        double v;
+        do v = kind == 2 ? (double)(float)th_uniform(-5, 5) : (double)irand(-9, 9);
+        while (v == 0 && (kind != 2 || th_uniform(0, 1) < 0.8)); /* float zero divisors now and then */
+        if (!tensor_div) scalar = v;
+        else if (kind == 0) bi[i] = (int32_t)v, bv[i] = v;
+        else bf[i] = (float)v, bv[i] = v;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = 0;
+        for (int k = 0; k < rank; k++) j += bd[k] == 1 ? 0 : (i / st[k]) % d[k] * bst[k];
+        div[i] = tensor_div ? bv[j] : scalar;
+        ref[i] = ref_op(a[i], div[i], is_rem);
+    }
+    slots s;
+    s_init(&s, T.ctx, T.g);
+    int32_t args[3] = {s_tensor(&s, vk, rank, d, af),
+                       tensor_div ? s_tensor(&s, vk, rank, bd, bf) : kind == 0 ? s_int(&s, (int64_t)scalar) : s_double(&s, scalar), 0};
+    args[2] = s_tensor(&s, vk, rank, d, NULL);
+    const char *op = is_rem ? (tensor_div ? "aten.remainder.Tensor" : "aten.remainder.Scalar")
+                            : (tensor_div ? "aten.fmod.Tensor" : "aten.fmod.Scalar");
+    char what[128];
+    snprintf(what, sizeof what, "%s %s rank %d%s", op, kind == 0 ? "int64" : kind == 1 ? "integral float32" : "float32",
+             rank, tensor_div ? " (broadcast divisor)" : "");
+    wgml_status stt = s_call(&s, op, args, 3);
+    double *got = stt ? NULL : s_read(&s, args[2]);
+    if (th_check(got != NULL, "%s: builds and runs%s%s", what, stt ? ": " : "", stt ? wgml_last_error(T.ctx) : "")) {
+        int64_t bad = 0, at = -1;
+        for (int64_t i = 0; i < n; i++) {
+            /* exact but for floats with a fraction: a − b·q within f32 rounding of a; a quotient
+             * that rounds to an integer is a known edge (the remainder is then off by b): skipped */
+            double b_i = div[i], q;
+            q = a[i] / b_i;
+            if (kind == 2 && b_i != 0 && fabs(q - nearbyint(q)) < 1e-5 * (1 + fabs(q))) continue;
+            double tol = kind == 2 ? 4e-7 * (fabs(a[i]) + fabs(b_i)) : 0;
+            int ok = isnan(ref[i]) ? isnan(got[i]) : fabs(got[i] - ref[i]) <= tol;
+            if (!ok && bad++ == 0) at = i;
+        }
+        th_check(bad == 0, "%s: %lld elements, %lld off", what, (long long)n, (long long)bad);
+        if (bad) printf("     element %lld: %g %% %g: got %.9g, want %.9g\n", (long long)at, a[at], div[at], got[at], ref[at]);
+    }
+    free(got), free(af), free(bf), free(a), free(bv), free(ref), free(div);
+}
+
+/* An int tensor (int64 in the program) by a float number: the result is float (PyTorch's
+ * promotion), computed in f32. */
+static void promoted_case(void) {
+    int64_t d[1] = {7};
+    int32_t x[7] = {-7, -3, -1, 0, 2, 5, 9};
+    double ref[7];
+    for (int i = 0; i < 7; i++) ref[i] = ref_op(x[i], 2.5, 0);
+    slots s;
+    s_init(&s, T.ctx, T.g);
+    int32_t a[3] = {s_tensor(&s, VK_INT64, 1, d, x), s_double(&s, 2.5), 0};
+    a[2] = s_tensor(&s, VK_FLOAT32, 1, d, NULL);
+    wgml_status st = s_call(&s, "aten.fmod.Scalar", a, 3);
+    double *got = st ? NULL : s_read(&s, a[2]);
+    int bad = !got;
+    for (int i = 0; got && i < 7; i++) bad += got[i] != ref[i];
+    th_check(!bad, "aten.fmod.Scalar int64 by 2.5 -> float32: %s", st ? wgml_last_error(T.ctx) : bad ? "wrong values" : "exact");
+    free(got);
+}
+
+static void refused(slots *s, const char *op, const int32_t *args, int nargs, wgml_status want, const char *msg) {
+    wgml_status st = s_call(s, op, args, nargs);
+    th_expect_error(op, st != WGML_OK, want, op, msg, NULL);
+}
+
+static void edge_cases(void) {
+    int64_t d3[1] = {3};
+    int32_t xi[3] = {1, 2, 3};
+    float xf[3] = {1, 2, 3};
+    slots s;
+#define XI() (s_init(&s, T.ctx, T.g), s_tensor(&s, VK_INT64, 1, d3, xi))
+    int32_t x = XI();
+    refused(&s, "aten.fmod.Scalar", (int32_t[]){x, s_int(&s, 0), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3, WGML_ERR_ARG,
+            "integer division by zero");
+    x = XI();
+    refused(&s, "aten.remainder.Scalar", (int32_t[]){x, s_double(&s, 1.5), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3, WGML_ERR_ARG,
+            "must be an integer");
+    x = XI();
+    int32_t f = s_tensor(&s, VK_FLOAT32, 1, d3, xf);
+    refused(&s, "aten.fmod.Tensor", (int32_t[]){x, f, s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3, WGML_ERR_DTYPE,
+            "an int result needs int operands");
+    x = XI();
+    refused(&s, "aten.fmod.Tensor", (int32_t[]){x, s_tensor(&s, VK_INT64, 1, d3, NULL), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3,
+            WGML_ERR_ARG, "tensor used before it is computed");
+    x = XI();
+    refused(&s, "aten.fmod.Scalar", (int32_t[]){x, s_int(&s, 2), s_tensor(&s, VK_BOOL, 1, d3, NULL)}, 3, WGML_ERR_DTYPE,
+            "the output must be a float or an int tensor");
+#undef XI
+}
+
+int main(int argc, char **argv) {
+    th_init_args("program_arith", argc, argv);
+    for (int rep = 0; rep < 2; rep++)
+        for (int is_rem = 0; is_rem < 2; is_rem++)
+            for (int kind = 0; kind < 3; kind++)
+                for (int td = 0; td < 2; td++) rem_case(is_rem, kind, td);
+    promoted_case();
+    edge_cases();
+    return th_done();
+}
