@@ -98,6 +98,7 @@ typedef struct prog_op_table {
 } prog_op_table;
 extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, cumsum */
 extern const prog_op_table prog_ops_arith;  /* ops_arith.c: fmod, remainder */
+extern const prog_op_table prog_ops_copy;   /* ops_copy.c: as_strided_copy, constant_pad_nd */
 
 /* The builder of a fully qualified op name, or NULL. */
 prog_op_fn prog_op_find(const char *name);
