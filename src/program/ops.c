@@ -1606,7 +1606,7 @@ static const prog_op_entry OPS[] = {
 /* Every table of the registry, in lookup order (a name is in one table only; test_program_ops
  * checks that every listed name finds its own builder). */
 static const prog_op_table ops_main = {OPS, sizeof OPS / sizeof OPS[0], NULL, 0};
-static const prog_op_table *const TABLES[] = {&ops_main, &prog_ops_reduce, &prog_ops_arith, &prog_ops_copy};
+static const prog_op_table *const TABLES[] = {&ops_main, &prog_ops_reduce, &prog_ops_arith, &prog_ops_copy, &prog_ops_rope};
 #define N_TABLES (sizeof TABLES / sizeof TABLES[0])
 
 static const prog_op_entry *find_entry(const char *name) {

@@ -99,6 +99,7 @@ typedef struct prog_op_table {
 extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, cumsum */
 extern const prog_op_table prog_ops_arith;  /* ops_arith.c: fmod, remainder */
 extern const prog_op_table prog_ops_copy;   /* ops_copy.c: as_strided_copy, constant_pad_nd */
+extern const prog_op_table prog_ops_rope;   /* ops_rope.c: et_vk.apply_rotary_emb{,_hf,_interleaved} */
 
 /* The builder of a fully qualified op name, or NULL. */
 prog_op_fn prog_op_find(const char *name);
