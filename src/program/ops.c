@@ -234,11 +234,11 @@ static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int 
     /* a sum of bools or integers (a count, e.g. cross-entropy's valid labels) is summed in f32
      * (exact up to 2^24) and converted to the output's integer dtype */
     int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
-    if (kind == 0) x = as_f32(b, x);
+    if (kind != 1) x = as_f32(b, x); /* amax of ints and bools likewise, exact up to 2^24 */
     wgml_tensor *r = kind == 0   ? wgml_sum(b->g, x, dims, n, keep)
                      : kind == 1 ? wgml_mean(b->g, x, dims, n, keep)
                                  : wgml_amax(b->g, x, dims, n, keep);
-    if (r && kind == 0 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
+    if (r && kind != 1 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
     return put(b, OUT(0), r, 0);
 }
 static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 0); }
@@ -256,7 +256,7 @@ static wgml_status op_mean_all(pbuild *b, const int32_t *args, int nargs) {
 /* argmax(self, dim?, keepdim): dim None flattens first. */
 static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0)); /* int and bool values through f32 (exact to 2^24) */
     int ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
     if (!x || !ok) return WGML_ERR_ARG;
@@ -310,7 +310,8 @@ static wgml_status op_median_dim(pbuild *b, const int32_t *args, int nargs) {
 }
 
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
- * the last dimension only. */
+ * the trailing dims normalized_shape names, as one row (x viewed as [..., Π normalized_shape],
+ * weight and bias as [Π normalized_shape]; mean and rstd keep the normalised dims as 1s). */
 static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
     NEED(6);
     int64_t ns[WGML_MAX_RANK];
@@ -318,15 +319,31 @@ static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
     float eps = (float)num(b, args, 4, 1e-5, &ok);
     wgml_tensor *x = T(b, args, 0), *w, *bias;
     if (n < 0 || !ok || !x || opt_tensor(b, args, 2, &w) || opt_tensor(b, args, 3, &bias)) return WGML_ERR_ARG;
-    if (n != 1 || ns[0] != wgml_tensor_dim(x, -1))
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only a norm over the last dimension", b->op);
+    int r = wgml_tensor_rank(x);
+    int64_t row = 1, view[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        if (n > r || ns[i] != wgml_tensor_dim(x, r - n + i)) return fail(b, WGML_ERR_SHAPE, "normalized_shape is not x's trailing dims", 1);
+        row *= ns[i];
+    }
+    if (n < 1) return fail(b, WGML_ERR_ARG, "an empty normalized_shape", 1);
+    if (n > 1) { /* the normalised dims as one row */
+        if ((w && wgml_tensor_numel(w) != row) || (bias && wgml_tensor_numel(bias) != row))
+            return fail(b, WGML_ERR_SHAPE, "weight or bias of another size than normalized_shape", w && wgml_tensor_numel(w) != row ? 2 : 3);
+        for (int i = 0; i < r - n; i++) view[i] = wgml_tensor_dim(x, i);
+        view[r - n] = row;
+        int had_w = w != NULL, had_b = bias != NULL;
+        x = wgml_reshape(b->g, x, r - n + 1, view);
+        if (had_w) w = wgml_reshape(b->g, w, 1, &row);
+        if (had_b) bias = wgml_reshape(b->g, bias, 1, &row);
+        if (!x || (had_w && !w) || (had_b && !bias)) return wgml_last_status(b->ctx);
+    }
     size_t no;
     const int32_t *outs = vlist(b, args, 5, &no);
     if (!outs) return WGML_ERR_ARG;
     if (no != 3) return fail(b, WGML_ERR_ARG, "expected 3 outputs", 5);
     wgml_tensor *mean = NULL, *rstd = NULL;
     wgml_tensor *y = wgml_layer_norm(b->g, x, w, bias, eps, &mean, &rstd);
-    wgml_status s = put(b, outs[0], y, 0);
+    wgml_status s = put(b, outs[0], y, n > 1);
     if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
     if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
     return s;
@@ -595,7 +612,7 @@ static wgml_status op_sdpa(pbuild *b, const int32_t *args, int nargs) {
 /* amin(self, dim, keepdim) = −amax(−x) */
 static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
     int64_t d64[WGML_MAX_RANK];
     int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
@@ -603,13 +620,15 @@ static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
     int dims[WGML_MAX_RANK];
     for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
     wgml_tensor *y = wgml_amax(b->g, wgml_neg(b->g, x), dims, n, keep);
-    return put(b, OUT(0), y ? wgml_neg(b->g, y) : NULL, 0);
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    y = y ? wgml_neg(b->g, y) : NULL;
+    return put(b, OUT(0), y && dt >= 0 && dt != WGML_F32 ? wgml_cast(b->g, y, (wgml_dtype)dt) : y, 0);
 }
 
 /* argmin(self, dim?, keepdim) = argmax(−x) (ties: the first index either way) */
 static wgml_status op_argmin(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
     int ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
     if (!x || !ok) return WGML_ERR_ARG;
