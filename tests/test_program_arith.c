@@ -1,5 +1,6 @@
-/* The op registry's remainders (src/program/ops_arith.c: fmod and remainder, .Tensor and
- * .Scalar) called as the program runner calls them, on the GPU, against float64 references
+/* The op registry's arithmetic and logic forms (src/program/ops_arith.c: fmod and remainder,
+ * .Tensor and .Scalar; reciprocal, pow.Scalar, clamp.Tensor; logical_xor and the bool bitwise
+ * forms) called as the program runner calls them, on the GPU, against float64 references
  * (C's fmod, and Python's % as fmod plus the divisor when the signs differ), with fresh random
  * shapes, broadcast divisors, dtypes and inputs each run (WGML_SEED repeats one), NaN-poisoned
  * outputs: int tensors exactly (negative operands on either side), integer-valued floats
@@ -100,6 +101,105 @@ static void promoted_case(void) {
     free(got);
 }
 
+/* ---- reciprocal, pow.Scalar, clamp.Tensor ------------------------------------------------ */
+
+/* Builds op and compares output slot out with ref: equal, or within tol·(1 + |ref|). */
+static void check_out(slots *s, const char *op, const int32_t *a, int na, int32_t out, const double *ref, double tol, const char *what) {
+    wgml_status st = s_call(s, op, a, na);
+    double *got = st ? NULL : s_read(s, out);
+    if (!th_check(got != NULL, "%s: builds and runs%s%s", what, st ? ": " : "", st ? wgml_last_error(T.ctx) : "")) return;
+    int64_t n = s_numel(s, out), bad = 0, at = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!(got[i] == ref[i] || fabs(got[i] - ref[i]) <= tol * (1 + fabs(ref[i]))) && bad++ == 0) at = i;
+    th_check(bad == 0, "%s: %lld elements, %lld off", what, (long long)n, (long long)bad);
+    if (bad) printf("     element %lld: got %.9g, want %.9g\n", (long long)at, got[at], ref[at]);
+    free(got);
+}
+
+static void unary_forms_case(void) {
+    int64_t d[2] = {irand(1, 4), irand(1, 6)}, n = d[0] * d[1], bd[2] = {1, d[1]};
+    int as_int = th_uniform(0, 1) < 0.3;
+    float *xf = malloc((size_t)n * 4), *lo = malloc((size_t)d[1] * 4), *hi = malloc((size_t)n * 4);
+    int32_t *xi = malloc((size_t)n * 4), *loi = malloc((size_t)d[1] * 4);
+    double *rec = malloc((size_t)n * sizeof *rec), *pw = malloc((size_t)n * sizeof *pw), *cl = malloc((size_t)n * sizeof *cl);
+    double base = th_uniform(0, 1) < 0.5 ? 2.0 : 10000.0, e;
+    for (int64_t j = 0; j < d[1]; j++) lo[j] = (float)th_uniform(-1, 0), loi[j] = (int32_t)irand(-5, 0);
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        do v = as_int ? (double)irand(-9, 9) : (double)(float)th_uniform(-3, 3);
+        while (v == 0);
+        xf[i] = (float)v, xi[i] = (int32_t)v, hi[i] = (float)th_uniform(0, 1);
+        rec[i] = 1.0 / v;
+        e = as_int ? fabs(v) : v / 4; /* 2 ** (int) is an int; 10000 ** (x / 4) a rotary table's kind */
+        pw[i] = pow(base, e);
+        double l = as_int ? (double)loi[i % d[1]] : (double)lo[i % d[1]];
+        cl[i] = as_int ? (v < l ? l : v) : fmin(fmax(v, l), (double)hi[i]);
+    }
+    slots s;
+    s_init(&s, T.ctx, T.g);
+    int vk = as_int ? VK_INT64 : VK_FLOAT32;
+    const void *xd = as_int ? (const void *)xi : (const void *)xf;
+    int32_t a[3] = {s_tensor(&s, vk, 2, d, xd), 0, 0};
+    a[1] = s_tensor(&s, VK_FLOAT32, 2, d, NULL);
+    check_out(&s, "aten.reciprocal.default", a, 2, a[1], rec, 2e-7, as_int ? "reciprocal of int64" : "reciprocal of float32");
+    /* pow.Scalar(base, e): float exponents x/4 (10000 ** 0.75 is 1000: the relative error of
+     * exp·log in f32 is ~|e·ln(base)|·2^-24), int exponents |x| exact (2^9) */
+    float *ef = malloc((size_t)n * 4);
+    int32_t *ei = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) ef[i] = as_int ? 0 : xf[i] / 4, ei[i] = abs(xi[i]);
+    s_init(&s, T.ctx, T.g);
+    int32_t p[3] = {as_int ? s_int(&s, (int64_t)base) : s_double(&s, base), s_tensor(&s, vk, 2, d, as_int ? (const void *)ei : (const void *)ef), 0};
+    p[2] = s_tensor(&s, vk, 2, d, NULL);
+    if (!(as_int && base > 2)) check_out(&s, "aten.pow.Scalar", p, 3, p[2], pw, as_int ? 0 : 4e-6, as_int ? "pow.Scalar 2 ** int64" : "pow.Scalar base ** float32");
+    /* clamp.Tensor(x, lo [1, C] broadcast, hi [R, C] or None for ints) */
+    s_init(&s, T.ctx, T.g);
+    int32_t c[4] = {s_tensor(&s, vk, 2, d, xd), s_tensor(&s, vk, 2, bd, as_int ? (const void *)loi : (const void *)lo),
+                    as_int ? s_null(&s) : s_tensor(&s, VK_FLOAT32, 2, d, hi), 0};
+    c[3] = s_tensor(&s, vk, 2, d, NULL);
+    check_out(&s, "aten.clamp.Tensor", c, 4, c[3], cl, 0, as_int ? "clamp.Tensor int64, min only" : "clamp.Tensor float32, min [1, C] and max");
+    free(xf), free(lo), free(hi), free(xi), free(loi), free(rec), free(pw), free(cl), free(ef), free(ei);
+}
+
+/* ---- exclusive or and the bool bitwise forms ---------------------------------------------- */
+
+static void logic_case(void) {
+    int64_t d[2] = {irand(1, 4), irand(1, 6)}, n = d[0] * d[1];
+    int vk = (int[]){VK_FLOAT32, VK_INT64, VK_BOOL}[irand(0, 2)];
+    float *af = malloc((size_t)n * 4);
+    int32_t *ai = malloc((size_t)n * 4);
+    unsigned char *ab = malloc((size_t)n), *bb = malloc((size_t)n);
+    double *ref = malloc((size_t)n * sizeof *ref), *refb = malloc((size_t)n * sizeof *refb);
+    for (int64_t i = 0; i < n; i++) {
+        int z = th_uniform(0, 1) < 0.5;
+        af[i] = z ? 0.0f : th_uniform(0, 1) < 0.1 ? NAN : (float)th_uniform(-2, 2), ai[i] = z ? 0 : (int32_t)irand(1, 5), ab[i] = !z;
+        bb[i] = th_uniform(0, 1) < 0.5;
+        ref[i] = (double)(!z != (bb[i] != 0)); /* a NaN is true */
+    }
+    slots s;
+    s_init(&s, T.ctx, T.g);
+    const void *ad = vk == VK_FLOAT32 ? (const void *)af : vk == VK_INT64 ? (const void *)ai : (const void *)ab;
+    int32_t a[3] = {s_tensor(&s, vk, 2, d, ad), s_tensor(&s, VK_BOOL, 2, d, bb), 0};
+    a[2] = s_tensor(&s, VK_BOOL, 2, d, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "logical_xor %s with bool", vk == VK_FLOAT32 ? "float32" : vk == VK_INT64 ? "int64" : "bool");
+    check_out(&s, "aten.logical_xor.default", a, 3, a[2], ref, 0, what);
+    s_init(&s, T.ctx, T.g);
+    int32_t x[3] = {s_tensor(&s, VK_BOOL, 2, d, ab), s_tensor(&s, VK_BOOL, 2, d, bb), 0};
+    x[2] = s_tensor(&s, VK_BOOL, 2, d, NULL);
+    check_out(&s, "aten.bitwise_xor.Tensor", x, 3, x[2], ref, 0, "bitwise_xor of bools");
+    static const char *ops[3] = {"aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar"};
+    for (int op = 0; op < 3; op++)
+        for (int sv = 0; sv < 2; sv++) {
+            for (int64_t i = 0; i < n; i++) refb[i] = op == 0 ? (ab[i] && sv) : op == 1 ? (ab[i] || sv) : (ab[i] != sv);
+            s_init(&s, T.ctx, T.g);
+            int32_t y[3] = {s_tensor(&s, VK_BOOL, 2, d, ab), sv && th_uniform(0, 1) < 0.5 ? s_int(&s, 1) : s_bool(&s, sv), 0};
+            y[2] = s_tensor(&s, VK_BOOL, 2, d, NULL);
+            snprintf(what, sizeof what, "%s of bools with %d", ops[op], sv);
+            check_out(&s, ops[op], y, 3, y[2], refb, 0, what);
+        }
+    free(af), free(ai), free(ab), free(bb), free(ref), free(refb);
+}
+
 static void refused(slots *s, const char *op, const int32_t *args, int nargs, wgml_status want, const char *msg) {
     wgml_status st = s_call(s, op, args, nargs);
     th_expect_error(op, st != WGML_OK, want, op, msg, NULL);
@@ -127,6 +227,18 @@ static void edge_cases(void) {
     x = XI();
     refused(&s, "aten.fmod.Scalar", (int32_t[]){x, s_int(&s, 2), s_tensor(&s, VK_BOOL, 1, d3, NULL)}, 3, WGML_ERR_DTYPE,
             "the output must be a float or an int tensor");
+    x = XI();
+    refused(&s, "aten.bitwise_and.Scalar", (int32_t[]){x, s_int(&s, 3), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3, WGML_ERR_UNSUPPORTED,
+            "integer bitwise operations are not supported");
+    x = XI();
+    refused(&s, "aten.bitwise_xor.Tensor", (int32_t[]){x, x, s_tensor(&s, VK_INT64, 1, d3, NULL)}, 3, WGML_ERR_UNSUPPORTED,
+            "integer bitwise operations are not supported");
+    x = XI();
+    refused(&s, "aten.clamp.Tensor", (int32_t[]){x, s_null(&s), s_null(&s), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 4, WGML_ERR_ARG,
+            "clamp needs at least one bound");
+    x = XI();
+    refused(&s, "aten.clamp.Tensor", (int32_t[]){x, s_tensor(&s, VK_FLOAT32, 1, d3, xf), s_null(&s), s_tensor(&s, VK_INT64, 1, d3, NULL)}, 4,
+            WGML_ERR_DTYPE, "an int clamp needs int operands and output");
 #undef XI
 }
 
@@ -137,6 +249,7 @@ int main(int argc, char **argv) {
             for (int kind = 0; kind < 3; kind++)
                 for (int td = 0; td < 2; td++) rem_case(is_rem, kind, td);
     promoted_case();
+    for (int rep = 0; rep < 6; rep++) unary_forms_case(), logic_case();
     edge_cases();
     return th_done();
 }

@@ -1,12 +1,15 @@
-/* The op registry's remainders: fmod (the sign of the dividend, C's fmod) and remainder (the
- * sign of the divisor, Python's %), each with a tensor or a number as divisor. Exports leave
- * them as portable kernels: torch.roll decomposes into an index arithmetic (arange + shift)
- * fmod n (torchvision's Swin Transformer shifts its windows so).
+/* The op registry's arithmetic and logic forms that exports leave to portable kernels:
+ * the remainders fmod (the sign of the dividend, C's fmod) and remainder (the sign of the
+ * divisor, Python's %), each with a tensor or a number as divisor (torch.roll decomposes into
+ * an index arithmetic (arange + shift) fmod n: torchvision's Swin Transformer shifts its windows
+ * so); reciprocal, a number to a tensor's power (pow.Scalar: 10000 ** (arange / d) of a rotary
+ * table made in forward), clamp with tensor bounds; exclusive or, and the bitwise forms of bool
+ * tensors (integer bitwise operations are refused: wgml has no integer bit kernel).
  *
- * Both are a − b·q with q the quotient rounded toward zero (fmod) or −∞ (remainder), through
- * wgml's rounding divisions: on int tensors with PyTorch's integer semantics (exact), on float
- * tensors from the f32 quotient (exact for integer-valued operands below 2^22, as the index
- * arithmetic is; otherwise within f32 rounding of a, and a quotient within rounding of an
+ * The remainders are a − b·q with q the quotient rounded toward zero (fmod) or −∞ (remainder),
+ * through wgml's rounding divisions: on int tensors with PyTorch's integer semantics (exact),
+ * on float tensors from the f32 quotient (exact for integer-valued operands below 2^22, as the
+ * index arithmetic is; otherwise within f32 rounding of a, and a quotient within rounding of an
  * integer can give a remainder off by b). A zero divisor gives NaN for floats, as PyTorch; a
  * zero number divisor of an int tensor is refused (PyTorch raises), a zero element of an int
  * divisor tensor gives a. */
@@ -46,11 +49,109 @@ static wgml_status rem_common(pbuild *b, const int32_t *args, int nargs, int flo
 static wgml_status op_fmod(pbuild *b, const int32_t *a, int n) { return rem_common(b, a, n, 0); }
 static wgml_status op_remainder(pbuild *b, const int32_t *a, int n) { return rem_common(b, a, n, 1); }
 
+/* A one-element f32 tensor holding v (broadcasts against anything). */
+static wgml_tensor *number(pbuild *b, double v) {
+    int64_t one = 1;
+    return wgml_full(b->g, WGML_F32, 1, &one, v);
+}
+
+/* r converted to the output's dtype (f32 results of int operands: exact up to 2^24). */
+static wgml_status put_as_out(pbuild *b, int32_t out, wgml_tensor *r) {
+    int dt = prog_vk_to_wgml(b->v[out].vk_dtype);
+    if (r && dt >= 0 && dt != (int)wgml_tensor_dtype(r)) r = wgml_cast(b->g, r, (wgml_dtype)dt);
+    return put(b, out, r, 0);
+}
+
+/* reciprocal(self) = 1 / x (an int tensor gives float) */
+static wgml_status op_reciprocal(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = as_f32(b, T(b, args, 0)), *one = x ? number(b, 1.0) : NULL;
+    return one ? put(b, OUT(0), wgml_div(b->g, one, x), 0) : WGML_ERR_ARG;
+}
+
+/* pow.Scalar(self: number, exponent: tensor) = self ** exponent, through wgml's pow of a
+ * broadcast one-element base (a negative base with an integral exponent gives the real power);
+ * an int result (an int base and exponent) through f32, exact up to 2^24. */
+static wgml_status op_pow_scalar(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    int ok = 1;
+    double base = num(b, args, 0, 0, &ok);
+    wgml_tensor *e = ok ? as_f32(b, T(b, args, 1)) : NULL, *bt = e ? number(b, base) : NULL;
+    return bt ? put_as_out(b, OUT(0), wgml_pow(b->g, bt, e)) : WGML_ERR_ARG;
+}
+
+/* clamp.Tensor(self, min?, max?) = minimum(maximum(x, min), max), broadcasting, in the output's
+ * dtype (int tensors through the integer kernel; NaN bounds or elements give NaN). */
+static wgml_status op_clamp_tensor(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = T(b, args, 0), *lo, *hi;
+    if (!x || opt_tensor(b, args, 1, &lo) || opt_tensor(b, args, 2, &hi)) return WGML_ERR_ARG;
+    if (!lo && !hi) return fail(b, WGML_ERR_ARG, "clamp needs at least one bound", 1);
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    if (dt == WGML_F32) x = as_f32(b, x), lo = lo ? as_f32(b, lo) : NULL, hi = hi ? as_f32(b, hi) : NULL;
+    else if (dt != WGML_I32 || wgml_tensor_dtype(x) != WGML_I32 || (lo && wgml_tensor_dtype(lo) != WGML_I32) ||
+             (hi && wgml_tensor_dtype(hi) != WGML_I32))
+        return fail(b, WGML_ERR_DTYPE, "an int clamp needs int operands and output", 0);
+    if (x && lo) x = wgml_maximum(b->g, x, lo);
+    if (x && hi) x = wgml_minimum(b->g, x, hi);
+    return put(b, OUT(0), x, 0);
+}
+
+/* x as a bool tensor (x != 0; NaN is true) */
+static wgml_tensor *as_bool(pbuild *b, wgml_tensor *x) {
+    return x && wgml_tensor_dtype(x) != WGML_BOOL ? wgml_cast(b->g, x, WGML_BOOL) : x;
+}
+
+/* logical_xor(a, b) of any dtypes = bool(a) != bool(b); bitwise_xor.Tensor of bools is the
+ * same (of ints it is refused). */
+static wgml_status xor_common(pbuild *b, const int32_t *args, int nargs, int bitwise) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
+    if (!y) return WGML_ERR_ARG;
+    if (bitwise && (wgml_tensor_dtype(x) != WGML_BOOL || wgml_tensor_dtype(y) != WGML_BOOL))
+        return fail(b, WGML_ERR_UNSUPPORTED, "integer bitwise operations are not supported (bool tensors are)",
+                    wgml_tensor_dtype(x) != WGML_BOOL ? 0 : 1);
+    wgml_tensor *fx = as_f32(b, as_bool(b, x)), *fy = fx ? as_f32(b, as_bool(b, y)) : NULL;
+    return fy ? put(b, OUT(0), wgml_compare(b->g, WGML_CMP_NE, fx, fy), 0) : wgml_last_status(b->ctx);
+}
+static wgml_status op_logical_xor(pbuild *b, const int32_t *a, int n) { return xor_common(b, a, n, 0); }
+static wgml_status op_bitwise_xor(pbuild *b, const int32_t *a, int n) { return xor_common(b, a, n, 1); }
+
+/* bitwise_and/or/xor.Scalar (self, other) of a bool tensor: with other true, x & 1 = x,
+ * x | 1 = all true, x ^ 1 = not x; with other false, all false, x, x. */
+static wgml_status bool_scalar_common(pbuild *b, const int32_t *args, int nargs, int op) {
+    NEED(3);
+    int ok = 1;
+    wgml_tensor *x = T(b, args, 0);
+    int s = num(b, args, 1, 0, &ok) != 0;
+    if (!x || !ok) return WGML_ERR_ARG;
+    if (wgml_tensor_dtype(x) != WGML_BOOL)
+        return fail(b, WGML_ERR_UNSUPPORTED, "integer bitwise operations are not supported (bool tensors are)", 0);
+    int64_t shape[WGML_MAX_RANK];
+    int r = wgml_tensor_rank(x);
+    for (int i = 0; i < r; i++) shape[i] = wgml_tensor_dim(x, i);
+    wgml_tensor *y = op == 0 ? (s ? x : wgml_full(b->g, WGML_BOOL, r, shape, 0))
+                     : op == 1 ? (s ? wgml_full(b->g, WGML_BOOL, r, shape, 1) : x)
+                               : (s ? wgml_logical_not(b->g, x) : x);
+    return put(b, OUT(0), y, 0);
+}
+static wgml_status op_bitand_scalar(pbuild *b, const int32_t *a, int n) { return bool_scalar_common(b, a, n, 0); }
+static wgml_status op_bitor_scalar(pbuild *b, const int32_t *a, int n) { return bool_scalar_common(b, a, n, 1); }
+static wgml_status op_bitxor_scalar(pbuild *b, const int32_t *a, int n) { return bool_scalar_common(b, a, n, 2); }
+
 static const prog_op_entry OPS[] = {
     {"aten.fmod.Tensor", op_fmod},
     {"aten.fmod.Scalar", op_fmod},
     {"aten.remainder.Tensor", op_remainder},
     {"aten.remainder.Scalar", op_remainder},
+    {"aten.reciprocal.default", op_reciprocal},
+    {"aten.pow.Scalar", op_pow_scalar},
+    {"aten.clamp.Tensor", op_clamp_tensor},
+    {"aten.logical_xor.default", op_logical_xor},
+    {"aten.bitwise_xor.Tensor", op_bitwise_xor},
+    {"aten.bitwise_and.Scalar", op_bitand_scalar},
+    {"aten.bitwise_or.Scalar", op_bitor_scalar},
+    {"aten.bitwise_xor.Scalar", op_bitxor_scalar},
 };
 
 const prog_op_table prog_ops_arith = {OPS, sizeof OPS / sizeof OPS[0], NULL, 0};
