@@ -1,10 +1,11 @@
-/* The op registry's rearranging copies (src/program/ops_copy.c: as_strided_copy and
- * constant_pad_nd) called as the program runner calls them, on the GPU, against references
- * written here from PyTorch's definitions (an element of the output is storage[offset +
- * Σ i·stride], or the input's element shifted by the pads, or the pad value), with fresh random
- * shapes, strides, pads (negative ones crop) and inputs of every dtype wgml computes (float32,
- * int, bool) each run (WGML_SEED repeats one), NaN-poisoned outputs; then the refusals (out of
- * bounds, negative strides, odd pad lists, a padded size below 1), each a clear error naming
+/* The op registry's rearranging copies (src/program/ops_copy.c: as_strided_copy,
+ * diagonal_copy, unfold_copy and constant_pad_nd) called as the program runner calls them, on
+ * the GPU, against references written here from PyTorch's definitions (an element of the
+ * output is storage[offset + Σ i·stride], a diagonal's or a window's element, the input's
+ * element shifted by the pads, or the pad value), with fresh random shapes, strides, offsets,
+ * pads (negative ones crop) and inputs of every dtype wgml computes (float32, int, bool) each
+ * run (WGML_SEED repeats one), NaN-poisoned outputs; then the refusals (out of bounds, negative
+ * strides, empty diagonals, odd pad lists, a padded size below 1), each a clear error naming
  * the operator. Also the argument rule every builder shares (src/program/ops_args.h): an integer
  * argument may come as a Double of an integral value (the Vulkan serialiser's shared scalars),
  * and a non-integral one is refused. */
@@ -116,6 +117,78 @@ static void pad_case(void) {
     free(x), free(ref), free(data);
 }
 
+/* ---- diagonal_copy and unfold_copy --------------------------------------------------------- */
+
+static void diagonal_case(void) {
+    int vk = DTYPES[irand(0, 2)], rank = (int)irand(2, 4);
+    int64_t d[4], n = 1, st[4];
+    for (int i = 0; i < rank; i++) d[i] = irand(1, 5), n *= d[i];
+    for (int i = rank - 1, m = 1; i >= 0; i--) st[i] = m, m *= (int)d[i];
+    int d1 = (int)irand(0, rank - 1), d2;
+    do d2 = (int)irand(0, rank - 1);
+    while (d2 == d1);
+    int64_t off, len;
+    do off = irand(-3, 3), len = off >= 0 ? (d[d1] < d[d2] - off ? d[d1] : d[d2] - off) : (d[d1] + off < d[d2] ? d[d1] + off : d[d2]);
+    while (len < 1);
+    int64_t od[4], k = 0, onum = len;
+    for (int i = 0; i < rank; i++)
+        if (i != d1 && i != d2) od[k++] = d[i], onum *= d[i];
+    od[k++] = len;
+    double *x = malloc((size_t)n * sizeof *x), *ref = malloc((size_t)onum * sizeof *ref);
+    void *data = fill(vk, n, x);
+    for (int64_t o = 0; o < onum; o++) { /* out[rest..., j] = x[.., d1: j + max(0, −off), d2: j + max(0, off)] */
+        int64_t r = o, j = r % len, at = 0;
+        r /= len;
+        for (int i = rank - 1; i >= 0; i--)
+            if (i != d1 && i != d2) at += (r % d[i]) * st[i], r /= d[i];
+        at += (j + (off < 0 ? -off : 0)) * st[d1] + (j + (off > 0 ? off : 0)) * st[d2];
+        ref[o] = x[at];
+    }
+    slots sl;
+    s_init(&sl, T.ctx, T.g);
+    int32_t a[5] = {s_tensor(&sl, vk, rank, d, data), s_int(&sl, off), s_int(&sl, th_uniform(0, 1) < 0.5 ? d1 : d1 - rank),
+                    s_int(&sl, d2), 0};
+    a[4] = s_tensor(&sl, vk, (int)k, od, NULL);
+    char what[128];
+    snprintf(what, sizeof what, "aten.diagonal_copy.default %s rank %d offset %lld dims (%d, %d)", vk_name(vk), rank, (long long)off, d1, d2);
+    run_exact(&sl, "aten.diagonal_copy.default", a, 5, ref, what);
+    free(x), free(ref), free(data);
+}
+
+static void unfold_case(void) {
+    int vk = DTYPES[irand(0, 2)], rank = (int)irand(0, 3);
+    int64_t d[4], n = 1;
+    for (int i = 0; i < rank; i++) d[i] = irand(1, 7), n *= d[i];
+    int dim = rank ? (int)irand(0, rank - 1) : 0;
+    int64_t len = rank ? d[dim] : 1, size = irand(1, len), step = irand(1, 3), cnt = (len - size) / step + 1;
+    int64_t od[5], onum = 1, inner = 1;
+    for (int i = 0; i < rank; i++) od[i] = i == dim ? cnt : d[i], onum *= od[i];
+    for (int i = dim + 1; i < rank; i++) inner *= d[i];
+    od[rank] = size, onum *= size;
+    double *x = malloc((size_t)n * sizeof *x), *ref = malloc((size_t)onum * sizeof *ref);
+    void *data = fill(vk, n, x);
+    for (int64_t o = 0; o < onum; o++) { /* out[.., w, .., j] = x[.., w·step + j, ..] */
+        int64_t j = o % size, r = o / size, at = 0, mul = 1;
+        for (int i = rank - 1; i >= 0; i--) {
+            int64_t c = r % od[i];
+            r /= od[i];
+            at += (i == dim ? c * step + j : c) * mul, mul *= d[i];
+        }
+        if (!rank) at = 0;
+        ref[o] = x[at];
+    }
+    (void)inner;
+    slots sl;
+    s_init(&sl, T.ctx, T.g);
+    int32_t a[5] = {s_tensor(&sl, vk, rank, d, data), s_int(&sl, dim), s_int(&sl, size), s_int(&sl, step), 0};
+    a[4] = s_tensor(&sl, vk, rank + 1, od, NULL);
+    char what[128];
+    snprintf(what, sizeof what, "aten.unfold_copy.default %s rank %d dim %d size %lld step %lld", vk_name(vk), rank, dim,
+             (long long)size, (long long)step);
+    run_exact(&sl, "aten.unfold_copy.default", a, 5, ref, what);
+    free(x), free(ref), free(data);
+}
+
 /* ---- refusals and the integer rule -------------------------------------------------------- */
 
 static void refused(slots *s, const char *op, const int32_t *args, int nargs, wgml_status want, const char *msg) {
@@ -161,6 +234,18 @@ static void edge_cases(void) {
     refused(&s, "aten.constant_pad_nd.default",
             (int32_t[]){x, s_list(&s, 2, (int64_t[]){1, 0}), s_int(&s, 0), s_tensor(&s, VK_FLOAT32, 2, d23, NULL)}, 4,
             WGML_ERR_SHAPE, "output shape [2, 4], the program says [2, 3]");
+    X();
+    refused(&s, "aten.diagonal_copy.default", (int32_t[]){x, s_int(&s, 3), s_int(&s, 0), s_int(&s, 1), s_tensor(&s, VK_FLOAT32, 1, one, NULL)}, 5,
+            WGML_ERR_UNSUPPORTED, "an empty diagonal");
+    X();
+    refused(&s, "aten.diagonal_copy.default", (int32_t[]){x, s_int(&s, 0), s_int(&s, 1), s_int(&s, -1), s_tensor(&s, VK_FLOAT32, 1, one, NULL)}, 5,
+            WGML_ERR_ARG, "dim1 and dim2 must be two dims of x");
+    X();
+    refused(&s, "aten.unfold_copy.default", (int32_t[]){x, s_int(&s, 1), s_int(&s, 4), s_int(&s, 1), s_tensor(&s, VK_FLOAT32, 1, one, NULL)}, 5,
+            WGML_ERR_ARG, "size must be in [1, the dim's length]");
+    X();
+    refused(&s, "aten.unfold_copy.default", (int32_t[]){x, s_int(&s, 1), s_int(&s, 2), s_int(&s, 0), s_tensor(&s, VK_FLOAT32, 1, one, NULL)}, 5,
+            WGML_ERR_ARG, "step must be positive");
     /* select_copy(x, 0.0, 1.0): integral Doubles for the integers; then 0.5 is refused */
     X();
     int32_t a[4] = {x, s_double(&s, 0.0), s_double(&s, 1.0), s_tensor(&s, VK_FLOAT32, 1, d3, NULL)};
@@ -176,6 +261,7 @@ int main(int argc, char **argv) {
     for (int rep = 0; rep < 12; rep++) as_strided_case(0);
     for (int rep = 0; rep < 3; rep++) as_strided_case(1);
     for (int rep = 0; rep < 16; rep++) pad_case();
+    for (int rep = 0; rep < 10; rep++) diagonal_case(), unfold_case();
     edge_cases();
     return th_done();
 }
