@@ -1,6 +1,6 @@
 /* The op registry's arithmetic and logic forms (src/program/ops_arith.c: fmod and remainder,
- * .Tensor and .Scalar; reciprocal, pow.Scalar, clamp.Tensor; logical_xor and the bool bitwise
- * forms) called as the program runner calls them, on the GPU, against float64 references
+ * .Tensor and .Scalar; reciprocal, pow.Scalar, clamp.Tensor, sign, erf; logical_xor and the
+ * bool bitwise forms) called as the program runner calls them, on the GPU, against float64 references
  * (C's fmod, and Python's % as fmod plus the divisor when the signs differ), with fresh random
  * shapes, broadcast divisors, dtypes and inputs each run (WGML_SEED repeats one), NaN-poisoned
  * outputs: int tensors exactly (negative operands on either side), integer-valued floats
@@ -160,6 +160,44 @@ static void unary_forms_case(void) {
     free(xf), free(lo), free(hi), free(xi), free(loi), free(rec), free(pw), free(cl), free(ef), free(ei);
 }
 
+/* sign (float with NaN and ±0, int) and erf (float, with 0, ±inf, NaN and the saturated tails) */
+static void sign_erf_case(void) {
+    int64_t n = irand(8, 40), d[1] = {n};
+    int as_int = th_uniform(0, 1) < 0.3;
+    float *xf = malloc((size_t)n * 4);
+    int32_t *xi = malloc((size_t)n * 4);
+    double *sg = malloc((size_t)n * sizeof *sg), *ef = malloc((size_t)n * sizeof *ef);
+    static const float special[6] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 7.5f};
+    for (int64_t i = 0; i < n; i++) {
+        xf[i] = i < 6 ? special[i] : (float)(th_uniform(-4.5, 4.5) * (th_uniform(0, 1) < 0.3 ? 0.01 : 1));
+        xi[i] = (int32_t)irand(-3, 3);
+        double v = as_int ? xi[i] : xf[i];
+        sg[i] = isnan(v) ? 0 : (v > 0) - (v < 0);
+        ef[i] = erf((double)xf[i]);
+    }
+    slots s;
+    s_init(&s, T.ctx, T.g);
+    int vk = as_int ? VK_INT64 : VK_FLOAT32;
+    int32_t a[2] = {s_tensor(&s, vk, 1, d, as_int ? (const void *)xi : (const void *)xf), 0};
+    a[1] = s_tensor(&s, vk, 1, d, NULL);
+    check_out(&s, "aten.sign.default", a, 2, a[1], sg, 0, as_int ? "sign of int64" : "sign of float32 (NaN, +-0, +-inf)");
+    s_init(&s, T.ctx, T.g);
+    int32_t e[2] = {s_tensor(&s, VK_FLOAT32, 1, d, xf), 0};
+    e[1] = s_tensor(&s, VK_FLOAT32, 1, d, NULL);
+    /* 2·Φ − 1 with Φ to ~1.4e-7: 4e-7 absolute (check_out's tol scales with 1 + |ref| <= 2) */
+    double *got = s_call(&s, "aten.erf.default", e, 2) ? NULL : s_read(&s, e[1]);
+    int64_t bad = !got;
+    double worst = 0;
+    for (int64_t i = 0; got && i < n; i++) {
+        double err = isnan(ef[i]) ? (isnan(got[i]) ? 0 : INFINITY) : fabs(got[i] - ef[i]);
+        worst = th_max_err(worst, err);
+        bad += !(err <= 4e-7) || (ef[i] == 0 && signbit(ef[i]) != signbit(got[i]));
+    }
+    th_check(!bad, "aten.erf.default float32 (NaN, +-0, +-inf, tails): %lld elements, max abs err %.2e%s", (long long)n, worst,
+             got ? "" : wgml_last_error(T.ctx));
+    free(got), free(xf), free(xi), free(sg), free(ef);
+}
+
 /* ---- exclusive or and the bool bitwise forms ---------------------------------------------- */
 
 static void logic_case(void) {
@@ -249,7 +287,7 @@ int main(int argc, char **argv) {
             for (int kind = 0; kind < 3; kind++)
                 for (int td = 0; td < 2; td++) rem_case(is_rem, kind, td);
     promoted_case();
-    for (int rep = 0; rep < 6; rep++) unary_forms_case(), logic_case();
+    for (int rep = 0; rep < 6; rep++) unary_forms_case(), logic_case(), sign_erf_case();
     edge_cases();
     return th_done();
 }

@@ -3,8 +3,9 @@
  * divisor, Python's %), each with a tensor or a number as divisor (torch.roll decomposes into
  * an index arithmetic (arange + shift) fmod n: torchvision's Swin Transformer shifts its windows
  * so); reciprocal, a number to a tensor's power (pow.Scalar: 10000 ** (arange / d) of a rotary
- * table made in forward), clamp with tensor bounds; exclusive or, and the bitwise forms of bool
- * tensors (integer bitwise operations are refused: wgml has no integer bit kernel).
+ * table made in forward), clamp with tensor bounds, sign, erf (hand-written GELUs); exclusive
+ * or, and the bitwise forms of bool tensors (integer bitwise operations are refused: wgml has
+ * no integer bit kernel).
  *
  * The remainders are a − b·q with q the quotient rounded toward zero (fmod) or −∞ (remainder),
  * through wgml's rounding divisions: on int tensors with PyTorch's integer semantics (exact),
@@ -97,6 +98,30 @@ static wgml_status op_clamp_tensor(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), x, 0);
 }
 
+/* sign(x) = (x > 0) − (x < 0), through f32 (a NaN gives 0, as PyTorch's sign), in the output's
+ * dtype. */
+static wgml_status op_sign(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *pos = as_f32(b, wgml_gt_scalar(b->g, x, 0.0f)), *neg = pos ? as_f32(b, wgml_lt_scalar(b->g, x, 0.0f)) : NULL;
+    return neg ? put_as_out(b, OUT(0), wgml_sub(b->g, pos, neg, 1.0f)) : wgml_last_status(b->ctx);
+}
+
+/* erf(x) = 2·Φ(√2·x) − 1, Φ(v) = gelu(v) / v from wgml's gelu (erf form: Φ to ~1.4e-7, so erf
+ * to ~3e-7 absolute; custom GELUs write x·(1 + erf(x/√2))/2). x is clamped to ±6 first (erf is
+ * ±1 in f32 from |x| ~ 3.9, and gelu(v)/v stays finite); x == 0 gives x (±0). */
+static wgml_status op_erf(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
+    if (!x) return WGML_ERR_ARG;
+    wgml_tensor *c = wgml_clamp(b->g, x, -6.0f, 6.0f), *v = c ? wgml_mul_scalar(b->g, c, (float)sqrt(2.0)) : NULL;
+    wgml_tensor *phi = v ? wgml_div(b->g, wgml_gelu(b->g, v, 0), v) : NULL;
+    wgml_tensor *e = phi ? wgml_add_scalar(b->g, wgml_mul_scalar(b->g, phi, 2.0f), -1.0f, 1.0f) : NULL;
+    wgml_tensor *zero = e ? wgml_eq_scalar(b->g, c, 0.0f) : NULL;
+    return zero ? put(b, OUT(0), wgml_where(b->g, zero, c, e), 0) : wgml_last_status(b->ctx);
+}
+
 /* x as a bool tensor (x != 0; NaN is true) */
 static wgml_tensor *as_bool(pbuild *b, wgml_tensor *x) {
     return x && wgml_tensor_dtype(x) != WGML_BOOL ? wgml_cast(b->g, x, WGML_BOOL) : x;
@@ -147,6 +172,8 @@ static const prog_op_entry OPS[] = {
     {"aten.reciprocal.default", op_reciprocal},
     {"aten.pow.Scalar", op_pow_scalar},
     {"aten.clamp.Tensor", op_clamp_tensor},
+    {"aten.sign.default", op_sign},
+    {"aten.erf.default", op_erf},
     {"aten.logical_xor.default", op_logical_xor},
     {"aten.bitwise_xor.Tensor", op_bitwise_xor},
     {"aten.bitwise_and.Scalar", op_bitand_scalar},
