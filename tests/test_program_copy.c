@@ -161,9 +161,8 @@ static void unfold_case(void) {
     for (int i = 0; i < rank; i++) d[i] = irand(1, 7), n *= d[i];
     int dim = rank ? (int)irand(0, rank - 1) : 0;
     int64_t len = rank ? d[dim] : 1, size = irand(1, len), step = irand(1, 3), cnt = (len - size) / step + 1;
-    int64_t od[5], onum = 1, inner = 1;
+    int64_t od[5], onum = 1;
     for (int i = 0; i < rank; i++) od[i] = i == dim ? cnt : d[i], onum *= od[i];
-    for (int i = dim + 1; i < rank; i++) inner *= d[i];
     od[rank] = size, onum *= size;
     double *x = malloc((size_t)n * sizeof *x), *ref = malloc((size_t)onum * sizeof *ref);
     void *data = fill(vk, n, x);
@@ -177,7 +176,6 @@ static void unfold_case(void) {
         if (!rank) at = 0;
         ref[o] = x[at];
     }
-    (void)inner;
     slots sl;
     s_init(&sl, T.ctx, T.g);
     int32_t a[5] = {s_tensor(&sl, vk, rank, d, data), s_int(&sl, dim), s_int(&sl, size), s_int(&sl, step), 0};

@@ -167,7 +167,8 @@ static void interleaved_case(void) {
     int64_t fd[4] = {1, n, c / 2, 2}, fd2[2] = {n, c};
     double *x, *f;
     float *fx = rnd(b * n * c, &x), *ff = rnd(n * c, &f);
-    double *cs = malloc((size_t)(n * c / 2) * sizeof *cs), *sn = malloc((size_t)(n * c / 2) * sizeof *sn), *ref = malloc((size_t)(b * n * c) * sizeof *ref);
+    double *cs = malloc((size_t)(n * c / 2) * sizeof *cs), *sn = malloc((size_t)(n * c / 2) * sizeof *sn);
+    double *ref = malloc((size_t)(b * n * c) * sizeof *ref);
     for (int64_t k = 0; k < n * c / 2; k++) cs[k] = f[2 * k], sn[k] = f[2 * k + 1];
     int64_t *t = malloc((size_t)(b * n * c / 2) * sizeof *t);
     for (int64_t p = 0; p < b * n * c / 2; p++) t[p] = p % (n * c / 2);

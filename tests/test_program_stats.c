@@ -105,7 +105,7 @@ static void var_case(int form) {
 /* ---- max / min ---------------------------------------------------------------------------- */
 
 static void extreme_case(int is_min, int along) {
-    int rank = (int)irand(along ? 0 : 0, 4), vk = (int[]){VK_FLOAT32, VK_INT64, VK_BOOL}[irand(0, 2)];
+    int rank = (int)irand(0, 4), vk = (int[]){VK_FLOAT32, VK_INT64, VK_BOOL}[irand(0, 2)];
     int64_t d[WGML_MAX_RANK], n = 1, od[WGML_MAX_RANK];
     for (int i = 0; i < rank; i++) d[i] = irand(1, 6), n *= d[i];
     int k = rank ? (int)irand(0, rank - 1) : 0, keep = along ? (int)irand(0, 1) : 0, red[WGML_MAX_RANK] = {0}, orank = 0;
@@ -144,7 +144,7 @@ static void extreme_case(int is_min, int along) {
 /* amax/amin (self, dims, keepdim) and argmax/argmin (self, dim, keepdim) of int and bool
  * tensors (through f32, exact to 2^24). */
 static void int_extreme_case(int is_min, int arg) {
-    int vk = irand(0, 1) ? VK_INT64 : VK_BOOL, keep = (int)irand(0, 1), red[2] = {0, 1};
+    int vk = irand(0, 1) ? VK_INT64 : VK_BOOL, keep = (int)irand(0, 1);
     int64_t d[2] = {irand(1, 5), irand(1, 6)}, n = d[0] * d[1], od[2] = {d[0], 1};
     double *x = malloc((size_t)n * sizeof *x), *ref = malloc((size_t)d[0] * sizeof *ref);
     void *data = fill(vk, n, 0, x);
@@ -154,7 +154,6 @@ static void int_extreme_case(int is_min, int arg) {
             if (is_min ? x[r * d[1] + c] < x[r * d[1] + best] : x[r * d[1] + c] > x[r * d[1] + best]) best = c;
         ref[r] = arg ? (double)best : x[r * d[1] + best];
     }
-    (void)red;
     slots s;
     s_init(&s, T.ctx, T.g);
     int64_t one = 1;
@@ -194,10 +193,7 @@ static void batch_norm_case(void) {
     int32_t a[7] = {s_tensor(&s, VK_FLOAT32, rank, d, data), has_w ? s_tensor(&s, VK_FLOAT32, 1, cd, fw) : s_null(&s),
                     has_b ? s_tensor(&s, VK_FLOAT32, 1, cd, fb) : s_null(&s), s_bool(&s, 1), s_double(&s, 0.1),
                     s_double(&s, eps), 0};
-    s.v[a[0]].rank = rank;
-    int32_t list = s_new(&s, PV_VALUELIST);
-    memcpy(s.ids[list], outs, sizeof outs), s.v[list].ids = s.ids[list], s.v[list].n = 3;
-    a[6] = list;
+    a[6] = s_vlist(&s, 3, outs);
     char what[128];
     snprintf(what, sizeof what, "aten._native_batch_norm_legit.no_stats [%lld, %lld, ..] rank %d, weight %d, bias %d",
              (long long)d[0], (long long)c, rank, has_w, has_b);
@@ -227,8 +223,7 @@ static void layer_norm_case(void) {
     slots s;
     s_init(&s, T.ctx, T.g);
     int32_t outs[3] = {s_tensor(&s, VK_FLOAT32, rank, d, NULL), s_tensor(&s, VK_FLOAT32, rank, md, NULL), s_tensor(&s, VK_FLOAT32, rank, md, NULL)};
-    int32_t list = s_new(&s, PV_VALUELIST);
-    memcpy(s.ids[list], outs, sizeof outs), s.v[list].ids = s.ids[list], s.v[list].n = 3;
+    int32_t list = s_vlist(&s, 3, outs);
     int32_t a[6] = {s_tensor(&s, VK_FLOAT32, rank, d, data), s_list(&s, k, d + rank - k), s_tensor(&s, VK_FLOAT32, k, d + rank - k, fw),
                     s_tensor(&s, VK_FLOAT32, k, d + rank - k, fb), s_double(&s, 1e-5), list};
     char what[96];
@@ -248,43 +243,55 @@ static void refused(slots *s, const char *op, const int32_t *args, int nargs, wg
     th_expect_error(op, st != WGML_OK, want, op, msg, NULL);
 }
 
+/* A ValueList of output slots: values (dtype vk) and int64 indices of dims d (rank r). */
+static int32_t value_index_outs(slots *s, int vk, int r, const int64_t *d) {
+    return s_vlist(s, 2, (int32_t[]){s_tensor(s, vk, r, d, NULL), s_tensor(s, VK_INT64, r, d, NULL)});
+}
+
+/* A norm's output list: out [2, 3] and two [3] statistics. */
+static int32_t norm_outs(slots *s) {
+    int64_t d23[2] = {2, 3}, d3[1] = {3};
+    return s_vlist(s, 3, (int32_t[]){s_tensor(s, VK_FLOAT32, 2, d23, NULL), s_tensor(s, VK_FLOAT32, 1, d3, NULL),
+                                     s_tensor(s, VK_FLOAT32, 1, d3, NULL)});
+}
+
 static void edge_cases(void) {
     static const float x6[6] = {1, 0, 2, 0, 0, 3};
     static const int32_t i6[6] = {1, 0, 2, 0, 0, 3};
-    int64_t d23[2] = {2, 3}, d2[1] = {2}, d3[1] = {3}, twice[2] = {0, -2};
+    int64_t d23[2] = {2, 3}, d2[1] = {2}, d3[1] = {3}, twice[2] = {0, -2}, ns[2] = {3, 2};
     slots s;
-    int32_t x, o[3];
+    int32_t x;
 #define X(vk, data) (s_init(&s, T.ctx, T.g), x = s_tensor(&s, vk, 2, d23, data))
+#define SCALAR_OUT s_tensor(&s, VK_FLOAT32, 0, d2, NULL)
     X(VK_INT64, i6);
-    refused(&s, "aten.var.correction", (int32_t[]){x, s_null(&s), s_null(&s), s_bool(&s, 0), s_tensor(&s, VK_FLOAT32, 0, d2, NULL)}, 5,
-            WGML_ERR_DTYPE, "var takes a float tensor");
+    refused(&s, "aten.var.correction", (int32_t[]){x, s_null(&s), s_null(&s), s_bool(&s, 0), SCALAR_OUT}, 5, WGML_ERR_DTYPE,
+            "var takes a float tensor");
     X(VK_FLOAT32, x6);
-    refused(&s, "aten.var.correction", (int32_t[]){x, s_list(&s, 2, twice), s_null(&s), s_bool(&s, 0), s_tensor(&s, VK_FLOAT32, 0, d2, NULL)}, 5,
+    refused(&s, "aten.var.correction", (int32_t[]){x, s_list(&s, 2, twice), s_null(&s), s_bool(&s, 0), SCALAR_OUT}, 5,
             WGML_ERR_ARG, "a dim appears twice");
     X(VK_FLOAT32, x6);
-    refused(&s, "aten.max.dim", (int32_t[]){x, s_int(&s, 2), s_bool(&s, 0), s_vlist(&s, 2, (int32_t[]){s_tensor(&s, VK_FLOAT32, 1, d2, NULL), s_tensor(&s, VK_INT64, 1, d2, NULL)})}, 4,
+    refused(&s, "aten.max.dim", (int32_t[]){x, s_int(&s, 2), s_bool(&s, 0), value_index_outs(&s, VK_FLOAT32, 1, d2)}, 4,
             WGML_ERR_ARG, "dim out of range");
     X(VK_FLOAT32, x6);
-    refused(&s, "aten.min.dim", (int32_t[]){x, s_int(&s, 1), s_bool(&s, 0), s_vlist(&s, 1, (int32_t[]){s_tensor(&s, VK_FLOAT32, 1, d2, NULL)})}, 4,
+    refused(&s, "aten.min.dim", (int32_t[]){x, s_int(&s, 1), s_bool(&s, 0), s_vlist(&s, 1, (int32_t[]){SCALAR_OUT})}, 4,
             WGML_ERR_ARG, "expected 2 outputs");
     X(VK_FLOAT32, x6);
-    refused(&s, "aten.max.dim", (int32_t[]){x, s_int(&s, 1), s_bool(&s, 0), s_vlist(&s, 2, (int32_t[]){s_tensor(&s, VK_FLOAT32, 1, d3, NULL), s_tensor(&s, VK_INT64, 1, d3, NULL)})}, 4,
+    refused(&s, "aten.max.dim", (int32_t[]){x, s_int(&s, 1), s_bool(&s, 0), value_index_outs(&s, VK_FLOAT32, 1, d3)}, 4,
             WGML_ERR_SHAPE, "output shape [2], the program says [3]");
     X(VK_FLOAT32, x6);
-    o[0] = s_tensor(&s, VK_FLOAT32, 2, d23, NULL), o[1] = s_tensor(&s, VK_FLOAT32, 1, d3, NULL), o[2] = s_tensor(&s, VK_FLOAT32, 1, d3, NULL);
-    int32_t l3 = s_new(&s, PV_VALUELIST);
-    memcpy(s.ids[l3], o, sizeof o), s.v[l3].ids = s.ids[l3], s.v[l3].n = 3;
-    refused(&s, "aten._native_batch_norm_legit.no_stats", (int32_t[]){x, s_null(&s), s_null(&s), s_bool(&s, 0), s_double(&s, 0.1), s_double(&s, 1e-5), l3}, 7,
+    refused(&s, "aten._native_batch_norm_legit.no_stats",
+            (int32_t[]){x, s_null(&s), s_null(&s), s_bool(&s, 0), s_double(&s, 0.1), s_double(&s, 1e-5), norm_outs(&s)}, 7,
             WGML_ERR_ARG, "without running statistics the norm needs training");
     X(VK_FLOAT32, x6);
-    o[0] = s_tensor(&s, VK_FLOAT32, 2, d23, NULL), o[1] = s_tensor(&s, VK_FLOAT32, 1, d3, NULL), o[2] = s_tensor(&s, VK_FLOAT32, 1, d3, NULL);
-    l3 = s_new(&s, PV_VALUELIST);
-    memcpy(s.ids[l3], o, sizeof o), s.v[l3].ids = s.ids[l3], s.v[l3].n = 3;
-    refused(&s, "aten._native_batch_norm_legit.no_stats", (int32_t[]){x, s_tensor(&s, VK_FLOAT32, 1, d2, x6), s_null(&s), s_bool(&s, 1), s_double(&s, 0.1), s_double(&s, 1e-5), l3}, 7,
+    refused(&s, "aten._native_batch_norm_legit.no_stats",
+            (int32_t[]){x, s_tensor(&s, VK_FLOAT32, 1, d2, x6), s_null(&s), s_bool(&s, 1), s_double(&s, 0.1), s_double(&s, 1e-5),
+                        norm_outs(&s)}, 7,
             WGML_ERR_SHAPE, "weight and bias must have C elements");
     X(VK_FLOAT32, x6);
-    refused(&s, "aten.native_layer_norm.default", (int32_t[]){x, s_list(&s, 2, (int64_t[]){3, 2}), s_null(&s), s_null(&s), s_double(&s, 1e-5), s_vlist(&s, 2, (int32_t[]){0, 0})}, 6,
-            WGML_ERR_SHAPE, "normalized_shape is not x's trailing dims");
+    refused(&s, "aten.native_layer_norm.default",
+            (int32_t[]){x, s_list(&s, 2, ns), s_null(&s), s_null(&s), s_double(&s, 1e-5), norm_outs(&s)}, 6, WGML_ERR_SHAPE,
+            "normalized_shape is not x's trailing dims");
+#undef SCALAR_OUT
 #undef X
 }
 
