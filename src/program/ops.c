@@ -3,6 +3,7 @@
  * id(s) last; every builder checks the kinds it reads and the output's serialised shape and
  * dtype, so a graph that means something else than wgml computes fails at load, naming the op. */
 #include "program/program.h"
+#include "program/ops_args.h"
 
 #include "gpu/gpu.h"
 
@@ -10,139 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- argument readers ---------------------------------------------------------------------- */
-
-static wgml_status fail(pbuild *b, wgml_status s, const char *what, int arg) {
-    return wgml_set_error(b->ctx, s, "program: %s: argument %d: %s", b->op, arg, what);
-}
-
-static const pv *val(pbuild *b, const int32_t *args, int i) {
-    return &b->v[args[i]]; /* ids were range-checked before the builder runs */
-}
-
-/* The tensor of argument i, or NULL (an error set) when it is not a built tensor. */
-static wgml_tensor *T(pbuild *b, const int32_t *args, int i) {
-    const pv *x = val(b, args, i);
-    if (x->kind != PV_TENSOR || !x->t) {
-        fail(b, x->unsupported ? WGML_ERR_UNSUPPORTED : WGML_ERR_ARG,
-             x->kind != PV_TENSOR ? "expected a tensor"
-             : x->unsupported     ? "a tensor with a zero-size dimension, rank over 8 or too many elements"
-                                  : "tensor used before it is computed",
-             i);
-        return NULL;
-    }
-    return x->t;
-}
-
-static int is_null(pbuild *b, const int32_t *args, int i) { return val(b, args, i)->kind == PV_NULL; }
-static int is_tensor(pbuild *b, const int32_t *args, int i) { return val(b, args, i)->kind == PV_TENSOR; }
-
-/* A number argument (Int, Bool, SymInt or Double); def when Null. *ok cleared on a wrong kind. */
-static double num(pbuild *b, const int32_t *args, int i, double def, int *ok) {
-    const pv *x = val(b, args, i);
-    switch (x->kind) {
-    case PV_NULL: return def;
-    case PV_INT: case PV_BOOL: case PV_SYMINT: return (double)x->i;
-    case PV_DOUBLE: return x->d;
-    default:
-        if (*ok) fail(b, WGML_ERR_ARG, "expected a number", i);
-        *ok = 0;
-        return def;
-    }
-}
-
-/* An integer argument, exactly (a number through double would lose INT64_MAX, the "to the
- * end" of slices); def when Null. */
-static int64_t inum(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
-    const pv *x = val(b, args, i);
-    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_SYMINT) return x->i;
-    if (x->kind == PV_NULL) return def;
-    if (*ok) fail(b, WGML_ERR_ARG, "expected an integer", i);
-    *ok = 0;
-    return def;
-}
-
-/* inum clamped into int's range (dims, flags): a wild value stays wild but defined. */
-static int iarg(pbuild *b, const int32_t *args, int i, int64_t def, int *ok) {
-    int64_t v = inum(b, args, i, def, ok);
-    return v < -1000000000 ? -1000000000 : v > 1000000000 ? 1000000000 : (int)v;
-}
-
-/* An int list argument copied into out[0..max); an Int is a list of one. -1 on a wrong kind. */
-static int ilist(pbuild *b, const int32_t *args, int i, int64_t *out, int max) {
-    const pv *x = val(b, args, i);
-    if (x->kind == PV_INT) {
-        out[0] = x->i;
-        return 1;
-    }
-    if (x->kind == PV_NULL) return 0;
-    if (x->kind != PV_INTLIST || x->n > (size_t)max) {
-        fail(b, WGML_ERR_ARG, x->kind == PV_INTLIST ? "int list too long" : "expected an int list", i);
-        return -1;
-    }
-    for (size_t k = 0; k < x->n; k++) out[k] = x->list64[k];
-    return (int)x->n;
-}
-
-static const char *dims_str(char *buf, size_t n, int rank, const int64_t *d) {
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "[");
-    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)d[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
-/* Stores t as value id's tensor; it must have the serialised shape (reshaped to it when
- * `reshape` and the element counts agree) and the dtype the serialised one is computed in. */
-static wgml_status put(pbuild *b, int32_t id, wgml_tensor *t, int reshape) {
-    if (!t) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : WGML_ERR_ARG;
-    pv *o = &b->v[id];
-    if (o->kind != PV_TENSOR || o->unsupported)
-        return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: output value %d is not a tensor", b->op, id);
-    int want = prog_vk_to_wgml(o->vk_dtype);
-    if (want < 0 || (wgml_dtype)want != wgml_tensor_dtype(t))
-        return wgml_set_error(b->ctx, WGML_ERR_DTYPE, "program: %s: output is %s, the program says %s", b->op,
-                              wgml_dtype_name(wgml_tensor_dtype(t)), prog_vk_dtype_name(o->vk_dtype));
-    int rank = wgml_tensor_rank(t);
-    int same = rank == o->rank;
-    int64_t shape[WGML_MAX_RANK], numel = 1;
-    for (int i = 0; i < rank; i++) {
-        shape[i] = wgml_tensor_dim(t, i);
-        if (same && shape[i] != o->dims[i]) same = 0;
-    }
-    for (int i = 0; i < o->rank; i++) numel *= o->dims[i];
-    if (!same) {
-        if (!reshape || numel != wgml_tensor_numel(t)) {
-            char a[160], c[160];
-            return wgml_set_error(b->ctx, WGML_ERR_SHAPE, "program: %s: output shape %s, the program says %s", b->op,
-                                  dims_str(a, sizeof a, rank, shape), dims_str(c, sizeof c, o->rank, o->dims));
-        }
-        t = wgml_reshape(b->g, t, o->rank, o->dims);
-        if (!t) return wgml_last_status(b->ctx);
-    }
-    o->t = t;
-    return WGML_OK;
-}
-
-#define OUT(k) args[nargs - 1 - (k)]
-#define NEED(n)                                                                                             \
-    do {                                                                                                    \
-        if (nargs != (n))                                                                                   \
-            return wgml_set_error(b->ctx, WGML_ERR_ARG, "program: %s: %d arguments, expected %d", b->op, nargs, \
-                                  (n));                                                                     \
-    } while (0)
-
-/* Normalises dim into [0, rank). */
-static int ndim(pbuild *b, int64_t d, int rank, int arg, int *ok) {
-    int r = rank ? rank : 1;
-    if (d < -r || d >= r) {
-        if (*ok) fail(b, WGML_ERR_ARG, "dim out of range", arg);
-        *ok = 0;
-        return 0;
-    }
-    return (int)(d < 0 ? d + r : d);
-}
 
 /* ---- elementwise --------------------------------------------------------------------------- */
 
@@ -269,13 +137,6 @@ static wgml_status op_clamp(pbuild *b, const int32_t *args, int nargs) {
     return put(b, OUT(0), wgml_clamp(b->g, x, lo, hi), 0);
 }
 
-/* An i32 or bool operand of an op that computes in f32 (comparisons, where): converted with
- * wgml_cast, exact for integers up to 2^24 in magnitude (labels, counts, indices: what the
- * exporter's decompositions compare); f32 passes through. */
-static wgml_tensor *as_f32(pbuild *b, wgml_tensor *t) {
-    return t && wgml_tensor_dtype(t) != WGML_F32 ? wgml_cast(b->g, t, WGML_F32) : t;
-}
-
 static wgml_status compare_common(pbuild *b, const int32_t *args, int nargs, wgml_compare_op op) {
     NEED(3);
     wgml_tensor *a = as_f32(b, T(b, args, 0));
@@ -373,11 +234,11 @@ static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int 
     /* a sum of bools or integers (a count, e.g. cross-entropy's valid labels) is summed in f32
      * (exact up to 2^24) and converted to the output's integer dtype */
     int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
-    if (kind == 0) x = as_f32(b, x);
+    if (kind != 1) x = as_f32(b, x); /* amax of ints and bools likewise, exact up to 2^24 */
     wgml_tensor *r = kind == 0   ? wgml_sum(b->g, x, dims, n, keep)
                      : kind == 1 ? wgml_mean(b->g, x, dims, n, keep)
                                  : wgml_amax(b->g, x, dims, n, keep);
-    if (r && kind == 0 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
+    if (r && kind != 1 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
     return put(b, OUT(0), r, 0);
 }
 static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 0); }
@@ -395,7 +256,7 @@ static wgml_status op_mean_all(pbuild *b, const int32_t *args, int nargs) {
 /* argmax(self, dim?, keepdim): dim None flattens first. */
 static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0)); /* int and bool values through f32 (exact to 2^24) */
     int ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
     if (!x || !ok) return WGML_ERR_ARG;
@@ -421,24 +282,6 @@ static wgml_status op_softmax(pbuild *b, const int32_t *a, int n) { return softm
 static wgml_status op_log_softmax(pbuild *b, const int32_t *a, int n) { return softmax_common(b, a, n, 1); }
 
 /* ---- norms --------------------------------------------------------------------------------- */
-
-static wgml_status opt_tensor(pbuild *b, const int32_t *args, int i, wgml_tensor **out) {
-    *out = NULL;
-    if (is_null(b, args, i)) return WGML_OK;
-    *out = T(b, args, i);
-    return *out ? WGML_OK : WGML_ERR_ARG;
-}
-
-/* The elements of a ValueList argument (its ids), or NULL with an error. */
-static const int32_t *vlist(pbuild *b, const int32_t *args, int i, size_t *n) {
-    const pv *x = val(b, args, i);
-    if (x->kind != PV_VALUELIST) {
-        fail(b, WGML_ERR_ARG, "expected a value list", i);
-        return NULL;
-    }
-    *n = x->n;
-    return x->ids;
-}
 
 /* median.default (self): the lower median of every element (rank 0); median.dim / the out
  * variant median.dim_values (self, dim, keepdim) -> (values, indices). */
@@ -467,7 +310,8 @@ static wgml_status op_median_dim(pbuild *b, const int32_t *args, int nargs) {
 }
 
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
- * the last dimension only. */
+ * the trailing dims normalized_shape names, as one row (x viewed as [..., Π normalized_shape],
+ * weight and bias as [Π normalized_shape]; mean and rstd keep the normalised dims as 1s). */
 static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
     NEED(6);
     int64_t ns[WGML_MAX_RANK];
@@ -475,15 +319,31 @@ static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
     float eps = (float)num(b, args, 4, 1e-5, &ok);
     wgml_tensor *x = T(b, args, 0), *w, *bias;
     if (n < 0 || !ok || !x || opt_tensor(b, args, 2, &w) || opt_tensor(b, args, 3, &bias)) return WGML_ERR_ARG;
-    if (n != 1 || ns[0] != wgml_tensor_dim(x, -1))
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only a norm over the last dimension", b->op);
+    int r = wgml_tensor_rank(x);
+    int64_t row = 1, view[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        if (n > r || ns[i] != wgml_tensor_dim(x, r - n + i)) return fail(b, WGML_ERR_SHAPE, "normalized_shape is not x's trailing dims", 1);
+        row *= ns[i];
+    }
+    if (n < 1) return fail(b, WGML_ERR_ARG, "an empty normalized_shape", 1);
+    if (n > 1) { /* the normalised dims as one row */
+        if ((w && wgml_tensor_numel(w) != row) || (bias && wgml_tensor_numel(bias) != row))
+            return fail(b, WGML_ERR_SHAPE, "weight or bias of another size than normalized_shape", w && wgml_tensor_numel(w) != row ? 2 : 3);
+        for (int i = 0; i < r - n; i++) view[i] = wgml_tensor_dim(x, i);
+        view[r - n] = row;
+        int had_w = w != NULL, had_b = bias != NULL;
+        x = wgml_reshape(b->g, x, r - n + 1, view);
+        if (had_w) w = wgml_reshape(b->g, w, 1, &row);
+        if (had_b) bias = wgml_reshape(b->g, bias, 1, &row);
+        if (!x || (had_w && !w) || (had_b && !bias)) return wgml_last_status(b->ctx);
+    }
     size_t no;
     const int32_t *outs = vlist(b, args, 5, &no);
     if (!outs) return WGML_ERR_ARG;
     if (no != 3) return fail(b, WGML_ERR_ARG, "expected 3 outputs", 5);
     wgml_tensor *mean = NULL, *rstd = NULL;
     wgml_tensor *y = wgml_layer_norm(b->g, x, w, bias, eps, &mean, &rstd);
-    wgml_status s = put(b, outs[0], y, 0);
+    wgml_status s = put(b, outs[0], y, n > 1);
     if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
     if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
     return s;
@@ -752,7 +612,7 @@ static wgml_status op_sdpa(pbuild *b, const int32_t *args, int nargs) {
 /* amin(self, dim, keepdim) = −amax(−x) */
 static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
     int64_t d64[WGML_MAX_RANK];
     int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
@@ -760,13 +620,15 @@ static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
     int dims[WGML_MAX_RANK];
     for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
     wgml_tensor *y = wgml_amax(b->g, wgml_neg(b->g, x), dims, n, keep);
-    return put(b, OUT(0), y ? wgml_neg(b->g, y) : NULL, 0);
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    y = y ? wgml_neg(b->g, y) : NULL;
+    return put(b, OUT(0), y && dt >= 0 && dt != WGML_F32 ? wgml_cast(b->g, y, (wgml_dtype)dt) : y, 0);
 }
 
 /* argmin(self, dim?, keepdim) = argmax(−x) (ties: the first index either way) */
 static wgml_status op_argmin(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    wgml_tensor *x = T(b, args, 0);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
     int ok = 1;
     int keep = iarg(b, args, 2, 0, &ok);
     if (!x || !ok) return WGML_ERR_ARG;
@@ -895,13 +757,6 @@ static wgml_status op_prelu(pbuild *b, const int32_t *args, int nargs) {
     }
     wgml_tensor *neg = wgml_mul(b->g, wgml_minimum_scalar(b->g, x, 0.0f), w);
     return put(b, OUT(0), wgml_add(b->g, wgml_relu(b->g, x), neg, 1.0f), 0);
-}
-
-/* A persistent tensor holding host data (index tensors the composites make). */
-static wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_t *shape, const void *data, size_t bytes) {
-    wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);
-    if (t && wgml_tensor_write(t, data, bytes)) return NULL;
-    return t;
 }
 
 /* scatter.value(self, dim, index, value): out = self with out[.., index[..], ..] = value along
@@ -1618,11 +1473,6 @@ static wgml_status op_upsample_bilinear2d(pbuild *b, const int32_t *a, int n) { 
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
-typedef struct prog_op_entry {
-    const char *name;
-    prog_op_fn fn;
-} prog_op_entry;
-
 static const prog_op_entry OPS[] = {
     {"aten.add.Tensor", op_add},
     {"aten.add.Scalar", op_add},
@@ -1772,22 +1622,39 @@ static const prog_op_entry OPS[] = {
     {"aten.median.dim_values", op_median_dim},
 };
 
-static const char *const *names_cache(void) {
-    static const char *names[sizeof OPS / sizeof OPS[0]];
-    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) names[i] = OPS[i].name;
-    return names;
-}
+/* Every table of the registry, in lookup order (a name is in one table only; test_program_ops
+ * checks that every listed name finds its own builder). */
+static const prog_op_table ops_main = {OPS, sizeof OPS / sizeof OPS[0], NULL, 0};
+static const prog_op_table *const TABLES[] = {&ops_main, &prog_ops_reduce, &prog_ops_arith, &prog_ops_copy, &prog_ops_rope};
+#define N_TABLES (sizeof TABLES / sizeof TABLES[0])
 
-prog_op_fn prog_op_find(const char *name) {
-    if (!name) return NULL;
-    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-        if (!strcmp(OPS[i].name, name)) return OPS[i].fn;
+static const prog_op_entry *find_entry(const char *name) {
+    for (size_t t = 0; t < N_TABLES; t++)
+        for (size_t i = 0; i < TABLES[t]->n; i++)
+            if (!strcmp(TABLES[t]->ops[i].name, name)) return &TABLES[t]->ops[i];
     return NULL;
 }
 
+prog_op_fn prog_op_find(const char *name) {
+    const prog_op_entry *e = name ? find_entry(name) : NULL;
+    return e ? e->fn : NULL;
+}
+
+const char *prog_op_find_out(const char *out_name) {
+    for (size_t t = 0; out_name && t < N_TABLES; t++)
+        for (size_t i = 0; i < TABLES[t]->n_outs; i++)
+            if (!strcmp(TABLES[t]->outs[i].out, out_name)) return TABLES[t]->outs[i].name;
+    return NULL;
+}
+
+#define MAX_NAMES 512
 const char *const *prog_op_names(size_t *n) {
-    *n = sizeof OPS / sizeof OPS[0];
-    return names_cache();
+    static const char *names[MAX_NAMES];
+    size_t k = 0;
+    for (size_t t = 0; t < N_TABLES; t++)
+        for (size_t i = 0; i < TABLES[t]->n && k < MAX_NAMES; i++) names[k++] = TABLES[t]->ops[i].name;
+    *n = k;
+    return names;
 }
 
 int prog_vk_to_wgml(int vk) {

@@ -508,19 +508,66 @@ static wgml_status run_ops(wgml_program *p, pv *v, size_t nv, const pte_vk_op *o
     return WGML_OK;
 }
 
+/* Whether method value `arg` can be delegate input slot `in` (bind_tensor's rule). */
+static int input_fits(const wgml_program *p, int32_t arg, const pv *in) {
+    const pv *a = &p->v[arg];
+    return in->kind == PV_TENSOR && !in->unsupported && a->kind == PV_TENSOR && a->t &&
+           slot_numel(in) == wgml_tensor_numel(a->t) && prog_vk_to_wgml(in->vk_dtype) == (int)wgml_tensor_dtype(a->t);
+}
+
+/* take[i]: the call argument graph input i is bound to. The call passes the lowered module's
+ * inputs, then its outputs; the Vulkan preprocess leaves out of the graph's inputs a placeholder
+ * that no operator uses (vulkan_graph_builder.py, process_placeholder_node) while the call still
+ * passes it: circular padding copies the input into a slice of an empty buffer, and once the
+ * copy is simplified the buffer is an input nothing reads. So when the call has more inputs than
+ * the graph, the graph's inputs are matched in order to the call's by element count and dtype
+ * (the arguments in between are the unused ones); a match that is not unique is refused. */
+static wgml_status delegate_inputs(wgml_program *p, const pte_instruction *ins, const pte_vk_graph *vg, const pv *v,
+                                   int di, uint32_t *take) {
+    uint32_t n_args = ins->u.delegate.n_args, n_in = vg->n_inputs;
+    if (n_args < n_in + vg->n_outputs)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: delegate %d: %u arguments for %u inputs and %u outputs", di,
+                              n_args, n_in, vg->n_outputs);
+    uint32_t n_call = n_args - vg->n_outputs, w = n_call + 1;
+    if (n_call == n_in) {
+        for (uint32_t i = 0; i < n_in; i++) take[i] = i;
+        return WGML_OK;
+    }
+    /* ways[i·w + j]: the in-order matches of graph inputs 0..i-1 among call arguments 0..j-1 (capped at 2) */
+    unsigned char *ways = calloc((size_t)(n_in + 1) * w, 1);
+    if (!ways) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    for (uint32_t j = 0; j <= n_call; j++) ways[j] = 1;
+    for (uint32_t i = 1; i <= n_in; i++)
+        for (uint32_t j = 1; j <= n_call; j++) {
+            int k = ways[i * w + j - 1] + (input_fits(p, ins->u.delegate.args[j - 1], &v[vg->input_ids[i - 1]]) ? ways[(i - 1) * w + j - 1] : 0);
+            ways[i * w + j] = (unsigned char)(k > 2 ? 2 : k);
+        }
+    int n_ways = ways[n_in * w + n_call];
+    for (uint32_t i = n_in, j = n_call; n_ways == 1 && i > 0; j--)
+        if (ways[i * w + j - 1] == 0) take[--i] = j - 1; /* the one match uses argument j - 1 */
+    free(ways);
+    if (n_ways != 1)
+        return wgml_set_error(p->ctx, WGML_ERR_FORMAT,
+                              "program: delegate %d: %u inputs for a graph of %u, and %s of the graph's inputs to them", di,
+                              n_call, n_in, n_ways ? "more than one matching" : "no matching");
+    return WGML_OK;
+}
+
 static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
     int di = ins->u.delegate.delegate_index;
     pte_vk_graph *vg = p->vk[di];
-    if (ins->u.delegate.n_args != vg->n_inputs + vg->n_outputs)
-        return wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: delegate %d: %u arguments for %u inputs and %u outputs", di,
-                              ins->u.delegate.n_args, vg->n_inputs, vg->n_outputs);
     pv *v = calloc(vg->n_values ? vg->n_values : 1, sizeof *v);
-    if (!v) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    uint32_t *take = calloc(vg->n_inputs + 1, sizeof *take);
+    if (!v || !take) {
+        free(v), free(take);
+        return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
+    }
     wgml_status s = vk_slots(p, vg, v, di);
+    if (!s) s = delegate_inputs(p, ins, vg, v, di, take);
     char what[64];
     for (uint32_t i = 0; !s && i < vg->n_inputs; i++) {
         snprintf(what, sizeof what, "delegate %d input %u", di, i);
-        s = bind_tensor(p, &v[vg->input_ids[i]], &p->v[ins->u.delegate.args[i]], what);
+        s = bind_tensor(p, &v[vg->input_ids[i]], &p->v[ins->u.delegate.args[take[i]]], what);
     }
     for (uint32_t i = 0; !s && i < vg->n_values; i++) {
         if (v[i].kind != PV_TENSOR || v[i].constant_id < 0 || v[i].t || v[i].unsupported) continue;
@@ -535,7 +582,7 @@ static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
     if (!s) s = run_ops(p, v, vg->n_values, vg->chain, vg->n_chain);
     for (uint32_t i = 0; !s && i < vg->n_outputs; i++) {
         snprintf(what, sizeof what, "delegate %d output %u", di, i);
-        pv *dst = &p->v[ins->u.delegate.args[vg->n_inputs + i]];
+        pv *dst = &p->v[ins->u.delegate.args[ins->u.delegate.n_args - vg->n_outputs + i]];
         const pv *src = &v[vg->output_ids[i]];
         if (dst->kind != PV_TENSOR) {
             s = wgml_set_error(p->ctx, WGML_ERR_FORMAT, "program: %s: not a tensor", what);
@@ -543,7 +590,7 @@ static wgml_status build_delegate(wgml_program *p, const pte_instruction *ins) {
         }
         s = bind_tensor(p, dst, src, what);
     }
-    free(v);
+    free(v), free(take);
     return s;
 }
 
@@ -556,6 +603,13 @@ static const char *kernel_name(const pte_operator *op, char *buf, size_t n) {
     snprintf(base, sizeof base, "%s", op->name.s);
     for (char *c = strstr(base, "::"); c; c = strstr(base, "::")) memmove(c + 1, c + 2, strlen(c + 2) + 1), *c = '.';
     const char *ov = op->overload.s;
+    /* an out variant named apart from the rule below (any.out is any.dim's): the registry says */
+    snprintf(buf, n, "%s.%s", base, ov && *ov ? ov : "default");
+    const char *named = prog_op_find_out(buf);
+    if (named) {
+        snprintf(buf, n, "%s", named);
+        return prog_op_find(buf) ? buf : NULL;
+    }
     char fn[64] = "default";
     if (ov && *ov && strcmp(ov, "out")) {
         snprintf(fn, sizeof fn, "%s", ov);

@@ -74,8 +74,38 @@ typedef struct pbuild {
  * context naming the op. */
 typedef wgml_status (*prog_op_fn)(pbuild *b, const int32_t *args, int nargs);
 
+/* A registry entry: the fully qualified name and its builder. */
+typedef struct prog_op_entry {
+    const char *name;
+    prog_op_fn fn;
+} prog_op_entry;
+
+/* A portable kernel's out variant whose name the rule of kernel_name (program.c: "<name>.out"
+ * is the default overload, "<name>.X_out" is .X) gets wrong, and the entry it is the out variant
+ * of: "aten.any.out" is any.dim's, "aten.any.all_out" any.default's. */
+typedef struct prog_op_out {
+    const char *out;
+    const char *name;
+} prog_op_out;
+
+/* The registry is one table per family of operators, each in its own file: ops.c (elementwise,
+ * shapes, windows, ...) and the ops_*.c files. */
+typedef struct prog_op_table {
+    const prog_op_entry *ops;
+    size_t n;
+    const prog_op_out *outs;
+    size_t n_outs;
+} prog_op_table;
+extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, cumsum */
+extern const prog_op_table prog_ops_arith;  /* ops_arith.c: fmod, remainder */
+extern const prog_op_table prog_ops_copy;   /* ops_copy.c: as_strided_copy, constant_pad_nd */
+extern const prog_op_table prog_ops_rope;   /* ops_rope.c: et_vk.apply_rotary_emb{,_hf,_interleaved} */
+
 /* The builder of a fully qualified op name, or NULL. */
 prog_op_fn prog_op_find(const char *name);
+/* The entry name an out variant that does not follow the naming rule belongs to
+ * ("aten.any.out" -> "aten.any.dim"), or NULL. */
+const char *prog_op_find_out(const char *out_name);
 /* Every registered name, in table order (for listings and tests); *n gets the count. */
 const char *const *prog_op_names(size_t *n);
 

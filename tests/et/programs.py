@@ -126,6 +126,142 @@ for part in ("webgpu", "vulkan"):
     register("mobilenet_v2-" + part, _seeded(1239, _mobilenet_v2), part)
 
 
+# ---- models whose exports keep portable kernels (tests/et/test_programs.py: run_exports) ------------
+class SdpaBlock(torch.nn.Module):
+    """A pre-norm transformer block whose attention is F.scaled_dot_product_attention, causal
+    (is_causal=True) with grouped-query heads (enable_gqa), or under a boolean mask given as an
+    input (True: attend; a query that may attend nowhere gets zeros, PyTorch's safe softmax).
+    The exporter decomposes the attention, and both partitioners leave part of it to portable
+    kernels (any.dim, mul.Scalar, scalar_tensor, ...)."""
+
+    def __init__(self, masked, d=32, n_head=4, n_kv=2, d_ff=64, seq=8):
+        super().__init__()
+        self.masked, self.n_head, self.n_kv, self.hd, self.seq = masked, n_head, n_kv, d // n_head, seq
+        self.n1, self.n2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.q = torch.nn.Linear(d, d)
+        self.kv = torch.nn.Linear(d, 2 * n_kv * self.hd)
+        self.o = torch.nn.Linear(d, d)
+        self.ff = torch.nn.Sequential(torch.nn.Linear(d, d_ff), torch.nn.GELU(), torch.nn.Linear(d_ff, d))
+
+    def forward(self, x, keep=None):
+        b, s, d = x.shape
+        h = self.n1(x)
+        q = self.q(h).view(b, s, self.n_head, self.hd).transpose(1, 2)
+        k, v = self.kv(h).view(b, s, 2, self.n_kv, self.hd).permute(2, 0, 3, 1, 4)
+        if self.masked:
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None], enable_gqa=True)
+        else:
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o(o.transpose(1, 2).reshape(b, s, d))
+        return x + self.ff(self.n2(x))
+
+    def example(self, gen):
+        x = torch.randn(2, self.seq, self.o.out_features, generator=gen)
+        if not self.masked:
+            return (x,)
+        keep = torch.rand(2, self.seq, self.seq, generator=gen) > 0.4
+        keep[0, 3] = False  # a query that sees no key: its output row is zero
+        return x, keep
+
+
+def _convnext():
+    """ConvNeXt of ExecuTorch's suite (convnext_small there) reduced to two stages of one block
+    (16 and 32 channels, 10 classes): depthwise 7x7 convolutions, LayerNorm over channels
+    (permutes), GELU, layer scale (0.5 instead of 1e-6, so that the blocks count), stochastic
+    depth (identity in eval), a strided 2x2 downsampling; the exporter keeps an as_strided_copy
+    of the pooled features."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    model = ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], stochastic_depth_prob=0.1,
+                     layer_scale=0.5, num_classes=10).eval()
+    model.example = lambda g: (torch.randn(1, 3, 64, 64, generator=g),)
+    return model
+
+
+def _swin_v2():
+    """Swin Transformer V2 of ExecuTorch's suite (swin_v2_t there) reduced to embed_dim 16,
+    depths [2, 1], heads [2, 4], 4x4 windows and 10 classes at 64x64: shifted windows (torch.roll,
+    which decomposes into an index arithmetic with fmod), attention masks, cosine attention with
+    a clamped logit scale, the continuous position bias MLP, patch merging; the exporter keeps
+    constant_pad_nd, fmod and as_strided_copy, and the Vulkan graph shares a 0.0 between a float
+    and an integer argument."""
+    from torchvision.models.swin_transformer import PatchMergingV2, SwinTransformer, SwinTransformerBlockV2
+    model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 1], num_heads=[2, 4], window_size=[4, 4],
+                            stochastic_depth_prob=0.0, num_classes=10, block=SwinTransformerBlockV2,
+                            downsample_layer=PatchMergingV2).eval()
+    model.example = lambda g: (torch.randn(1, 3, 64, 64, generator=g),)
+    return model
+
+
+class CausalLM(torch.nn.Module):
+    """A transformers causal language model's logits for int64 token ids (no cache)."""
+
+    def __init__(self, model, seq=16):
+        super().__init__()
+        self.model, self.seq = model, seq
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).logits
+
+    def example(self, gen):
+        return (torch.randint(0, self.model.config.vocab_size, (2, self.seq), generator=gen),)
+
+
+class MaskedEncoder(torch.nn.Module):
+    """A transformers encoder's last hidden state for int64 token ids and an int64 attention
+    mask (1: a token, 0: padding; the second sequence is padded)."""
+
+    def __init__(self, model, seq=16):
+        super().__init__()
+        self.model, self.seq = model, seq
+
+    def forward(self, ids, mask):
+        return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def example(self, gen):
+        ids = torch.randint(3, self.model.config.vocab_size, (2, self.seq), generator=gen)
+        mask = torch.ones(2, self.seq, dtype=torch.int64)
+        mask[1, int(torch.randint(1, self.seq, (1,), generator=gen)):] = 0
+        return ids, mask
+
+
+_TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64, attn_implementation="sdpa")
+
+
+def _llama():
+    """A tiny Llama (2 layers, hidden 64, 4 query and 2 key/value heads, vocabulary 128; random
+    weights, no download): RoPE, RMSNorm, SwiGLU, grouped-query attention; transformers' causal
+    mask and position ids leave any.dim and cumsum to portable kernels."""
+    import transformers
+    return CausalLM(transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2, **_TINY))).eval()
+
+
+def _phi3():
+    """A tiny Phi-3 (as _llama, fused qkv and gate/up projections): the Vulkan partitioner fuses
+    its rotary embedding into et_vk.apply_rotary_emb_hf."""
+    import transformers
+    return CausalLM(transformers.Phi3ForCausalLM(transformers.Phi3Config(num_key_value_heads=2, pad_token_id=0,
+                                                                         **_TINY))).eval()
+
+
+def _bert():
+    """A tiny BERT encoder (2 layers, hidden 64, 4 heads) with a padding mask: the extended
+    attention mask and the decomposed attention's any.dim."""
+    import transformers
+    cfg = dict(_TINY)
+    return MaskedEncoder(transformers.BertModel(transformers.BertConfig(**cfg), add_pooling_layer=False)).eval()
+
+
+for part in ("vulkan", "webgpu"):
+    register("sdpa_causal-" + part, _seeded(1240, lambda: SdpaBlock(False).eval()), part)
+    register("sdpa_mask-" + part, _seeded(1241, lambda: SdpaBlock(True).eval()), part)
+    register("convnext-" + part, _seeded(1242, _convnext), part)
+    register("swin_v2-" + part, _seeded(1243, _swin_v2), part)
+    register("llama-" + part, _seeded(1244, _llama), part)
+    register("bert-" + part, _seeded(1246, _bert), part)
+register("phi3-vulkan", _seeded(1245, _phi3), "vulkan")
+
+
 # ---- training programs (tests/et/test_training.py, tests/et/test_program_train.c) ---------------
 class Net(torch.nn.Module):
     def __init__(self):

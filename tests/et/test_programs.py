@@ -7,6 +7,11 @@
     (ctypes) with fresh random inputs, several runs of one loaded program;
   - a torchvision model of ExecuTorch's suite (models/test_torchvision.py): MobileNetV2 at
     64x64 with both partitioners, against float64 PyTorch;
+  - exports that keep portable kernels or fused operators (run_exports): an attention block
+    with scaled_dot_product_attention (causal with GQA, and under a boolean mask input),
+    ConvNeXt and Swin Transformer V2 of the suite (reduced), tiny transformers Llama, BERT (with
+    a padding mask) and Phi-3 (the Vulkan partitioner's fused rotary embedding), against float64
+    PyTorch;
   - the CLI: `wgml run` with .npy inputs, --out and --check;
   - bad input: wrong input sizes, a wrong-shaped or wrong-dtype .npy, an unknown operator (the
     load error lists it), a truncated file: clear errors, never a crash.
@@ -193,6 +198,42 @@ def run_torchvision(rt, fx, seed):
               (part, ea, scale, rt.last_seconds * 1e3))
 
 
+# The named programs whose exports keep portable kernels or fused operators (tests/et/programs.py):
+# the attention block with SDPA (causal with GQA, and under a boolean mask input with a query
+# that sees no key) and ConvNeXt and Swin V2 of ExecuTorch's suite, transformers' Llama and BERT
+# (with a padding mask), each with both partitioners, and Phi-3 with the Vulkan one (its fused
+# rotary embedding).
+EXPORTS = [n for n in programs.SPECS if n.split("-")[0] in ("sdpa_causal", "sdpa_mask", "convnext", "swin_v2", "llama",
+                                                             "phi3", "bert")]
+
+
+def run_exports(rt, fx, seed):
+    """Each of EXPORTS on fresh inputs (the module's own input distribution: random tokens,
+    padding masks, boolean attention masks) against the module in float64, twice. The bound is
+    1e-5 of the largest reference value: both sides run a dozen float32 layers at most, whose
+    rounding (reductions of <= 128 terms, softmax, norms) came to <= 5e-7 of that scale on every
+    program here, so 1e-5 leaves a 20x margin, while an operator computed wrong moves the output
+    by the order of its scale."""
+    g = torch.Generator().manual_seed(seed + 2)
+    for name in EXPORTS:
+        model, _, pte = program(fx, name)
+        ref_model = model.double()
+        for run in range(2):
+            inputs = model.example(g)
+            try:
+                out = rt.run(pte, list(inputs), runs=2)
+            except etrun.ProgramError as e:
+                check(False, "%s runs: %s" % (name, e))
+                break
+            with torch.no_grad():
+                ref = ref_model(*[x.double() if x.is_floating_point() else x for x in inputs])
+            ea, _ = max_err(out[0], ref)
+            scale = ref.abs().max().item()
+            check(out[0].shape == tuple(ref.shape) and ea <= 1e-5 * max(scale, 1e-3),
+                  "%s run %d: max abs error %.2e (largest output %.2e) vs float64 PyTorch, %.2f ms" %
+                  (name, run, ea, scale, rt.last_seconds * 1e3))
+
+
 def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build")
     seed = int(os.environ.get("WGML_SEED", str(int(time.time()) % 100000)))
@@ -205,6 +246,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         run_cli(build, fx, Path(d))
     run_torchvision(rt, fx, seed)
+    run_exports(rt, fx, seed)
     rt.close()
     print("%d failures" % len(FAILS))
     return 1 if FAILS else 0
