@@ -168,7 +168,8 @@ def export_all(a):
     old = None
     if partial and out.is_file():  # an update: everything not exported now is kept from the archive
         with tarfile.open(out, "r:xz") as tar:
-            tar.extractall(stage, filter="data")
+            # (the archive is this script's own; the "data" filter where the Python has it)
+            tar.extractall(stage, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         old = json.loads((stage / "manifest.json").read_text())
         if {k: old.get(k) for k in ("executorch", "torch")} != versions():
             print("%s was made with executorch %s, torch %s: export everything (no --files/--programs)" % (

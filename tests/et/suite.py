@@ -88,6 +88,25 @@ def compare(got, refs, f64):
     return why, stats
 
 
+def selfcheck(fx, cases):
+    """The comparison can fail: the first program's references, moved past the tolerance or made
+    NaN, must not pass (a check that cannot fail is no check)."""
+    case = next((c for c in cases if c["status"] == "program"), None)
+    if case is None:
+        return ["no program to check the comparison with"]
+    _, _, refs, f64 = fx.case_data(case)
+    i = next((k for k, r in enumerate(refs) if np.issubdtype(r.dtype, np.floating) and r.size), None)
+    if i is None:
+        return []
+    bad = []
+    for what, change in (("moved by 1 + 2 atol", lambda r: r + np.float32(1 + 2 * ATOL)), ("NaN", lambda r: r * np.nan)):
+        got = [r.copy() for r in refs]
+        got[i] = change(got[i]).astype(refs[i].dtype)
+        if compare(got, refs, f64)[0] is None:
+            bad.append("%s: an output %s passes the comparison" % (case["case"], what))
+    return bad
+
+
 def run_case(rt, fx, case):
     pte, inputs, refs, f64 = fx.case_data(case)
     try:
@@ -120,6 +139,9 @@ def main():
         k, n = (int(x) for x in a.group.split("/"))
         files = files[k::n]
     cases = [c for c in cases if c["file"] in set(files)]
+    broken = selfcheck(fx, cases)
+    for b in broken:
+        print("SELFCHECK FAILED " + b)
     rt = etrun.Runtime(a.lib)
     results = []
     t_start = time.perf_counter()
@@ -153,7 +175,7 @@ def main():
     summary = {"flow": a.flow, "executorch": fx.manifest["executorch"], "files": files, "elapsed_s": elapsed, **n}
     if a.json:
         Path(a.json).write_text(json.dumps({"summary": summary, "results": results}, indent=1))
-    bad = n["fail"] + n["xpass"] + len(stale)
+    bad = n["fail"] + n["xpass"] + len(stale) + len(broken)
     for r in results:
         if r["result"] in ("fail", "xpass"):
             print("UNEXPECTED %s %s %s: %s" % (r["result"].upper(), r["file"], r["case"], r["reason"]))
