@@ -174,30 +174,41 @@ bool th_check(bool ok, const char *fmt, ...) {
     return ok;
 }
 
-bool th_close(const char *name, const float *got, const double *ref, size_t n, double atol, double rtol) {
+/* th_close and th_close_each: atol_each, where given, is element i's absolute tolerance */
+static bool close_impl(const char *name, const float *got, const double *ref, size_t n, const double *atol_each,
+                       double atol, double rtol) {
     if (!got) return th_check(false, "%s: no result", name);
     size_t bad = 0, first = 0;
     double worst_abs = 0, worst_rel = 0;
     for (size_t i = 0; i < n; i++) {
-        double g = got[i], r = ref[i];
+        double g = got[i], r = ref[i], at = atol_each ? atol_each[i] : atol;
         double ae = fabs(g - r), re = ae / (fabs(r) > 0 ? fabs(r) : 1e-30);
         bool fail;
         if (isnan(r)) fail = !isnan(g);
         else if (isinf(r)) fail = g != r;
         else if (isnan(g) || isinf(g)) fail = true;
-        else fail = ae > atol && re > rtol;
+        else fail = ae > at && re > rtol;
         if (fail) {
             if (!bad) first = i;
             bad++;
         }
         if (!isnan(ae) && ae > worst_abs) worst_abs = ae;
-        if (!isnan(re) && ae > atol && re > worst_rel) worst_rel = re;
+        if (!isnan(re) && ae > at && re > worst_rel) worst_rel = re;
     }
     if (bad)
-        return th_check(false, "%s: %zu of %zu elements off (first at %zu: got %.9g, want %.9g); worst abs %.3g",
-                        name, bad, n, first, (double)got[first], ref[first], worst_abs);
+        return th_check(false, "%s: %zu of %zu elements off (first at %zu: got %.9g, want %.9g, tolerance %.3g); worst abs "
+                        "%.3g", name, bad, n, first, (double)got[first], ref[first], atol_each ? atol_each[first] : atol,
+                        worst_abs);
     printf("  ok %-48s n=%-8zu max abs err %.3g\n", name, n, worst_abs);
     return th_check(true, "%s", name);
+}
+
+bool th_close(const char *name, const float *got, const double *ref, size_t n, double atol, double rtol) {
+    return close_impl(name, got, ref, n, NULL, atol, rtol);
+}
+
+bool th_close_each(const char *name, const float *got, const double *ref, size_t n, const double *atol, double rtol) {
+    return close_impl(name, got, ref, n, atol, 0, rtol);
 }
 
 bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, size_t n) {

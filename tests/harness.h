@@ -45,6 +45,9 @@ static inline double th_max_err(double worst, double err) {
 bool th_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Compares got with a double-precision reference; NaN in got always fails. */
 bool th_close(const char *name, const float *got, const double *ref, size_t n, double atol, double rtol);
+/* th_close with an absolute tolerance per element (atol[i]): for results whose float32 error
+ * follows a per-element condition (a sum of terms much larger than the result). */
+bool th_close_each(const char *name, const float *got, const double *ref, size_t n, const double *atol, double rtol);
 /* Bit-exact comparison of 32-bit words. */
 bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, size_t n);
 /* Expects the last call to have failed with status `want` and a message containing each of
