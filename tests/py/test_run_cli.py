@@ -12,7 +12,8 @@ given as a .npy file), on the GPU the tests use (lavapipe here).
 4. A NaN or an infinity in the reference where the output is finite: exit 1.
 5. A reference of another shape, or one that is missing: exit 1 with a message naming both.
 6. --atol / --rtol that are not a number >= 0: exit 2 with a usage message naming the value.
-7. A program with an operator wgml lacks (good_portable_mlp: cumsum): exit 1 naming it.
+7. A program with an operator wgml lacks (good_mlp with relu renamed to a name no registry has):
+   exit 1 naming it; the portable-kernel program good_portable_mlp (cumsum, argmax) runs.
 Usage: test_run_cli.py BUILD_DIR"""
 import os
 import re
@@ -145,8 +146,18 @@ if __name__ == "__main__":
         test_out_and_check(wgml, mlp, tmp)
         test_bad_tolerances(wgml, mlp)
         test_int64_input(wgml, tmp)
-    rc, out = run(wgml, [os.path.join(CORPUS, "good_portable_mlp")])
-    check(rc == 1 and "unsupported operator" in out and "aten::cumsum.out" in out,
+    with open(os.path.join(CORPUS, "good_mlp"), "rb") as f:
+        data = f.read()
+    absent = "wgmltest.absent.x"  # as long as the name it replaces, so the string's length holds
+    assert len(absent) == len("aten.relu.default") and data.count(b"aten.relu.default") == 1
+    with tempfile.TemporaryDirectory() as d:
+        bad = os.path.join(d, "absent.pte")
+        with open(bad, "wb") as f:
+            f.write(data.replace(b"aten.relu.default", absent.encode()))
+        rc, out = run(wgml, [bad])
+    check(rc == 1 and "1 unsupported operator: " + absent in out,
           "a program with an operator wgml lacks: rc %d\n%s" % (rc, out))
+    rc, out = run(wgml, [os.path.join(CORPUS, "good_portable_mlp")])
+    check(rc == 0 and "output 1" in out, "the portable-kernel program runs: rc %d\n%s" % (rc, out))
     print("%d passed, %d failed" % (passes, failures))
     sys.exit(1 if failures else 0)
