@@ -206,21 +206,6 @@ install_text() {
   log "King James Bible text in $out ($size bytes)"
 }
 
-# Programs exported by ExecuTorch for the backend-suite tests (tests/et/suite.py). Exporting
-# is the slow part (seconds to minutes a program), so the cache lives outside the checkout, like
-# pip's wheel cache, and .deps/et-cache points at it: a fresh clone re-exports only what changed.
-# Entries are keyed by the exporter's version and each case's module and inputs.
-install_et_cache() {
-  local dir=${WGML_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wgml}/et-cache
-  mkdir -p "$dir"
-  if [ -L "$DEPS/et-cache" ] || [ ! -e "$DEPS/et-cache" ]; then
-    ln -sfn "$dir" "$DEPS/et-cache"
-    log "ExecuTorch export cache: $DEPS/et-cache -> $dir"
-  else
-    log "ExecuTorch export cache: $DEPS/et-cache (a directory of this checkout)"
-  fi
-}
-
 # Only for fuzzing (scripts/fuzz.sh calls `setup.sh --fuzz-tools`): clang and its libFuzzer runtime.
 FUZZ_APT_PACKAGES=(clang libclang-rt-14-dev)
 install_fuzz_tools() {
@@ -242,5 +227,4 @@ install_venv_pt
 install_model
 install_gemma
 install_text
-install_et_cache
 log "done"
