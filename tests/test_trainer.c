@@ -9,7 +9,7 @@
  * --dump, the model, the batches, wgml's losses and the whole optimizer state (params, Adam m
  * and v) before every step go to tests/py/test_trainer_parity.py, which
  * checks each step from wgml's state and trains the same model in PyTorch float32; with
- * $WGML_TRAINER_MODEL (a GGUF path) also a LoRA run on that model (SmolLM2: 10 steps; Gemma-3-270M
+ * $WGML_TRAINER_MODEL (a GGUF path) also a LoRA run on that model (SmolLM2: 5 steps; Gemma-3-270M
  * for tests/py/test_gemma3_peft.py: fewer, shorter steps, see test_model). */
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
@@ -624,11 +624,11 @@ static const char *KJV =
     "evening and the morning were the first day.";
 
 /* A LoRA run (r 8, alpha 16, q and v) on the model file `path`, dumped as case `cs` for
- * tests/py/test_trainer_parity.py (SmolLM2: 10 steps of 32 tokens at lr 2e-3, the defaults) and
+ * tests/py/test_trainer_parity.py (SmolLM2: 5 steps of 32 tokens at lr 2e-3, the defaults) and
  * tests/py/test_gemma3_peft.py, which sets WGML_TRAINER_STEPS, _SEQ and _LR to keep Gemma short. */
 static void test_model(const char *path, const char *cs) {
     enum { SB = 1 };
-    const int SS = (int)env_num("WGML_TRAINER_SEQ", 32), SSTEPS = (int)env_num("WGML_TRAINER_STEPS", 10);
+    const int SS = (int)env_num("WGML_TRAINER_SEQ", 32), SSTEPS = (int)env_num("WGML_TRAINER_STEPS", 5);
     if (!th_check(SS >= 2 && SS <= 256 && SSTEPS >= 1 && SSTEPS <= 100, "WGML_TRAINER_SEQ %d, _STEPS %d", SS, SSTEPS))
         return;
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
