@@ -189,12 +189,14 @@ static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, c
     return pipe;
 }
 
-/* WGML_LOG_PIPELINES=1: one line on stderr per pipeline compiled (the kernel, the size of its WGSL,
- * the time the driver took), to find what a first run or a cold test spends compiling. */
+/* WGML_LOG_PIPELINES=1: one line on stderr per pipeline created (the kernel, the size of its WGSL,
+ * the time its creation took), to find what a first run or a cold test spends compiling. A driver
+ * may compile later, at the pipeline's first dispatch (lavapipe does): there the time is not in
+ * this line. */
 static void log_compile(const char *shader, const char *code, uint64_t ns) {
     static int on = -1;
     if (on < 0) on = getenv("WGML_LOG_PIPELINES") && atoi(getenv("WGML_LOG_PIPELINES")) > 0;
-    if (on) fprintf(stderr, "wgml: pipeline %s (%zu bytes of WGSL) compiled in %.1f ms\n", shader, strlen(code), ns / 1e6);
+    if (on) fprintf(stderr, "wgml: pipeline %s (%zu bytes of WGSL) created in %.1f ms\n", shader, strlen(code), ns / 1e6);
 }
 
 gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude, int n_ro, int n_rw,
