@@ -232,11 +232,11 @@ static void test_jsonl(void) {
 }
 
 static void test_file(void) {
-    char path[] = "/tmp/wgml_test_data_XXXXXX";
-    int fd = mkstemp(path);
-    th_check(fd >= 0, "file: temp file");
-    if (fd < 0) return;
-    FILE *f = fdopen(fd, "w");
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/wgml_test_data_%d.jsonl", (int)getpid());
+    FILE *f = fopen(path, "w");
+    th_check(f != NULL, "file: temp file %s", path);
+    if (!f) return;
     fputs("  {\"prompt\":\"a\",\"response\":\"b\"}\n{\"prompt\":\"c\",\"response\":\"d\"}\n", f);
     fclose(f);
     wgml_dataset ds;

@@ -10,7 +10,11 @@
 
 #include <errno.h>
 #include <math.h>
+#ifndef __wasi__
 #include <signal.h>
+#else
+typedef int sig_atomic_t;
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,12 +203,27 @@ static int parse_opts(int argc, char **argv, opts *o) {
     return 0;
 }
 
-/* ---- Ctrl-C ---- */
+/* ---- Ctrl-C ----
+ * SIGINT/SIGTERM stop the run after the current step (a checkpoint is written). WASI (the
+ * browser build) has no signals: there a run is stopped by ending its worker. */
 static volatile sig_atomic_t g_stop;
+#ifndef __wasi__
 static void on_signal(int sig) {
     (void)sig;
     g_stop = 1;
 }
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal during a GPU wait does not fail the wait */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+#else
+static void catch_stop_signals(void) {}
+#endif
 
 /* ---- helpers over the trainer ---- */
 /* The trainer's tensor count and their elements in all (for the run's summary). */
@@ -518,13 +537,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
     in = malloc(bl * sizeof(int32_t));
     lab = malloc(bl * sizeof(int32_t));
     if (!in || !lab) goto out;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART; /* a signal during a GPU wait does not fail the wait */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    catch_stop_signals();
     double start = now_s(), ema_tps = 0;
     int64_t first_step = step;
     int interactive = isatty(fileno(stdout));

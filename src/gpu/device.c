@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define WGML_EXPECTED_WGPU_VERSION 0x1D000101u /* wgpu-native 29.0.1.1 from PyPI wgpu==0.32.0 */
-
 /* ------------------------------------------------------------------ errors */
 
 static char create_error[WGML_ERROR_MAX];
@@ -305,12 +303,8 @@ wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
     *out = NULL;
     wgml_ctx_options opt = {0};
     if (options) opt = *options;
-    uint32_t ver = native_version();
-    if (ver != WGML_EXPECTED_WGPU_VERSION)
-        return wgml_set_error(NULL, WGML_ERR_VERSION,
-                              "wgpu-native version %u.%u.%u.%u found, expected 29.0.1.1 (PyPI wgpu==0.32.0); "
-                              "run scripts/setup.sh",
-                              ver >> 24, (ver >> 16) & 255, (ver >> 8) & 255, ver & 255);
+    const char *version_error = native_version_error();
+    if (version_error) return wgml_set_error(NULL, WGML_ERR_VERSION, "%s", version_error);
     wgml_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return wgml_set_error(NULL, WGML_ERR_OOM, "out of host memory");
     const char *env_timeout = getenv("WGML_TIMEOUT_S");
@@ -455,8 +449,11 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
     fprintf(f, "backend:     %s\n", d.backend);
     fprintf(f, "vendor:      %s (architecture '%s')\n", d.vendor, d.architecture);
     fprintf(f, "driver:      %s\n", d.driver);
-    fprintf(f, "wgpu-native: %u.%u.%u.%u\n", d.wgpu_version >> 24, (d.wgpu_version >> 16) & 255,
-            (d.wgpu_version >> 8) & 255, d.wgpu_version & 255);
+    if (d.wgpu_version)
+        fprintf(f, "wgpu-native: %u.%u.%u.%u\n", d.wgpu_version >> 24, (d.wgpu_version >> 16) & 255,
+                (d.wgpu_version >> 8) & 255, d.wgpu_version & 255);
+    else
+        fprintf(f, "webgpu:      %s\n", native_name());
     fprintf(f, "limits:\n");
     fprintf(f, "  max storage buffer binding   %llu bytes (%.1f MiB)\n", (unsigned long long)d.max_storage_binding,
             d.max_storage_binding / 1048576.0);

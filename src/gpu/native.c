@@ -49,7 +49,26 @@ WGPUFeatureName native_feature_subgroups(void) { return (WGPUFeatureName)WGPUNat
 
 WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)WGPUNativeFeature_ShaderFloat32Atomic; }
 
+#define EXPECTED_VERSION 0x1D000101u /* wgpu-native 29.0.1.1 from PyPI wgpu==0.32.0 */
+
+const char *native_name(void) { return "wgpu-native"; }
 uint32_t native_version(void) { return wgpuGetVersion(); }
+
+const char *native_version_error(void) {
+    static char msg[160];
+    uint32_t v = wgpuGetVersion();
+    if (v == EXPECTED_VERSION) return NULL;
+    snprintf(msg, sizeof msg, "wgpu-native version %u.%u.%u.%u found, expected 29.0.1.1 (PyPI wgpu==0.32.0); run scripts/setup.sh",
+             v >> 24, (v >> 16) & 255, (v >> 8) & 255, v & 255);
+    return msg;
+}
+
+/* naga (wgpu-native 29) rejects `enable subgroups;` ("not yet supported") and takes the subgroup
+ * builtins without it, given the device's feature. */
+const char *native_wgsl_enables(bool subgroups) {
+    (void)subgroups;
+    return "";
+}
 
 float native_timestamp_period(WGPUQueue queue) { return wgpuQueueGetTimestampPeriod(queue); }
 

@@ -1,5 +1,6 @@
-/* The only place that calls wgpu-native's own extensions (wgpu.h). Another implementation of
- * webgpu.h (Dawn) would replace native.c and nothing else. */
+/* The platform seam: what differs between implementations of webgpu.h. native.c is
+ * wgpu-native's (the only place that calls its extensions, wgpu.h); web.c is the browser's (the
+ * wasm32 build, on web/webgpu.js). Nothing else in wgml knows which one it runs on. */
 #ifndef WGML_GPU_NATIVE_H
 #define WGML_GPU_NATIVE_H
 #include <stdbool.h>
@@ -13,7 +14,13 @@ bool native_poll(WGPUDevice device, bool wait);
 WGPUFeatureName native_feature_f32_atomics(void);
 /* wgpu-native lists subgroup support under its own feature number. */
 WGPUFeatureName native_feature_subgroups(void);
+/* The implementation's name and version (0 where it has none), for wgml_device_print. */
+const char *native_name(void);
 uint32_t native_version(void);
+/* NULL, or why this implementation's version cannot be used. */
+const char *native_version_error(void);
+/* WGSL enable directives a kernel that uses subgroups needs first ("" where none are). */
+const char *native_wgsl_enables(bool subgroups);
 /* A shader module; with checked false, without naga's runtime checks (index clamping and loop
  * bounding), which otherwise stop the driver from unrolling loops and keeping register tiles
  * in registers. */

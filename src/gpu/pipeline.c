@@ -110,21 +110,25 @@ static char *rewrite_read_only(const char *code) {
     return out;
 }
 
-/* The WGSL that is compiled for kernel `shader` (source raw): prelude, a newline, the source
+/* The WGSL that is compiled for kernel `shader` (source raw): the platform's enable directives,
+ * prelude, a newline, the source
  * with its includes expanded, and with all_writable every read-only storage binding made
  * read_write. Malloc'd; NULL with the error set. */
 static char *kernel_code(wgml_ctx *ctx, const char *shader, const char *raw, const char *prelude, bool all_writable) {
     char *src = expand_includes(ctx, shader, raw);
-    size_t n1 = strlen(prelude), n2 = src ? strlen(src) : 0;
-    char *code = src ? malloc(n1 + n2 + 2) : NULL;
+    /* the platform's enable directives first (Tint wants `enable subgroups;`, naga refuses it) */
+    const char *en = native_wgsl_enables(ctx->caps.subgroups && src && (strstr(src, "subgroup") || strstr(prelude, "subgroup")));
+    size_t n0 = strlen(en), n1 = strlen(prelude), n2 = src ? strlen(src) : 0;
+    char *code = src ? malloc(n0 + n1 + n2 + 2) : NULL;
     if (!code) {
         if (src) wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
         free(src);
         return NULL;
     }
-    memcpy(code, prelude, n1);
-    code[n1] = '\n';
-    memcpy(code + n1 + 1, src, n2 + 1);
+    memcpy(code, en, n0);
+    memcpy(code + n0, prelude, n1);
+    code[n0 + n1] = '\n';
+    memcpy(code + n0 + n1 + 1, src, n2 + 1);
     free(src);
     if (all_writable) {
         char *rw = rewrite_read_only(code);

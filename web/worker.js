@@ -1,0 +1,57 @@
+// A Web Worker that runs wgml's wasm programs (a test, the CLI) with webgpu.js and wasi.js, so
+// that the page stays responsive while wgml works. Messages in:
+//   {cmd: "put", files: {path: url}}      fetch files into the in-memory store
+//   {cmd: "run", wasm: url, args, env, limits}  run a program's main (args[0] is its name)
+//   {cmd: "get", path}                    a file's bytes back
+// Messages out: {type: "out", fd, text}, {type: "exit", code, ms}, {type: "file", path, bytes},
+// {type: "error", message}.
+import { WebGPU } from "./webgpu.js";
+import { WASI, MemFS, ProcExit } from "./wasi.js";
+
+const fs = new MemFS();
+const modules = new Map();
+const out = (fd, text) => postMessage({ type: "out", fd, text });
+
+async function put(files) {
+  for (const [path, url] of Object.entries(files)) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`fetching ${url}: HTTP ${r.status}`);
+    fs.put(path, new Uint8Array(await r.arrayBuffer()));
+  }
+}
+
+// Runs a WASI command; its exit status (a trap or a JS error is 134, reported on stderr).
+export async function runCommand({ wasm, args = [], env = {}, limits = {} }) {
+  if (!modules.has(wasm)) modules.set(wasm, await WebAssembly.compileStreaming(fetch(wasm)));
+  const gpu = new WebGPU(navigator.gpu, { limitsOverride: limits, log: (t) => out(2, t + "\n") });
+  const wasi = new WASI({ args, env, fs, write: out });
+  const inst = await WebAssembly.instantiate(modules.get(wasm), { env: gpu.imports(), wasi_snapshot_preview1: wasi.imports() });
+  gpu.bind(inst.exports);
+  wasi.bind(inst.exports);
+  try {
+    await WebAssembly.promising(inst.exports._start)();
+    return 0;
+  } catch (e) {
+    if (e instanceof ProcExit) return e.code;
+    out(2, `\nwasm: ${e && e.stack ? e.stack : e}\n`);
+    return 134;
+  }
+}
+
+onmessage = async (ev) => {
+  const m = ev.data;
+  try {
+    if (m.cmd === "put") {
+      await put(m.files);
+      postMessage({ type: "put" });
+    } else if (m.cmd === "run") {
+      const t0 = performance.now();
+      const code = await runCommand(m);
+      postMessage({ type: "exit", code, ms: performance.now() - t0 });
+    } else if (m.cmd === "get") {
+      postMessage({ type: "file", path: m.path, bytes: fs.get(m.path) || null });
+    }
+  } catch (e) {
+    postMessage({ type: "error", message: String(e && e.stack ? e.stack : e) });
+  }
+};
