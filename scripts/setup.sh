@@ -34,7 +34,8 @@ GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 APT_PACKAGES=(build-essential cmake pkg-config unzip ca-certificates python3 python3-venv python3-pip
   libvulkan1 vulkan-tools libopenblas-dev python3-numpy python3-torch bible-kjv bible-kjv-text
-  jargon-text)
+  jargon-text
+  clang-16 lld-16 libclang-rt-16-dev-wasm32 wasi-libc chromium)  # the browser build and its tests
 
 log() { printf '[setup] %s\n' "$*"; }
 

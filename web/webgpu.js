@@ -233,8 +233,11 @@ export class WebGPU {
       wgpuAdapterGetLimits: (a, p) => { w.writeLimits(p, h(a).limits); return 1; },
       wgpuAdapterGetInfo: (a, p) => {
         const info = h(a).info || {};
+        // browsers may leave device empty (privacy): name the adapter by what they do give
+        const named = { vendor: info.vendor, architecture: info.architecture, description: info.description,
+          device: info.device || info.description || [info.vendor, info.architecture].filter((x) => x).join(" ") || "WebGPU adapter" };
         for (const f of ["vendor", "architecture", "device", "description"]) {
-          const [sp, n] = w.alloc(info[f] || "");
+          const [sp, n] = w.alloc(named[f] || "");
           w.setU32(p + L["WGPUAdapterInfo." + f], sp);
           w.setU32(p + L["WGPUAdapterInfo." + f] + 4, n);
         }

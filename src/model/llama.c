@@ -639,7 +639,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
     wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k);
     wgml_tensor *kc = o->len ? share(g, L->k_cache) : NULL, *vc = o->len ? share(g, L->v_cache) : NULL, *a;
-    if (tab && kc && vc && S == 1 && attn_decode_preferred(m->ctx, H, Hk, hd, kc->shape[2])) {
+    if (tab && kc && vc && S == 1 && attn_decode_preferred(m->ctx, H, Hk, hd, kc->shape[2], ar->qk_norm)) {
         /* decode: the q/k norms, rope, both cache writes and attention in one dispatch (and
          * the chunks' merge) */
         wgml_tensor *qn = ar->qk_norm ? share(g, L->q_norm) : NULL, *kn = ar->qk_norm ? share(g, L->k_norm) : NULL;

@@ -33,8 +33,10 @@ bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t 
     return ctx && decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n);
 }
 
-bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
-    return attn_decode_fits(ctx, Hq, Hk, D, smax);
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax, bool qk_norm) {
+    /* storage bindings: q, k, v, pos, len, tab, both caches and the output, and the norms */
+    uint32_t storage = 9 + (qk_norm ? 2 : 0);
+    return attn_decode_fits(ctx, Hq, Hk, D, smax) && storage <= gpu_get_caps(ctx)->max_storage_per_stage;
 }
 
 int64_t attn_decode_chunks(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {

@@ -39,7 +39,8 @@ int64_t attn_decode_chunks(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
 /* Whether a decode step should take it: wherever it fits (H200, 768 keys: SmolLM2-135M 11.4 us a
  * layer against 30.2 for rope_kv + sdpa + merge, Gemma-3-270M 15.5 + 7.5 against 36.6;
- * bench/NOTES.md). */
-bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax);
+ * bench/NOTES.md) and the device binds its storage buffers in one stage (9, 11 with qk_norm:
+ * WebGPU's default limit is 8, Chromium on SwiftShader gives 10). */
+bool attn_decode_preferred(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax, bool qk_norm);
 
 #endif

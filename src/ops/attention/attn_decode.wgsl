@@ -49,8 +49,8 @@ fn pair_index(e: u32) -> u32 { return select(e % HALF, e / 2u, p.style == 1u); }
 fn is_first(e: u32) -> bool { return select(e < HALF, e % 2u == 0u, p.style == 1u); }
 fn rotated(x_e: f32, x_o: f32, e: u32, position: i32) -> f32 {
     let ang = rope_angle(position, tab[pair_index(e)]);
-    let c = cos(ang);
-    let s = sin(ang);
+    let c = sc_cos(ang);
+    let s = sc_sin(ang);
     return select(x_o * s + x_e * c, x_e * c - x_o * s, is_first(e));
 }
 

@@ -1,5 +1,6 @@
-// ew_trig: the argument reduction shared by sin and cos and their gradients (included by
-// ew_unary.wgsl and ew_unary_bwd.wgsl, which define V).
+// ew_trig: sin and cos of the elementwise ops and their gradients (included by ew_unary.wgsl
+// and ew_unary_bwd.wgsl, which define V): ew_sin / ew_cos, sincos.wgsl's after the reduction
+// below.
 //
 // WGSL specifies sin and cos only on [-pi, pi], so v is first reduced to r = v - 2 pi k,
 // k = round(v / 2 pi), with 2 pi split in three (C1 = 6.28125 with 8 significant bits, C2 with
@@ -10,3 +11,8 @@ fn ew_reduce_2pi(v: V) -> V {
     let k = round(v * 0.15915494309189535);
     return ((v - k * 6.28125) - k * 0.0019354820251464844) - k * -1.7484555314695172e-07;
 }
+
+alias SC = V;
+//!include sincos
+fn ew_sin(v: V) -> V { return sc_sin(ew_reduce_2pi(v)); }
+fn ew_cos(v: V) -> V { return sc_cos(ew_reduce_2pi(v)); }

@@ -98,8 +98,8 @@ fn f(v: V) -> V {
         case 13u: { return ew_keep_sign(ceil(v), v); }
         case 14u: { return ew_keep_sign(trunc(v), v); }
         case 15u: { return ew_keep_sign(round(v), v); } // WGSL's round takes halves to even
-        case 16u: { return sin(ew_reduce_2pi(v)); }
-        case 17u: { return cos(ew_reduce_2pi(v)); }
+        case 16u: { return ew_sin(v); }
+        case 17u: { return ew_cos(v); }
         // round to decimals, PyTorch's f32 form: round(v * 10^d) / 10^d, or for d < 0
         // round(v / 10^-d) * 10^-d
         case 19u: { return select(round(v * p.lo) / p.lo, round(v / p.lo) * p.lo, p.hi != 0.0); }

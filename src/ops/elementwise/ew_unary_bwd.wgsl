@@ -62,8 +62,8 @@ fn df(v: V, g: V) -> V {
         case 10u: { let r = inverseSqrt(v); return -0.5 * g * r * r * r; } // rsqrt
         case 11u: { return g * 4.0 * bw_sig(2.0 * v) * bw_sig_c(2.0 * v); } // tanh: 1 - tanh^2
         case 12u, 13u, 14u, 15u: { return V(0.0); } // floor, ceil, trunc, round: piecewise constant
-        case 16u: { return g * cos(ew_reduce_2pi(v)); } // sin
-        case 17u: { return -g * sin(ew_reduce_2pi(v)); } // cos
+        case 16u: { return g * ew_cos(v); } // sin
+        case 17u: { return -g * ew_sin(v); } // cos
         default: { return select(V(0.0), g, (v >= V(p.lo)) & (v <= V(p.hi))); } // clamp
     }
 }

@@ -88,11 +88,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= tile_count()) { return; }
-    let t = tile_of(wg, lid);
+    let t = tile_of(wg);
     let m0 = t.m0;
     let n0 = t.n0;
-    let tx = t.tx;
-    let ty = t.ty;
+    let tx = lid % WX;
+    let ty = lid / WX;
     let a_base = t.b * p.a_bs;
     let b_base = t.b * p.b_bs;
     let kb = min(p.K, t.s * p.k_chunk);
@@ -140,5 +140,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    store_tile(t, &acc);
+    store_tile(t, lid, &acc);
 }

@@ -17,19 +17,21 @@ const THREADS: u32 = WX * WY;
 const TM4: u32 = TM / 4u;
 const TN4: u32 = TN / 4u;
 
-// The workgroup's tile: K slice s, batch b, first row m0 and column n0 of O, and the
-// thread's place (tx, ty) in the WX x WY grid.
-struct Tile { s: u32, b: u32, m0: u32, n0: u32, tx: u32, ty: u32 }
+// The workgroup's tile: K slice s, batch b, first row m0 and column n0 of O. A thread's place
+// (tx, ty) in the WX x WY grid is lid % WX, lid / WX, kept apart: the tile is uniform across
+// the workgroup, and Tint's uniformity analysis (which takes a struct whole) must see the loops
+// around workgroupBarrier() depend on uniform values only.
+struct Tile { s: u32, b: u32, m0: u32, n0: u32 }
 
 // Workgroups that own a tile; those past it return at once.
 fn tile_count() -> u32 { return p.tiles_n * p.tiles_m * p.batch * p.splits; }
 
-fn tile_of(wg: u32, lid: u32) -> Tile {
+fn tile_of(wg: u32) -> Tile {
     let tiles = p.tiles_n * p.tiles_m;
     let per_slice = tiles * p.batch;
     let bt = wg % per_slice;
     let t = bt % tiles;
-    return Tile(wg / per_slice, bt / tiles, (t / p.tiles_n) * BM, (t % p.tiles_n) * BN, lid % WX, lid / WX);
+    return Tile(wg / per_slice, bt / tiles, (t / p.tiles_n) * BM, (t % p.tiles_n) * BN);
 }
 
 // Element e of A's k-tile (BM x BK, VA values per element): its (k, m) in the tile. TRANS_A:
@@ -73,17 +75,19 @@ fn b_get(b_base: u32, n0: u32, k0: u32, ke: u32, kn: vec2<u32>) -> BV {
     return v;
 }
 
-// The epilogue: the thread's register tile into O. Register row i is O's row
+// The epilogue: the register tile of thread lid into O. Register row i is O's row
 // m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is n0 + (h*WX + tx)*4 + c. O = alpha * acc +
 // beta * C (C read from O itself with C_IS_OUT: each element is read and written by this
 // thread only), or with SPLITK the raw partial of slice s into P[s, b, m, n].
-fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TN4>, TM>>) {
+fn store_tile(t: Tile, lid: u32, acc: ptr<function, array<array<vec4<f32>, TN4>, TM>>) {
+    let tx = lid % WX;
+    let ty = lid / WX;
     let o_base = (t.s * p.batch + t.b) * p.M * p.N;
     for (var i = 0u; i < TM; i++) {
-        let gm = t.m0 + ((i / 4u) * WY + t.ty) * 4u + i % 4u;
+        let gm = t.m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
         for (var h = 0u; h < TN4; h++) {
-            let gn0 = t.n0 + (h * WX + t.tx) * 4u;
+            let gn0 = t.n0 + (h * WX + tx) * 4u;
             for (var c = 0u; c < 4u; c++) {
                 let gn = gn0 + c;
                 if (gn >= p.N) { break; }

@@ -61,7 +61,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         pool = (e.x - lo.x) * (e.y - lo.y) * (e.z - lo.z);
     }
     let base = plane * u32(inn.x * inn.y * inn.z);
-    var best = bitcast<f32>(0xff800000u); // -inf
+    // -inf, the output of a window with no element: a runtime value (0u * i), because WGSL
+    // forbids a constant expression whose value is not finite (Tint refuses it; naga lets it by)
+    var best = bitcast<f32>(0xff800000u + 0u * i);
     var arg = -1;
     var sum = 0.0;
     var cnt = 0;

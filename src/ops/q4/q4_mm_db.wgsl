@@ -83,11 +83,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= tile_count()) { return; }
-    let t = tile_of(wg, lid);
+    let t = tile_of(wg);
     let m0 = t.m0;
     let c0 = t.c0;
-    let tx = t.tx;
-    let ty = t.ty;
+    let tx = lid % WX;
+    let ty = lid / WX;
     let rb = min(p.R, t.s * p.r_chunk);
     let re = min(p.R, rb + p.r_chunk);
     let nt = (re - rb + BR - 1u) / BR;
@@ -133,5 +133,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
 
-    store_tile(t, &acc);
+    store_tile(t, lid, &acc);
 }

@@ -26,17 +26,18 @@ const TC4: u32 = TC / 4u;
 // words per tile row of W: along k (forward) or along the output columns (TRANS)
 const WPT: u32 = select(BR / CPW, BC / CPW, TRANS);
 
-// The workgroup's tile: R slice s, first row m0 and column c0 of O, and the thread's place
-// (tx, ty) in the WX x WY grid.
-struct Tile { s: u32, m0: u32, c0: u32, tx: u32, ty: u32 }
+// The workgroup's tile: R slice s, first row m0 and column c0 of O (uniform across the
+// workgroup; a thread's place in the WX x WY grid, lid % WX and lid / WX, is kept apart, as in
+// matmul_tile.wgsl, for Tint's uniformity analysis).
+struct Tile { s: u32, m0: u32, c0: u32 }
 
 // Workgroups that own a tile; those past it return at once.
 fn tile_count() -> u32 { return p.tiles_c * p.tiles_m * p.splits; }
 
-fn tile_of(wg: u32, lid: u32) -> Tile {
+fn tile_of(wg: u32) -> Tile {
     let tiles = p.tiles_c * p.tiles_m;
     let t = wg % tiles;
-    return Tile(wg / tiles, (t / p.tiles_c) * BM, (t % p.tiles_c) * BC, lid % WX, lid / WX);
+    return Tile(wg / tiles, (t / p.tiles_c) * BM, (t % p.tiles_c) * BC);
 }
 
 // Element e of A's step (BM x BR, A [M, R] contiguous along r, VA values per element): its
@@ -94,19 +95,21 @@ fn o_index(m: u32, c: u32) -> u32 {
     return p.M * cs + m * (ce - cs) + c - cs;
 }
 
-// The epilogue: the thread's register tile into O. Register row i is O's row
+// The epilogue: the register tile of thread lid into O. Register row i is O's row
 // m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is c0 + (h*WX + tx)*4 + c, stored at o_index.
 // The bias (flags bit 0) is added by slice 0 only; with ACC (flags bit 1, unsplit) O's value is
 // added; a split product writes slice s's raw partial into P[s] in O's layout.
-fn store_tile(t: Tile, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
+fn store_tile(t: Tile, lid: u32, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
+    let tx = lid % WX;
+    let ty = lid / WX;
     let o_base = t.s * p.M * p.C;
     let has_bias = (p.flags & 1u) != 0u;
     let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
     for (var i = 0u; i < TM; i++) {
-        let gm = t.m0 + ((i / 4u) * WY + t.ty) * 4u + i % 4u;
+        let gm = t.m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
         for (var h = 0u; h < TC4; h++) {
-            let gc0 = t.c0 + (h * WX + t.tx) * 4u;
+            let gc0 = t.c0 + (h * WX + tx) * 4u;
             for (var c = 0u; c < 4u; c++) {
                 let gc = gc0 + c;
                 if (gc >= p.C) { break; }

@@ -17,3 +17,7 @@ fn rope_angle(position: i32, g: vec4<f32>) -> f32 {
     t = t + turn_frac(ph * g.z) + pl * g.z;
     return turn_frac(t) * 6.283185307179586;
 }
+
+// sin and cos of such an angle: sincos.wgsl's (WGSL's builtins may be off by 2^-11)
+alias SC = f32;
+//!include sincos

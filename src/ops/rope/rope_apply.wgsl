@@ -36,8 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let position = pos[b * p.pos_bstride + s];
     let ang = rope_angle(position, tab[i]);
-    let c = cos(ang);
-    let sn = sin(ang) * p.sign;
+    let c = sc_cos(ang);
+    let sn = sc_sin(ang) * p.sign;
     let base = row * 2u * p.half;
     var ia: u32;
     var ib: u32;

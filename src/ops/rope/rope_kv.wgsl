@@ -49,8 +49,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = j % p.half;
     let head = j / p.half;
     let ang = rope_angle(position, tab[i]);
-    let c = cos(ang);
-    let sn = sin(ang);
+    let c = sc_cos(ang);
+    let sn = sc_sin(ang);
     // the pair's two elements within the head
     var e0 = 2u * i;
     var e1 = e0 + 1u;
