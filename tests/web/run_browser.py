@@ -8,7 +8,7 @@ console error or warning from the page (Dawn's validation messages go there).
                    [--timeout S] PROGRAM.wasm [ARGS...]
 
 PATH (a file under the source tree) is put at VPATH in the program's file system before it
-starts. Only the Python standard library and Debian's chromium are used."""
+starts; PATH:N puts its first N bytes only (a truncated file). Only the Python standard library and Debian's chromium are used."""
 import argparse
 import http.server
 import json
@@ -35,9 +35,13 @@ def chromium():
 
 
 def url_of(path):
+    head = ""
+    if re.search(r":\d+$", path):
+        path, n = path.rsplit(":", 1)
+        head = "?head=" + n
     p = Path(path).resolve()
     try:
-        return "/" + urllib.parse.quote(str(p.relative_to(ROOT)))
+        return "/" + urllib.parse.quote(str(p.relative_to(ROOT))) + head
     except ValueError:
         sys.exit("run_browser: %s is not under %s (the server serves the source tree only)" % (p, ROOT))
 
@@ -57,6 +61,17 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def guess_type(self, path):
         return "application/wasm" if str(path).endswith(".wasm") else super().guess_type(path)
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        head = urllib.parse.parse_qs(url.query).get("head")
+        if not head:
+            return super().do_GET()
+        data = (ROOT / urllib.parse.unquote(url.path).lstrip("/")).read_bytes()[:int(head[0])]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", 0))
