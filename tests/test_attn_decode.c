@@ -177,22 +177,32 @@ static void test_errors(void) {
         wgml_tensor_free(tab);
 }
 
+static const dcase cases[] = {
+    {"one chunk, GQA 3", 9, 3, 64, 40, 17, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+    {"one chunk, first position", 9, 3, 64, 40, 0, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+    {"one chunk, last row", 4, 2, 16, 64, 63, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
+    {"chunks merged, D 256, half pairs", 4, 1, 256, 300, 250, 0, 0, WGML_ROPE_HALF, 1000000.0f, false},
+    {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f, false},
+    {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+    {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
+    {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
+    {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f, false},
+    {"q/k norms, window (Gemma-like)", 4, 1, 256, 300, 260, 0, 128, WGML_ROPE_HALF, 10000.0f, true},
+    {"q/k norms, one chunk", 6, 2, 64, 50, 30, 0, 0, WGML_ROPE_HALF, 1000000.0f, true},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* two parts of about equal compile time (tests/CMakeLists.txt runs them as two CTests) */
+static void part_one(void) {
+    test_errors();
+    for (size_t i = 0; i < 5; i++) run_case(&cases[i]);
+}
+static void part_two(void) {
+    for (size_t i = 5; i < N_CASES; i++) run_case(&cases[i]);
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_attn_decode", argc, argv);
-    test_errors();
-    static const dcase cases[] = {
-        {"one chunk, GQA 3", 9, 3, 64, 40, 17, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
-        {"one chunk, first position", 9, 3, 64, 40, 0, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
-        {"one chunk, last row", 4, 2, 16, 64, 63, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
-        {"chunks merged, D 256, half pairs", 4, 1, 256, 300, 250, 0, 0, WGML_ROPE_HALF, 1000000.0f, false},
-        {"chunks, window", 4, 1, 256, 300, 250, 0, 100, WGML_ROPE_HALF, 10000.0f, false},
-        {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f, false},
-        {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
-        {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
-        {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f, false},
-        {"q/k norms, window (Gemma-like)", 4, 1, 256, 300, 260, 0, 128, WGML_ROPE_HALF, 10000.0f, true},
-        {"q/k norms, one chunk", 6, 2, 64, 50, 30, 0, 0, WGML_ROPE_HALF, 1000000.0f, true},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    return th_done();
+    static const th_part parts[] = {{"one", part_one}, {"two", part_two}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }
