@@ -112,103 +112,62 @@ const char *native_wgsl_enables(bool subgroups) { return subgroups ? "enable sub
 /* ---- the struct layout web/webgpu.js reads and writes ----
  * web/webgpu.js holds the offsets of every field it touches; before the first WebGPU call it
  * compares them with this table (as the compiler laid the structs out) and refuses to run on
- * any difference. */
-#define F(s, f) #s "." #f "=%zu;"
-#define O(s, f) offsetof(s, f)
-#define Z(s) #s "=%zu;"
-#define S(s) sizeof(s)
+ * any difference. Entries: "Struct.field" and its offset, or "Struct" and its size. */
+#define F(s, f) {#s "." #f, offsetof(s, f)}
+#define Z(s) {#s, sizeof(s)}
+static const struct {
+    const char *name;
+    size_t value;
+} layout[] = {
+    Z(WGPUStringView), F(WGPUStringView, data), F(WGPUStringView, length), F(WGPUChainedStruct, next),
+    F(WGPUChainedStruct, sType), F(WGPUBufferDescriptor, label), F(WGPUBufferDescriptor, usage),
+    F(WGPUBufferDescriptor, size), F(WGPUBufferDescriptor, mappedAtCreation),
+    F(WGPUShaderModuleDescriptor, nextInChain), F(WGPUShaderModuleDescriptor, label),
+    F(WGPUShaderSourceWGSL, chain), F(WGPUShaderSourceWGSL, code), Z(WGPUBindGroupLayoutEntry),
+    F(WGPUBindGroupLayoutEntry, binding), F(WGPUBindGroupLayoutEntry, visibility),
+    F(WGPUBindGroupLayoutEntry, buffer), F(WGPUBufferBindingLayout, type),
+    F(WGPUBufferBindingLayout, hasDynamicOffset), F(WGPUBufferBindingLayout, minBindingSize),
+    F(WGPUBindGroupLayoutDescriptor, label), F(WGPUBindGroupLayoutDescriptor, entryCount),
+    F(WGPUBindGroupLayoutDescriptor, entries), F(WGPUPipelineLayoutDescriptor, label),
+    F(WGPUPipelineLayoutDescriptor, bindGroupLayoutCount), F(WGPUPipelineLayoutDescriptor, bindGroupLayouts),
+    F(WGPUComputePipelineDescriptor, label), F(WGPUComputePipelineDescriptor, layout),
+    F(WGPUComputePipelineDescriptor, compute), F(WGPUComputeState, module), F(WGPUComputeState, entryPoint),
+    F(WGPUComputeState, constantCount), Z(WGPUBindGroupEntry), F(WGPUBindGroupEntry, binding),
+    F(WGPUBindGroupEntry, buffer), F(WGPUBindGroupEntry, offset), F(WGPUBindGroupEntry, size),
+    F(WGPUBindGroupDescriptor, label), F(WGPUBindGroupDescriptor, layout),
+    F(WGPUBindGroupDescriptor, entryCount), F(WGPUBindGroupDescriptor, entries),
+    F(WGPUComputePassDescriptor, label), F(WGPUComputePassDescriptor, timestampWrites),
+    F(WGPUPassTimestampWrites, querySet), F(WGPUPassTimestampWrites, beginningOfPassWriteIndex),
+    F(WGPUPassTimestampWrites, endOfPassWriteIndex), F(WGPUQuerySetDescriptor, label),
+    F(WGPUQuerySetDescriptor, type), F(WGPUQuerySetDescriptor, count), F(WGPUBufferMapCallbackInfo, mode),
+    F(WGPUBufferMapCallbackInfo, callback), F(WGPUBufferMapCallbackInfo, userdata1),
+    F(WGPUBufferMapCallbackInfo, userdata2), F(WGPUUncapturedErrorCallbackInfo, callback),
+    F(WGPUUncapturedErrorCallbackInfo, userdata1), F(WGPUUncapturedErrorCallbackInfo, userdata2),
+    F(WGPUDeviceDescriptor, label), F(WGPUDeviceDescriptor, requiredFeatureCount),
+    F(WGPUDeviceDescriptor, requiredFeatures), F(WGPUDeviceDescriptor, requiredLimits),
+    F(WGPUDeviceDescriptor, deviceLostCallbackInfo), F(WGPUDeviceDescriptor, uncapturedErrorCallbackInfo),
+    F(WGPURequestAdapterOptions, powerPreference), Z(WGPUAdapterInfo), F(WGPUAdapterInfo, vendor),
+    F(WGPUAdapterInfo, architecture), F(WGPUAdapterInfo, device), F(WGPUAdapterInfo, description),
+    F(WGPUAdapterInfo, backendType), F(WGPUAdapterInfo, adapterType), F(WGPUAdapterInfo, vendorID),
+    F(WGPUAdapterInfo, deviceID), F(WGPUAdapterInfo, subgroupMinSize), F(WGPUAdapterInfo, subgroupMaxSize),
+    Z(WGPULimits), F(WGPULimits, maxBindGroups), F(WGPULimits, maxStorageBuffersPerShaderStage),
+    F(WGPULimits, maxUniformBuffersPerShaderStage), F(WGPULimits, maxUniformBufferBindingSize),
+    F(WGPULimits, maxStorageBufferBindingSize), F(WGPULimits, minUniformBufferOffsetAlignment),
+    F(WGPULimits, minStorageBufferOffsetAlignment), F(WGPULimits, maxBufferSize),
+    F(WGPULimits, maxComputeWorkgroupStorageSize), F(WGPULimits, maxComputeInvocationsPerWorkgroup),
+    F(WGPULimits, maxComputeWorkgroupSizeX), F(WGPULimits, maxComputeWorkgroupSizeY),
+    F(WGPULimits, maxComputeWorkgroupSizeZ), F(WGPULimits, maxComputeWorkgroupsPerDimension),
+    F(WGPULimits, maxBindingsPerBindGroup), F(WGPULimits, maxDynamicStorageBuffersPerPipelineLayout),
+    F(WGPULimits, maxDynamicUniformBuffersPerPipelineLayout),
+};
+#undef F
+#undef Z
+
+/* "name=value;" for every entry of layout */
 static const char *struct_layout(void) {
     static char text[4096];
-    int n = snprintf(text, sizeof text,
-        Z(WGPUStringView) F(WGPUStringView, data) F(WGPUStringView, length)
-        F(WGPUChainedStruct, next) F(WGPUChainedStruct, sType)
-        F(WGPUBufferDescriptor, label) F(WGPUBufferDescriptor, usage) F(WGPUBufferDescriptor, size)
-        F(WGPUBufferDescriptor, mappedAtCreation)
-        F(WGPUShaderModuleDescriptor, nextInChain) F(WGPUShaderModuleDescriptor, label)
-        F(WGPUShaderSourceWGSL, chain) F(WGPUShaderSourceWGSL, code)
-        Z(WGPUBindGroupLayoutEntry) F(WGPUBindGroupLayoutEntry, binding) F(WGPUBindGroupLayoutEntry, visibility)
-        F(WGPUBindGroupLayoutEntry, buffer) F(WGPUBufferBindingLayout, type)
-        F(WGPUBufferBindingLayout, hasDynamicOffset) F(WGPUBufferBindingLayout, minBindingSize)
-        F(WGPUBindGroupLayoutDescriptor, label) F(WGPUBindGroupLayoutDescriptor, entryCount)
-        F(WGPUBindGroupLayoutDescriptor, entries)
-        F(WGPUPipelineLayoutDescriptor, label) F(WGPUPipelineLayoutDescriptor, bindGroupLayoutCount)
-        F(WGPUPipelineLayoutDescriptor, bindGroupLayouts)
-        F(WGPUComputePipelineDescriptor, label) F(WGPUComputePipelineDescriptor, layout)
-        F(WGPUComputePipelineDescriptor, compute) F(WGPUComputeState, module) F(WGPUComputeState, entryPoint)
-        F(WGPUComputeState, constantCount)
-        Z(WGPUBindGroupEntry) F(WGPUBindGroupEntry, binding) F(WGPUBindGroupEntry, buffer)
-        F(WGPUBindGroupEntry, offset) F(WGPUBindGroupEntry, size)
-        F(WGPUBindGroupDescriptor, label) F(WGPUBindGroupDescriptor, layout) F(WGPUBindGroupDescriptor, entryCount)
-        F(WGPUBindGroupDescriptor, entries)
-        F(WGPUComputePassDescriptor, label) F(WGPUComputePassDescriptor, timestampWrites)
-        F(WGPUPassTimestampWrites, querySet) F(WGPUPassTimestampWrites, beginningOfPassWriteIndex)
-        F(WGPUPassTimestampWrites, endOfPassWriteIndex)
-        F(WGPUQuerySetDescriptor, label) F(WGPUQuerySetDescriptor, type) F(WGPUQuerySetDescriptor, count)
-        F(WGPUBufferMapCallbackInfo, mode) F(WGPUBufferMapCallbackInfo, callback)
-        F(WGPUBufferMapCallbackInfo, userdata1) F(WGPUBufferMapCallbackInfo, userdata2)
-        F(WGPUUncapturedErrorCallbackInfo, callback) F(WGPUUncapturedErrorCallbackInfo, userdata1)
-        F(WGPUUncapturedErrorCallbackInfo, userdata2)
-        F(WGPUDeviceDescriptor, label) F(WGPUDeviceDescriptor, requiredFeatureCount)
-        F(WGPUDeviceDescriptor, requiredFeatures) F(WGPUDeviceDescriptor, requiredLimits)
-        F(WGPUDeviceDescriptor, deviceLostCallbackInfo) F(WGPUDeviceDescriptor, uncapturedErrorCallbackInfo)
-        F(WGPURequestAdapterOptions, powerPreference)
-        Z(WGPUAdapterInfo) F(WGPUAdapterInfo, vendor) F(WGPUAdapterInfo, architecture) F(WGPUAdapterInfo, device)
-        F(WGPUAdapterInfo, description) F(WGPUAdapterInfo, backendType) F(WGPUAdapterInfo, adapterType)
-        F(WGPUAdapterInfo, vendorID) F(WGPUAdapterInfo, deviceID) F(WGPUAdapterInfo, subgroupMinSize)
-        F(WGPUAdapterInfo, subgroupMaxSize)
-        Z(WGPULimits) F(WGPULimits, maxBindGroups) F(WGPULimits, maxStorageBuffersPerShaderStage)
-        F(WGPULimits, maxUniformBuffersPerShaderStage) F(WGPULimits, maxUniformBufferBindingSize)
-        F(WGPULimits, maxStorageBufferBindingSize) F(WGPULimits, minUniformBufferOffsetAlignment)
-        F(WGPULimits, minStorageBufferOffsetAlignment) F(WGPULimits, maxBufferSize)
-        F(WGPULimits, maxComputeWorkgroupStorageSize) F(WGPULimits, maxComputeInvocationsPerWorkgroup)
-        F(WGPULimits, maxComputeWorkgroupSizeX) F(WGPULimits, maxComputeWorkgroupSizeY)
-        F(WGPULimits, maxComputeWorkgroupSizeZ) F(WGPULimits, maxComputeWorkgroupsPerDimension)
-        F(WGPULimits, maxBindingsPerBindGroup) F(WGPULimits, maxDynamicStorageBuffersPerPipelineLayout)
-        F(WGPULimits, maxDynamicUniformBuffersPerPipelineLayout),
-        S(WGPUStringView), O(WGPUStringView, data), O(WGPUStringView, length),
-        O(WGPUChainedStruct, next), O(WGPUChainedStruct, sType),
-        O(WGPUBufferDescriptor, label), O(WGPUBufferDescriptor, usage), O(WGPUBufferDescriptor, size),
-        O(WGPUBufferDescriptor, mappedAtCreation),
-        O(WGPUShaderModuleDescriptor, nextInChain), O(WGPUShaderModuleDescriptor, label),
-        O(WGPUShaderSourceWGSL, chain), O(WGPUShaderSourceWGSL, code),
-        S(WGPUBindGroupLayoutEntry), O(WGPUBindGroupLayoutEntry, binding), O(WGPUBindGroupLayoutEntry, visibility),
-        O(WGPUBindGroupLayoutEntry, buffer), O(WGPUBufferBindingLayout, type),
-        O(WGPUBufferBindingLayout, hasDynamicOffset), O(WGPUBufferBindingLayout, minBindingSize),
-        O(WGPUBindGroupLayoutDescriptor, label), O(WGPUBindGroupLayoutDescriptor, entryCount),
-        O(WGPUBindGroupLayoutDescriptor, entries),
-        O(WGPUPipelineLayoutDescriptor, label), O(WGPUPipelineLayoutDescriptor, bindGroupLayoutCount),
-        O(WGPUPipelineLayoutDescriptor, bindGroupLayouts),
-        O(WGPUComputePipelineDescriptor, label), O(WGPUComputePipelineDescriptor, layout),
-        O(WGPUComputePipelineDescriptor, compute), O(WGPUComputeState, module), O(WGPUComputeState, entryPoint),
-        O(WGPUComputeState, constantCount),
-        S(WGPUBindGroupEntry), O(WGPUBindGroupEntry, binding), O(WGPUBindGroupEntry, buffer),
-        O(WGPUBindGroupEntry, offset), O(WGPUBindGroupEntry, size),
-        O(WGPUBindGroupDescriptor, label), O(WGPUBindGroupDescriptor, layout), O(WGPUBindGroupDescriptor, entryCount),
-        O(WGPUBindGroupDescriptor, entries),
-        O(WGPUComputePassDescriptor, label), O(WGPUComputePassDescriptor, timestampWrites),
-        O(WGPUPassTimestampWrites, querySet), O(WGPUPassTimestampWrites, beginningOfPassWriteIndex),
-        O(WGPUPassTimestampWrites, endOfPassWriteIndex),
-        O(WGPUQuerySetDescriptor, label), O(WGPUQuerySetDescriptor, type), O(WGPUQuerySetDescriptor, count),
-        O(WGPUBufferMapCallbackInfo, mode), O(WGPUBufferMapCallbackInfo, callback),
-        O(WGPUBufferMapCallbackInfo, userdata1), O(WGPUBufferMapCallbackInfo, userdata2),
-        O(WGPUUncapturedErrorCallbackInfo, callback), O(WGPUUncapturedErrorCallbackInfo, userdata1),
-        O(WGPUUncapturedErrorCallbackInfo, userdata2),
-        O(WGPUDeviceDescriptor, label), O(WGPUDeviceDescriptor, requiredFeatureCount),
-        O(WGPUDeviceDescriptor, requiredFeatures), O(WGPUDeviceDescriptor, requiredLimits),
-        O(WGPUDeviceDescriptor, deviceLostCallbackInfo), O(WGPUDeviceDescriptor, uncapturedErrorCallbackInfo),
-        O(WGPURequestAdapterOptions, powerPreference),
-        S(WGPUAdapterInfo), O(WGPUAdapterInfo, vendor), O(WGPUAdapterInfo, architecture), O(WGPUAdapterInfo, device),
-        O(WGPUAdapterInfo, description), O(WGPUAdapterInfo, backendType), O(WGPUAdapterInfo, adapterType),
-        O(WGPUAdapterInfo, vendorID), O(WGPUAdapterInfo, deviceID), O(WGPUAdapterInfo, subgroupMinSize),
-        O(WGPUAdapterInfo, subgroupMaxSize),
-        S(WGPULimits), O(WGPULimits, maxBindGroups), O(WGPULimits, maxStorageBuffersPerShaderStage),
-        O(WGPULimits, maxUniformBuffersPerShaderStage), O(WGPULimits, maxUniformBufferBindingSize),
-        O(WGPULimits, maxStorageBufferBindingSize), O(WGPULimits, minUniformBufferOffsetAlignment),
-        O(WGPULimits, minStorageBufferOffsetAlignment), O(WGPULimits, maxBufferSize),
-        O(WGPULimits, maxComputeWorkgroupStorageSize), O(WGPULimits, maxComputeInvocationsPerWorkgroup),
-        O(WGPULimits, maxComputeWorkgroupSizeX), O(WGPULimits, maxComputeWorkgroupSizeY),
-        O(WGPULimits, maxComputeWorkgroupSizeZ), O(WGPULimits, maxComputeWorkgroupsPerDimension),
-        O(WGPULimits, maxBindingsPerBindGroup), O(WGPULimits, maxDynamicStorageBuffersPerPipelineLayout),
-        O(WGPULimits, maxDynamicUniformBuffersPerPipelineLayout));
-    return n > 0 && (size_t)n < sizeof text ? text : "";
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0] && n < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s=%zu;", layout[i].name, layout[i].value);
+    return n < sizeof text ? text : "";
 }
