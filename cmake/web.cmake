@@ -25,3 +25,11 @@ if(WGML_BUILD_TESTS)
   enable_testing()
   add_subdirectory(tests/web)
 endif()
+
+# The JavaScript API's wasm (web/wgml.js): a WASI reactor whose exports are web/api.c's wgmlw_*
+# functions; JS calls _initialize once, then any export (through WebAssembly.promising, as each
+# may wait for the GPU).
+add_executable(wgml_api "${CMAKE_SOURCE_DIR}/web/api.c")
+set_target_properties(wgml_api PROPERTIES OUTPUT_NAME wgml-api)
+target_link_libraries(wgml_api PRIVATE wgml)
+target_link_options(wgml_api PRIVATE ${WGML_WEB_LINK} -mexec-model=reactor)

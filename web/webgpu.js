@@ -154,6 +154,11 @@ export class WebGPU {
     this.freeIds.push(id);
   }
 
+  // Test hook: destroys every device, as a driver reset would (its lost promise then settles).
+  loseDevices() {
+    for (const o of this.objects) if (o instanceof GPUDevice) o.destroy();
+  }
+
   // ---- callbacks: a callback info struct at p ({next, mode, callback, userdata1, userdata2})
   cbInfo(p) {
     return { fn: this.u32(p + L["WGPUBufferMapCallbackInfo.callback"]), u1: this.u32(p + L["WGPUBufferMapCallbackInfo.userdata1"]),

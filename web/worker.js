@@ -1,12 +1,19 @@
-// A Web Worker that runs wgml's wasm programs (a test, the CLI) with webgpu.js and wasi.js, so
-// that the page stays responsive while wgml works. Messages in:
-//   {cmd: "put", files: {path: url}}      fetch files into the in-memory store
+// A Web Worker that runs wgml with webgpu.js and wasi.js, so that the page stays responsive
+// while wgml works: the JavaScript API (web/wgml.js, which web/client.js calls from the page) and
+// wasm programs (a test, the CLI). Messages in:
+//   {cmd: "api", id, method, args, options}  a method of Wgml (one at a time, in order);
+//                                          options: {wasm, limits} of the first call
+//   {cmd: "stop"}                          ends the generation under way
+//   {cmd: "loseDevice"}                    test hook: the GPU device is lost
+//   {cmd: "put", files: {path: url}}       fetch files into the in-memory store
 //   {cmd: "run", wasm: url, args, env, limits}  run a program's main (args[0] is its name)
-//   {cmd: "get", path}                    a file's bytes back
-// Messages out: {type: "out", fd, text}, {type: "exit", code, ms}, {type: "file", path, bytes},
-// {type: "error", message}.
+//   {cmd: "get", path}                     a file's bytes back
+// Messages out: {type: "result", id, value} or {type: "result", id, error, status}, {type: "text",
+// id, text} (generation), {type: "out", fd, text}, {type: "exit", code, ms}, {type: "file", path,
+// bytes}, {type: "error", message}.
 import { WebGPU } from "./webgpu.js";
 import { WASI, MemFS, ProcExit } from "./wasi.js";
+import { Wgml } from "./wgml.js";
 
 const fs = new MemFS();
 const modules = new Map();
@@ -38,9 +45,29 @@ export async function runCommand({ wasm, args = [], env = {}, limits = {} }) {
   }
 }
 
+let api = null;       // the Wgml instance, made by the first API call
+let apiQueue = Promise.resolve();
+
+async function apiCall({ id, method, args = [], options = {} }) {
+  try {
+    if (!api) api = await Wgml.create({ fs, limits: options.limits || {}, ...(options.wasm ? { wasm: options.wasm } : {}), log: (t) => out(2, t) });
+    if (typeof api[method] !== "function" || method.startsWith("_")) throw new Error(`wgml: no method ${method}`);
+    if (method === "generate") args[2] = { ...(args[2] || {}), onText: (text) => postMessage({ type: "text", id, text }) };
+    postMessage({ type: "result", id, value: await api[method](...args) });
+  } catch (e) {
+    postMessage({ type: "result", id, error: String(e && e.message ? e.message : e), status: e && e.status, stack: e && e.stack });
+  }
+}
+
 onmessage = async (ev) => {
   const m = ev.data;
   try {
+    if (m.cmd === "api") {
+      apiQueue = apiQueue.then(() => apiCall(m));
+      return;
+    }
+    if (m.cmd === "stop") { if (api) api.stop(); return; }
+    if (m.cmd === "loseDevice") { if (api) api.loseDevice(); return; }
     if (m.cmd === "put") {
       await put(m.files);
       postMessage({ type: "put" });

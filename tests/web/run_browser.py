@@ -8,7 +8,9 @@ console error or warning from the page (Dawn's validation messages go there).
                    [--timeout S] PROGRAM.wasm [ARGS...]
 
 PATH (a file under the source tree) is put at VPATH in the program's file system before it
-starts; PATH:N puts its first N bytes only (a truncated file). Only the Python standard library and Debian's chromium are used."""
+starts; PATH:N puts its first N bytes only (a truncated file). open_page() opens any page of
+the tree the same way (tests/web/test_api.py: the JavaScript API's page). Only the Python standard
+library and Debian's chromium are used."""
 import argparse
 import http.server
 import json
@@ -83,54 +85,44 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 CONSOLE = re.compile(r":CONSOLE\(\d+\)\] \"(.*)\", source: (\S*)")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--file", action="append", default=[])
-    ap.add_argument("--env", action="append", default=[])
-    ap.add_argument("--limit", action="append", default=[])
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("program")
-    ap.add_argument("args", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-
-    files = {}
-    for spec in a.file:
-        vpath, _, path = spec.partition("=")
-        files[vpath] = url_of(path)
-    env = dict(kv.split("=", 1) for kv in a.env)
-    limits = {k: int(v) for k, v in (kv.split("=", 1) for kv in a.limit)}
-
+def open_page(page, params, timeout=600, echo=True):
+    """Opens PAGE (a path under the source tree) in a fresh headless Chromium with params (a dict,
+    JSON-encoded into the query; "report" is added) and follows its reports until it exits: the
+    exit status (124 when the page says nothing for timeout seconds, 134 when it fails), the
+    values of its "result" reports, and the WebGPU messages its console logged."""
     events = queue.Queue()
     Handler.events = events
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = "http://127.0.0.1:%d" % server.server_address[1]
-    name = Path(a.program).stem
-    q = urllib.parse.urlencode({
-        "wasm": url_of(a.program), "args": json.dumps([name] + a.args), "env": json.dumps(env),
-        "files": json.dumps(files), "limits": json.dumps(limits), "report": base + "/report"})
+    q = urllib.parse.urlencode({**{k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()},
+                                "report": base + "/report"})
     profile = tempfile.mkdtemp(prefix="wgml-chromium-")
     log = open(os.path.join(profile, "chromium.log"), "w+")
     cmd = [chromium(), "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--no-first-run",
            "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--remote-debugging-port=0",
-           base + "/web/run.html?" + q]
+           base + url_of(str(ROOT / page)) + "?" + q]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    code = None
+    code, results = None, []
     try:
         while code is None:
             try:
-                ev = events.get(timeout=a.timeout)
+                ev = events.get(timeout=timeout)
             except queue.Empty:
-                print("\nrun_browser: no word from the page for %.0f s: stopped" % a.timeout, flush=True)
+                print("\nrun_browser: no word from the page for %.0f s: stopped" % timeout, flush=True)
                 code = 124
                 break
-            if ev.get("type") == "out":
+            kind = ev.get("type")
+            if kind == "out" and echo:
                 (sys.stdout if ev.get("fd") == 1 else sys.stderr).write(ev["text"])
                 (sys.stdout if ev.get("fd") == 1 else sys.stderr).flush()
-            elif ev.get("type") == "exit":
+            elif kind == "result":
+                results.append(ev.get("value"))
+            elif kind == "exit":
                 code = ev["code"]
-                print("\nrun_browser: %s exited with %d after %.1f s in Chromium" % (name, code, ev["ms"] / 1000), flush=True)
-            elif ev.get("type") == "error":
+                print("\nrun_browser: %s exited with %d after %.1f s in Chromium" % (ev.get("name", page), code, ev["ms"] / 1000),
+                      flush=True)
+            elif kind == "error":
                 print("\nrun_browser: the page failed: %s" % ev["message"], flush=True)
                 code = 134
     finally:
@@ -150,7 +142,32 @@ def main():
     if bad and code == 0:
         print("run_browser: the page logged %d WebGPU message(s): failed" % len(bad), flush=True)
         code = 1
+    return code, results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--file", action="append", default=[])
+    ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--limit", action="append", default=[])
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("program")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+
+    files = {}
+    for spec in a.file:
+        vpath, _, path = spec.partition("=")
+        files[vpath] = url_of(path)
+    env = dict(kv.split("=", 1) for kv in a.env)
+    name = Path(a.program).stem
+    code, _ = open_page("web/run.html", {"wasm": url_of(a.program), "args": [name] + a.args, "env": env,
+                                         "files": files, "limits": limits_of(a.limit), "name": name}, a.timeout)
     sys.exit(code)
+
+
+def limits_of(specs):
+    return {k: int(v) for k, v in (kv.split("=", 1) for kv in specs)}
 
 
 if __name__ == "__main__":
