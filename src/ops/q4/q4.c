@@ -439,17 +439,14 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
 
 #define GEMV_MAX_M 4
 
-/* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
- * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). Chosen
- * from K; $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
-static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
-    /* K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x load serves 8 rows)
-     * in 64-thread workgroups, the fastest on the large projections; shorter K: 64 threads per
-     * row with two blocks in flight, for the small, launch-bound shapes. One block in flight
-     * otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N), fewer
-     * rows per thread, until there are at least $WGML_Q4_GEMV_MIN_WG (264: two per SM of a
-     * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 ->
-     * 640) got 40 workgroups at 8 rows per thread. */
+/* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
+ * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
+ * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. One block
+ * in flight otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N),
+ * fewer rows per thread, until there are at least $WGML_Q4_GEMV_MIN_WG (264: two per SM of a
+ * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 -> 640)
+ * got 40 workgroups at 8 rows per thread. */
+static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
     *wg = 256;
     *bpi = 1;
     if (nblk >= 64) {
@@ -461,6 +458,18 @@ static void gemv_shape(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int
     } else {
         *tpr = 64, *rpt = 1, *bpi = 2;
     }
+}
+
+/* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
+ * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). A CPU
+ * adapter (lavapipe, SwiftShader) runs a workgroup's lanes a few at a time and pays for every
+ * barrier, so there: 4 threads per row (within one subgroup: no workgroup memory, no barrier),
+ * 4 rows per thread, 64-thread workgroups, at every K; on SmolLM2's projections 3.7-7.6x faster
+ * than the GPU shapes on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03).
+ * $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
+static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
+    if (cpu) *tpr = 4, *rpt = 4, *wg = 64, *bpi = 1;
+    else gemv_shape_gpu(nblk, n, tpr, rpt, wg, bpi);
     const char *env = getenv("WGML_Q4_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
@@ -639,7 +648,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
  * when the fused kernel's workgroup memory would not fit the device. */
 static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const q4_gemv_fuse *f, gemv_cfg *c) {
     memset(c, 0, sizeof *c);
-    gemv_shape(w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
+    gemv_shape(gpu_get_caps(ctx)->is_cpu, w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
     if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
     c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
     c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
