@@ -23,11 +23,13 @@ static wgml_status g_status;
 
 __attribute__((import_module("env"), import_name("wgmlw_on_text"))) int wgmlw_on_text(const char *text, size_t len);
 
+/* Keeps the context's message (after "what: " unless what is NULL) and status for wgmlw_error. */
 static int fail(wgml_status s, const char *what) {
     g_status = s ? s : WGML_ERR_ARG;
-    snprintf(g_err, sizeof g_err, "%s: %s", what, g_ctx && wgml_last_error(g_ctx)[0] ? wgml_last_error(g_ctx)
-                                                                                    : wgml_status_name(s));
-    return s ? (int)s : WGML_ERR_ARG;
+    const char *msg = g_ctx && wgml_last_error(g_ctx)[0] ? wgml_last_error(g_ctx) : wgml_status_name(s);
+    if (what) snprintf(g_err, sizeof g_err, "%s: %s", what, msg);
+    else snprintf(g_err, sizeof g_err, "%s", msg);
+    return (int)g_status;
 }
 
 static int check(wgml_status s, const char *what) { return s == WGML_OK ? 0 : fail(s, what); }
@@ -89,7 +91,7 @@ wgml_model *EXPORT(wgmlw_model_load)(const char *path, int n_ctx) {
     wgml_clear_error(g_ctx);
     wgml_model_options o = {.n_ctx = n_ctx};
     wgml_model *m = wgml_model_load(g_ctx, path, &o);
-    if (!m) fail(wgml_last_status(g_ctx), path);
+    if (!m) fail(wgml_last_status(g_ctx), NULL); /* the message names the file */
     return m;
 }
 

@@ -294,6 +294,13 @@ static wgml_status load_vocab(wgml_model *m, const char *path, const char *name,
                               "model_load: %s: tensor '%s' [%lld, %lld] needs more than %d parts of the device's "
                               "%llu-byte storage binding limit",
                               path, name, (long long)V, (long long)D, VPARTS_MAX, (unsigned long long)limit);
+    if (parts > 1 && !quant && w == &m->tok_embd) /* embed() looks up 4-bit/8-bit parts only */
+        return wgml_set_error(m->ctx, WGML_ERR_LIMIT,
+                              "model_load: %s: tensor '%s' [%lld, %lld] (f32, %llu bytes) is over the device's "
+                              "%llu-byte storage binding limit (a quantised table would be split in parts; an f32 "
+                              "one is not)",
+                              path, name, (long long)V, (long long)D, (unsigned long long)(row_bytes * (uint64_t)V),
+                              (unsigned long long)limit);
     int64_t per = (V + parts - 1) / parts;
     w->n = (int)parts;
     for (int p = 0; p <= w->n; p++) w->row0[p] = p * per < V ? p * per : V;

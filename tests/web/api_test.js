@@ -74,6 +74,11 @@ async function errors() {
   for await (const piece of w.stream(m2.model, params.prompt, { maxTokens: 200 })) if (++n === 2) break;
   r.stopped_after = n;
   r.after_stop = Array.from((await w.generate(m2.model, params.prompt, { maxTokens: 24 })).ids);
+  // a device whose limits are below the model's tensors (64 KiB per binding and buffer; the
+  // token embedding is 80 KiB): a clear refusal at load, not a failure later
+  const small = new WgmlClient({ options: { limits: { maxStorageBufferBindingSize: 65536, maxBufferSize: 65536 } } });
+  r.small_device = await outcome(small.loadModel("/tiny.gguf", { url: files.tiny }));
+  small.terminate();
   return r;
 }
 

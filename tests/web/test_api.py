@@ -11,11 +11,13 @@ PART tiny: the tiny test model: greedy tokens, text shorter than one row and unk
   adapter's files (written in the browser, loaded by the native CLI: the same tokens), and
   generation with the adapter attached, removed and loaded back from its files.
 PART errors: a file that is not GGUF, a truncated GGUF, an empty prompt: each a clear error with
-  its status; the device lost mid-generation: the
+  its status; a device whose limits are below a tensor's size (refused at load, naming the tensor
+  and the limit); the device lost mid-generation: the
   call fails with WGML_ERR_DEVICE_LOST and the worker then loads the model on a new device and
   gives the same tokens; a stopped stream ends early.
 PART smollm2: SmolLM2-135M greedy "The capital of France is": the same tokens as native
-  (--limit lowers the device's limits, e.g. to Android's)."""
+  ($WGML_API_TOKENS of them, default 2: " Paris."; --limit lowers the device's limits, e.g. to
+  Android's)."""
 import argparse
 import base64
 import os
@@ -150,13 +152,16 @@ def part_errors(native, limits):
     check(got["again"] == got["reference"] and len(got["again"]) == 24,
           "after the loss, a new device gives the same tokens (%d)" % len(got["again"]))
     check(got["stopped_after"] == 2 and got["after_stop"] == got["reference"], "a stopped stream ends; the next generation is whole")
+    r = got["small_device"]
+    check(r["status"] == "WGML_ERR_LIMIT" and "token_embd" in r.get("message", "") and "65536" in r.get("message", ""),
+          "a device with 64 KiB limits: %s %r" % (r["status"], r.get("message")))
 
 
 def part_smollm2(native, limits):
     os.environ["WGML_LIBRARY"] = os.path.join(native, "libwgml.so")
     import wgml
     path = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    P = {"prompt": "The capital of France is", "maxTokens": int(os.environ.get("WGML_API_TOKENS", "8"))}
+    P = {"prompt": "The capital of France is", "maxTokens": int(os.environ.get("WGML_API_TOKENS", "2"))}
     got = page("smollm2", {"model": path}, P, limits)
     if not got:
         return
