@@ -83,7 +83,7 @@ async function errors() {
 }
 
 async function smollm2() {
-  const m = await w.loadModel("/model.gguf", { url: files.model });
+  const m = await w.loadModel("/model.gguf", { url: files.model, nCtx: 64 });
   log(`${((performance.now() - t0) / 1000).toFixed(1)} s: loaded: ${m.n_layer} layers, width ${m.n_embd}, vocab ${m.n_vocab}`);
   const device = await w.open();
   const g = await w.generate(m.model, params.prompt, { maxTokens: params.maxTokens, onText: (s) => log(`${((performance.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(s)}`) });
