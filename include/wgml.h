@@ -657,8 +657,8 @@ wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64
 void wgml_q4_free(wgml_q4_weight *w);
 
 /* Operators (any kind unless said). */
-/* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 uses
- * the GEMV kernel, larger M the tiled GEMM kernel. */
+/* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 (8 on
+ * a CPU adapter) uses the GEMV kernel, larger M the tiled GEMM kernel. */
 wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
 /* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
 wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
@@ -694,8 +694,8 @@ int wgml_q4_bench(wgml_ctx *ctx, void *out, int mode);
  * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
  * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
  * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
- * bit-identical), in fewer dispatches. For M <= 4 (the rows
- * of x: decode) the weights of one kind and group size go through one GEMV dispatch together
+ * bit-identical), in fewer dispatches. For M <= 4 (8 on a CPU
+ * adapter; the rows of x: decode) the weights of one kind and group size go through one GEMV dispatch together
  * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
  * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
  * it is one wgml_q4_linear per weight. On error every outs[i] (i < n) is NULL and the status

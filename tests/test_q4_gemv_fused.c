@@ -159,17 +159,17 @@ static void test_fused_cases(bool few) {
     case_fused("odd K", gu_sym, 2, 1, 77, true, Q4_EPI_SWIGLU, 1);
 }
 
-/* Where the fused kernel does not apply the public ops give the same result: M > 4 (the
- * tiled GEMM), x too long for workgroup memory (K = 8192 at M = 4: 128 KiB of staged x),
+/* Where the fused kernel does not apply the public ops give the same result: M past the
+ * GEMV's rows (4 on a GPU, 8 on a CPU adapter: the tiled GEMM), x too long for workgroup memory (K = 8192 at M = 4: 128 KiB of staged x),
  * gate and up of different kinds. */
 static void test_plain_paths(void) {
     static const wspec qkv[3] = {{1, 48, false}, {1, 16, false}, {2, 16, false}};
     static const wspec gu41[2] = {{1, 70, false}, {1, 70, false}};
     static const wspec mixed[2] = {{1, 24, false}, {2, 24, false}};
     static const wspec one[1] = {{1, 20, false}};
-    case_fused("M > 4", qkv, 3, 6, 96, true, Q4_EPI_STORE, -1);
-    case_fused("M > 4", gu41, 2, 5, 96, true, Q4_EPI_SWIGLU, -1);
-    case_fused("M > 4", one, 1, 8, 64, false, Q4_EPI_RESIDUAL, -1);
+    case_fused("M > 8", qkv, 3, 10, 96, true, Q4_EPI_STORE, -1);
+    case_fused("M > 8", gu41, 2, 9, 96, true, Q4_EPI_SWIGLU, -1);
+    case_fused("M > 8", one, 1, 12, 64, false, Q4_EPI_RESIDUAL, -1);
     case_fused("x past workgroup memory", one, 1, 2, 8192, true, Q4_EPI_RESIDUAL, -1);
     case_fused("gate Q4_1, up Q8_0", mixed, 2, 1, 128, true, Q4_EPI_GEGLU, -1);
 }

@@ -149,10 +149,11 @@ static void test_mixed(void) {
     free_weight(&b);
 }
 
-/* M > 4: the tiled GEMM for each weight (one dispatch each). */
+/* M past the GEMV's rows (4 on a GPU, 8 on a CPU adapter): the tiled GEMM for each weight (one
+ * dispatch each). */
 static void test_fallback(void) {
     static const wspec three[3] = {{0, 37, true}, {1, 29, false}, {1, 64, false}};
-    case_multi("GEMM fallback", three, 3, 5, 96, 32, 3);
+    case_multi("GEMM fallback", three, 3, 9, 96, 32, 3);
     case_multi("GEMM fallback", three, 3, 70, 160, 32, 3);
 }
 
@@ -271,7 +272,7 @@ static void test_subgroup(void) {
     unsetenv("WGML_Q4_GEMV_SUBGROUP");
 }
 
-/* M > 4, more than 65,535 workgroups, a built graph */
+/* M past the GEMV's rows, more than 65,535 workgroups, a built graph */
 static void test_rest(void) {
     test_fallback();
     test_many_workgroups();

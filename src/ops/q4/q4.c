@@ -437,7 +437,11 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
     return record_mm_ex(g, op, a, w, trans, m, into->rank, into->shape, &d) ? WGML_OK : wgml_last_status(graph_ctx(g));
 }
 
-#define GEMV_MAX_M 4
+/* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 8 on a CPU adapter,
+ * where the GEMM's smallest tile (64 x 64) does 8-13x the useful work at 5-8 rows and pays for
+ * every barrier: SmolLM2's 5-token prefill on lavapipe took 2.0 s of GPU time in q4_mm (97%),
+ * 0.23 s with the GEMV (bench/NOTES.md, 2026-12-03). */
+int q4_gemv_max_m(wgml_ctx *ctx) { return gpu_get_caps(ctx)->is_cpu ? 8 : 4; }
 
 /* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
  * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
@@ -657,7 +661,7 @@ static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const
 }
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
- * one dispatch of the q4_gemv kernel (M <= GEMV_MAX_M rows of x) configured by c (its fusion:
+ * one dispatch of the q4_gemv kernel (M <= q4_gemv_max_m rows of x) configured by c (its fusion:
  * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
  * replaced by each weight's N. */
 static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws,
@@ -739,7 +743,7 @@ wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, co
         return NULL;
     }
     int64_t m = x->numel / w->k, shape[WGML_MAX_RANK];
-    if (m <= GEMV_MAX_M) {
+    if (m <= q4_gemv_max_m(ctx)) {
         wgml_tensor *out = NULL;
         record_gemv(g, op, x, &w, 1, m, &out);
         return out;
@@ -834,7 +838,7 @@ wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
     int64_t k = x->shape[x->rank - 1];
     int64_t m = x->numel / k;
     wgml_status s = WGML_OK;
-    if (m > GEMV_MAX_M || graph_grad_enabled(g, &x, 1)) {
+    if (m > q4_gemv_max_m(ctx) || graph_grad_enabled(g, &x, 1)) {
         /* the tiled GEMM (one dispatch each), or the autograd record of each product */
         for (int i = 0; i < n && !s; i++)
             if (!(outs[i] = wgml_q4_linear(g, x, weights[i]))) s = wgml_last_status(ctx);
@@ -857,7 +861,7 @@ static bool prefill_gemm_takes(wgml_graph *g, wgml_tensor *x, const wgml_q4_weig
     const char *e = getenv(env);
     if (e && !strcmp(e, "0")) return false;
     int64_t k = x->shape[x->rank - 1];
-    return k == w->k && k > 0 && x->numel / k > GEMV_MAX_M && !graph_grad_enabled(g, &x, 1);
+    return k == w->k && k > 0 && x->numel / k > q4_gemv_max_m(graph_ctx(g)) && !graph_grad_enabled(g, &x, 1);
 }
 
 bool q4_concat_applies(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, int n, const int64_t *ns) {
@@ -886,7 +890,7 @@ wgml_status q4_linear_concat(wgml_graph *g, const char *op, wgml_tensor *x, cons
                               "%s: x %s with the weight [%lld, %lld] in %d parts: the concatenated product needs 2 or 3 "
                               "parts adding up to its rows, x ending in K with more than %d rows, no gradient and "
                               "aligned parts",
-                              op, tshape(x), (long long)w->n, (long long)w->k, n, GEMV_MAX_M);
+                              op, tshape(x), (long long)w->n, (long long)w->k, n, q4_gemv_max_m(ctx));
     int64_t m = x->numel / w->k, flat = m * w->n, seg[2] = {ns[0], n > 2 ? ns[0] + ns[1] : w->n};
     mm_dest d = {.seg = seg};
     wgml_tensor *all = record_mm_ex(g, op, x, w, 0, m, 1, &flat, &d);
@@ -927,7 +931,7 @@ wgml_tensor *q4_linear_parts(wgml_graph *g, const char *op, wgml_tensor *x, cons
         wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                        "%s: x %s with the weight [%lld, %lld]: the product left in slices needs x ending in K, of rank "
                        "below %d, with more than %d rows and no gradient",
-                       op, tshape(x), (long long)w->n, (long long)w->k, WGML_MAX_RANK, GEMV_MAX_M);
+                       op, tshape(x), (long long)w->n, (long long)w->k, WGML_MAX_RANK, q4_gemv_max_m(ctx));
         return NULL;
     }
     int64_t shape[WGML_MAX_RANK];
@@ -1035,7 +1039,7 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                                   tshape(f->residual), tshape(x), (long long)ws[0]->n);
     }
     wgml_tensor *in[3] = {x, f->norm_w, f->residual};
-    bool fused = m <= GEMV_MAX_M && !graph_grad_enabled(g, in, 3);
+    bool fused = m <= q4_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
     for (int i = 0; i < n && fused; i++) {
         gemv_cfg c;
         fused = gemv_config(ctx, ws[i], m, f, &c);

@@ -1,5 +1,5 @@
 // q4_gemv: out_w[m, n] = sum_k x[m, k] * W_w[n, k] (+ bias_w[n]) for the few rows m < MR (decode,
-// M <= 4) and NW weights W_0..W_{NW-1} (1 to 3, one kind and group size, one K) that read the same
+// M <= 4, 8 on a CPU adapter) and NW weights W_0..W_{NW-1} (1 to 3, one kind and group size, one K) that read the same
 // x, in one pass over each weight and one dispatch for all of them.
 // Bandwidth-bound: every code byte is read once, as vec4<u32> loads (32 codes of 4 bits, 16
 // codes of 8 bits, or 4 f32 values (the float kind), per load) plus one (a, b) per group and
