@@ -147,6 +147,9 @@ wgml_status wgml_trainer_step(wgml_trainer *t, const int32_t *tokens, const int3
  * are not part of it). wgml_trainer_write_opt_state drops pending gradients (a restored state
  * is a step boundary); wgml_trainer_write_state keeps them. */
 int wgml_trainer_pending(const wgml_trainer *t);
+/* The configuration t was made with (as checked and filled in by wgml_trainer_new; the defaults
+ * for a NULL t): what wgml_trainer_save_adapter takes. */
+wgml_train_config wgml_trainer_config(const wgml_trainer *t);
 /* The loss summed over the valid labels and their count, without updating (eval graph). */
 wgml_status wgml_trainer_eval(wgml_trainer *t, const int32_t *tokens, const int32_t *labels, double *loss_sum,
                               int64_t *n_valid);

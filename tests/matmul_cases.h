@@ -79,10 +79,10 @@ static inline int variant_index(const char *name) {
     return -1;
 }
 
-/* Every shape and orientation of the variant set on each tiled variant whose name starts with
- * prefix ("tile": matmul.wgsl, "db": matmul_db.wgsl), and on the automatic choice (-1) when
- * with_auto. */
-static inline void case_variant_shapes(const char *prefix, bool with_auto) {
+/* Every shape and orientation of the variant set on the tiled variants whose names start with
+ * prefix ("tile": matmul.wgsl, "db": matmul_db.wgsl), the first..last of them in index order,
+ * and on the automatic choice (-1) first when with_auto. */
+static inline void case_variant_shapes(const char *prefix, bool with_auto, int first, int last) {
     static const int64_t shapes[][3] = {
         {64, 64, 64},   /* square */
         {129, 37, 65},  /* partial tiles in M, N and K */
@@ -92,13 +92,16 @@ static inline void case_variant_shapes(const char *prefix, bool with_auto) {
         {5, 260, 12},   /* short and wide */
         {132, 136, 36}, /* vec4 path on both operands, partial tiles */
     };
+    int seen = 0;
     for (int v = with_auto ? -1 : 0; v < wgml_matmul_variant_count(); v++) {
         if (v >= 0 && strncmp(wgml_matmul_variant_name(v), prefix, strlen(prefix))) continue;
+        if (v >= 0 && (seen++ < first || seen - 1 > last)) continue;
         wgml_matmul_force_variant(T.ctx, v);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int t = 0; t < 4; t++)
                 case_matmul(wgml_matmul_variant_name(v), 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
     }
+    th_check(seen > last, "%s variants %d..%d: only %d exist", prefix, first, last, seen); /* last -1: auto only */
     wgml_matmul_force_variant(T.ctx, -1);
 }
 

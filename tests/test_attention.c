@@ -451,22 +451,27 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv) {
-    th_init_args("test_attention", argc, argv);
-    double t0 = now();
+static void part_sdpa(void) {
     test_sdpa();
     test_window();
-    double t1 = now();
+}
+
+static void part_cache(void) {
     test_append_bounds();
     test_cached();
     test_prefill_then_decode();
-    double t2 = now();
     test_decode_graph();
-    double t3 = now();
-    if (!th_dumping()) test_huge_grid();
-    double t4 = now();
     test_bad_input();
-    printf("times: sdpa %.2fs, cache %.2fs, decode graph %.2fs, huge grid %.2fs, bad input %.2fs\n", t1 - t0, t2 - t1,
-           t3 - t2, t4 - t3, now() - t4);
-    return th_done();
+}
+
+static void part_huge(void) {
+    if (!th_dumping()) test_huge_grid();
+}
+
+/* Parts (each part's time is printed): sdpa, the KV cache and the decode graph with bad input,
+ * more than 65,535 workgroups. */
+int main(int argc, char **argv) {
+    th_init_args("test_attention", argc, argv);
+    static const th_part parts[] = {{"sdpa", part_sdpa}, {"cache", part_cache}, {"huge", part_huge}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -4,10 +4,16 @@
  * 65,535 workgroups. The skinny variants and the automatic choice: test_matmul_skinny. */
 #include "matmul_skinny_cases.h"
 
-int main(int argc, char **argv) {
-    th_init_args("test_matmul_outer", argc, argv);
+static void part_variants(void) {
     test_skinny_variants(4, 5);
     test_skinny_epilogues(4);
-    test_skinny_huge_grid(1);
-    return th_done();
+}
+
+static void part_huge(void) { test_skinny_huge_grid(1); }
+
+/* Parts: the variants and their epilogues; more than 65,535 workgroups. */
+int main(int argc, char **argv) {
+    th_init_args("test_matmul_outer", argc, argv);
+    static const th_part parts[] = {{"variants", part_variants}, {"huge", part_huge}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -4,15 +4,15 @@
  * epilogues through the reduction and split-K in a built graph: test_matmul. */
 #include "matmul_cases.h"
 
-/* Split-K ($WGML_MATMUL_SPLITK): every variant and transpose with K not a multiple of the
- * slice, K = 1 (empty slices write zero partials), slice counts 2, 3 and 7; batch and
- * broadcast batch; and the variant override by name. (The epilogues through the reduction:
- * test_matmul.) */
-static void test_splitk(void) {
+/* Split-K ($WGML_MATMUL_SPLITK) in 3 slices on the tiled variants first..last (in index
+ * order), every transpose, K not a multiple of the slice and K = 1 (empty slices write zero
+ * partials). */
+static void split3(int first, int last) {
     static const int64_t shapes[][3] = {{129, 37, 65}, {33, 17, 1}, {132, 136, 36}};
     setenv("WGML_MATMUL_SPLITK", "3", 1);
+    int seen = 0;
     for (int v = 0; v < wgml_matmul_variant_count(); v++) {
-        if (!is_tiled(v)) continue;
+        if (!is_tiled(v) || seen++ < first || seen - 1 > last) continue;
         wgml_matmul_force_variant(T.ctx, v);
         char label[96];
         snprintf(label, sizeof label, "split3 %s", wgml_matmul_variant_name(v));
@@ -20,6 +20,13 @@ static void test_splitk(void) {
             for (int t = 0; t < 4; t++) case_matmul(label, 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
     }
     wgml_matmul_force_variant(T.ctx, -1);
+    unsetenv("WGML_MATMUL_SPLITK");
+    th_check(seen > last, "tiled variants %d..%d: only %d exist", first, last, seen);
+}
+
+/* Slice counts 2 and 7 with batch and broadcast batch, and the variant override by name. (The
+ * epilogues through the reduction: test_matmul.) */
+static void split_counts(void) {
     static const char *const counts[] = {"2", "7"};
     for (int c = 0; c < 2; c++) {
         setenv("WGML_MATMUL_SPLITK", counts[c], 1);
@@ -38,8 +45,15 @@ static void test_splitk(void) {
     unsetenv("WGML_MATMUL_SPLITK");
 }
 
+static void part_tile_a(void) { split3(0, 2); }
+static void part_tile_b(void) { split3(3, 4); }
+static void part_db(void) { split3(5, 8); }
+
+/* Parts: 3 slices on the tiled variants 0-2, 3-4 (the single-buffered), 5-8 (the
+ * double-buffered); the other slice counts and the override. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_splitk", argc, argv);
-    test_splitk();
-    return th_done();
+    static const th_part parts[] = {
+        {"tile-a", part_tile_a}, {"tile-b", part_tile_b}, {"db", part_db}, {"counts", split_counts}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

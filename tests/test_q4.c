@@ -14,8 +14,9 @@
  *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
  *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
  *   test_q4 --bench           runs wgml_q4_bench;
- * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, requant (with the embedding,
- * the closed loop and the bad input), shapes (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
+ * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, linear-tiles (the GEMM's tile
+ * choices), requant (with the embedding, the closed loop and the bad input), shapes and
+ * shapes-wide (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
  * forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K kinds). */
 #include "harness.h"
 
@@ -94,8 +95,11 @@ static void test_linear(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         case_linear(cases[i].kind, cases[i].m, cases[i].n, cases[i].k, cases[i].group, cases[i].bias, true);
-    /* the 128 x 64 tile (chosen when it gives >= 256 workgroups), automatically, and every
-     * tile (128 x 128, 64 x 64, 128 x 64) forced on small shapes */
+}
+
+/* The 128 x 64 tile (chosen when it gives >= 256 workgroups), automatically, and every tile
+ * (128 x 128, 64 x 64, 128 x 64) forced on small shapes. */
+static void test_linear_tiles(void) {
     case_linear(0, 300, 260, 96, 32, true, true);
     case_linear(2, 260, 300, 64, 32, false, true);
     case_linear(0, 2100, 520, 64, 32, false, true);
@@ -131,16 +135,23 @@ static void test_gemv_shapes(int first, int last) {
     unsetenv("WGML_Q4_GEMV");
 }
 
-/* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM). */
-static void test_llama_shapes(void) {
+/* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM): shapes first..last of the
+ * list (parts shapes: the 2048-wide ones and the other kinds; shapes-wide: the 8192-wide). */
+static void llama_shapes(int first, int last) {
     static const int64_t shapes[][2] = {{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}}; /* K -> N */
-    for (int i = 0; i < 4; i++) {
+    for (int i = first; i <= last; i++) {
         case_linear(0, 1, shapes[i][1], shapes[i][0], 32, false, false);
         case_linear(0, 112, shapes[i][1], shapes[i][0], i == 1 ? 64 : 128, false, i == 1);
     }
+}
+
+static void test_llama_shapes(void) {
+    llama_shapes(0, 1);
     case_linear(1, 1, 2048, 2048, 32, false, false);
     case_linear(2, 1, 512, 2048, 32, false, false);
 }
+
+static void test_llama_shapes_wide(void) { llama_shapes(2, 3); }
 
 /* ------------------------------------------------------------------ requant */
 
@@ -937,7 +948,8 @@ int main(int argc, char **argv) {
         }
     }
     static const th_part parts[] = {
-        {"linear", test_linear},          {"requant", test_rest},          {"shapes", test_llama_shapes},
+        {"linear", test_linear},          {"linear-tiles", test_linear_tiles}, {"requant", test_rest},
+        {"shapes", test_llama_shapes},    {"shapes-wide", test_llama_shapes_wide},
         {"gemv", gemv_auto_to_3},          {"gemv-wide", gemv_4},           {"gemv-rows8", gemv_5},
         {"kquant-linear", test_kquant_linear}, {"kquant-requant", test_kquant_requant},
     };

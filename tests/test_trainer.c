@@ -356,6 +356,10 @@ static void test_accum(const char *path) {
     cb.grad_accum = TB;
     wgml_trainer *tb = mb ? wgml_trainer_new(mb, &cb) : NULL;
     if (!th_check(ta && tb, "two trainers: %s", wgml_last_error(T.ctx))) goto out;
+    wgml_train_config got = wgml_trainer_config(tb);
+    th_check(got.batch == 1 && got.grad_accum == TB && got.lora_rank == cb.lora_rank && got.seq_len == cb.seq_len &&
+                 wgml_trainer_config(NULL).lora_rank == wgml_train_defaults().lora_rank,
+             "wgml_trainer_config: the configuration the trainer was made with (NULL: the defaults)");
     int64_t n = 0;
     float *p0 = all_params(ta, &n), *pa = NULL, *pb = NULL;
     double loss_err = 0, norm_err = 0;

@@ -166,10 +166,11 @@ int EXPORT(wgmlw_generate)(wgml_model *m, const int32_t *ids, size_t n, int max_
     return 0;
 }
 
-/* wgml_train_defaults with the adapter's shape: mode 0 LoRA / 1 straight-through, rank, alpha,
- * targets (WGML_TARGET_* bits), batch x seq_len; what a trainer is made with and its adapter
- * files record. */
-static wgml_train_config train_config(int mode, int rank, float alpha, unsigned targets, int batch, int seq_len) {
+/* A trainer on m: mode 0 LoRA / 1 straight-through, the adapter's rank, alpha and targets
+ * (WGML_TARGET_* bits), batch x seq_len tokens a step, AdamW's lr and weight decay, the init seed;
+ * the rest as wgml_train_defaults. NULL with wgmlw_error on failure. */
+wgml_trainer *EXPORT(wgmlw_trainer_new)(wgml_model *m, int mode, int rank, float alpha, unsigned targets, int batch,
+                                        int seq_len, float lr, float weight_decay, uint32_t seed) {
     wgml_train_config c = wgml_train_defaults();
     c.mode = mode ? WGML_TRAIN_STE : WGML_TRAIN_LORA;
     c.lora_rank = rank;
@@ -177,15 +178,6 @@ static wgml_train_config train_config(int mode, int rank, float alpha, unsigned 
     c.targets = targets;
     c.batch = batch;
     c.seq_len = seq_len;
-    return c;
-}
-
-/* A trainer on m: mode 0 LoRA / 1 straight-through, the adapter's rank, alpha and targets
- * (WGML_TARGET_* bits), batch x seq_len tokens a step, AdamW's lr and weight decay, the init seed;
- * the rest as wgml_train_defaults. NULL with wgmlw_error on failure. */
-wgml_trainer *EXPORT(wgmlw_trainer_new)(wgml_model *m, int mode, int rank, float alpha, unsigned targets, int batch,
-                                        int seq_len, float lr, float weight_decay, uint32_t seed) {
-    wgml_train_config c = train_config(mode, rank, alpha, targets, batch, seq_len);
     c.lr = lr;
     c.weight_decay = weight_decay;
     c.seed = seed;
@@ -239,11 +231,11 @@ int EXPORT(wgmlw_model_set_lora)(wgml_model *m, int rank, float alpha, int n, co
 }
 
 /* Writes the trainer's adapter as `wgml finetune` does (dir/adapter_config.json and
- * dir/adapter.safetensors, which `wgml generate --lora dir` loads); base_model: the model's path
- * in the file store (its size and SHA-256 go into the config). */
-int EXPORT(wgmlw_save_adapter)(wgml_trainer *t, const char *dir, const char *base_model, int mode, int rank,
-                               float alpha, unsigned targets, int batch, int seq_len, int64_t steps) {
-    wgml_train_config c = train_config(mode, rank, alpha, targets, batch, seq_len);
+ * dir/adapter.safetensors, which `wgml generate --lora dir` loads), with the configuration the
+ * trainer was made with; base_model: the model's path in the file store (its size and SHA-256
+ * go into the config); steps: the optimizer steps taken. */
+int EXPORT(wgmlw_save_adapter)(wgml_trainer *t, const char *dir, const char *base_model, int64_t steps) {
+    wgml_train_config c = wgml_trainer_config(t);
     char sha[65];
     uint64_t size = 0;
     wgml_status s = wgml_file_sha256(base_model, sha, &size, g_err, sizeof g_err);

@@ -290,11 +290,10 @@ export class Wgml {
   }
   // The adapter as `wgml finetune` writes it: {"adapter_config.json": bytes, "adapter.safetensors": bytes}.
   async saveAdapter(t, dir = "/adapter") {
-    const r = this.rec(t), c = r.cfg;
+    const r = this.rec(t);
     this.fs.mkdir(dir);
     await this.scratch(async (take) => this.check(await this.x.wgmlw_save_adapter(t, take(this.allocStr(dir)[0]),
-      take(this.allocStr(this.models.get(r.model).path)[0]), c.mode === "ste" ? 1 : 0, c.rank, c.alpha, c.targets,
-      c.batch, c.seqLen, BigInt(r.steps)), "save adapter"));
+      take(this.allocStr(this.models.get(r.model).path)[0]), BigInt(r.steps)), "save adapter"));
     const files = {};
     for (const f of ["adapter_config.json", "adapter.safetensors"]) files[f] = this.fs.get(`${dir}/${f}`).slice();
     return files;

@@ -486,6 +486,7 @@ wgml_status wgml_trainer_write_opt_state(wgml_trainer *t, const void *buf, size_
 
 uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t) { return t ? t->submits : 0; }
 int wgml_trainer_pending(const wgml_trainer *t) { return t ? t->pending : 0; }
+wgml_train_config wgml_trainer_config(const wgml_trainer *t) { return t ? t->cfg : wgml_train_defaults(); }
 wgml_graph *wgml_trainer_graph(wgml_trainer *t) { return t ? t->g : NULL; }
 
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
