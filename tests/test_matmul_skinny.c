@@ -83,17 +83,18 @@ static void test_skinny_graph(void) {
     printf("  skinny graph: %.1f s\n", now_s() - t0);
 }
 
-static void part_variants(void) {
-    test_skinny_variants(0, 0);
+static void part_variants(void) { test_skinny_variants(0, 0); }
+
+static void part_epilogues(void) {
     test_skinny_epilogues(0);
     test_skinny_graph();
 }
 
 static void part_huge(void) { test_skinny_huge_grid(0); }
 
-/* Parts: the variant, its epilogues and a built graph; more than 65,535 workgroups. */
+/* Parts: the variant; its epilogues and a built graph; more than 65,535 workgroups. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_skinny", argc, argv);
-    static const th_part parts[] = {{"variants", part_variants}, {"huge", part_huge}};
+    static const th_part parts[] = {{"variants", part_variants}, {"epilogues", part_epilogues}, {"huge", part_huge}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

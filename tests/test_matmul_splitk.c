@@ -47,13 +47,15 @@ static void split_counts(void) {
 
 static void part_tile_a(void) { split3(0, 2); }
 static void part_tile_b(void) { split3(3, 4); }
-static void part_db(void) { split3(5, 8); }
+static void part_db_a(void) { split3(5, 6); }
+static void part_db_b(void) { split3(7, 8); }
 
-/* Parts: 3 slices on the tiled variants 0-2, 3-4 (the single-buffered), 5-8 (the
+/* Parts: 3 slices on the tiled variants 0-2, 3-4 (the single-buffered), 5-6, 7-8 (the
  * double-buffered); the other slice counts and the override. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_splitk", argc, argv);
     static const th_part parts[] = {
-        {"tile-a", part_tile_a}, {"tile-b", part_tile_b}, {"db", part_db}, {"counts", split_counts}};
+        {"tile-a", part_tile_a}, {"tile-b", part_tile_b}, {"db-a", part_db_a}, {"db-b", part_db_b},
+        {"counts", split_counts}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -16,7 +16,7 @@
  *   test_q4 --bench           runs wgml_q4_bench;
  * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, linear-tiles (the GEMM's tile
  * choices), requant (with the embedding, the closed loop and the bad input), shapes and
- * shapes-wide (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
+ * shapes-wide and shapes-deep (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
  * forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K kinds). */
 #include "harness.h"
 
@@ -136,7 +136,8 @@ static void test_gemv_shapes(int first, int last) {
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM): shapes first..last of the
- * list (parts shapes: the 2048-wide ones and the other kinds; shapes-wide: the 8192-wide). */
+ * list (parts shapes: the 2048-long ones and the other kinds; shapes-wide: N = 8192;
+ * shapes-deep: K = 8192). */
 static void llama_shapes(int first, int last) {
     static const int64_t shapes[][2] = {{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}}; /* K -> N */
     for (int i = first; i <= last; i++) {
@@ -151,7 +152,8 @@ static void test_llama_shapes(void) {
     case_linear(2, 1, 512, 2048, 32, false, false);
 }
 
-static void test_llama_shapes_wide(void) { llama_shapes(2, 3); }
+static void test_llama_shapes_wide(void) { llama_shapes(2, 2); }
+static void test_llama_shapes_deep(void) { llama_shapes(3, 3); }
 
 /* ------------------------------------------------------------------ requant */
 
@@ -950,6 +952,7 @@ int main(int argc, char **argv) {
     static const th_part parts[] = {
         {"linear", test_linear},          {"linear-tiles", test_linear_tiles}, {"requant", test_rest},
         {"shapes", test_llama_shapes},    {"shapes-wide", test_llama_shapes_wide},
+        {"shapes-deep", test_llama_shapes_deep},
         {"gemv", gemv_auto_to_3},          {"gemv-wide", gemv_4},           {"gemv-rows8", gemv_5},
         {"kquant-linear", test_kquant_linear}, {"kquant-requant", test_kquant_requant},
     };
