@@ -34,6 +34,13 @@ static int fail(wgml_status s, const char *what) {
 
 static int check(wgml_status s, const char *what) { return s == WGML_OK ? 0 : fail(s, what); }
 
+/* A refusal of the API's own (no context message): msg and s for wgmlw_error. */
+static int refuse(wgml_status s, const char *msg) {
+    g_status = s;
+    snprintf(g_err, sizeof g_err, "%s", msg);
+    return (int)s;
+}
+
 /* The message of the last failed call. */
 const char *EXPORT(wgmlw_error)(void) { return g_err; }
 /* The status of the last failed call (for those that return a handle). */
@@ -253,4 +260,93 @@ int EXPORT(wgmlw_load_adapter)(wgml_model *m, const char *dir, const char *model
     s = wgml_adapter_attach(m, a);
     wgml_adapter_free(a);
     return check(s, "attaching the adapter");
+}
+
+/* ---- training data, as `wgml finetune` cuts it (wgml_data_from_file) ---- */
+
+/* The text or JSONL file at path (in the file store) in rows of seq_len + 1 tokens of m's
+ * tokenizer, the last eval_fraction held out. NULL with wgmlw_error on failure; else its facts
+ * as wgmlw_json: {n_train, n_eval, train_labels, eval_labels, n_examples, n_truncated}. */
+wgml_dataset *EXPORT(wgmlw_data_load)(wgml_model *m, const char *path, int seq_len, double eval_fraction) {
+    wgml_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        fail(WGML_ERR_OOM, "data");
+        return NULL;
+    }
+    char err[512];
+    wgml_status s = wgml_data_from_file(wgml_model_tokenizer(m), path, seq_len, eval_fraction, ds, err, sizeof err);
+    if (s) {
+        free(ds);
+        refuse(s, err);
+        return NULL;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf,
+             "{\"n_train\":%" PRId64 ",\"n_eval\":%" PRId64 ",\"train_labels\":%" PRId64 ",\"eval_labels\":%" PRId64
+             ",\"n_examples\":%" PRId64 ",\"n_truncated\":%" PRId64 "}",
+             ds->n_train, ds->n_eval, ds->train_labels, ds->eval_labels, ds->n_examples, ds->n_truncated);
+    set_json(strdup(buf));
+    return ds;
+}
+
+void EXPORT(wgmlw_data_free)(wgml_dataset *ds) {
+    if (ds) wgml_data_free(ds);
+    free(ds);
+}
+
+/* One optimizer step of t on its batch of training rows from position pos (the order of
+ * seed); *loss its mean loss. Returns the next position, or -1 with wgmlw_error. */
+int64_t EXPORT(wgmlw_data_step)(wgml_trainer *t, wgml_dataset *ds, uint32_t seed, int64_t pos, float lr, float *loss) {
+    wgml_train_config c = wgml_trainer_config(t);
+    if (!ds || ds->n_train < 1 || c.seq_len != ds->seq_len) {
+        refuse(WGML_ERR_ARG, "train step: no training rows, or rows of another length than the trainer's");
+        return -1;
+    }
+    size_t bl = (size_t)c.batch * (size_t)c.seq_len;
+    int32_t *in = malloc(bl * sizeof(int32_t)), *lab = malloc(bl * sizeof(int32_t));
+    wgml_status s = in && lab ? WGML_OK : WGML_ERR_OOM;
+    if (!s) {
+        pos = wgml_data_train_batch(ds, seed, pos, c.batch, in, lab);
+        s = wgml_trainer_step(t, in, lab, lr, loss);
+    }
+    free(in);
+    free(lab);
+    return check(s, "train step") ? -1 : pos;
+}
+
+/* The held-out rows' summed loss and label count (perplexity: exp(*sum / *n)). */
+int EXPORT(wgmlw_data_eval)(wgml_trainer *t, wgml_dataset *ds, double *sum, int64_t *n) {
+    wgml_train_config c = wgml_trainer_config(t);
+    *sum = 0;
+    *n = 0;
+    if (!ds || c.seq_len != ds->seq_len) return refuse(WGML_ERR_ARG, "eval: rows of another length than the trainer's");
+    size_t bl = (size_t)c.batch * (size_t)c.seq_len;
+    int32_t *in = malloc(bl * sizeof(int32_t)), *lab = malloc(bl * sizeof(int32_t));
+    wgml_status s = in && lab ? WGML_OK : WGML_ERR_OOM;
+    for (int64_t r = 0; r < ds->n_eval && !s; r += c.batch) {
+        double ls = 0;
+        int64_t nv = 0;
+        wgml_data_eval_batch(ds, r, c.batch, in, lab);
+        s = wgml_trainer_eval(t, in, lab, &ls, &nv);
+        *sum += ls;
+        *n += nv;
+    }
+    free(in);
+    free(lab);
+    return check(s, "eval");
+}
+
+/* AdamW's small state (step count, ...) for a checkpoint: read into buf (*bytes: its size, then
+ * the bytes written; 64 is enough) or write it back as read. */
+int EXPORT(wgmlw_trainer_opt_read)(wgml_trainer *t, void *buf, size_t *bytes) {
+    return check(wgml_trainer_read_opt_state(t, buf, bytes), "optimizer state");
+}
+int EXPORT(wgmlw_trainer_opt_write)(wgml_trainer *t, const void *buf, size_t bytes) {
+    return check(wgml_trainer_write_opt_state(t, buf, bytes), "optimizer state");
+}
+
+/* The learning rate of step (0-based) of total, as `wgml finetune` schedules it by default:
+ * linear warmup over total / 20 steps to lr, then cosine decay to lr / 10. */
+double EXPORT(wgmlw_lr)(int64_t step, int64_t total, double lr) {
+    return wgml_lr_schedule(step, total, total / 20, lr, lr / 10);
 }

@@ -67,6 +67,7 @@ export class Wgml {
     w.raw._initialize();
     w.models = new Map();   // pointer -> {path, info}
     w.trainers = new Map(); // pointer -> {model, cfg, steps}
+    w.datasets = new Map(); // pointer -> {model, seqLen}
     w.decoder = new TextDecoder();
     return w;
   }
@@ -149,6 +150,7 @@ export class Wgml {
   }
   async freeModel(m) {
     for (const [t, rec] of this.trainers) if (rec.model === m) await this.freeTrainer(t);
+    for (const [d, rec] of this.datasets) if (rec.model === m) await this.freeDataset(d);
     if (this.models.delete(m)) await this.x.wgmlw_model_free(m);
   }
   async tokenize(m, text, { bos = false, special = false } = {}) {
@@ -246,6 +248,72 @@ export class Wgml {
     }
     const loss = n ? sum / n : NaN;
     return { loss, ppl: Math.exp(loss), tokens: n };
+  }
+
+  // ---- training data, cut as `wgml finetune` cuts it (plain text: the last evalFraction of the
+  // tokens held out; JSONL chat: one example a row, the model's chat format, only the
+  // assistant's turns learned). Value: {data, n_train, n_eval, train_labels, eval_labels, ...}.
+  async dataset(m, { text, bytes, name = "train.txt" }, { seqLen = 64, evalFraction = 0.1 } = {}) {
+    if (!this.models.has(m)) throw new WgmlError("no such model (freed, or its device was lost)", "WGML_ERR_STATE");
+    const path = `/data/${name.replace(/[^A-Za-z0-9._-]/g, "_")}`;
+    this.fs.mkdir("/data");
+    this.putFile(path, bytes ?? new TextEncoder().encode(text ?? ""));
+    try {
+      const d = await this.scratch(async (take) => this.x.wgmlw_data_load(m, take(this.allocStr(path)[0]), seqLen, evalFraction));
+      if (!d) this.check(this.raw.wgmlw_status(), "data");
+      this.datasets.set(d, { model: m, seqLen });
+      return { data: d, seqLen, ...this.json() };
+    } finally {
+      this.removeFile(path);
+    }
+  }
+  async freeDataset(d) { if (this.datasets.delete(d)) this.raw.wgmlw_data_free(d); }
+  // One optimizer step on the trainer's batch of training rows from position pos of the data's
+  // order (the trainer's seed): {loss, pos} with the next position. lr: this step's (default:
+  // the trainer's, or with {step, total} `wgml finetune`'s schedule: warmup over total / 20
+  // steps, cosine decay to a tenth).
+  async trainOn(t, d, { pos = 0, lr, step, total } = {}) {
+    const r = this.rec(t);
+    if (!this.datasets.has(d)) throw new WgmlError("no such dataset", "WGML_ERR_STATE");
+    if (lr === undefined && total > 0) lr = this.raw.wgmlw_lr(BigInt(step), BigInt(total), r.cfg.lr);
+    return this.scratch(async (take) => {
+      const out = take(this.raw.malloc(4));
+      const next = await this.x.wgmlw_data_step(t, d, r.cfg.seed, BigInt(pos), lr ?? r.cfg.lr, out);
+      if (next < 0n) this.check(this.raw.wgmlw_status(), "train step");
+      r.steps++;
+      return { loss: this.dv.getFloat32(out, true), pos: Number(next) };
+    });
+  }
+  // The held-out rows' mean loss and perplexity with the trainer's current adapter.
+  async evalData(t, d) {
+    this.rec(t);
+    return this.scratch(async (take) => {
+      const out = take(this.raw.malloc(16));
+      this.check(await this.x.wgmlw_data_eval(t, d, out, out + 8), "eval");
+      const sum = this.dv.getFloat64(out, true), n = Number(this.dv.getBigInt64(out + 8, true));
+      const loss = n ? sum / n : NaN;
+      return { loss, ppl: Math.exp(loss), tokens: n };
+    });
+  }
+  // A checkpoint of the run: the adapter, AdamW's moments and small state, the steps taken
+  // (structured-clonable: IndexedDB keeps it as it is); restore() puts it back into a trainer of
+  // the same configuration.
+  async checkpoint(t) {
+    const r = this.rec(t);
+    const opt = await this.scratch(async (take) => {
+      const buf = take(this.raw.malloc(64)), n = take(this.raw.malloc(4));
+      this.dv.setUint32(n, 64, true);
+      this.check(await this.x.wgmlw_trainer_opt_read(t, buf, n), "checkpoint");
+      return this.u8.slice(buf, buf + this.dv.getUint32(n, true));
+    });
+    return { steps: r.steps, cfg: r.cfg, param: await this.getAdapter(t), m: await this.getAdapter(t, "m"),
+      v: await this.getAdapter(t, "v"), opt };
+  }
+  async restore(t, ck) {
+    const r = this.rec(t);
+    for (const what of ["param", "m", "v"]) await this.setAdapter(t, ck[what], what);
+    await this.scratch(async (take) => this.check(await this.x.wgmlw_trainer_opt_write(t, take(this.alloc(ck.opt)), ck.opt.length), "restore"));
+    r.steps = ck.steps;
   }
 
   // ---- adapters
