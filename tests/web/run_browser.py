@@ -12,6 +12,7 @@ starts; PATH:N puts its first N bytes only (a truncated file). open_page() opens
 the tree the same way (tests/web/test_api.py: the JavaScript API's page). Only the Python standard
 library and Debian's chromium are used."""
 import argparse
+import base64
 import http.server
 import json
 import os
@@ -50,6 +51,7 @@ def url_of(path):
 
 class Handler(http.server.SimpleHTTPRequestHandler):
     events = None
+    devtools = None
 
     def __init__(self, *a, **k):
         super().__init__(*a, directory=str(ROOT), **k)
@@ -77,32 +79,110 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", 0))
-        self.events.put(json.loads(self.rfile.read(n) or b"{}"))
+        ev = json.loads(self.rfile.read(n) or b"{}")
+        if ev.get("type") == "shot" and self.devtools:  # answered when the picture is saved
+            ev["path"] = self.devtools.screenshot(ev["name"])
+        self.events.put(ev)
         self.send_response(204)
         self.end_headers()
+
+
+class DevTools:
+    """Chromium's DevTools protocol over --remote-debugging-pipe (fds 3 and 4 of the browser:
+    JSON messages ended by NUL): screenshots of the page into shots_dir."""
+
+    def __init__(self, shots_dir):
+        self.shots_dir = shots_dir
+        os.makedirs(shots_dir, exist_ok=True)
+        self.to_child, self.w = os.pipe()      # the browser reads commands from fd 3
+        self.r, self.from_child = os.pipe()    # and writes answers to fd 4
+        self.next, self.lock, self.answers = 1, threading.Lock(), {}
+        self.cv = threading.Condition()
+        self.session = None
+
+    def child_fds(self):
+        hi_in, hi_out = os.dup(self.to_child), os.dup(self.from_child)
+        os.dup2(hi_in, 3)
+        os.dup2(hi_out, 4)
+
+    def started(self):
+        os.close(self.to_child)
+        os.close(self.from_child)
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        buf = b""
+        with os.fdopen(self.r, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\0" in buf:
+                    msg, buf = buf.split(b"\0", 1)
+                    m = json.loads(msg)
+                    if "id" in m:
+                        with self.cv:
+                            self.answers[m["id"]] = m
+                            self.cv.notify_all()
+
+    def call(self, method, params=None, session=None):
+        with self.lock:
+            i = self.next
+            self.next += 1
+            m = {"id": i, "method": method, "params": params or {}}
+            if session:
+                m["sessionId"] = session
+            os.write(self.w, json.dumps(m).encode() + b"\0")
+        with self.cv:
+            self.cv.wait_for(lambda: i in self.answers, timeout=60)
+            a = self.answers.pop(i, None)
+        if not a or "error" in a:
+            raise RuntimeError("devtools %s: %s" % (method, a and a.get("error")))
+        return a["result"]
+
+    def screenshot(self, name):
+        if not self.session:
+            page = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+            self.session = self.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
+        r = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, self.session)
+        path = os.path.join(self.shots_dir, re.sub(r"[^A-Za-z0-9_-]", "_", name) + ".png")
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(r["data"]))
+        return path
 
 
 CONSOLE = re.compile(r":CONSOLE\(\d+\)\] \"(.*)\", source: (\S*)")
 
 
-def open_page(page, params, timeout=600, echo=True):
+def open_page(page, params, timeout=600, echo=True, shots_dir=None):
     """Opens PAGE (a path under the source tree) in a fresh headless Chromium with params (a dict,
     JSON-encoded into the query; "report" is added) and follows its reports until it exits: the
     exit status (124 when the page says nothing for timeout seconds, 134 when it fails), the
-    values of its "result" reports, and the WebGPU messages its console logged."""
+    values of its "result" reports, and the WebGPU messages its console logged. With shots_dir,
+    a report {"type": "shot", "name": N} saves a screenshot of the page there as N.png before
+    its POST is answered."""
     events = queue.Queue()
     Handler.events = events
+    devtools = Handler.devtools = DevTools(shots_dir) if shots_dir else None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = "http://127.0.0.1:%d" % server.server_address[1]
     q = urllib.parse.urlencode({**{k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()},
                                 "report": base + "/report"})
     profile = tempfile.mkdtemp(prefix="wgml-chromium-")
+    os.makedirs(os.path.join(profile, "Default"))
+    with open(os.path.join(profile, "Default", "Preferences"), "w") as f:  # a page's downloads stay in the profile
+        json.dump({"download": {"default_directory": os.path.join(profile, "downloads"), "prompt_for_download": False}}, f)
     log = open(os.path.join(profile, "chromium.log"), "w+")
     cmd = [chromium(), "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--no-first-run",
-           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--remote-debugging-port=0",
-           base + url_of(str(ROOT / page)) + "?" + q]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--window-size=1100,900",
+           "--remote-debugging-pipe" if devtools else "--remote-debugging-port=0", base + url_of(str(ROOT / page)) + "?" + q]
+    if devtools:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, pass_fds=(3, 4), preexec_fn=devtools.child_fds)
+        devtools.started()
+    else:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     code, results = None, []
     try:
         while code is None:

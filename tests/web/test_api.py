@@ -44,6 +44,10 @@ def check(ok, what):
         failures += 1
 
 
+def failures_count():
+    return failures
+
+
 def close(a, b, rtol, atol=0.0):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= atol + rtol * np.abs(b)))
