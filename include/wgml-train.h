@@ -217,7 +217,11 @@ typedef struct wgml_adapter_info {
     int64_t steps;           /* optimizer steps taken */
 } wgml_adapter_info;
 /* Writes the trainer's current adapter (LoRA mode) into dir (which must exist); cfg is the
- * configuration the trainer was made with. */
+ * configuration the trainer was made with. Also dir/peft (created): the same adapter as PEFT
+ * writes it (adapter_config.json with peft_type LORA, r, lora_alpha, target_modules and
+ * base_model_name_or_path = info->base_model; adapter_model.safetensors with PEFT's names,
+ * base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight ..., and Hugging Face's row
+ * order of q and k, which Llama GGUF files permute). */
 wgml_status wgml_trainer_save_adapter(wgml_trainer *t, const wgml_train_config *cfg, const char *dir,
                                       const wgml_adapter_info *info, char *err, size_t errlen);
 /* STE mode: writes a copy of the GGUF at model_path to out_path with the trained weights'
@@ -232,14 +236,19 @@ typedef struct wgml_adapter wgml_adapter;
  * config records the base model's size and sha256, the file at model_path must match them
  * ("the adapter in DIR was trained on another base model ..."). A config that is not
  * wgml-lora-1 (format, mode lora, rank, alpha, known targets), malformed JSON or safetensors,
- * or a tensor that is not F32 is WGML_ERR_FORMAT naming the file. *out is NULL on error. */
+ * or a tensor that is not F32 is WGML_ERR_FORMAT naming the file. *out is NULL on error.
+ * A PEFT directory (its adapter_config.json has peft_type) is read from adapter_model.safetensors
+ * (F32, F64, F16 or BF16): a LoRA of the blocks' seven projections; DoRA, rsLoRA, rank or alpha
+ * patterns, biases, modules_to_save, fan_in_fan_out and other modules are WGML_ERR_UNSUPPORTED
+ * naming what. Its shapes are checked against the model when it is attached. */
 wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen);
 void wgml_adapter_free(wgml_adapter *a); /* NULL is fine */
 /* wgml_train_defaults() with mode LORA and the file's rank, alpha and targets. */
 const wgml_train_config *wgml_adapter_config(const wgml_adapter *a);
 int wgml_adapter_tensor_count(const wgml_adapter *a);
 /* Generation with the adapter: wgml_model_set_lora with its configuration and tensors (error on
- * the model's context). */
+ * the model's context; WGML_ERR_FORMAT when a tensor does not fit the model's shapes: "an adapter
+ * of another base model"). */
 wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a);
 /* Writes the adapter's tensors into a LoRA trainer built with wgml_adapter_config (e.g. to
  * evaluate it): every tensor of the trainer must be in the file with its element count, and the

@@ -86,8 +86,8 @@ static void finetune_usage(FILE *f) {
             "                        without --out the run continues in DIR. Give the same\n"
             "                        --model, --data and options as the first part\n"
             "\n"
-            "outputs in DIR: adapter.safetensors + adapter_config.json (lora) or model.gguf (ste),\n"
-            "loss.csv, loss.svg, checkpoint/. Ctrl-C finishes the current step, saves a checkpoint\n"
+            "outputs in DIR: adapter.safetensors + adapter_config.json and the same adapter for\n"
+            "PEFT in peft/ (lora) or model.gguf (ste), loss.csv, loss.svg, checkpoint/. Ctrl-C finishes the current step, saves a checkpoint\n"
             "and exits; --resume DIR continues exactly where it stopped.\n",
             d.lora_rank, (double)d.lora_alpha, tg, d.seq_len, d.batch, (double)d.lr, (double)d.weight_decay, (double)d.clip_norm,
             (unsigned long long)d.seed);
@@ -603,7 +603,7 @@ int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
         char el[32];
         fmt_time(now_s() - start, el, sizeof el);
         printf("done: %lld steps in %s; outputs in %s (%s, loss.csv, loss.svg, checkpoint/)\n", (long long)(step - first_step), el, o.out,
-               o.cfg.mode == WGML_TRAIN_LORA ? "adapter.safetensors, adapter_config.json" : "model.gguf");
+               o.cfg.mode == WGML_TRAIN_LORA ? "adapter.safetensors, adapter_config.json, peft/" : "model.gguf");
     }
     rc = 0;
 out:

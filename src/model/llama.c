@@ -106,6 +106,7 @@ const char *const llama_target_names[LLAMA_N_TARGETS] = {
     [T_GATE] = "ffn_gate", [T_UP] = "ffn_up", [T_DOWN] = "ffn_down"};
 
 wgml_ctx *llama_ctx(const wgml_model *m) { return m ? m->ctx : NULL; }
+const model_arch *llama_arch(const wgml_model *m) { return &m->arch; }
 
 /* ------------------------------------------------------------------ loading */
 

@@ -6,6 +6,8 @@
 #include "wgml-model.h"
 
 wgml_ctx *llama_ctx(const wgml_model *m);
+/* What the block builder does for m's family (a row of arch.c). */
+const struct model_arch *llama_arch(const wgml_model *m);
 /* Length of the longest prefix of s[0..n) that does not end inside an incomplete UTF-8
  * sequence (the streaming hold-back of wgml_generate). */
 size_t llama_utf8_complete(const unsigned char *s, size_t n);

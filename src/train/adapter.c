@@ -5,11 +5,14 @@
 #include "train/adapter.h"
 #include "wgml-model.h"
 
+#include "gpu/gpu.h"
 #include "io/errbuf.h"
 #include "io/path.h"
 #include "io/gguf_write.h"
 #include "io/json.h"
+#include "model/llama.h"
 #include "train/checkpoint.h"
+#include "train/peft.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -160,6 +163,13 @@ wgml_status wgml_trainer_save_adapter(wgml_trainer *t, const wgml_train_config *
         for (int d = 0; d < ti[i].rank; d++) w[i].shape[d] = ti[i].shape[d];
     }
     s = adapter_write(dir, cfg, info, nt, w, err, errlen);
+    char *pd = s ? NULL : path_join(dir, PEFT_SUBDIR);
+    if (!s && !pd) s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+    if (pd) {
+        peft_layout lay = peft_layout_of(train_model(t));
+        s = peft_write(pd, cfg, &lay, info->base_model, nt, w, err, errlen);
+        free(pd);
+    }
 out:
     if (bufs)
         for (int i = 0; i < nt; i++) free(bufs[i]);
@@ -209,20 +219,23 @@ out:
 
 /* ---- reading ---- */
 
+/* An adapter read back: wgml's names and F32 tensors, from wgml's files or PEFT's (whose q/k
+ * lora_b rows are in Hugging Face's order until the model they go into says otherwise). */
 struct wgml_adapter {
     wgml_train_config cfg;
-    st_file st;
     int n;
-    const char **names; /* into st */
-    float **data;       /* aligned copies of st's tensors */
+    char **names;
+    float **data;
+    int64_t *numel;
+    int hf_order; /* read from PEFT's files */
 };
 
 void wgml_adapter_free(wgml_adapter *a) {
     if (!a) return;
-    for (int i = 0; i < a->n; i++) free(a->data[i]);
-    free(a->data);
+    for (int i = 0; i < a->n; i++) free(a->names[i]), free(a->data[i]);
     free(a->names);
-    st_free(&a->st);
+    free(a->data);
+    free(a->numel);
     free(a);
 }
 
@@ -276,44 +289,61 @@ out:
     return s;
 }
 
-wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen) {
-    if (!out) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
-    *out = NULL;
-    if (!dir) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
-    wgml_adapter *a = calloc(1, sizeof *a);
+/* wgml's own files: adapter_config.json and adapter.safetensors. */
+static wgml_status load_wgml(wgml_adapter *a, const char *dir, const char *model_path, char *err, size_t errlen) {
     char *cp = path_join(dir, ADAPTER_CONFIG_FILE), *sp = path_join(dir, ADAPTER_FILE);
+    st_file st = {0};
     wgml_status s = WGML_ERR_OOM;
-    if (!a || !cp || !sp) {
+    if (!cp || !sp) {
         errbuf_set(err, errlen, s, "adapter: out of memory");
         goto out;
     }
     a->cfg = wgml_train_defaults();
     if ((s = read_config(a, dir, cp, model_path, err, errlen))) goto out;
-    if ((s = st_read(sp, &a->st, err, errlen))) goto out;
-    a->names = calloc((size_t)a->st.n + 1, sizeof(char *));
-    a->data = calloc((size_t)a->st.n + 1, sizeof(float *));
-    if (!a->names || !a->data) {
+    if ((s = st_read(sp, &st, err, errlen))) goto out;
+    a->names = calloc((size_t)st.n + 1, sizeof *a->names);
+    a->data = calloc((size_t)st.n + 1, sizeof *a->data);
+    a->numel = calloc((size_t)st.n + 1, sizeof *a->numel);
+    if (!a->names || !a->data || !a->numel) {
         s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
         goto out;
     }
-    for (int i = 0; i < a->st.n; i++) {
-        const st_tensor *x = &a->st.t[i];
+    for (int i = 0; i < st.n; i++) {
+        const st_tensor *x = &st.t[i];
         if (strcmp(x->dtype, "F32")) {
             s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: tensor %s is %s, not F32", sp, x->name, x->dtype);
             goto out;
         }
-        a->names[a->n] = x->name;
-        if (!(a->data[a->n] = malloc(x->nbytes ? x->nbytes : 4))) { /* aligned copy */
+        if (!(a->names[a->n] = strdup(x->name)) || !(a->data[a->n] = malloc(x->nbytes ? x->nbytes : 4))) {
+            free(a->names[a->n]);
             s = errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
             goto out;
         }
         memcpy(a->data[a->n], x->data, x->nbytes);
-        a->n++;
+        a->numel[a->n++] = x->numel;
     }
     s = WGML_OK;
 out:
+    st_free(&st);
     free(cp);
     free(sp);
+    return s;
+}
+
+wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen) {
+    if (!out) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    *out = NULL;
+    if (!dir) return errbuf_set(err, errlen, WGML_ERR_ARG, "adapter: bad argument");
+    wgml_adapter *a = calloc(1, sizeof *a);
+    if (!a) return errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+    wgml_status s;
+    if (peft_is_dir(dir)) {
+        peft_adapter p;
+        if (!(s = peft_read(dir, &p, err, errlen)))
+            *a = (wgml_adapter){.cfg = p.cfg, .n = p.n, .names = p.names, .data = p.data, .numel = p.numel, .hf_order = 1};
+    } else {
+        s = load_wgml(a, dir, model_path, err, errlen);
+    }
     if (s) wgml_adapter_free(a);
     else *out = a;
     return s;
@@ -323,9 +353,59 @@ const wgml_train_config *wgml_adapter_config(const wgml_adapter *a) { return a ?
 
 int wgml_adapter_tensor_count(const wgml_adapter *a) { return a ? a->n : 0; }
 
+/* The adapter's tensors checked against m's shapes (A [r, K], B [N, r] of each target's W[N, K])
+ * and, from PEFT's files, copied into m's row order: *data (malloc'ed copies, or a->data). */
+static wgml_status for_model(const wgml_adapter *a, wgml_model *m, float ***data, char *err, size_t errlen) {
+    int64_t r = a->cfg.lora_rank, n_layer = wgml_model_config(m)->n_layer;
+    for (int i = 0; i < a->n; i++) {
+        long long l;
+        char tn[32], ab[16];
+        int t = 0;
+        if (sscanf(a->names[i], "blk.%lld.%31[a-z_].%15s", &l, tn, ab) == 3)
+            while (t < LLAMA_N_TARGETS && strcmp(tn, llama_target_names[t])) t++;
+        if (t == LLAMA_N_TARGETS || l < 0 || l >= n_layer || (strcmp(ab, "lora_a") && strcmp(ab, "lora_b")))
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "adapter tensor %s is not blk.<layer < %lld>.<target>.lora_a|lora_b",
+                              a->names[i], (long long)n_layer);
+        int64_t N, K;
+        llama_target_dims(m, t, &N, &K);
+        if (a->numel[i] != r * (ab[5] == 'a' ? K : N))
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                              "adapter tensor %s holds %lld values, this model's needs %lld (rank %lld): an adapter of another "
+                              "base model", a->names[i], (long long)a->numel[i], (long long)(r * (ab[5] == 'a' ? K : N)), (long long)r);
+    }
+    *data = a->data;
+    if (!a->hf_order) return WGML_OK;
+    float **c = calloc((size_t)a->n + 1, sizeof *c);
+    int bad = !c;
+    for (int i = 0; !bad && i < a->n; i++) {
+        if (!(c[i] = malloc((size_t)a->numel[i] * sizeof(float) + 4))) bad = 1;
+        else memcpy(c[i], a->data[i], (size_t)a->numel[i] * sizeof(float));
+    }
+    peft_layout lay = peft_layout_of(m);
+    if (bad || peft_to_model_order(&lay, a->n, (const char *const *)a->names, c, a->numel)) {
+        for (int i = 0; c && i < a->n; i++) free(c[i]);
+        free(c);
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+    }
+    *data = c;
+    return WGML_OK;
+}
+
+static void free_for_model(const wgml_adapter *a, float **data) {
+    if (data == a->data) return;
+    for (int i = 0; i < a->n; i++) free(data[i]);
+    free(data);
+}
+
 wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
     if (!m || !a) return WGML_ERR_ARG;
-    return wgml_model_set_lora(m, &a->cfg, a->n, a->names, (const float *const *)a->data);
+    float **data;
+    char e[400];
+    wgml_status s = for_model(a, m, &data, e, sizeof e);
+    if (s) return wgml_set_error(llama_ctx(m), s, "adapter: %s", e);
+    s = wgml_model_set_lora(m, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)data);
+    free_for_model(a, data);
+    return s;
 }
 
 wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, char *err, size_t errlen) {
@@ -333,26 +413,20 @@ wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, ch
     int nt = 0;
     train_tensor *ti = train_tensors(t, &nt, err, errlen);
     if (!ti) return WGML_ERR_ARG;
-    wgml_status s = WGML_ERR_FORMAT;
-    if (a->n != nt) {
-        errbuf_set(err, errlen, s, "the adapter holds %d tensors, its configuration needs %d", a->n, nt);
-        goto out;
-    }
-    for (int i = 0; i < nt; i++) {
-        const st_tensor *x = st_find(&a->st, ti[i].name);
+    float **data = NULL;
+    wgml_status s = for_model(a, train_model(t), &data, err, errlen);
+    if (!s && a->n != nt)
+        s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "the adapter holds %d tensors, its configuration needs %d", a->n, nt);
+    for (int i = 0; i < nt && !s; i++) {
         int j = 0;
         while (j < a->n && strcmp(a->names[j], ti[i].name)) j++;
-        if (!x || j == a->n || x->numel != ti[i].numel) {
+        if (j == a->n || a->numel[j] != ti[i].numel) {
             s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "tensor %s is missing or has another shape", ti[i].name);
-            goto out;
+            break;
         }
-        if ((s = wgml_trainer_write_state(t, i, 0, a->data[j]))) {
-            errbuf_set(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
-            goto out;
-        }
+        if ((s = wgml_trainer_write_state(t, i, 0, data[j]))) errbuf_set(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
     }
-    s = WGML_OK;
-out:
+    if (data) free_for_model(a, data);
     free(ti);
     return s;
 }

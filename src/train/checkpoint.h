@@ -41,5 +41,7 @@ train_tensor *train_tensors(wgml_trainer *t, int *n, char *err, size_t errlen);
 float *train_tensor_read(wgml_trainer *t, const train_tensor *ti, int i, int what, char *err, size_t errlen);
 /* The trainer's context (for its last error). */
 wgml_ctx *train_ctx(wgml_trainer *t);
+/* The model the trainer trains (trainer.c). */
+wgml_model *train_model(wgml_trainer *t);
 
 #endif

@@ -28,6 +28,7 @@
 
 #include "graph/graph.h"
 #include "model/llama.h"
+#include "train/checkpoint.h"
 #include "ops/q4/q4_share.h"
 #include "tensor/splitmix.h"
 
@@ -63,6 +64,8 @@ struct wgml_trainer {
     uint64_t submits;
     int pending; /* micro-batches accumulated since the last optimizer step */
 };
+
+wgml_model *train_model(wgml_trainer *t) { return t->model; }
 
 wgml_train_config wgml_train_defaults(void) {
     return (wgml_train_config){.mode = WGML_TRAIN_LORA,
