@@ -11,16 +11,19 @@
  *                                      lines: its ids, and the hex of decode(ids)
  *   tool_model chat FILE [--gen] ROLE CONTENT [ROLE CONTENT ...]
  *                                      writes the chat template applied to the messages
- *   tool_model logits FILE OUT         stdin lines "NPRE id id ...": for each, prefills the
+ *   tool_model logits FILE OUT [--lora DIR]
+ *                                      stdin lines "NPRE id id ...": for each, prefills the
  *                                      first NPRE ids through the Llama model, then decodes the
  *                                      rest one at a time; appends to OUT the f32 logits rows
  *                                      after the prefill and after each decode step; prints
- *                                      each row's GPU argmax
- *                                      (tests/py/test_llama_logits.py)
+ *                                      each row's GPU argmax; with the adapter in DIR (wgml's
+ *                                      or PEFT's files) (tests/py/test_llama_logits.py,
+ *                                      tests/py/test_peft_adapter.py)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "wgml.h"
 #include "wgml-model.h"
+#include "wgml-train.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -162,7 +165,7 @@ static int open_tok(const char *path, wgml_gguf **f, wgml_tokenizer **t) {
 
 /* Each stdin line: "NPRE id id ..."; for each, from position 0: prefill the first NPRE ids,
  * then decode the rest one at a time. */
-static int cmd_logits(const char *path, const char *out_path) {
+static int cmd_logits(const char *path, const char *out_path, const char *lora) {
     wgml_ctx *ctx = NULL;
     if (wgml_ctx_create(NULL, &ctx)) {
         fprintf(stderr, "tool_model: %s\n", wgml_create_error());
@@ -171,6 +174,19 @@ static int cmd_logits(const char *path, const char *out_path) {
     enum { MAX_IDS = 1024 }; /* the longest sequence; also the KV cache length */
     wgml_model_options mo = {.n_ctx = MAX_IDS};
     wgml_model *m = wgml_model_load(ctx, path, &mo);
+    if (m && lora) {
+        wgml_adapter *a = NULL;
+        char err[600];
+        wgml_status s = wgml_adapter_load(lora, path, &a, err, sizeof err);
+        if (!s && (s = wgml_adapter_attach(m, a))) snprintf(err, sizeof err, "%s", wgml_last_error(ctx));
+        wgml_adapter_free(a);
+        if (s) {
+            fprintf(stderr, "tool_model logits: %s\n", err);
+            wgml_model_free(m);
+            wgml_ctx_destroy(ctx);
+            return 3;
+        }
+    }
     FILE *out = m ? fopen(out_path, "wb") : NULL;
     int rc = 0;
     char *line = NULL;
@@ -222,7 +238,8 @@ static int cmd_logits(const char *path, const char *out_path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "logits")) return cmd_logits(argv[2], argv[3]);
+    if ((argc == 4 || (argc == 6 && !strcmp(argv[4], "--lora"))) && !strcmp(argv[1], "logits"))
+        return cmd_logits(argv[2], argv[3], argc == 6 ? argv[5] : NULL);
     if (argc < 3) {
         fprintf(stderr, "usage: tool_model gguf|encode|decode|roundtrip|chat FILE [options]\n");
         return 2;
