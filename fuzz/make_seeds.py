@@ -12,6 +12,9 @@
              file laid out as ckpt_save writes it (correct checksum), and corrupted forms
   data/      the 3-byte header of fuzz_data.c (flags, seq_len, eval fraction) then plain text
              in several scripts or JSONL (both forms, malformed lines)
+  adapter/   a PEFT adapter as fuzz_adapter.c takes it (2-byte length, adapter_config.json,
+             adapter_model.safetensors): valid ones in every dtype, and DoRA, rsLoRA, rank
+             patterns, no r, an lm_head, a wrong rank, odd rows, integers, no tensors, truncated
 Usage: .deps/venv/bin/python fuzz/make_seeds.py [target ...]   (default: all)"""
 import os
 import struct
@@ -340,9 +343,48 @@ def npy_seeds():
             out("npy", "dup_key.npy", data.replace(b"'shape'", b"'descr'"))
 
 
+def adapter_seeds():
+    """fuzz_adapter.c's input: a 2-byte length, adapter_config.json, adapter_model.safetensors."""
+    import json
+    rng = np.random.default_rng(5)
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"],
+           "lora_dropout": 0.0, "bias": "none", "use_dora": False, "use_rslora": False, "rank_pattern": {},
+           "alpha_pattern": {}, "modules_to_save": None, "fan_in_fan_out": False}
+
+    def t(layer, mod, ab, shape, dtype="F32"):
+        n = int(np.prod(shape))
+        a = rng.standard_normal(n)
+        data = {"F32": a.astype(np.float32), "F64": a, "F16": a.astype(np.float16)}.get(dtype)
+        raw = data.tobytes() if data is not None else (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        kind = "self_attn" if mod[0] in "qkvo" else "mlp"
+        return ("base_model.model.model.layers.%d.%s.%s.lora_%s.weight" % (layer, kind, mod, ab), dtype, shape, raw)
+
+    def seed(name, c, tensors, meta=None):
+        cj = json.dumps(c).encode()
+        out("adapter", name, struct.pack("<H", len(cj)) + cj + st_file(tensors, meta))
+
+    qv = [t(0, "q_proj", "A", (2, 64)), t(0, "q_proj", "B", (64, 2)), t(1, "v_proj", "A", (2, 64)), t(1, "v_proj", "B", (32, 2))]
+    seed("qv.bin", cfg, qv, {"format": "pt"})
+    seed("k_f16.bin", cfg, [t(0, "k_proj", "A", (2, 64), "F16"), t(0, "k_proj", "B", (32, 2), "F16")])
+    seed("down_bf16.bin", cfg, [t(1, "down_proj", "A", (2, 96), "BF16"), t(1, "down_proj", "B", (64, 2), "BF16")])
+    seed("o_f64.bin", cfg, [t(0, "o_proj", "A", (2, 64), "F64"), t(0, "o_proj", "B", (64, 2), "F64")])
+    seed("dora.bin", {**cfg, "use_dora": True}, qv)
+    seed("rslora.bin", {**cfg, "use_rslora": True}, qv)
+    seed("pattern.bin", {**cfg, "rank_pattern": {"q_proj": 4}}, qv)
+    seed("no_r.bin", {k: v for k, v in cfg.items() if k != "r"}, qv)
+    seed("head.bin", cfg, qv + [("base_model.model.lm_head.lora_A.weight", "F32", (2, 64), bytes(512))])
+    seed("bad_rank.bin", cfg, [t(0, "q_proj", "A", (3, 64))])
+    seed("odd_rows.bin", cfg, [t(0, "q_proj", "B", (62, 2))])
+    seed("i32.bin", cfg, [("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", "I32", (2, 1), bytes(8))])
+    seed("empty.bin", cfg, [])
+    cj = json.dumps(cfg).encode()
+    out("adapter", "not_object.bin", struct.pack("<H", 2) + b"[]" + st_file(qv))
+    out("adapter", "truncated.bin", (struct.pack("<H", len(cj)) + cj + st_file(qv))[:-9])
+
+
 SEEDS = {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "dequant": dequant_seeds, "safetensors": safetensors_seeds,
          "checkpoint": checkpoint_seeds, "data": data_seeds,
-         "npy": npy_seeds}
+         "npy": npy_seeds, "adapter": adapter_seeds}
 
 if __name__ == "__main__":
     which = sys.argv[1:] or list(SEEDS)

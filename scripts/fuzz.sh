@@ -3,6 +3,7 @@
 # for the given number of seconds (default 60), one after another (one process at a time).
 #   bash scripts/fuzz.sh [seconds-per-target] [target ...]     targets: gguf tokenizer dequant
 #                                                               safetensors checkpoint data pte npy
+#                                                               adapter
 # Each target starts from its seed corpus fuzz/corpus/<target>/ plus the inputs found by earlier
 # runs (build-fuzz/corpus/<target>/, where new inputs go). A crashing input is written to
 # build-fuzz/crashes/<target>/; once the bug is fixed, copy it to fuzz/regressions/<target>/,
@@ -13,11 +14,11 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer dequant safetensors checkpoint data pte npy)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer dequant safetensors checkpoint data pte npy adapter)
 [ "${WGML_SKIP_APT:-0}" = 1 ] || bash scripts/setup.sh --fuzz-tools
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWGML_FUZZ=ON -DWGML_BUILD_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
-declare -A maxlen=([gguf]=16384 [tokenizer]=2048 [dequant]=4096 [safetensors]=8192 [checkpoint]=8192 [data]=4096 [pte]=8192)
+declare -A maxlen=([gguf]=16384 [tokenizer]=2048 [dequant]=4096 [safetensors]=8192 [checkpoint]=8192 [data]=4096 [pte]=8192 [adapter]=16384)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t" build-fuzz/logs
