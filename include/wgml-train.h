@@ -240,7 +240,9 @@ typedef struct wgml_adapter wgml_adapter;
  * A PEFT directory (its adapter_config.json has peft_type) is read from adapter_model.safetensors
  * (F32, F64, F16 or BF16): a LoRA of the blocks' seven projections; DoRA, rsLoRA, rank or alpha
  * patterns, biases, modules_to_save, fan_in_fan_out and other modules are WGML_ERR_UNSUPPORTED
- * naming what. Its shapes are checked against the model when it is attached. */
+ * naming what. Its shapes are checked against the model when it is attached. dir may also be
+ * a llama.cpp LoRA adapter GGUF file (a name ending .gguf; general.type adapter, adapter.type
+ * lora, F32 or F16 tensors of the blocks' seven projections; anything else is refused). */
 wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adapter **out, char *err, size_t errlen);
 void wgml_adapter_free(wgml_adapter *a); /* NULL is fine */
 /* wgml_train_defaults() with mode LORA and the file's rank, alpha and targets. */
@@ -250,6 +252,12 @@ int wgml_adapter_tensor_count(const wgml_adapter *a);
  * the model's context; WGML_ERR_FORMAT when a tensor does not fit the model's shapes: "an adapter
  * of another base model"). */
 wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a);
+/* Writes the adapter as llama.cpp's LoRA adapter GGUF at path (what `llama-cli --lora` and
+ * llama-server load; `wgml export-lora`): general.type adapter, adapter.type lora,
+ * adapter.lora.alpha, general.architecture of the base model at model_path (read from its
+ * metadata), F32 tensors blk.L.attn_q.weight.lora_a / .lora_b ... in the GGUF's row order.
+ * wgml_adapter_load reads such a file back (path ending .gguf). */
+wgml_status wgml_adapter_save_gguf(const wgml_adapter *a, const char *model_path, const char *path, char *err, size_t errlen);
 /* Writes the adapter's tensors into a LoRA trainer built with wgml_adapter_config (e.g. to
  * evaluate it): every tensor of the trainer must be in the file with its element count, and the
  * file must hold no others (WGML_ERR_FORMAT naming the tensor). */

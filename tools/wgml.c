@@ -9,6 +9,7 @@
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv); /* tools/finetune.c */
 int eval_main(wgml_ctx *ctx, int argc, char **argv);
+int export_lora_main(int argc, char **argv);
 int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
 
 static int print_text(void *user, const char *text, size_t len) {
@@ -174,6 +175,8 @@ static void usage(FILE *f) {
             "                       wgml finetune --help lists the options\n"
             "  eval --model FILE --data TEXT|JSONL [--lora DIR] [--seq-len N] [--all]\n"
             "                       perplexity on the held-out part of the data (or all of it)\n"
+            "  export-lora --lora DIR --model FILE --gguf OUT.gguf\n"
+            "                       the adapter (wgml's or PEFT's) as llama.cpp's LoRA GGUF\n"
             "  run FILE.pte [--input N FILE.npy]... [--seed S] [--out DIR] [--check REF.npy]... [--runs N]\n"
             "                       an ExecuTorch program (Vulkan/WebGPU delegate) on wgml; wgml run --help\n"
             "  help                 this text\n"
@@ -221,6 +224,8 @@ int main(int argc, char **argv) {
             if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return run_main(NULL, argc - 2, argv + 2);
         if (open_ctx(&ctx)) return 1;
         rc = run_main(ctx, argc - 2, argv + 2);
+    } else if (!strcmp(cmd, "export-lora")) {
+        return export_lora_main(argc - 2, argv + 2); /* files only, no GPU */
     } else if (!strcmp(cmd, "finetune") || !strcmp(cmd, "eval")) {
         for (int i = 2; i < argc; i++) /* help needs no GPU */
             if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))

@@ -104,3 +104,80 @@ wgml_status gguf_write_ste(const char *in_path, const char *out_path, int n, con
     wgml_gguf_close(g);
     return s;
 }
+
+/* ---- new files of F32 tensors ---- */
+
+typedef struct obuf {
+    uint8_t *p;
+    size_t n, cap;
+    int bad;
+} obuf;
+
+static void put(obuf *b, const void *d, size_t n) {
+    if (b->bad) return;
+    if (b->n + n > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n) c *= 2;
+        uint8_t *q = realloc(b->p, c);
+        if (!q) {
+            b->bad = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void put_u32(obuf *b, uint32_t v) { put(b, &v, 4); } /* GGUF is little-endian, as wgml's hosts */
+static void put_u64(obuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(obuf *b, const char *s) {
+    put_u64(b, strlen(s));
+    put(b, s, strlen(s));
+}
+static void pad_to(obuf *b, size_t align) {
+    static const uint8_t zero[32];
+    while (b->n % align && !b->bad) put(b, zero, align - b->n % align < 32 ? align - b->n % align : 32);
+}
+
+wgml_status gguf_build_f32(const gguf_kv_write *kv, int n_kv, const gguf_tensor_write *t, int n, uint8_t **out, size_t *len,
+                           char *err, size_t errlen) {
+    *out = NULL;
+    *len = 0;
+    obuf b = {0};
+    put(&b, "GGUF", 4);
+    put_u32(&b, 3);
+    put_u64(&b, (uint64_t)n);
+    put_u64(&b, (uint64_t)n_kv);
+    for (int i = 0; i < n_kv; i++) {
+        put_str(&b, kv[i].key);
+        put_u32(&b, kv[i].str ? 8u : 6u); /* GGUF value types: 8 string, 6 float32 */
+        if (kv[i].str) put_str(&b, kv[i].str);
+        else put(&b, &kv[i].f32, 4);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t numel = 1;
+        if (t[i].n_dims < 1 || t[i].n_dims > 4) return errbuf_set(err, errlen, WGML_ERR_ARG, "gguf: tensor %s has %d dims", t[i].name, t[i].n_dims);
+        put_str(&b, t[i].name);
+        put_u32(&b, (uint32_t)t[i].n_dims);
+        for (int d = 0; d < t[i].n_dims; d++) put_u64(&b, (uint64_t)t[i].dims[d]), numel *= t[i].dims[d];
+        put_u32(&b, 0); /* F32 */
+        put_u64(&b, off);
+        off += ((uint64_t)numel * 4 + 31) / 32 * 32;
+    }
+    pad_to(&b, 32);
+    for (int i = 0; i < n; i++) {
+        int64_t numel = 1;
+        for (int d = 0; d < t[i].n_dims; d++) numel *= t[i].dims[d];
+        put(&b, t[i].data, (size_t)numel * 4);
+        pad_to(&b, 32);
+    }
+    if (b.bad) {
+        free(b.p);
+        return errbuf_set(err, errlen, WGML_ERR_OOM, "gguf: out of memory");
+    }
+    *out = b.p;
+    *len = b.n;
+    return WGML_OK;
+}

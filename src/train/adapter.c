@@ -12,7 +12,9 @@
 #include "io/json.h"
 #include "model/llama.h"
 #include "train/checkpoint.h"
+#include "train/lora_gguf.h"
 #include "train/peft.h"
+#include "model/arch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -337,10 +339,12 @@ wgml_status wgml_adapter_load(const char *dir, const char *model_path, wgml_adap
     wgml_adapter *a = calloc(1, sizeof *a);
     if (!a) return errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
     wgml_status s;
-    if (peft_is_dir(dir)) {
+    size_t dl = strlen(dir);
+    int gguf = dl > 5 && !strcmp(dir + dl - 5, ".gguf"); /* llama.cpp's LoRA file (or a clear refusal) */
+    if (gguf || peft_is_dir(dir)) {
         peft_adapter p;
-        if (!(s = peft_read(dir, &p, err, errlen)))
-            *a = (wgml_adapter){.cfg = p.cfg, .n = p.n, .names = p.names, .data = p.data, .numel = p.numel, .hf_order = 1};
+        if (!(s = gguf ? lora_gguf_read(dir, &p, NULL, 0, err, errlen) : peft_read(dir, &p, err, errlen)))
+            *a = (wgml_adapter){.cfg = p.cfg, .n = p.n, .names = p.names, .data = p.data, .numel = p.numel, .hf_order = !gguf};
     } else {
         s = load_wgml(a, dir, model_path, err, errlen);
     }
@@ -405,6 +409,34 @@ wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
     if (s) return wgml_set_error(llama_ctx(m), s, "adapter: %s", e);
     s = wgml_model_set_lora(m, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)data);
     free_for_model(a, data);
+    return s;
+}
+
+wgml_status wgml_adapter_save_gguf(const wgml_adapter *a, const char *model_path, const char *path, char *err, size_t errlen) {
+    if (!a || !model_path || !path) return errbuf_set(err, errlen, WGML_ERR_ARG, "LoRA GGUF: bad argument");
+    wgml_gguf *f = NULL;
+    model_arch ar;
+    wgml_llama_config c = {0};
+    char e2[400];
+    wgml_status s = wgml_gguf_open(model_path, &f, e2, sizeof e2);
+    if (s) return errbuf_set(err, errlen, s, "%s", e2);
+    if ((s = arch_from_gguf(f, &ar, &c, e2, sizeof e2))) {
+        wgml_gguf_close(f);
+        return errbuf_set(err, errlen, s, "%s: %s", model_path, e2);
+    }
+    wgml_gguf_close(f);
+    float **d = calloc((size_t)a->n + 1, sizeof *d);
+    s = d ? WGML_OK : WGML_ERR_OOM;
+    for (int i = 0; i < a->n && !s; i++)
+        if (!(d[i] = malloc((size_t)a->numel[i] * sizeof(float) + 4))) s = WGML_ERR_OOM;
+        else memcpy(d[i], a->data[i], (size_t)a->numel[i] * sizeof(float));
+    peft_layout lay = peft_layout_from(&ar, &c);
+    if (!s && a->hf_order && peft_to_model_order(&lay, a->n, (const char *const *)a->names, d, a->numel)) s = WGML_ERR_OOM;
+    if (s) errbuf_set(err, errlen, s, "LoRA GGUF: out of memory");
+    else s = lora_gguf_write(path, ar.name, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)d, a->numel, err,
+                             errlen);
+    for (int i = 0; d && i < a->n; i++) free(d[i]);
+    free(d);
     return s;
 }
 

@@ -28,14 +28,14 @@ static const char *const hf_module[LLAMA_N_TARGETS] = {"self_attn.q_proj", "self
                                                        "mlp.down_proj"};
 #define PEFT_PREFIX "base_model.model.model.layers."
 
-peft_layout peft_layout_of(const wgml_model *m) {
-    const wgml_llama_config *c = wgml_model_config(m);
+peft_layout peft_layout_from(const model_arch *a, const wgml_llama_config *c) {
     return (peft_layout){.n_layer = c->n_layer, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
-                         .permuted_qk = llama_arch(m)->rope_style == WGML_ROPE_INTERLEAVED};
+                         .permuted_qk = a->rope_style == WGML_ROPE_INTERLEAVED};
 }
 
-/* Parses wgml's "blk.L.TARGET.lora_a|lora_b": target index, 0 (a) or 1 (b); -1 when not one. */
-static int wgml_name(const char *name, long long *l, int *t) {
+peft_layout peft_layout_of(const wgml_model *m) { return peft_layout_from(llama_arch(m), wgml_model_config(m)); }
+
+int peft_wgml_name(const char *name, long long *l, int *t) {
     char tn[32], ab[16];
     if (sscanf(name, "blk.%lld.%31[a-z_].%15s", l, tn, ab) != 3) return -1;
     for (*t = 0; *t < LLAMA_N_TARGETS && strcmp(tn, llama_target_names[*t]); (*t)++) {}
@@ -90,7 +90,7 @@ int peft_to_model_order(const peft_layout *lay, int n, const char *const *names,
         long long l;
         int t;
         int64_t heads;
-        if (wgml_name(names[i], &l, &t) == 1 && (heads = permuted_heads(lay, t)) && numel[i] % (heads * lay->head_dim) == 0 &&
+        if (peft_wgml_name(names[i], &l, &t) == 1 && (heads = permuted_heads(lay, t)) && numel[i] % (heads * lay->head_dim) == 0 &&
             permute_rows(data[i], heads, lay->head_dim, numel[i] / (heads * lay->head_dim), 0))
             return 1;
     }
@@ -178,7 +178,7 @@ wgml_status peft_write(const char *dir, const wgml_train_config *cfg, const peft
     }
     for (int i = 0; i < n; i++) {
         long long l;
-        int tg, ab = wgml_name(t[i].name, &l, &tg);
+        int tg, ab = peft_wgml_name(t[i].name, &l, &tg);
         if (ab < 0 || t[i].rank != 2 || strcmp(t[i].dtype, "F32")) {
             s = errbuf_set(err, errlen, WGML_ERR_ARG, "PEFT adapter: tensor %s is not an F32 blk.L.TARGET.lora_a|lora_b matrix",
                            t[i].name);

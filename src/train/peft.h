@@ -20,8 +20,15 @@ typedef struct peft_layout {
     int permuted_qk; /* 1: GGUF rows (h, i, two) are Hugging Face's (h, two, i) */
 } peft_layout;
 
-/* The layout of m's weights (its family's RoPE pairing decides permuted_qk). */
+/* The layout of m's weights (its family's RoPE pairing decides permuted_qk); the same from a
+ * GGUF's architecture and hyper-parameters (arch_from_gguf), without a model on the GPU. */
 peft_layout peft_layout_of(const wgml_model *m);
+struct model_arch;
+peft_layout peft_layout_from(const struct model_arch *a, const wgml_llama_config *c);
+
+/* Parses wgml's tensor name "blk.L.TARGET.lora_a|lora_b": the layer, the target's index (as
+ * llama_target_names), and 0 (a) or 1 (b); -1 when it is not one. */
+int peft_wgml_name(const char *name, long long *l, int *t);
 
 /* Writes dir (created if missing) as a PEFT adapter: the n tensors t (wgml's names
  * blk.L.TARGET.lora_a|lora_b, F32) under PEFT's names and in its row order, and a config with
