@@ -12,8 +12,12 @@ permutation of llama.cpp's converter), PEFT applies the adapter, in float64.
    and 16, all seven projections or q and v only, lora_alpha equal to, twice and a quarter of
    the rank, on the tiny model (tests/py/test_peft_smollm2.py: on SmolLM2-135M): wgml's logits
    with `--lora DIR` equal those of PEFT loading DIR.
-3. What does not map is refused with a message naming it: DoRA, rsLoRA, a module wgml does not
-   adapt (lm_head), an adapter of another base (shapes that do not fit).
+3. llama.cpp's LoRA GGUF (`wgml export-lora`): the keys and tensor names and shapes llama.cpp
+   reads (checked with PyPI gguf), q's and k's rows in the GGUF's order; wgml reading it back gives
+   the same logits (wgml's adapter) or PEFT's (PEFT's adapter exported).
+4. What does not map is refused with a message naming it: DoRA, rsLoRA, a module wgml does not
+   adapt (lm_head), an adapter of another base (shapes that do not fit), a GGUF that is not an
+   adapter.
 Tolerance: wgml computes in float32 on the same dequantised weights; the logits' error is that
 of the model tests (tests/py/test_llama_logits.py): |wgml - ref| <= 1e-3 + 1e-5 |ref| (measured
 1.2e-5 to 1.3e-5 on the tiny model, 4.0e-5 on SmolLM2). What fails it: q's and k's lora_B left in
@@ -120,6 +124,37 @@ def wgml_to_peft(build, d, tiny, ids):
     check(got is not None and got2 is not None and np.array_equal(got, got2), "wgml reading OUT/peft gives what it reads from OUT")
     plain = ref_logits(base_model(tiny), ids, 4)
     check(np.abs(want - plain).max() > 1e-2, "the adapter moves the logits (%.3f)" % np.abs(want - plain).max())
+    llama_cpp_gguf(build, tiny, out, ids, got)
+
+
+def llama_cpp_gguf(build, tiny, out, ids, want):
+    """wgml export-lora: llama.cpp's LoRA GGUF, read by PyPI gguf and by wgml."""
+    from gguf import GGUFReader
+    g = os.path.join(out, "adapter.gguf")
+    r = subprocess.run([os.path.join(build, "wgml"), "export-lora", "--lora", out, "--model", tiny, "--gguf", g],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "wgml export-lora: %s" % (r.stdout + r.stderr).strip()[-300:])
+    if r.returncode:
+        return
+    rd = GGUFReader(g)
+
+    def kv(k):
+        f = rd.fields.get(k)
+        return None if f is None else (bytes(f.parts[f.data[0]]).decode() if f.types[0].name == "STRING" else float(f.parts[f.data[0]][0]))
+    check((kv("general.type"), kv("adapter.type"), kv("adapter.lora.alpha"), kv("general.architecture")) ==
+          ("adapter", "lora", 16.0, "llama"), "the GGUF's adapter keys")
+    ts = {t.name: t for t in rd.tensors}
+    own = load_file(os.path.join(out, "adapter.safetensors"))
+    qa, kb = ts.get("blk.0.attn_q.weight.lora_a"), ts.get("blk.1.attn_k.weight.lora_b")
+    check(len(ts) == 28 and qa is not None and list(qa.shape) == [64, 8] and kb is not None and list(kb.shape) == [8, 32] and
+          all(t.tensor_type.name == "F32" for t in rd.tensors), "28 F32 tensors named and shaped as llama.cpp's (ne [in, r], [r, out])")
+    same = kb is not None and np.array_equal(np.asarray(kb.data).reshape(32, 8), own["blk.1.attn_k.lora_b"])
+    check(same, "k's lora_b in the GGUF's own row order (as wgml holds it)")
+    got = wgml_logits(build, tiny, ids, 4, lora=g)
+    check(got is not None and want is not None and np.array_equal(got, want), "wgml reading the GGUF gives what it reads from OUT")
+    r = subprocess.run([os.path.join(build, "wgml"), "generate", "--model", tiny, "--lora", tiny, "--prompt-ids", "5 6",
+                        "--max-tokens", "1"], capture_output=True, text=True)
+    check(r.returncode != 0 and "not a LoRA adapter GGUF" in r.stderr, "a model given as the adapter: %r" % r.stderr.strip()[-200:])
 
 
 def peft_to_wgml(build, d, gguf, ids, cases):
@@ -130,8 +165,14 @@ def peft_to_wgml(build, d, gguf, ids, cases):
         f = os.path.join(pd, "adapter_model.safetensors")
         save_file({k: v.astype(dtype) for k, v in load_file(f).items()}, f)
         want = ref_logits(PeftModel.from_pretrained(base_model(gguf), pd).eval(), ids, 4)
-        close(wgml_logits(build, gguf, ids, 4, lora=pd), want, "%s: PEFT's rank %d, alpha %g, %s, %s" % (
-            os.path.basename(gguf), r, alpha, "all seven" if modules == ALL else modules, np.dtype(dtype).name))
+        what = "%s: PEFT's rank %d, alpha %g, %s, %s" % (os.path.basename(gguf), r, alpha,
+                                                       "all seven" if modules == ALL else modules, np.dtype(dtype).name)
+        close(wgml_logits(build, gguf, ids, 4, lora=pd), want, what)
+        if i == 0:  # the same adapter through llama.cpp's GGUF: q's and k's rows back in GGUF order
+            g = os.path.join(d, "peft.gguf")
+            r = subprocess.run([os.path.join(build, "wgml"), "export-lora", "--lora", pd, "--model", gguf, "--gguf", g],
+                               capture_output=True, text=True)
+            close(wgml_logits(build, gguf, ids, 4, lora=g) if r.returncode == 0 else None, want, what + ", as llama.cpp's GGUF")
 
 
 def refused(build, d, tiny):
