@@ -14,7 +14,8 @@
              in several scripts or JSONL (both forms, malformed lines)
   adapter/   a PEFT adapter as fuzz_adapter.c takes it (2-byte length, adapter_config.json,
              adapter_model.safetensors): valid ones in every dtype, and DoRA, rsLoRA, rank
-             patterns, no r, an lm_head, a wrong rank, odd rows, integers, no tensors, truncated
+             patterns, no r, an lm_head, a wrong rank, odd rows, integers, no tensors, truncated;
+             and llama.cpp LoRA GGUFs (F32, F16 without alpha, an output head, mixed ranks, not lora)
 Usage: .deps/venv/bin/python fuzz/make_seeds.py [target ...]   (default: all)"""
 import os
 import struct
@@ -379,6 +380,33 @@ def adapter_seeds():
     seed("empty.bin", cfg, [])
     cj = json.dumps(cfg).encode()
     out("adapter", "not_object.bin", struct.pack("<H", 2) + b"[]" + st_file(qv))
+
+    def lora_gguf(name, tensors, alpha=4.0, atype="lora"):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "a.gguf")
+            w = gguf.GGUFWriter(path, "llama")
+            w.add_string("general.type", "adapter")
+            w.add_string("adapter.type", atype)
+            if alpha is not None:
+                w.add_float32("adapter.lora.alpha", alpha)
+            for tn, arr in tensors:
+                w.add_tensor(tn, arr)
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_tensors_to_file()
+            w.close()
+            out("adapter", name, open(path, "rb").read())
+
+    A = lambda k, dt=np.float32: rng.standard_normal((2, k)).astype(dt)  # noqa: E731
+    B = lambda n, dt=np.float32: rng.standard_normal((n, 2)).astype(dt)  # noqa: E731
+    lora_gguf("lora_f32.gguf", [("blk.0.attn_q.weight.lora_a", A(64)), ("blk.0.attn_q.weight.lora_b", B(64)),
+                                ("blk.1.ffn_down.weight.lora_a", A(96)), ("blk.1.ffn_down.weight.lora_b", B(64))])
+    lora_gguf("lora_f16_noalpha.gguf", [("blk.0.attn_k.weight.lora_a", A(64, np.float16)),
+                                        ("blk.0.attn_k.weight.lora_b", B(32, np.float16))], alpha=None)
+    lora_gguf("lora_output.gguf", [("output.weight.lora_a", A(64)), ("output.weight.lora_b", B(320))])
+    lora_gguf("lora_rank_mix.gguf", [("blk.0.attn_v.weight.lora_a", A(64)), ("blk.0.attn_v.weight.lora_b",
+                                                                             rng.standard_normal((32, 3)).astype(np.float32))])
+    lora_gguf("not_lora.gguf", [("blk.0.attn_q.weight.lora_a", A(64))], atype="control_vector")
     out("adapter", "truncated.bin", (struct.pack("<H", len(cj)) + cj + st_file(qv))[:-9])
 
 
