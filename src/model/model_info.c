@@ -89,7 +89,15 @@ wgml_status wgml_model_print_info(const char *path, void *file) {
         char *chat;
         size_t cl;
         wgml_status cs = wgml_chat_apply(t, m, 1, 1, &chat, &cl);
-        fprintf(o, "  chat template: %s\n", cs == WGML_OK ? "ChatML (supported)" : wgml_tokenizer_error(t));
+        /* the format generation uses (--chat): the file's template when it is one wgml applies,
+         * else the one its family implies (Gemma 3 files may carry none) */
+        int has_tpl = wgml_gguf_find(f, "tokenizer.chat_template", NULL);
+        if (cs == WGML_OK)
+            fprintf(o, "  chat template: %s%s\n",
+                    strstr(chat, "<start_of_turn>") ? "Gemma's turns (<start_of_turn>role ... <end_of_turn>)"
+                                                    : "ChatML (<|im_start|>role ... <|im_end|>)",
+                    has_tpl ? ", the file's" : "; the file has none: the format of its family");
+        else fprintf(o, "  chat template: %s\n", wgml_tokenizer_error(t));
         if (!cs) free(chat);
         wgml_tokenizer_free(t);
     } else {
