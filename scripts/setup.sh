@@ -137,6 +137,15 @@ install_venv() {
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
     cp "$req" "$venv/.requirements"
   fi
+  # wheels for a fresh venv that installs the package offline (tests/py/test_python_wheel.py:
+  # pip install --no-index --find-links DIR ./python), the versions requirements.txt pins
+  local wh=$DEPS/dl/wheels
+  if [ ! -f "$wh/.done-1" ]; then
+    mkdir -p "$wh"
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --only-binary=:all: -d "$wh" \
+      numpy==1.26.4 scikit-build-core==1.1.2 packaging==26.4 pathspec==0.12.1
+    touch "$wh/.done-1"
+  fi
   log "python references in $venv"
 }
 

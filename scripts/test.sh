@@ -19,10 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh build
-# the Python package over build/libwgml.so into the venv (a reinstall of the same version is
-# harmless; --no-build-isolation: the venv's setuptools, no download); its tests run from python/
+# the Python package into the venv as a user installs it (scikit-build-core builds libwgml.so
+# and the CLI into it, in python/build/; --no-build-isolation: the venv's pinned backend, no
+# download); the Python tests themselves run from python/ over build/libwgml.so
 .deps/venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation ./python
-cp build/libwgml.so "$(.deps/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wgml/"
 jobs=${WGML_TEST_JOBS:-$(nproc)}
 cache=$PWD/build/shader-cache
 t0=$SECONDS
