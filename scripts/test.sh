@@ -36,7 +36,9 @@ echo "== plain build: $((SECONDS - t0)) s =="
 echo "== tests in the browser: wasm32 build in headless Chromium (WebGPU on Dawn) =="
 t2=$SECONDS
 bash scripts/build-web.sh build-web
-ctest --test-dir build-web --output-on-failure -j"$jobs" || status=1
+# (the native side of the browser's model tests compiles the kernels the trusted tests did)
+LP_NATIVE_VECTOR_WIDTH=128 MESA_SHADER_CACHE_DIR=$cache/w128 \
+  ctest --test-dir build-web --output-on-failure -j"$jobs" || status=1
 echo "== browser: $((SECONDS - t2)) s =="
 if [ "${WGML_TEST_SANITIZE:-1}" = 1 ]; then
   echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer): trusted kernels =="

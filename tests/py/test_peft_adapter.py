@@ -157,18 +157,19 @@ def llama_cpp_gguf(build, tiny, out, ids, want):
     check(r.returncode != 0 and "not a LoRA adapter GGUF" in r.stderr, "a model given as the adapter: %r" % r.stderr.strip()[-200:])
 
 
-def peft_to_wgml(build, d, gguf, ids, cases):
-    """cases: (rank, alpha, modules, the file's dtype); the reference is PEFT loading the file."""
+def peft_to_wgml(build, d, gguf, ids, cases, reload=True, npre=4):
+    """cases: (rank, alpha, modules, the file's dtype); the reference is PEFT loading the file
+    (reload) or the PEFT model that saved it (float32 files: the same values to 1e-8)."""
     for i, (r, alpha, modules, dtype) in enumerate(cases):
         pd = os.path.join(d, "peft-%s-%d" % (os.path.basename(gguf), i))
-        peft_random(base_model(gguf), r, alpha, modules, pd, seed=i)
+        pm = peft_random(base_model(gguf), r, alpha, modules, pd, seed=i)
         f = os.path.join(pd, "adapter_model.safetensors")
         save_file({k: v.astype(dtype) for k, v in load_file(f).items()}, f)
-        want = ref_logits(PeftModel.from_pretrained(base_model(gguf), pd).eval(), ids, 4)
+        want = ref_logits((PeftModel.from_pretrained(base_model(gguf), pd) if reload else pm).eval(), ids, npre)
         what = "%s: PEFT's rank %d, alpha %g, %s, %s" % (os.path.basename(gguf), r, alpha,
                                                        "all seven" if modules == ALL else modules, np.dtype(dtype).name)
-        close(wgml_logits(build, gguf, ids, 4, lora=pd), want, what)
-        if i == 0:  # the same adapter through llama.cpp's GGUF: q's and k's rows back in GGUF order
+        close(wgml_logits(build, gguf, ids, npre, lora=pd), want, what)
+        if i == 0 and reload:  # the same adapter through llama.cpp's GGUF: q's and k's rows back in GGUF order
             g = os.path.join(d, "peft.gguf")
             r = subprocess.run([os.path.join(build, "wgml"), "export-lora", "--lora", pd, "--model", gguf, "--gguf", g],
                                capture_output=True, text=True)
