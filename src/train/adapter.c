@@ -10,11 +10,11 @@
 #include "io/path.h"
 #include "io/gguf_write.h"
 #include "io/json.h"
+#include "model/arch.h"
 #include "model/llama.h"
 #include "train/checkpoint.h"
 #include "train/lora_gguf.h"
 #include "train/peft.h"
-#include "model/arch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -357,48 +357,50 @@ const wgml_train_config *wgml_adapter_config(const wgml_adapter *a) { return a ?
 
 int wgml_adapter_tensor_count(const wgml_adapter *a) { return a ? a->n : 0; }
 
-/* The adapter's tensors checked against m's shapes (A [r, K], B [N, r] of each target's W[N, K])
- * and, from PEFT's files, copied into m's row order: *data (malloc'ed copies, or a->data). */
-static wgml_status for_model(const wgml_adapter *a, wgml_model *m, float ***data, char *err, size_t errlen) {
-    int64_t r = a->cfg.lora_rank, n_layer = wgml_model_config(m)->n_layer;
-    for (int i = 0; i < a->n; i++) {
-        long long l;
-        char tn[32], ab[16];
-        int t = 0;
-        if (sscanf(a->names[i], "blk.%lld.%31[a-z_].%15s", &l, tn, ab) == 3)
-            while (t < LLAMA_N_TARGETS && strcmp(tn, llama_target_names[t])) t++;
-        if (t == LLAMA_N_TARGETS || l < 0 || l >= n_layer || (strcmp(ab, "lora_a") && strcmp(ab, "lora_b")))
-            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "adapter tensor %s is not blk.<layer < %lld>.<target>.lora_a|lora_b",
-                              a->names[i], (long long)n_layer);
-        int64_t N, K;
-        llama_target_dims(m, t, &N, &K);
-        if (a->numel[i] != r * (ab[5] == 'a' ? K : N))
-            return errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                              "adapter tensor %s holds %lld values, this model's needs %lld (rank %lld): an adapter of another "
-                              "base model", a->names[i], (long long)a->numel[i], (long long)(r * (ab[5] == 'a' ? K : N)), (long long)r);
-    }
-    *data = a->data;
-    if (!a->hf_order) return WGML_OK;
+/* a's tensors in the row order of a model of layout lay: a->data itself, or (from PEFT's files)
+ * malloc'ed copies with q's and k's lora_b rows moved; NULL when out of memory. */
+static float **model_order(const wgml_adapter *a, const peft_layout *lay) {
+    if (!a->hf_order) return a->data;
     float **c = calloc((size_t)a->n + 1, sizeof *c);
     int bad = !c;
     for (int i = 0; !bad && i < a->n; i++) {
         if (!(c[i] = malloc((size_t)a->numel[i] * sizeof(float) + 4))) bad = 1;
         else memcpy(c[i], a->data[i], (size_t)a->numel[i] * sizeof(float));
     }
-    peft_layout lay = peft_layout_of(m);
-    if (bad || peft_to_model_order(&lay, a->n, (const char *const *)a->names, c, a->numel)) {
+    if (bad || peft_to_model_order(lay, a->n, (const char *const *)a->names, c, a->numel)) {
         for (int i = 0; c && i < a->n; i++) free(c[i]);
         free(c);
-        return errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+        return NULL;
     }
-    *data = c;
-    return WGML_OK;
+    return c;
 }
 
-static void free_for_model(const wgml_adapter *a, float **data) {
-    if (data == a->data) return;
+static void free_model_order(const wgml_adapter *a, float **data) {
+    if (!data || data == a->data) return;
     for (int i = 0; i < a->n; i++) free(data[i]);
     free(data);
+}
+
+/* The adapter's tensors checked against m's shapes (A [r, K], B [N, r] of each target's W[N, K]),
+ * and *data: them in m's row order (model_order). */
+static wgml_status for_model(const wgml_adapter *a, wgml_model *m, float ***data, char *err, size_t errlen) {
+    int64_t r = a->cfg.lora_rank, n_layer = wgml_model_config(m)->n_layer;
+    for (int i = 0; i < a->n; i++) {
+        long long l;
+        int t, b = peft_wgml_name(a->names[i], &l, &t);
+        if (b < 0 || l < 0 || l >= n_layer)
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT, "adapter tensor %s is not blk.<layer < %lld>.<target>.lora_a|lora_b",
+                              a->names[i], (long long)n_layer);
+        int64_t N, K;
+        llama_target_dims(m, t, &N, &K);
+        if (a->numel[i] != r * (b ? N : K))
+            return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                              "adapter tensor %s holds %lld values, this model's needs %lld (rank %lld): an adapter of another "
+                              "base model", a->names[i], (long long)a->numel[i], (long long)(r * (b ? N : K)), (long long)r);
+    }
+    peft_layout lay = peft_layout_of(m);
+    if (!(*data = model_order(a, &lay))) return errbuf_set(err, errlen, WGML_ERR_OOM, "adapter: out of memory");
+    return WGML_OK;
 }
 
 wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
@@ -408,7 +410,7 @@ wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
     wgml_status s = for_model(a, m, &data, e, sizeof e);
     if (s) return wgml_set_error(llama_ctx(m), s, "adapter: %s", e);
     s = wgml_model_set_lora(m, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)data);
-    free_for_model(a, data);
+    free_model_order(a, data);
     return s;
 }
 
@@ -425,18 +427,11 @@ wgml_status wgml_adapter_save_gguf(const wgml_adapter *a, const char *model_path
         return errbuf_set(err, errlen, s, "%s: %s", model_path, e2);
     }
     wgml_gguf_close(f);
-    float **d = calloc((size_t)a->n + 1, sizeof *d);
-    s = d ? WGML_OK : WGML_ERR_OOM;
-    for (int i = 0; i < a->n && !s; i++)
-        if (!(d[i] = malloc((size_t)a->numel[i] * sizeof(float) + 4))) s = WGML_ERR_OOM;
-        else memcpy(d[i], a->data[i], (size_t)a->numel[i] * sizeof(float));
     peft_layout lay = peft_layout_from(&ar, &c);
-    if (!s && a->hf_order && peft_to_model_order(&lay, a->n, (const char *const *)a->names, d, a->numel)) s = WGML_ERR_OOM;
-    if (s) errbuf_set(err, errlen, s, "LoRA GGUF: out of memory");
-    else s = lora_gguf_write(path, ar.name, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)d, a->numel, err,
-                             errlen);
-    for (int i = 0; d && i < a->n; i++) free(d[i]);
-    free(d);
+    float **d = model_order(a, &lay);
+    if (!d) return errbuf_set(err, errlen, WGML_ERR_OOM, "LoRA GGUF: out of memory");
+    s = lora_gguf_write(path, ar.name, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)d, a->numel, err, errlen);
+    free_model_order(a, d);
     return s;
 }
 
@@ -458,7 +453,7 @@ wgml_status wgml_trainer_load_adapter(wgml_trainer *t, const wgml_adapter *a, ch
         }
         if ((s = wgml_trainer_write_state(t, i, 0, data[j]))) errbuf_set(err, errlen, s, "%s", wgml_last_error(train_ctx(t)));
     }
-    if (data) free_for_model(a, data);
+    free_model_order(a, data);
     free(ti);
     return s;
 }
