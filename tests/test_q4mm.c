@@ -78,7 +78,8 @@ static void test_variants(int v0, int v1) {
                 for (int acc = 0; acc < 2; acc++) {
                     int splits = si ? 3 : 1;
                     int64_t m = acc ? 133 : 70;
-                    bool odd_r = v % 2 == 1;
+                    /* (the CPU kernel: odd R, a partial last word; its 8-bit cases below are even) */
+                    bool odd_r = v % 2 == 1 || !strncmp(q4_mm_variant_name(v), "cpu", 3);
                     int kind = trans ? v % 3 : 0;
                     int group = kind == 0 ? groups[(v + trans) % 3] : 32;
                     int64_t r, c;
@@ -146,17 +147,39 @@ static void test_auto(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int v, s;
-        q4_mm_plan(T.ctx, cases[i].m, cases[i].r, cases[i].c, cases[i].segmented, &v, &s);
+        q4_mm_plan_for(T.ctx, false, cases[i].m, cases[i].r, cases[i].c, cases[i].segmented, &v, &s);
         const char *want = cases[i].variant;
         int want_s = cases[i].splits;
         th_check(!strcmp(q4_mm_variant_name(v), want) && s == want_s,
                  "auto plan M=%lld R=%lld C=%lld: %s S=%d (want %s S=%d)", (long long)cases[i].m,
                  (long long)cases[i].r, (long long)cases[i].c, q4_mm_variant_name(v), s, want, want_s);
     }
+    /* a CPU adapter: the CPU kernel at every shape, segmented or not; split only a reduction of
+     * >= 1024 over fewer than 32 tiles (16 x 512 forward), into about 32 workgroups of >= 256
+     * steps, at most 16 */
+    static const struct {
+        int64_t m, r, c;
+        int splits;
+    } cpu[] = {
+        {16, 640, 262144, 1}, /* Gemma-3-270M's LM head, 16 rows */
+        {16, 262144, 640, 16}, /* its input gradient: 2 tiles, 16 slices */
+        {16, 2048, 640, 8},   /* 2 tiles, R / 256 = 8 */
+        {512, 2048, 640, 1},  /* 64 tiles */
+        {16, 576, 640, 1},    /* R < 1024 */
+    };
+    for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
+        for (int seg = 0; seg < 2; seg++) {
+            int v, s;
+            q4_mm_plan_for(T.ctx, true, cpu[i].m, cpu[i].r, cpu[i].c, seg, &v, &s);
+            th_check(!strcmp(q4_mm_variant_name(v), "cpu_k32_r16x8") && s == cpu[i].splits,
+                     "CPU plan M=%lld R=%lld C=%lld%s: %s S=%d (want cpu_k32_r16x8 S=%d)", (long long)cpu[i].m,
+                     (long long)cpu[i].r, (long long)cpu[i].c, seg ? " segmented" : "", q4_mm_variant_name(v), s,
+                     cpu[i].splits);
+        }
     /* an unknown name falls back to the automatic choice; an index selects by position */
     int v, s;
     setenv("WGML_Q4_MM_VARIANT", "no_such_tile", 1);
-    q4_mm_plan(T.ctx, 4096, 576, 1536, false, &v, &s);
+    q4_mm_plan_for(T.ctx, false, 4096, 576, 1536, false, &v, &s);
     th_check(!strcmp(q4_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
              q4_mm_variant_name(v));
     setenv("WGML_Q4_MM_VARIANT", "0", 1);
@@ -222,6 +245,7 @@ static void variants_23(void) { test_variants(2, 4); }
 static void variants_4(void) { test_variants(4, 5); }
 static void variants_5(void) { test_variants(5, 6); }
 static void variants_67(void) { test_variants(6, 8); }
+static void variants_8(void) { test_variants(8, 9); }
 static void test_rest(void) {
     test_extra();
     test_auto();
@@ -230,8 +254,9 @@ static void test_rest(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_q4mm", argc, argv);
-    th_check(q4_mm_variant_count() == 8, "the parts below cover the %d tile variants", q4_mm_variant_count());
+    th_check(q4_mm_variant_count() == 9, "the parts below cover the %d variants", q4_mm_variant_count());
     static const th_part parts[] = {{"v01", variants_01}, {"v23", variants_23}, {"v4", variants_4},
-                                    {"v5", variants_5},   {"v67", variants_67}, {"rest", test_rest}};
+                                    {"v5", variants_5},   {"v67", variants_67}, {"v8", variants_8},
+                                    {"rest", test_rest}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -248,6 +248,7 @@ typedef enum q4_variant_id {
     Q4V_DB128X64,
     Q4V_DB128X64_K8,
     Q4V_DB64,
+    Q4V_CPU,
     Q4_N_VARIANTS
 } q4_variant_id;
 
@@ -266,6 +267,9 @@ static const q4_variant Q4_VARIANTS[Q4_N_VARIANTS] = {
     [Q4V_DB128X64_K8] = {.name = "db128x64_k8_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 8, .tm = 8,
                          .tc = 4},
     [Q4V_DB64] = {.name = "db64x64_k16_r4x4", .shader = "q4_mm_db", .bm = 64, .bc = 64, .br = 16, .tm = 4, .tc = 4},
+    /* CPU adapters (q4_mm_cpu.wgsl): 64 threads, no workgroup memory; forward 16 rows x 8 columns
+     * per thread (a 16 x 512 tile), input gradient 8 rows x one code word's columns (cpu_tile) */
+    [Q4V_CPU] = {.name = "cpu_k32_r16x8", .shader = "q4_mm_cpu", .bm = 16, .bc = 512, .br = 32, .tm = 16, .tc = 4},
 };
 #define Q4_MAX_SPLITS 64
 #define Q4_SPLIT_TARGET_WGS 1056
@@ -279,8 +283,24 @@ static int q4_variant_by_name(const char *e) {
     return -1;
 }
 
+/* The tile of variant x in orientation trans with cpw codes per word: (BM, BC) of O and (TM, TC)
+ * for the prelude. The CPU kernel's thread owns BM rows and Q4_CPU_RN columns forward (BM = 16:
+ * each A value loaded serves 8 weights, each weight 16 rows), and 8 rows and one code word's
+ * columns (cpw) of the input gradient. On lavapipe the storage loads per FMA set the speed:
+ * Gemma-3-270M's 16-token training step took 5.6 s with 8 x 4 (forward) and 4 x cpw, 3.6 s
+ * so (15.3 s on the 64 x 64 tile; bench/NOTES.md, 2026-12-03). */
+#define Q4_CPU_RN 8u
+static void variant_tile(const q4_variant *x, int trans, int cpw, uint32_t t[4]) {
+    bool cpu = !strcmp(x->shader, "q4_mm_cpu");
+    t[0] = cpu && trans ? 8u : x->bm;
+    t[1] = cpu ? 64u * (trans ? (uint32_t)cpw : Q4_CPU_RN) : x->bc;
+    t[2] = cpu ? t[0] : x->tm;
+    t[3] = x->tc;
+}
+
 static bool q4_variant_fits(wgml_ctx *ctx, int v) {
     const q4_variant *x = &Q4_VARIANTS[v];
+    if (!strcmp(x->shader, "q4_mm_cpu")) return true; /* 64 threads, no workgroup memory */
     const gpu_caps *caps = gpu_get_caps(ctx);
     uint32_t bytes = x->br * (x->bm + x->bc) * 4u * (strcmp(x->shader, "q4_mm_db") ? 1u : 2u);
     uint32_t threads = (x->bm / x->tm) * (x->bc / x->tc);
@@ -292,7 +312,7 @@ static bool q4_variant_fits(wgml_ctx *ctx, int v) {
  * tile for matmul's tile128x128_k8_r8x8 (which has no q4 form) and 64 x 64 for the others;
  * else automatic (below). A forced variant that does not fit the device falls back to the
  * automatic choice. */
-static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, bool segmented) {
+static int q4_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool segmented) {
     int forced = -1;
     const char *e = getenv("WGML_Q4_MM_VARIANT");
     if (e && *e && strcmp(e, "auto")) {
@@ -307,11 +327,13 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, bool segmented
         if (forced < 0) forced = strcmp(wgml_matmul_variant_name(mv), "tile128x128_k8_r8x8") ? Q4V_TILE64 : Q4V_TILE128;
     }
     if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
-    /* automatic: the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
+    /* automatic: on a CPU adapter the CPU kernel (no barriers: 6-15x the tiled kernels' speed on
+     * lavapipe, bench/NOTES.md); on a GPU the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
      * or within 3% of it, on every training shape measured on an H200, 4-bit and 8-bit codes:
      * bench/NOTES.md), else 64 x 64 (more tiles to fill the GPU; split-K covers long
      * reductions). A segmented output (q4_linear_concat) always 64 x 64: with the segments'
      * index in its store the 128 x 64 tile ran 7-14x slower on the H200. */
+    if (cpu) return Q4V_CPU;
     int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
     return tiles_128x64 >= 256 && !segmented ? Q4V_TILE128X64 : Q4V_TILE64;
 }
@@ -323,12 +345,21 @@ static int q4_choose_variant(wgml_ctx *ctx, int64_t m, int64_t c, bool segmented
  * (H200 sweep: 288 tiles with R = 1536 or 8192 gain 15-35% at S = 4; R = 576 with 288 tiles
  * loses; 96 tiles with R = 576 gain 25%). The partial buffer [S, M, C] stays within 32-bit
  * indexing. */
-static int q4_choose_splits(int64_t tiles, int64_t m, int64_t r, int64_t c) {
+static int q4_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64_t c) {
     int s = 1;
     const char *e = getenv("WGML_Q4_MM_SPLITK");
     long f = e && *e ? strtol(e, NULL, 10) : 0;
     if (f >= 1) s = f > Q4_MAX_SPLITS ? Q4_MAX_SPLITS : (int)f;
-    else if (m * r * c >= (1ll << 24) && ((tiles < 528 && r >= 1024) || (tiles < 132 && r >= 512))) {
+    else if (cpu) {
+        /* a CPU has a few cores: split only a long reduction over fewer than 32 tiles (the LM
+         * head's input gradient: R = the vocabulary, C = the width), into about 32 workgroups
+         * of at least 256 steps, at most 16 slices */
+        if (tiles < 32 && r >= 1024) {
+            int64_t x = (32 + tiles - 1) / tiles;
+            if (x > r / 256) x = r / 256;
+            s = x > 16 ? 16 : (int)x;
+        }
+    } else if (m * r * c >= (1ll << 24) && ((tiles < 528 && r >= 1024) || (tiles < 132 && r >= 512))) {
         int64_t x = (Q4_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r >= 1024 ? r / 256 : r / 128;
         if (x > by_depth) x = by_depth;
         if (x > 16) x = 16;
@@ -338,16 +369,21 @@ static int q4_choose_splits(int64_t tiles, int64_t m, int64_t r, int64_t c) {
     return s;
 }
 
-void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits) {
-    int vi = q4_choose_variant(ctx, m, c, segmented);
+void q4_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
+                    int *splits) {
+    int vi = q4_choose_variant(ctx, cpu, m, c, segmented);
     const q4_variant *v = &Q4_VARIANTS[vi];
     int64_t tiles = ((m + v->bm - 1) / v->bm) * ((c + v->bc - 1) / v->bc);
-    int s = q4_choose_splits(tiles, m, r, c);
+    int s = q4_choose_splits(cpu, tiles, m, r, c);
     /* each slice a whole number of BR steps and not empty */
     int64_t steps = (r + v->br - 1) / v->br;
     if (s > steps) s = (int)steps;
     *variant = vi;
     *splits = s < 1 ? 1 : s;
+}
+
+void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits) {
+    q4_mm_plan_for(ctx, gpu_get_caps(ctx)->is_cpu, m, r, c, segmented, variant, splits);
 }
 
 /* Where record_mm_ex puts the product: a new tensor of the given shape, or into (into += the
@@ -376,6 +412,8 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
     int vi, splits;
     q4_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
     const q4_variant *v = &Q4_VARIANTS[vi];
+    uint32_t tile[4]; /* BM BC TM TC */
+    variant_tile(v, trans, kind_cpw(w->kind), tile);
     int64_t r_chunk = (r + splits - 1) / splits;
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
     char prelude[2048];
@@ -383,11 +421,11 @@ static wgml_tensor *record_mm_ex(wgml_graph *g, const char *op, wgml_tensor *a, 
                        "const TRANS: bool = %s; const VA: u32 = %du; const SEG: bool = %s;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
-                       "alias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", va, seg ? "true" : "false", v->bm, v->bc, v->br, v->tm, v->tc,
+                       "const RN: u32 = %uu;\nalias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
+                       trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], Q4_CPU_RN,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    int64_t tiles_m = (m + v->bm - 1) / v->bm, tiles_c = (c + v->bc - 1) / v->bc;
+    int64_t tiles_m = (m + tile[0] - 1) / tile[0], tiles_c = (c + tile[1] - 1) / tile[1];
     struct {
         uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
     } params = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)words_per_row(w),

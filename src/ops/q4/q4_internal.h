@@ -39,6 +39,9 @@ wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, co
 int q4_mm_variant_count(void);
 const char *q4_mm_variant_name(int v);
 void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits);
+/* q4_mm_plan as on a CPU adapter (cpu) or a GPU, whatever ctx's adapter is (tests). */
+void q4_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
+                    int *splits);
 /* The most rows of x the forward takes through the GEMV (q4_gemv) on ctx's adapter; more rows go
  * to the tiled GEMM. */
 int q4_gemv_max_m(wgml_ctx *ctx);

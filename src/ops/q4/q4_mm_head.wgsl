@@ -1,5 +1,5 @@
-// q4_mm_head: what the two 4-bit GEMM kernels (q4_mm.wgsl, q4_mm_db.wgsl) share, included by
-// both ("//!include q4_mm_head"): the Params, the bindings, the thread grid of a BM x BC
+// q4_mm_head: what the 4-bit GEMM kernels (q4_mm.wgsl, q4_mm_db.wgsl; q4_mm_cpu.wgsl takes the
+// Params, bindings, tiles and o_index) share ("//!include q4_mm_head"): the thread grid of a BM x BC
 // tile with TM x TC registers per thread, the tile a workgroup owns, where element e of a step
 // of A lies and which code word a W tile row reads (the index math of the loaders), and the
 // store of the register tile (the epilogue). Each kernel keeps its own workgroup layout and
