@@ -155,24 +155,24 @@ static void test_auto(void) {
                  (long long)cases[i].r, (long long)cases[i].c, q4_mm_variant_name(v), s, want, want_s);
     }
     /* a CPU adapter: the CPU kernel at every shape, segmented or not; split only a reduction of
-     * >= 1024 over fewer than 32 tiles (16 x 512 forward), into about 32 workgroups of >= 256
-     * steps, at most 16 */
+     * >= 1024 over fewer than 32 tiles (4 x 512), into about 32 workgroups of >= 256 steps, at
+     * most 16 */
     static const struct {
         int64_t m, r, c;
         int splits;
     } cpu[] = {
         {16, 640, 262144, 1}, /* Gemma-3-270M's LM head, 16 rows */
-        {16, 262144, 640, 16}, /* its input gradient: 2 tiles, 16 slices */
-        {16, 2048, 640, 8},   /* 2 tiles, R / 256 = 8 */
-        {512, 2048, 640, 1},  /* 64 tiles */
+        {16, 262144, 640, 4}, /* its input gradient: 8 tiles, 4 slices */
+        {4, 2048, 640, 8},    /* 2 tiles, R / 256 = 8 */
+        {512, 2048, 640, 1},  /* 256 tiles */
         {16, 576, 640, 1},    /* R < 1024 */
     };
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         for (int seg = 0; seg < 2; seg++) {
             int v, s;
             q4_mm_plan_for(T.ctx, true, cpu[i].m, cpu[i].r, cpu[i].c, seg, &v, &s);
-            th_check(!strcmp(q4_mm_variant_name(v), "cpu_k32_r16x8") && s == cpu[i].splits,
-                     "CPU plan M=%lld R=%lld C=%lld%s: %s S=%d (want cpu_k32_r16x8 S=%d)", (long long)cpu[i].m,
+            th_check(!strcmp(q4_mm_variant_name(v), "cpu_k32_r4x8") && s == cpu[i].splits,
+                     "CPU plan M=%lld R=%lld C=%lld%s: %s S=%d (want cpu_k32_r4x8 S=%d)", (long long)cpu[i].m,
                      (long long)cpu[i].r, (long long)cpu[i].c, seg ? " segmented" : "", q4_mm_variant_name(v), s,
                      cpu[i].splits);
         }

@@ -267,9 +267,9 @@ static const q4_variant Q4_VARIANTS[Q4_N_VARIANTS] = {
     [Q4V_DB128X64_K8] = {.name = "db128x64_k8_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 8, .tm = 8,
                          .tc = 4},
     [Q4V_DB64] = {.name = "db64x64_k16_r4x4", .shader = "q4_mm_db", .bm = 64, .bc = 64, .br = 16, .tm = 4, .tc = 4},
-    /* CPU adapters (q4_mm_cpu.wgsl): 64 threads, no workgroup memory; forward 16 rows x 8 columns
-     * per thread (a 16 x 512 tile), input gradient 8 rows x one code word's columns (cpu_tile) */
-    [Q4V_CPU] = {.name = "cpu_k32_r16x8", .shader = "q4_mm_cpu", .bm = 16, .bc = 512, .br = 32, .tm = 16, .tc = 4},
+    /* CPU adapters (q4_mm_cpu.wgsl): 64 threads, no workgroup memory; forward 4 rows x 8 columns
+     * per thread (a 4 x 512 tile), input gradient 8 rows x one code word's columns (variant_tile) */
+    [Q4V_CPU] = {.name = "cpu_k32_r4x8", .shader = "q4_mm_cpu", .bm = 4, .bc = 512, .br = 32, .tm = 4, .tc = 4},
 };
 #define Q4_MAX_SPLITS 64
 #define Q4_SPLIT_TARGET_WGS 1056
@@ -284,11 +284,11 @@ static int q4_variant_by_name(const char *e) {
 }
 
 /* The tile of variant x in orientation trans with cpw codes per word: (BM, BC) of O and (TM, TC)
- * for the prelude. The CPU kernel's thread owns BM rows and Q4_CPU_RN columns forward (BM = 16:
- * each A value loaded serves 8 weights, each weight 16 rows), and 8 rows and one code word's
- * columns (cpw) of the input gradient. On lavapipe the storage loads per FMA set the speed:
- * Gemma-3-270M's 16-token training step took 5.6 s with 8 x 4 (forward) and 4 x cpw, 3.6 s
- * so (15.3 s on the 64 x 64 tile; bench/NOTES.md, 2026-12-03). */
+ * for the prelude. The CPU kernel's thread owns 4 rows and Q4_CPU_RN columns forward, and 8
+ * rows and one code word's columns (cpw) of the input gradient. On lavapipe the storage loads
+ * per FMA and the registers (spills) set its speed; SmolLM2's 32-token training step, forward /
+ * input-gradient GEMMs: 16 x 8 and 8 x cpw 1.41 / 0.46 s, 8 x 8 1.06 / 0.44, 4 x 8 0.44 / 0.34,
+ * 4 x 4 and 4 x cpw 0.64 / 0.58 (bench/NOTES.md, 2026-12-03). */
 #define Q4_CPU_RN 8u
 static void variant_tile(const q4_variant *x, int trans, int cpw, uint32_t t[4]) {
     bool cpu = !strcmp(x->shader, "q4_mm_cpu");

@@ -24,6 +24,17 @@ fn a_val(m: u32, r: u32) -> f32 {
     return a_at(A[(m * p.R + r) / VA], r % VA);
 }
 
+// A[m, r .. r + 3] (r % 4 == 0, r + 3 < R): one vec4 load when VA = 4. The loads per FMA set
+// this kernel's speed on lavapipe, so each loaded value is used in full.
+fn a_quad(m: u32, r: u32) -> vec4<f32> {
+    let b = m * p.R + r;
+    if (VA == 4u) {
+        let v = A[b / 4u];
+        return vec4<f32>(a_at(v, 0u), a_at(v, 1u), a_at(v, 2u), a_at(v, 3u));
+    }
+    return vec4<f32>(a_at(A[b], 0u), a_at(A[b + 1u], 0u), a_at(A[b + 2u], 0u), a_at(A[b + 3u], 0u));
+}
+
 fn dequant_word(wrd: u32, ab: vec2<f32>) -> array<f32, CPW> {
     var w: array<f32, CPW>;
     for (var i = 0u; i < CPW; i++) { w[i] = deq(code_f(wrd, i), ab); }
@@ -53,12 +64,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var q = 0u; q < RN; q++) {
                 w[q] = dequant_word(CODES[wrow[q] * p.wpr + r / CPW], group_ab(wrow[q] * p.ng + r / G));
             }
-            let full = r + CPW <= re;
-            for (var j = 0u; j < BM; j++) {
-                for (var i = 0u; i < CPW; i++) {
-                    if (full || r + i < re) {
-                        let a = a_val(rows[j], r + i);
-                        for (var q = 0u; q < RN; q++) { acc[j][q] = fma(a, w[q][i], acc[j][q]); }
+            if (CPW % 4u == 0u && r + CPW <= re) {
+                for (var j = 0u; j < BM; j++) {
+                    for (var i4 = 0u; i4 < CPW / 4u; i4++) {
+                        let a = a_quad(rows[j], r + 4u * i4);
+                        for (var c = 0u; c < 4u; c++) {
+                            for (var q = 0u; q < RN; q++) { acc[j][q] = fma(a[c], w[q][4u * i4 + c], acc[j][q]); }
+                        }
+                    }
+                }
+            } else { // a partial last word, or one value per word (f32)
+                for (var j = 0u; j < BM; j++) {
+                    for (var i = 0u; i < CPW; i++) {
+                        if (r + i < re) {
+                            let a = a_val(rows[j], r + i);
+                            for (var q = 0u; q < RN; q++) { acc[j][q] = fma(a, w[q][i], acc[j][q]); }
+                        }
                     }
                 }
             }
@@ -66,7 +87,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     } else {
         let word = c0 / CPW;
         let grp = c0 / G;
-        for (var n = rb; n < re; n++) {
+        // four steps of n at a time (rb is a multiple of BR): one vec4 of A per row, then the rest
+        var n = rb;
+        for (; n + 4u <= re; n += 4u) {
+            var a: array<vec4<f32>, BM>;
+            for (var j = 0u; j < BM; j++) { a[j] = a_quad(rows[j], n); }
+            for (var d = 0u; d < 4u; d++) {
+                let w = dequant_word(CODES[(n + d) * p.wpr + word], group_ab((n + d) * p.ng + grp));
+                for (var j = 0u; j < BM; j++) {
+                    for (var i = 0u; i < CT; i++) { acc[j][i] = fma(a[j][d], w[i], acc[j][i]); }
+                }
+            }
+        }
+        for (; n < re; n++) {
             let w = dequant_word(CODES[n * p.wpr + word], group_ab(n * p.ng + grp));
             for (var j = 0u; j < BM; j++) {
                 let a = a_val(rows[j], n);
