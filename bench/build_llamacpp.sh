@@ -17,7 +17,9 @@ W=${WORK:-/tmp/llcpp}
 T=$W/trixie
 mkdir -p "$T/lists/partial" "$T/archives/partial" "$T/root"
 if [ ! -x "$T/glslc" ]; then
-  echo "deb http://deb.debian.org/debian trixie main" > "$T/sources.list"
+  . scripts/debian_mirror.sh # trixie from the mirror this machine's apt uses
+  M=$(debian_mirror)
+  echo "deb $M trixie main" > "$T/sources.list"
   A=(-o Dir::Etc::sourcelist="$T/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$T/lists"
      -o Dir::Cache::archives="$T/archives")
   apt-get -q "${A[@]}" update

@@ -38,6 +38,8 @@ APT_PACKAGES=(build-essential cmake pkg-config unzip ca-certificates python3 pyt
   clang-16 lld-16 libclang-rt-16-dev-wasm32 wasi-libc chromium)  # the browser build and its tests
 
 log() { printf '[setup] %s\n' "$*"; }
+# shellcheck source=scripts/debian_mirror.sh
+. "$ROOT/scripts/debian_mirror.sh"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -53,10 +55,12 @@ install_apt() {
   esac
   if [ ${#need[@]} -eq 0 ] && [ $mesa_ok = 1 ]; then log "apt packages present"; return; fi
   if [ $have_bpo = 0 ]; then
-    log "adding bookworm-backports to apt sources"
-    as_root tee "$src" >/dev/null <<'SRC'
+    local mirror
+    mirror=$(debian_mirror) || exit 1
+    log "adding bookworm-backports from $mirror to apt sources"
+    as_root tee "$src" >/dev/null <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
