@@ -35,7 +35,7 @@
 //   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
 //   thread holds both halves of its RP = RPT / 2 outputs and stores act(gate) * up, act = silu
 //   (2) or tanh-GELU (3); there is one output, O0.
-// The prelude gives KIND CPW G BPG GPB ABT code_f deq (see q4.c), XT (vec4<f32> when K % 4 == 0,
+// The prelude gives KIND CPW G BPG GPB ABT code_f deq (q4.c), and (q4_gemv.c) XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row), XSH_LEN,

@@ -1,4 +1,4 @@
-/* Shared between the host-format code (q4_format.c) and the GPU handler (q4.c). */
+/* Shared by the family: the host-format code (q4_format.c) and the GPU files (q4.c, q4_mm.c, q4_gemv.c). */
 #ifndef WGML_Q4_INTERNAL_H
 #define WGML_Q4_INTERNAL_H
 
@@ -32,7 +32,7 @@ wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
  * for ops whose own record covers x (the straight-through linear, q4_ste.c). */
 wgml_tensor *q4_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *w);
 
-/* The q4 GEMM's tile variants (q4.c: names as in the matmul family) and its choice of variant
+/* The q4 GEMM's tile variants (q4_mm.c: names as in the matmul family) and its choice of variant
  * and split-K count for out[m, c] with reduction length r, segmented or not (q4_linear_concat)
  * ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK, a matmul variant forced on the context, else the
  * automatic rules). */
@@ -45,5 +45,36 @@ void q4_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bo
 /* The most rows of x the forward takes through the GEMV (q4_gemv) on ctx's adapter; more rows go
  * to the tiled GEMM. */
 int q4_gemv_max_m(wgml_ctx *ctx);
+
+/* Shared by the family's GPU files (q4.c: weights and entry points; q4_mm.c: the tiled GEMM;
+ * q4_gemv.c: the GEMV). Codes per u32 word of a kind (8, 4, or 1 for QF32); words per row of w;
+ * the WGSL of w's code kind (constants, code_f, deq, quant, and with ab_reader group_ab over a
+ * binding named AB) written at buf (q4_kind_prelude: with the reader). */
+int q4_kind_cpw(wgml_qkind kind);
+int64_t q4_words_per_row(const wgml_q4_weight *w);
+void q4_kind_prelude_ex(char *buf, size_t cap, const wgml_q4_weight *w, bool ab_reader);
+void q4_kind_prelude(char *buf, size_t cap, const wgml_q4_weight *w);
+
+/* Where q4_record_mm puts the product: a new tensor of the given shape, or into (into += the
+ * product with acc); seg (forward only, or NULL): the column boundaries seg[0] <= seg[1] <= C of
+ * the output's three segments, each stored whole (q4_mm_head.wgsl's o_index); parts (or NULL):
+ * a split product's slices are returned unsummed, as [S, shape...], and *parts = S (1: the
+ * product itself, unsplit). */
+typedef struct q4_mm_dest {
+    wgml_tensor *into;
+    bool acc;
+    const int64_t *seg;
+    int *parts;
+} q4_mm_dest;
+
+/* The tiled product out[m, C] = a[m, R] with W (trans 0: forward, C = N, + bias; trans 1: input
+ * gradient, C = K) through the planned variant and split-K, into d (NULL: a new tensor of the
+ * given shape). No checks: the callers' entry points check. */
+wgml_tensor *q4_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
+                          int64_t m, int rank, const int64_t *shape, const q4_mm_dest *d);
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights of one kind, group size and K, in one
+ * GEMV dispatch (m <= q4_gemv_max_m rows of x). */
+wgml_status q4_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                           int64_t m, wgml_tensor **outs);
 
 #endif

@@ -14,7 +14,7 @@
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, SEG, AV,
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), and (q4_mm.c) TRANS, VA, SEG, AV,
 // a_at and the tile constants.
 //!include q4_mm_head
 

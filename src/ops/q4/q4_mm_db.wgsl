@@ -17,7 +17,7 @@
 // word is CPW consecutive k of one column) spread over the banks; the TRANS form stores each
 // word as CPW/4 vec4 slots of one row (the float kind, one value per word, as scalars). Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC.
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c) and TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC (q4_mm.c).
 //!include q4_mm_head
 const BM4: u32 = BM / 4u;
 const BC4: u32 = BC / 4u;

@@ -1,0 +1,522 @@
+/* The 4-bit GEMV (q4_gemv.wgsl) for the few rows of a decode step or a short prefill: its launch
+ * shape per adapter, its prelude, one dispatch over 1-3 weights that read the same x, the
+ * grouping of more weights into dispatches (wgml_q4_linear_multi), and the fused forms with a
+ * norm or merge prologue and a residual or gated epilogue (q4_gemv_fused). */
+#include "ops/q4/q4_internal.h"
+#include "ops/q4/q4_gemv_fused.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 8 on a CPU adapter,
+ * where the GEMM's smallest tile (64 x 64) does 8-13x the useful work at 5-8 rows and pays for
+ * every barrier: SmolLM2's 5-token prefill on lavapipe took 2.0 s of GPU time in q4_mm (97%),
+ * 0.23 s with the GEMV (bench/NOTES.md, 2026-12-03). */
+int q4_gemv_max_m(wgml_ctx *ctx) { return gpu_get_caps(ctx)->is_cpu ? 8 : 4; }
+
+/* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
+ * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
+ * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. One block
+ * in flight otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N),
+ * fewer rows per thread, until there are at least $WGML_Q4_GEMV_MIN_WG (264: two per SM of a
+ * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 -> 640)
+ * got 40 workgroups at 8 rows per thread. */
+static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
+    *wg = 256;
+    *bpi = 1;
+    if (nblk >= 64) {
+        *tpr = 32, *rpt = 8, *wg = 64;
+        const char *mw = getenv("WGML_Q4_GEMV_MIN_WG");
+        long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
+        int64_t rg = *wg / *tpr; /* row groups per workgroup */
+        while (*rpt > 1 && (n + rg * *rpt - 1) / (rg * *rpt) < min_wg) *rpt /= 2;
+    } else {
+        *tpr = 64, *rpt = 1, *bpi = 2;
+    }
+}
+
+/* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
+ * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). A CPU
+ * adapter (lavapipe, SwiftShader) runs a workgroup's lanes a few at a time and pays for every
+ * barrier, so there: 4 threads per row (within one subgroup: no workgroup memory, no barrier),
+ * 4 rows per thread, 64-thread workgroups, at every K; on SmolLM2's projections 3.7-7.6x faster
+ * than the GPU shapes on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03).
+ * $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
+static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
+    if (cpu) *tpr = 4, *rpt = 4, *wg = 64, *bpi = 1;
+    else gemv_shape_gpu(nblk, n, tpr, rpt, wg, bpi);
+    const char *env = getenv("WGML_Q4_GEMV");
+    int a, b, c, d = 1;
+    int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
+    if (got >= 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 && b <= 16 && c >= a && c <= 256 && c % a == 0 &&
+        d >= 1 && d <= 8) {
+        *tpr = a;
+        *rpt = b;
+        *wg = c;
+        *bpi = d;
+    }
+}
+
+/* Whether the GEMV's final reduction uses subgroup operations, and the subgroup size known to
+ * hold at least (*known, 0 when unknown). Only with the device's subgroups feature. Automatic:
+ * when the device reports a minimum subgroup size >= TPR (then each row's TPR partial sums lie
+ * in one subgroup and no workgroup memory is needed). $WGML_Q4_GEMV_SUBGROUP=0 never, =1
+ * whenever the feature is there (a subgroup size below TPR then adds one workgroup-memory step),
+ * =S (a power of two >= 2) as 1 and takes S as the known minimum size (tests: only correct when
+ * the device's subgroups really have at least S lanes). */
+static bool gemv_subgroup(wgml_ctx *ctx, int tpr, uint32_t *known) {
+    const gpu_caps *c = gpu_get_caps(ctx);
+    *known = c->subgroup_min;
+    if (!c->subgroups) return false;
+    const char *env = getenv("WGML_Q4_GEMV_SUBGROUP");
+    if (env && *env) {
+        long v = strtol(env, NULL, 10);
+        if (v <= 0) return false;
+        if (v >= 2 && v <= 128 && (v & (v - 1)) == 0) *known = (uint32_t)v;
+        return true;
+    }
+    return *known >= (uint32_t)tpr;
+}
+
+/* Bindings of one GEMV dispatch over ws[0..nw): x, codes, ab (and bias) per weight, outputs,
+ * and the fusion's norm weight and residual. */
+static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw, const q4_gemv_fuse *f) {
+    int n = 1 + nw;
+    for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
+    if (f && f->norm_w) n++;
+    if (f && f->residual) n++;
+    if (f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU)) n--; /* one output */
+    return n;
+}
+
+/* The GEMV's launch shape (gemv_shape) and its final reduction (gemv_subgroup). */
+typedef struct gemv_cfg {
+    int tpr, rpt, wg, bpi;
+    bool sg;           /* subgroup reduction */
+    uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
+    bool direct;       /* the sums are final in the subgroup: no workgroup memory */
+    const q4_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
+} gemv_cfg;
+
+/* Output rows one thread stores: RPT, or RPT / 2 when its accumulators pair gate and up rows. */
+static bool fuse_pair(const q4_gemv_fuse *f) { return f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU); }
+static bool fuse_merge(const q4_gemv_fuse *f) { return f && f->merge_chunks > 0; }
+/* x staged in workgroup memory: normed, or merged from attention's chunks */
+static bool fuse_stage(const q4_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
+static int64_t merge_table_len(const q4_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
+
+/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt). */
+static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
+    uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
+    uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(kp / 4) * 4 : 4;
+    uint64_t nred = c->f && c->f->norm_w ? (uint64_t)c->wg : 1;
+    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2);
+}
+
+/* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
+ * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
+ * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
+ * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
+static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
+                           const wgml_q4_weight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+    size_t len = 0;
+#define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    const wgml_q4_weight *w = ws[0];
+    const q4_gemv_fuse *f = c->f;
+    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL, merge = fuse_merge(f);
+    bool norm = f && f->norm_w;
+    int xv = w->k % 4 == 0 && !merge ? 4 : 1;
+    int n_out = pair ? 1 : nw;
+    int64_t kp4 = w->kp / 4;
+    /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
+     * supported") and takes the subgroup builtins and functions without it, given the device's
+     * subgroups feature */
+    EMIT("alias XT = %s;\n"
+         "const WG: u32 = %du; const TPR: u32 = %du; const RPT: u32 = %du; const MR: u32 = %du;\n"
+         "const BPI: u32 = %du; const NW: u32 = %du; const SUBGROUP: bool = %s; const SG: u32 = %uu;\n"
+         "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
+         "const XSTAGE: bool = %s; const NORM: bool = %s; const KP4: u32 = %lldu; const XSH_LEN: u32 = %lldu;\n"
+         "const NRED_LEN: u32 = %du; const EPI: u32 = %du; const PAIR: bool = %s; const RP: u32 = %du;\n"
+         "alias V = f32;\n"
+         "fn x4(mm: u32, k: u32) -> vec4<f32> { %s }\n",
+         xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
+         c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
+         stage ? "true" : "false", norm ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
+         norm ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
+         stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
+    /* x_load: x's vec4 i (zero past K); merged from the chunks' partials X [MH, MC, MD + 2] with
+     * MERGE (x_merged in the kernel); xf: X's element i as f32 */
+    EMIT("const MERGE: bool = %s; const MH: u32 = %lldu; const MC: u32 = %lldu; const MD: u32 = %lldu;\n"
+         "fn xf(i: u32) -> f32 { return %s; }\n"
+         "fn x_load(mm: u32, i: u32) -> vec4<f32> {\n%s}\n",
+         merge ? "true" : "false", merge ? (long long)f->merge_heads : 1LL, merge ? (long long)f->merge_chunks : 1LL,
+         merge ? (long long)f->merge_dim : 1LL, xv == 4 ? "X[i / 4u][i % 4u]" : "X[i]",
+         merge     ? "  return x_merged(i);\n"
+         : xv == 4 ? "  if (i * 4u < p.K) { return X[mm * (p.K / 4u) + i]; }\n  return vec4<f32>(0.0);\n"
+                   : "  var v = vec4<f32>(0.0);\n"
+                     "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
+                     "  return v;\n");
+    if (len < cap) q4_kind_prelude_ex(prelude + len, cap - len, w, false);
+    len += strlen(prelude + len);
+    if (c->sg)
+        EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
+             "fn sg_size(s: SgIn) -> u32 { return s.size; }\n"
+             "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 {\n"
+             "  if (seg == sgs) { return subgroupAdd(v); }\n"
+             "  var s = v;\n"
+             "  for (var h = 1u; h < seg; h = h * 2u) { s += subgroupShuffleXor(s, h); }\n"
+             "  return s;\n}\n");
+    else
+        EMIT("struct SgIn { @builtin(local_invocation_id) unused: vec3<u32> }\n"
+             "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
+             "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
+    /* bindings: X, per weight C, AB (, BIAS), then the outputs, then the uniform */
+    int n_ro = 0, b = 0;
+    ro[n_ro++] = x;
+    EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
+    if (norm) {
+        ro[n_ro++] = f->norm_w;
+        EMIT("@group(0) @binding(%d) var<storage, read> NRM: array<f32>;\n"
+             "fn nw4(i: u32) -> vec4<f32> {\n  var v = vec4<f32>(0.0);\n"
+             "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = NRM[i * 4u + j]; } }\n"
+             "  return v;\n}\n",
+             b++);
+    } else {
+        EMIT("fn nw4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
+    }
+    for (int i = 0; i < nw; i++) {
+        EMIT("@group(0) @binding(%d) var<storage, read> C%d: array<vec4<u32>>;\n", b++, i);
+        EMIT("@group(0) @binding(%d) var<storage, read> AB%d: array<ABT>;\n", b++, i);
+        ro[n_ro++] = ws[i]->codes;
+        ro[n_ro++] = ws[i]->ab;
+        if (ws[i]->bias) {
+            EMIT("@group(0) @binding(%d) var<storage, read> BIAS%d: array<f32>;\n", b++, i);
+            ro[n_ro++] = ws[i]->bias;
+        }
+    }
+    if (resid) {
+        ro[n_ro++] = f->residual;
+        EMIT("@group(0) @binding(%d) var<storage, read> R: array<f32>;\nfn resid(i: u32) -> f32 { return R[i]; }\n",
+             b++);
+    } else {
+        EMIT("fn resid(i: u32) -> f32 { return 0.0; }\n");
+    }
+    for (int i = 0; i < n_out; i++) EMIT("@group(0) @binding(%d) var<storage, read_write> O%d: array<f32>;\n", b++, i);
+    EMIT("@group(0) @binding(%d) var<uniform> p: Params;\n", b++);
+    /* readers: w is uniform across a workgroup, so these branches are too */
+    EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return C%d[i]; } ", i, i);
+    EMIT("return C0[i]; }\nfn ab_at(w: u32, i: u32) -> vec2<f32> { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return ab_of(AB%d[i]); } ", i, i);
+    EMIT("return ab_of(AB0[i]); }\nfn bias_at(w: u32, n: u32) -> f32 { ");
+    for (int i = 0; i < nw; i++)
+        if (ws[i]->bias) EMIT("if (w == %du) { return BIAS%d[n]; } ", i, i);
+    EMIT("return 0.0; }\nfn store(w: u32, i: u32, v: f32) { ");
+    for (int i = n_out - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
+    EMIT("O0[i] = v; }\n");
+#undef EMIT
+    *n_ro_out = n_ro;
+    return len;
+}
+
+/* The GEMV's launch shape and reduction for nw weights with K = ws[0]->k and fusion f; false
+ * when the fused kernel's workgroup memory would not fit the device. */
+static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const q4_gemv_fuse *f, gemv_cfg *c) {
+    memset(c, 0, sizeof *c);
+    gemv_shape(gpu_get_caps(ctx)->is_cpu, w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
+    if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
+    c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
+    c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
+    c->f = f;
+    return gemv_wg_bytes(c, m, w->kp) <= gpu_get_caps(ctx)->max_workgroup_storage;
+}
+
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
+ * one dispatch of the q4_gemv kernel (M <= q4_gemv_max_m rows of x) configured by c (its fusion:
+ * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
+ * replaced by each weight's N. */
+static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws,
+                                   int nw, int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    const wgml_q4_weight *w = ws[0];
+    bool pair = fuse_pair(c->f);
+    int n_out = pair ? 1 : nw;
+    int64_t nblk = w->kp / 32;
+    int64_t rows = (int64_t)(c->wg / c->tpr) * (pair ? c->rpt / 2 : c->rpt);
+    char prelude[8192];
+    wgml_tensor *ro[GRAPH_MAX_BINDINGS];
+    int n_ro = 0;
+    if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
+    struct {
+        uint32_t nrow[4], rg_end[4];
+        uint32_t m, k, vpr, ng, nblk, row_groups;
+        float eps;
+        uint32_t pad1;
+    } params;
+    memset(&params, 0, sizeof params);
+    int64_t total = 0;
+    for (int i = 0; i < n_out; i++) { /* a pair is one range of workgroups over the common N */
+        total += (ws[i]->n + rows - 1) / rows;
+        params.nrow[i] = (uint32_t)ws[i]->n;
+        params.rg_end[i] = (uint32_t)total;
+    }
+    params.m = (uint32_t)m;
+    params.k = (uint32_t)w->k;
+    params.vpr = (uint32_t)(q4_words_per_row(w) / 4);
+    params.ng = (uint32_t)(w->kp / w->group);
+    params.nblk = (uint32_t)nblk;
+    params.row_groups = (uint32_t)total;
+    params.eps = c->f ? c->f->eps : 0.0f;
+    /* the outputs: x's shape with N last; [1, N] when x is attention's chunks to merge */
+    int64_t shape[WGML_MAX_RANK] = {1};
+    int rank = fuse_merge(c->f) ? 2 : x->rank;
+    if (!fuse_merge(c->f)) memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    for (int i = 0; i < n_out; i++) {
+        shape[rank - 1] = ws[i]->n;
+        outs[i] = graph_output(g, op, WGML_F32, rank, shape);
+    }
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n_out && !s; i++)
+        if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
+    if (!s)
+        s = graph_dispatch(g, op, "q4_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
+    if (s)
+        for (int i = 0; i < n_out; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
+
+/* record_gemv_cfg without fusion, in the automatic configuration. */
+wgml_status q4_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+                           int64_t m, wgml_tensor **outs) {
+    gemv_cfg c;
+    gemv_config(graph_ctx(g), ws[0], m, NULL, &c); /* without a prologue it always fits */
+    return record_gemv_cfg(g, op, x, ws, nw, m, &c, outs);
+}
+
+
+/* Storage buffers one GEMV dispatch may bind: the graph's limit (one binding is the uniform)
+ * or the device's, the smaller. */
+static int gemv_binding_limit(wgml_ctx *ctx) {
+    int limit = GRAPH_MAX_BINDINGS - 1;
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
+}
+
+/* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or Q4_EPI_RESIDUAL with
+ * n = 1; not the pairs), the weights grouped into as few dispatches as one kind, one group size
+ * and the binding limit allow. */
+static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                               int64_t m, const q4_gemv_fuse *f, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int limit = gemv_binding_limit(ctx);
+    bool done[WGML_Q4_MULTI_MAX] = {false};
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n && !s; i++) {
+        if (done[i]) continue;
+        const wgml_q4_weight *grp[WGML_Q4_MULTI_MAX];
+        int idx[WGML_Q4_MULTI_MAX], ng = 0;
+        grp[ng] = ws[i], idx[ng++] = i;
+        for (int j = i + 1; j < n; j++) {
+            if (done[j] || ws[j]->kind != ws[i]->kind || ws[j]->group != ws[i]->group) continue;
+            grp[ng] = ws[j];
+            if (gemv_storage_bindings(grp, ng + 1, f) > limit) continue;
+            idx[ng++] = j;
+        }
+        if (gemv_storage_bindings(grp, ng, f) > limit) /* even one weight alone does not fit */
+            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
+                                  gpu_get_caps(ctx)->max_storage_per_stage);
+        wgml_tensor *o[WGML_Q4_MULTI_MAX];
+        gemv_cfg c;
+        if (!gemv_config(ctx, grp[0], m, f, &c))
+            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op,
+                                  tshape(x));
+        s = record_gemv_cfg(g, op, x, grp, ng, m, &c, o);
+        for (int j = 0; j < ng && !s; j++) {
+            done[idx[j]] = true;
+            outs[idx[j]] = o[j];
+        }
+    }
+    return s;
+}
+
+/* The checks shared by q4_linear_multi and q4_gemv_fused: n weights (1..WGML_Q4_MULTI_MAX),
+ * each valid, of x's graph, with x's K. */
+static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
+                              const wgml_q4_weight *const *weights, int n) {
+    if (n < 1 || n > WGML_Q4_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+    if (!weights) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1];
+    for (int i = 0; i < n; i++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "weights[%d]", i);
+        const wgml_q4_weight *w = weights[i];
+        if (!q4_weight_valid(ctx, op, arg, w)) return wgml_last_status(ctx);
+        if (w->codes->graph != g || w->ab->graph != g || (w->bias && w->bias->graph != g))
+            return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s [%lld, %lld] and x %s belong to different graphs", op, arg,
+                                  (long long)w->n, (long long)w->k, tshape(x));
+        if (w->k != k)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] has K = %lld; x %s ends in K = %lld", op, arg,
+                                  (long long)w->n, (long long)w->k, (long long)w->k, tshape(x), (long long)k);
+    }
+    return WGML_OK;
+}
+
+wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+                                 wgml_tensor **outs) {
+    const char *op = "q4_linear_multi";
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
+    for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    if (multi_args(g, ctx, op, x, weights, n)) return wgml_last_status(ctx);
+    int64_t k = x->shape[x->rank - 1];
+    int64_t m = x->numel / k;
+    wgml_status s = WGML_OK;
+    if (m > q4_gemv_max_m(ctx) || graph_grad_enabled(g, &x, 1)) {
+        /* the tiled GEMM (one dispatch each), or the autograd record of each product */
+        for (int i = 0; i < n && !s; i++)
+            if (!(outs[i] = wgml_q4_linear(g, x, weights[i]))) s = wgml_last_status(ctx);
+    } else {
+        s = gemv_groups(g, op, x, weights, n, m, NULL, outs);
+    }
+    if (s)
+        for (int i = 0; i < n; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
+
+static bool shape_is(const wgml_tensor *t, int rank, const int64_t *shape) {
+    return t->rank == rank && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank) == 0;
+}
+
+/* The checks of q4_gemv_fused's merge prologue: x the partials [heads, chunks, dim + 2] (dim a
+ * multiple of 4) of one row of K = heads * dim, and n weights of that K. */
+static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
+                              const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
+    if (n < 1 || n > WGML_Q4_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+    if (!ws) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 3, 3)) return wgml_last_status(ctx);
+    int64_t want[3] = {f->merge_heads, f->merge_chunks, f->merge_dim + 2};
+    if (f->merge_heads <= 0 || f->merge_dim <= 0 || f->merge_dim % 4 || !shape_is(x, 3, want))
+        return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                              "%s: x %s must be the chunks' partials [heads %lld, chunks %lld, dim %lld + 2] (dim a "
+                              "multiple of 4)",
+                              op, tshape(x), (long long)f->merge_heads, (long long)f->merge_chunks,
+                              (long long)f->merge_dim);
+    for (int i = 0; i < n; i++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "weights[%d]", i);
+        if (!q4_weight_valid(ctx, op, arg, ws[i])) return wgml_last_status(ctx);
+        if (ws[i]->codes->graph != g || ws[i]->k != f->merge_heads * f->merge_dim)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] must be of x's graph with K = %lld", op, arg,
+                                  (long long)ws[i]->n, (long long)ws[i]->k, (long long)(f->merge_heads * f->merge_dim));
+    }
+    return WGML_OK;
+}
+
+bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f) {
+    gemv_cfg c;
+    const char *e = getenv("WGML_Q4_GEMV_MERGE"); /* 0: off, for A/B runs */
+    if (e && !strcmp(e, "0")) return false;
+    return ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
+           w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c);
+}
+
+
+/* The same result from the public ops, where the fused kernel does not apply. */
+static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                                    const q4_gemv_fuse *f, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_tensor *h = f->norm_w ? wgml_rms_norm(g, x, f->norm_w, f->eps) : x, *y[WGML_Q4_MULTI_MAX];
+    if (!h) return wgml_last_status(ctx);
+    wgml_status s = wgml_q4_linear_multi(g, h, ws, n, y);
+    if (s) return s;
+    switch (f->epi) {
+    case Q4_EPI_RESIDUAL: outs[0] = wgml_add(g, f->residual, y[0], 1.0f); break;
+    case Q4_EPI_SWIGLU: outs[0] = wgml_mul(g, wgml_silu(g, y[0]), y[1]); break;
+    case Q4_EPI_GEGLU: outs[0] = wgml_mul(g, wgml_gelu(g, y[0], 1), y[1]); break;
+    default:
+        for (int i = 0; i < n; i++) outs[i] = y[i];
+        return WGML_OK;
+    }
+    return outs[0] ? WGML_OK : wgml_last_status(ctx);
+}
+
+wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
+                          const q4_gemv_fuse *f, wgml_tensor **outs) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!outs || !f) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, outs ? "the fusion" : "outs");
+    bool pair = fuse_pair(f), merge = fuse_merge(f);
+    int n_out = pair || f->epi == Q4_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
+    for (int i = 0; i < n_out && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    if (merge ? merge_args(g, ctx, op, x, ws, n, f) : multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
+    /* x's logical shape: [1, K] when it is attention's chunks to merge */
+    int64_t lshape[WGML_MAX_RANK] = {1, merge ? f->merge_heads * f->merge_dim : 0};
+    int lrank = merge ? 2 : x->rank;
+    if (!merge) memcpy(lshape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    int64_t k = lshape[lrank - 1], m = merge ? 1 : x->numel / k;
+    if ((int)f->epi < Q4_EPI_STORE || f->epi > Q4_EPI_GEGLU)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown epilogue %d", op, (int)f->epi);
+    if (merge && (f->norm_w || pair))
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: the chunks' merge is a prologue of its own: no norm, no gated pair",
+                              op);
+    if (f->norm_w) {
+        int64_t want[1] = {k};
+        if (check_operand(ctx, g, op, "norm_w", f->norm_w, WGML_F32, 1, 1)) return wgml_last_status(ctx);
+        if (!shape_is(f->norm_w, 1, want))
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: norm_w %s must be [%lld] for x %s", op, tshape(f->norm_w),
+                                  (long long)k, tshape(x));
+    }
+    if (pair && (n != 2 || ws[0]->n != ws[1]->n))
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a gated epilogue takes two weights of one N (gate, up); got %d%s",
+                              op, n, n == 2 ? " of different N" : "");
+    if (f->epi == Q4_EPI_RESIDUAL) {
+        if (n != 1) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a residual epilogue takes one weight, got %d", op, n);
+        int64_t want[WGML_MAX_RANK];
+        memcpy(want, lshape, sizeof(int64_t) * (size_t)lrank);
+        want[lrank - 1] = ws[0]->n;
+        if (check_operand(ctx, g, op, "residual", f->residual, WGML_F32, lrank, lrank)) return wgml_last_status(ctx);
+        if (!shape_is(f->residual, lrank, want))
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: residual %s must have the output's shape (x %s, N = %lld)", op,
+                                  tshape(f->residual), tshape(x), (long long)ws[0]->n);
+    }
+    wgml_tensor *in[3] = {x, f->norm_w, f->residual};
+    bool fused = m <= q4_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
+    for (int i = 0; i < n && fused; i++) {
+        gemv_cfg c;
+        fused = gemv_config(ctx, ws[i], m, f, &c);
+    }
+    if (merge && !fused)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: the chunks' merge (x %s) needs the fused GEMV: no gradient, workgroup memory for "
+                              "K = %lld and the %lld x %lld weight table",
+                              op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
+    if (pair && fused) {
+        if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group &&
+            gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {
+            gemv_cfg c;
+            gemv_config(ctx, ws[0], m, f, &c);
+            return record_gemv_cfg(g, op, x, ws, 2, m, &c, outs);
+        }
+        fused = false;
+    }
+    wgml_status s = fused ? gemv_groups(g, op, x, ws, n, m, f, outs) : gemv_fused_plain(g, x, ws, n, f, outs);
+    if (s)
+        for (int i = 0; i < n_out; i++) {
+            wgml_tensor_free(outs[i]);
+            outs[i] = NULL;
+        }
+    return s;
+}
