@@ -1,4 +1,4 @@
-/* The Llama model (src/model/llama.c), sampling and generation.
+/* The Llama model (src/model/decoder*.c), sampling and generation.
  *
  * A tiny synthetic Llama (2 layers, random weights in Q8_0 / Q4_0 / Q4_1 / F32, written as a
  * GGUF file with gguf_build.h) is loaded and its logits are compared with a double-precision
@@ -8,7 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_build.h"
 #include "harness.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "wgml-model.h"
 
 #include <math.h>
@@ -346,7 +346,7 @@ static void test_utf8_holdback(void) {
         {"\x80\x80\x80\x80\x80", 5}, /* stray continuation bytes pass through */
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
-        size_t got = llama_utf8_complete((const unsigned char *)c[i].s, strlen(c[i].s));
+        size_t got = decoder_utf8_complete((const unsigned char *)c[i].s, strlen(c[i].s));
         th_check(got == c[i].want, "utf8 hold-back case %zu: %zu, want %zu", i, got, c[i].want);
     }
 }

@@ -1,6 +1,6 @@
-/* Architectures as data: one table entry per family the block builder (llama.c) runs, and the
- * reading of its hyper-parameters from a GGUF file's "<arch>.*" metadata. What differs between
- * Llama/SmolLM2, Qwen2, Qwen3 and Gemma 3 is here and nowhere else: norm placement, q/k norms,
+/* Architectures as data: one table entry per family the decoder's block builders
+ * (decoder_block.c, decoder_fused.c) run, and the reading of its hyper-parameters from a GGUF
+ * file's "<arch>.*" metadata. What differs between Llama/SmolLM2, Qwen2, Qwen3 and Gemma 3 is here and nowhere else: norm placement, q/k norms,
  * biases, the activation, the RoPE pairing and bases, sliding windows, the embedding multiplier,
  * the attention scale and soft caps. */
 #include "model/arch.h"

@@ -1,6 +1,6 @@
-/* Architectures as data (arch.c): what differs between the decoder-only families that the one
- * block builder of llama.c runs, as one table entry per general.architecture plus the values
- * the file's metadata sets. */
+/* Architectures as data (arch.c): what differs between the decoder-only families that the
+ * decoder's block builders (decoder_block.c, decoder_fused.c) run, as one table entry per
+ * general.architecture plus the values the file's metadata sets. */
 #ifndef WGML_MODEL_ARCH_H
 #define WGML_MODEL_ARCH_H
 

@@ -1,6 +1,6 @@
 /* Generation: prefill, then the decode graph step by step, streaming UTF-8-complete text. */
 #define _POSIX_C_SOURCE 200809L
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "wgml-model.h"
 
 #include "gpu/gpu.h"
@@ -17,7 +17,7 @@ static double now_s(void) {
 
 /* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence: a lead
  * byte in the last three bytes whose sequence is not complete is held back. */
-size_t llama_utf8_complete(const unsigned char *s, size_t n) {
+size_t decoder_utf8_complete(const unsigned char *s, size_t n) {
     for (size_t back = 1; back <= 4 && back <= n; back++) {
         unsigned char c = s[n - back];
         if ((c & 0xC0) == 0x80) continue; /* continuation byte: keep looking for the lead */
@@ -46,7 +46,7 @@ static int stream_put(stream *st, const char *s, size_t n) {
 
 /* Passes the complete part of the held bytes to on_text (all of it when flush). */
 static int stream_emit(stream *st, int flush, wgml_text_fn on_text, void *user) {
-    size_t k = flush ? st->n : llama_utf8_complete((const unsigned char *)st->buf, st->n);
+    size_t k = flush ? st->n : decoder_utf8_complete((const unsigned char *)st->buf, st->n);
     int stop = 0;
     if (k && on_text) stop = on_text(user, st->buf, k);
     if (k && st->n > k) memmove(st->buf, st->buf + k, st->n - k); /* (buf is NULL before any text) */
@@ -81,7 +81,7 @@ static int take_token(void *u, int32_t id) {
         int full = stream_put(&gen->out, text, len);
         free(text);
         if (full) {
-            gen->s = wgml_set_error(llama_ctx(gen->m), WGML_ERR_OOM, "generate: out of host memory");
+            gen->s = wgml_set_error(decoder_ctx(gen->m), WGML_ERR_OOM, "generate: out of host memory");
             return 1;
         }
         if (stream_emit(&gen->out, 0, gen->on_text, gen->user)) return 1;
@@ -91,7 +91,7 @@ static int take_token(void *u, int32_t id) {
 
 wgml_status wgml_generate(wgml_model *m, const int32_t *prompt, size_t n_prompt, const wgml_gen_options *opt,
                           wgml_text_fn on_text, void *user, wgml_gen_stats *stats, int32_t **out_ids, size_t *n_out) {
-    wgml_ctx *ctx = llama_ctx(m);
+    wgml_ctx *ctx = decoder_ctx(m);
     if (!m || !opt) return wgml_set_error(ctx, WGML_ERR_ARG, "generate: NULL argument");
     if (out_ids) *out_ids = NULL;
     if (n_out) *n_out = 0;

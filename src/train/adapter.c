@@ -11,7 +11,7 @@
 #include "io/gguf_write.h"
 #include "io/json.h"
 #include "model/arch.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "train/checkpoint.h"
 #include "train/lora_gguf.h"
 #include "train/peft.h"
@@ -392,7 +392,7 @@ static wgml_status for_model(const wgml_adapter *a, wgml_model *m, float ***data
             return errbuf_set(err, errlen, WGML_ERR_FORMAT, "adapter tensor %s is not blk.<layer < %lld>.<target>.lora_a|lora_b",
                               a->names[i], (long long)n_layer);
         int64_t N, K;
-        llama_target_dims(m, t, &N, &K);
+        decoder_target_dims(m, t, &N, &K);
         if (a->numel[i] != r * (b ? N : K))
             return errbuf_set(err, errlen, WGML_ERR_FORMAT,
                               "adapter tensor %s holds %lld values, this model's needs %lld (rank %lld): an adapter of another "
@@ -408,7 +408,7 @@ wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
     float **data;
     char e[400];
     wgml_status s = for_model(a, m, &data, e, sizeof e);
-    if (s) return wgml_set_error(llama_ctx(m), s, "adapter: %s", e);
+    if (s) return wgml_set_error(decoder_ctx(m), s, "adapter: %s", e);
     s = wgml_model_set_lora(m, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)data);
     free_model_order(a, data);
     return s;

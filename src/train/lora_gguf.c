@@ -4,7 +4,7 @@
 
 #include "io/errbuf.h"
 #include "io/gguf_write.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "ops/q4/q4_internal.h"
 
 #include <stdio.h>
@@ -29,7 +29,7 @@ wgml_status lora_gguf_write(const char *path, const char *arch, const wgml_train
                            names[i], (long long)r);
             break;
         }
-        snprintf(nm[i], sizeof nm[i], "blk.%lld.%s.weight.lora_%c", l, llama_target_names[tg], ab ? 'b' : 'a');
+        snprintf(nm[i], sizeof nm[i], "blk.%lld.%s.weight.lora_%c", l, decoder_target_names[tg], ab ? 'b' : 'a');
         /* dims[0] is the contiguous one: A [r, K] row-major is dims {K, r}; B [N, r] is {r, N} */
         t[i] = (gguf_tensor_write){.name = nm[i], .n_dims = 2, .data = data[i],
                                    .dims = {ab ? r : numel[i] / r, ab ? numel[i] / r : r}};
@@ -64,10 +64,10 @@ static wgml_status take(const wgml_gguf *f, int64_t i, const char *path, peft_ad
     char tn[32], ab[16];
     int t = 0, n = 0;
     if (sscanf(x->name, "blk.%lld.%31[a-z_].weight.%15s%n", &l, tn, ab, &n) == 3 && !x->name[n])
-        while (t < LLAMA_N_TARGETS && strcmp(tn, llama_target_names[t])) t++;
-    else t = LLAMA_N_TARGETS;
+        while (t < DECODER_N_TARGETS && strcmp(tn, decoder_target_names[t])) t++;
+    else t = DECODER_N_TARGETS;
     int b = !strcmp(ab, "lora_b");
-    if (t == LLAMA_N_TARGETS || l < 0 || (!b && strcmp(ab, "lora_a")))
+    if (t == DECODER_N_TARGETS || l < 0 || (!b && strcmp(ab, "lora_a")))
         return errbuf_set(err, errlen, WGML_ERR_UNSUPPORTED,
                           "%s: tensor %s: wgml adapts only the attn_q/k/v/output and ffn_gate/up/down weights of the blocks", path,
                           x->name);

@@ -12,7 +12,7 @@
 #include "io/json.h"
 #include "io/path.h"
 #include "model/arch.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "ops/q4/q4_internal.h"
 
 #include <errno.h>
@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Hugging Face's module of each target, in the order of llama_target_names. */
-static const char *const hf_module[LLAMA_N_TARGETS] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+/* Hugging Face's module of each target, in the order of decoder_target_names. */
+static const char *const hf_module[DECODER_N_TARGETS] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                                        "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
                                                        "mlp.down_proj"};
 #define PEFT_PREFIX "base_model.model.model.layers."
@@ -33,13 +33,13 @@ peft_layout peft_layout_from(const model_arch *a, const wgml_llama_config *c) {
                          .permuted_qk = a->rope_style == WGML_ROPE_INTERLEAVED};
 }
 
-peft_layout peft_layout_of(const wgml_model *m) { return peft_layout_from(llama_arch(m), wgml_model_config(m)); }
+peft_layout peft_layout_of(const wgml_model *m) { return peft_layout_from(decoder_arch(m), wgml_model_config(m)); }
 
 int peft_wgml_name(const char *name, long long *l, int *t) {
     char tn[32], ab[16];
     if (sscanf(name, "blk.%lld.%31[a-z_].%15s", l, tn, ab) != 3) return -1;
-    for (*t = 0; *t < LLAMA_N_TARGETS && strcmp(tn, llama_target_names[*t]); (*t)++) {}
-    if (*t == LLAMA_N_TARGETS) return -1;
+    for (*t = 0; *t < DECODER_N_TARGETS && strcmp(tn, decoder_target_names[*t]); (*t)++) {}
+    if (*t == DECODER_N_TARGETS) return -1;
     return !strcmp(ab, "lora_a") ? 0 : !strcmp(ab, "lora_b") ? 1 : -1;
 }
 
@@ -49,7 +49,7 @@ static int peft_name(const char *name, long long *l, int *t) {
     if (strncmp(name, PEFT_PREFIX, strlen(PEFT_PREFIX)) || sscanf(name + strlen(PEFT_PREFIX), "%lld.%n", l, &off) != 1 || !off)
         return -1;
     const char *rest = name + strlen(PEFT_PREFIX) + off;
-    for (*t = 0; *t < LLAMA_N_TARGETS; (*t)++) {
+    for (*t = 0; *t < DECODER_N_TARGETS; (*t)++) {
         size_t n = strlen(hf_module[*t]);
         if (strncmp(rest, hf_module[*t], n) || rest[n] != '.') continue;
         const char *ab = rest + n + 1;
@@ -111,7 +111,7 @@ static char *config_json(const wgml_train_config *cfg, const char *base, size_t 
              (double)cfg->lora_alpha);
     bad |= json_put_raw(&j, len, &cap, num);
     int first = 1;
-    for (int t = 0; t < LLAMA_N_TARGETS; t++)
+    for (int t = 0; t < DECODER_N_TARGETS; t++)
         if (cfg->targets & (1u << t)) {
             const char *m = strchr(hf_module[t], '.') + 1;
             bad |= json_put_raw(&j, len, &cap, first ? "" : ", ");
@@ -282,7 +282,7 @@ static wgml_status take_tensor(peft_adapter *a, const char *sp, const st_tensor 
     if (!f32 && !f64 && !f16 && !bf16)
         return errbuf_set(err, errlen, WGML_ERR_FORMAT, "%s: tensor %s is %s (F32, F64, F16 or BF16 wanted)", sp, x->name, x->dtype);
     char name[96];
-    snprintf(name, sizeof name, "blk.%lld.%s.lora_%c", l, llama_target_names[t], ab ? 'b' : 'a');
+    snprintf(name, sizeof name, "blk.%lld.%s.lora_%c", l, decoder_target_names[t], ab ? 'b' : 'a');
     float *d = malloc((size_t)x->numel * sizeof(float) + 4);
     char *nm = strdup(name);
     if (!d || !nm) {

@@ -27,7 +27,7 @@ struct model_arch;
 peft_layout peft_layout_from(const struct model_arch *a, const wgml_llama_config *c);
 
 /* Parses wgml's tensor name "blk.L.TARGET.lora_a|lora_b": the layer, the target's index (as
- * llama_target_names), and 0 (a) or 1 (b); -1 when it is not one. */
+ * decoder_target_names), and 0 (a) or 1 (b); -1 when it is not one. */
 int peft_wgml_name(const char *name, long long *l, int *t);
 
 /* Writes dir (created if missing) as a PEFT adapter: the n tensors t (wgml's names

@@ -2,9 +2,9 @@
  * a step is one submit plus the 4-byte loss readback.
  *
  * Graphs:
- *   train graph g   ids, labels, positions (persistent) -> llama_forward_train_hidden (weights
+ *   train graph g   ids, labels, positions (persistent) -> decoder_forward_train_hidden (weights
  *                   shared from the model; LoRA A/B are views of the optimizer's flat params
- *                   buffer) -> the fused LM head + cross-entropy (llama_lmhead_ce: vocabulary
+ *                   buffer) -> the fused LM head + cross-entropy (decoder_lmhead_ce: vocabulary
  *                   chunks through one [T, 8192] scratch, no [T, V] logits or dlogits) ->
  *                   wgml_backward of the loss (the fused op's rule recomputes each chunk's
  *                   logits and gives d_h; the head weight is frozen) -> AdamW step over the
@@ -27,7 +27,7 @@
 #include "wgml-train.h"
 
 #include "graph/graph.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "train/checkpoint.h"
 #include "ops/q4/q4_share.h"
 #include "tensor/splitmix.h"
@@ -55,9 +55,9 @@ struct wgml_trainer {
     wgml_optimizer *opt;
     tparam *params;
     int n;
-    wgml_lora *lora, *elora;       /* [n_layer * LLAMA_N_TARGETS] structs (train graph, eval graph) */
+    wgml_lora *lora, *elora;       /* [n_layer * DECODER_N_TARGETS] structs (train graph, eval graph) */
     wgml_lora **lora_p, **elora_p; /* the same as pointer tables, NULL where no adapter */
-    wgml_tensor **latent_p;        /* STE: [n_layer * LLAMA_N_TARGETS] latents (train graph) or NULL */
+    wgml_tensor **latent_p;        /* STE: [n_layer * DECODER_N_TARGETS] latents (train graph) or NULL */
     wgml_graph *gr;                /* STE: the requant of every latent alone (after write_state) */
     wgml_tensor *ids, *labels, *positions, *loss;
     wgml_tensor *e_ids, *e_labels, *e_positions, *e_loss, *e_status;
@@ -141,18 +141,18 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
     const wgml_llama_config *mc = wgml_model_config(t->model);
     const wgml_train_config *c = &t->cfg;
     int ste = c->mode == WGML_TRAIN_STE;
-    t->params = calloc((size_t)(mc->n_layer * LLAMA_N_TARGETS * 2), sizeof *t->params);
+    t->params = calloc((size_t)(mc->n_layer * DECODER_N_TARGETS * 2), sizeof *t->params);
     if (!t->params) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     *capacity = 0;
     t->n = 0;
     for (int64_t l = 0; l < mc->n_layer; l++)
-        for (int k = 0; k < LLAMA_N_TARGETS; k++) {
+        for (int k = 0; k < DECODER_N_TARGETS; k++) {
             if (!((c->targets >> k) & 1)) continue;
             int64_t N, K;
-            llama_target_dims(t->model, k, &N, &K);
+            decoder_target_dims(t->model, k, &N, &K);
             if (ste) {
-                const wgml_q4_weight *q = llama_target_q4(t->model, l, k);
-                int ty = llama_target_gguf_type(t->model, l, k);
+                const wgml_q4_weight *q = decoder_target_q4(t->model, l, k);
+                int ty = decoder_target_gguf_type(t->model, l, k);
                 /* straight-through trains the weights the GGUF export can write back (Q4_0,
                  * Q4_1); requant itself runs for every quantised kind */
                 if (!q || (ty != WGML_GGML_Q4_0 && ty != WGML_GGML_Q4_1)) continue;
@@ -162,9 +162,9 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
                 p->layer = l;
                 p->target = k;
                 if (ste)
-                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.latent", (long long)l, llama_target_names[k]);
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.latent", (long long)l, decoder_target_names[k]);
                 else
-                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.lora_%c", (long long)l, llama_target_names[k],
+                    snprintf(p->name, sizeof p->name, "blk.%lld.%s.lora_%c", (long long)l, decoder_target_names[k],
                              ab ? 'b' : 'a');
                 p->shape[0] = ste ? N : ab ? N : c->lora_rank;
                 p->shape[1] = ste ? K : ab ? c->lora_rank : K;
@@ -186,7 +186,7 @@ static wgml_status make_params(wgml_trainer *t) {
     const wgml_llama_config *mc = wgml_model_config(t->model);
     const wgml_train_config *c = &t->cfg;
     int ste = c->mode == WGML_TRAIN_STE;
-    int64_t slots = mc->n_layer * LLAMA_N_TARGETS, capacity = 0;
+    int64_t slots = mc->n_layer * DECODER_N_TARGETS, capacity = 0;
     wgml_status s = list_params(t, &capacity);
     if (s) return s;
     t->lora = calloc((size_t)slots, sizeof *t->lora);
@@ -225,8 +225,8 @@ static wgml_status make_params(wgml_trainer *t) {
             break;
         }
         if (ste) {
-            t->latent_p[p->layer * LLAMA_N_TARGETS + p->target] = p->p;
-            s = latent_init(t, llama_target_q4(t->model, p->layer, p->target), p->p);
+            t->latent_p[p->layer * DECODER_N_TARGETS + p->target] = p->p;
+            s = latent_init(t, decoder_target_q4(t->model, p->layer, p->target), p->p);
             continue;
         }
         int is_b = (i & 1) != 0;
@@ -245,7 +245,7 @@ static wgml_status fill_adapter_tables(wgml_trainer *t) {
     const wgml_train_config *c = &t->cfg;
     int64_t r = c->lora_rank;
     for (int i = 0; i < t->n; i += 2) {
-        int64_t e = t->params[i].layer * LLAMA_N_TARGETS + t->params[i].target;
+        int64_t e = t->params[i].layer * DECODER_N_TARGETS + t->params[i].target;
         wgml_lora *lo = &t->lora[e];
         lo->a = t->params[i].p;
         lo->b = t->params[i + 1].p;
@@ -269,7 +269,7 @@ static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
     for (int i = 0; i < t->n; i++) {
         tparam *p = &t->params[i];
         wgml_q4_weight q;
-        if (q4_weight_share(g, llama_target_q4(t->model, p->layer, p->target), &q)) return wgml_last_status(t->ctx);
+        if (q4_weight_share(g, decoder_target_q4(t->model, p->layer, p->target), &q)) return wgml_last_status(t->ctx);
         wgml_tensor *lat = own ? p->p : wgml_tensor_share(g, p->p);
         if (!lat) return wgml_last_status(t->ctx);
         wgml_status s = wgml_q4_requant(g, lat, &q);
@@ -306,9 +306,9 @@ static wgml_status build(wgml_trainer *t) {
     free(pos);
     int ste = c->mode == WGML_TRAIN_STE;
     /* the fused head: loss without the [T, V] logits; its autograd rule gives h its gradient */
-    wgml_tensor *h = llama_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
+    wgml_tensor *h = decoder_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
                                                 ste ? t->latent_p : NULL);
-    t->loss = h ? llama_lmhead_ce(t->model, g, h, t->labels, NULL) : NULL;
+    t->loss = h ? decoder_lmhead_ce(t->model, g, h, t->labels, NULL) : NULL;
     /* grad_accum micro-batches: each loss weighs 1 / grad_accum; the step runs on every
      * grad_accum-th run (wgml_adamw_set_apply) and clears the summed gradients */
     int acc = c->grad_accum > 1;
@@ -321,14 +321,14 @@ static wgml_status build(wgml_trainer *t) {
     /* eval graph */
     wgml_ce_options ce = {.grad_scale = NULL, .status = t->e_status};
     wgml_tensor *eh =
-        llama_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
-    t->e_loss = eh ? llama_lmhead_ce(t->model, t->ge, eh, t->e_labels, &ce) : NULL;
+        decoder_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
+    t->e_loss = eh ? decoder_lmhead_ce(t->model, t->ge, eh, t->e_labels, &ce) : NULL;
     if (!t->e_loss || wgml_graph_keep(t->ge, t->e_loss) || wgml_graph_compile(t->ge)) return wgml_last_status(t->ctx);
     return WGML_OK;
 }
 
 wgml_trainer *wgml_trainer_new(wgml_model *m, const wgml_train_config *cfg) {
-    wgml_ctx *ctx = llama_ctx(m);
+    wgml_ctx *ctx = decoder_ctx(m);
     if (!m) {
         wgml_set_error(NULL, WGML_ERR_ARG, "trainer_new: model is NULL");
         return NULL;
