@@ -115,13 +115,5 @@ wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
 /* The status a backward function returns: WGML_OK when every wanted input got a gradient,
  * else the context's last error. */
 wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);
-/* Rule helpers (ops/reduce/reduce_grad.c): the sum of dy over the dims in which shape `to` was broadcast up
- * to dy's shape, reshaped to `to` (dy itself when nothing was broadcast). */
-wgml_tensor *grad_reduce_to(wgml_graph *g, wgml_tensor *dy, int rank, const int64_t *to);
-/* Scatter-add along one dim: dx (shape x_rank/x_shape) where dx[p] = Σ_j dy[p with dim := j]
- * over j with wrapped idx == p[dim]. idx_select: idx is 1-D (index_select); else idx has dy's
- * shape (gather) and positions outside idx's extent get 0. Deterministic (no atomics). */
-wgml_tensor *grad_index_scatter(wgml_graph *g, wgml_tensor *dy, wgml_tensor *idx, int dim, int x_rank,
-                                const int64_t *x_shape, bool idx_select);
 
 #endif

@@ -3,6 +3,7 @@
  * All are compositions of public elementwise ops; unary_backward and clamp_backward are the
  * single places where a dedicated kernel can replace the composition. */
 #include "ops/elementwise/elementwise_grad.h"
+#include "ops/reduce/reduce_grad.h"
 
 #include <string.h>
 

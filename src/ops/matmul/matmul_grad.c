@@ -3,6 +3,7 @@
  * as matmul. */
 #include "ops/matmul/matmul_grad.h"
 #include "ops/matmul/matmul_into.h"
+#include "ops/reduce/reduce_grad.h"
 
 #include <string.h>
 

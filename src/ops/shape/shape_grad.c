@@ -3,6 +3,8 @@
  * permute / transpose (the inverse permutation) and expand_copy (summed over the broadcast
  * dims). Inputs beyond GRAPH_OP_MAX_IN of a cat get no gradient (an error at backward). */
 #include "ops/shape/shape_grad.h"
+#include "ops/index/index_grad.h"
+#include "ops/reduce/reduce_grad.h"
 
 #include <stdlib.h>
 #include <string.h>
