@@ -680,13 +680,6 @@ wgml_tensor *wgml_q4_embedding_rows(wgml_graph *g, const wgml_q4_weight *table, 
 /* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
  * an fp32 latent for straight-through training without a host round trip). */
 wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
-/* Times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s) with built
- * graphs of repeated dispatches, each checked against a double-precision product on sampled
- * outputs; writes a table to out (a FILE*). mode 0: both; 1: the M = 1 shapes only; 2: the
- * training GEMMs (forward and input gradient at M = 4096 and 512, the LM head chunk) with the
- * tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). Returns 0 when
- * all ran and passed. */
-int wgml_q4_bench(wgml_ctx *ctx, void *out, int mode);
 
 /* Most weights one wgml_q4_linear_multi call takes. */
 #define WGML_Q4_MULTI_MAX 3

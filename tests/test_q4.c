@@ -13,7 +13,6 @@
  *                             DIR/<case>.d (f32 [m, n]) into DIR/<case>.dx and the embedding
  *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
  *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
- *   test_q4 --bench           runs wgml_q4_bench;
  * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, linear-tiles (the GEMM's tile
  * choices), requant (with the embedding, the closed loop and the bad input), shapes and
  * shapes-wide and shapes-deep (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
@@ -944,10 +943,6 @@ int main(int argc, char **argv) {
     th_init_args("test_q4", argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gguf-check") && i + 1 < argc) return gguf_check(argv[i + 1]);
-        if (!strcmp(argv[i], "--bench")) {
-            th_check(wgml_q4_bench(T.ctx, stdout, 0) == 0, "bench: %s", wgml_last_error(T.ctx));
-            return th_done();
-        }
     }
     static const th_part parts[] = {
         {"linear", test_linear},          {"linear-tiles", test_linear_tiles}, {"requant", test_rest},

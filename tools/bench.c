@@ -387,15 +387,15 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
-    /* --type NAME (a GGUF block type, e.g. Q4_K) benchmarks that weight type: wgml_q4_bench reads
+    /* --type NAME (a GGUF block type, e.g. Q4_K) benchmarks that weight type: bench_q4 reads
      * it from $WGML_Q4_BENCH_TYPE */
     if (argc >= 3 && !strcmp(argv[0], "q4") && !strcmp(argv[argc - 2], "--type")) {
         setenv("WGML_Q4_BENCH_TYPE", argv[argc - 1], 1);
         argc -= 2;
     }
-    if (argc == 1 && !strcmp(argv[0], "q4")) return wgml_q4_bench(ctx, stdout, 0);
-    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return wgml_q4_bench(ctx, stdout, 1);
-    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--train")) return wgml_q4_bench(ctx, stdout, 2);
+    if (argc == 1 && !strcmp(argv[0], "q4")) return bench_q4(ctx, stdout, 0);
+    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return bench_q4(ctx, stdout, 1);
+    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--train")) return bench_q4(ctx, stdout, 2);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"

@@ -1,4 +1,4 @@
-/* wgml_q4_bench: throughput of the 4-bit forward, timed with GPU timestamps over a built graph
+/* wgml bench q4 (bench_q4): throughput of the 4-bit forward, timed with GPU timestamps over a built graph
  * of repeated dispatches (one submit per timed run; the best of 5 after 0.3 s of warm-up runs). Decode (M = 1, GEMV): effective GB/s of
  * the bytes one forward must move (codes + scales + activations in and out). Prefill/training
  * (M = 512, GEMM): GFLOP/s. Training mode (mode 2): the LoRA training step's 4-bit GEMMs,
@@ -7,6 +7,8 @@
  * The weight is flat q4gsw (symmetric, G = 32) unless $WGML_Q4_BENCH_TYPE names a GGUF block
  * type (`wgml bench q4 --type Q4_K`): random blocks of that type through wgml_q4_upload_gguf
  * (shapes whose K is not whole blocks are skipped). */
+#include "bench.h"
+#include "gpu/gpu.h"
 #include "ops/q4/q4_internal.h"
 
 #include <math.h>
@@ -200,7 +202,7 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
     return failed;
 }
 
-int wgml_q4_bench(wgml_ctx *ctx, void *out_file, int mode) {
+int bench_q4(wgml_ctx *ctx, void *out_file, int mode) {
     FILE *out = out_file ? (FILE *)out_file : stdout;
     if (!ctx) return 1;
     if (mode == 2) return bench_train(ctx, out);
