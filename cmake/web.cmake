@@ -19,6 +19,7 @@ file(GLOB WGML_TOOL_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/tools/*.c")
 add_executable(wgml_cli ${WGML_TOOL_SOURCES})
 set_target_properties(wgml_cli PROPERTIES OUTPUT_NAME wgml)
 target_link_libraries(wgml_cli PRIVATE wgml)
+target_include_directories(wgml_cli PRIVATE "${CMAKE_SOURCE_DIR}/src") # the benchmarks read the library's internals
 target_link_options(wgml_cli PRIVATE ${WGML_WEB_LINK})
 
 if(WGML_BUILD_TESTS)
