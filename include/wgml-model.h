@@ -262,6 +262,15 @@ typedef struct wgml_decode_stats {
 wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, int batch, wgml_token_fn on_token,
                                      void *user, wgml_decode_stats *stats);
 
+/* Adapters for the inference graphs from host arrays (e.g. a saved adapter, or a trainer's:
+ * wgml_trainer_attach_lora): n tensors named blk.L.TARGET.lora_a|lora_b (TARGET a GGUF
+ * projection name: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down; every target
+ * given needs both), lora_a [rank, K] and lora_b [N, rank] row-major with K and N the
+ * projection's, scale alpha / rank. n = 0 removes the adapters (rank and alpha are then
+ * ignored). Rebuilds the inference graphs and forgets the cached sequence (position 0). */
+wgml_status wgml_model_set_lora(wgml_model *m, int rank, float alpha, int n, const char *const *names,
+                                const float *const *data);
+
 /* ---- generation and sampling ------------------------------------------------------------- */
 /* Picking the next token from logits, and whole generations with streamed text. */
 

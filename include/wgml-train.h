@@ -183,13 +183,6 @@ wgml_status wgml_trainer_attach_lora(wgml_trainer *t);
 /* LoRA adapters for the model's inference graphs, adapter files and the STE model export: what
  * a fine-tuning run leaves behind, and reading it back. */
 
-/* Adapters for the model's inference graphs from host arrays (e.g. a saved adapter): n named
- * tensors as wgml_trainer_tensor_name lists them (every target given needs both lora_a and
- * lora_b), shapes from cfg->lora_rank and the model, scale cfg->lora_alpha / r. n = 0 removes
- * the adapters. Rebuilds the inference graphs and forgets the cached sequence (position 0). */
-wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
-                                const float *const *data);
-
 /* Target names: bit i of WGML_TARGET_* is "q", "k", "v", "o", "gate", "up", "down" (i = 0..6),
  * the names --targets takes and adapter_config.json lists. wgml_target_name: NULL for i out of
  * range. wgml_targets_parse: a comma list of names, or "all", into *targets (WGML_ERR_ARG on an

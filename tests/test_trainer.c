@@ -282,18 +282,18 @@ static void test_tiny(const char *path) {
         th_check(!wgml_model_prefill(m, tok[0], TS, l2, NULL), "adapted prefill 2");
         for (int j = 0; j < V; j++) diff = th_max_err(diff, fabs(l2[j] - base_logits[j]));
         th_check(isfinite(diff) && diff > 1e-3, "the adapter changes the logits, no NaN (max diff %.3g)", diff);
-        th_check(!wgml_model_set_lora(m, NULL, 0, NULL, NULL), "set_lora n=0: %s", wgml_last_error(T.ctx));
+        th_check(!wgml_model_set_lora(m, 0, 0.0f, 0, NULL, NULL), "set_lora n=0: %s", wgml_last_error(T.ctx));
         th_check(!wgml_model_prefill(m, tok[0], TS, l2, NULL), "base prefill again");
         diff = 0;
         for (int j = 0; j < V; j++) diff = th_max_err(diff, fabs(l2[j] - base_logits[j]));
         th_check(diff < 1e-5, "removing the adapter restores the base logits (max diff %.3g)", diff);
         const char *nm[1] = {"blk.0.attn_q.lora_a"};
         const float *dt[1] = {l2};
-        th_expect_error("set_lora: a without b", wgml_model_set_lora(m, &cfg, 1, nm, dt) != WGML_OK, WGML_ERR_ARG,
-                        "only its lora_a", NULL);
+        th_expect_error("set_lora: a without b", wgml_model_set_lora(m, cfg.lora_rank, cfg.lora_alpha, 1, nm, dt) != WGML_OK,
+                        WGML_ERR_ARG, "only its lora_a", NULL);
         const char *nm2[1] = {"blk.9.attn_q.lora_a"};
-        th_expect_error("set_lora: bad layer", wgml_model_set_lora(m, &cfg, 1, nm2, dt) != WGML_OK, WGML_ERR_ARG,
-                        "blk.9.attn_q.lora_a", NULL);
+        th_expect_error("set_lora: bad layer", wgml_model_set_lora(m, cfg.lora_rank, cfg.lora_alpha, 1, nm2, dt) != WGML_OK,
+                        WGML_ERR_ARG, "blk.9.attn_q.lora_a", NULL);
     }
 
     /* configuration errors */

@@ -231,10 +231,7 @@ int EXPORT(wgmlw_trainer_attach)(wgml_trainer *t) { return check(wgml_trainer_at
 /* Generation with n named adapter tensors (rank, alpha as trained); n = 0: none. */
 int EXPORT(wgmlw_model_set_lora)(wgml_model *m, int rank, float alpha, int n, const char *const *names,
                                  const float *const *data) {
-    wgml_train_config c = wgml_train_defaults();
-    c.lora_rank = rank;
-    c.lora_alpha = alpha;
-    return check(wgml_model_set_lora(m, &c, n, names, data), "set adapter");
+    return check(wgml_model_set_lora(m, rank, alpha, n, names, data), "set adapter");
 }
 
 /* Writes the trainer's adapter as `wgml finetune` does (dir/adapter_config.json and

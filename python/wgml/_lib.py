@@ -223,7 +223,7 @@ _PROTOS = {
     "wgml_model_pos": (c_int64, [P]),
     "wgml_model_prefill": (st, [P, POINTER(c_int32), c_size_t, POINTER(c_float), POINTER(c_int32)]),
     "wgml_model_decode": (st, [P, c_int32, POINTER(c_float), POINTER(c_int32)]),
-    "wgml_model_set_lora": (st, [P, POINTER(TrainConfig), c_int, POINTER(c_char_p), POINTER(POINTER(c_float))]),
+    "wgml_model_set_lora": (st, [P, c_int, c_float, c_int, POINTER(c_char_p), POINTER(POINTER(c_float))]),
     "wgml_generate": (st, [P, POINTER(c_int32), c_size_t, POINTER(GenOptions), TEXT_FN, c_void_p, POINTER(GenStats),
                            POINTER(POINTER(c_int32)), POINTER(c_size_t)]),
     "wgml_tokenizer_encode": (st, [P, c_char_p, c_size_t, c_int, POINTER(POINTER(c_int32)), POINTER(c_size_t)]),

@@ -196,17 +196,15 @@ class Model(_Closable):
     def set_adapter(self, adapter: Optional[Dict[str, np.ndarray]], rank: int = 8, alpha: float = 16.0) -> None:
         """Applies a LoRA adapter (names as :meth:`Trainer.get_adapter` gives them) to
         generation and :meth:`eval`; None removes it."""
-        cfg = lib.wgml_train_defaults()
-        cfg.lora_rank, cfg.lora_alpha = rank, alpha
         if not adapter:
-            self.ctx._check(lib.wgml_model_set_lora(self.ptr, byref(cfg), 0, None, None), "wgml_model_set_lora")
+            self.ctx._check(lib.wgml_model_set_lora(self.ptr, rank, alpha, 0, None, None), "wgml_model_set_lora")
             self._adapter = None
             return
         names = list(adapter)
         arrs = [np.ascontiguousarray(adapter[k], dtype=np.float32) for k in names]
         cn = (c_char_p * len(names))(*[k.encode() for k in names])
         cd = (POINTER(c_float) * len(names))(*[a.ctypes.data_as(POINTER(c_float)) for a in arrs])
-        self.ctx._check(lib.wgml_model_set_lora(self.ptr, byref(cfg), len(names), cn, cd), "wgml_model_set_lora")
+        self.ctx._check(lib.wgml_model_set_lora(self.ptr, rank, alpha, len(names), cn, cd), "wgml_model_set_lora")
         self._adapter = ({"rank": rank, "alpha": alpha}, {k: a.copy() for k, a in zip(names, arrs)})
 
     def eval(self, text: Union[str, Sequence[int]], seq_len: int = 64, batch: int = 1,

@@ -313,15 +313,15 @@ static int parse_lora_name(const wgml_model *m, const char *name, int64_t *l, in
 /* The adapters' tensors are new persistent tensors of the weight graph (a later call makes new
  * ones; the old ones stay allocated until the model is freed). The inference graphs are rebuilt
  * and the cached sequence is forgotten. */
-wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int n, const char *const *names,
+wgml_status wgml_model_set_lora(wgml_model *m, int rank, float alpha, int n, const char *const *names,
                                 const float *const *data) {
     const char *op = "model_set_lora";
     if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: model is NULL", op);
-    if (n < 0 || (n > 0 && (!cfg || !names || !data)))
-        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: %d tensors need a config, names and data", op, n);
-    if (n > 0 && (cfg->lora_rank < 1 || !(cfg->lora_alpha > 0)))
-        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: lora_rank %d and lora_alpha %g must be positive", op,
-                              cfg->lora_rank, (double)cfg->lora_alpha);
+    if (n < 0 || (n > 0 && (!names || !data)))
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: %d tensors need names and data", op, n);
+    if (n > 0 && (rank < 1 || !(alpha > 0)))
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "%s: rank %d and alpha %g must be positive", op, rank,
+                              (double)alpha);
     int64_t slots = m->cfg.n_layer * DECODER_N_TARGETS;
     /* check every name first, so a bad list leaves the model as it was */
     int *have = calloc((size_t)slots, sizeof *have);
@@ -353,7 +353,7 @@ wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int
         s = wgml_set_error(m->ctx, WGML_ERR_OOM, "%s: out of host memory", op);
     for (int64_t i = 0; i < slots && !s && n > 0; i++) {
         if (!have[i]) continue;
-        int64_t N, K, r = cfg->lora_rank;
+        int64_t N, K, r = rank;
         decoder_target_dims(m, (int)(i % DECODER_N_TARGETS), &N, &K);
         wgml_lora *lo = calloc(1, sizeof *lo);
         if (!lo) {
@@ -362,7 +362,7 @@ wgml_status wgml_model_set_lora(wgml_model *m, const wgml_train_config *cfg, int
         }
         m->lora[i] = lo;
         int64_t sa[2] = {r, K}, sb[2] = {N, r};
-        lo->n = N, lo->k = K, lo->r = r, lo->scale = cfg->lora_alpha / (float)r;
+        lo->n = N, lo->k = K, lo->r = r, lo->scale = alpha / (float)r;
         lo->a = wgml_tensor_new(m->wg, WGML_F32, 2, sa);
         lo->b = lo->a ? wgml_tensor_new(m->wg, WGML_F32, 2, sb) : NULL;
         if (!lo->b) s = wgml_last_status(m->ctx);

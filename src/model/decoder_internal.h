@@ -10,7 +10,6 @@
 #include "model/decoder.h"
 #include "model/arch.h"
 #include "wgml-model.h"
-#include "wgml-train.h"
 
 #include "graph/graph.h"
 

@@ -409,7 +409,7 @@ wgml_status wgml_adapter_attach(wgml_model *m, const wgml_adapter *a) {
     char e[400];
     wgml_status s = for_model(a, m, &data, e, sizeof e);
     if (s) return wgml_set_error(decoder_ctx(m), s, "adapter: %s", e);
-    s = wgml_model_set_lora(m, &a->cfg, a->n, (const char *const *)a->names, (const float *const *)data);
+    s = wgml_model_set_lora(m, a->cfg.lora_rank, a->cfg.lora_alpha, a->n, (const char *const *)a->names, (const float *const *)data);
     free_model_order(a, data);
     return s;
 }

@@ -504,7 +504,7 @@ wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
         if (!data[i]) s = wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_attach_lora: out of host memory");
         else s = wgml_trainer_read_state(t, i, 0, data[i]);
     }
-    if (!s) s = wgml_model_set_lora(t->model, &t->cfg, t->n, names, (const float *const *)data);
+    if (!s) s = wgml_model_set_lora(t->model, t->cfg.lora_rank, t->cfg.lora_alpha, t->n, names, (const float *const *)data);
     for (int i = 0; data && i < t->n; i++) free(data[i]);
     free(data);
     free(names);
