@@ -79,7 +79,7 @@ static double spot_check(const float *a, const float *b, const float *out, shape
     return worst; /* <= 1: within the fp32 matmul tolerance */
 }
 
-static int cpu_adapter(wgml_ctx *ctx) {
+int bench_cpu_adapter(wgml_ctx *ctx) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
     return strcmp(info.type, "CPU") == 0;
@@ -129,7 +129,7 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     /* warm the clocks on a new shape and after a long host set-up (random
                      * operands of over 8M elements), during which they may drop */
                     int long_setup = s.m * s.k + s.k * s.n > (8 << 20);
-                    double warm = cpu_adapter(ctx) ? 0.0 : first != i + 1 || long_setup ? 0.3 : 0.05;
+                    double warm = bench_cpu_adapter(ctx) ? 0.0 : first != i + 1 || long_setup ? 0.3 : 0.05;
                     first = i + 1;
                     if (wgml_graph_benchmark(g, warm, 3, &best, NULL)) fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
                     double per = best / reps;

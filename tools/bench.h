@@ -16,6 +16,7 @@ int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */
  * when all ran and passed. */
 int bench_q4(wgml_ctx *ctx, void *out, int mode);
 double bench_wall_now(void);                                /* monotonic seconds */
+int bench_cpu_adapter(wgml_ctx *ctx);                       /* the adapter is a CPU (lavapipe, SwiftShader) */
 float bench_frand(uint64_t *s);                             /* xorshift64 step: uniform in [-1, 1) */
 int bench_cmp_double(const void *a, const void *b);         /* qsort order of doubles, ascending */
 /* Profiles one run of compiled graph g (wgml_graph_profile) and prints the GPU time per

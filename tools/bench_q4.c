@@ -8,7 +8,6 @@
  * type (`wgml bench q4 --type Q4_K`): random blocks of that type through wgml_q4_upload_gguf
  * (shapes whose K is not whole blocks are skipped). */
 #include "bench.h"
-#include "gpu/gpu.h"
 #include "ops/q4/q4_internal.h"
 
 #include <math.h>
@@ -122,7 +121,7 @@ static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans,
         ok = last != NULL;
     }
     double t = 0;
-    bool cpu = gpu_get_caps(ctx)->is_cpu;
+    bool cpu = bench_cpu_adapter(ctx);
     if (ok && !wgml_graph_keep(g, last) && !wgml_graph_compile(g) &&
         !wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &t, NULL))
         result = t / reps;
@@ -162,7 +161,7 @@ static double time_forward(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int r
  * 4096 and 512 tokens, forward and input gradient (TRANS), and the LM head's 8192-column
  * vocabulary chunk (lmhead_ce.c). On a CPU adapter only the small M = 512 shapes run, once. */
 static int bench_train(wgml_ctx *ctx, FILE *out) {
-    bool cpu = gpu_get_caps(ctx)->is_cpu;
+    bool cpu = bench_cpu_adapter(ctx);
     static const int64_t shapes[][3] = {
         /* M, K, N */
         {4096, 576, 1536}, {4096, 1536, 576}, {4096, 576, 576}, {4096, 576, 192}, {4096, 576, 8192},
@@ -207,7 +206,7 @@ int bench_q4(wgml_ctx *ctx, void *out_file, int mode) {
     if (!ctx) return 1;
     if (mode == 2) return bench_train(ctx, out);
     int gemv_only = mode == 1;
-    bool cpu = gpu_get_caps(ctx)->is_cpu;
+    bool cpu = bench_cpu_adapter(ctx);
     /* K -> N: 256 -> 256 moves 40 KB, so its time is the fixed cost of one GEMV dispatch in a
      * chain of them; SmolLM2's own; two mid-size; two large decode shapes (Llama-3-8B's
      * gate/up, a 70B-class one), whose time is mostly bytes (not on a CPU adapter) */
