@@ -425,12 +425,23 @@ static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
     return WGML_OK;
 }
 
+/* The merge prologue's reads: every workgroup merges all of attention's chunk partials for
+ * itself, so they grow with the workgroups times the chunks (the context). Above this budget the
+ * merge costs more than the attn_combine dispatch it saves: Llama-3.1-8B's shapes (4,096 ->
+ * 4,096, 512 workgroups, 32 heads) at 4,096 positions of context spent 0.95 ms per o projection
+ * on it, the decode step 26 tokens/s against 126 without the merge; SmolLM2's (144 workgroups,
+ * 9 heads, a few chunks) stay well under it (bench/NOTES.md, 2026-12-03). */
+#define MERGE_READ_BUDGET (2u << 20)
+
 bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f) {
     gemv_cfg c;
     const char *e = getenv("WGML_Q4_GEMV_MERGE"); /* 0: off, for A/B runs */
     if (e && !strcmp(e, "0")) return false;
-    return ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
-           w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c);
+    if (!(ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
+          w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c)))
+        return false;
+    int64_t rows = (int64_t)(c.wg / c.tpr) * c.rpt, wgs = (w->n + rows - 1) / rows;
+    return (uint64_t)wgs * (uint64_t)merge_table_len(f) * (uint64_t)(f->merge_dim + 2) * 4u <= MERGE_READ_BUDGET;
 }
 
 
