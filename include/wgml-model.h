@@ -239,7 +239,8 @@ wgml_graph *wgml_model_prefill_graph(wgml_model *m, size_t n);
 wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next);
 /* One decode step: token id at position pos through the decode graph; same outputs. */
 wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t *next);
-/* GPU seconds (timestamps, else wall) of the last prefill or decode graph run. */
+/* GPU seconds (timestamps, else wall) of the last prefill (all its chunks' graph runs) or decode
+ * graph run. */
 double wgml_model_last_run_seconds(const wgml_model *m);
 /* Greedy decoding kept on the GPU: n_steps decode steps from token id at position pos, each
  * step's argmax (computed and fed back on the GPU) being the next step's token. The host

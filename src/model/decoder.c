@@ -109,11 +109,13 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
     if (m->pos + (int64_t)n > m->cfg.n_ctx)
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_prefill: %lld + %zu tokens exceed the context of %lld",
                               (long long)m->pos, n, (long long)m->cfg.n_ctx);
+    double gpu_s = 0; /* the chunks' runs together (-1: one was not timed) */
     while (n > 0) {
         size_t chunk = n > MAX_BUCKET ? MAX_BUCKET : n;
         if (chunk == 1) { /* one token: the decode graph */
             wgml_status s = run_step(m, &m->decode, ids, 1, n == 1 ? logits : NULL, n == 1 ? next : NULL);
             if (s) return s;
+            gpu_s = gpu_s < 0 || m->last_s < 0 ? -1 : gpu_s + m->last_s;
             ids++, n--;
             continue;
         }
@@ -132,8 +134,10 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
         int last = chunk == n;
         wgml_status s = run_step(m, sg, ids, chunk, last ? logits : NULL, last ? next : NULL);
         if (s) return s;
+        gpu_s = gpu_s < 0 || m->last_s < 0 ? -1 : gpu_s + m->last_s;
         ids += chunk, n -= chunk;
     }
+    m->last_s = gpu_s;
     return WGML_OK;
 }
 
