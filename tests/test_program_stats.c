@@ -1,7 +1,7 @@
 /* The op registry's statistics (src/program/ops_reduce.c: var.correction, var.dim,
  * var_mean.correction, max.dim/min.dim with their indices, max/min of every element, the batch
- * norm of the batch's own statistics; src/program/ops.c: native_layer_norm over several
- * trailing dims, amax/amin/argmax/argmin of int and bool tensors) called as the program runner
+ * norm of the batch's own statistics, amax/amin/argmax/argmin of int and bool tensors;
+ * src/program/ops_norm.c: native_layer_norm over several trailing dims) called as the program runner
  * calls them, on the GPU, against float64 references written here from PyTorch's definitions,
  * with fresh random shapes, dims, corrections, keepdim and inputs each run (WGML_SEED repeats
  * one), NaN-poisoned outputs; then the refusals, each a clear error naming the operator. */

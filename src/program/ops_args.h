@@ -1,5 +1,5 @@
-/* The argument readers and the output check that every file of the op registry (ops.c,
- * ops_*.c) shares: a builder reads its arguments from the value slots by position, checks their
+/* The argument readers and the output check that every file of the op registry (ops_*.c)
+ * shares: a builder reads its arguments from the value slots by position, checks their
  * kinds and stores what it made in the output slot through put(), which checks the serialised
  * shape and dtype. Static inline: each registry file gets its own copy of the few it uses. */
 #ifndef WGML_PROGRAM_OPS_ARGS_H

@@ -1,13 +1,130 @@
-/* The op registry's reductions, statistics and scans that exports leave to portable kernels:
- * any and all (over every element, one dim or a list of dims), max and min with their indices
- * (max.dim, min.dim) and of every element, var and var_mean (any correction), the batch norm
- * of the batch's own statistics (_native_batch_norm_legit.no_stats: instance norm's
- * decomposition) and cumsum. The partitioners leave them as glue (the decomposed
- * scaled_dot_product_attention asks whether a row of its mask has any entry left;
- * transformers' position ids are a cumsum of the attention mask; std is a var), so they come
- * as the method's kernels: "aten::any.out" is any.dim's out variant, "aten::max.dim_max"
- * max.dim's (OUTS below). */
+/* The op registry's reductions, statistics and scans.
+ *
+ * The partitioners take into their graphs sum and mean (over a list of dims), amax and amin
+ * (−amax(−x)), argmax and argmin (argmax(−x)), the mean of every element and median (of every
+ * element, and along a dim with its indices); sums, amax and amin of ints and bools are taken
+ * through f32 (exact up to 2^24) and converted to the output's dtype.
+ *
+ * Exports leave to portable kernels any and all (over every element, one dim or a list of
+ * dims), max and min with their indices (max.dim, min.dim) and of every element, var and
+ * var_mean (any correction), the batch norm of the batch's own statistics
+ * (_native_batch_norm_legit.no_stats: instance norm's decomposition) and cumsum. The
+ * partitioners leave them as glue (the decomposed scaled_dot_product_attention asks whether a
+ * row of its mask has any entry left; transformers' position ids are a cumsum of the attention
+ * mask; std is a var), so they come as the method's kernels: "aten::any.out" is any.dim's out
+ * variant, "aten::max.dim_max" max.dim's (OUTS below). */
 #include "program/ops_args.h"
+
+/* sum.dim_IntList / mean.dim (self, dim?, keepdim, dtype?) and amax (self, dim, keepdim). */
+static wgml_status reduce_common(pbuild *b, const int32_t *args, int nargs, int kind) {
+    NEED(kind == 2 ? 4 : 5);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    if (n < 0) return WGML_ERR_ARG;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!ok) return WGML_ERR_ARG;
+    /* mean(int tensor, dtype=float): the mean of the values converted to f32 */
+    if (kind == 1 && !is_null(b, args, 3) && wgml_tensor_dtype(x) != WGML_F32 && !(x = as_f32(b, x)))
+        return wgml_last_status(b->ctx);
+    int dims[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    /* a sum of bools or integers (a count, e.g. cross-entropy's valid labels) is summed in f32
+     * (exact up to 2^24) and converted to the output's integer dtype */
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    if (kind != 1) x = as_f32(b, x); /* amax of ints and bools likewise, exact up to 2^24 */
+    wgml_tensor *r = kind == 0   ? wgml_sum(b->g, x, dims, n, keep)
+                     : kind == 1 ? wgml_mean(b->g, x, dims, n, keep)
+                                 : wgml_amax(b->g, x, dims, n, keep);
+    if (r && kind != 1 && dt >= 0 && dt != WGML_F32) r = wgml_cast(b->g, r, (wgml_dtype)dt);
+    return put(b, OUT(0), r, 0);
+}
+static wgml_status op_sum(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 0); }
+static wgml_status op_mean(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 1); }
+static wgml_status op_amax(pbuild *b, const int32_t *a, int n) { return reduce_common(b, a, n, 2); }
+
+/* mean.dtype / mean.default (self, dtype?): the mean of every element, rank 0 */
+static wgml_status op_mean_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(3);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    return put(b, OUT(0), wgml_mean(b->g, x, NULL, 0, 0), 1);
+}
+
+/* argmax(self, dim?, keepdim): dim None flattens first. */
+static wgml_status op_argmax(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = as_f32(b, T(b, args, 0)); /* int and bool values through f32 (exact to 2^24) */
+    int ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || !ok) return WGML_ERR_ARG;
+    if (is_null(b, args, 1)) {
+        int64_t n = wgml_tensor_numel(x);
+        x = wgml_reshape(b->g, x, 1, &n);
+        return put(b, OUT(0), wgml_argmax(b->g, x, 0, 0), 1);
+    }
+    int dim = iarg(b, args, 1, 0, &ok);
+    return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
+}
+
+/* amin(self, dim, keepdim) = −amax(−x) */
+static wgml_status op_amin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
+    int64_t d64[WGML_MAX_RANK];
+    int n = ilist(b, args, 1, d64, WGML_MAX_RANK), ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || n < 0 || !ok) return WGML_ERR_ARG;
+    int dims[WGML_MAX_RANK];
+    for (int i = 0; i < n; i++) dims[i] = (int)d64[i];
+    wgml_tensor *y = wgml_amax(b->g, wgml_neg(b->g, x), dims, n, keep);
+    int dt = prog_vk_to_wgml(b->v[OUT(0)].vk_dtype);
+    y = y ? wgml_neg(b->g, y) : NULL;
+    return put(b, OUT(0), y && dt >= 0 && dt != WGML_F32 ? wgml_cast(b->g, y, (wgml_dtype)dt) : y, 0);
+}
+
+/* argmin(self, dim?, keepdim) = argmax(−x) (ties: the first index either way) */
+static wgml_status op_argmin(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    wgml_tensor *x = as_f32(b, T(b, args, 0));
+    int ok = 1;
+    int keep = iarg(b, args, 2, 0, &ok);
+    if (!x || !ok) return WGML_ERR_ARG;
+    x = wgml_neg(b->g, x);
+    if (is_null(b, args, 1)) {
+        int64_t n = wgml_tensor_numel(x);
+        return put(b, OUT(0), wgml_argmax(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0), 1);
+    }
+    int dim = iarg(b, args, 1, 0, &ok);
+    return ok ? put(b, OUT(0), wgml_argmax(b->g, x, dim, keep), 0) : WGML_ERR_ARG;
+}
+
+/* median.default (self): the lower median of every element (rank 0); median.dim / the out
+ * variant median.dim_values (self, dim, keepdim) -> (values, indices). */
+static wgml_status op_median_all(pbuild *b, const int32_t *args, int nargs) {
+    NEED(2);
+    wgml_tensor *x = T(b, args, 0);
+    if (!x) return WGML_ERR_ARG;
+    int64_t n = wgml_tensor_numel(x);
+    return put(b, OUT(0), wgml_median(b->g, wgml_reshape(b->g, x, 1, &n), 0, 0, NULL), 1);
+}
+static wgml_status op_median_dim(pbuild *b, const int32_t *args, int nargs) {
+    NEED(4);
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok), keep = iarg(b, args, 2, 0, &ok);
+    wgml_tensor *x = T(b, args, 0);
+    if (!ok || !x) return WGML_ERR_ARG;
+    size_t no;
+    const int32_t *outs = vlist(b, args, 3, &no);
+    if (!outs) return WGML_ERR_ARG;
+    if (no != 2) return fail(b, WGML_ERR_ARG, "expected 2 outputs", 3);
+    wgml_tensor *idx = NULL;
+    wgml_tensor *v = wgml_median(b->g, x, dim, keep, &idx);
+    wgml_status s = put(b, outs[0], v, 0);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], idx, 0);
+    return s;
+}
 
 /* The dims an any/all reduces: argument i is an int (one dim), an int list (those dims; an empty
  * list reduces none, as PyTorch's any.dims) or None (every dim, *all set). dims[] are
@@ -241,6 +358,16 @@ static wgml_status op_batch_norm_stats(pbuild *b, const int32_t *args, int nargs
 }
 
 static const prog_op_entry OPS[] = {
+    {"aten.sum.dim_IntList", op_sum},
+    {"aten.mean.dim", op_mean},
+    {"aten.mean.dtype", op_mean_all},
+    {"aten.amax.default", op_amax},
+    {"aten.argmax.default", op_argmax},
+    {"aten.amin.default", op_amin},
+    {"aten.argmin.default", op_argmin},
+    {"aten.median.default", op_median_all},
+    {"aten.median.dim", op_median_dim},
+    {"aten.median.dim_values", op_median_dim},
     {"aten.any.default", op_any},
     {"aten.any.dim", op_any_dim},
     {"aten.any.dims", op_any_dims},

@@ -4,7 +4,7 @@
  * The method's values are slots (pv); its chain is walked once at load:
  *   - a DelegateCall (VulkanBackend) parses the VkGraph, gives its inputs the slots of the
  *     call's arguments, uploads its constants, builds each OperatorCall through the op registry
- *     (ops.c) and hands its outputs back to the call's output slots;
+ *     (ops_*.c) and hands its outputs back to the call's output slots;
  *   - a KernelCall (the glue a partitioned program keeps: view/copy ops and the like) goes
  *     through the same registry under its functional name ("aten::view_copy.out" builds as
  *     "aten.view_copy.default");

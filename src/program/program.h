@@ -88,18 +88,25 @@ typedef struct prog_op_out {
     const char *name;
 } prog_op_out;
 
-/* The registry is one table per family of operators, each in its own file: ops.c (elementwise,
- * shapes, windows, ...) and the ops_*.c files. */
+/* The registry is one table per family of operators, each in its own file (ops_*.c); ops.c
+ * looks names up across them. */
 typedef struct prog_op_table {
     const prog_op_entry *ops;
     size_t n;
     const prog_op_out *outs;
     size_t n_outs;
 } prog_op_table;
-extern const prog_op_table prog_ops_reduce; /* ops_reduce.c: any, all, cumsum */
-extern const prog_op_table prog_ops_arith;  /* ops_arith.c: fmod, remainder */
-extern const prog_op_table prog_ops_copy;   /* ops_copy.c: as_strided_copy, constant_pad_nd */
-extern const prog_op_table prog_ops_rope;   /* ops_rope.c: et_vk.apply_rotary_emb{,_hf,_interleaved} */
+extern const prog_op_table prog_ops_elementwise; /* ops_elementwise.c: add, relu, eq, where, hardswish */
+extern const prog_op_table prog_ops_matmul;      /* ops_matmul.c: mm, linear, sdpa */
+extern const prog_op_table prog_ops_reduce;      /* ops_reduce.c: sum, argmax, median, any, all, cumsum */
+extern const prog_op_table prog_ops_norm;        /* ops_norm.c: softmax, layer_norm, group_norm */
+extern const prog_op_table prog_ops_shape;       /* ops_shape.c: view_copy, permute, cat, slice_scatter */
+extern const prog_op_table prog_ops_index;       /* ops_index.c: embedding, gather, index.Tensor */
+extern const prog_op_table prog_ops_create;      /* ops_create.c: full, zeros, arange */
+extern const prog_op_table prog_ops_window;      /* ops_window.c: convolution, pools, upsampling */
+extern const prog_op_table prog_ops_arith;       /* ops_arith.c: fmod, remainder */
+extern const prog_op_table prog_ops_copy;        /* ops_copy.c: as_strided_copy, constant_pad_nd */
+extern const prog_op_table prog_ops_rope;        /* ops_rope.c: et_vk.apply_rotary_emb{,_hf,_interleaved} */
 
 /* The builder of a fully qualified op name, or NULL. */
 prog_op_fn prog_op_find(const char *name);

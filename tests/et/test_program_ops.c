@@ -1,4 +1,4 @@
-/* The op registry (src/program/ops.c) against bad arguments: every registered builder is called
+/* The op registry (src/program/ops*.c) against bad arguments: every registered builder is called
  * with argument lists drawn at random from a pool of values of every kind (tensors of several
  * dtypes and shapes, numbers, int and double lists, strings, nulls, uncomputed and unsupported tensors), of
  * every length from 0 to 10. Each call must either succeed or fail with a message naming the

@@ -1,4 +1,4 @@
-/* The windowed entries of the op registry (src/program/ops.c: convolution plain and
+/* The windowed entries of the op registry (src/program/ops_window.c: convolution plain and
  * transposed in 1-D/2-D/3-D, with the Vulkan partitioner's clamp fused, max/avg/adaptive pooling in 2-D/3-D with the argmax indices,
  * nearest and bilinear upsampling) run on the GPU against fp64 references written here from
  * PyTorch's definitions (a transposed convolution as the scatter it is, not as the gather the
