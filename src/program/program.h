@@ -50,7 +50,7 @@ typedef struct pv {
     int vk_dtype;
     int rank;
     int64_t dims[WGML_MAX_RANK];
-    int unsupported;     /* a shape wgml cannot hold (see fill_tensor_slot): any use is an error */
+    int unsupported;     /* a shape wgml cannot hold (fill_tensor_slot, program_values.c): any use is an error */
     int64_t constant_id; /* >= 0: a constant */
     wgml_tensor *t;
     /* A constant's bytes as stored (host layout host_vk, 64-bit types not yet narrowed), so
@@ -80,9 +80,9 @@ typedef struct prog_op_entry {
     prog_op_fn fn;
 } prog_op_entry;
 
-/* A portable kernel's out variant whose name the rule of kernel_name (program.c: "<name>.out"
- * is the default overload, "<name>.X_out" is .X) gets wrong, and the entry it is the out variant
- * of: "aten.any.out" is any.dim's, "aten.any.all_out" any.default's. */
+/* A portable kernel's out variant whose name the rule of prog_kernel_name (program_delegate.c:
+ * "<name>.out" is the default overload, "<name>.X_out" is .X) gets wrong, and the entry it is
+ * the out variant of: "aten.any.out" is any.dim's, "aten.any.all_out" any.default's. */
 typedef struct prog_op_out {
     const char *out;
     const char *name;
