@@ -429,7 +429,7 @@ static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
  * itself, so they grow with the workgroups times the chunks (the context). The budget lies
  * between the measured cases on the H200 (bench/NOTES.md, 2026-12-03): Gemma-3-270M's o
  * projection at 769 positions of context reads 8.6 MB so, and the merge made its decode 2%
- * faster (SmolLM2's, 4.4 MB, also 2%); Llama-3.2-1B's at 641 positions read 43 MB, and decoding
+ * faster (SmolLM2's, 4.4 MB, also 2%); Llama-3.2-1B's at 641 positions read 48 MB, and decoding
  * without the merge was 18% faster (Llama-3.1-8B's at 4,113 positions: 550 MB, 4.8x faster). */
 #define MERGE_READ_BUDGET (16u << 20)
 
