@@ -112,15 +112,9 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
     double gpu_s = 0; /* the chunks' runs together (-1: one was not timed) */
     while (n > 0) {
         size_t chunk = n > MAX_BUCKET ? MAX_BUCKET : n;
-        if (chunk == 1) { /* one token: the decode graph */
-            wgml_status s = run_step(m, &m->decode, ids, 1, n == 1 ? logits : NULL, n == 1 ? next : NULL);
-            if (s) return s;
-            gpu_s = gpu_s < 0 || m->last_s < 0 ? -1 : gpu_s + m->last_s;
-            ids++, n--;
-            continue;
-        }
-        int64_t S = prefill_bucket(m, chunk);
-        step_graph *sg = find_prefill(m, S);
+        /* one token: the decode graph; more: the bucket's prefill graph, built at first use */
+        int64_t S = chunk == 1 ? 1 : prefill_bucket(m, chunk);
+        step_graph *sg = chunk == 1 ? &m->decode : find_prefill(m, S);
         if (!sg) {
             if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
             sg = &m->prefill[m->n_prefill];

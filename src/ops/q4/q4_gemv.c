@@ -107,6 +107,12 @@ static bool fuse_merge(const q4_gemv_fuse *f) { return f && f->merge_chunks > 0;
 static bool fuse_stage(const q4_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
 static int64_t merge_table_len(const q4_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
 
+/* Output rows of one weight a workgroup stores: its row groups times the rows a thread stores
+ * (RPT, or RPT / 2 when a thread's accumulators pair gate and up rows). */
+static int64_t gemv_wg_rows(const gemv_cfg *c) {
+    return (int64_t)(c->wg / c->tpr) * (fuse_pair(c->f) ? c->rpt / 2 : c->rpt);
+}
+
 /* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt). */
 static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
     uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
@@ -244,7 +250,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     bool pair = fuse_pair(c->f);
     int n_out = pair ? 1 : nw;
     int64_t nblk = w->kp / 32;
-    int64_t rows = (int64_t)(c->wg / c->tpr) * (pair ? c->rpt / 2 : c->rpt);
+    int64_t rows = gemv_wg_rows(c);
     char prelude[8192];
     wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0;
@@ -440,7 +446,7 @@ bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fu
     if (!(ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
           w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c)))
         return false;
-    int64_t rows = (int64_t)(c.wg / c.tpr) * c.rpt, wgs = (w->n + rows - 1) / rows;
+    int64_t rows = gemv_wg_rows(&c), wgs = (w->n + rows - 1) / rows;
     return (uint64_t)wgs * (uint64_t)merge_table_len(f) * (uint64_t)(f->merge_dim + 2) * 4u <= MERGE_READ_BUDGET;
 }
 

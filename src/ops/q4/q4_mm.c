@@ -72,7 +72,7 @@ static int q4_variant_by_name(const char *e) {
  * 4 x 4 and 4 x cpw 0.64 / 0.58 (bench/NOTES.md, 2026-12-03). */
 #define Q4_CPU_RN 8u
 static void variant_tile(const q4_variant *x, int trans, int cpw, uint32_t t[4]) {
-    bool cpu = !strcmp(x->shader, "q4_mm_cpu");
+    bool cpu = x == &Q4_VARIANTS[Q4V_CPU];
     t[0] = cpu && trans ? 8u : x->bm;
     t[1] = cpu ? 64u * (trans ? (uint32_t)cpw : Q4_CPU_RN) : x->bc;
     t[2] = cpu ? t[0] : x->tm;
@@ -81,7 +81,7 @@ static void variant_tile(const q4_variant *x, int trans, int cpw, uint32_t t[4])
 
 static bool q4_variant_fits(wgml_ctx *ctx, int v) {
     const q4_variant *x = &Q4_VARIANTS[v];
-    if (!strcmp(x->shader, "q4_mm_cpu")) return true; /* 64 threads, no workgroup memory */
+    if (v == Q4V_CPU) return true; /* 64 threads, no workgroup memory */
     const gpu_caps *caps = gpu_get_caps(ctx);
     uint32_t bytes = x->br * (x->bm + x->bc) * 4u * (strcmp(x->shader, "q4_mm_db") ? 1u : 2u);
     uint32_t threads = (x->bm / x->tm) * (x->bc / x->tc);
