@@ -18,8 +18,6 @@ set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 . bench/gpu_env.sh
-# the gguf package for the PyTorch peers that read the model (carried as a wheel in .whl/)
-if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v WARNING; fi
 gpu_env
 PART=${PART:-all}
 t0=$(date +%s)

@@ -11,7 +11,6 @@ set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 . bench/gpu_env.sh
-if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v WARNING; fi
 gpu_env
 t0=$(date +%s)
 gpu_build . build-gpu "$OUT/cmake.log" || exit 1

@@ -22,7 +22,7 @@ debian_mirror() {
       [ -r "$f" ] || continue
       # one-line form: deb [options] URI SUITE COMPONENTS...
       sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk '$1 == "deb" && $3 ~ /^[a-z]+(-updates)?$/ { print $2 }'
-    done | cat
+    done
   )
   uri=$(printf '%s\n' "$uri" | grep -v -- '-security' | grep -m1 . || true)
   if [ -z "$uri" ]; then
