@@ -334,6 +334,14 @@ static void test_fused(void) {
     unsetenv("WGML_Q4_GEMV_MERGE");
     th_check(one && combine == one + NL, "decode dispatches per step: %zu with 4 key chunks and attn_combine, %zu with one",
              combine, one);
+    /* norms past the GEMV prologue's read budget ($WGML_Q4_GEMV_NORM_BUDGET=0 here; a 1B model's
+     * projections by default): each residual add and the norm after it in one dispatch (two per
+     * layer), the gated activation still in the gate/up GEMV; the same logits as the plain ops */
+    setenv("WGML_Q4_GEMV_NORM_BUDGET", "0", 1);
+    size_t apart = case_fused(1, 200);
+    unsetenv("WGML_Q4_GEMV_NORM_BUDGET");
+    th_check(four && apart == four + 2 * NL, "decode dispatches per step: %zu with the norms apart, %zu in the GEMVs",
+             apart, four);
 }
 
 void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
@@ -372,6 +380,7 @@ static void test_device_lost(void) {
 int main(int argc, char **argv) {
     th_init_args("test_generate", argc, argv);
     unsetenv("WGML_Q4_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
+    unsetenv("WGML_Q4_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
     snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();

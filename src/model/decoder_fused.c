@@ -170,6 +170,23 @@ static bool merge_fits(const wgml_model *m) {
     return chunks > 1;
 }
 
+/* Whether every layer's q/k/v and gate/up GEMVs can take their RMSNorm in the prologue for less
+ * than the norm's own dispatch costs (q4_gemv_norm_fits). Where not (the large projections of a
+ * billion-parameter model), the step forms each norm in one dispatch with the residual add
+ * before it, as with post-norms. */
+static bool norms_fit(const wgml_model *m) {
+    static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
+    wgml_tensor *nw = m->layers[0].attn_norm; /* only its presence is read */
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+        const wgml_q4_weight *qkv[3], *gu[2];
+        for (int i = 0; i < 3; i++) qkv[i] = decoder_target_weight(m, l, qkv_t[i])->q;
+        for (int i = 0; i < 2; i++) gu[i] = decoder_target_weight(m, l, gu_t[i])->q;
+        q4_gemv_fuse fs = {.norm_w = nw, .epi = Q4_EPI_STORE}, fg = {.norm_w = nw, .epi = Q4_EPI_SWIGLU};
+        if (!q4_gemv_norm_fits(m->ctx, qkv, 3, &fs) || !q4_gemv_norm_fits(m->ctx, gu, 2, &fg)) return false;
+    }
+    return true;
+}
+
 /* out = the targets of layer l on x through one q4_gemv_fused call: norm_w (or NULL) is the
  * RMSNorm folded in before the products, epi what is done with them (residual: the residual
  * stream the product is added to); chunks > 1: x is attention's chunk partials, merged in the
@@ -203,11 +220,12 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
     wgml_tensor *tab[2] = {NULL, NULL};
     if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
     if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
-    /* decode with GEMV fusion: without post-norms (pre_only) every norm and residual add is
-     * inside a GEMV (x is the only stream; per block: q/k/v with the norm, attention, o with the
-     * residual, gate/up with the norm and the activation, down with the residual); with
-     * post-norms only the gated activation moves into the gate/up GEMV */
-    bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms;
+    /* decode with GEMV fusion: without post-norms, where the norms fit the GEMVs' prologue
+     * (pre_only), every norm and residual add is inside a GEMV (x is the only stream; per block:
+     * q/k/v with the norm, attention, o with the residual, gate/up with the norm and the
+     * activation, down with the residual); else only the gated activation moves into the
+     * gate/up GEMV */
+    bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms && norms_fit(m);
     /* decode: the o projections' GEMVs merge attention's key chunks in their prologue */
     bool merge_o = gf && merge_fits(m);
     q4_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? Q4_EPI_GEGLU : Q4_EPI_SWIGLU;

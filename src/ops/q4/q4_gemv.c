@@ -451,6 +451,28 @@ bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fu
 }
 
 
+/* The norm prologue's reads: every workgroup reads x and the norm weight (K floats each) and
+ * RMSNorms x for itself before its products, so they grow with the workgroups, which grow with
+ * N (about 16 output rows a workgroup at K >= 2,048). On a small model the dispatch it saves
+ * costs more than those reads; on a large one the reads cost more (bench/NOTES.md, 2026-12-04:
+ * the 8B decode step's fused GEMVs 7.17 ms against 5.37 ms plain). The budget is the measured
+ * crossover; $WGML_Q4_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
+#define NORM_READ_BUDGET (8u << 20)
+
+bool q4_gemv_norm_fits(wgml_ctx *ctx, const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
+    gemv_cfg c;
+    if (!(ctx && ws && n >= 1 && f && f->norm_w)) return false;
+    const char *e = getenv("WGML_Q4_GEMV_NORM_BUDGET");
+    uint64_t budget = e && *e ? strtoull(e, NULL, 10) : NORM_READ_BUDGET, bytes = 0;
+    /* a gated pair's workgroups hold a gate row and its up row: count the gate's */
+    for (int i = 0; i < (fuse_pair(f) ? 1 : n); i++) {
+        if (!gemv_config(ctx, ws[i], 1, f, &c)) return false;
+        int64_t rows = gemv_wg_rows(&c), wgs = (ws[i]->n + rows - 1) / rows;
+        bytes += (uint64_t)wgs * (uint64_t)ws[i]->kp * 8u;
+    }
+    return bytes <= budget;
+}
+
 /* The same result from the public ops, where the fused kernel does not apply. */
 static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
                                     const q4_gemv_fuse *f, wgml_tensor **outs) {

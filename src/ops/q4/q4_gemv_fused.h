@@ -42,4 +42,10 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
  * $WGML_Q4_GEMV_MERGE=0 makes it say no (the merge's own dispatch, for A/B measurements). */
 bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f);
 
+/* Whether folding f's RMSNorm (norm_w set) into the GEMV over the n weights ws costs less than
+ * the norm's own dispatch: every workgroup stages and norms x for itself, which the large
+ * projections of a billion-parameter model pay more for than the dispatch saved.
+ * $WGML_Q4_GEMV_NORM_BUDGET (bytes of staged reads) sets the limit for A/B measurements. */
+bool q4_gemv_norm_fits(wgml_ctx *ctx, const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f);
+
 #endif
