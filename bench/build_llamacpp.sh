@@ -9,7 +9,8 @@
 # is installed on the system), and runs that glslc through its own dynamic loader. With it
 # llama.cpp builds its cooperative-matrix (KHR and NV2) and integer-dot shaders; the bfloat16, fp4
 # and fp8 ones (GL_EXT_bfloat16, e2m1, e4m3: weights of those types only) stay out. Writes
-# .llcpp/llama-bench.xz (stripped, compressed, to carry to the GPU machine).
+# .llcpp/llama-bench.xz and .llcpp/llama-quantize.xz (the K-quant mixes of bench/real_shapes.sh
+# come from it), stripped and compressed, to carry to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
@@ -46,9 +47,11 @@ cmake -S "$S" -B "$S/build-vk" -DVulkan_GLSLC_EXECUTABLE="$T/glslc" -DVulkan_INC
   -DVulkan_LIBRARY="$VK_LIB" \
   -DCMAKE_PREFIX_PATH="$T/root/usr" -DGGML_VULKAN=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF
-cmake --build "$S/build-vk" --target llama-bench -j"$(nproc)"
+cmake --build "$S/build-vk" --target llama-bench llama-quantize -j"$(nproc)"
 mkdir -p .llcpp
-strip -o .llcpp/llama-bench "$S/build-vk/bin/llama-bench"
-xz -9 -f .llcpp/llama-bench
+for t in llama-bench llama-quantize; do
+  strip -o ".llcpp/$t" "$S/build-vk/bin/$t"
+  xz -9 -f ".llcpp/$t"
+done
 echo "llama-cpp-python $VERSION" > .llcpp/VERSION
 ls -la .llcpp

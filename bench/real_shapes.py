@@ -4,7 +4,7 @@ speed do not depend on the weights' values.
 
     python3 bench/real_shapes.py MODEL TYPE OUT.gguf [--layers N]
 
-MODEL: llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-3b (the shapes and hyper-parameters
+MODEL: smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-3b (the shapes and hyper-parameters
 of their Hugging Face configs, as llama.cpp's converter writes them). TYPE: Q4_0 or Q8_0 for
 every matrix (quantised with the gguf package's reference quantizers), norms in F32. K-quant
 mixes (Q4_K_M) need llama.cpp's own quantizer (llama-quantize) run on an F16 file: TYPE F16
@@ -12,8 +12,10 @@ writes that file. --layers N keeps only the first N blocks (a quick check of the
 
 One random tensor is made per distinct shape and its bytes are reused for every layer (the
 GPU reads each layer's copy all the same), so an 8B file takes seconds, not minutes. The
-vocabulary is placeholder tokens of tokenizer model "none": the loaders run on token ids (wgml
-loads the model without a tokenizer), not on text.
+vocabulary is a SentencePiece one of the model's size (tokenizer model "llama": <unk>, <s>,
+</s>, the 256 byte tokens, then placeholder pieces), which both wgml and llama.cpp load (llama.cpp
+refuses a file without a vocabulary it can use: it needs the byte tokens); text falls back to
+the byte tokens, and speed does not depend on which ids are read.
 """
 import argparse
 import sys
@@ -23,6 +25,7 @@ import gguf
 
 # name: (architecture, layers, d_model, d_ff, heads, kv heads, head dim, vocab, rope base, rms eps, tied, qkv bias)
 MODELS = {
+    "smollm2-135m": ("llama", 30, 576, 1536, 9, 3, 64, 49152, 100000.0, 1e-5, True, False),
     "llama-3.2-1b": ("llama", 16, 2048, 8192, 32, 8, 64, 128256, 500000.0, 1e-5, True, False),
     "llama-3.2-3b": ("llama", 28, 3072, 8192, 24, 8, 128, 128256, 500000.0, 1e-5, True, False),
     "llama-3.1-8b": ("llama", 32, 4096, 14336, 32, 8, 128, 128256, 500000.0, 1e-5, False, False),
@@ -39,6 +42,22 @@ def matrix(rng, rows, cols, qtype, cache):
         w = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
         cache[key] = w.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else gguf.quants.quantize(w, qtype)
     return cache[key]
+
+
+def add_vocab(w, n):
+    """A SentencePiece vocabulary of n tokens: <unk>, <s>, </s>, the byte tokens <0x00>..<0xFF>
+    (the byte fallback), then placeholder pieces "\u2581p<i>", scored in order."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
+    tokens += [f"\u2581p{i}" for i in range(n - len(tokens))]
+    types += [gguf.TokenType.NORMAL] * (n - len(types))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(n)])
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
 
 
 def write(model, tname, out, layers=None):
@@ -62,11 +81,7 @@ def write(model, tname, out, layers=None):
     w.add_vocab_size(vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if tname == "Q4_0" else
                     gguf.LlamaFileType.MOSTLY_Q8_0 if tname == "Q8_0" else gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("none")  # no text: the loaders run on token ids
-    w.add_token_list([f"<t{i}>" for i in range(vocab)])
-    w.add_token_types([gguf.TokenType.NORMAL] * vocab)
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(1)
+    add_vocab(w, vocab)
     cache = {}
     ones = lambda n: np.ones(n, dtype=np.float32)
     w.add_tensor("token_embd.weight", matrix(rng, vocab, d, qtype, cache), raw_dtype=qtype)

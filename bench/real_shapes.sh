@@ -1,43 +1,117 @@
 #!/usr/bin/env bash
-# Decode and prefill of real model sizes on the GPU machine (issue 29's keys, wgml's side):
-# writes GGUF files with random weights at real architectures' shapes (bench/real_shapes.py:
-# Llama-3.2-1B, Qwen2.5-3B, Llama-3.1-8B; Q4_0 and Q8_0), then times each with `wgml bench
-# generate` (prefill of 512 and 2,048 tokens, decode at 128 and 4,096 tokens of context) next to
-# the WGSL copy's bandwidth (`wgml bench ops`), and prints the decode step's weight bytes / time
-# against it (the copy roofline). Run from the repository root on the GPU machine with .deps/wgpu,
-# .gl (the Vulkan loader debs) and .whl (the gguf wheel) carried along; logs go to $OUT.
-# MODELS="name:TYPE ..." overrides the list.
+# Decode and prefill of real model sizes on the GPU machine (issue 29's keys), wgml beside
+# llama.cpp's Vulkan backend on the same files: writes GGUF files with random weights at real
+# architectures' shapes (bench/real_shapes.py: SmolLM2-135M, Llama-3.2-1B, Qwen2.5-3B,
+# Llama-3.1-8B; Q4_0, Q8_0, and Q4_K_M through llama.cpp's own quantizer from an F16 file, the way
+# the files people download are made), then times each:
+#  - wgml: `wgml bench generate` (prefill of 512 and 2,048 tokens; decode at 512, 2,048 and 4,096
+#    tokens of context), next to the WGSL copy's bandwidth (`wgml bench ops`), with the decode
+#    step's weight bytes / time against it (the copy roofline);
+#  - llama.cpp (when .llcpp/llama-bench.xz is carried, bench/build_llamacpp.sh): llama-bench with
+#    every layer on the GPU and flash attention, prefill pp512 and pp2048 from an empty context,
+#    decode tg64 at 512 and 4,096 tokens of context (-d);
+#  - the GPU memory each used: the peak of nvidia-smi's memory.used, sampled every 0.1 s while
+#    the command runs, less the idle reading before it.
+# Run from the repository root on the GPU machine with .deps/wgpu, .gl (the Vulkan loader debs)
+# and .whl (the gguf wheel) carried along, and .llcpp (llama-bench.xz, llama-quantize.xz) for the
+# peer and the Q4_K_M files; logs go to $OUT. MODELS="name:TYPE ..." overrides the list.
+# AB_NORM=1 also times each decode with the GEMV's norm prologue forced on and off
+# ($WGML_Q4_GEMV_NORM_BUDGET), for the rule in q4_gemv_norm_fits.
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 . bench/gpu_env.sh
 gpu_env
 t0=$(date +%s)
-gpu_build . build-gpu "$OUT/cmake.log" || exit 1
+[ -x build-gpu/wgml ] || gpu_build . build-gpu "$OUT/cmake.log" || exit 1
+cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
 W=./build-gpu/wgml
+R=$OUT/real_shapes.txt
 $W info | tee "$OUT/info.txt"
 $W bench ops 2>&1 | tee "$OUT/ops.txt"
-MODELS=${MODELS:-"llama-3.2-1b:Q4_0 llama-3.2-1b:Q8_0 qwen2.5-3b:Q4_0 llama-3.1-8b:Q4_0 llama-3.1-8b:Q8_0"}
-F=/tmp/real_shapes.gguf
-for mt in $MODELS; do
-  m=${mt%%:*} t=${mt#*:}
-  echo "== $m $t at $(($(date +%s) - t0)) s"
-  python3 bench/real_shapes.py "$m" "$t" "$F" || continue
-  # the weight bytes a decode step reads: every block matrix and the head (the token embedding
-  # when tied; the embedding itself is read one row per token)
-  python3 - "$F" <<'PY' | tee -a "$OUT/real_shapes.txt"
+for t in llama-bench llama-quantize; do
+  [ -f ".llcpp/$t.xz" ] && xz -dc ".llcpp/$t.xz" > "/tmp/$t" && chmod +x "/tmp/$t"
+done
+cat .llcpp/VERSION 2>/dev/null | tee -a "$R"
+
+# peak GPU memory (MiB) over the idle reading while "$@" runs; the command's output goes on
+mem_peak() {
+  local base f=/tmp/mem_samples.$$
+  base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+  (while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.1; done) >"$f" &
+  local s=$!
+  "$@"
+  local rc=$?
+  kill $s 2>/dev/null; wait $s 2>/dev/null
+  echo "gpu memory: peak $(( $(sort -n "$f" | tail -1) - base )) MiB over idle ($*)"
+  rm -f "$f"
+  return $rc
+}
+
+# the weight bytes a decode step reads: every block matrix and the head (the token embedding
+# when tied; the embedding itself is read one row per token)
+weight_bytes() {
+  python3 - "$1" <<'PY'
 import sys, gguf
 r = gguf.GGUFReader(sys.argv[1])
 names = {t.name: int(t.n_bytes) for t in r.tensors}
 head = names.get("output.weight", names["token_embd.weight"])
 blocks = sum(b for n, b in names.items() if n.startswith("blk."))
-print(f"weights read per decode step: {(blocks + head) / 1e9:.3f} GB (blocks {blocks / 1e9:.3f}, head {head / 1e9:.3f})")
+kinds = sorted({t.tensor_type.name for t in r.tensors if t.name.startswith("blk.")})
+print(f"weights read per decode step: {(blocks + head) / 1e9:.3f} GB (blocks {blocks / 1e9:.3f}, head "
+      f"{head / 1e9:.3f}; block kinds {' '.join(kinds)})")
 PY
+}
+
+peer() { # llama-bench on $1: prefill from an empty context, decode at 512 and 4,096 positions
+  local f=$1 j1 j2
+  [ -x /tmp/llama-bench ] || return 0
+  /tmp/llama-bench -m "$f" -ngl 99 -fa 1 -p 512 -n 32 -r 2 >/dev/null 2>&1 # the clock ramps under load
+  j1=$(mem_peak /tmp/llama-bench -m "$f" -ngl 99 -fa 1 -p 512,2048 -n 0 -r 5 -o json 2>/dev/null) || { echo "llama-bench failed"; return 1; }
+  j2=$(/tmp/llama-bench -m "$f" -ngl 99 -fa 1 -p 0 -n 64 -d 512,4096 -r 3 -o json 2>/dev/null) || { echo "llama-bench failed"; return 1; }
+  python3 - "$j1" "$j2" <<'PY'
+import json, sys
+text = sys.argv[1]
+mem = text[text.rindex("gpu memory:"):].strip() if "gpu memory:" in text else ""
+rows = json.loads(text[:text.rindex("gpu memory:")] if mem else text) + json.loads(sys.argv[2])
+for r in rows:
+    kind = f"prefill {r['n_prompt']}" if r["n_prompt"] else f"decode at {r.get('n_depth', 0)}"
+    print(f"peer llama.cpp {kind}: {r['avg_ts']:.1f} tokens/s (llama-bench pp{r['n_prompt']} tg{r['n_gen']} "
+          f"d{r.get('n_depth', 0)}, +- {r.get('stddev_ts', 0):.1f}, {r.get('backends', '')}, build "
+          f"{r.get('build_commit', '')} {r.get('build_number', '')})")
+print(f"peer llama.cpp {mem}")
+PY
+}
+
+MODELS=${MODELS:-"llama-3.2-1b:Q4_0 llama-3.2-1b:Q4_K_M llama-3.1-8b:Q4_0 llama-3.1-8b:Q4_K_M"}
+F=/tmp/real_shapes.gguf
+for mt in $MODELS; do
+  m=${mt%%:*} t=${mt#*:}
+  echo "== $m $t at $(($(date +%s) - t0)) s" | tee -a "$R"
+  if [ "$t" = Q4_K_M ]; then # the K-quant mix as people get it: llama.cpp's quantizer on F16
+    [ -x /tmp/llama-quantize ] || { echo "no llama-quantize: $mt skipped" | tee -a "$R"; continue; }
+    python3 bench/real_shapes.py "$m" F16 /tmp/real_f16.gguf &&
+      /tmp/llama-quantize /tmp/real_f16.gguf "$F" Q4_K_M "$(nproc)" >"$OUT/quantize_$m.log" 2>&1
+    rc=$?
+    rm -f /tmp/real_f16.gguf
+    [ $rc = 0 ] || { tail -5 "$OUT/quantize_$m.log"; continue; }
+  else
+    python3 bench/real_shapes.py "$m" "$t" "$F" || continue
+  fi
+  weight_bytes "$F" | tee -a "$R"
   for pd in "512 128" "2048 32" "4096 64"; do
     set -- $pd
-    echo "-- $m $t prompt $1 decode $2" | tee -a "$OUT/real_shapes.txt"
-    $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -6 | tee -a "$OUT/real_shapes.txt"
+    echo "-- $m $t prompt $1 decode $2" | tee -a "$R"
+    mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -9 | tee -a "$R"
+    if [ "${AB_NORM:-0}" = 1 ]; then
+      for b in 0 1000000000000; do
+        echo "-- $m $t prompt $1 decode $2, WGML_Q4_GEMV_NORM_BUDGET=$b" | tee -a "$R"
+        WGML_Q4_GEMV_NORM_BUDGET=$b $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+          grep -E "^decode |dispatches" | tee -a "$R"
+      done
+    fi
   done
+  peer "$F" 2>&1 | tee -a "$R"
   rm -f "$F"
 done
 echo "== done at $(($(date +%s) - t0)) s"
