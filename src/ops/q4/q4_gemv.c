@@ -453,10 +453,13 @@ bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fu
 
 /* The norm prologue's reads: every workgroup reads x and the norm weight (K floats each) and
  * RMSNorms x for itself before its products, so they grow with the workgroups, which grow with
- * N (about 16 output rows a workgroup at K >= 2,048). On a small model the dispatch it saves
- * costs more than those reads; on a large one the reads cost more (bench/NOTES.md, 2026-12-04:
- * the 8B decode step's fused GEMVs 7.17 ms against 5.37 ms plain). The budget is the measured
- * crossover; $WGML_Q4_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
+ * N (4 to 16 output rows a workgroup). On a small model the dispatch it saves costs more than
+ * those reads; on a large one the reads, and the barriers before the first weight load, cost
+ * more. The budget lies between the measured cases (H200, bench/NOTES.md, 2026-12-03, decode
+ * at 512 positions with the prologue on / off): SmolLM2-135M's shapes stage 1.1 MB (q/k/v) and
+ * 1.8 MB (gate/up), and the prologue made decode 15% faster (913 / 796 tokens/s); Llama-3.2-1B's
+ * 16.8 MB each, 11% slower (729 / 810); Llama-3.1-8B's 50 and 59 MB, 38% slower (143 / 230).
+ * $WGML_Q4_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
 #define NORM_READ_BUDGET (8u << 20)
 
 bool q4_gemv_norm_fits(wgml_ctx *ctx, const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
