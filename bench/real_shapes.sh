@@ -16,7 +16,8 @@
 # and .whl (the gguf wheel) carried along, and .llcpp (llama-bench.xz, llama-quantize.xz) for the
 # peer and the Q4_K_M files; logs go to $OUT. MODELS="name:TYPE ..." overrides the list.
 # AB_NORM=1 also times the decode at 512 positions with the GEMV's norm prologue forced on and off
-# ($WGML_Q4_GEMV_NORM_BUDGET), for the rule in q4_gemv_norm_fits.
+# ($WGML_Q4_GEMV_NORM_BUDGET), for the rule in q4_gemv_norm_fits; PROFILE=1 keeps the decode
+# step's and the prefill's profiles at 512 positions (`bench generate --profile`) in $OUT.
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -103,6 +104,9 @@ for mt in $MODELS; do
     set -- $pd
     echo "-- $m $t prompt $1 decode $2" | tee -a "$R"
     mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -9 | tee -a "$R"
+    if [ "${PROFILE:-0}" = 1 ] && [ "$1" = 512 ]; then # each dispatch of the decode step timed alone
+      $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 16 --profile >"$OUT/profile_${m}_$t.txt" 2>&1
+    fi
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
       for b in 0 1000000000000; do
         echo "-- $m $t prompt $1 decode $2, WGML_Q4_GEMV_NORM_BUDGET=$b" | tee -a "$R"
