@@ -239,22 +239,35 @@ void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_
  * form takes the number as a float and keeps a's shape. In a built graph the numbers (alpha,
  * scalars, clamp bounds) are fixed when the op is recorded. */
 
-/* wgml_binary / wgml_binary_scalar also take two i32 operands (i32 out, no gradient) for add,
- * sub, mul, minimum, maximum and the rounding divisions, with PyTorch's integer semantics
- * (wrapping; floor division rounds toward −∞); the scalar and alpha must then be integers. */
-typedef enum wgml_binary_op {
-    WGML_BIN_ADD = 0, /* a + alpha·b */
-    WGML_BIN_SUB,     /* a − alpha·b */
-    WGML_BIN_MUL,     /* a·b */
-    WGML_BIN_DIV,     /* a / b (true division; no special handling of zero) */
-    WGML_BIN_MINIMUM, /* min(a, b); NaN if either is NaN */
-    WGML_BIN_MAXIMUM, /* max(a, b); NaN if either is NaN */
-    WGML_BIN_POW,     /* a ** b (a negative base with an integral exponent gives the real power) */
-    WGML_BIN_DIV_TRUNC, /* trunc(a / b) (PyTorch's rounding_mode "trunc"); zero gradient */
-    WGML_BIN_DIV_FLOOR  /* floor(a / b) (rounding_mode "floor", floor_divide): of the f32 quotient, so
-                         * exact for integer-valued operands below 2^22; b == 0 gives a / b;
-                         * zero gradient */
-} wgml_binary_op;
+/* The op tables: one row per op, X(NAME, name, value) (binary: X(NAME, name, value, i32)). A row
+ * gives the enum constant WGML_UN_NAME / WGML_BIN_NAME / WGML_CMP_NAME = value, the op's name
+ * (error messages, wgml_*_op_name, the Python package's op names) and the WGSL constant
+ * UN_NAME / BIN_NAME / CMP_NAME that the kernels switch on (src/ops/elementwise/ew_ops.h). The
+ * values are ABI: a new op takes the next value; none is reordered or reused.
+ *
+ * wgml_binary / wgml_binary_scalar also take two i32 operands (i32 out, no gradient) for the
+ * rows whose i32 column is 1 (add, sub, mul, minimum, maximum and the rounding divisions), with
+ * PyTorch's integer semantics (wrapping; floor division rounds toward −∞); the scalar and
+ * alpha must then be integers. */
+#define WGML_BINARY_OPS(X)                                                                     \
+    X(ADD, add, 0, 1)             /* a + alpha·b */                                              \
+    X(SUB, sub, 1, 1)             /* a − alpha·b */                                              \
+    X(MUL, mul, 2, 1)             /* a·b */                                                      \
+    X(DIV, div, 3, 0)             /* a / b (true division; no special handling of zero) */      \
+    X(MINIMUM, minimum, 4, 1)     /* min(a, b); NaN if either is NaN */                          \
+    X(MAXIMUM, maximum, 5, 1)     /* max(a, b); NaN if either is NaN */                          \
+    X(POW, pow, 6, 0)             /* a ** b (a negative base with an integral exponent gives the \
+                                   * real power) */                                              \
+    X(DIV_TRUNC, div_trunc, 7, 1) /* trunc(a / b) (PyTorch's rounding_mode "trunc"); zero       \
+                                   * gradient */                                                 \
+    X(DIV_FLOOR, div_floor, 8, 1) /* floor(a / b) (rounding_mode "floor", floor_divide): of the \
+                                   * f32 quotient, so exact for integer-valued operands below   \
+                                   * 2^22; b == 0 gives a / b; zero gradient */
+#define WGML_BIN_ENUM_(NAME, name, value, i32) WGML_BIN_##NAME = value,
+typedef enum wgml_binary_op { WGML_BINARY_OPS(WGML_BIN_ENUM_) } wgml_binary_op;
+#undef WGML_BIN_ENUM_
+/* The op's name ("add", ...; the row's second column), or NULL for a value not in the table. */
+const char *wgml_binary_op_name(wgml_binary_op op);
 /* out = a (op) b with broadcasting; alpha is used by add and sub only. */
 wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op op, wgml_tensor *a, wgml_tensor *b, float alpha);
 /* out = a (op) s, a tensor and a number (b replaced by s above); alpha: add and sub only. */
@@ -276,26 +289,32 @@ wgml_tensor *wgml_minimum_scalar(wgml_graph *g, wgml_tensor *a, float s);       
 wgml_tensor *wgml_maximum_scalar(wgml_graph *g, wgml_tensor *a, float s);          /* max(a, s) */
 wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s);              /* a ** s */
 
-typedef enum wgml_unary_op {
-    WGML_UN_RELU = 0,  /* max(x, 0) */
-    WGML_UN_SIGMOID,   /* 1 / (1 + exp(−x)) */
-    WGML_UN_SILU,      /* x·sigmoid(x) */
-    WGML_UN_GELU,      /* x·Φ(x) = x/2·(1 + erf(x/√2)), the exact form */
-    WGML_UN_GELU_TANH, /* x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))) */
-    WGML_UN_EXP,
-    WGML_UN_LOG,       /* natural log */
-    WGML_UN_NEG,
-    WGML_UN_ABS,
-    WGML_UN_SQRT,
-    WGML_UN_RSQRT,     /* 1 / sqrt(x) */
-    WGML_UN_TANH,      /* accurate for every x (no overflow to NaN for large |x|) */
-    WGML_UN_FLOOR,     /* floor, ceil, trunc, round: zero gradient (as PyTorch) */
-    WGML_UN_CEIL,
-    WGML_UN_TRUNC,
-    WGML_UN_ROUND,     /* to the nearest integer, halves to even (as PyTorch) */
-    WGML_UN_SIN,       /* sin, cos: argument reduced by 2π first (accurate for |x| up to ~2.5e4) */
-    WGML_UN_COS
-} wgml_unary_op;
+#define WGML_UNARY_OPS(X)                                                                      \
+    X(RELU, relu, 0)           /* max(x, 0) */                                                  \
+    X(SIGMOID, sigmoid, 1)     /* 1 / (1 + exp(−x)) */                                          \
+    X(SILU, silu, 2)           /* x·sigmoid(x) */                                               \
+    X(GELU, gelu, 3)           /* x·Φ(x) = x/2·(1 + erf(x/√2)), the exact form */               \
+    X(GELU_TANH, gelu_tanh, 4) /* x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))) */                   \
+    X(EXP, exp, 5)                                                                              \
+    X(LOG, log, 6)             /* natural log */                                                \
+    X(NEG, neg, 7)                                                                              \
+    X(ABS, abs, 8)                                                                              \
+    X(SQRT, sqrt, 9)                                                                            \
+    X(RSQRT, rsqrt, 10)        /* 1 / sqrt(x) */                                                \
+    X(TANH, tanh, 11)          /* accurate for every x (no overflow to NaN for large |x|) */    \
+    X(FLOOR, floor, 12)        /* floor, ceil, trunc, round: zero gradient (as PyTorch) */      \
+    X(CEIL, ceil, 13)                                                                           \
+    X(TRUNC, trunc, 14)                                                                         \
+    X(ROUND, round, 15)        /* to the nearest integer, halves to even (as PyTorch) */        \
+    X(SIN, sin, 16)            /* sin, cos: argument reduced by 2π first (accurate for |x| up   \
+                                * to ~2.5e4) */                                                 \
+    X(COS, cos, 17)                                                                             \
+    X(EXPM1, expm1, 18)        /* e^x − 1, with small relative error also near 0 */
+#define WGML_UN_ENUM_(NAME, name, value) WGML_UN_##NAME = value,
+typedef enum wgml_unary_op { WGML_UNARY_OPS(WGML_UN_ENUM_) } wgml_unary_op;
+#undef WGML_UN_ENUM_
+/* The op's name ("relu", ...), or NULL for a value not in the table. */
+const char *wgml_unary_op_name(wgml_unary_op op);
 /* out = f(x), same shape. */
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op op, wgml_tensor *x);
 wgml_tensor *wgml_relu(wgml_graph *g, wgml_tensor *x);    /* max(x, 0) */
@@ -316,13 +335,19 @@ wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x);   /* x rounded toward 0 
 wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x);   /* nearest integer, halves to even */
 wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x);
 wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x);
+wgml_tensor *wgml_expm1(wgml_graph *g, wgml_tensor *x);  /* e^x − 1 */
 /* round(x, decimals) as PyTorch computes it in f32: decimals >= 0: round(x·10^d) / 10^d, else
  * round(x / 10^−d)·10^−d (halves to even); zero gradient. |decimals| <= 38. */
 wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals);
 /* out = min(max(x, lo), hi) (hi wins when lo > hi, NaN stays NaN, as in PyTorch). */
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi);
 
-typedef enum wgml_compare_op { WGML_CMP_EQ = 0, WGML_CMP_NE, WGML_CMP_LT, WGML_CMP_LE, WGML_CMP_GT, WGML_CMP_GE } wgml_compare_op;
+#define WGML_COMPARE_OPS(X) X(EQ, eq, 0) X(NE, ne, 1) X(LT, lt, 2) X(LE, le, 3) X(GT, gt, 4) X(GE, ge, 5)
+#define WGML_CMP_ENUM_(NAME, name, value) WGML_CMP_##NAME = value,
+typedef enum wgml_compare_op { WGML_COMPARE_OPS(WGML_CMP_ENUM_) } wgml_compare_op;
+#undef WGML_CMP_ENUM_
+/* The comparison's name ("eq", ...), or NULL for a value not in the table. */
+const char *wgml_compare_op_name(wgml_compare_op op);
 /* bool out = a (op) b for f32 a and b, with broadcasting (NaN: false, except ne). */
 wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op op, wgml_tensor *a, wgml_tensor *b);
 /* bool out = a (op) s for f32 a, a's shape. */

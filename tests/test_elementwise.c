@@ -289,9 +289,10 @@ static void test_binary_scalar(void) {
 
 /* ------------------------------------------------------------------ unary */
 
-enum { U_RELU, U_SIGMOID, U_SILU, U_GELU, U_GELU_TANH, U_EXP, U_LOG, U_NEG, U_ABS, U_SQRT, U_RSQRT, U_TANH, U_CLAMP, N_U };
-static const char *const UNAME[N_U] = {"relu", "sigmoid", "silu", "gelu", "gelu_tanh", "exp", "log",
-                                       "neg",  "abs",     "sqrt", "rsqrt", "tanh",     "clamp"};
+/* the ops tested here; U_RELU .. U_TANH have their wgml_unary_op values */
+enum { U_RELU, U_SIGMOID, U_SILU, U_GELU, U_GELU_TANH, U_EXP, U_LOG, U_NEG, U_ABS, U_SQRT, U_RSQRT, U_TANH, U_EXPM1, U_CLAMP, N_U };
+static const char *const UNAME[N_U] = {"relu", "sigmoid", "silu", "gelu",  "gelu_tanh", "exp",  "log",
+                                       "neg",  "abs",     "sqrt", "rsqrt", "tanh",      "expm1", "clamp"};
 
 static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -309,6 +310,7 @@ static double ref_unary(int op, double x, double lo, double hi) {
     case U_SQRT: return sqrt(x);
     case U_RSQRT: return 1.0 / sqrt(x);
     case U_TANH: return tanh(x);
+    case U_EXPM1: return expm1(x);
     default: return fmin(fmax(x, lo), hi);
     }
 }
@@ -321,7 +323,8 @@ static wgml_tensor *call_unary(int op, wgml_tensor *x, float lo, float hi) {
     case U_GELU: return wgml_gelu(T.g, x, 0);
     case U_GELU_TANH: return wgml_gelu(T.g, x, 1);
     case U_CLAMP: return wgml_clamp(T.g, x, lo, hi);
-    default: return wgml_unary(T.g, (wgml_unary_op)op, x); /* the enums share the order */
+    case U_EXPM1: return wgml_expm1(T.g, x);
+    default: return wgml_unary(T.g, (wgml_unary_op)op, x); /* U_EXP .. U_TANH: the enum's values */
     }
 }
 
@@ -334,7 +337,7 @@ static void unary_domain(int op, double *lo, double *hi, double *atol, double *r
     case U_SIGMOID: case U_TANH: *lo = -30; *hi = 30; *rtol = 0; break;
     case U_SILU: *lo = -30; *hi = 30; break;
     case U_GELU: case U_GELU_TANH: *lo = -10; *hi = 10; *rtol = 0; break;
-    case U_EXP: *lo = -20; *hi = 20; *rtol = 3e-6; break;
+    case U_EXP: case U_EXPM1: *lo = -20; *hi = 20; *rtol = 3e-6; break;
     case U_LOG: *lo = 1e-3; *hi = 1e3; break;
     case U_SQRT: *lo = 0; *hi = 100; *rtol = 1e-6; break;
     case U_RSQRT: *lo = 1e-2; *hi = 100; *rtol = 2e-6; break;
@@ -401,6 +404,27 @@ static void test_unary(void) {
     for (int64_t i = 0; i < n; i++) sweep[i] = (float)(-1e-3 + 2e-3 * (double)i / (double)(n - 1));
     case_unary(U_TANH, n, sweep, 0, 0, "sweep [-1e-3, 1e-3]", NULL);
     free(sweep);
+    /* expm1's relative accuracy near 0, where exp(x) - 1 cancels (the atol above would hide it):
+     * fresh inputs across the series/exp switch at |x| = 0.5, tiny ones, and the special values
+     * (0 and -0 exact, large x to inf and -1, NaN through) */
+    {
+        int64_t m = 4096;
+        float *hx = th_random((size_t)m, -0.7, 0.7);
+        for (int64_t i = 0; i < 256; i++) hx[i] *= 1e-4f;
+        const float sp[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 0.5f, -0.5f, 0.49999997f, -0.49999997f, 90, -90, 88, NAN, INFINITY, -INFINITY};
+        memcpy(hx + 256, sp, sizeof sp);
+        wgml_tensor *x = th_tensor_f32(1, &m, hx);
+        float *got = th_read_f32(wgml_expm1(T.g, x));
+        double *ref = malloc(sizeof(double) * (size_t)m);
+        for (int64_t i = 0; i < m; i++) { /* past f32's range the f32 result is inf */
+            double r = expm1((double)hx[i]);
+            ref[i] = r > 3.4028234663852886e38 ? INFINITY : r;
+        }
+        th_close("expm1 relative accuracy on [-0.7, 0.7]", got, ref, (size_t)m, 0, 2e-6);
+        th_check(got && signbit(got[257]) && got[257] == 0.0f, "expm1(-0) is -0");
+        free(hx); free(got); free(ref);
+        wgml_tensor_free(x);
+    }
     /* tanh's relative accuracy near 0 (the atol above would hide it) */
     {
         int64_t m = 64;

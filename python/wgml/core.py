@@ -417,8 +417,9 @@ class Graph(_Closable):
         return self._t(lib.wgml_sdpa(self.ptr, q.ptr, k.ptr, v.ptr, int(causal), scale), "wgml_sdpa")
 
     def binary(self, op: str, a: "Tensor", b: Union["Tensor", float], alpha: float = 1.0) -> "Tensor":
-        """a (op) b with broadcasting; op one of add, sub, mul, div, minimum, maximum, pow; b may be a number."""
-        code = _BINARY.index(op)
+        """a (op) b with broadcasting; op one of BINARY_OPS (add, sub, mul, div, minimum, maximum, pow,
+        div_trunc, div_floor); b may be a number."""
+        code = BINARY_OPS.index(op)
         if isinstance(b, Tensor):
             return self._t(lib.wgml_binary(self.ptr, code, a.ptr, b.ptr, alpha), "wgml_" + op)
         return self._t(lib.wgml_binary_scalar(self.ptr, code, a.ptr, float(b), alpha), "wgml_%s_scalar" % op)
@@ -436,15 +437,15 @@ class Graph(_Closable):
         return self.binary("div", a, b)
 
     def unary(self, op: str, x: "Tensor") -> "Tensor":
-        """f(x) for op one of relu, sigmoid, silu, gelu, gelu_tanh, exp, log, neg, abs, sqrt, rsqrt, tanh."""
-        return self._t(lib.wgml_unary(self.ptr, _UNARY.index(op), x.ptr), "wgml_" + op)
+        """f(x) for op one of UNARY_OPS (relu, sigmoid, ..., expm1); each is also a method (g.relu(x))."""
+        return self._t(lib.wgml_unary(self.ptr, UNARY_OPS.index(op), x.ptr), "wgml_" + op)
 
     def clamp(self, x: "Tensor", lo: float, hi: float) -> "Tensor":
         return self._t(lib.wgml_clamp(self.ptr, x.ptr, lo, hi), "wgml_clamp")
 
     def compare(self, op: str, a: "Tensor", b: Union["Tensor", float]) -> "Tensor":
         """bool a (op) b, op one of eq, ne, lt, le, gt, ge."""
-        code = _COMPARE.index(op)
+        code = COMPARE_OPS.index(op)
         if isinstance(b, Tensor):
             return self._t(lib.wgml_compare(self.ptr, code, a.ptr, b.ptr), "wgml_" + op)
         return self._t(lib.wgml_compare_scalar(self.ptr, code, a.ptr, float(b)), "wgml_%s_scalar" % op)
@@ -469,9 +470,22 @@ class Graph(_Closable):
                        "wgml_cross_entropy")
 
 
-_BINARY = ["add", "sub", "mul", "div", "minimum", "maximum", "pow"]
-_UNARY = ["relu", "sigmoid", "silu", "gelu", "gelu_tanh", "exp", "log", "neg", "abs", "sqrt", "rsqrt", "tanh"]
-_COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+def _op_names(name_of) -> list:
+    """The op names of one of the library's op tables (include/wgml.h: WGML_UNARY_OPS and the
+    like), by value: name_of(0), name_of(1), ... up to the first value without a row."""
+    names = []
+    while True:
+        s = name_of(len(names))
+        if not s:
+            return names
+        names.append(s.decode())
+
+
+# The ops by their C enum value, read from the library: the table in include/wgml.h is the one
+# list (tests/py/test_op_table.py checks these against it).
+BINARY_OPS = _op_names(lib.wgml_binary_op_name)
+UNARY_OPS = _op_names(lib.wgml_unary_op_name)
+COMPARE_OPS = _op_names(lib.wgml_compare_op_name)
 
 
 def _unary_method(op):
@@ -482,7 +496,7 @@ def _unary_method(op):
     return f
 
 
-for _op in _UNARY:
+for _op in UNARY_OPS:
     setattr(Graph, _op, _unary_method(_op))
 def _binary_method(op):
     def f(self, a: Tensor, b: Union[Tensor, float]) -> Tensor:

@@ -1,7 +1,7 @@
 /* The op registry's elementwise operators. One wgml op each: the arithmetic (add, sub, mul,
  * div with or without a rounding mode, floor_divide, rsub, minimum, maximum, pow; the second
  * operand a tensor or a number), the unary maths (relu, sigmoid, silu, gelu, exp, log, neg,
- * abs, sqrt, rsqrt, tanh, floor, ceil, trunc, round, sin, cos), clamp and hardtanh, the
+ * abs, sqrt, rsqrt, tanh, floor, ceil, trunc, round, sin, cos, expm1), clamp and hardtanh, the
  * comparisons, logical not/and/or (the bitwise forms of bools) and where. Composed of several,
  * the activations wgml has no kernel for: hardswish, hardsigmoid, leaky_relu, elu, log10, log2,
  * log1p, threshold, masked_fill, glu, log_sigmoid, prelu. */
@@ -93,6 +93,7 @@ UNARY(op_trunc, WGML_UN_TRUNC)
 UNARY(op_round, WGML_UN_ROUND)
 UNARY(op_sin, WGML_UN_SIN)
 UNARY(op_cos, WGML_UN_COS)
+UNARY(op_expm1, WGML_UN_EXPM1)
 
 /* round.decimals(self, decimals) */
 static wgml_status op_round_decimals(pbuild *b, const int32_t *args, int nargs) {
@@ -317,6 +318,7 @@ static const prog_op_entry OPS[] = {
     {"aten.round.decimals", op_round_decimals},
     {"aten.sin.default", op_sin},
     {"aten.cos.default", op_cos},
+    {"aten.expm1.default", op_expm1},
     {"aten.minimum.default", op_minimum},
     {"aten.maximum.default", op_maximum},
     {"aten.pow.Tensor_Tensor", op_pow},

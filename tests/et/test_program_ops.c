@@ -102,6 +102,7 @@ int main(void) {
         {"aten.relu.default", 2, {0, 4}},         /* [2,3] */
         {"aten.floor.default", 2, {0, 4}},
         {"aten.sin.default", 2, {0, 4}},
+        {"aten.expm1.default", 2, {0, 4}},
         {"aten.floor_divide.default", 3, {0, 1, 4}}, /* [2,3] // [3] */
         {"aten.permute_copy.default", 3, {0, 10, 4}},
         {"aten.sum.dim_IntList", 5, {0, 10, 14, 7, 4}},

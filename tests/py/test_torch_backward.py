@@ -6,13 +6,14 @@ backward(dy) gives the reference gradients:
   softmax*/logsoftmax*: x, dy, params [dim] -> dx of softmax / log_softmax(x)
   rms*: x, w?, dy, params [eps, has_w, has_dw] (torch 1.13 has no rms_norm: written out)
   layer*: x, w?, b, dy, params [eps, has_w, has_dw, has_db] -> F.layer_norm
-  unary*: x, dy, params [op, lo, hi] (op -1: clamp(lo, hi); else wgml_unary_op order)
+  unary*: x, dy, params [op, lo, hi] (op -1: clamp(lo, hi); else a wgml_unary_op value)
   sdpa*: q, k, v, dout, params [causal, scale]: softmax(q kᵀ scale + end-aligned mask) v with
          k / v heads repeated for grouped-query attention (their gradients sum over the copies)
   embedding*: idx, dy, params [V] -> F.embedding's weight gradient
   gather*: idx, dy, params [dim] and wgml's dx (its shape is x's) -> torch.gather's input gradient
 Tolerances are those of the C test (fp32 kernels; sums over rows add a sqrt(rows) factor)."""
 import math
+import os
 import sys
 
 import numpy as np
@@ -21,11 +22,20 @@ import torch.nn.functional as F
 
 import wgml_dump
 
+# the Python package over the build's library, for the unary table's names
+os.environ.setdefault("WGML_LIBRARY", os.path.join(os.path.abspath(sys.argv[1]), "libwgml.so"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python"))
+from wgml.core import UNARY_OPS  # noqa: E402
+
 ATOL, RTOL = 1e-5, 1e-4
 
-UNARY = [torch.relu, torch.sigmoid, F.silu, lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"),
-         torch.exp, torch.log, torch.neg, torch.abs, torch.sqrt, torch.rsqrt, torch.tanh,
-         torch.floor, torch.ceil, torch.trunc, torch.round, torch.sin, torch.cos]
+# the torch function of each unary op, by its name in wgml's table (wgml.core.UNARY_OPS, read from
+# the library, gives the name of a dumped op value; a new op without an entry here fails)
+UNARY = {"relu": torch.relu, "sigmoid": torch.sigmoid, "silu": F.silu, "gelu": lambda x: F.gelu(x),
+         "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "exp": torch.exp, "log": torch.log,
+         "neg": torch.neg, "abs": torch.abs, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "tanh": torch.tanh,
+         "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "round": torch.round, "sin": torch.sin,
+         "cos": torch.cos, "expm1": torch.expm1}
 
 
 def t64(a, grad=False):
@@ -77,7 +87,7 @@ def main():
         elif name.startswith("unary"):
             op, lo, hi = int(prm[0]), prm[1], prm[2]
             x = t64(c["x"], True)
-            y = torch.clamp(x, lo, hi) if op < 0 else UNARY[op](x)
+            y = torch.clamp(x, lo, hi) if op < 0 else UNARY[UNARY_OPS[op]](x)
             y.backward(t64(c["dy"]))
             checker.close(f"{name} op {op} n {x.numel()}", c["dx"], x.grad.numpy(), ATOL, RTOL)
         elif name.startswith("sdpa"):

@@ -14,6 +14,7 @@
  * kernel body is written once. */
 #include "graph/graph.h"
 #include "ops/elementwise/elementwise_grad.h"
+#include "ops/elementwise/ew_ops.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -171,6 +172,8 @@ static void layout_make(layout *L, int rank, const int64_t *shape, wgml_tensor *
 
 typedef enum ew_kernel { K_BINARY, K_BOOL, K_WHERE, K_BINARY_INT } ew_kernel;
 static const char *const KERNEL_FILE[] = {"ew_binary", "ew_bool", "ew_where", "ew_binary_int"};
+/* the op constants each kernel's switch names (ew_ops.h) */
+static const char *const KERNEL_OPS[] = {EW_WGSL_BINARY, EW_WGSL_BOOL, "", EW_WGSL_BINARY};
 
 /* Output shape of a broadcast of n tensors; on failure an error naming every shape. */
 static wgml_status broadcast_all(wgml_ctx *ctx, const char *op, wgml_tensor *const *ts, const char *const *names,
@@ -210,7 +213,8 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     }
     bool vec_ok = numel % 4 == 0;
 
-    /* uniform: shape, one stride array per operand, then n, nv, alpha, scalar, rank, 3 pads */
+    /* uniform (ew_walk's Params): shape, three stride arrays (zero for an absent third operand),
+     * then n, nv, alpha, scalar, rank, 3 pads */
     uint32_t u[8 + 8 * EW_MAX_IN + 8];
     memset(u, 0, sizeof u);
     layout L = {0};
@@ -231,20 +235,20 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     int vw = kernel == K_BOOL ? 4 : !bcast ? (vec_ok ? 4 : 1) : (inner % 4 == 0 ? 4 : 1);
     lanes mode = vw == 1 ? LANES_ONE : !bcast ? LANES_VECTOR : kernel == K_BOOL ? LANES_ONE : LANES_OFFSET;
     uint64_t nv = kernel == K_BOOL ? (uint64_t)(numel + 3) / 4 : (uint64_t)numel / (uint64_t)vw;
-    uint32_t *tail = u + 8 + 8 * n;
+    uint32_t *tail = u + 8 + 8 * EW_MAX_IN;
     tail[0] = (uint32_t)numel;
     tail[1] = (uint32_t)nv;
     memcpy(&tail[2], &alpha, 4);
     memcpy(&tail[3], &scalar, 4);
     tail[4] = bcast ? (uint32_t)L.rank : 0;
-    size_t ubytes = sizeof(uint32_t) * (size_t)(8 + 8 * n + 8);
+    size_t ubytes = sizeof u;
 
     text pre = {.len = 0};
     /* broadcast path: 4 consecutive elements per thread when the innermost dimension is long
      * enough for the step-and-wrap walk to save index arithmetic, else 1 */
     int pt = !bcast ? EW_PT : inner >= 4 ? 4 : 1;
-    put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\nconst VW: u32 = %du;\n", code,
-        bcast ? "true" : "false", pt, vw);
+    put(&pre, "const OP: u32 = %du;\nconst BCAST: bool = %s;\nconst PT: u32 = %du;\nconst VW: u32 = %du;\n%s", code,
+        bcast ? "true" : "false", pt, vw, KERNEL_OPS[kernel]);
     const char *vt = kernel == K_BINARY_INT ? (vw == 4 ? "vec4<i32>" : "i32") : vw == 4 ? "vec4<f32>" : "f32";
     put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vt,
         vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
@@ -274,20 +278,36 @@ static bool bad_operand(wgml_graph *g, const char *op, const char *arg, const wg
     return check_graph(ctx, g, op, arg, t) != WGML_OK;
 }
 
+/* Two tensor operands of dtype dt (checked, broadcast together) through kernel with op code. */
+static wgml_tensor *record_pair(wgml_graph *g, const char *op, ew_kernel kernel, int code, wgml_tensor *a,
+                                wgml_tensor *b, wgml_dtype dt, float alpha) {
+    if (bad_operand(g, op, "a", a, dt) || bad_operand(g, op, "b", b, dt)) return NULL;
+    int rank;
+    int64_t shape[WGML_MAX_RANK];
+    wgml_tensor *ts[2] = {a, b};
+    static const char *const names[2] = {"a", "b"};
+    if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
+    opnd ops[2] = {{"a", a, dt, OPND_FULL, false}, {"b", b, dt, OPND_FULL, false}};
+    return ew_record(g, op, kernel, code, ops, 2, alpha, 0.0f, rank, shape);
+}
+
 /* ------------------------------------------------------------------ binary */
 
-static const char *const BINARY_NAME[] = {"add", "sub", "mul", "div", "minimum", "maximum", "pow", "div_trunc", "div_floor"};
-static const char *const BINARY_SCALAR_NAME[] = {"add_scalar",     "sub_scalar",     "mul_scalar", "div_scalar",
-                                                 "minimum_scalar", "maximum_scalar", "pow_scalar", "div_trunc_scalar",
-                                                 "div_floor_scalar"};
-#define N_BINARY (int)(sizeof BINARY_NAME / sizeof BINARY_NAME[0])
+/* the op names (error messages, graph records) from the table: a and s forms */
+#define BIN_NAME_(NAME, name, value, i32) [value] = #name,
+#define BIN_SCALAR_NAME_(NAME, name, value, i32) [value] = #name "_scalar",
+static const char *const BINARY_NAME[] = {WGML_BINARY_OPS(BIN_NAME_)};
+static const char *const BINARY_SCALAR_NAME[] = {WGML_BINARY_OPS(BIN_SCALAR_NAME_)};
+#define N_BINARY EW_N_BINARY
 
-/* The ops ew_binary_int computes on i32 operands: true division and pow give floats in
- * PyTorch, so they stay f32-only. */
+/* The ops ew_binary_int computes on i32 operands, the table's i32 column: true division and
+ * pow give floats in PyTorch, so they stay f32-only. The refusal lists the column's ops. */
 static bool int_binary_ok(wgml_graph *g, const char *op, wgml_binary_op opc) {
-    if (opc != WGML_BIN_DIV && opc != WGML_BIN_POW) return true;
-    wgml_set_error(graph_ctx(g), WGML_ERR_DTYPE, "%s: i32 operands only for add, sub, mul, minimum, maximum and "
-                   "division with a rounding mode", op);
+    if (ew_binary_int_ok((int)opc)) return true;
+    text ok = {.len = 0};
+    for (int c = 0; c < N_BINARY; c++)
+        if (ew_binary_int_ok(c)) put(&ok, "%s%s", ok.len ? ", " : "", BINARY_NAME[c]);
+    wgml_set_error(graph_ctx(g), WGML_ERR_DTYPE, "%s: i32 operands only for %s", op, ok.buf);
     return false;
 }
 
@@ -301,16 +321,8 @@ wgml_tensor *wgml_binary(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, wgml
     /* two i32 operands: the integer kernel (no gradient: integers are not trainable) */
     bool ints = a && b && a->dtype == WGML_I32 && b->dtype == WGML_I32;
     if (ints && !int_binary_ok(g, op, opc)) return NULL;
-    wgml_dtype dt = ints ? WGML_I32 : WGML_F32;
-    if (bad_operand(g, op, "a", a, dt) || bad_operand(g, op, "b", b, dt)) return NULL;
-    int rank;
-    int64_t shape[WGML_MAX_RANK];
-    wgml_tensor *ts[2] = {a, b};
-    static const char *const names[2] = {"a", "b"};
-    if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
-    opnd ops[2] = {{"a", a, dt, OPND_FULL, false}, {"b", b, dt, OPND_FULL, false}};
-    if (ints) return ew_record(g, op, K_BINARY_INT, (int)opc, ops, 2, alpha, 0.0f, rank, shape);
-    return ew_grad_binary(g, ew_record(g, op, K_BINARY, (int)opc, ops, 2, alpha, 0.0f, rank, shape), (int)opc, a, b, alpha);
+    if (ints) return record_pair(g, op, K_BINARY_INT, (int)opc, a, b, WGML_I32, alpha);
+    return ew_grad_binary(g, record_pair(g, op, K_BINARY, (int)opc, a, b, WGML_F32, alpha), (int)opc, a, b, alpha);
 }
 
 wgml_tensor *wgml_binary_scalar(wgml_graph *g, wgml_binary_op opc, wgml_tensor *a, float s, float alpha) {
@@ -357,17 +369,9 @@ wgml_tensor *wgml_pow_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wg
 
 /* ------------------------------------------------------------------ unary */
 
-/* Kernel op codes (ew_unary.wgsl's switch): the public enum's order, then clamp and round to
- * decimals (EW_UNARY_CLAMP, EW_UNARY_ROUND_DEC). */
-static const char *const UNARY_NAME[] = {"relu",  "sigmoid", "silu",  "gelu",  "gelu_tanh", "exp", "log",
-                                         "neg",   "abs",     "sqrt",  "rsqrt", "tanh",      "floor", "ceil",
-                                         "trunc", "round",   "sin",   "cos",   "clamp",     "round_decimals"};
-#define UNARY_CLAMP EW_UNARY_CLAMP
-_Static_assert(sizeof UNARY_NAME / sizeof UNARY_NAME[0] == EW_UNARY_ROUND_DEC + 1, "one name per unary code");
-_Static_assert(EW_UNARY_CLAMP == WGML_UN_COS + 1, "clamp follows the public unary ops");
-
+/* code: a row of the unary table (ew_ops.h), public or kernel-only (EW_UN_CLAMP, EW_UN_ROUND_DEC) */
 static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, float hi) {
-    const char *op = UNARY_NAME[code];
+    const char *op = ew_unary_name(code);
     if (bad_operand(g, op, "x", x, WGML_F32)) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     if (x->numel >= ((int64_t)1 << 31)) {
@@ -381,9 +385,10 @@ static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, 
         uint32_t n, nv;
         float lo, hi;
     } params = {(uint32_t)x->numel, (uint32_t)nv, lo, hi};
-    char pre[200];
-    snprintf(pre, sizeof pre, "const OP: u32 = %du;\nconst PT: u32 = %du;\nalias V = %s;\nalias VU = %s;\nalias VB = %s;\n",
-             code, EW_PT, vw == 4 ? "vec4<f32>" : "f32", vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
+    char pre[1024];
+    snprintf(pre, sizeof pre, "const OP: u32 = %du;\nconst PT: u32 = %du;\nalias V = %s;\nalias VU = %s;\nalias VB = %s;\n%s",
+             code, EW_PT, vw == 4 ? "vec4<f32>" : "f32", vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool",
+             EW_WGSL_UNARY);
     wgml_tensor *out = graph_output(g, op, WGML_F32, x->rank, x->shape);
     if (!out) return NULL;
     if (graph_dispatch(g, op, "ew_unary", pre, &x, 1, &out, 1, &params, sizeof params,
@@ -396,7 +401,7 @@ static wgml_tensor *ew_unary(wgml_graph *g, int code, wgml_tensor *x, float lo, 
 
 wgml_tensor *wgml_unary(wgml_graph *g, wgml_unary_op opc, wgml_tensor *x) {
     if (!g) return NULL;
-    if ((unsigned)opc >= (unsigned)UNARY_CLAMP) {
+    if ((unsigned)opc >= (unsigned)EW_N_UNARY) {
         wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "unary: unknown op %d", (int)opc);
         return NULL;
     }
@@ -422,6 +427,7 @@ wgml_tensor *wgml_trunc(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WG
 wgml_tensor *wgml_round(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_ROUND, x); }
 wgml_tensor *wgml_sin(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_SIN, x); }
 wgml_tensor *wgml_cos(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_COS, x); }
+wgml_tensor *wgml_expm1(wgml_graph *g, wgml_tensor *x) { return wgml_unary(g, WGML_UN_EXPM1, x); }
 wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals) {
     if (!g) return NULL;
     /* 10^|d| must be a finite f32 */
@@ -431,36 +437,20 @@ wgml_tensor *wgml_round_decimals(wgml_graph *g, wgml_tensor *x, int decimals) {
     }
     float ten = 1.0f;
     for (int i = 0; i < (decimals < 0 ? -decimals : decimals); i++) ten *= 10.0f;
-    return ew_unary(g, EW_UNARY_ROUND_DEC, x, ten, decimals < 0 ? 1.0f : 0.0f);
+    return ew_unary(g, EW_UN_ROUND_DEC, x, ten, decimals < 0 ? 1.0f : 0.0f);
 }
 wgml_tensor *wgml_clamp(wgml_graph *g, wgml_tensor *x, float lo, float hi) {
     if (!g) return NULL;
-    return ew_unary(g, UNARY_CLAMP, x, lo, hi);
+    return ew_unary(g, EW_UN_CLAMP, x, lo, hi);
 }
 
 /* ------------------------------------------------------------------ bool results */
 
-/* Kernel op codes (ew_bool.wgsl's switch): the comparisons in the public enum's order, then
- * logical and, or, not. */
-static const char *const COMPARE_NAME[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-static const char *const COMPARE_SCALAR_NAME[] = {"eq_scalar", "ne_scalar", "lt_scalar",
-                                                  "le_scalar", "gt_scalar", "ge_scalar"};
-#define N_COMPARE 6
-#define BOOL_AND 6
-#define BOOL_OR 7
-#define BOOL_NOT 8
-
-static wgml_tensor *bool_binary(wgml_graph *g, const char *op, int code, wgml_tensor *a, wgml_tensor *b,
-                                wgml_dtype dtype) {
-    if (bad_operand(g, op, "a", a, dtype) || bad_operand(g, op, "b", b, dtype)) return NULL;
-    int rank;
-    int64_t shape[WGML_MAX_RANK];
-    wgml_tensor *ts[2] = {a, b};
-    static const char *const names[2] = {"a", "b"};
-    if (broadcast_all(graph_ctx(g), op, ts, names, 2, &rank, shape)) return NULL;
-    opnd ops[2] = {{"a", a, dtype, OPND_FULL, false}, {"b", b, dtype, OPND_FULL, false}};
-    return ew_record(g, op, K_BOOL, code, ops, 2, 1.0f, 0.0f, rank, shape);
-}
+/* Kernel op codes (ew_bool.wgsl's switch): the comparisons' table, then the kernel-only logical
+ * and, or, not (EW_BOOL_AND, ...; ew_ops.h). */
+#define CMP_SCALAR_NAME_(NAME, name, value) [value] = #name "_scalar",
+static const char *const COMPARE_SCALAR_NAME[] = {WGML_COMPARE_OPS(CMP_SCALAR_NAME_)};
+#define N_COMPARE EW_N_COMPARE
 
 wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op opc, wgml_tensor *a, wgml_tensor *b) {
     if (!g) return NULL;
@@ -468,7 +458,7 @@ wgml_tensor *wgml_compare(wgml_graph *g, wgml_compare_op opc, wgml_tensor *a, wg
         wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "compare: unknown op %d", (int)opc);
         return NULL;
     }
-    return bool_binary(g, COMPARE_NAME[opc], (int)opc, a, b, WGML_F32);
+    return record_pair(g, ew_bool_name((int)opc), K_BOOL, (int)opc, a, b, WGML_F32, 1.0f);
 }
 
 wgml_tensor *wgml_compare_scalar(wgml_graph *g, wgml_compare_op opc, wgml_tensor *a, float s) {
@@ -498,19 +488,19 @@ wgml_tensor *wgml_ge_scalar(wgml_graph *g, wgml_tensor *a, float s) { return wgm
 
 wgml_tensor *wgml_logical_and(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
     if (!g) return NULL;
-    return bool_binary(g, "logical_and", BOOL_AND, a, b, WGML_BOOL);
+    return record_pair(g, ew_bool_name(EW_BOOL_AND), K_BOOL, EW_BOOL_AND, a, b, WGML_BOOL, 1.0f);
 }
 
 wgml_tensor *wgml_logical_or(wgml_graph *g, wgml_tensor *a, wgml_tensor *b) {
     if (!g) return NULL;
-    return bool_binary(g, "logical_or", BOOL_OR, a, b, WGML_BOOL);
+    return record_pair(g, ew_bool_name(EW_BOOL_OR), K_BOOL, EW_BOOL_OR, a, b, WGML_BOOL, 1.0f);
 }
 
 wgml_tensor *wgml_logical_not(wgml_graph *g, wgml_tensor *a) {
     if (!g) return NULL;
     if (bad_operand(g, "logical_not", "a", a, WGML_BOOL)) return NULL;
     opnd ops[2] = {{"a", a, WGML_BOOL, OPND_FULL, false}, {"b", NULL, WGML_F32, OPND_SCALAR, false}};
-    return ew_record(g, "logical_not", K_BOOL, BOOL_NOT, ops, 2, 1.0f, 0.0f, a->rank, a->shape);
+    return ew_record(g, "logical_not", K_BOOL, EW_BOOL_NOT, ops, 2, 1.0f, 0.0f, a->rank, a->shape);
 }
 
 /* ------------------------------------------------------------------ where */

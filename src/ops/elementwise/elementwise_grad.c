@@ -3,6 +3,7 @@
  * All are compositions of public elementwise ops; unary_backward and clamp_backward are the
  * single places where a dedicated kernel can replace the composition. */
 #include "ops/elementwise/elementwise_grad.h"
+#include "ops/elementwise/ew_ops.h"
 #include "ops/reduce/reduce_grad.h"
 
 #include <string.h>
@@ -107,8 +108,8 @@ wgml_tensor *ew_grad_binary_scalar(wgml_graph *g, wgml_tensor *out, int opc, wgm
 static wgml_status unary_op_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const ew_attrs *at = (const ew_attrs *)op->attrs;
     /* round to decimals has round's zero gradient */
-    int opc = at->opc == EW_UNARY_ROUND_DEC ? (int)WGML_UN_ROUND : at->opc;
-    dx[0] = opc == EW_UNARY_CLAMP ? wgml_clamp_backward(g, op->in[0], dy, at->lo, at->hi)
+    int opc = at->opc == EW_UN_ROUND_DEC ? (int)WGML_UN_ROUND : at->opc;
+    dx[0] = opc == EW_UN_CLAMP ? wgml_clamp_backward(g, op->in[0], dy, at->lo, at->hi)
                                   : wgml_unary_backward(g, (wgml_unary_op)opc, op->in[0], dy);
     return grad_result(g, op, dx);
 }

@@ -1,8 +1,9 @@
 // ew_binary: out = a (op) b for f32 tensors with NumPy broadcasting; b may be a uniform scalar.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32          which operation (the wgml_binary_op order: add, sub, mul, div, minimum,
-//                          maximum, pow, div_trunc, div_floor)
+//   const OP: u32          which operation: a wgml_binary_op value, named by the binary table's
+//                          constants, which the prelude also supplies (const BIN_ADD: u32 = 0u;
+//                          ... ew_ops.h)
 //   const BCAST: bool      general broadcast path (else the contiguous fast path)
 //   const PT: u32          vectors per thread (broadcast path: 4 when the innermost coalesced
 //                          dim has >= 4 elements, else 1)
@@ -15,11 +16,7 @@
 //   operand is broadcast along the innermost dim); a splat for a one-element tensor or a
 //   uniform scalar.
 //
-// Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors; thread t owns
-// vectors base + t + 256*k (k < PT), so each load/store instruction is coalesced across the
-// workgroup. Broadcast path: one thread owns PT consecutive vectors; it computes each operand's
-// offset for the first from the output index with the shapes/strides in the uniform, then steps
-// along the innermost dimension, recomputing only when it wraps.
+// Workgroup and thread layout: ew_map (through ew_binary_body).
 //!include ew_binary_body
 
 // x ** y with PyTorch's real-valued semantics: a negative base with an integral exponent keeps
@@ -42,20 +39,21 @@ fn ew_isnan(x: V) -> VB {
 
 fn apply(x: V, y: V) -> V {
     switch (OP) {
-        case 0u: { return x + p.alpha * y; }
-        case 1u: { return x - p.alpha * y; }
-        case 2u: { return x * y; }
-        case 3u: { return x / y; }
+        case BIN_ADD: { return x + p.alpha * y; }
+        case BIN_SUB: { return x - p.alpha * y; }
+        case BIN_MUL: { return x * y; }
+        case BIN_DIV: { return x / y; }
         // minimum and maximum propagate NaN (as PyTorch), which the builtins need not do
-        case 4u: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
-        case 5u: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
-        case 6u: { return ew_pow(x, y); }
+        case BIN_MINIMUM: { return select(min(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
+        case BIN_MAXIMUM: { return select(max(x, y), x + y, ew_isnan(x) | ew_isnan(y)); }
+        case BIN_POW: { return ew_pow(x, y); }
         // PyTorch's rounding modes on the rounded f32 quotient: exact for integer-valued operands
         // below 2^22 (a non-integral quotient is then farther from an integer than the division's
         // error); elsewhere the floor of the exact quotient can differ where the quotient is within
         // a few ulp of an integer. y == 0 gives x / y.
-        case 7u: { return trunc(x / y); }
-        default: { return floor(x / y); }
+        case BIN_DIV_TRUNC: { return trunc(x / y); }
+        case BIN_DIV_FLOOR: { return floor(x / y); }
+        default: { return V(0.0); } // no code: tests/py/test_op_table.py checks every row has its case
     }
 }
 

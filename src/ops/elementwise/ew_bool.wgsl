@@ -2,7 +2,9 @@
 // and logical not/and/or of bool tensors, with NumPy broadcasting.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32       eq, ne, lt, le, gt, ge, and, or, not (ew_bool_* order in elementwise.c)
+//   const OP: u32       a comparison (wgml_compare_op) or a logical op, named by the constants
+//                       the prelude also supplies (CMP_EQ ... CMP_GE, BOOL_AND, BOOL_OR,
+//                       BOOL_NOT: ew_ops.h)
 //   const BCAST: bool   general broadcast path (else contiguous operands, one-element tensors or
 //                       a uniform scalar)
 //   alias V = vec4<f32>
@@ -16,20 +18,21 @@
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-//!include ew_walk2
+//!include ew_walk
 
 fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
     let z = vec4<f32>(0.0);
     switch (OP) {
-        case 0u: { return x == y; }
-        case 1u: { return !(x == y); } // true for NaN operands (the != of some drivers is ordered)
-        case 2u: { return x < y; }
-        case 3u: { return x <= y; }
-        case 4u: { return x > y; }
-        case 5u: { return x >= y; }
-        case 6u: { return (x != z) & (y != z); }
-        case 7u: { return (x != z) | (y != z); }
-        default: { return x == z; }
+        case CMP_EQ: { return x == y; }
+        case CMP_NE: { return !(x == y); } // true for NaN operands (the != of some drivers is ordered)
+        case CMP_LT: { return x < y; }
+        case CMP_LE: { return x <= y; }
+        case CMP_GT: { return x > y; }
+        case CMP_GE: { return x >= y; }
+        case BOOL_AND: { return (x != z) & (y != z); }
+        case BOOL_OR: { return (x != z) | (y != z); }
+        case BOOL_NOT: { return x == z; }
+        default: { return vec4<bool>(false); } // no code: tests/py/test_op_table.py checks every row has its case
     }
 }
 
@@ -45,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (BCAST) {
         let last = p.rank - 1u;
         let s0 = p.shape[last / 4u][last % 4u];
-        let step = vec3<u32>(1u, p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
+        let step = inner_step();
         var loc = locate(4u * w);
         for (var e = 0u; e < 4u; e++) {
             let i = 4u * w + e;

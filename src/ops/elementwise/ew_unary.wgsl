@@ -1,14 +1,13 @@
 // ew_unary: out = f(x) for a contiguous f32 tensor.
 //
 // The prelude (elementwise.c) supplies:
-//   const OP: u32    which function (UNARY_NAME order in elementwise.c: relu, sigmoid, silu, gelu,
-//                    gelu_tanh, exp, log, neg, abs, sqrt, rsqrt, tanh, floor, ceil, trunc, round,
-//                    sin, cos, clamp, round to decimals)
+//   const OP: u32    which function: a code of the unary table (ew_ops.h), named by the table's
+//                    constants, which the prelude also supplies (const UN_RELU: u32 = 0u; ...
+//                    the public rows of include/wgml.h, then UN_CLAMP and UN_ROUND_DEC)
 //   const PT: u32    vectors per thread
 //   alias V          vec4<f32> when numel % 4 == 0, else f32; VU, VB: the same shape of u32 and bool
 //
-// Workgroup: 256 threads; one workgroup owns 256*PT consecutive vectors; thread t owns vectors
-// base + t + 256*k (k < PT), so every load and store instruction is coalesced.
+// Workgroup and thread layout: ew_unary_main.
 struct Params {
     n: u32,    // elements
     nv: u32,   // vectors (n / width of V)
@@ -80,41 +79,47 @@ fn ew_gelu(v: V) -> V {
     return v * select(phi_big, phi_small, z < V(0.9));
 }
 
+// e^v - 1: a Taylor series for |v| < 0.5 (terms to v^10 / 10!, relative error < 1e-9 before
+// rounding), where exp(v) - 1 would cancel; exp(v) - 1 beyond, where |e^v - 1| >= 0.39.
+fn ew_expm1(v: V) -> V {
+    var r = V(1.0);
+    for (var k = 10; k >= 2; k--) {
+        r = 1.0 + v * r / f32(k);
+    }
+    return select(exp(v) - 1.0, v * r, abs(v) < V(0.5));
+}
+
 fn f(v: V) -> V {
     switch (OP) {
-        case 0u: { return select(v, V(0.0), v < V(0.0)); } // relu (NaN passes through)
-        case 1u: { return ew_sigmoid(v); }
-        case 2u: { return v * ew_sigmoid(v); }
-        case 3u: { return ew_gelu(v); }
-        case 4u: { return ew_gelu_tanh(v); }
-        case 5u: { return exp(v); }
-        case 6u: { return log(v); }
-        case 7u: { return -v; }
-        case 8u: { return abs(v); }
-        case 9u: { return sqrt(v); }
-        case 10u: { return inverseSqrt(v); }
-        case 11u: { return ew_tanh(v); }
-        case 12u: { return ew_keep_sign(floor(v), v); }
-        case 13u: { return ew_keep_sign(ceil(v), v); }
-        case 14u: { return ew_keep_sign(trunc(v), v); }
-        case 15u: { return ew_keep_sign(round(v), v); } // WGSL's round takes halves to even
-        case 16u: { return ew_sin(v); }
-        case 17u: { return ew_cos(v); }
+        case UN_RELU: { return select(v, V(0.0), v < V(0.0)); } // NaN passes through
+        case UN_SIGMOID: { return ew_sigmoid(v); }
+        case UN_SILU: { return v * ew_sigmoid(v); }
+        case UN_GELU: { return ew_gelu(v); }
+        case UN_GELU_TANH: { return ew_gelu_tanh(v); }
+        case UN_EXP: { return exp(v); }
+        case UN_LOG: { return log(v); }
+        case UN_NEG: { return -v; }
+        case UN_ABS: { return abs(v); }
+        case UN_SQRT: { return sqrt(v); }
+        case UN_RSQRT: { return inverseSqrt(v); }
+        case UN_TANH: { return ew_tanh(v); }
+        case UN_FLOOR: { return ew_keep_sign(floor(v), v); }
+        case UN_CEIL: { return ew_keep_sign(ceil(v), v); }
+        case UN_TRUNC: { return ew_keep_sign(trunc(v), v); }
+        case UN_ROUND: { return ew_keep_sign(round(v), v); } // WGSL's round takes halves to even
+        case UN_SIN: { return ew_sin(v); }
+        case UN_COS: { return ew_cos(v); }
+        case UN_EXPM1: { return ew_expm1(v); }
+        case UN_CLAMP: { return select(min(max(v, V(p.lo)), V(p.hi)), v, ew_isnan(v)); } // NaN passes through
         // round to decimals, PyTorch's f32 form: round(v * 10^d) / 10^d, or for d < 0
         // round(v / 10^-d) * 10^-d
-        case 19u: { return select(round(v * p.lo) / p.lo, round(v / p.lo) * p.lo, p.hi != 0.0); }
-        default: { return select(min(max(v, V(p.lo)), V(p.hi)), v, ew_isnan(v)); } // clamp (NaN passes through)
+        case UN_ROUND_DEC: { return select(round(v * p.lo) / p.lo, round(v / p.lo) * p.lo, p.hi != 0.0); }
+        default: { return V(0.0); } // no code: tests/py/test_op_table.py checks every row has its case
     }
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let base = (wid.x + wid.y * nwg.x) * (256u * PT) + lid;
-    for (var k = 0u; k < PT; k++) {
-        let j = base + k * 256u;
-        if (j < p.nv) {
-            out[j] = f(x[j]);
-        }
-    }
+fn item(j: u32) {
+    out[j] = f(x[j]);
 }
+
+//!include ew_unary_main

@@ -1,12 +1,13 @@
 // ew_unary_bwd: dx = f'(x) * dy for the unary ops (and clamp), contiguous f32 tensors.
 //
 // The prelude (unary_backward.c) supplies:
-//   const OP: u32   the wgml_unary_op value; 18 is clamp (EW_UNARY_CLAMP)
+//   const OP: u32   a code of the unary table (ew_ops.h): a wgml_unary_op or UN_CLAMP, named by
+//                   the table's constants, which the prelude also supplies (round to decimals
+//                   has round's zero gradient: elementwise_grad.c asks for UN_ROUND)
 //   const PT: u32   vectors per thread
 //   alias V, VB     vec4<f32> / vec4<bool> when numel % 4 == 0, else f32 / bool
 //
-// Workgroup: 256 threads; one workgroup owns 256*PT consecutive vectors; thread t owns vectors
-// base + t + 256*k (k < PT), so every load and store instruction is coalesced.
+// Workgroup and thread layout: ew_unary_main.
 //!include ew_trig
 
 struct Params {
@@ -45,37 +46,32 @@ fn bw_phi(v: V) -> V {
 
 fn df(v: V, g: V) -> V {
     switch (OP) {
-        case 0u: { return select(g, V(0.0), v <= V(0.0)); } // relu (NaN passes the gradient, as PyTorch)
-        case 1u: { return g * bw_sig(v) * bw_sig_c(v); } // sigmoid
-        case 2u: { let s = bw_sig(v); return g * s * (1.0 + v * bw_sig_c(v)); } // silu
-        case 3u: { return g * (bw_phi(v) + v * exp(-0.5 * v * v) * 0.3989422804014327); } // gelu (erf)
-        case 4u: { // gelu, tanh form: y = v * s(2u), u = c (v + a v^3)
+        case UN_RELU: { return select(g, V(0.0), v <= V(0.0)); } // NaN passes the gradient, as PyTorch
+        case UN_SIGMOID: { return g * bw_sig(v) * bw_sig_c(v); }
+        case UN_SILU: { let s = bw_sig(v); return g * s * (1.0 + v * bw_sig_c(v)); }
+        case UN_GELU: { return g * (bw_phi(v) + v * exp(-0.5 * v * v) * 0.3989422804014327); } // erf form
+        case UN_GELU_TANH: { // y = v * s(2u), u = c (v + a v^3)
             let u2 = 1.5957691216057308 * (v + 0.044715 * v * v * v);
             let s = bw_sig(u2);
             return g * (s + v * s * bw_sig_c(u2) * 1.5957691216057308 * (1.0 + 0.134145 * v * v));
         }
-        case 5u: { return g * exp(v); }
-        case 6u: { return g / v; } // log
-        case 7u: { return -g; }
-        case 8u: { return g * sign(v); } // abs (0 at 0)
-        case 9u: { return g * 0.5 * inverseSqrt(v); } // sqrt
-        case 10u: { let r = inverseSqrt(v); return -0.5 * g * r * r * r; } // rsqrt
-        case 11u: { return g * 4.0 * bw_sig(2.0 * v) * bw_sig_c(2.0 * v); } // tanh: 1 - tanh^2
-        case 12u, 13u, 14u, 15u: { return V(0.0); } // floor, ceil, trunc, round: piecewise constant
-        case 16u: { return g * ew_cos(v); } // sin
-        case 17u: { return -g * ew_sin(v); } // cos
-        default: { return select(V(0.0), g, (v >= V(p.lo)) & (v <= V(p.hi))); } // clamp
+        case UN_EXP, UN_EXPM1: { return g * exp(v); } // d(e^v - 1)/dv = e^v too
+        case UN_LOG: { return g / v; }
+        case UN_NEG: { return -g; }
+        case UN_ABS: { return g * sign(v); } // 0 at 0
+        case UN_SQRT: { return g * 0.5 * inverseSqrt(v); }
+        case UN_RSQRT: { let r = inverseSqrt(v); return -0.5 * g * r * r * r; }
+        case UN_TANH: { return g * 4.0 * bw_sig(2.0 * v) * bw_sig_c(2.0 * v); } // 1 - tanh^2
+        case UN_FLOOR, UN_CEIL, UN_TRUNC, UN_ROUND: { return V(0.0); } // piecewise constant
+        case UN_SIN: { return g * ew_cos(v); }
+        case UN_COS: { return -g * ew_sin(v); }
+        case UN_CLAMP: { return select(V(0.0), g, (v >= V(p.lo)) & (v <= V(p.hi))); }
+        default: { return V(0.0); } // no code: tests/py/test_op_table.py checks every row has its case
     }
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let base = (wid.x + wid.y * nwg.x) * (256u * PT) + lid;
-    for (var k = 0u; k < PT; k++) {
-        let j = base + k * 256u;
-        if (j < p.nv) {
-            dx[j] = df(x[j], dy[j]);
-        }
-    }
+fn item(j: u32) {
+    dx[j] = df(x[j], dy[j]);
 }
+
+//!include ew_unary_main

@@ -11,78 +11,12 @@
 //   on the fast path vector j (one word of cond per vec4); on the broadcast path the VW
 //   elements from element offset j (a splat when broadcast along the innermost dim).
 //
-// Workgroup: 256 threads. Fast path: one workgroup owns 256*PT consecutive vectors, thread t owns
-// vectors base + t + 256*k (k < PT). Broadcast path: one thread owns PT consecutive vectors; it
-// computes the three operand offsets of the first from the output index, then steps along the
-// innermost dimension, recomputing only when it wraps.
-struct Params {
-    shape: array<vec4<u32>, 2>,
-    sc: array<vec4<u32>, 2>,
-    sa: array<vec4<u32>, 2>,
-    sb: array<vec4<u32>, 2>,
-    n: u32,       // output elements
-    nv: u32,      // output vectors
-    alpha: f32,   // unused
-    scalar: f32,  // unused
-    rank: u32,    // rank of the coalesced shape (broadcast path)
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
-
+// Workgroup and thread layout: ew_map.
 @group(0) @binding(3) var<storage, read_write> out: array<V>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-// Output element i's coordinate in the innermost dimension and its offsets in c, a and b.
-fn locate(i: u32) -> vec4<u32> {
-    var rem = i;
-    var r = vec4<u32>(0u);
-    for (var d = p.rank; d > 0u; d--) {
-        let k = d - 1u;
-        let s = p.shape[k / 4u][k % 4u];
-        let q = rem % s;
-        rem = rem / s;
-        if (d == p.rank) {
-            r.x = q;
-        }
-        r.y += q * p.sc[k / 4u][k % 4u];
-        r.z += q * p.sa[k / 4u][k % 4u];
-        r.w += q * p.sb[k / 4u][k % 4u];
-    }
-    return r;
+fn value(o: vec4<u32>) -> V {
+    return select(ld_b(o.w), ld_a(o.z), ld_c(o.y) != V(0.0));
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (BCAST) {
-        let j0 = (wg * 256u + lid) * PT;
-        if (j0 >= p.nv) {
-            return;
-        }
-        let last = p.rank - 1u;
-        let s0 = p.shape[last / 4u][last % 4u];
-        let step = VW * vec4<u32>(1u, p.sc[last / 4u][last % 4u], p.sa[last / 4u][last % 4u], p.sb[last / 4u][last % 4u]);
-        var loc = locate(j0 * VW);
-        for (var e = 0u; e < PT; e++) {
-            let j = j0 + e;
-            if (j >= p.nv) {
-                break;
-            }
-            out[j] = select(ld_b(loc.w), ld_a(loc.z), ld_c(loc.y) != V(0.0));
-            loc += step;
-            if (loc.x == s0) {
-                loc = locate((j + 1u) * VW);
-            }
-        }
-    } else {
-        let base = wg * (256u * PT) + lid;
-        for (var k = 0u; k < PT; k++) {
-            let j = base + k * 256u;
-            if (j < p.nv) {
-                out[j] = select(ld_b(j), ld_a(j), ld_c(j) != V(0.0));
-            }
-        }
-    }
-}
+//!include ew_map

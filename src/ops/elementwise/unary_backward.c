@@ -3,6 +3,7 @@
  * count is a multiple of 4, 4 vectors per thread. */
 #include "graph/graph.h"
 #include "ops/elementwise/elementwise_grad.h"
+#include "ops/elementwise/ew_ops.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,9 +31,9 @@ static wgml_tensor *unary_bwd(wgml_graph *g, const char *op, int code, wgml_tens
     }
     wgml_tensor *out = graph_output(g, op, WGML_F32, x->rank, x->shape);
     if (!out) return NULL;
-    char prelude[160];
-    snprintf(prelude, sizeof prelude, "const OP: u32 = %du; const PT: u32 = %du; alias V = %s; alias VB = %s;\n", code,
-             UB_PT, v4 ? "vec4<f32>" : "f32", v4 ? "vec4<bool>" : "bool");
+    char prelude[1024];
+    snprintf(prelude, sizeof prelude, "const OP: u32 = %du; const PT: u32 = %du; alias V = %s; alias VB = %s;\n%s", code,
+             UB_PT, v4 ? "vec4<f32>" : "f32", v4 ? "vec4<bool>" : "bool", EW_WGSL_UNARY);
     struct { uint32_t nv, pad; float lo, hi; } p = {(uint32_t)nv, 0, lo, hi};
     wgml_tensor *ro[2] = {x, dy};
     if (graph_dispatch(g, op, "ew_unary_bwd", prelude, ro, 2, &out, 1, &p, sizeof p,
@@ -45,7 +46,7 @@ static wgml_tensor *unary_bwd(wgml_graph *g, const char *op, int code, wgml_tens
 
 wgml_tensor *wgml_unary_backward(wgml_graph *g, wgml_unary_op op, wgml_tensor *x, wgml_tensor *dy) {
     if (!g) return NULL;
-    if ((int)op < (int)WGML_UN_RELU || (int)op > (int)WGML_UN_COS) {
+    if ((unsigned)op >= (unsigned)EW_N_UNARY) {
         wgml_set_error(graph_ctx(g), WGML_ERR_ARG, "unary_backward: unknown op %d", (int)op);
         return NULL;
     }
@@ -59,5 +60,5 @@ wgml_tensor *wgml_clamp_backward(wgml_graph *g, wgml_tensor *x, wgml_tensor *dy,
                        (double)hi);
         return NULL;
     }
-    return unary_bwd(g, "clamp_backward", EW_UNARY_CLAMP, x, dy, lo, hi);
+    return unary_bwd(g, "clamp_backward", EW_UN_CLAMP, x, dy, lo, hi);
 }
