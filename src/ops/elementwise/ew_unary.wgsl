@@ -80,13 +80,14 @@ fn ew_gelu(v: V) -> V {
 }
 
 // e^v - 1: a Taylor series for |v| < 0.5 (terms to v^10 / 10!, relative error < 1e-9 before
-// rounding), where exp(v) - 1 would cancel; exp(v) - 1 beyond, where |e^v - 1| >= 0.39.
+// rounding), where exp(v) - 1 would cancel; exp(v) - 1 beyond, where |e^v - 1| >= 0.39. NaN is
+// passed through by its bits (SwiftShader's exp(NaN) is inf).
 fn ew_expm1(v: V) -> V {
     var r = V(1.0);
     for (var k = 10; k >= 2; k--) {
         r = 1.0 + v * r / f32(k);
     }
-    return select(exp(v) - 1.0, v * r, abs(v) < V(0.5));
+    return select(select(exp(v) - 1.0, v * r, abs(v) < V(0.5)), v, ew_isnan(v));
 }
 
 fn f(v: V) -> V {
