@@ -26,11 +26,14 @@
 //!include matmul_tile
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
-var<workgroup> As: array<vec4<f32>, BK * BM / 4u>;
-var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;
+var<workgroup> As: array<vec4<f32>, BK * BM4>;
+var<workgroup> Bs: array<vec4<f32>, BK * BN4>;
 
 fn put_a(k: u32, m: u32, v: f32) { As[(k * BM + m) / 4u][m % 4u] = v; }
 fn put_b(k: u32, n: u32, v: f32) { Bs[(k * BN + n) / 4u][n % 4u] = v; }
+
+// no slot swizzle: the tile is read as it was stored (matmul_fma reads slot i ^ sw(k))
+fn sw(k: u32) -> u32 { return 0u; }
 
 // The last query among rows [x0, x1) of a band-1/2 product (x1 > x0).
 fn last_query(x0: u32, x1: u32) -> u32 {
@@ -104,20 +107,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         load_a(a_base, m0, k0, ke, lid);
         load_b(b_base, n0, k0, ke, lid);
         workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk++) {
-            var av: array<vec4<f32>, TM4>;
-            var bv: array<vec4<f32>, TN4>;
-            for (var g = 0u; g < TM4; g++) { av[g] = As[kk * (BM / 4u) + g * WY + ty]; }
-            for (var h = 0u; h < TN4; h++) { bv[h] = Bs[kk * (BN / 4u) + h * WX + tx]; }
-            for (var g = 0u; g < TM4; g++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let a = av[g][r];
-                    for (var h = 0u; h < TN4; h++) {
-                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
-                    }
-                }
-            }
-        }
+        const cur = 0u; // one buffer
+//!include matmul_fma
         workgroupBarrier();
     }
 

@@ -17,8 +17,6 @@
 // [s*k_chunk, min(K, (s+1)*k_chunk)); k_chunk is a multiple of BK (the whole K when splits = 1).
 //!include matmul_tile
 
-const BM4: u32 = BM / 4u;
-const BN4: u32 = BN / 4u;
 // loads per thread per k-tile (rounded up; the tail is guarded)
 const NA: u32 = (BM * BK / VA + THREADS - 1u) / THREADS;
 const NB: u32 = (BN * BK / VB + THREADS - 1u) / THREADS;
@@ -116,23 +114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(a_base, m0, k1, ke, lid, i); }
             for (var i = 0u; i < NB; i++) { rb[i] = fetch_b(b_base, n0, k1, ke, lid, i); }
         }
-        let abase = cur * BK * BM4;
-        let bbase = cur * BK * BN4;
-        for (var kk = 0u; kk < BK; kk++) {
-            let swk = sw(kk);
-            var av: array<vec4<f32>, TM4>;
-            var bv: array<vec4<f32>, TN4>;
-            for (var g = 0u; g < TM4; g++) { av[g] = As[abase + kk * BM4 + ((g * WY + ty) ^ swk)]; }
-            for (var h = 0u; h < TN4; h++) { bv[h] = Bs[bbase + kk * BN4 + ((h * WX + tx) ^ swk)]; }
-            for (var g = 0u; g < TM4; g++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let a = av[g][r];
-                    for (var h = 0u; h < TN4; h++) {
-                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
-                    }
-                }
-            }
-        }
+//!include matmul_fma
         if (more) {
             for (var i = 0u; i < NA; i++) { store_a(cur ^ 1u, lid, i, ra[i]); }
             for (var i = 0u; i < NB; i++) { store_b(cur ^ 1u, lid, i, rb[i]); }

@@ -1,8 +1,10 @@
 // matmul_tile: what the two tiled matmul kernels (matmul.wgsl, matmul_db.wgsl) share, included
-// by both ("//!include matmul_tile"): the Params and bindings, the thread grid of a BM x BN
-// tile with TM x TN registers per thread, the tile a workgroup owns, where element e of an
-// operand's k-tile lies (the index math of the loaders) and the store of the register tile
-// (the epilogue). Each kernel keeps its own workgroup layout and main loop. Not a kernel.
+// by both ("//!include matmul_tile"): the Params and the tile a workgroup owns (matmul_params),
+// the bindings, the thread grid of a BM x BN tile with TM x TN registers per thread, where
+// element e of an operand's k-tile lies (the index math of the loaders) and the store of the
+// register tile (the epilogue). Each kernel keeps its own workgroup layout and main loop; the
+// FMAs over a staged tile are matmul_fma's (BK from the prelude, BM4 BN4 TM4 TN4 WX WY from
+// here). Not a kernel.
 //!include matmul_params
 
 @group(0) @binding(0) var<storage, read> A: array<AV>;
@@ -16,23 +18,9 @@ const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
 const TM4: u32 = TM / 4u;
 const TN4: u32 = TN / 4u;
-
-// The workgroup's tile: K slice s, batch b, first row m0 and column n0 of O. A thread's place
-// (tx, ty) in the WX x WY grid is lid % WX, lid / WX, kept apart: the tile is uniform across
-// the workgroup, and Tint's uniformity analysis (which takes a struct whole) must see the loops
-// around workgroupBarrier() depend on uniform values only.
-struct Tile { s: u32, b: u32, m0: u32, n0: u32 }
-
-// Workgroups that own a tile; those past it return at once.
-fn tile_count() -> u32 { return p.tiles_n * p.tiles_m * p.batch * p.splits; }
-
-fn tile_of(wg: u32) -> Tile {
-    let tiles = p.tiles_n * p.tiles_m;
-    let per_slice = tiles * p.batch;
-    let bt = wg % per_slice;
-    let t = bt % tiles;
-    return Tile(wg / per_slice, bt / tiles, (t / p.tiles_n) * BM, (t % p.tiles_n) * BN);
-}
+// vec4 slots per k row of the workgroup tiles As and Bs
+const BM4: u32 = BM / 4u;
+const BN4: u32 = BN / 4u;
 
 // Element e of A's k-tile (BM x BK, VA values per element): its (k, m) in the tile. TRANS_A:
 // A stored [K, M], contiguous along m (the element spans m .. m + VA - 1); else A stored

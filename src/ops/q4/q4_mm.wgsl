@@ -19,11 +19,14 @@
 //!include q4_mm_head
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
-var<workgroup> As: array<vec4<f32>, BR * BM / 4u>; // [r][m]
-var<workgroup> Ws: array<vec4<f32>, BR * BC / 4u>; // [r][c]
+var<workgroup> As: array<vec4<f32>, BR * BM4>; // [r][m]
+var<workgroup> Bs: array<vec4<f32>, BR * BC4>; // [r][c]: W dequantised
 
 fn put_a(r: u32, m: u32, v: f32) { As[(r * BM + m) / 4u][m % 4u] = v; }
-fn put_w(r: u32, c: u32, v: f32) { Ws[(r * BC + c) / 4u][c % 4u] = v; }
+fn put_w(r: u32, c: u32, v: f32) { Bs[(r * BC + c) / 4u][c % 4u] = v; }
+
+// no slot swizzle: the tile is read as it was stored (matmul_fma reads slot i ^ sw(k))
+fn sw(k: u32) -> u32 { return 0u; }
 
 fn load_a(m0: u32, r0: u32, re: u32, lid: u32) {
     for (var e = lid; e < BM * BR / VA; e += THREADS) {
@@ -67,20 +70,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         load_a(m0, r0, re, lid);
         load_w(c0, r0, re, lid);
         workgroupBarrier();
-        for (var kk = 0u; kk < BR; kk++) {
-            var av: array<vec4<f32>, TM4>;
-            var bv: array<vec4<f32>, TC4>;
-            for (var g = 0u; g < TM4; g++) { av[g] = As[kk * (BM / 4u) + g * WY + ty]; }
-            for (var h = 0u; h < TC4; h++) { bv[h] = Ws[kk * (BC / 4u) + h * WX + tx]; }
-            for (var g = 0u; g < TM4; g++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let a = av[g][r];
-                    for (var h = 0u; h < TC4; h++) {
-                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
-                    }
-                }
-            }
-        }
+        const cur = 0u; // one buffer
+//!include matmul_fma
         workgroupBarrier();
     }
 

@@ -19,15 +19,13 @@
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c) and TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC (q4_mm.c).
 //!include q4_mm_head
-const BM4: u32 = BM / 4u;
-const BC4: u32 = BC / 4u;
 // loads per thread per step (rounded up; the tail is guarded): A elements and W code words
 const NA: u32 = (BM * BR / VA + THREADS - 1u) / THREADS;
 const NWORDS: u32 = BC * BR / CPW;
 const NW: u32 = (NWORDS + THREADS - 1u) / THREADS;
 
 var<workgroup> As: array<vec4<f32>, 2u * BR * BM4>;
-var<workgroup> Ws: array<vec4<f32>, 2u * BR * BC4>;
+var<workgroup> Bs: array<vec4<f32>, 2u * BR * BC4>; // W dequantised
 
 fn sw(k: u32) -> u32 { return (k / 4u) * (32u / BR) % 8u; }
 
@@ -41,7 +39,7 @@ fn fetch_a(m0: u32, r0: u32, re: u32, lid: u32, i: u32) -> AV {
 }
 
 fn put_a(buf: u32, k: u32, m: u32, x: f32) { As[(buf * BR + k) * BM4 + ((m / 4u) ^ sw(k))][m % 4u] = x; }
-fn put_w(buf: u32, k: u32, c: u32, x: f32) { Ws[(buf * BR + k) * BC4 + ((c / 4u) ^ sw(k))][c % 4u] = x; }
+fn put_w(buf: u32, k: u32, c: u32, x: f32) { Bs[(buf * BR + k) * BC4 + ((c / 4u) ^ sw(k))][c % 4u] = x; }
 
 fn store_a(buf: u32, lid: u32, i: u32, v: AV) {
     let e = lid + i * THREADS;
@@ -71,7 +69,7 @@ fn store_w(buf: u32, lid: u32, i: u32, x: Word) {
         let base = (buf * BR + rowi) * BC4;
         for (var q = 0u; q < CPW / 4u; q++) {
             let j = q * 4u;
-            Ws[base + (((wi * CPW) / 4u + q) ^ sw(rowi))] =
+            Bs[base + (((wi * CPW) / 4u + q) ^ sw(rowi))] =
                 vec4<f32>(deq(code_f(x.w, j), x.ab), deq(code_f(x.w, j + 1u), x.ab),
                           deq(code_f(x.w, j + 2u), x.ab), deq(code_f(x.w, j + 3u), x.ab));
         }
@@ -109,23 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var i = 0u; i < NA; i++) { ra[i] = fetch_a(m0, r1, re, lid, i); }
             for (var i = 0u; i < NW; i++) { rw[i] = fetch_w(c0, r1, re, lid, i); }
         }
-        let abase = cur * BR * BM4;
-        let wbase = cur * BR * BC4;
-        for (var kk = 0u; kk < BR; kk++) {
-            let swk = sw(kk);
-            var av: array<vec4<f32>, TM4>;
-            var bv: array<vec4<f32>, TC4>;
-            for (var g = 0u; g < TM4; g++) { av[g] = As[abase + kk * BM4 + ((g * WY + ty) ^ swk)]; }
-            for (var h = 0u; h < TC4; h++) { bv[h] = Ws[wbase + kk * BC4 + ((h * WX + tx) ^ swk)]; }
-            for (var g = 0u; g < TM4; g++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let a = av[g][r];
-                    for (var h = 0u; h < TC4; h++) {
-                        acc[g * 4u + r][h] = fma(vec4<f32>(a), bv[h], acc[g * 4u + r][h]);
-                    }
-                }
-            }
-        }
+//!include matmul_fma
         if (more) {
             for (var i = 0u; i < NA; i++) { store_a(cur ^ 1u, lid, i, ra[i]); }
             for (var i = 0u; i < NW; i++) { store_w(cur ^ 1u, lid, i, rw[i]); }

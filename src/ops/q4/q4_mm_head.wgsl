@@ -3,7 +3,7 @@
 // tile with TM x TC registers per thread, the tile a workgroup owns, where element e of a step
 // of A lies and which code word a W tile row reads (the index math of the loaders), and the
 // store of the register tile (the epilogue). Each kernel keeps its own workgroup layout and
-// main loop. Not a kernel on its own.
+// main loop; the FMAs over a staged tile are matmul_fma's. Not a kernel on its own.
 struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
@@ -23,6 +23,14 @@ const WY: u32 = BM / TM;
 const THREADS: u32 = WX * WY;
 const TM4: u32 = TM / 4u;
 const TC4: u32 = TC / 4u;
+// vec4 slots per k row of the workgroup tiles As (A) and Bs (W, dequantised)
+const BM4: u32 = BM / 4u;
+const BC4: u32 = BC / 4u;
+// the names matmul_fma (the FMAs over a staged tile) reads, in the GEMM's letters: B is W, N
+// the output columns C, K the reduction R
+const BK: u32 = BR;
+const BN4: u32 = BC4;
+const TN4: u32 = TC4;
 // words per tile row of W: along k (forward) or along the output columns (TRANS)
 const WPT: u32 = select(BR / CPW, BC / CPW, TRANS);
 
