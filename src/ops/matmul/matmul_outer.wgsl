@@ -76,15 +76,12 @@ fn o_get(at: u32) -> f32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let wg = wid.x + wid.y * nwg.x;
-    let tiles = p.tiles_n * p.tiles_m;
-    let per_slice = tiles * p.batch;
-    if (wg >= per_slice * p.splits) { return; }
-    let s = wg / per_slice;
-    let bt = wg % per_slice;
-    let b = bt / tiles;
-    let t = bt % tiles;
-    let m0 = (t / p.tiles_n) * BM;
-    let n0 = (t % p.tiles_n) * BN;
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg);
+    let s = t.s;
+    let b = t.b;
+    let m0 = t.m0;
+    let n0 = t.n0;
     let tx = lid % 32u;
     let ty = lid / 32u;
     let kb = min(p.K, s * p.k_chunk);
