@@ -5,10 +5,11 @@
 // (deterministic).
 //
 // Runtime indices and offsets are not trusted: offsets are clamped into [0, n_idx] (a bag ends no
-// earlier than it starts) and an index is clamped into [0, rows - 1] after a negative one wraps, so
-// nothing is read outside a tensor.
+// earlier than it starts) and an index is fixed by index_fix (a negative one wrapped, then clamped
+// into [0, rows - 1]), so nothing is read outside a tensor.
 //
 // The prelude supplies MODE (0 sum, 1 mean, 2 max) and HAS_W (per_sample_weights bound).
+//!include index_fix
 struct Params {
     n: u32,       // bags * dim
     dim: u32,
@@ -52,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (raw == p.pad_idx) {
             continue;
         }
-        let r = u32(clamp(select(raw, raw + i32(p.rows), raw < 0), 0, i32(p.rows) - 1));
+        let r = fix_index(raw, i32(p.rows));
         var v = weight[r * p.dim + d];
         if (HAS_W) {
             v *= psw[i];

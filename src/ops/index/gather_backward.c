@@ -1,7 +1,8 @@
 /* Backward of gather (wgml_gather_backward): a scatter-add into zeros of x's shape without
- * atomics (index_gbwd.wgsl: one thread per element of dx scans the index.shape[dim] entries of
- * its line, so the cost is numel(x) · index.shape[dim] and the result is deterministic). */
-#include "graph/graph.h"
+ * atomics, the kernel of gather's autograd rule (grad_index_scatter, index_scatter.wgsl: one
+ * thread per element of dx scans the index.shape[dim] entries of its line, so the cost is
+ * numel(x) · index.shape[dim] and the result is deterministic). */
+#include "ops/index/index_grad.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,27 +57,5 @@ wgml_tensor *wgml_gather_backward(wgml_graph *g, wgml_tensor *x, int dim, wgml_t
         free(h);
         if (s) return NULL;
     }
-    wgml_tensor *out = graph_output(g, op, WGML_F32, x->rank, x->shape);
-    if (!out) return NULL;
-    struct {
-        uint32_t xs[8], is[8], ist[8];
-        uint32_t n, rank, dim, pad;
-    } p;
-    memset(&p, 0, sizeof p);
-    uint64_t st = 1;
-    for (int i = x->rank - 1; i >= 0; i--) {
-        p.xs[i] = (uint32_t)x->shape[i];
-        p.is[i] = (uint32_t)index->shape[i];
-        p.ist[i] = (uint32_t)st;
-        st *= (uint64_t)index->shape[i];
-    }
-    p.n = (uint32_t)x->numel;
-    p.rank = (uint32_t)x->rank;
-    p.dim = (uint32_t)d;
-    wgml_tensor *ro[2] = {index, dy};
-    if (graph_dispatch(g, op, "index_gbwd", "", ro, 2, &out, 1, &p, sizeof p, ((uint64_t)x->numel + 255) / 256)) {
-        wgml_tensor_free(out);
-        return NULL;
-    }
-    return out;
+    return grad_index_scatter(g, op, dy, index, d, x->rank, x->shape, false);
 }

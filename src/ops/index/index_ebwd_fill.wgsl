@@ -3,6 +3,7 @@
 // counts cnt[v] down to 0, so the order inside a bucket varies between runs; pass 4 restores
 // the order of positions.
 // Workgroup: 256 threads; one thread owns one position.
+//!include index_fix
 struct Params { n: u32, v: u32, d: u32, pad: u32 }
 
 @group(0) @binding(0) var<storage, read> idx: array<i32>;
@@ -16,9 +17,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let t = (wid.x + wid.y * nwg.x) * 256u + lid;
     if (t >= p.n) { return; }
-    var id = idx[t];
-    if (id < 0) { id += i32(p.v); }
-    let row = u32(clamp(id, 0, i32(p.v) - 1));
+    let row = fix_index(idx[t], i32(p.v));
     let k = atomicSub(&cnt[row], 1u) - 1u;
     list[off[row] + k] = t;
 }

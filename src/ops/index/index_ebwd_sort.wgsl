@@ -3,6 +3,7 @@
 // a smaller position); positions are distinct, so this is a permutation and the result is the
 // same on every run. Cost: the sum over rows of count^2 comparisons.
 // Workgroup: 256 threads; one thread owns one slot.
+//!include index_fix
 struct Params { n: u32, v: u32, d: u32, pad: u32 }
 
 @group(0) @binding(0) var<storage, read> idx: array<i32>;
@@ -17,9 +18,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let e = (wid.x + wid.y * nwg.x) * 256u + lid;
     if (e >= p.n) { return; }
     let pos = list[e];
-    var id = idx[pos];
-    if (id < 0) { id += i32(p.v); }
-    let row = u32(clamp(id, 0, i32(p.v) - 1));
+    let row = fix_index(idx[pos], i32(p.v));
     let a = off[row];
     let b = off[row + 1u];
     var rank = 0u;

@@ -20,10 +20,11 @@ static void strides_of(int rank, const int64_t *shape, int64_t *str) {
     }
 }
 
-wgml_tensor *grad_index_scatter(wgml_graph *g, wgml_tensor *dy, wgml_tensor *idx, int dim, int x_rank,
+wgml_tensor *grad_index_scatter(wgml_graph *g, const char *op, wgml_tensor *dy, wgml_tensor *idx, int dim, int x_rank,
                                 const int64_t *x_shape, bool idx_select) {
     if (!dy || !idx) return NULL;
-    wgml_tensor *dx = graph_output(g, "index_scatter", WGML_F32, x_rank, x_shape);
+    if (!op) op = "index_scatter";
+    wgml_tensor *dx = graph_output(g, op, WGML_F32, x_rank, x_shape);
     if (!dx) return NULL;
     scatter_params p;
     memset(&p, 0, sizeof p);
@@ -47,9 +48,10 @@ wgml_tensor *grad_index_scatter(wgml_graph *g, wgml_tensor *dy, wgml_tensor *idx
     p.len = (uint32_t)dy->shape[dim];
     p.size = (uint32_t)x_shape[dim];
     wgml_tensor *ro[2] = {dy, idx};
-    if (graph_dispatch(g, "index_scatter", "index_scatter", NULL, ro, 2, &dx, 1, &p, sizeof p,
-                       ((uint64_t)dx->numel + 255) / 256))
+    if (graph_dispatch(g, op, "index_scatter", NULL, ro, 2, &dx, 1, &p, sizeof p, ((uint64_t)dx->numel + 255) / 256)) {
+        wgml_tensor_free(dx);
         return NULL;
+    }
     return dx;
 }
 
@@ -60,7 +62,7 @@ typedef struct index_attrs {
 static wgml_status gather_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const index_attrs *at = (const index_attrs *)op->attrs;
     wgml_tensor *x = op->in[0];
-    dx[0] = grad_index_scatter(g, dy, op->in[1], at->dim, x->rank, x->shape, false);
+    dx[0] = grad_index_scatter(g, NULL, dy, op->in[1], at->dim, x->rank, x->shape, false);
     return grad_result(g, op, dx);
 }
 
@@ -71,7 +73,7 @@ static wgml_status index_select_backward(wgml_graph *g, const graph_op *op, wgml
         int64_t one = 1;
         idx = wgml_reshape(g, idx, 1, &one);
     }
-    dx[0] = grad_index_scatter(g, dy, idx, at->dim, x->rank, x->shape, true);
+    dx[0] = grad_index_scatter(g, NULL, dy, idx, at->dim, x->rank, x->shape, true);
     return grad_result(g, op, dx);
 }
 

@@ -1,9 +1,9 @@
 // index_rows: index_select and embedding on 4-byte data, by rows. x is viewed as
 // [outer, size, inner] and out as [outer, nsel, inner] (inner counted in units: the prelude
 // sets `alias UNIT = vec4<u32>;` when inner is a multiple of 4 elements, else `alias UNIT = u32;`).
-// out[o, j, :] = x[o, fix(idx[j]), :]; fix() wraps a negative index by +size and clamps into
-// [0, size), so no index ever reads outside x (see index_take.wgsl).
+// out[o, j, :] = x[o, fix_index(idx[j], size), :] (index_fix: wrapped, clamped into [0, size)).
 // Workgroup: 256 threads; each thread moves PER units, 256 apart (coalesced).
+//!include index_fix
 struct Params { n: u32, inner: u32, nsel: u32, size: u32 }
 
 @group(0) @binding(0) var<storage, read> x: array<UNIT>;
@@ -27,9 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let col = u - r * p.inner;
         let o = r / p.nsel;
         let j = r - o * p.nsel;
-        var v = idx[j];
-        if (v < 0) { v += s; }
-        let row = u32(clamp(v, 0, s - 1));
+        let row = fix_index(idx[j], s);
         out[u] = x[(o * p.size + row) * p.inner + col];
     }
 }

@@ -2,6 +2,7 @@
 //   dx[p] = Σ_j dy[p with dim := j] over the j whose (wrapped, clamped) index equals p[dim].
 // Workgroup: 256 threads; each thread owns one element of dx and loops over the `len`
 // index entries along dim (deterministic: the same order every run).
+//!include index_fix
 struct Params {
     shape: array<vec4<u32>, 2>, // dx's shape
     bound: array<vec4<u32>, 2>, // p outside dim must lie below this (gather: index's shape)
@@ -47,10 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let ds = at(p.dstr, p.dim);
         let size = i32(p.size);
         for (var j = 0u; j < p.len; j++) {
-            var ix = idx[ioff + j * is];
-            if (ix < 0) { ix += size; }
-            ix = clamp(ix, 0, size - 1);
-            if (u32(ix) == tgt) { acc += dy[doff + j * ds]; }
+            if (fix_index(idx[ioff + j * is], size) == tgt) { acc += dy[doff + j * ds]; }
         }
     }
     dx[i] = acc;

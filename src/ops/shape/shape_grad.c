@@ -65,7 +65,7 @@ static wgml_status slice_backward(wgml_graph *g, const graph_op *op, wgml_tensor
     if (idx && h) {
         for (int64_t j = 0; j < len; j++) h[j] = (int32_t)(at->start + j * at->step);
         if (!wgml_tensor_write(idx, h, sizeof(int32_t) * (size_t)len))
-            dx[0] = grad_index_scatter(g, dy, idx, d, x->rank, x->shape, true);
+            dx[0] = grad_index_scatter(g, NULL, dy, idx, d, x->rank, x->shape, true);
     }
     free(h);
     return grad_result(g, op, dx);
