@@ -1,13 +1,14 @@
 // index_take: gather and index_select in their general form (any rank, 4-byte or bool data).
 // The output is contiguous with shape `shape` (n elements). For output coordinate c the index
 // is idx[e] (gather, MODE 0: index has the output's shape) or idx[c[dim]] (index_select,
-// MODE 1); the element read is x[sum_{i != dim} c_i*xstr_i + fix(index)*xstr_dim].
-// fix() wraps a negative index by +size and clamps the result into [0, size): an index out of
-// range never reads outside x (the eager handler has already rejected such indices; a built
-// graph, whose indices change per run, gets the clamped element).
+// MODE 1); the element read is x[sum_{i != dim} c_i*xstr_i + fix_index(index, size)*xstr_dim]
+// (index_fix: wrapped, then clamped into [0, size), so that no index reads outside x).
 // Prelude: `const BOOL: bool = ...;` (1-byte elements) and `const MODE: u32 = ...;`.
 // Workgroup: 256 threads. 4-byte data: each thread owns PER consecutive elements. Bool: each
-// thread owns one u32 word of the output (4 elements), built from single bytes of x.
+// thread owns one u32 word of the output (4 elements), built from single bytes of x. The
+// coordinates: shape_walk's.
+//!include shape_walk
+//!include index_fix
 struct Params {
     shape: array<vec4<u32>, 2>,
     xstr: array<vec4<u32>, 2>,
@@ -21,35 +22,15 @@ struct Params {
 
 const PER: u32 = 4u;
 
-fn dim_of(i: u32) -> u32 { return p.shape[i >> 2u][i & 3u]; }
-
-fn fix(v: i32) -> u32 {
-    let s = i32(p.size);
-    var t = v;
-    if (t < 0) { t += s; }
-    return u32(clamp(t, 0, s - 1));
-}
-
 // offset in x (elements) of output element e at coordinate c
 fn src(e: u32, c: ptr<function, array<u32, 8>>) -> u32 {
     var pos = e;
     if (MODE == 1u) { pos = (*c)[p.dim]; }
-    var o = fix(idx[pos]) * p.xstr[p.dim >> 2u][p.dim & 3u];
+    var o = fix_index(idx[pos], i32(p.size)) * p.xstr[p.dim >> 2u][p.dim & 3u];
     for (var i = 0u; i < p.rank; i++) {
         if (i != p.dim) { o += (*c)[i] * p.xstr[i >> 2u][i & 3u]; }
     }
     return o;
-}
-
-fn step(c: ptr<function, array<u32, 8>>) {
-    var j = i32(p.rank) - 1;
-    loop {
-        if (j < 0) { break; }
-        (*c)[j] += 1u;
-        if ((*c)[j] < dim_of(u32(j))) { break; }
-        (*c)[j] = 0u;
-        j--;
-    }
 }
 
 @compute @workgroup_size(256)
@@ -60,28 +41,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (e0 >= p.n) {
         return;
     }
-    var c: array<u32, 8>;
-    var rem = e0;
-    for (var i = i32(p.rank) - 1; i >= 0; i--) {
-        let s = dim_of(u32(i));
-        let q = rem / s;
-        c[i] = rem - q * s;
-        rem = q;
-    }
+    var c = coords_of(e0);
     if (BOOL) {
         var word = 0u;
         for (var k = 0u; k < 4u; k++) {
             if (e0 + k >= p.n) { break; }
             let o = src(e0 + k, &c);
             word |= ((x[o >> 2u] >> (8u * (o & 3u))) & 0xFFu) << (8u * k);
-            step(&c);
+            coords_step(&c);
         }
         out[t] = word;
     } else {
         for (var k = 0u; k < PER; k++) {
             if (e0 + k >= p.n) { break; }
             out[e0 + k] = x[src(e0 + k, &c)];
-            step(&c);
+            coords_step(&c);
         }
     }
 }

@@ -14,17 +14,34 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Must match the Params struct of shape_strided*.wgsl (vec4 arrays first, 16-byte aligned). */
-typedef struct strided_params {
+/* The index space and strides that open the Params of shape_strided_head.wgsl and
+ * shape_transpose.wgsl (vec4 arrays first, 16-byte aligned). */
+typedef struct view_walk {
     uint32_t shape[8], istr[8], ostr[8];
+} view_walk;
+
+/* Must match the Params struct of shape_strided_head.wgsl. */
+typedef struct strided_params {
+    view_walk w;
     uint32_t n, rank, in_base, out_base, rdim, rlo, rlen, pad;
 } strided_params;
 
 /* Must match the Params struct of shape_transpose.wgsl. */
 typedef struct transpose_params {
-    uint32_t shape[8], istr[8], ostr[8];
+    view_walk w;
     uint32_t rank, a, tiles_p, tiles_q, n_groups, p0, p1, p2;
 } transpose_params;
+
+/* out's shape and contiguous strides, and the input's strides istr, into w; out's strides
+ * into ostr. */
+static void view_walk_fill(view_walk *w, const wgml_tensor *out, const int64_t *istr, int64_t *ostr) {
+    shape_strides(out->rank, out->shape, ostr);
+    for (int i = 0; i < out->rank; i++) {
+        w->shape[i] = (uint32_t)out->shape[i];
+        w->istr[i] = (uint32_t)istr[i];
+        w->ostr[i] = (uint32_t)ostr[i];
+    }
+}
 
 typedef struct block_params {
     uint32_t n, row_len, in_stride, out_stride, in_base, out_base, p0, p1;
@@ -89,12 +106,7 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
     memset(&p, 0, sizeof p);
     int rank = out->rank;
     int64_t ostr[WGML_MAX_RANK];
-    shape_strides(rank, out->shape, ostr);
-    for (int i = 0; i < rank; i++) {
-        p.shape[i] = (uint32_t)out->shape[i];
-        p.istr[i] = (uint32_t)istr[i];
-        p.ostr[i] = (uint32_t)ostr[i];
-    }
+    view_walk_fill(&p.w, out, istr, ostr);
     p.rank = (uint32_t)rank;
     p.in_base = (uint32_t)in_base;
     if (out->dtype == WGML_BOOL) {
@@ -108,7 +120,7 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
     /* 4-byte elements: iterate over the box only, writing through out's strides */
     int64_t n = out->numel;
     if (rank > 0) {
-        p.shape[rdim] = (uint32_t)len;
+        p.w.shape[rdim] = (uint32_t)len;
         p.out_base = (uint32_t)(lo * ostr[rdim]);
         n = n / out->shape[rdim] * len;
     }
@@ -125,12 +137,7 @@ static wgml_status transpose_tiled(wgml_graph *g, const char *op, wgml_tensor *i
     memset(&p, 0, sizeof p);
     int rank = out->rank;
     int64_t ostr[WGML_MAX_RANK];
-    shape_strides(rank, out->shape, ostr);
-    for (int i = 0; i < rank; i++) {
-        p.shape[i] = (uint32_t)out->shape[i];
-        p.istr[i] = (uint32_t)istr[i];
-        p.ostr[i] = (uint32_t)ostr[i];
-    }
+    view_walk_fill(&p.w, out, istr, ostr);
     int64_t P = out->shape[a], Q = out->shape[rank - 1];
     int64_t tp = (P + 31) / 32, tq = (Q + 31) / 32, batch = out->numel / (P * Q);
     p.rank = (uint32_t)rank;

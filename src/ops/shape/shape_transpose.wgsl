@@ -22,7 +22,8 @@ struct Params {
 
 var<workgroup> tile: array<u32, 1056>; // 32 rows (q) x 33 columns (p)
 
-fn dim_of(i: u32) -> u32 { return p.shape[i >> 2u][i & 3u]; }
+// dim_of: shape_walk's
+//!include shape_walk
 
 @compute @workgroup_size(32, 8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
