@@ -459,6 +459,21 @@ typedef struct wgml_pool_desc {
 } wgml_pool_desc;
 wgml_tensor *wgml_pool(wgml_graph *g, wgml_tensor *x, const wgml_pool_desc *desc, wgml_tensor **indices);
 
+/* ---- convolution ------------------------------------------------------------------------- */
+/* PyTorch's convolution over nd (1-3) spatial dims, all f32: torch.nn.functional.conv{1,2,3}d
+ * and, with `transposed`, conv_transpose{1,2,3}d. x [N, C, in...] (or [C, in...] unbatched),
+ * w [Cout, C/groups, k...] (transposed: [C, Cout/groups, k...]), bias [Cout] or NULL.
+ * stride, padding, dilation and output_padding are nd values each, or NULL for PyTorch's
+ * defaults (1, 0, 1, 0); output_padding only for a transposed convolution, each smaller than
+ * the stride or the dilation of its dim. Output [N, Cout, out...] (unbatched: [Cout, out...]),
+ * out = (in + 2·padding − dilation·(k − 1) − 1) / stride + 1 rounded down, transposed
+ * (in − 1)·stride − 2·padding + dilation·(k − 1) + output_padding + 1. Built from gather and
+ * matmul ops (src/ops/conv), so gradients reach x, w and bias through their rules. Bad
+ * arguments give an error naming the argument and the shapes. */
+wgml_tensor *wgml_conv(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, int nd, const int64_t *stride,
+                       const int64_t *padding, const int64_t *dilation, int transposed, const int64_t *output_padding,
+                       int64_t groups);
+
 /* ---- indexing and shape ------------------------------------------------------------------ */
 /* Gather, embedding and index_select (with gradients), slices, concatenation, permutes and
  * copies. */

@@ -5,59 +5,15 @@
 
 #include <math.h>
 
-/* A convolution is one gather (index_select with a host-built index) of the input with one
- * zero appended for the padding, then a matmul; nearest upsampling one gather. The geometry
- * lives in one place, struct win: window slot j (a multi-index over the nd window dims) of
- * output position o reads, in dim d, the virtual coordinate v = o·st + j·dl + off; the input
- * element there is v/up when v is a multiple of up (up > 1: the stride-dilated input of a
- * transposed convolution) inside [0, in), and padding otherwise. Pools are wgml_pool (one
- * dispatch, no gathered copy); bilinear upsampling is two matmuls. */
-typedef struct win {
-    int nd;
-    int64_t in[3], out[3], k[3], st[3], dl[3], off[3], up[3];
-} win;
+/* Convolutions are wgml_conv (src/ops/conv); pools wgml_pool (one dispatch, no gathered copy);
+ * nearest upsampling one gather with a host-built index; bilinear upsampling two matmuls. The
+ * builders here read the arguments and check them against the serialised output. */
 
 #define WIN_MAX ((int64_t)1 << 26) /* the most gathered elements (and host index entries) */
 #define WIN_ARG ((int64_t)1 << 20) /* the largest kernel, stride, padding or dilation taken */
 
 /* a·b, or WIN_MAX + 1 when it exceeds WIN_MAX (both operands >= 0). */
 static int64_t cap_mul(int64_t a, int64_t b) { return a && b > WIN_MAX / a ? WIN_MAX + 1 : a * b; }
-static int64_t cap_prod(const int64_t *a, int n) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++) p = cap_mul(p, a[i]);
-    return p;
-}
-
-/* The input coordinate slot j of position o reads in dim d, or -1 for padding. */
-static int64_t win_coord(const win *w, int d, int64_t o, int64_t j) {
-    int64_t v = o * w->st[d] + j * w->dl[d] + w->off[d];
-    if (v < 0 || v % w->up[d]) return -1;
-    v /= w->up[d];
-    return v < w->in[d] ? v : -1;
-}
-
-/* table[p·kk + j]: the row-major offset over the window dims of the input element that slot j
- * of output position p reads, -1 for padding (positions and slots in row-major order). The
- * caller has checked np·kk <= WIN_MAX. NULL (an error set) when out of host memory. */
-static int64_t *win_table(pbuild *b, const win *w) {
-    int64_t np = cap_prod(w->out, w->nd), kk = cap_prod(w->k, w->nd);
-    int64_t *t = malloc((size_t)(np * kk) * sizeof *t);
-    if (!t) {
-        wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
-        return NULL;
-    }
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t j = 0; j < kk; j++) {
-            int64_t off = 0, pr = p, jr = j, o[3], s[3];
-            for (int d = w->nd - 1; d >= 0; d--) o[d] = pr % w->out[d], pr /= w->out[d], s[d] = jr % w->k[d], jr /= w->k[d];
-            for (int d = 0; d < w->nd && off >= 0; d++) {
-                int64_t c = win_coord(w, d, o[d], s[d]);
-                off = c < 0 ? -1 : off * w->in[d] + c;
-            }
-            t[p * kk + j] = off;
-        }
-    return t;
-}
 
 /* PyTorch's pooled extent: (in + 2·pd − dl·(k−1) − 1) / st + 1 rounded down, or up with
  * ceil_mode (a last window that would start in the right padding dropped); -1 when no window
@@ -90,105 +46,45 @@ static int wlist(pbuild *b, const int32_t *args, int i, int nd, int64_t def, int
     return n;
 }
 
-/* The window input x [..., in...] (f32, rank nd+1 or nd+2 when pool, nd+2 otherwise); fills
- * w->in and *planes (the product of the leading dims). */
-static wgml_status win_input(pbuild *b, wgml_tensor *x, int nd, int pool, win *w, int64_t *planes) {
+/* The window input x [..., in...] (f32, rank nd+1 or nd+2 when pool, nd+2 otherwise): its
+ * window extents into in[] and the product of the leading dims into *planes. */
+static wgml_status win_input(pbuild *b, wgml_tensor *x, int nd, int pool, int64_t in[3], int64_t *planes) {
     int r = wgml_tensor_rank(x);
     if (wgml_tensor_dtype(x) != WGML_F32 || (r != nd + 2 && !(pool && r == nd + 1))) {
         char m[96];
         snprintf(m, sizeof m, "expected an f32 %s input with %d window dims", pool ? "[N,] C, ..." : "[N, C, ...]", nd);
         return fail(b, WGML_ERR_UNSUPPORTED, m, 0);
     }
-    w->nd = nd;
     int64_t p = 1;
-    for (int d = 0; d < nd; d++) w->in[d] = wgml_tensor_dim(x, r - nd + d), p *= w->in[d];
+    for (int d = 0; d < nd; d++) in[d] = wgml_tensor_dim(x, r - nd + d), p *= in[d];
     *planes = wgml_tensor_numel(x) / p;
     return WGML_OK;
 }
 
+/* The error of a public op called for the operator being built, prefixed with it. */
+static wgml_status op_failed(pbuild *b) {
+    char m[512]; /* a copy: the message is formatted into the buffer it is read from */
+    snprintf(m, sizeof m, "%s", wgml_last_error(b->ctx));
+    return wgml_set_error(b->ctx, wgml_last_status(b->ctx), "program: %s: %s", b->op, m);
+}
+
 /* convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding,
- * groups): 1-D, 2-D and 3-D, plain or transposed. The input is laid out channels first
- * [C, N·in] with one zero appended, and one index_select gathers every group's patches into
- * columns [G, Cin/G·K, N·np] (im2col; K the kernel's elements); one batched matmul with the
- * weight as [G, Cout/G, Cin/G·K] gives every group at once (with one output channel per group,
- * a product and a sum over the columns instead). A transposed convolution is the
- * same gather over the stride-dilated, padded input (win's up, off and a negative dl read the
- * kernel flipped), with the weight [Cin, Cout/G, k...] regrouped to [G, Cout/G, Cin/G·K]. */
+ * groups): wgml_conv, whose arguments these are (lists of one value apply to every dim). */
 static wgml_status op_conv(pbuild *b, const int32_t *args, int nargs) {
     NEED(10);
     int ok = 1;
     wgml_tensor *x = T(b, args, 0), *w = x ? T(b, args, 1) : NULL, *bias;
     if (!w || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
-    int r = wgml_tensor_rank(x), nd = r - 2, tr = inum(b, args, 6, 0, &ok) != 0;
+    int nd = wgml_tensor_rank(w) - 2, tr = inum(b, args, 6, 0, &ok) != 0;
     int64_t groups = inum(b, args, 8, 1, &ok), st[3], pd[3], dl[3], op[3];
     if (!ok) return WGML_ERR_ARG;
-    if (nd < 1 || nd > 3 || wgml_tensor_rank(w) != r || wgml_tensor_dtype(x) != WGML_F32 || wgml_tensor_dtype(w) != WGML_F32)
+    if (nd < 1 || nd > 3 || wgml_tensor_rank(x) != nd + 2 || wgml_tensor_dtype(x) != WGML_F32 || wgml_tensor_dtype(w) != WGML_F32)
         return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: only f32 1-D, 2-D and 3-D convolutions", b->op);
     if (wlist(b, args, 3, nd, 1, 1, st) < 0 || wlist(b, args, 4, nd, 0, 0, pd) < 0 || wlist(b, args, 5, nd, 1, 1, dl) < 0 ||
         wlist(b, args, 7, nd, 0, 0, op) < 0)
         return WGML_ERR_ARG;
-    int64_t n = wgml_tensor_dim(x, 0), c = wgml_tensor_dim(x, 1), w0 = wgml_tensor_dim(w, 0), w1 = wgml_tensor_dim(w, 1);
-    if (groups < 1 || groups > WIN_ARG || c % groups || (tr ? w0 != c : w0 % groups || w1 * groups != c))
-        return fail(b, WGML_ERR_SHAPE, "the weight and groups do not fit the input's channels", 1);
-    int64_t cig = c / groups, co = tr ? w1 * groups : w0, cog = co / groups;
-    win g = {.nd = nd};
-    for (int d = 0; d < nd; d++) {
-        g.in[d] = wgml_tensor_dim(x, 2 + d), g.k[d] = wgml_tensor_dim(w, 2 + d);
-        if (tr) {
-            if (op[d] >= st[d] && op[d] >= dl[d]) return fail(b, WGML_ERR_ARG, "output_padding must be smaller than stride or dilation", 7);
-            g.out[d] = (g.in[d] - 1) * st[d] - 2 * pd[d] + dl[d] * (g.k[d] - 1) + op[d] + 1;
-            g.st[d] = 1, g.dl[d] = -dl[d], g.off[d] = pd[d], g.up[d] = st[d];
-        } else {
-            if (op[d]) return fail(b, WGML_ERR_ARG, "output_padding of a convolution that is not transposed", 7);
-            g.out[d] = pool_extent(g.in[d], g.k[d], st[d], pd[d], dl[d], 0);
-            g.st[d] = st[d], g.dl[d] = dl[d], g.off[d] = -pd[d], g.up[d] = 1;
-        }
-        if (g.out[d] < 1) return fail(b, WGML_ERR_SHAPE, "the kernel is larger than the (padded) input", 1);
-    }
-    int64_t kk = cap_prod(g.k, nd), np = cap_prod(g.out, nd), plane = cap_prod(g.in, nd), kc = cap_mul(cig, kk);
-    int64_t cols_n = cap_mul(cap_mul(cap_mul(groups, kc), n), np);
-    if (cols_n > WIN_MAX || cap_mul(np, kk) > WIN_MAX || cap_mul(cap_mul(c, n), plane) >= WIN_MAX)
-        return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
-    int64_t *tab = win_table(b, &g);
-    int32_t *idx = tab ? malloc((size_t)cols_n * sizeof *idx) : NULL;
-    if (!idx) {
-        free(tab);
-        return tab ? wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory") : wgml_last_status(b->ctx);
-    }
-    int64_t padat = c * n * plane, e = 0;
-    for (int64_t ch = 0; ch < c; ch++) /* ch = group·Cin/G + ci: rows (group, ci, slot) */
-        for (int64_t j = 0; j < kk; j++)
-            for (int64_t bi = 0; bi < n; bi++)
-                for (int64_t p = 0; p < np; p++) {
-                    int64_t t = tab[p * kk + j];
-                    idx[e++] = (int32_t)(t < 0 ? padat : (ch * n + bi) * plane + t);
-                }
-    free(tab);
-    int64_t ncp[3] = {n, c, plane}, flat[2] = {1, padat}, one[2] = {1, 1}, c3[3] = {groups, kc, n * np};
-    int perm3[3] = {1, 0, 2}, perm4[4] = {0, 2, 1, 3};
-    wgml_tensor *xc = wgml_reshape(b->g, x, 3, ncp);
-    if (xc && n > 1) xc = wgml_permute(b->g, xc, perm3);
-    wgml_tensor *parts[2] = {xc ? wgml_reshape(b->g, xc, 2, flat) : NULL, wgml_zeros(b->g, WGML_F32, 2, one)};
-    wgml_tensor *it = parts[0] && parts[1] ? host_tensor(b, WGML_I32, 1, &cols_n, idx, (size_t)cols_n * sizeof *idx) : NULL;
-    free(idx);
-    wgml_tensor *cols = it ? wgml_reshape(b->g, wgml_index_select(b->g, wgml_cat(b->g, parts, 2, 1), 1, it), 3, c3) : NULL;
-    int64_t wg3[3] = {groups, cog, kc}, wg4[4] = {groups, cig, cog, kk};
-    wgml_tensor *wg = tr ? wgml_reshape(b->g, wgml_permute(b->g, wgml_reshape(b->g, w, 4, wg4), perm4), 3, wg3)
-                         : wgml_reshape(b->g, w, 3, wg3);
-    wgml_tensor *y = NULL; /* [G, Cout/G, N·np] */
-    if (cols && wg && cog == 1) { /* one output channel per group (depthwise): a matmul of one row per batch would
-                                   * waste most of its tiles (~100x slower here); a product and a column sum */
-        int64_t wc[3] = {groups, kc, 1};
-        int mid = 1;
-        y = wgml_sum(b->g, wgml_mul(b->g, cols, wgml_reshape(b->g, wg, 3, wc)), &mid, 1, 1);
-    } else if (cols && wg) {
-        y = wgml_matmul(b->g, wg, cols, 0, 0);
-    }
-    int64_t cnp[3] = {co, n, np}, ncop[3] = {n, co, np}, bc[2] = {co, 1};
-    if (y && n > 1) y = wgml_permute(b->g, wgml_reshape(b->g, y, 3, cnp), perm3);
-    else if (y) y = wgml_reshape(b->g, y, 3, ncop);
-    if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, bc), 1.0f);
-    return put(b, OUT(0), y, 1);
+    wgml_tensor *y = wgml_conv(b->g, x, w, bias, nd, st, pd, dl, tr, op, groups);
+    return y ? put(b, OUT(0), y, 1) : op_failed(b);
 }
 
 /* et_vk.conv_with_clamp(input, weight, bias?, stride, padding, dilation, transposed,
@@ -215,7 +111,7 @@ static wgml_status pool_put(pbuild *b, wgml_tensor *x, const wgml_pool_desc *d, 
     wgml_tensor *ix = NULL;
     int want = indices >= 0 && b->v[indices].kind == PV_TENSOR;
     wgml_tensor *y = wgml_pool(b->g, x, d, want ? &ix : NULL);
-    if (!y) return wgml_set_error(b->ctx, wgml_last_status(b->ctx), "program: %s: %s", b->op, wgml_last_error(b->ctx));
+    if (!y) return op_failed(b);
     wgml_status s = put(b, out, y, 1);
     return s || !want ? s : put(b, indices, ix, 1);
 }
@@ -223,9 +119,8 @@ static wgml_status pool_put(pbuild *b, wgml_tensor *x, const wgml_pool_desc *d, 
 /* The f32 input [N,] C, in... of a pool with nd window dims. */
 static wgml_tensor *pool_input(pbuild *b, const int32_t *args, int nd) {
     wgml_tensor *x = T(b, args, 0);
-    win g;
-    int64_t planes;
-    return x && !win_input(b, x, nd, 1, &g, &planes) ? x : NULL;
+    int64_t in[3], planes;
+    return x && !win_input(b, x, nd, 1, in, &planes) ? x : NULL;
 }
 
 /* The window of a kernel/stride/padding[/dilation]/ceil_mode operator at args[1..] into d. */
@@ -340,22 +235,22 @@ static double upsample_scale(int64_t in, int64_t out, double given, int align) {
  * one index_select of each plane. */
 static wgml_status nearest_common(pbuild *b, const int32_t *args, int nargs, int vec) {
     NEED(vec ? 4 : 5);
-    win g = {0};
+    int64_t in[3] = {0, 0, 0};
     int64_t planes, out[2];
     double sc[2];
     wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, 2, 0, &g, &planes) || upsample_size(b, args, vec, 2, g.in, out, sc)) return wgml_last_status(b->ctx);
-    int64_t np = out[0] * out[1], plane = g.in[0] * g.in[1];
+    if (!x || win_input(b, x, 2, 0, in, &planes) || upsample_size(b, args, vec, 2, in, out, sc)) return wgml_last_status(b->ctx);
+    int64_t np = out[0] * out[1], plane = in[0] * in[1];
     if (cap_mul(planes, np) > WIN_MAX) return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large for the gather form", b->op);
     int32_t *idx = malloc((size_t)np * sizeof *idx);
     if (!idx) return wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
-    float s0 = sc[0] > 0 ? (float)(1.0 / sc[0]) : (float)g.in[0] / (float)out[0];
-    float s1 = sc[1] > 0 ? (float)(1.0 / sc[1]) : (float)g.in[1] / (float)out[1];
+    float s0 = sc[0] > 0 ? (float)(1.0 / sc[0]) : (float)in[0] / (float)out[0];
+    float s1 = sc[1] > 0 ? (float)(1.0 / sc[1]) : (float)in[1] / (float)out[1];
     for (int64_t y = 0; y < out[0]; y++)
         for (int64_t z = 0; z < out[1]; z++) {
             int64_t iy = (int64_t)floorf((float)y * s0), iz = (int64_t)floorf((float)z * s1);
-            iy = iy < g.in[0] - 1 ? iy : g.in[0] - 1, iz = iz < g.in[1] - 1 ? iz : g.in[1] - 1;
-            idx[y * out[1] + z] = (int32_t)(iy * g.in[1] + iz);
+            iy = iy < in[0] - 1 ? iy : in[0] - 1, iz = iz < in[1] - 1 ? iz : in[1] - 1;
+            idx[y * out[1] + z] = (int32_t)(iy * in[1] + iz);
         }
     int64_t flat[2] = {planes, plane};
     wgml_tensor *it = host_tensor(b, WGML_I32, 1, &np, idx, (size_t)np * sizeof *idx);
@@ -389,21 +284,21 @@ static float *interp_matrix(int64_t in, int64_t out, double given, int align) {
  * matmuls with host-built interpolation matrices: x·Aᵂᵀ over the rows, then Aᴴ· per plane. */
 static wgml_status bilinear_common(pbuild *b, const int32_t *args, int nargs, int vec) {
     NEED(vec ? 5 : 6);
-    win g = {0};
+    int64_t in[3] = {0, 0, 0};
     int64_t planes, out[2];
     double sc[2];
     int ok = 1;
     wgml_tensor *x = T(b, args, 0);
-    if (!x || win_input(b, x, 2, 0, &g, &planes) || upsample_size(b, args, vec, 3, g.in, out, sc)) return wgml_last_status(b->ctx);
+    if (!x || win_input(b, x, 2, 0, in, &planes) || upsample_size(b, args, vec, 3, in, out, sc)) return wgml_last_status(b->ctx);
     int align = inum(b, args, 2, 0, &ok) != 0;
     if (!ok) return WGML_ERR_ARG;
-    if (cap_mul(cap_mul(planes, out[0]), out[1]) > WIN_MAX || cap_mul(g.in[0], out[0]) > WIN_MAX || cap_mul(g.in[1], out[1]) > WIN_MAX)
+    if (cap_mul(cap_mul(planes, out[0]), out[1]) > WIN_MAX || cap_mul(in[0], out[0]) > WIN_MAX || cap_mul(in[1], out[1]) > WIN_MAX)
         return wgml_set_error(b->ctx, WGML_ERR_UNSUPPORTED, "program: %s: too large", b->op);
-    float *ah = interp_matrix(g.in[0], out[0], sc[0], align), *aw = interp_matrix(g.in[1], out[1], sc[1], align);
-    int64_t sh[3] = {1, out[0], g.in[0]}, sw[2] = {out[1], g.in[1]}, rows[2] = {planes * g.in[0], g.in[1]};
-    int64_t p3[3] = {planes, g.in[0], out[1]};
-    wgml_tensor *th = ah && aw ? host_tensor(b, WGML_F32, 3, sh, ah, (size_t)(out[0] * g.in[0]) * sizeof *ah) : NULL;
-    wgml_tensor *tw = th ? host_tensor(b, WGML_F32, 2, sw, aw, (size_t)(out[1] * g.in[1]) * sizeof *aw) : NULL;
+    float *ah = interp_matrix(in[0], out[0], sc[0], align), *aw = interp_matrix(in[1], out[1], sc[1], align);
+    int64_t sh[3] = {1, out[0], in[0]}, sw[2] = {out[1], in[1]}, rows[2] = {planes * in[0], in[1]};
+    int64_t p3[3] = {planes, in[0], out[1]};
+    wgml_tensor *th = ah && aw ? host_tensor(b, WGML_F32, 3, sh, ah, (size_t)(out[0] * in[0]) * sizeof *ah) : NULL;
+    wgml_tensor *tw = th ? host_tensor(b, WGML_F32, 2, sw, aw, (size_t)(out[1] * in[1]) * sizeof *aw) : NULL;
     free(ah), free(aw);
     if (!tw) return wgml_last_status(b->ctx) ? wgml_last_status(b->ctx) : wgml_set_error(b->ctx, WGML_ERR_OOM, "program: out of host memory");
     wgml_tensor *y = wgml_matmul(b->g, wgml_reshape(b->g, x, 2, rows), tw, 0, 1); /* [planes·H, OW] */
