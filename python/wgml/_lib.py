@@ -182,6 +182,8 @@ _PROTOS = {
     # transformer
     "wgml_rope": (P, [P, P, P, c_float, c_int]),
     "wgml_sdpa": (P, [P, P, P, P, c_int, c_float]),
+    # convolution
+    "wgml_conv": (P, [P, P, P, P, c_int, I64P, I64P, I64P, c_int, I64P, c_int64]),
     # elementwise
     "wgml_binary": (P, [P, c_int, P, P, c_float]),
     "wgml_binary_scalar": (P, [P, c_int, P, c_float, c_float]),

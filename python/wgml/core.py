@@ -416,6 +416,25 @@ class Graph(_Closable):
         """Scaled dot-product attention, q [B, Hq, S, D], k and v [B, Hkv, S, D]."""
         return self._t(lib.wgml_sdpa(self.ptr, q.ptr, k.ptr, v.ptr, int(causal), scale), "wgml_sdpa")
 
+    def conv(self, x: "Tensor", w: "Tensor", bias: Optional["Tensor"] = None, stride: Union[int, Sequence[int]] = 1,
+             padding: Union[int, Sequence[int]] = 0, dilation: Union[int, Sequence[int]] = 1, groups: int = 1,
+             transposed: bool = False, output_padding: Union[int, Sequence[int]] = 0) -> "Tensor":
+        """PyTorch's conv{1,2,3}d, or conv_transpose{1,2,3}d with ``transposed``: x [N, C, in...] or
+        [C, in...], w [Cout, C/groups, k...] (transposed: [C, Cout/groups, k...]), bias [Cout]; the
+        spatial dims are w's rank - 2, and an int applies to each of them."""
+        nd = w.rank - 2
+
+        def per_dim(v, what):
+            v = [int(v)] * max(nd, 1) if isinstance(v, int) else [int(e) for e in v]
+            if len(v) != nd:
+                raise WgmlError("conv: %s has %d values for %d spatial dims" % (what, len(v), nd), "WGML_ERR_ARG")
+            return (c_int64 * max(nd, 1))(*v)
+
+        args = [per_dim(v, n) for v, n in ((stride, "stride"), (padding, "padding"), (dilation, "dilation"),
+                                           (output_padding, "output_padding"))]
+        return self._t(lib.wgml_conv(self.ptr, x.ptr, w.ptr, bias.ptr if bias else None, nd, args[0], args[1], args[2],
+                                     int(transposed), args[3], int(groups)), "wgml_conv")
+
     def binary(self, op: str, a: "Tensor", b: Union["Tensor", float], alpha: float = 1.0) -> "Tensor":
         """a (op) b with broadcasting; op one of BINARY_OPS (add, sub, mul, div, minimum, maximum, pow,
         div_trunc, div_floor); b may be a number."""

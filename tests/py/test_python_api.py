@@ -176,6 +176,17 @@ def test_core(ctx):
     check(out.shape == (1, 2, 4, 8) and np.all(np.isfinite(out)) and close(out[:, :, 0], q[:, :, 0]), "sdpa (first row)")
     r = e.rope(e.tensor(q.transpose(0, 2, 1, 3).copy()), e.tensor(np.zeros(4, np.int32))).numpy()
     check(close(r, q.transpose(0, 2, 1, 3)), "rope at position 0 is the identity")
+    cx, cw, cb = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 6), (6, 2, 3), (6,)))
+    cy = e.conv(e.tensor(cx), e.tensor(cw), e.tensor(cb), stride=2, padding=1, groups=2).numpy()
+    xp = np.pad(cx.astype(np.float64), ((0, 0), (0, 0), (1, 1)))  # float64: y[b, o, p] = Σ x[b, g·2 + ci, 2p + j]·w[o, ci, j]
+    want = np.stack([[cb[o] + sum(xp[b, (o // 3) * 2 + ci, 2 * p + j] * cw[o, ci, j] for ci in range(2) for j in range(3))
+                      for p in range(3)] for b in range(2) for o in range(6)]).reshape(2, 6, 3)
+    check(cy.shape == (2, 6, 3) and close(cy, want), "conv1d (stride, padding, groups)")
+    try:
+        e.conv(e.tensor(cx), e.tensor(cw), groups=3)
+        check(False, "conv: groups that do not divide the channels raise")
+    except wgml.WgmlError as err:
+        check("groups" in str(err) and "[2, 4, 6]" in str(err), "conv: bad groups raise WgmlError naming them: %s" % err)
     ctx.sync()
     check(ctx.submit_count > 0 and ctx.read_bytes > 0, "counters")
 
