@@ -1,8 +1,8 @@
-/* Fuzz target: the .npy reader and writer (src/program/npy.c). The input is a whole file,
+/* Fuzz target: the .npy reader and writer (src/io/npy.c). The input is a whole file,
  * parsed by wgml_npy_parse. An accepted file is walked (every data byte read), written back
  * with wgml_npy_write and the written file parsed again: it must be accepted with the same
  * dtype, shape and bytes (a real round trip). A rejected file must come with a message. */
-#include "wgml-program.h"
+#include "wgml-io.h"
 
 #include <stdint.h>
 #include <stdio.h>

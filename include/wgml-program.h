@@ -1,6 +1,8 @@
 /* wgml-program.h: running ExecuTorch programs (.pte files) whose graph was lowered to the
- * Vulkan delegate (by ExecuTorch's VulkanPartitioner or WebGPUPartitioner), and the .npy files
- * the CLI reads inputs from and writes outputs to (src/program). Builds on wgml.h.
+ * Vulkan delegate (by ExecuTorch's VulkanPartitioner or WebGPUPartitioner) (src/program).
+ * Builds on wgml.h and wgml-io.h (the program dtypes and the .npy files the CLI reads inputs
+ * from and writes outputs to; included here, so code written when they were declared here
+ * compiles).
  *
  * Loading builds the whole method (its delegate graphs and the simple glue kernels around
  * them) into one wgml built graph: every delegate op is mapped onto wgml's ops through a table
@@ -15,26 +17,11 @@
 #define WGML_PROGRAM_H
 
 #include "wgml.h"
+#include "wgml-io.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element types of program inputs and outputs, numbered as ExecuTorch's ScalarType. */
-typedef enum wgml_program_dtype {
-    WGML_PROG_U8 = 0,
-    WGML_PROG_I8 = 1,
-    WGML_PROG_I16 = 2,
-    WGML_PROG_I32 = 3,
-    WGML_PROG_I64 = 4,
-    WGML_PROG_F16 = 5,
-    WGML_PROG_F32 = 6,
-    WGML_PROG_F64 = 7,
-    WGML_PROG_BOOL = 11
-} wgml_program_dtype;
-/* "float32", "int64", ...; "unknown" otherwise. Element size in bytes (0 when unknown). */
-const char *wgml_program_dtype_name(int dtype);
-size_t wgml_program_dtype_size(int dtype);
 
 typedef struct wgml_program wgml_program;
 
@@ -137,25 +124,6 @@ wgml_status wgml_program_steps(wgml_program *p, int64_t *steps);
 
 /* The delegate operator names wgml maps (for listings); *n gets the count. */
 const char *const *wgml_program_op_names(size_t *n);
-
-/* ---- .npy files ---------------------------------------------------------------------------- */
-/* NumPy's array files (format versions 1-3): little-endian b1, u1, i1, i2, i4, i8, f2, f4, f8,
- * C order, rank <= 8. The parser checks every length and the header's dictionary; errors are
- * read with wgml_last_error(NULL) and name the byte offset. */
-typedef struct wgml_npy {
-    wgml_program_dtype dtype;
-    int rank;
-    int64_t shape[WGML_MAX_RANK];
-    int64_t numel;
-    size_t nbytes;
-    void *data; /* malloc'ed, numel · element size bytes */
-} wgml_npy;
-wgml_status wgml_npy_parse(const void *bytes, size_t size, wgml_npy *out);
-wgml_status wgml_npy_read(const char *path, wgml_npy *out);
-/* Writes a version 1.0 file. */
-wgml_status wgml_npy_write(const char *path, wgml_program_dtype dtype, int rank, const int64_t *shape,
-                           const void *data);
-void wgml_npy_free(wgml_npy *n);
 
 #ifdef __cplusplus
 }

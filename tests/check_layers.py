@@ -3,7 +3,9 @@
 
 Layers, lowest first: gpu, tensor, graph, ops, autograd, optim, io, program, model, train, tools.
 (a) Includes: every `#include "X/..."` in a file under src/<layer>/ names the same or a lower
-    layer; files under tools/ include only the public headers (include/) and tools' own *.h.
+    layer, and so does every public header it includes (and every one a public header includes) (include/*.h, each the header of one
+    layer: PUBLIC_LAYERS; one that is not listed there is reported until it is); files under
+    tools/ include only the public headers (include/) and tools' own *.h.
 (b) Symbols: for each object file of the wgml library (CMakeFiles/wgml.dir/src/<layer>/...o,
     whose source still exists), every undefined symbol that another wgml object defines is
     defined in the same or a lower layer (`nm`). The generated kernel table (wgml_shaders.c)
@@ -32,24 +34,32 @@ import tempfile
 
 LAYERS = ["gpu", "tensor", "graph", "ops", "autograd", "optim", "io", "program", "model", "train", "tools"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
+# The layer each public header belongs to: what it declares is implemented there (or lower), so
+# a src file may include it from that layer up. wgml.h declares the status and errors the gpu
+# layer sets, so every layer may include it.
+PUBLIC_LAYERS = {"wgml.h": "gpu", "wgml-optim.h": "optim", "wgml-io.h": "io", "wgml-program.h": "program",
+                 "wgml-model.h": "model", "wgml-train.h": "train"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h")
 
 
 def layer_of(rel):
-    """The layer of a path relative to the source root (src/<layer>/... or tools/...), or None."""
+    """The layer of a path relative to the source root (src/<layer>/..., tools/... or a public
+    header include/<name>.h of PUBLIC_LAYERS), or None."""
     parts = rel.replace(os.sep, "/").split("/")
     if parts[0] == "src" and len(parts) > 2 and parts[1] in RANK:
         return parts[1]
     if parts[0] == "tools":
         return "tools"
+    if parts[0] == "include" and len(parts) == 2:
+        return PUBLIC_LAYERS.get(parts[1])
     return None
 
 
 def check_includes(root):
     """[(file, included, message)] for every include that points up."""
     found = []
-    for top in ("src", "tools"):
+    for top in ("src", "tools", "include"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for f in sorted(files):
                 if not f.endswith(SOURCE_EXT):
@@ -71,6 +81,14 @@ def check_includes(root):
                                                     f'(include/) and tools/*.h'))
                     elif head in RANK and RANK[head] > RANK[layer]:
                         found.append((rel, inc, f'includes "{inc}": {layer} -> {head} ({head} is above {layer})'))
+                    elif "/" not in inc and os.path.exists(os.path.join(root, "include", inc)):
+                        owner = PUBLIC_LAYERS.get(inc)
+                        if owner is None:
+                            found.append((rel, inc, f'includes "{inc}": a public header with no layer '
+                                                    f'(add it to PUBLIC_LAYERS in check_layers.py)'))
+                        elif RANK[owner] > RANK[layer]:
+                            found.append((rel, inc, f'includes "{inc}": {layer} -> {owner} (the public header of '
+                                                    f'{owner}, which is above {layer})'))
     return found
 
 
@@ -192,11 +210,22 @@ PLANTED = {
     # tools reaching an internal header
     "tools/cli.c": '#include "graph/graph.h"\n#include "wgml.h"\nint main(void) { return 0; }\n',
     "include/wgml.h": "\n",
+    # optim reaching the train layer's public header, and a public header with no layer
+    "include/wgml-train.h": "\n",
+    # a public header including one of a higher layer
+    "include/wgml-optim.h": '#include "wgml.h"\n#include "wgml-train.h"\n',
+    "include/wgml-new.h": "\n",
+    "src/optim/opt.c": '#include "wgml.h"\n#include "wgml-train.h"\n#include "wgml-new.h"\n',
+    # train including its own public header and a lower one is fine
+    "src/train/tr.c": '#include "wgml-train.h"\n#include "wgml.h"\n',
 }
 EXPECTED = [
     'src/gpu/dev.c: includes "graph/graph.h": gpu -> graph',
     "src/gpu/dev.c: uses graph_thing (defined in src/graph/graph.c): gpu -> graph",
     'tools/cli.c: includes "graph/graph.h": tools may include only public headers',
+    'src/optim/opt.c: includes "wgml-train.h": optim -> train (the public header of train',
+    'src/optim/opt.c: includes "wgml-new.h": a public header with no layer',
+    'include/wgml-optim.h: includes "wgml-train.h": optim -> train (the public header of train',
 ]
 
 
@@ -233,14 +262,20 @@ def self_test(args):
                 failures.append(f"planted violations: not reported: {want}")
         if "graph_ok" in out or "gpu_dev (" in out:
             failures.append("a downward call (graph -> gpu) was reported")
+        if 'includes "wgml.h"' in out or "src/train/tr.c" in out:
+            failures.append("a public header of the same or a lower layer was reported")
         full = ("include src/gpu/dev.c graph/graph.h  # planted\n"
                 "symbol src/gpu/dev.c graph_thing  # planted\n"
-                "include tools/cli.c graph/graph.h  # planted\n")
+                "include tools/cli.c graph/graph.h  # planted\n"
+                "include src/optim/opt.c wgml-train.h  # planted\n"
+                "include src/optim/opt.c wgml-new.h  # planted\n"
+                "include include/wgml-optim.h wgml-train.h  # planted\n")
         rc, out = check(full)
         if rc != 0:
             failures.append(f"every violation allowed: the check exited {rc}:\n{out}")
         rc, out = check("include src/gpu/* graph/*  # planted\nsymbol src/gpu/* graph_*  # planted\n"
-                        "include tools/cli.c graph/graph.h  # planted\n")
+                        "include tools/cli.c graph/graph.h  # planted\ninclude src/optim/* wgml-*.h  # planted\n"
+                        "include include/* wgml-train.h  # planted\n")
         if rc != 0:
             failures.append(f"every violation allowed by patterns: the check exited {rc}:\n{out}")
         rc, out = check(full + "symbol src/gpu/dev.c gone_symbol  # stale\n")

@@ -1,4 +1,4 @@
-"""Loading libwgml.so and the ctypes prototypes of the public C API (include/wgml.h, wgml-model.h, wgml-train.h).
+"""Loading libwgml.so and the ctypes prototypes of the public C API (include/wgml.h, wgml-io.h, wgml-optim.h, wgml-model.h, wgml-train.h).
 
 Only functions declared in the public header are used. The library is a ctypes.CDLL, so every
 foreign call releases the GIL for its duration: other Python threads run while the GPU works.

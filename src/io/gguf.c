@@ -9,7 +9,7 @@
  * checked against the bytes its elements need at least before anything is allocated. */
 #define _POSIX_C_SOURCE 200809L
 #include "io/gguf.h"
-#include "wgml-model.h"
+#include "wgml-io.h"
 #include "io/errbuf.h"
 
 #include <errno.h>

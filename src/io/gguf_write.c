@@ -1,7 +1,7 @@
 /* STE GGUF output: requantised 4-bit codes written into a copy of the input file. */
 #define _POSIX_C_SOURCE 200809L
 #include "io/gguf_write.h"
-#include "wgml-model.h"
+#include "wgml-io.h"
 
 #include "io/errbuf.h"
 #include "io/safetensors.h"

@@ -11,7 +11,7 @@
  * the apply flag of gradient accumulation (0: finish marks the step held, state[3] = 2, and
  * the update and adamw_clear.wgsl leave everything; 1: step, then clear the grads). */
 #include "graph/graph.h"
-#include "wgml-train.h"
+#include "wgml-optim.h"
 
 #include <math.h>
 #include <stdlib.h>

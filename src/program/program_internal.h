@@ -8,7 +8,7 @@
 #define WGML_PROGRAM_PROGRAM_INTERNAL_H
 
 #include "wgml-program.h"
-#include "wgml-train.h"
+#include "wgml-optim.h"
 
 #include "gpu/gpu.h"
 #include "io/pte.h"

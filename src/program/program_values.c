@@ -31,33 +31,6 @@ wgml_status prog_note_constant(wgml_program *p, const pv *s, int from, const cha
     return WGML_OK;
 }
 
-/* ---- dtypes -------------------------------------------------------------------------------- */
-
-const char *wgml_program_dtype_name(int dtype) {
-    switch (dtype) {
-    case WGML_PROG_U8: return "uint8";
-    case WGML_PROG_I8: return "int8";
-    case WGML_PROG_I16: return "int16";
-    case WGML_PROG_I32: return "int32";
-    case WGML_PROG_I64: return "int64";
-    case WGML_PROG_F16: return "float16";
-    case WGML_PROG_F32: return "float32";
-    case WGML_PROG_F64: return "float64";
-    case WGML_PROG_BOOL: return "bool";
-    default: return "unknown";
-    }
-}
-
-size_t wgml_program_dtype_size(int dtype) {
-    switch (dtype) {
-    case WGML_PROG_U8: case WGML_PROG_I8: case WGML_PROG_BOOL: return 1;
-    case WGML_PROG_I16: case WGML_PROG_F16: return 2;
-    case WGML_PROG_I32: case WGML_PROG_F32: return 4;
-    case WGML_PROG_I64: case WGML_PROG_F64: return 8;
-    default: return 0;
-    }
-}
-
 /* The VkTensor dtype code of an ExecuTorch scalar type (the pv slots speak the delegate's). */
 int prog_scalar_to_vk(int st) {
     switch (st) {

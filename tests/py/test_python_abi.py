@@ -69,7 +69,8 @@ def c_layouts():
 def c_field_count(c):
     """The number of members of struct c in the headers (the declarators of the typedef's body;
     a function pointer counts once)."""
-    text = "".join(open(os.path.join(ROOT, "include", h)).read() for h in ("wgml.h", "wgml-model.h", "wgml-train.h"))
+    inc = os.path.join(ROOT, "include")
+    text = "".join(open(os.path.join(inc, h)).read() for h in sorted(os.listdir(inc)) if h.endswith(".h"))
     end = text.index("} " + c + ";")
     depth, i = 0, end
     while True:  # back to the opening brace of this typedef

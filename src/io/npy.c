@@ -1,12 +1,13 @@
 /* .npy files: NumPy's array format, read and written for the program runner's inputs and
- * outputs.
+ * outputs (`wgml run`), and the program dtypes (ExecuTorch's ScalarType numbers) that type
+ * them; declared in wgml-io.h.
  *
  * Layout: the magic "\x93NUMPY", a major and minor version byte, the header length (u16 LE for
  * version 1, u32 LE for versions 2 and 3), then the header: a Python dict literal
  * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces and a newline;
  * then the data. The parser reads exactly that dict (the three keys, in any order, each once)
  * and checks every length against the file: an outside format, so nothing is trusted. */
-#include "wgml-program.h"
+#include "wgml-io.h"
 
 #include "gpu/gpu.h"
 
@@ -14,6 +15,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- program dtypes ------------------------------------------------------------------------ */
+
+const char *wgml_program_dtype_name(int dtype) {
+    switch (dtype) {
+    case WGML_PROG_U8: return "uint8";
+    case WGML_PROG_I8: return "int8";
+    case WGML_PROG_I16: return "int16";
+    case WGML_PROG_I32: return "int32";
+    case WGML_PROG_I64: return "int64";
+    case WGML_PROG_F16: return "float16";
+    case WGML_PROG_F32: return "float32";
+    case WGML_PROG_F64: return "float64";
+    case WGML_PROG_BOOL: return "bool";
+    default: return "unknown";
+    }
+}
+
+size_t wgml_program_dtype_size(int dtype) {
+    switch (dtype) {
+    case WGML_PROG_U8: case WGML_PROG_I8: case WGML_PROG_BOOL: return 1;
+    case WGML_PROG_I16: case WGML_PROG_F16: return 2;
+    case WGML_PROG_I32: case WGML_PROG_F32: return 4;
+    case WGML_PROG_I64: case WGML_PROG_F64: return 8;
+    default: return 0;
+    }
+}
+
+/* ---- .npy ----------------------------------------------------------------------------------- */
 
 static wgml_status bad(size_t off, const char *what) {
     return wgml_set_error(NULL, WGML_ERR_FORMAT, "npy: %s at byte %zu", what, off);
