@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,13 +297,21 @@ static wgml_status parse_kv(cursor *c, uint64_t i) {
     return WGML_OK;
 }
 
+/* The names of n entries, names[i] the string at byte `field` of the i-th `stride`-byte element
+ * at base (the metadata keys, the tensor names): the index of the first that repeats an earlier
+ * one (that one's into *first), -1 when all differ, -2 out of host memory. */
+static int64_t repeated_name(const void *base, size_t stride, size_t field, uint64_t n, int64_t *first) {
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    if (!names) return -2;
+    for (uint64_t i = 0; i < n; i++) memcpy(&names[i], (const char *)base + i * stride + field, sizeof names[i]);
+    int64_t d = find_duplicate(names, (int64_t)n, first);
+    free(names);
+    return d;
+}
+
 static wgml_status check_unique_keys(cursor *c, uint64_t nkv) {
     wgml_gguf *f = c->f;
-    const char **names = malloc((nkv ? nkv : 1) * sizeof *names);
-    if (!names) return fail(c, c->pos, "out of memory");
-    for (uint64_t i = 0; i < nkv; i++) names[i] = f->kv[i].key;
-    int64_t first = -1, d = find_duplicate(names, (int64_t)nkv, &first);
-    free(names);
+    int64_t first = -1, d = repeated_name(f->kv, sizeof *f->kv, offsetof(gguf_kv, key), nkv, &first);
     if (d == -2) return fail(c, c->pos, "out of memory");
     if (d >= 0) return fail(c, f->kv[d].v.offset, "duplicate metadata key '%s' (entries %lld and %lld)", f->kv[d].key, (long long)first, (long long)d);
     return WGML_OK;
@@ -356,11 +365,7 @@ static wgml_status parse_tensor_info(cursor *c, uint64_t i) {
 
 static wgml_status check_unique_tensor_names(cursor *c, uint64_t nt) {
     wgml_gguf *f = c->f;
-    const char **names = malloc((nt ? nt : 1) * sizeof *names);
-    if (!names) return fail(c, c->pos, "out of memory");
-    for (uint64_t i = 0; i < nt; i++) names[i] = f->tensors[i].name;
-    int64_t first = -1, d = find_duplicate(names, (int64_t)nt, &first);
-    free(names);
+    int64_t first = -1, d = repeated_name(f->tensors, sizeof *f->tensors, offsetof(wgml_gguf_tensor, name), nt, &first);
     if (d == -2) return fail(c, c->pos, "out of memory");
     if (d >= 0) return fail(c, c->pos, "duplicate tensor name '%s' (tensors %lld and %lld)", f->tensors[d].name, (long long)first, (long long)d);
     return WGML_OK;

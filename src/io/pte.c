@@ -451,12 +451,28 @@ static wgml_status check_ids(parser *ps, uint64_t at, const char *what, const in
     return WGML_OK;
 }
 
+/* A KernelCall or DelegateCall (`call`): field 0 an index (`field`) into `count` operators or
+ * delegates (`things`), field 1 the argument value ids, each < nv. */
+static wgml_status parse_call(parser *ps, const fb_table *t, const char *what, const char *call, const char *field,
+                              uint32_t count, const char *things, uint32_t nv, int32_t *index, const int32_t **args,
+                              uint32_t *n_args) {
+    fb_ctx *c = &ps->c;
+    const void *v;
+    char w[160];
+    wgml_status s;
+    if ((s = fb_i32(c, t, 0, 0, what, index)) || (s = pte_decode_vec(c, ps->a, t, 1, PTE_EL_I32, what, &v, n_args))) return s;
+    *args = v;
+    if (*index < 0 || (uint32_t)*index >= count)
+        return fb_fail(c, t->pos, "%s: %s.%s %d out of range (%u %s)", what, call, field, *index, count, things);
+    WHAT(w, "%s: %s.args", what, call);
+    return check_ids(ps, t->pos, w, *args, *n_args, nv, false);
+}
+
 static wgml_status parse_instruction(parser *ps, const fb_table *it, const char *what, const pte_plan *pl,
                                      uint32_t n_instr, pte_instruction *in) {
     fb_ctx *c = &ps->c;
     uint8_t type;
     fb_table t;
-    const void *v;
     char w[160];
     wgml_status s = fb_union_field(c, it, 0, what, &type, &t);
     if (s) return s;
@@ -464,25 +480,11 @@ static wgml_status parse_instruction(parser *ps, const fb_table *it, const char 
     uint32_t nv = pl->n_values;
     switch (type) {
     case PTE_INSTR_KERNEL:
-        if ((s = fb_i32(c, &t, 0, 0, what, &in->u.kernel.op_index)) ||
-            (s = pte_decode_vec(c, ps->a, &t, 1, PTE_EL_I32, what, &v, &in->u.kernel.n_args)))
-            return s;
-        in->u.kernel.args = v;
-        if (in->u.kernel.op_index < 0 || (uint32_t)in->u.kernel.op_index >= pl->n_operators)
-            return fb_fail(c, t.pos, "%s: KernelCall.op_index %d out of range (%u operators)", what,
-                           in->u.kernel.op_index, pl->n_operators);
-        WHAT(w, "%s: KernelCall.args", what);
-        return check_ids(ps, t.pos, w, in->u.kernel.args, in->u.kernel.n_args, nv, false);
+        return parse_call(ps, &t, what, "KernelCall", "op_index", pl->n_operators, "operators", nv, &in->u.kernel.op_index,
+                          &in->u.kernel.args, &in->u.kernel.n_args);
     case PTE_INSTR_DELEGATE:
-        if ((s = fb_i32(c, &t, 0, 0, what, &in->u.delegate.delegate_index)) ||
-            (s = pte_decode_vec(c, ps->a, &t, 1, PTE_EL_I32, what, &v, &in->u.delegate.n_args)))
-            return s;
-        in->u.delegate.args = v;
-        if (in->u.delegate.delegate_index < 0 || (uint32_t)in->u.delegate.delegate_index >= pl->n_delegates)
-            return fb_fail(c, t.pos, "%s: DelegateCall.delegate_index %d out of range (%u delegates)", what,
-                           in->u.delegate.delegate_index, pl->n_delegates);
-        WHAT(w, "%s: DelegateCall.args", what);
-        return check_ids(ps, t.pos, w, in->u.delegate.args, in->u.delegate.n_args, nv, false);
+        return parse_call(ps, &t, what, "DelegateCall", "delegate_index", pl->n_delegates, "delegates", nv,
+                          &in->u.delegate.delegate_index, &in->u.delegate.args, &in->u.delegate.n_args);
     case PTE_INSTR_MOVE:
         if ((s = fb_i32(c, &t, 0, 0, what, &in->u.move.move_from)) ||
             (s = fb_i32(c, &t, 1, 0, what, &in->u.move.move_to)))

@@ -182,6 +182,14 @@ static inline const int32_t *vlist(pbuild *b, const int32_t *args, int i, size_t
     return x->ids;
 }
 
+/* The output of fn(g, args[0], args[1]) in the output slot: the registry's operators that are
+ * one public op of two tensors (mm, bmm, embedding). */
+static inline wgml_status put_op2(pbuild *b, const int32_t *args, int nargs,
+                                  wgml_tensor *(*fn)(wgml_graph *, wgml_tensor *, wgml_tensor *)) {
+    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
+    return y ? put(b, OUT(0), fn(b->g, x, y), 0) : WGML_ERR_ARG;
+}
+
 /* A persistent tensor holding host data (index tensors the composites make). */
 static inline wgml_tensor *host_tensor(pbuild *b, wgml_dtype dt, int rank, const int64_t *shape, const void *data, size_t bytes) {
     wgml_tensor *t = wgml_tensor_new(b->g, dt, rank, shape);

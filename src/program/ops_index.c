@@ -7,24 +7,27 @@
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse) */
 static wgml_status op_embedding(pbuild *b, const int32_t *args, int nargs) {
     NEED(6);
-    wgml_tensor *w = T(b, args, 0), *idx = w ? T(b, args, 1) : NULL;
-    return idx ? put(b, OUT(0), wgml_embedding(b->g, w, idx), 0) : WGML_ERR_ARG;
+    return put_op2(b, args, nargs, wgml_embedding);
+}
+
+/* fn(self, dim, index): the output of gather or index_select (reshaped to the serialised
+ * shape when `reshape`). */
+static wgml_status dim_index_common(pbuild *b, const int32_t *args, int nargs,
+                                    wgml_tensor *(*fn)(wgml_graph *, wgml_tensor *, int, wgml_tensor *), int reshape) {
+    int ok = 1;
+    int dim = iarg(b, args, 1, 0, &ok);
+    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
+    return ok && idx ? put(b, OUT(0), fn(b->g, x, dim, idx), reshape) : WGML_ERR_ARG;
 }
 /* gather(self, dim, index, sparse_grad) */
 static wgml_status op_gather(pbuild *b, const int32_t *args, int nargs) {
     NEED(5);
-    int ok = 1;
-    int dim = iarg(b, args, 1, 0, &ok);
-    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
-    return ok && idx ? put(b, OUT(0), wgml_gather(b->g, x, dim, idx), 0) : WGML_ERR_ARG;
+    return dim_index_common(b, args, nargs, wgml_gather, 0);
 }
 /* index_select(self, dim, index) */
 static wgml_status op_index_select(pbuild *b, const int32_t *args, int nargs) {
     NEED(4);
-    int ok = 1;
-    int dim = iarg(b, args, 1, 0, &ok);
-    wgml_tensor *x = T(b, args, 0), *idx = x ? T(b, args, 2) : NULL;
-    return ok && idx ? put(b, OUT(0), wgml_index_select(b->g, x, dim, idx), 1) : WGML_ERR_ARG;
+    return dim_index_common(b, args, nargs, wgml_index_select, 1);
 }
 
 /* scatter.value(self, dim, index, value): out = self with out[.., index[..], ..] = value along

@@ -3,15 +3,14 @@
  * each. */
 #include "program/ops_args.h"
 
+/* mm(self, mat2), bmm(self, mat2) */
 static wgml_status op_mm(pbuild *b, const int32_t *args, int nargs) {
     NEED(3);
-    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
-    return y ? put(b, OUT(0), wgml_mm(b->g, x, y), 0) : WGML_ERR_ARG;
+    return put_op2(b, args, nargs, wgml_mm);
 }
 static wgml_status op_bmm(pbuild *b, const int32_t *args, int nargs) {
     NEED(3);
-    wgml_tensor *x = T(b, args, 0), *y = x ? T(b, args, 1) : NULL;
-    return y ? put(b, OUT(0), wgml_bmm(b->g, x, y), 0) : WGML_ERR_ARG;
+    return put_op2(b, args, nargs, wgml_bmm);
 }
 /* linear(input, weight, bias?) */
 static wgml_status op_linear(pbuild *b, const int32_t *args, int nargs) {

@@ -18,6 +18,27 @@ static wgml_status softmax_common(pbuild *b, const int32_t *args, int nargs, int
 static wgml_status op_softmax(pbuild *b, const int32_t *a, int n) { return softmax_common(b, a, n, 0); }
 static wgml_status op_log_softmax(pbuild *b, const int32_t *a, int n) { return softmax_common(b, a, n, 1); }
 
+/* The (out, mean, rstd) outputs of a layer or group norm, the value list at args[i]; NULL with
+ * an error when it is not a list of three. */
+static const int32_t *norm_outputs(pbuild *b, const int32_t *args, int i) {
+    size_t no;
+    const int32_t *outs = vlist(b, args, i, &no);
+    if (outs && no != 3) {
+        fail(b, WGML_ERR_ARG, "expected 3 outputs", i);
+        return NULL;
+    }
+    return outs;
+}
+
+/* Stores y (reshaped to the serialised shape when `reshape`), and mean and rstd where the
+ * program keeps them (an exporter leaves unused statistics without a tensor). */
+static wgml_status put_norm(pbuild *b, const int32_t *outs, wgml_tensor *y, int reshape, wgml_tensor *mean, wgml_tensor *rstd) {
+    wgml_status s = put(b, outs[0], y, reshape);
+    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
+    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
+    return s;
+}
+
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd): over
  * the trailing dims normalized_shape names, as one row (x viewed as [..., Π normalized_shape],
  * weight and bias as [Π normalized_shape]; mean and rstd keep the normalised dims as 1s). */
@@ -46,16 +67,11 @@ static wgml_status op_layer_norm(pbuild *b, const int32_t *args, int nargs) {
         if (had_b) bias = wgml_reshape(b->g, bias, 1, &row);
         if (!x || (had_w && !w) || (had_b && !bias)) return wgml_last_status(b->ctx);
     }
-    size_t no;
-    const int32_t *outs = vlist(b, args, 5, &no);
-    if (!outs) return WGML_ERR_ARG;
-    if (no != 3) return fail(b, WGML_ERR_ARG, "expected 3 outputs", 5);
+    const int32_t *outs = norm_outputs(b, args, 5);
+    if (!outs) return wgml_last_status(b->ctx);
     wgml_tensor *mean = NULL, *rstd = NULL;
     wgml_tensor *y = wgml_layer_norm(b->g, x, w, bias, eps, &mean, &rstd);
-    wgml_status s = put(b, outs[0], y, n > 1);
-    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
-    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
-    return s;
+    return put_norm(b, outs, y, n > 1, mean, rstd);
 }
 
 /* et_vk.rms_norm(x, weight, eps) */
@@ -78,19 +94,15 @@ static wgml_status op_group_norm(pbuild *b, const int32_t *args, int nargs) {
     wgml_tensor *x = T(b, args, 0), *w, *bias;
     if (!x || !ok || opt_tensor(b, args, 1, &w) || opt_tensor(b, args, 2, &bias)) return WGML_ERR_ARG;
     if (g < 1 || c % g || n * c * hw != wgml_tensor_numel(x)) return fail(b, WGML_ERR_SHAPE, "N·C·HxW does not match x", 0);
-    size_t no;
-    const int32_t *outs = vlist(b, args, 8, &no);
-    if (!outs || no != 3) return outs ? fail(b, WGML_ERR_ARG, "expected 3 outputs", 8) : WGML_ERR_ARG;
+    const int32_t *outs = norm_outputs(b, args, 8);
+    if (!outs) return wgml_last_status(b->ctx);
     int64_t gs[3] = {n, g, c / g * hw}, cs[3] = {n, c, hw}, wc[2] = {c, 1};
     wgml_tensor *mean = NULL, *rstd = NULL;
     wgml_tensor *y = wgml_layer_norm(b->g, wgml_reshape(b->g, x, 3, gs), NULL, NULL, eps, &mean, &rstd);
     y = y ? wgml_reshape(b->g, y, 3, cs) : NULL;
     if (y && w) y = wgml_mul(b->g, y, wgml_reshape(b->g, w, 2, wc));
     if (y && bias) y = wgml_add(b->g, y, wgml_reshape(b->g, bias, 2, wc), 1.0f);
-    wgml_status s = put(b, outs[0], y, 1);
-    if (!s && b->v[outs[1]].kind == PV_TENSOR) s = put(b, outs[1], mean, 1);
-    if (!s && b->v[outs[2]].kind == PV_TENSOR) s = put(b, outs[2], rstd, 1);
-    return s;
+    return put_norm(b, outs, y, 1, mean, rstd);
 }
 
 /* _native_batch_norm_legit_no_training(x, w?, b?, running_mean, running_var, momentum, eps)

@@ -5,40 +5,49 @@
 
 /* ---- I/O and runs -------------------------------------------------------------------------- */
 
+/* Index i of an input, output or constant ("kind") among n: WGML_OK, or an error naming it. */
+static wgml_status in_range(const wgml_program *p, const char *kind, int i, int n) {
+    if (i >= 0 && i < n) return WGML_OK;
+    return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: %s %d out of range (the method has %d)", kind, i, n);
+}
+
+/* The host buffer given for an input, output or constant: present and of its nbytes. */
+static wgml_status host_bytes(const wgml_program *p, const char *kind, int i, const wgml_program_io *io, const void *data,
+                              size_t bytes) {
+    if (data && bytes == io->nbytes) return WGML_OK;
+    return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: %s %d: %zu bytes given, it takes %zu (%lld elements of %s)", kind, i,
+                          data ? bytes : 0, io->nbytes, (long long)io->numel, wgml_program_dtype_name(io->dtype));
+}
+
 int wgml_program_input_count(const wgml_program *p) { return p ? p->n_in : 0; }
 int wgml_program_output_count(const wgml_program *p) { return p ? p->n_out : 0; }
 
 wgml_status wgml_program_input_info(const wgml_program *p, int i, wgml_program_io *info) {
     if (!p || !info) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_in)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
-    *info = p->in[i].info;
-    return WGML_OK;
+    wgml_status s = in_range(p, "input", i, p->n_in);
+    if (!s) *info = p->in[i].info;
+    return s;
 }
 
 wgml_status wgml_program_output_info(const wgml_program *p, int i, wgml_program_io *info) {
     if (!p || !info) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_out)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
-    *info = p->out[i].info;
-    return WGML_OK;
+    wgml_status s = in_range(p, "output", i, p->n_out);
+    if (!s) *info = p->out[i].info;
+    return s;
 }
 
-static int host_vk(int st) { return prog_scalar_to_vk(st); }
-
-/* Writes host data (the io's host dtype, narrowed) into a persistent tensor. */
-static wgml_status write_io(wgml_program *p, const char *kind, int i, const prog_io *pio, const void *data, size_t bytes) {
-    const wgml_program_io *io = &pio->info;
-    if (!data || bytes != io->nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: %s %d: %zu bytes given, it takes %zu (%lld elements of %s)",
-                              kind, i, data ? bytes : 0, io->nbytes, (long long)io->numel, wgml_program_dtype_name(io->dtype));
-    wgml_tensor *t = p->v[pio->value].t;
+/* Writes host data (io's host dtype, narrowed) into t, the persistent tensor of input, output
+ * or constant i ("kind"). */
+static wgml_status write_narrowed(wgml_program *p, const char *kind, int i, const wgml_program_io *io, wgml_tensor *t,
+                                  const void *data, size_t bytes) {
+    wgml_status s = host_bytes(p, kind, i, io, data, bytes);
+    if (s) return s;
     size_t nb = wgml_tensor_nbytes(t);
     void *tmp = malloc(nb ? nb : 1);
     if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
     char what[32];
     snprintf(what, sizeof what, "%s %d", kind, i);
-    wgml_status s = prog_convert_in(p->ctx, tmp, data, io->numel, host_vk(io->dtype), what);
+    s = prog_convert_in(p->ctx, tmp, data, io->numel, prog_scalar_to_vk(io->dtype), what);
     if (!s) s = wgml_tensor_write(t, tmp, nb);
     free(tmp);
     return s;
@@ -46,20 +55,18 @@ static wgml_status write_io(wgml_program *p, const char *kind, int i, const prog
 
 wgml_status wgml_program_set_input(wgml_program *p, int i, const void *data, size_t bytes) {
     if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_in)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: input %d out of range (the method has %d)", i, p->n_in);
-    return write_io(p, "input", i, &p->in[i], data, bytes);
+    wgml_status s = in_range(p, "input", i, p->n_in);
+    return s ? s : write_narrowed(p, "input", i, &p->in[i].info, p->v[p->in[i].value].t, data, bytes);
 }
 
 wgml_status wgml_program_write_output(wgml_program *p, int i, const void *data, size_t bytes) {
     if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_out)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    if (in_range(p, "output", i, p->n_out)) return WGML_ERR_ARG;
     const pv *s = &p->v[p->out[i].value];
     if (!s->state || s->t != s->state)
         return wgml_set_error(p->ctx, WGML_ERR_ARG,
                               "program: output %d is computed by the method, not program state: it cannot be written", i);
-    return write_io(p, "output", i, &p->out[i], data, bytes);
+    return write_narrowed(p, "output", i, &p->out[i].info, s->t, data, bytes);
 }
 
 wgml_status wgml_program_run(wgml_program *p, double *seconds) {
@@ -89,12 +96,9 @@ static wgml_status read_widened(wgml_program *p, wgml_tensor *t, int dtype, int6
 
 wgml_status wgml_program_get_output(wgml_program *p, int i, void *data, size_t bytes) {
     if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_out)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d out of range (the method has %d)", i, p->n_out);
+    if (in_range(p, "output", i, p->n_out)) return WGML_ERR_ARG;
     const wgml_program_io *io = &p->out[i].info;
-    if (!data || bytes != io->nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: output %d: %zu bytes given, it takes %zu", i,
-                              data ? bytes : 0, io->nbytes);
+    if (host_bytes(p, "output", i, io, data, bytes)) return WGML_ERR_ARG;
     wgml_tensor *t = p->v[p->out[i].value].t;
     if (io->dtype != WGML_PROG_I64 && io->dtype != WGML_PROG_F64) return wgml_tensor_read(t, data, bytes);
     return read_widened(p, t, io->dtype, io->numel, data);
@@ -106,8 +110,7 @@ int wgml_program_constant_count(const wgml_program *p) { return p ? p->n_consts 
 
 wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_program_io *info, const char **name) {
     if (!p || !info) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_consts)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    if (in_range(p, "constant", i, p->n_consts)) return WGML_ERR_ARG;
     *info = p->consts[i].info;
     if (name) *name = p->consts[i].name;
     return WGML_OK;
@@ -115,31 +118,15 @@ wgml_status wgml_program_constant_info(const wgml_program *p, int i, wgml_progra
 
 wgml_status wgml_program_write_constant(wgml_program *p, int i, const void *data, size_t bytes) {
     if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_consts)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
-    const prog_const *c = &p->consts[i];
-    if (!data || bytes != c->info.nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d: %zu bytes given, it takes %zu", i,
-                              data ? bytes : 0, c->info.nbytes);
-    size_t nb = wgml_tensor_nbytes(c->t);
-    void *tmp = malloc(nb ? nb : 1);
-    if (!tmp) return wgml_set_error(p->ctx, WGML_ERR_OOM, "program: out of host memory");
-    char what[32];
-    snprintf(what, sizeof what, "constant %d", i);
-    wgml_status s = prog_convert_in(p->ctx, tmp, data, c->info.numel, host_vk(c->info.dtype), what);
-    if (!s) s = wgml_tensor_write(c->t, tmp, nb);
-    free(tmp);
-    return s;
+    wgml_status s = in_range(p, "constant", i, p->n_consts);
+    return s ? s : write_narrowed(p, "constant", i, &p->consts[i].info, p->consts[i].t, data, bytes);
 }
 
 wgml_status wgml_program_read_constant(wgml_program *p, int i, void *data, size_t bytes) {
     if (!p) return WGML_ERR_ARG;
-    if (i < 0 || i >= p->n_consts)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d out of range (%d constants)", i, p->n_consts);
+    if (in_range(p, "constant", i, p->n_consts)) return WGML_ERR_ARG;
     const prog_const *c = &p->consts[i];
-    if (!data || bytes != c->info.nbytes)
-        return wgml_set_error(p->ctx, WGML_ERR_ARG, "program: constant %d: %zu bytes given, it takes %zu", i,
-                              data ? bytes : 0, c->info.nbytes);
+    if (host_bytes(p, "constant", i, &c->info, data, bytes)) return WGML_ERR_ARG;
     size_t nb = wgml_tensor_nbytes(c->t);
     if (nb == bytes) return wgml_tensor_read(c->t, data, bytes);
     return read_widened(p, c->t, c->info.dtype, c->info.numel, data); /* stored 64-bit, held narrowed */
