@@ -16,8 +16,10 @@ struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32,
 @group(0) @binding(3) var<storage, read_write> dp: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
-var<workgroup> red2: array<f32, WG>;
+// wg_reduce's tree over (max, sum) pairs: the scores' max with delta, then (m, sum of exp)
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return vec2<f32>(max(a.x, b.x), a.y + b.y); }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -35,28 +37,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = k0 + lid; j < nk; j += WG) { m = max(m, s[sb + j] * p.scale); }
     var dl = 0.0;
     for (var c = lid; c < p.d; c += WG) { dl += dout[ob + c] * o[ob + c]; }
-    red[lid] = m;
-    red2[lid] = dl;
-    workgroupBarrier();
-    for (var t = WG / 2u; t > 0u; t = t >> 1u) {
-        if (lid < t) {
-            red[lid] = max(red[lid], red[lid + t]);
-            red2[lid] = red2[lid] + red2[lid + t];
-        }
-        workgroupBarrier();
-    }
-    m = red[0];
-    let delta = red2[0];
-    workgroupBarrier();
+    let md = wg_reduce(lid, vec2<f32>(m, dl));
+    m = md.x;
+    let delta = md.y;
+    workgroupBarrier(); // the first result read by all before the second tree
     var l = 0.0;
     for (var j = k0 + lid; j < nk; j += WG) { l += exp(s[sb + j] * p.scale - m); }
-    red[lid] = l;
-    workgroupBarrier();
-    for (var t = WG / 2u; t > 0u; t = t >> 1u) {
-        if (lid < t) { red[lid] = red[lid] + red[lid + t]; }
-        workgroupBarrier();
-    }
-    let inv = 1.0 / red[0];
+    let inv = 1.0 / wg_reduce(lid, vec2<f32>(m, l)).y; // m is the same in every thread
     for (var j = lid; j < p.skv; j += WG) {
         var pv = 0.0;
         var g = 0.0;

@@ -12,7 +12,7 @@
 //   COUNT 1 / 4: cnt is the labels again (as i32 / vec4<i32>, p.n_cnt elements) and every
 //   workgroup counts the valid labels itself, once for its RPW rows: thread t counts elements
 //   t, t+WG, ... and the counts ride the first row's (m, l) tree in workgroup memory (no extra
-//   barrier), so no count dispatch runs before this one. The label array is small next to a row (the handler picks this mode
+//   barrier: struct Acc), so no count dispatch runs before this one. The label array is small next to a row (the handler picks this mode
 //   when R <= V / 4) and every workgroup reads the same words, so they come from cache.
 // Two reads of the row and one write per element; the per-row losses are summed by
 // ce_sum in a fixed order.
@@ -31,7 +31,12 @@ struct Params { n_rows: u32, vocab: u32, ninf: f32, n_cnt: u32 }
 
 //!include reduce_lse
 
-var<workgroup> sc: array<u32, WG>;
+// A thread's part of a row for wg_reduce's tree: its online pair (m, l) and, in the first row
+// when the workgroup counts, its count of valid labels (the count rides the row's tree).
+struct Acc { ml: vec2<f32>, c: u32 }
+alias WR = Acc;
+fn wr_op(a: Acc, b: Acc) -> Acc { return Acc(lse_merge(a.ml, b.ml, p.ninf), a.c + b.c); }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -40,13 +45,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row0 >= p.n_rows) { return; } // the same for the whole workgroup
     let cnt_row = p.vocab / VW;
     let count_here = HAS_D && COUNT != 0u;
+    var c = 0u; // this thread's valid labels, then (after the first row's tree) the workgroup's
     if (count_here) {
-        var c = 0u;
         let vocab = i32(p.vocab);
         for (var i = lid; i < p.n_cnt; i += WG) {
             c += n_ok(cnt[i], vocab);
         }
-        sc[lid] = c;
     }
     for (var rr = 0u; rr < RPW; rr++) {
         let row = row0 + rr;
@@ -54,23 +58,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let base = row * cnt_row;
         let lab = labels[row];
         let valid = lab >= 0 && u32(lab) < p.vocab; // out-of-range labels are never used as an index
-        var ml = vec2<f32>(p.ninf, 0.0);
-        for (var j = lid; j < cnt_row; j += WG) {
-            let v = x[base + j];
-            ml = lse_step(ml, v, p.ninf);
-        }
-        sm[lid] = ml.x;
-        sl[lid] = ml.y;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-            if (lid < s) {
-                lse_merge_slots(lid, lid + s, p.ninf);
-                if (count_here && rr == 0u) { sc[lid] += sc[lid + s]; }
-            }
-            workgroupBarrier();
-        }
-        let rm = sm[0];
-        let rl = sl[0];
+        let r = wg_reduce(lid, Acc(lse_walk(base, 1u, lid, WG, cnt_row, p.ninf), select(0u, c, rr == 0u)));
+        if (rr == 0u) { c = r.c; }
+        let rm = r.ml.x;
+        let rl = r.ml.y;
         if (lid == 0u) {
             var loss = 0.0;
             if (valid) {
@@ -84,7 +75,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (COUNT == 0u) {
                 n_valid = u32(max(stat(cnt[2]), 0));
             } else {
-                n_valid = sc[0];
+                n_valid = c;
             }
             var scale = 1.0;
             if (HAS_SCALE) { scale = grad_scale[0]; }
@@ -96,6 +87,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 dx[base + j] = select(d, V(0.0), !valid);
             }
         }
-        if (RPW > 1u) { workgroupBarrier(); } // sm[0], sl[0] read by all before the next row
+        if (RPW > 1u) { workgroupBarrier(); } // the tree's result read by all before the next row
     }
 }

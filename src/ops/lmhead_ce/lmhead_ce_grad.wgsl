@@ -32,13 +32,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row >= p.n_rows) { return; } // the same for the whole workgroup
     let cnt = p.cols / VW;
     let base = row * cnt;
-    chunk_row_lse(base, cnt, lid);
+    let ml = chunk_row_lse(base, cnt, lid);
     if (lid == 0u) {
         var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
         if (!FIRST) { st = state[row]; }
-        let mx = max(st.x, sm[0]);
+        let mx = max(st.x, ml.x);
         let alpha = select(1.0, exp(st.x - mx), mx > p.ninf); // the rescale of A's row
-        state[row] = chunk_state(row, base, st);
+        state[row] = chunk_state(row, base, st, ml);
         s_new = vec2<f32>(mx, alpha);
     }
     workgroupBarrier();

@@ -1,35 +1,26 @@
 // lmhead_ce_row: what lmhead_ce_fwd and lmhead_ce_grad do alike for one row of a vocabulary
-// chunk (both include it with "//!include lmhead_ce_row"; it includes reduce_lse). Not a kernel:
+// chunk (both include it with "//!include lmhead_ce_row"; it includes reduce_lse and
+// wg_reduce). Not a kernel:
 // it reads the including kernel's x (the chunk's logits [R, cols] as V), labels, state,
 // row_loss and p (n_rows, cols, c0, vocab, ninf), and its prelude's WG, VW, V, comp(), LAST.
 
 //!include reduce_lse
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return lse_merge(a, b, p.ninf); }
+//!include wg_reduce
 
-// The chunk row's (max, sum of exp) into sm[0], sl[0]: thread lid's online pair over the
-// elements lid, lid + WG, ... of the row at base (cnt V-elements), then the workgroup tree.
-// Called by every thread of the workgroup (it has barriers).
-fn chunk_row_lse(base: u32, cnt: u32, lid: u32) {
-    var ml = vec2<f32>(p.ninf, 0.0);
-    for (var j = lid; j < cnt; j += WG) {
-        let v = x[base + j];
-        ml = lse_step(ml, v, p.ninf);
-    }
-    sm[lid] = ml.x;
-    sl[lid] = ml.y;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            lse_merge_slots(lid, lid + s, p.ninf);
-        }
-        workgroupBarrier();
-    }
+// The chunk row's (max, sum of exp), returned to every thread: thread lid's online pair over
+// the elements lid, lid + WG, ... of the row at base (cnt V-elements), then the workgroup
+// tree. Called by every thread of the workgroup (it has barriers).
+fn chunk_row_lse(base: u32, cnt: u32, lid: u32) -> vec2<f32> {
+    return wg_reduce(lid, lse_walk(base, 1u, lid, WG, cnt, p.ninf));
 }
 
 // Thread 0's row state after this chunk, from the state st before it: (m, l) merged with the
-// chunk's pair, the target logit taken when the label falls in this chunk, and with LAST
+// chunk's pair ml, the target logit taken when the label falls in this chunk, and with LAST
 // lse = m + log(l) and row_loss[row] = lse - target for a valid row (0 <= label < vocab), else 0.
-fn chunk_state(row: u32, base: u32, st_in: vec4<f32>) -> vec4<f32> {
-    var st = vec4<f32>(lse_merge(st_in.xy, vec2<f32>(sm[0], sl[0]), p.ninf), st_in.zw);
+fn chunk_state(row: u32, base: u32, st_in: vec4<f32>, ml: vec2<f32>) -> vec4<f32> {
+    var st = vec4<f32>(lse_merge(st_in.xy, ml, p.ninf), st_in.zw);
     let lab = labels[row];
     if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
         let k = u32(lab) - p.c0;

@@ -4,7 +4,7 @@
 // With PRE (norm_add_rms_post: a post-norm architecture's block output) y is RMSNormed first,
 // sum = x + rms_norm(y) * wy: one dispatch where rms_norm + add + rms_norm take three.
 // Workgroup: WG threads (prelude, power of two); one workgroup owns one row. With PRE the
-// threads first sum the squares of their y elements (the tree below gives y's scale). Thread t
+// threads first sum the squares of their y elements (a first wg_reduce gives y's scale). Thread t
 // adds the vec4 elements t, t+WG, ... (writing sum) and sums their squares; the workgroup adds
 // the WG partial sums with a tree in workgroup memory (fixed order); then each thread
 // scales its own elements again (read back from sum, which only it wrote).
@@ -13,22 +13,15 @@
 // The prelude gives WG, PRE, NY and the bindings x, y, wy (with PRE), w, sum, out, p.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
-var<workgroup> ss: array<f32, WG>;
+alias WR = f32;
+fn wr_op(a: f32, b: f32) -> f32 { return a + b; }
+//!include wg_reduce
 
 // y's vec4 i: the sum of its NY slices, slice 0 first
 fn y_at(i: u32) -> vec4<f32> {
     var u = y[i];
     for (var s = 1u; s < NY; s++) { u += y[s * p.n_rows * (p.d / 4u) + i]; }
     return u;
-}
-
-// the tree over ss: the sum of the WG partial sums, in ss[0]
-fn tree_sum(lid: u32) {
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) { ss[lid] = ss[lid] + ss[lid + k]; }
-        workgroupBarrier();
-    }
 }
 
 @compute @workgroup_size(WG)
@@ -45,10 +38,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let u = y_at(base + j);
             sy += dot(u, u);
         }
-        ss[lid] = sy;
-        tree_sum(lid);
-        ry = inverseSqrt(ss[0] / f32(p.d) + p.eps);
-        workgroupBarrier(); // ss[0] read by all before it is reused
+        ry = inverseSqrt(wg_reduce(lid, sy) / f32(p.d) + p.eps);
+        workgroupBarrier(); // the tree's result read by all before it is reused
     }
     var s = 0.0;
     for (var j = lid; j < cnt; j += WG) {
@@ -58,9 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         sum[base + j] = v;
         s += dot(v, v);
     }
-    ss[lid] = s;
-    tree_sum(lid);
-    let r = inverseSqrt(ss[0] / f32(p.d) + p.eps);
+    let r = inverseSqrt(wg_reduce(lid, s) / f32(p.d) + p.eps);
     for (var j = lid; j < cnt; j += WG) {
         out[base + j] = sum[base + j] * r * w[j];
     }

@@ -16,8 +16,10 @@ struct Params { n_rows: u32, d: u32 }
 @group(0) @binding(5) var<storage, read_write> dx: array<V>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> s1: array<f32, WG>;
-var<workgroup> s2: array<f32, WG>;
+// the row's two sums, one tree
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return a + b; }
+//!include wg_reduce
 
 fn gw(j: u32, v: V) -> V {
     if (HAS_W) { return v * w[j]; }
@@ -33,26 +35,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let base = row * cnt;
     let m = mean[row];
     let r = rstd[row];
-    var a = 0.0;
-    var b = 0.0;
+    var ab = vec2<f32>(0.0); // sum(g), sum(g * xh)
     for (var j = lid; j < cnt; j += WG) {
         let gv = gw(j, dy[base + j]);
-        a += hsum(gv);
-        b += hsum(gv * ((x[base + j] - V(m)) * r));
+        ab += vec2<f32>(hsum(gv), hsum(gv * ((x[base + j] - V(m)) * r)));
     }
-    s1[lid] = a;
-    s2[lid] = b;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            s1[lid] = s1[lid] + s1[lid + k];
-            s2[lid] = s2[lid] + s2[lid + k];
-        }
-        workgroupBarrier();
-    }
-    let inv_d = 1.0 / f32(p.d);
-    let mg = s1[0] * inv_d;
-    let mgx = s2[0] * inv_d;
+    let means = wg_reduce(lid, ab) * (1.0 / f32(p.d)); // mean(g), mean(g * xh)
+    let mg = means.x;
+    let mgx = means.y;
     for (var j = lid; j < cnt; j += WG) {
         let xh = (x[base + j] - V(m)) * r;
         dx[base + j] = r * (gw(j, dy[base + j]) - V(mg) - xh * mgx);

@@ -15,8 +15,10 @@ struct Params { n_rows: u32, d: u32, eps: f32 }
 @group(0) @binding(4) var<storage, read_write> rs: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-var<workgroup> s1: array<f32, WG>;
-var<workgroup> s2: array<f32, WG>;
+// the row's two sums, one tree
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return a + b; }
+//!include wg_reduce
 
 fn gw(j: u32, v: V) -> V {
     if (HAS_W) { return v * w[j]; }
@@ -30,26 +32,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row >= p.n_rows) { return; }
     let cnt = p.d / VW;
     let base = row * cnt;
-    var a = 0.0;
-    var b = 0.0;
+    var ab = vec2<f32>(0.0); // sum(x^2), sum(g * x)
     for (var j = lid; j < cnt; j += WG) {
         let xv = x[base + j];
-        a += hsum(xv * xv);
-        b += hsum(gw(j, dy[base + j]) * xv);
+        ab += vec2<f32>(hsum(xv * xv), hsum(gw(j, dy[base + j]) * xv));
     }
-    s1[lid] = a;
-    s2[lid] = b;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            s1[lid] = s1[lid] + s1[lid + k];
-            s2[lid] = s2[lid] + s2[lid + k];
-        }
-        workgroupBarrier();
-    }
+    let sums = wg_reduce(lid, ab);
     let inv_d = 1.0 / f32(p.d);
-    let r = inverseSqrt(s1[0] * inv_d + p.eps);
-    let c = r * r * r * s2[0] * inv_d;
+    let r = inverseSqrt(sums.x * inv_d + p.eps);
+    let c = r * r * r * sums.y * inv_d;
     for (var j = lid; j < cnt; j += WG) {
         dx[base + j] = r * gw(j, dy[base + j]) - x[base + j] * c;
     }

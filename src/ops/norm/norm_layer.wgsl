@@ -17,8 +17,10 @@ struct Params { n_rows: u32, d: u32, eps: f32 }
 @group(0) @binding(5) var<storage, read_write> rstd_out: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> s1: array<f32, WG>;
-var<workgroup> s2: array<f32, WG>;
+// the row's two sums, one tree
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return a + b; }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -28,26 +30,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let cnt = p.d / VW;
     let base = row * cnt;
     let shift = V(comp(x[base], 0u));
-    var a = 0.0;
-    var q = 0.0;
+    var aq = vec2<f32>(0.0); // sum(x - K), sum((x - K)^2)
     for (var j = lid; j < cnt; j += WG) {
         let v = x[base + j] - shift;
-        a += hsum(v);
-        q += hsum(v * v);
+        aq += vec2<f32>(hsum(v), hsum(v * v));
     }
-    s1[lid] = a;
-    s2[lid] = q;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            s1[lid] = s1[lid] + s1[lid + k];
-            s2[lid] = s2[lid] + s2[lid + k];
-        }
-        workgroupBarrier();
-    }
+    let sums = wg_reduce(lid, aq);
     let inv_d = 1.0 / f32(p.d);
-    let ms = s1[0] * inv_d;
-    let vr = max(s2[0] * inv_d - ms * ms, 0.0);
+    let ms = sums.x * inv_d;
+    let vr = max(sums.y * inv_d - ms * ms, 0.0);
     let mean = comp(shift, 0u) + ms;
     let rstd = inverseSqrt(vr + p.eps);
     for (var j = lid; j < cnt; j += WG) {

@@ -11,7 +11,9 @@ struct Params { n_rows: u32, d: u32, eps: f32 }
 @group(0) @binding(2) var<storage, read_write> out: array<V>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> ss: array<f32, WG>;
+alias WR = f32;
+fn wr_op(a: f32, b: f32) -> f32 { return a + b; }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -25,13 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let v = x[base + j];
         s += hsum(v * v);
     }
-    ss[lid] = s;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) { ss[lid] = ss[lid] + ss[lid + k]; }
-        workgroupBarrier();
-    }
-    let r = inverseSqrt(ss[0] / f32(p.d) + p.eps);
+    let r = inverseSqrt(wg_reduce(lid, s) / f32(p.d) + p.eps);
     for (var j = lid; j < cnt; j += WG) {
         var y = x[base + j] * r;
         if (HAS_W) { y = y * w[j]; }

@@ -10,9 +10,7 @@ struct Params { outer: u32, red: u32, inner: u32, n_out: u32, scale: f32, ninf: 
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-// NaN tested on the bits (a compiler may assume a == a for floats)
-fn is_nan(a: f32) -> bool { return (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u; }
-fn gt(a: f32, b: f32) -> bool { return a > b || (is_nan(a) && !is_nan(b)); }
+//!include reduce_pick
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

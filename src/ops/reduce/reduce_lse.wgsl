@@ -3,11 +3,9 @@
 // reduce_lse"). A running pair (m, l) is a maximum m and a sum l of exp(v - m); pairs are
 // merged without overflow by rescaling to the larger maximum. Elements and maxima at or below
 // ninf (-inf, passed by the kernel's Params) add nothing, so a row that is all -inf keeps
-// (ninf, 0). Not a kernel: the including kernel's prelude supplies WG, the alias V and
-// hmax(), hsum() over one V.
-// sm, sl: the workgroup's (m, l) pairs, one per thread, merged by a tree in the kernel.
-var<workgroup> sm: array<f32, WG>;
-var<workgroup> sl: array<f32, WG>;
+// (ninf, 0). Not a kernel: the including kernel has the row binding x (array<V>) and its
+// prelude supplies the alias V and hmax(), hsum() over one V. The kernels merge the threads'
+// pairs with wg_reduce's tree (their wr_op calls lse_merge).
 
 // (m, l) after one more V step v: on a new maximum mv > m, l <- l*exp(m - mv) and m <- mv;
 // then l += sum exp(v - m). A step of a vec4 takes its own maximum first, then one rescale.
@@ -32,9 +30,12 @@ fn lse_merge(a: vec2<f32>, b: vec2<f32>, ninf: f32) -> vec2<f32> {
     return a;
 }
 
-// One node of the workgroup tree: the pair of slot j merged into slot i.
-fn lse_merge_slots(i: u32, j: u32, ninf: f32) {
-    let r = lse_merge(vec2<f32>(sm[i], sl[i]), vec2<f32>(sm[j], sl[j]), ninf);
-    sm[i] = r.x;
-    sl[i] = r.y;
+// A thread's pair over the row of x at base: its V-elements first, first + step, ... below
+// cnt, stride V-elements apart (1 for a contiguous row).
+fn lse_walk(base: u32, stride: u32, first: u32, step: u32, cnt: u32, ninf: f32) -> vec2<f32> {
+    var ml = vec2<f32>(ninf, 0.0);
+    for (var j = first; j < cnt; j += step) {
+        ml = lse_step(ml, x[base + j * stride], ninf);
+    }
+    return ml;
 }

@@ -22,21 +22,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-const NONE: u32 = 0xffffffffu;
-var<workgroup> sv: array<f32, WG>;
-var<workgroup> si: array<u32, WG>;
-
-// a is greater than b, NaN counting as the greatest value (as torch.amax / argmax do)
-// NaN tested on the bits (a compiler may assume a == a for floats)
-fn is_nan(a: f32) -> bool { return (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u; }
-fn gt(a: f32, b: f32) -> bool { return a > b || (is_nan(a) && !is_nan(b)); }
-
-// Merge (bv, bi) into (av, ai): max keeps the greater value and, on a tie, the lower index.
-fn better(av: f32, ai: u32, bv: f32, bi: u32) -> bool {
-    if (bi == NONE) { return false; }
-    if (ai == NONE) { return true; }
-    return gt(bv, av) || (!gt(av, bv) && bi < ai);
-}
+//!include reduce_pick
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -83,28 +70,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (OP == 0u) { a += e; } else if (ai == NONE || gt(e, a)) { a = e; ai = j; }
         }
     }
-    sv[lid] = a;
-    si[lid] = ai;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            if (OP == 0u) {
-                sv[lid] = sv[lid] + sv[lid + s];
-            } else if (better(sv[lid], si[lid], sv[lid + s], si[lid + s])) {
-                sv[lid] = sv[lid + s];
-                si[lid] = si[lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
+    let r = wg_reduce(lid, Pick(a, ai));
     if (lid == 0u) {
         if (SPLIT) {
-            out[2u * wg] = bitcast<u32>(sv[0]);
-            out[2u * wg + 1u] = si[0];
+            out[2u * wg] = bitcast<u32>(r.v);
+            out[2u * wg + 1u] = r.i;
         } else if (OP == 2u) {
-            out[o] = si[0];
+            out[o] = r.i;
         } else {
-            out[o] = bitcast<u32>(sv[0] * p.scale);
+            out[o] = bitcast<u32>(r.v * p.scale);
         }
     }
 }

@@ -18,6 +18,9 @@ struct Params { n_rows: u32, n: u32, inner: u32, ninf: f32 }
 @group(0) @binding(2) var<uniform> p: Params;
 
 //!include reduce_lse
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return lse_merge(a, b, p.ninf); }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -33,22 +36,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = row - o * p.inner;
     let base = (o * p.n * p.inner + i) / VW;
     let stride = p.inner;
-    var ml = vec2<f32>(p.ninf, 0.0);
-    for (var j = lane; j < cnt; j += T) {
-        let v = x[base + j * stride];
-        ml = lse_step(ml, v, p.ninf);
-    }
-    sm[lid] = ml.x;
-    sl[lid] = ml.y;
-    workgroupBarrier();
-    for (var s = T / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            lse_merge_slots(lid, lid + s, p.ninf);
-        }
-        workgroupBarrier();
-    }
-    let rm = sm[seg * T];
-    let rl = sl[seg * T];
+    let ml = wg_reduce_seg(lid, T, lse_walk(base, stride, lane, T, cnt, p.ninf)); // the segment's pair
+    let rm = ml.x;
+    let rl = ml.y;
     if (LOG) {
         let shift = rm + log(rl);
         for (var j = lane; j < cnt; j += T) {

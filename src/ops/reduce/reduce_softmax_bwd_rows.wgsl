@@ -11,7 +11,9 @@ struct Params { n_rows: u32, n: u32, inner: u32, pad: u32 }
 @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> ss: array<f32, WG>;
+alias WR = f32;
+fn wr_op(a: f32, b: f32) -> f32 { return a + b; }
+//!include wg_reduce
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -23,13 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < p.n; j += WG) {
         if (LOG) { a += dy[base + j]; } else { a += dy[base + j] * y[base + j]; }
     }
-    ss[lid] = a;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-        if (lid < k) { ss[lid] = ss[lid] + ss[lid + k]; }
-        workgroupBarrier();
-    }
-    let s = ss[0];
+    let s = wg_reduce(lid, a);
     for (var j = lid; j < p.n; j += WG) {
         let yv = y[base + j];
         if (LOG) { dx[base + j] = dy[base + j] - exp(yv) * s; } else { dx[base + j] = yv * (dy[base + j] - s); }
