@@ -1,9 +1,10 @@
 // norm_bwd_layer: layer_norm backward over the last dim (rows of length d), from the forward's
 // per-row mean and rstd. With xh = (x - mean) * rstd and g = w * dy:
 // dx = rstd * (g - mean(g) - xh * mean(g * xh)).
-// Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row. Thread t
-// accumulates sum(g) and sum(g*xh) over elements t, t+WG, ...; a tree in workgroup memory adds
-// the partials (fixed order, deterministic); then each thread writes its elements of dx.
+// Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row
+// (norm_row.wgsl's entry point). Thread t accumulates sum(g) and sum(g*xh) over elements t,
+// t+WG, ...; a tree in workgroup memory adds the partials (fixed order, deterministic); then
+// each thread writes its elements of dx.
 // Rows are read as V (prelude: vec4 when d % 4 == 0, else f32). HAS_W (prelude): w is bound;
 // without it w is ones.
 struct Params { n_rows: u32, d: u32 }
@@ -16,35 +17,28 @@ struct Params { n_rows: u32, d: u32 }
 @group(0) @binding(5) var<storage, read_write> dx: array<V>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-// the row's two sums, one tree
-alias WR = vec2<f32>;
-fn wr_op(a: WR, b: WR) -> WR { return a + b; }
-//!include wg_reduce
+alias WR = vec2<f32>; // sum(g), sum(g * xh)
+//!include norm_row
 
-fn gw(j: u32, v: V) -> V {
-    if (HAS_W) { return v * w[j]; }
-    return v;
+var<private> m: f32; // the row's mean and rstd
+var<private> r: f32;
+
+fn row_begin(row: u32, base: u32) {
+    m = mean[row];
+    r = rstd[row];
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= p.n_rows) { return; }
-    let cnt = p.d / VW;
-    let base = row * cnt;
-    let m = mean[row];
-    let r = rstd[row];
-    var ab = vec2<f32>(0.0); // sum(g), sum(g * xh)
-    for (var j = lid; j < cnt; j += WG) {
-        let gv = gw(j, dy[base + j]);
-        ab += vec2<f32>(hsum(gv), hsum(gv * ((x[base + j] - V(m)) * r)));
-    }
-    let means = wg_reduce(lid, ab) * (1.0 / f32(p.d)); // mean(g), mean(g * xh)
-    let mg = means.x;
-    let mgx = means.y;
+fn row_term(base: u32, j: u32) -> vec2<f32> {
+    let gv = times_w(j, dy[base + j]);
+    return vec2<f32>(hsum(gv), hsum(gv * ((x[base + j] - V(m)) * r)));
+}
+
+fn row_end(row: u32, base: u32, cnt: u32, lid: u32, sums: vec2<f32>) {
+    let inv_d = 1.0 / f32(p.d);
+    let mg = sums.x * inv_d;
+    let mgx = sums.y * inv_d;
     for (var j = lid; j < cnt; j += WG) {
         let xh = (x[base + j] - V(m)) * r;
-        dx[base + j] = r * (gw(j, dy[base + j]) - V(mg) - xh * mgx);
+        dx[base + j] = r * (times_w(j, dy[base + j]) - V(mg) - xh * mgx);
     }
 }

@@ -1,10 +1,11 @@
 // norm_layer: y = (x - mean) * rstd * w + b over the last dim (rows of length d), with
 // rstd = rsqrt(var + eps) (biased variance); also writes mean[row] and rstd[row].
-// Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row. Thread t
-// accumulates sum(x - K) and sum((x - K)^2) over elements t, t+WG, ... where K is the row's
-// first element (a shift that keeps the one-pass variance free of cancellation when the mean
-// is large against the spread); the pairs are added with a tree in workgroup memory (fixed
-// order, deterministic), then each thread reads its elements again and writes them.
+// Workgroup: WG threads (prelude, power of two 32..256); one workgroup owns one row
+// (norm_row.wgsl's entry point). Thread t accumulates sum(x - K) and sum((x - K)^2) over
+// elements t, t+WG, ... where K is the row's first element (a shift that keeps the one-pass
+// variance free of cancellation when the mean is large against the spread); the pairs are added
+// with a tree in workgroup memory (fixed order, deterministic), then each thread reads its
+// elements again and writes them.
 // Rows are read as V (vec4 when d % 4 == 0). HAS_W / HAS_B (prelude): w / b are bound;
 // without them w is ones and b zeros.
 struct Params { n_rows: u32, d: u32, eps: f32 }
@@ -17,25 +18,21 @@ struct Params { n_rows: u32, d: u32, eps: f32 }
 @group(0) @binding(5) var<storage, read_write> rstd_out: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-// the row's two sums, one tree
-alias WR = vec2<f32>;
-fn wr_op(a: WR, b: WR) -> WR { return a + b; }
-//!include wg_reduce
+alias WR = vec2<f32>; // sum(x - K), sum((x - K)^2)
+//!include norm_row
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= p.n_rows) { return; }
-    let cnt = p.d / VW;
-    let base = row * cnt;
-    let shift = V(comp(x[base], 0u));
-    var aq = vec2<f32>(0.0); // sum(x - K), sum((x - K)^2)
-    for (var j = lid; j < cnt; j += WG) {
-        let v = x[base + j] - shift;
-        aq += vec2<f32>(hsum(v), hsum(v * v));
-    }
-    let sums = wg_reduce(lid, aq);
+var<private> shift: V; // K in every lane
+
+fn row_begin(row: u32, base: u32) {
+    shift = V(comp(x[base], 0u));
+}
+
+fn row_term(base: u32, j: u32) -> vec2<f32> {
+    let v = x[base + j] - shift;
+    return vec2<f32>(hsum(v), hsum(v * v));
+}
+
+fn row_end(row: u32, base: u32, cnt: u32, lid: u32, sums: vec2<f32>) {
     let inv_d = 1.0 / f32(p.d);
     let ms = sums.x * inv_d;
     let vr = max(sums.y * inv_d - ms * ms, 0.0);
@@ -44,8 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < cnt; j += WG) {
         // (x - K) is exact for x near K; subtracting the small mean shift next keeps the
         // output free of the rounding of mean itself (which matters when |mean| >> spread)
-        var y = ((x[base + j] - shift) - V(ms)) * rstd;
-        if (HAS_W) { y = y * w[j]; }
+        var y = times_w(j, ((x[base + j] - shift) - V(ms)) * rstd);
         if (HAS_B) { y = y + b[j]; }
         out[base + j] = y;
     }
