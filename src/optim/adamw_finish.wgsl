@@ -20,8 +20,11 @@ struct Params { n_chunks: u32 }
 @group(0) @binding(2) var<storage, read_write> state: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> ss: array<f32, 256>;
-var<workgroup> sb: array<f32, 256>;
+// wg_reduce's tree over (sum of squares, non-finite flag)
+const WG: u32 = 256u;
+alias WR = vec2<f32>;
+fn wr_op(a: WR, b: WR) -> WR { return vec2<f32>(a.x + b.x, max(a.y, b.y)); }
+//!include wg_reduce
 
 // 1 - e^x for x <= 0, with small relative error also when x is close to 0: a Taylor series of
 // expm1 for |x| < 0.5, exp() beyond (where 1 - e^x >= 0.39 takes no cancellation).
@@ -44,25 +47,16 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         s = part[2u * lid];
         b = part[2u * lid + 1u];
     }
-    ss[lid] = s;
-    sb[lid] = b;
-    workgroupBarrier();
-    for (var k = 128u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            ss[lid] += ss[lid + k];
-            sb[lid] = max(sb[lid], sb[lid + k]);
-        }
-        workgroupBarrier();
-    }
+    let r = wg_reduce(lid, vec2<f32>(s, b));
     if (lid != 0u) { return; }
     if (hyper[10] == 0.0) {
         state[3] = 2u;
         return;
     }
-    let norm = sqrt(ss[0]);
+    let norm = sqrt(r.x);
     let overflow = (bitcast<u32>(norm) & 0x7F800000u) == 0x7F800000u;
     state[2] = bitcast<u32>(norm);
-    if (sb[0] != 0.0 || overflow) {
+    if (r.y != 0.0 || overflow) {
         state[1] = state[1] + 1u;
         state[3] = 1u;
         return;

@@ -12,8 +12,12 @@ struct Params { n4: u32, chunk: u32, n_chunks: u32 }
 @group(0) @binding(1) var<storage, read_write> part: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-var<workgroup> ss: array<f32, 256>;
-var<workgroup> sb: array<u32, 256>;
+// wg_reduce's tree over (sum of squares, any non-finite)
+const WG: u32 = 256u;
+struct Part { s: f32, bad: u32 }
+alias WR = Part;
+fn wr_op(a: Part, b: Part) -> Part { return Part(a.s + b.s, a.bad | b.bad); }
+//!include wg_reduce
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -29,18 +33,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         s += dot(g, g);
         bad |= vec4<u32>((bitcast<vec4<u32>>(g) & vec4<u32>(0x7F800000u)) == vec4<u32>(0x7F800000u));
     }
-    ss[lid] = s;
-    sb[lid] = bad.x | bad.y | bad.z | bad.w;
-    workgroupBarrier();
-    for (var k = 128u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            ss[lid] += ss[lid + k];
-            sb[lid] |= sb[lid + k];
-        }
-        workgroupBarrier();
-    }
+    let r = wg_reduce(lid, Part(s, bad.x | bad.y | bad.z | bad.w));
     if (lid == 0u) {
-        part[2u * w] = ss[0];
-        part[2u * w + 1u] = f32(sb[0]);
+        part[2u * w] = r.s;
+        part[2u * w + 1u] = f32(r.bad);
     }
 }
