@@ -13,7 +13,10 @@ struct Params { n_rows: u32, vocab: u32 }
 
 const U: u32 = 16u;
 
-var<workgroup> s_valid: array<u32, 256>;
+const WG: u32 = 256u;
+alias WR = u32;
+fn wr_op(a: u32, b: u32) -> u32 { return a + b; }
+//!include wg_reduce
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
@@ -31,15 +34,8 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             }
         }
     }
-    s_valid[lid] = valid;
-    workgroupBarrier();
-    for (var k = 128u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            s_valid[lid] += s_valid[lid + k];
-        }
-        workgroupBarrier();
-    }
+    let n_valid = wg_reduce(lid, valid);
     if (lid == 0u) {
-        stats[2] = i32(s_valid[0]);
+        stats[2] = i32(n_valid);
     }
 }

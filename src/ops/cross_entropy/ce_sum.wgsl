@@ -18,10 +18,12 @@ struct Params { n_rows: u32, vocab: u32 }
 
 const U: u32 = 16u;
 
-var<workgroup> ss: array<f32, 256>;
-var<workgroup> s_valid: array<u32, 256>;
-var<workgroup> s_bad: array<u32, 256>;
-var<workgroup> s_first: array<u32, 256>;
+// wg_reduce's tree over (loss sum, valid rows, out-of-range rows, first out-of-range row)
+const WG: u32 = 256u;
+struct Part { s: f32, valid: u32, bad: u32, first: u32 }
+alias WR = Part;
+fn wr_op(a: Part, b: Part) -> Part { return Part(a.s + b.s, a.valid + b.valid, a.bad + b.bad, min(a.first, b.first)); }
+//!include wg_reduce
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
@@ -54,25 +56,11 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             }
         }
     }
-    ss[lid] = s;
-    s_valid[lid] = valid;
-    s_bad[lid] = bad;
-    s_first[lid] = first;
-    workgroupBarrier();
-    for (var k = 128u; k > 0u; k = k >> 1u) {
-        if (lid < k) {
-            ss[lid] += ss[lid + k];
-            s_valid[lid] += s_valid[lid + k];
-            s_bad[lid] += s_bad[lid + k];
-            s_first[lid] = min(s_first[lid], s_first[lid + k]);
-        }
-        workgroupBarrier();
-    }
+    let r = wg_reduce(lid, Part(s, valid, bad, first));
     if (lid == 0u) {
-        let n_valid = s_valid[0];
-        stats[0] = i32(s_bad[0]);
-        stats[1] = select(i32(s_first[0]), -1, s_bad[0] == 0u);
-        stats[2] = i32(n_valid);
-        loss[0] = select(0.0, ss[0] / f32(n_valid), n_valid > 0u);
+        stats[0] = i32(r.bad);
+        stats[1] = select(i32(r.first), -1, r.bad == 0u);
+        stats[2] = i32(r.valid);
+        loss[0] = select(0.0, r.s / f32(r.valid), r.valid > 0u);
     }
 }

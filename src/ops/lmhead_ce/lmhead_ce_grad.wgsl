@@ -34,11 +34,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let base = row * cnt;
     let ml = chunk_row_lse(base, cnt, lid);
     if (lid == 0u) {
-        var st = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
-        if (!FIRST) { st = state[row]; }
-        let mx = max(st.x, ml.x);
-        let alpha = select(1.0, exp(st.x - mx), mx > p.ninf); // the rescale of A's row
-        state[row] = chunk_state(row, base, st, ml);
+        let m_old = chunk_state(row, base, ml);
+        let mx = max(m_old, ml.x);
+        let alpha = select(1.0, exp(m_old - mx), mx > p.ninf); // the rescale of A's row
         s_new = vec2<f32>(mx, alpha);
     }
     workgroupBarrier();
