@@ -123,11 +123,11 @@ static red_groups coalesce(const wgml_tensor *x, const bool *red) {
     return gr;
 }
 
-/* One thread per output over the [outer, n_red, inner] view (reduce_cols.wgsl). */
+/* One thread per output over the [outer, n_red, inner] view (reduce_cols.wgsl: n = n_red, n_rows = n_out). */
 static wgml_status reduce_by_thread(wgml_graph *g, const char *op, int kind, wgml_tensor *x, wgml_tensor *out,
                                     int64_t outer, const red_groups *gr, int64_t inner, float scale) {
     char prelude[64];
-    struct { uint32_t outer, red, inner, n_out; float scale, ninf; } p = {
+    struct { uint32_t outer, n, inner, n_rows; float scale, ninf; } p = {
         (uint32_t)outer, (uint32_t)gr->n_red, (uint32_t)inner, (uint32_t)gr->n_out, scale, neg_inf()};
     snprintf(prelude, sizeof prelude, "const OP: u32 = %du;\n", kind);
     return graph_dispatch(g, op, "reduce_cols", prelude, &x, 1, &out, 1, &p, sizeof p,

@@ -1,8 +1,8 @@
 // reduce_softmax_bwd_cols: softmax / log_softmax backward for short rows or rows at a stride
 // (the rows of an [outer, n, inner] view are the n elements at stride inner). Same formulas
 // as reduce_softmax_bwd_rows (LOG from the prelude).
-// Workgroup: 256 threads; one thread owns one row (o, i): a pass for the sum, a pass that
-// writes dx. With inner > 1 neighbouring threads read neighbouring addresses (coalesced).
+// Workgroup: 256 threads; one thread owns one row (o, i) (col_walk.wgsl's entry point): a pass
+// for the sum, a pass that writes dx. With inner > 1 neighbouring threads read neighbouring addresses (coalesced).
 struct Params { n_rows: u32, n: u32, inner: u32, pad: u32 }
 
 @group(0) @binding(0) var<storage, read> y: array<f32>;
@@ -10,14 +10,9 @@ struct Params { n_rows: u32, n: u32, inner: u32, pad: u32 }
 @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (row >= p.n_rows) { return; }
-    let o = row / p.inner;
-    let i = row - o * p.inner;
-    let base = o * p.n * p.inner + i;
+//!include col_walk
+
+fn walk_row(row: u32, base: u32) {
     var s = 0.0;
     var k = base;
     for (var j = 0u; j < p.n; j++) {
