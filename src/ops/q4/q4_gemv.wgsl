@@ -113,26 +113,18 @@ fn x_merged(i: u32) -> vec4<f32> {
 
 //!include ew_act
 
-// The codes as floats without an integer-to-float conversion, which GPUs run at a quarter of the
-// FMA rate or less (on the H200 the conversions, 58.7 M a step for Llama-3.1-8B's gate/up pair,
-// bounded the GEMV before its loads did): a code c < 2^23 ORed into the mantissa of 2^23 is the
-// float 2^23 + c exactly, and subtracting 2^23 leaves c exactly (the same value as f32(c)).
-const MAGIC_U: u32 = 0x4B000000u; // 2^23 as f32 bits
-const MAGIC_F: f32 = 8388608.0;
-fn codes_f(c: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(c | vec4<u32>(MAGIC_U)) - vec4<f32>(MAGIC_F); }
-
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
     if (CPW == 8u) {
-        let c0 = codes_f((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
-        let c1 = codes_f((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
+        let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
+        let c1 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
         return dot(xa, c0) + dot(xb, c1);
     } else if (KIND == 3u) { // unsigned 8-bit codes (Q8_MIN)
-        let c0 = codes_f((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+        let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
         return dot(xa, c0);
-    } else { // signed 8-bit codes (Q8): the byte with its sign bit flipped is c + 128
-        let b = ((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) ^ vec4<u32>(128u);
-        return dot(xa, bitcast<vec4<f32>>(b | vec4<u32>(MAGIC_U)) - vec4<f32>(MAGIC_F + 128.0));
+    } else { // signed 8-bit codes (Q8)
+        let c0 = vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+        return dot(xa, c0);
     }
 }
 
