@@ -555,6 +555,100 @@ static wgml_status parse_delegate(parser *ps, const fb_table *t, const char *wha
     return WGML_OK;
 }
 
+/* A vector of value ids (field of t, named what): decoded and each checked < n_values. */
+static wgml_status value_ids(parser *ps, const fb_table *t, unsigned field, const char *what, uint32_t n_values,
+                             const int32_t **ids, uint32_t *n) {
+    const void *v;
+    wgml_status s = pte_decode_vec(&ps->c, ps->a, t, field, PTE_EL_I32, what, &v, n);
+    if (s) return s;
+    *ids = v;
+    return check_ids(ps, t->pos, what, *ids, *n, n_values, false);
+}
+
+/* The plan's values (field 2), then the tensor lists' items as value ids. */
+static wgml_status plan_values(parser *ps, const fb_table *t, uint32_t pi, pte_plan *pl) {
+    fb_ctx *c = &ps->c;
+    wgml_status s;
+    char what[128];
+    fb_vec vec;
+    WHAT(what, "execution_plan[%u].values", pi);
+    if ((s = fb_vector_field(c, t, 2, 4, what, &vec, NULL)) || !vec.n) return s;
+    if (!(pl->values = alloc_n(ps, vec.n, sizeof *pl->values))) return pte_oom(c, what);
+    pl->n_values = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table ev;
+        WHAT(what, "execution_plan[%u].values[%u]", pi, i);
+        if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ev)) || (s = parse_value(ps, &ev, what, &pl->values[i])))
+            return s;
+    }
+    for (uint32_t i = 0; i < vec.n; i++) {
+        pte_value *x = &pl->values[i];
+        if (x->type != PTE_VAL_TENSOR_LIST && x->type != PTE_VAL_OPTIONAL_TENSOR_LIST) continue;
+        WHAT(what, "execution_plan[%u].values[%u].items", pi, i);
+        if ((s = check_ids(ps, t->pos, what, x->u.tensor_list.items, x->u.tensor_list.n, vec.n,
+                           x->type == PTE_VAL_OPTIONAL_TENSOR_LIST)))
+            return s;
+    }
+    return WGML_OK;
+}
+
+/* The plan's operators (field 6: name, overload) and delegates (field 7). */
+static wgml_status plan_calls(parser *ps, const fb_table *t, uint32_t pi, pte_plan *pl) {
+    fb_ctx *c = &ps->c;
+    wgml_status s;
+    char what[128];
+    fb_vec vec;
+    WHAT(what, "execution_plan[%u].operators", pi);
+    if ((s = fb_vector_field(c, t, 6, 4, what, &vec, NULL))) return s;
+    if (vec.n && !(pl->operators = alloc_n(ps, vec.n, sizeof *pl->operators))) return pte_oom(c, what);
+    pl->n_operators = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table ot;
+        WHAT(what, "execution_plan[%u].operators[%u]", pi, i);
+        if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ot)) ||
+            (s = pte_string(c, &ot, 0, what, &pl->operators[i].name)) ||
+            (s = pte_string(c, &ot, 1, what, &pl->operators[i].overload)))
+            return s;
+    }
+    WHAT(what, "execution_plan[%u].delegates", pi);
+    if ((s = fb_vector_field(c, t, 7, 4, what, &vec, NULL))) return s;
+    if (vec.n && !(pl->delegates = alloc_n(ps, vec.n, sizeof *pl->delegates))) return pte_oom(c, what);
+    pl->n_delegates = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table dt;
+        WHAT(what, "execution_plan[%u].delegates[%u]", pi, i);
+        if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &dt)) ||
+            (s = parse_delegate(ps, &dt, what, &pl->delegates[i])))
+            return s;
+    }
+    return WGML_OK;
+}
+
+/* Chain i of plan pi (table ct, named what): inputs, outputs, instructions. */
+static wgml_status plan_chain(parser *ps, const fb_table *ct, uint32_t pi, uint32_t i, const char *what, pte_plan *pl,
+                              pte_chain *ch) {
+    fb_ctx *c = &ps->c;
+    wgml_status s;
+    char w[160];
+    fb_vec iv;
+    WHAT(w, "%s.inputs", what);
+    if ((s = value_ids(ps, ct, 0, w, pl->n_values, &ch->inputs, &ch->n_inputs))) return s;
+    WHAT(w, "%s.outputs", what);
+    if ((s = value_ids(ps, ct, 1, w, pl->n_values, &ch->outputs, &ch->n_outputs))) return s;
+    WHAT(w, "%s.instructions", what);
+    if ((s = fb_vector_field(c, ct, 2, 4, w, &iv, NULL)) || !iv.n) return s;
+    if (!(ch->instructions = alloc_n(ps, iv.n, sizeof *ch->instructions))) return pte_oom(c, w);
+    ch->n_instructions = iv.n;
+    for (uint32_t k = 0; k < iv.n; k++) {
+        fb_table it;
+        WHAT(w, "execution_plan[%u].chains[%u].instructions[%u]", pi, i, k);
+        if ((s = fb_vec_table(c, &iv, k, ct->depth + 1, w, &it)) ||
+            (s = parse_instruction(ps, &it, w, pl, iv.n, &ch->instructions[k])))
+            return s;
+    }
+    return WGML_OK;
+}
+
 static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_plan *pl) {
     fb_ctx *c = &ps->c;
     wgml_status s;
@@ -562,99 +656,24 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
     char what[128];
     fb_vec vec;
     WHAT(what, "execution_plan[%u]", pi);
-    if ((s = pte_string(c, t, 0, what, &pl->name))) return s;
-    /* values */
-    WHAT(what, "execution_plan[%u].values", pi);
-    if ((s = fb_vector_field(c, t, 2, 4, what, &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(pl->values = alloc_n(ps, vec.n, sizeof *pl->values))) return pte_oom(c, what);
-        pl->n_values = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table ev;
-            WHAT(what, "execution_plan[%u].values[%u]", pi, i);
-            if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ev)) || (s = parse_value(ps, &ev, what, &pl->values[i])))
-                return s;
-        }
-        for (uint32_t i = 0; i < vec.n; i++) {
-            pte_value *x = &pl->values[i];
-            if (x->type != PTE_VAL_TENSOR_LIST && x->type != PTE_VAL_OPTIONAL_TENSOR_LIST) continue;
-            WHAT(what, "execution_plan[%u].values[%u].items", pi, i);
-            if ((s = check_ids(ps, t->pos, what, x->u.tensor_list.items, x->u.tensor_list.n, vec.n,
-                               x->type == PTE_VAL_OPTIONAL_TENSOR_LIST)))
-                return s;
-        }
-    }
+    if ((s = pte_string(c, t, 0, what, &pl->name)) || (s = plan_values(ps, t, pi, pl))) return s;
     WHAT(what, "execution_plan[%u].inputs", pi);
-    if ((s = pte_decode_vec(c, ps->a, t, 3, PTE_EL_I32, what, &v, &pl->n_inputs))) return s;
-    pl->inputs = v;
-    if ((s = check_ids(ps, t->pos, what, pl->inputs, pl->n_inputs, pl->n_values, false))) return s;
+    if ((s = value_ids(ps, t, 3, what, pl->n_values, &pl->inputs, &pl->n_inputs))) return s;
     WHAT(what, "execution_plan[%u].outputs", pi);
-    if ((s = pte_decode_vec(c, ps->a, t, 4, PTE_EL_I32, what, &v, &pl->n_outputs))) return s;
-    pl->outputs = v;
-    if ((s = check_ids(ps, t->pos, what, pl->outputs, pl->n_outputs, pl->n_values, false))) return s;
-    /* operators */
-    WHAT(what, "execution_plan[%u].operators", pi);
-    if ((s = fb_vector_field(c, t, 6, 4, what, &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(pl->operators = alloc_n(ps, vec.n, sizeof *pl->operators))) return pte_oom(c, what);
-        pl->n_operators = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table ot;
-            WHAT(what, "execution_plan[%u].operators[%u]", pi, i);
-            if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ot)) ||
-                (s = pte_string(c, &ot, 0, what, &pl->operators[i].name)) ||
-                (s = pte_string(c, &ot, 1, what, &pl->operators[i].overload)))
-                return s;
-        }
-    }
-    /* delegates */
-    WHAT(what, "execution_plan[%u].delegates", pi);
-    if ((s = fb_vector_field(c, t, 7, 4, what, &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(pl->delegates = alloc_n(ps, vec.n, sizeof *pl->delegates))) return pte_oom(c, what);
-        pl->n_delegates = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table dt;
-            WHAT(what, "execution_plan[%u].delegates[%u]", pi, i);
-            if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &dt)) ||
-                (s = parse_delegate(ps, &dt, what, &pl->delegates[i])))
-                return s;
-        }
-    }
+    if ((s = value_ids(ps, t, 4, what, pl->n_values, &pl->outputs, &pl->n_outputs)) ||
+        (s = plan_calls(ps, t, pi, pl)))
+        return s;
     /* chains (after values, operators and delegates: instructions index them) */
     WHAT(what, "execution_plan[%u].chains", pi);
     if ((s = fb_vector_field(c, t, 5, 4, what, &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(pl->chains = alloc_n(ps, vec.n, sizeof *pl->chains))) return pte_oom(c, what);
-        pl->n_chains = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table ct;
-            pte_chain *ch = &pl->chains[i];
-            WHAT(what, "execution_plan[%u].chains[%u]", pi, i);
-            if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ct))) return s;
-            char w[160];
-            WHAT(w, "%s.inputs", what);
-            if ((s = pte_decode_vec(c, ps->a, &ct, 0, PTE_EL_I32, w, &v, &ch->n_inputs))) return s;
-            ch->inputs = v;
-            if ((s = check_ids(ps, ct.pos, w, ch->inputs, ch->n_inputs, pl->n_values, false))) return s;
-            WHAT(w, "%s.outputs", what);
-            if ((s = pte_decode_vec(c, ps->a, &ct, 1, PTE_EL_I32, w, &v, &ch->n_outputs))) return s;
-            ch->outputs = v;
-            if ((s = check_ids(ps, ct.pos, w, ch->outputs, ch->n_outputs, pl->n_values, false))) return s;
-            fb_vec iv;
-            WHAT(w, "%s.instructions", what);
-            if ((s = fb_vector_field(c, &ct, 2, 4, w, &iv, NULL))) return s;
-            if (!iv.n) continue;
-            if (!(ch->instructions = alloc_n(ps, iv.n, sizeof *ch->instructions))) return pte_oom(c, w);
-            ch->n_instructions = iv.n;
-            for (uint32_t k = 0; k < iv.n; k++) {
-                fb_table it;
-                WHAT(w, "execution_plan[%u].chains[%u].instructions[%u]", pi, i, k);
-                if ((s = fb_vec_table(c, &iv, k, ct.depth + 1, w, &it)) ||
-                    (s = parse_instruction(ps, &it, w, pl, iv.n, &ch->instructions[k])))
-                    return s;
-            }
-        }
+    if (vec.n && !(pl->chains = alloc_n(ps, vec.n, sizeof *pl->chains))) return pte_oom(c, what);
+    pl->n_chains = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table ct;
+        WHAT(what, "execution_plan[%u].chains[%u]", pi, i);
+        if ((s = fb_vec_table(c, &vec, i, t->depth + 1, what, &ct)) ||
+            (s = plan_chain(ps, &ct, pi, i, what, pl, &pl->chains[i])))
+            return s;
     }
     WHAT(what, "execution_plan[%u].non_const_buffer_sizes", pi);
     if ((s = pte_decode_vec(c, ps->a, t, 8, PTE_EL_I64, what, &v, &pl->n_non_const_buffer_sizes))) return s;

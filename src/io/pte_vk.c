@@ -157,98 +157,158 @@ static wgml_status check_ids(fb_ctx *c, uint64_t at, const char *what, const int
     return WGML_OK;
 }
 
-static wgml_status parse_graph(fb_ctx *c, pte_arena *a, const pte_program *p, pte_vk_graph *g) {
-    fb_table root;
+/* VkGraph.values (field 2): every value, parsed by parse_value. */
+static wgml_status parse_values(fb_ctx *c, pte_arena *a, const fb_table *root, pte_vk_graph *g) {
+    fb_vec vec;
+    char what[96];
+    wgml_status s;
+    if ((s = fb_vector_field(c, root, 2, 4, "VkGraph.values", &vec, NULL)) || !vec.n) return s;
+    if (!(g->values = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->values))) return pte_oom(c, "VkGraph.values");
+    g->n_values = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table t;
+        WHAT(what, "VkGraph.values[%u]", i);
+        if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = parse_value(c, a, &t, what, &g->values[i]))) return s;
+    }
+    return WGML_OK;
+}
+
+/* VkGraph.chain (field 1): the operator calls, each named, its arguments value ids in range. */
+static wgml_status parse_chain(fb_ctx *c, pte_arena *a, const fb_table *root, pte_vk_graph *g) {
     fb_vec vec;
     const void *v;
     char what[96];
     wgml_status s;
-    if ((s = fb_root(c, "VK00", "VkGraph", &root)) || (s = pte_string(c, &root, 0, "VkGraph.version", &g->version)))
-        return s;
-    /* values */
-    if ((s = fb_vector_field(c, &root, 2, 4, "VkGraph.values", &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(g->values = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->values))) return pte_oom(c, "VkGraph.values");
-        g->n_values = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table t;
-            WHAT(what, "VkGraph.values[%u]", i);
-            if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = parse_value(c, a, &t, what, &g->values[i]))) return s;
-        }
+    if ((s = fb_vector_field(c, root, 1, 4, "VkGraph.chain", &vec, NULL)) || !vec.n) return s;
+    if (!(g->chain = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->chain))) return pte_oom(c, "VkGraph.chain");
+    g->n_chain = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table t;
+        pte_vk_op *op = &g->chain[i];
+        WHAT(what, "VkGraph.chain[%u]", i);
+        if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = fb_u32(c, &t, 0, 0, what, &op->node_id)) ||
+            (s = pte_string(c, &t, 1, what, &op->name)) ||
+            (s = pte_decode_vec(c, a, &t, 2, PTE_EL_I32, what, &v, &op->n_args)))
+            return s;
+        op->args = v;
+        if (!op->name.len) return fb_fail(c, t.pos, "%s: OperatorCall without a name", what);
+        char w[160];
+        WHAT(w, "%s (%s).args", what, op->name.s);
+        if ((s = check_ids(c, t.pos, w, op->args, op->n_args, g->n_values))) return s;
     }
-    /* chain */
-    if ((s = fb_vector_field(c, &root, 1, 4, "VkGraph.chain", &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(g->chain = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->chain))) return pte_oom(c, "VkGraph.chain");
-        g->n_chain = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table t;
-            pte_vk_op *op = &g->chain[i];
-            WHAT(what, "VkGraph.chain[%u]", i);
-            if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = fb_u32(c, &t, 0, 0, what, &op->node_id)) ||
-                (s = pte_string(c, &t, 1, what, &op->name)) ||
-                (s = pte_decode_vec(c, a, &t, 2, PTE_EL_I32, what, &v, &op->n_args)))
-                return s;
-            op->args = v;
-            if (!op->name.len) return fb_fail(c, t.pos, "%s: OperatorCall without a name", what);
-            char w[160];
-            WHAT(w, "%s (%s).args", what, op->name.s);
-            if ((s = check_ids(c, t.pos, w, op->args, op->n_args, g->n_values))) return s;
-        }
-    }
-    /* input_ids, output_ids */
-    if ((s = pte_decode_vec(c, a, &root, 3, PTE_EL_U32, "VkGraph.input_ids", &v, &g->n_inputs))) return s;
+    return WGML_OK;
+}
+
+/* VkGraph.input_ids and output_ids (fields 3, 4): value ids in range. */
+static wgml_status parse_io_ids(fb_ctx *c, pte_arena *a, const fb_table *root, pte_vk_graph *g) {
+    const void *v;
+    wgml_status s;
+    if ((s = pte_decode_vec(c, a, root, 3, PTE_EL_U32, "VkGraph.input_ids", &v, &g->n_inputs))) return s;
     g->input_ids = v;
-    if ((s = pte_decode_vec(c, a, &root, 4, PTE_EL_U32, "VkGraph.output_ids", &v, &g->n_outputs))) return s;
+    if ((s = pte_decode_vec(c, a, root, 4, PTE_EL_U32, "VkGraph.output_ids", &v, &g->n_outputs))) return s;
     g->output_ids = v;
     for (int k = 0; k < 2; k++) {
         const uint32_t *ids = k ? g->output_ids : g->input_ids;
         uint32_t n = k ? g->n_outputs : g->n_inputs;
         for (uint32_t i = 0; i < n; i++)
             if (ids[i] >= g->n_values)
-                return fb_fail(c, root.pos, "VkGraph.%s[%u]: value id %u out of range (%u values)",
+                return fb_fail(c, root->pos, "VkGraph.%s[%u]: value id %u out of range (%u values)",
                                k ? "output_ids" : "input_ids", i, ids[i], g->n_values);
     }
-    /* constants */
-    if ((s = fb_vector_field(c, &root, 5, 4, "VkGraph.constants", &vec, NULL))) return s;
-    if (vec.n) {
-        if (!(g->constants = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->constants)))
-            return pte_oom(c, "VkGraph.constants");
-        g->n_constants = vec.n;
-        for (uint32_t i = 0; i < vec.n; i++) {
-            fb_table t;
-            pte_vk_constant *k = &g->constants[i];
-            WHAT(what, "VkGraph.constants[%u]", i);
-            if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = fb_u64(c, &t, 0, 0, what, &k->offset)) ||
-                (s = fb_u64(c, &t, 1, 0, what, &k->length)) || (s = pte_string(c, &t, 2, what, &k->named_key)))
-                return s;
-            if (k->offset == UINT64_MAX) {
-                k->named = true;
-                if (!k->named_key.len)
-                    return fb_fail(c, t.pos, "%s: stored by name (offset UINT64_MAX) without a named_key", what);
-                if (!p) continue; /* a bare blob: no named data to resolve against (data stays empty) */
-                const pte_named_data *nd = pte_find_named_data(p, k->named_key.s, k->named_key.len);
-                if (!nd)
-                    return fb_fail(c, t.pos,
-                                   "%s: named_key '%s' is not in the program's named data (%u entries; external "
-                                   "data files are not read)",
-                                   what, k->named_key.s, p->n_named_data);
-                if (k->length > nd->bytes.size)
-                    return fb_fail(c, t.pos, "%s: length %llu is more than the %llu bytes of named data '%s'", what,
-                                   (unsigned long long)k->length, (unsigned long long)nd->bytes.size, k->named_key.s);
-                k->data = (pte_bytes){.data = k->length ? nd->bytes.data : NULL, .size = k->length,
-                                      .file_offset = nd->bytes.file_offset};
-            } else {
-                const pte_bytes *cb = &g->constant_bytes;
-                if (k->offset > cb->size || k->length > cb->size - k->offset)
-                    return fb_fail(c, t.pos, "%s: range [%llu, %llu + %llu) outside the %llu constant bytes", what,
-                                   (unsigned long long)k->offset, (unsigned long long)k->offset,
-                                   (unsigned long long)k->length, (unsigned long long)cb->size);
-                k->data = (pte_bytes){.data = k->length ? cb->data + k->offset : NULL, .size = k->length,
-                                      .file_offset = cb->file_offset + k->offset};
-            }
-        }
+    return WGML_OK;
+}
+
+/* A constant's bytes: by name (offset UINT64_MAX) from the program's named data, else a range of
+ * the blob's constant bytes; at pos for the error. */
+static wgml_status resolve_constant(fb_ctx *c, const pte_program *p, const pte_vk_graph *g, uint64_t pos,
+                                    const char *what, pte_vk_constant *k) {
+    if (k->offset == UINT64_MAX) {
+        k->named = true;
+        if (!k->named_key.len) return fb_fail(c, pos, "%s: stored by name (offset UINT64_MAX) without a named_key", what);
+        if (!p) return WGML_OK; /* a bare blob: no named data to resolve against (data stays empty) */
+        const pte_named_data *nd = pte_find_named_data(p, k->named_key.s, k->named_key.len);
+        if (!nd)
+            return fb_fail(c, pos,
+                           "%s: named_key '%s' is not in the program's named data (%u entries; external data files "
+                           "are not read)",
+                           what, k->named_key.s, p->n_named_data);
+        if (k->length > nd->bytes.size)
+            return fb_fail(c, pos, "%s: length %llu is more than the %llu bytes of named data '%s'", what,
+                           (unsigned long long)k->length, (unsigned long long)nd->bytes.size, k->named_key.s);
+        k->data = (pte_bytes){.data = k->length ? nd->bytes.data : NULL, .size = k->length,
+                              .file_offset = nd->bytes.file_offset};
+        return WGML_OK;
     }
+    const pte_bytes *cb = &g->constant_bytes;
+    if (k->offset > cb->size || k->length > cb->size - k->offset)
+        return fb_fail(c, pos, "%s: range [%llu, %llu + %llu) outside the %llu constant bytes", what,
+                       (unsigned long long)k->offset, (unsigned long long)k->offset, (unsigned long long)k->length,
+                       (unsigned long long)cb->size);
+    k->data = (pte_bytes){.data = k->length ? cb->data + k->offset : NULL, .size = k->length,
+                          .file_offset = cb->file_offset + k->offset};
+    return WGML_OK;
+}
+
+/* VkGraph.constants (field 5), each resolved to its bytes. */
+static wgml_status parse_constants(fb_ctx *c, pte_arena *a, const pte_program *p, const fb_table *root,
+                                   pte_vk_graph *g) {
+    fb_vec vec;
+    char what[96];
+    wgml_status s;
+    if ((s = fb_vector_field(c, root, 5, 4, "VkGraph.constants", &vec, NULL)) || !vec.n) return s;
+    if (!(g->constants = pte_arena_alloc(a, (uint64_t)vec.n * sizeof *g->constants)))
+        return pte_oom(c, "VkGraph.constants");
+    g->n_constants = vec.n;
+    for (uint32_t i = 0; i < vec.n; i++) {
+        fb_table t;
+        pte_vk_constant *k = &g->constants[i];
+        WHAT(what, "VkGraph.constants[%u]", i);
+        if ((s = fb_vec_table(c, &vec, i, 1, what, &t)) || (s = fb_u64(c, &t, 0, 0, what, &k->offset)) ||
+            (s = fb_u64(c, &t, 1, 0, what, &k->length)) || (s = pte_string(c, &t, 2, what, &k->named_key)) ||
+            (s = resolve_constant(c, p, g, t.pos, what, k)))
+            return s;
+    }
+    return WGML_OK;
+}
+
+/* The cross-references that need every value and constant: list items are value ids, and a
+ * tensor's constant exists and holds at least the tensor's bytes. */
+static wgml_status check_value_refs(fb_ctx *c, const pte_vk_graph *g, uint64_t pos) {
+    char what[96];
+    wgml_status s;
+    for (uint32_t i = 0; i < g->n_values; i++) {
+        const pte_vk_value *x = &g->values[i];
+        if (x->type == PTE_VK_VALUE_LIST) {
+            WHAT(what, "VkGraph.values[%u].items", i);
+            if ((s = check_ids(c, pos, what, x->u.value_list.items, x->u.value_list.n, g->n_values))) return s;
+        }
+        if (x->type != PTE_VK_TENSOR || x->u.tensor.constant_id < 0) continue;
+        const pte_vk_tensor *t = &x->u.tensor;
+        if ((uint32_t)t->constant_id >= g->n_constants)
+            return fb_fail(c, pos, "VkGraph.values[%u]: VkTensor.constant_id %d out of range (%u constants)", i,
+                           t->constant_id, g->n_constants);
+        /* at least the tensor's bytes: the exporter writes the whole storage of the parameter,
+         * which for a view into a larger storage is more than the tensor's own bytes */
+        const pte_vk_constant *k = &g->constants[t->constant_id];
+        if (k->length < t->nbytes)
+            return fb_fail(c, pos,
+                           "VkGraph.values[%u]: a %s tensor of %llu elements (%llu bytes) has constant %d of %llu "
+                           "bytes (a dtype or shape mismatch)",
+                           i, pte_vk_dtype_name(t->datatype), (unsigned long long)t->numel,
+                           (unsigned long long)t->nbytes, t->constant_id, (unsigned long long)k->length);
+    }
+    return WGML_OK;
+}
+
+static wgml_status parse_graph(fb_ctx *c, pte_arena *a, const pte_program *p, pte_vk_graph *g) {
+    fb_table root;
+    fb_vec vec;
+    char what[96];
+    wgml_status s;
+    if ((s = fb_root(c, "VK00", "VkGraph", &root)) || (s = pte_string(c, &root, 0, "VkGraph.version", &g->version)) ||
+        (s = parse_values(c, a, &root, g)) || (s = parse_chain(c, a, &root, g)) || (s = parse_io_ids(c, a, &root, g)) ||
+        (s = parse_constants(c, a, p, &root, g)))
+        return s;
     /* shaders: verified tables, counted (wgml has its own kernels) */
     if ((s = fb_vector_field(c, &root, 6, 4, "VkGraph.shaders", &vec, NULL))) return s;
     for (uint32_t i = 0; i < vec.n; i++) {
@@ -258,30 +318,9 @@ static wgml_status parse_graph(fb_ctx *c, pte_arena *a, const pte_program *p, pt
     }
     g->n_shaders = vec.n;
     if ((s = fb_u8(c, &root, 7, 255, "VkGraph.storage_type_override", &g->storage_type_override)) ||
-        (s = fb_u8(c, &root, 8, 255, "VkGraph.memory_layout_override", &g->memory_layout_override)))
+        (s = fb_u8(c, &root, 8, 255, "VkGraph.memory_layout_override", &g->memory_layout_override)) ||
+        (s = check_value_refs(c, g, root.pos)))
         return s;
-    /* cross-references that need every value and constant */
-    for (uint32_t i = 0; i < g->n_values; i++) {
-        const pte_vk_value *x = &g->values[i];
-        if (x->type == PTE_VK_VALUE_LIST) {
-            WHAT(what, "VkGraph.values[%u].items", i);
-            if ((s = check_ids(c, root.pos, what, x->u.value_list.items, x->u.value_list.n, g->n_values))) return s;
-        }
-        if (x->type != PTE_VK_TENSOR || x->u.tensor.constant_id < 0) continue;
-        const pte_vk_tensor *t = &x->u.tensor;
-        if ((uint32_t)t->constant_id >= g->n_constants)
-            return fb_fail(c, root.pos, "VkGraph.values[%u]: VkTensor.constant_id %d out of range (%u constants)", i,
-                           t->constant_id, g->n_constants);
-        /* at least the tensor's bytes: the exporter writes the whole storage of the parameter,
-         * which for a view into a larger storage is more than the tensor's own bytes */
-        const pte_vk_constant *k = &g->constants[t->constant_id];
-        if (k->length < t->nbytes)
-            return fb_fail(c, root.pos,
-                           "VkGraph.values[%u]: a %s tensor of %llu elements (%llu bytes) has constant %d of %llu "
-                           "bytes (a dtype or shape mismatch)",
-                           i, pte_vk_dtype_name(t->datatype), (unsigned long long)t->numel,
-                           (unsigned long long)t->nbytes, t->constant_id, (unsigned long long)k->length);
-    }
     return check_value_lists(c, a, g, root.pos);
 }
 
