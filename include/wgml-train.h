@@ -93,6 +93,9 @@ uint64_t wgml_trainer_submits_per_step(const wgml_trainer *t);
 /* The compiled training-step graph (forward, backward, optimizer), e.g. for wgml_graph_profile
  * after a wgml_trainer_step has written its inputs (a profiled run is one more update). */
 wgml_graph *wgml_trainer_graph(wgml_trainer *t);
+/* The compiled evaluation graph (forward and loss only, what wgml_trainer_eval runs), e.g. for
+ * wgml_graph_profile after a wgml_trainer_eval has written its inputs. */
+wgml_graph *wgml_trainer_eval_graph(wgml_trainer *t);
 /* Generation with the trained adapter: copies the trainer's current LoRA into the model's
  * inference graphs (wgml_model_set_lora), so wgml_model_prefill/decode/wgml_generate use base +
  * adapter from then on. STE mode: nothing to do (the model's own codes are trained). */

@@ -84,6 +84,9 @@ int bench_train_main(wgml_ctx *ctx, int argc, char **argv) {
     printf("train_step: median %.1f ms of %d (%.1f-%.1f ms), %.1f tokens/s (median), loss %.4f\n", med * 1e3, steps,
            times[0] * 1e3, times[steps - 1] * 1e3, (double)n / med, loss);
     if (profile && bench_profile_print(wgml_trainer_graph(t), "train step", 40)) goto done;
+    if (profile && (wgml_trainer_eval(t, tok, lab, NULL, NULL) ||
+                    bench_profile_print(wgml_trainer_eval_graph(t), "eval (forward and loss)", 40)))
+        goto done;
     rc = check ? 0 : 1;
 done:
     if (rc) fprintf(stderr, "bench train: %s\n", wgml_last_error(ctx));

@@ -492,6 +492,8 @@ int wgml_trainer_pending(const wgml_trainer *t) { return t ? t->pending : 0; }
 wgml_train_config wgml_trainer_config(const wgml_trainer *t) { return t ? t->cfg : wgml_train_defaults(); }
 wgml_graph *wgml_trainer_graph(wgml_trainer *t) { return t ? t->g : NULL; }
 
+wgml_graph *wgml_trainer_eval_graph(wgml_trainer *t) { return t ? t->ge : NULL; }
+
 wgml_status wgml_trainer_attach_lora(wgml_trainer *t) {
     if (!t) return wgml_set_error(NULL, WGML_ERR_ARG, "trainer_attach_lora: trainer is NULL");
     if (t->cfg.mode == WGML_TRAIN_STE) return WGML_OK; /* the model's own codes are trained */
