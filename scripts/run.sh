@@ -8,7 +8,7 @@
 # Sized so that it finishes within 10 minutes on a machine without a GPU (lavapipe, Mesa's CPU
 # Vulkan driver, 2 cores): 20 LoRA steps of 1 x 64 tokens and 512 held-out tokens per
 # evaluation (before and after). A training step of SmolLM2-135M on 64 tokens is about 52 GFLOP
-# (forward and backward), roughly 10-15 s on lavapipe; see README.md for the budget. Only the
+# (forward and backward); README.md ("Time") gives the budget and the measured run. Only the
 # CLI is built here (bash scripts/test.sh builds and runs the tests). Override with the
 # environment, e.g. on a real GPU:
 #   STEPS=2000 BATCH=8 SEQ_LEN=256 EVAL_TOKENS=32768 bash scripts/run.sh
@@ -18,9 +18,8 @@ bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target wgml_cli
 
-# MODEL: a GGUF path, or smollm2 (the default) or gemma3 (Gemma-3-270M, Q4_K_M; its text prompt
-# and data need the SentencePiece tokenizer: until wgml has it, generate and finetune stop with
-# an error naming the tokenizer)
+# MODEL: a GGUF path, or smollm2 (the default) or gemma3 (Gemma-3-270M, Q4_K_M, with its
+# SentencePiece tokenizer)
 MODEL=${MODEL:-smollm2}
 case "$MODEL" in
   smollm2) MODEL=.deps/models/SmolLM2-135M-Instruct.Q4_1.gguf ;;
