@@ -3,6 +3,7 @@
  * (reduce_softmax_bwd_rows.wgsl); strided or very short rows: one thread per row
  * (reduce_softmax_bwd_cols.wgsl). */
 #include "graph/graph.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -47,8 +48,7 @@ static wgml_tensor *softmax_bwd_impl(wgml_graph *g, const char *op, bool log_for
         s = graph_dispatch(g, op, "reduce_softmax_bwd_cols", prelude, ro, 2, &out, 1, &p, sizeof p,
                            ((uint64_t)(outer * inner) + 255) / 256);
     } else {
-        uint32_t wg = 32;
-        while (wg < 256 && (int64_t)wg * 8 <= n) wg *= 2;
+        uint32_t wg = row_workgroup((uint64_t)n);
         snprintf(prelude, sizeof prelude, "const LOG: bool = %s; const WG: u32 = %uu;\n", log_form ? "true" : "false", wg);
         s = graph_dispatch(g, op, "reduce_softmax_bwd_rows", prelude, ro, 2, &out, 1, &p, sizeof p, (uint64_t)outer);
     }
