@@ -12,11 +12,7 @@ static wgml_tensor *softmax_bwd_impl(wgml_graph *g, const char *op, bool log_for
                                      int dim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_tensor(ctx, op, "y", y) || check_dtype(ctx, op, "y", y, WGML_F32) || check_tensor(ctx, op, "dy", dy) ||
-        check_dtype(ctx, op, "dy", dy, WGML_F32))
-        return NULL;
-    if (check_graph(ctx, g, op, "y", y)) return NULL;
-    if (check_same_graph(ctx, op, y, dy)) return NULL;
+    if (check_grad_pair(ctx, g, op, "y", y, dy)) return NULL;
     if (y->rank == 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: y must have rank 1 to %d, got shape %s", op, WGML_MAX_RANK, tshape(y));
         return NULL;
