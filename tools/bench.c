@@ -235,128 +235,149 @@ static int count_token(void *user, int32_t id) {
     return 0;
 }
 
-static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
-    const char *path = NULL;
-    int n_prompt = 128, n_decode = 64, batch = 0, profile = 0;
+typedef struct gen_opts {
+    const char *path;
+    int n_prompt, n_decode, batch, profile;
+} gen_opts;
+
+/* 0, or 2 after the usage line. */
+static int parse_gen_opts(int argc, char **argv, gen_opts *o) {
+    *o = (gen_opts){.n_prompt = 128, .n_decode = 64};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--prompt-tokens") && i + 1 < argc) n_prompt = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) n_decode = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--decode-batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--profile")) profile = 1;
-        else path = NULL, i = argc;
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) o->path = argv[++i];
+        else if (!strcmp(argv[i], "--prompt-tokens") && i + 1 < argc) o->n_prompt = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) o->n_decode = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-batch") && i + 1 < argc) o->batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) o->profile = 1;
+        else o->path = NULL, i = argc;
     }
-    if (!path || n_prompt < 1 || n_decode < 1 || batch < 0) {
+    if (!o->path || o->n_prompt < 1 || o->n_decode < 1 || o->batch < 0) {
         fprintf(stderr, "usage: wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B] "
                         "[--profile]\n");
         return 2;
     }
-    wgml_model_options mo = {.n_ctx = n_prompt + n_decode + 1};
-    double t0 = bench_wall_now();
-    wgml_model *m = wgml_model_load(ctx, path, &mo);
-    if (!m) {
-        fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
-        return 1;
-    }
-    double t_load = bench_wall_now() - t0;
+    return 0;
+}
+
+/* What a run measured, for its report. */
+typedef struct gen_times {
+    double load, first;            /* model load; the first prefill (graph build + run) */
+    double pre_wall, pre_gpu;      /* the best of 5 prefills */
+    uint64_t rec0, rec1;           /* recording nanoseconds around those 5 */
+    double step_wall, step_gpu;    /* host-driven decode steps */
+    double step_sub;               /* their submits per token */
+    double dec_wall, dec_gpu;      /* GPU-pipelined greedy decode */
+    size_t got;                    /* tokens it read back */
+    wgml_decode_stats ds;
+} gen_times;
+
+/* The prompt: the text's tokens repeated to n_prompt, or fixed ids where the model's tokenizer is
+ * not built (the speed is the same). 0, or 1 after a message. */
+static int gen_prompt(wgml_model *m, int n_prompt, int32_t *prompt, int32_t **ids) {
     const char *text = "The King James Bible begins: In the beginning God created the heaven and the earth. "
                        "And the earth was without form, and void; and darkness was upon the face of the deep. ";
-    int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt), *step_ids = NULL;
-    token_log pipe = {0};
     size_t n_ids = 0;
-    int rc = 1;
-    if (!prompt) goto done;
-    if (!wgml_model_tokenizer(m)) { /* a model whose tokenizer wgml does not build: fixed ids (the speed is the same) */
+    if (!wgml_model_tokenizer(m)) {
         fprintf(stderr, "bench generate: no tokenizer (%s); the prompt is ids 1000..\n", wgml_model_tokenizer_error(m));
         for (int i = 0; i < n_prompt; i++) prompt[i] = 1000 + i;
-    } else if (wgml_tokenizer_encode(wgml_model_tokenizer(m), text, strlen(text), 0, &ids, &n_ids) || !n_ids) {
+    } else if (wgml_tokenizer_encode(wgml_model_tokenizer(m), text, strlen(text), 0, ids, &n_ids) || !n_ids) {
         fprintf(stderr, "bench generate: cannot tokenize\n");
-        goto done;
+        return 1;
     } else {
-        for (int i = 0; i < n_prompt; i++) prompt[i] = ids[(size_t)i % n_ids];
+        for (int i = 0; i < n_prompt; i++) prompt[i] = (*ids)[(size_t)i % n_ids];
     }
-    int32_t next = 0;
-    /* first prefill: builds the bucket's graph (timed separately) */
-    t0 = bench_wall_now();
-    if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
-    double t_first = bench_wall_now() - t0;
-    /* the timed prefill: an idle GPU's clock ramps only under load, and one prefill is too short
-     * to ramp it, so prefills run for at least 0.3 s first; then the best of 5 (wall and GPU) */
-    double pre_wall = 1e30, pre_gpu = 1e30;
+    return 0;
+}
+
+/* The first prefill (it builds the bucket's graph), timed alone; then, as an idle GPU's clock
+ * ramps only under load and one prefill is too short to ramp it, prefills for at least 0.3 s;
+ * then the best of 5 (wall and GPU). *next: the token after the prompt. */
+static int gen_time_prefill(wgml_ctx *ctx, wgml_model *m, const int32_t *prompt, size_t n, int32_t *next, gen_times *tm) {
+    double t0 = bench_wall_now();
+    if (wgml_model_prefill(m, prompt, n, NULL, next)) return 1;
+    tm->first = bench_wall_now() - t0;
+    tm->pre_wall = 1e30, tm->pre_gpu = 1e30;
     for (double tw = bench_wall_now(); bench_wall_now() - tw < 0.3;) {
         wgml_model_reset(m);
-        if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
+        if (wgml_model_prefill(m, prompt, n, NULL, next)) return 1;
     }
-    uint64_t rec0, rec1;
-    wgml_record_stats(ctx, &rec0, NULL);
+    wgml_record_stats(ctx, &tm->rec0, NULL);
     for (int r = 0; r < 5; r++) {
         wgml_model_reset(m);
         t0 = bench_wall_now();
-        if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
+        if (wgml_model_prefill(m, prompt, n, NULL, next)) return 1;
         double w = bench_wall_now() - t0, gs = wgml_model_last_run_seconds(m);
-        if (w < pre_wall) pre_wall = w;
-        if (gs < pre_gpu) pre_gpu = gs;
+        if (w < tm->pre_wall) tm->pre_wall = w;
+        if (gs < tm->pre_gpu) tm->pre_gpu = gs;
     }
-    wgml_record_stats(ctx, &rec1, NULL);
-    int32_t first = next;
-    /* host-driven steps: one submit and one argmax readback per token */
-    double step_gpu = 0;
+    wgml_record_stats(ctx, &tm->rec1, NULL);
+    return 0;
+}
+
+/* The decode from the prompt's next token `first`, both ways: host-driven steps (one submit and
+ * one argmax readback per token, into step_ids), then GPU-pipelined greedy decoding (into pipe;
+ * a warm-up run, then the timed one, each from the same prefill). */
+static int gen_time_decode(wgml_ctx *ctx, wgml_model *m, const gen_opts *o, const int32_t *prompt, int32_t first,
+                           int32_t *step_ids, token_log *pipe, gen_times *tm) {
+    int32_t next = first;
+    tm->step_gpu = 0;
     uint64_t sub0 = wgml_submit_count(ctx);
-    step_ids = malloc(sizeof(int32_t) * (size_t)n_decode);
-    pipe.ids = malloc(sizeof(int32_t) * (size_t)n_decode);
-    pipe.cap = (size_t)n_decode;
-    if (!step_ids || !pipe.ids) goto fail;
-    t0 = bench_wall_now();
-    for (int i = 0; i < n_decode; i++) {
-        if (wgml_model_decode(m, next, NULL, &next)) goto fail;
+    double t0 = bench_wall_now();
+    for (int i = 0; i < o->n_decode; i++) {
+        if (wgml_model_decode(m, next, NULL, &next)) return 1;
         step_ids[i] = next;
-        step_gpu += wgml_model_last_run_seconds(m);
+        tm->step_gpu += wgml_model_last_run_seconds(m);
     }
-    double step_wall = bench_wall_now() - t0;
-    double step_sub = (double)(wgml_submit_count(ctx) - sub0) / n_decode;
-    /* GPU-pipelined greedy decoding: a warm-up run, then the timed one, from the same prefill */
-    wgml_decode_stats ds;
-    size_t got = 0;
-    double dec_wall = 0;
+    tm->step_wall = bench_wall_now() - t0;
+    tm->step_sub = (double)(wgml_submit_count(ctx) - sub0) / o->n_decode;
     for (int run = 0; run < 2; run++) {
         wgml_model_reset(m);
-        if (wgml_model_prefill(m, prompt, (size_t)n_prompt, NULL, &next)) goto fail;
-        pipe.n = 0;
+        if (wgml_model_prefill(m, prompt, (size_t)o->n_prompt, NULL, &next)) return 1;
+        pipe->n = 0;
         t0 = bench_wall_now();
-        if (wgml_model_decode_greedy(m, first, (size_t)n_decode, batch, count_token, &pipe, &ds)) goto fail;
-        got = pipe.n;
-        dec_wall = bench_wall_now() - t0;
+        if (wgml_model_decode_greedy(m, first, (size_t)o->n_decode, o->batch, count_token, pipe, &tm->ds)) return 1;
+        tm->got = pipe->n;
+        tm->dec_wall = bench_wall_now() - t0;
     }
-    double dec_gpu = ds.gpu_s >= 0 ? ds.gpu_s : dec_wall;
+    tm->dec_gpu = tm->ds.gpu_s >= 0 ? tm->ds.gpu_s : tm->dec_wall;
+    return 0;
+}
+
+/* The table of the three phases, and the check that the pipelined tokens (from the same first
+ * token) are the step-by-step path's, token for token: 1 when they are. */
+static int gen_report(wgml_ctx *ctx, const gen_opts *o, const gen_times *tm, const token_log *pipe, const int32_t *step_ids) {
+    int n_prompt = o->n_prompt, n_decode = o->n_decode;
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
-    printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", t_load, t_first,
+    printf("model load %.2f s; first prefill (graph build + run) %.2f s; time: %s\n", tm->load, tm->first,
            info.has_timestamps ? "GPU timestamps" : "wall time (no timestamps)");
     printf("decode: GPU-pipelined greedy, %d steps per submit (%zu tokens read back), %zu dispatches per step, host "
            "recording + submitting %.3f ms per token; decode-step: one submit and readback per token\n",
-           batch > 0 ? batch : 16, got, ds.dispatches_per_step, 1e3 * ds.submit_s / n_decode);
+           o->batch > 0 ? o->batch : 16, tm->got, tm->ds.dispatches_per_step, 1e3 * tm->ds.submit_s / n_decode);
     printf("%-11s %8s %12s %12s %12s %12s\n", "phase", "tokens", "GPU s", "tokens/s", "wall tok/s", "submits/tok");
-    printf("%-11s %8d %12.3f %12.1f %12.1f %12s\n", "prefill", n_prompt, pre_gpu, n_prompt / pre_gpu, n_prompt / pre_wall,
-           "-");
-    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode", n_decode, dec_gpu, n_decode / dec_gpu,
-           n_decode / dec_wall, (double)ds.submits / n_decode);
-    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode-step", n_decode, step_gpu, n_decode / step_gpu,
-           n_decode / step_wall, step_sub);
-    /* check: the tokens the pipelined steps produce (from the same first token) are the
-     * step-by-step path's, token for token */
-    int same = pipe.n == (size_t)n_decode;
-    for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe.ids[i] == step_ids[i];
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12s\n", "prefill", n_prompt, tm->pre_gpu, n_prompt / tm->pre_gpu,
+           n_prompt / tm->pre_wall, "-");
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode", n_decode, tm->dec_gpu, n_decode / tm->dec_gpu,
+           n_decode / tm->dec_wall, (double)tm->ds.submits / n_decode);
+    printf("%-11s %8d %12.3f %12.1f %12.1f %12.3f\n", "decode-step", n_decode, tm->step_gpu, n_decode / tm->step_gpu,
+           n_decode / tm->step_wall, tm->step_sub);
+    int same = pipe->n == (size_t)n_decode;
+    for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe->ids[i] == step_ids[i];
     printf("generate check %s (GPU-pipelined greedy tokens equal the step-by-step ones)\n", same ? "ok" : "FAIL");
-    /* where a prefill's wall time goes beyond its GPU time: the graph run alone (submit, wait,
-     * timestamp readback) against its GPU time, and the host's recording */
+    return same;
+}
+
+/* Where a prefill's wall time goes beyond its GPU time: the graph run alone (submit, wait,
+ * timestamp readback) against its GPU time, and the host's recording; with --profile, the
+ * decode step's and the prefill's graphs once more, each dispatch timed alone. */
+static int gen_prefill_host(wgml_model *m, const gen_opts *o, const gen_times *tm) {
     double run_wall = 1e30, run_gpu = 1e30;
-    size_t n_graph = n_prompt < 512 ? (size_t)n_prompt : 512;
+    size_t n_graph = o->n_prompt < 512 ? (size_t)o->n_prompt : 512;
     wgml_model_reset(m);
     wgml_graph *pg = wgml_model_prefill_graph(m, n_graph);
     for (int r = 0; pg && r < 5; r++) {
-        double gs = 0;
-        t0 = bench_wall_now();
-        if (wgml_graph_run_timed(pg, &gs)) goto fail;
+        double gs = 0, t0 = bench_wall_now();
+        if (wgml_graph_run_timed(pg, &gs)) return 1;
         double w = bench_wall_now() - t0;
         if (w < run_wall) run_wall = w;
         if (gs < run_gpu) run_gpu = gs;
@@ -364,11 +385,37 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
     if (pg)
         printf("prefill host: recording %.3f ms per prefill (CPU); the %zu-token graph run alone: %.3f ms wall, %.3f ms "
                "GPU, %zu dispatches\n",
-               (double)(rec1 - rec0) * 1e-6 / 5, n_graph, run_wall * 1e3, run_gpu * 1e3, wgml_graph_dispatch_count(pg));
-    /* --profile: the decode step's graph once more, each dispatch timed alone, by op and kernel */
-    if (profile && wgml_model_decode_graph(m) && bench_profile_print(wgml_model_decode_graph(m), "decode step", 30))
-        goto fail;
-    if (profile && pg && bench_profile_print(pg, "prefill", 30)) goto fail;
+               (double)(tm->rec1 - tm->rec0) * 1e-6 / 5, n_graph, run_wall * 1e3, run_gpu * 1e3, wgml_graph_dispatch_count(pg));
+    if (o->profile && wgml_model_decode_graph(m) && bench_profile_print(wgml_model_decode_graph(m), "decode step", 30))
+        return 1;
+    if (o->profile && pg && bench_profile_print(pg, "prefill", 30)) return 1;
+    return 0;
+}
+
+static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
+    gen_opts o;
+    if (parse_gen_opts(argc, argv, &o)) return 2;
+    gen_times tm = {0};
+    wgml_model_options mo = {.n_ctx = o.n_prompt + o.n_decode + 1};
+    double t0 = bench_wall_now();
+    wgml_model *m = wgml_model_load(ctx, o.path, &mo);
+    if (!m) {
+        fprintf(stderr, "bench generate: %s\n", wgml_last_error(ctx));
+        return 1;
+    }
+    tm.load = bench_wall_now() - t0;
+    int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)o.n_prompt), *step_ids = NULL;
+    token_log pipe = {0};
+    int rc = 1;
+    if (!prompt || gen_prompt(m, o.n_prompt, prompt, &ids)) goto done;
+    int32_t next = 0;
+    if (gen_time_prefill(ctx, m, prompt, (size_t)o.n_prompt, &next, &tm)) goto fail;
+    step_ids = malloc(sizeof(int32_t) * (size_t)o.n_decode);
+    pipe.ids = malloc(sizeof(int32_t) * (size_t)o.n_decode);
+    pipe.cap = (size_t)o.n_decode;
+    if (!step_ids || !pipe.ids || gen_time_decode(ctx, m, &o, prompt, next, step_ids, &pipe, &tm)) goto fail;
+    int same = gen_report(ctx, &o, &tm, &pipe, step_ids);
+    if (gen_prefill_host(m, &o, &tm)) goto fail;
     rc = same ? 0 : 1;
     goto done;
 fail:
@@ -410,6 +457,97 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     return 2;
 }
 
+/* --shapes LIST into shapes[*n..] (up to 64 in all; "lora": LORA_SHAPES in place of what is
+ * there): 0, or 2 after a message. */
+static int parse_shapes(const char *arg, shape3 *shapes, int *n) {
+    const char *p = arg;
+    if (!strcmp(p, "lora")) {
+        *n = (int)(sizeof LORA_SHAPES / sizeof LORA_SHAPES[0]);
+        memcpy(shapes, LORA_SHAPES, sizeof LORA_SHAPES);
+        return 0;
+    }
+    while (*p && *n < 64) {
+        long long m, nn, k;
+        int used = 0;
+        if (sscanf(p, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || m <= 0 || nn <= 0 || k <= 0) {
+            fprintf(stderr, "bench: bad shape list '%s' (want MxNxK[,MxNxK...])\n", arg);
+            return 2;
+        }
+        int tr = 0;
+        p += used;
+        if (*p == ':') { /* MxNxK:XY, X and Y in N/T: this shape's own orientation */
+            if (!strchr("NT", p[1]) || !p[1] || !strchr("NT", p[2]) || !p[2]) {
+                fprintf(stderr, "bench: bad orientation in '%s' (want MxNxK:NN, :TN, :NT or :TT)\n", arg);
+                return 2;
+            }
+            tr = 1 + (p[1] == 'T') + 2 * (p[2] == 'T');
+            p += 3;
+        }
+        shapes[(*n)++] = (shape3){m, nn, k, tr};
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+/* --variant NAME[,NAME...], "auto" or "all" into sw: 0, or 2 after a message. */
+static int parse_variants(const char *arg, matmul_sweep *sw) {
+    char list[1024];
+    snprintf(list, sizeof list, "%s", arg);
+    sw->n_variants = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "all")) {
+            for (int j = 0; j < wgml_matmul_variant_count() && sw->n_variants < 64; j++) sw->variants[sw->n_variants++] = j;
+            continue;
+        }
+        int v = -1;
+        for (int j = 0; j < wgml_matmul_variant_count(); j++)
+            if (!strcmp(tok, wgml_matmul_variant_name(j))) v = j;
+        if ((v < 0 && strcmp(tok, "auto")) || sw->n_variants >= 64) {
+            fprintf(stderr, "bench: unknown variant '%s'; one of: auto all", tok);
+            for (int j = 0; j < wgml_matmul_variant_count(); j++) fprintf(stderr, " %s", wgml_matmul_variant_name(j));
+            fprintf(stderr, "\n");
+            return 2;
+        }
+        sw->variants[sw->n_variants++] = v;
+    }
+    return 0;
+}
+
+/* --splitk S[,S...]: K slices (1: no split, 0 or "auto": the automatic choice) into sw: 0, or 2
+ * after a message. */
+static int parse_splits(const char *arg, matmul_sweep *sw) {
+    char list[256];
+    snprintf(list, sizeof list, "%s", arg);
+    sw->n_splits = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (!strcmp(tok, "auto")) v = 0, end = tok + 4;
+        if (*end || v < 0 || v > 64 || sw->n_splits >= 16) {
+            fprintf(stderr, "bench: --splitk wants counts 0..64 (0: auto), got '%s'\n", tok);
+            return 2;
+        }
+        sw->splits[sw->n_splits++] = (int)v;
+    }
+    return 0;
+}
+
+/* --trans NN,TN,NT,TT: whether a (first letter) and b are stored transposed, into sw: 0, or 2
+ * after a message. */
+static int parse_trans(const char *arg, matmul_sweep *sw) {
+    char list[64];
+    snprintf(list, sizeof list, "%s", arg);
+    sw->n_trans = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (strlen(tok) != 2 || !strchr("NT", tok[0]) || !strchr("NT", tok[1]) || sw->n_trans >= 4) {
+            fprintf(stderr, "bench: --trans wants NN, TN, NT or TT, got '%s'\n", tok);
+            return 2;
+        }
+        sw->trans[sw->n_trans++] = (tok[0] == 'T') | (tok[1] == 'T') << 1;
+    }
+    return 0;
+}
+
 static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     wgml_device_info info;
     wgml_device_get_info(ctx, &info);
@@ -419,93 +557,23 @@ static int bench_matmul_main(wgml_ctx *ctx, int argc, char **argv) {
     int reps = cpu ? 2 : 10, check = 0;
     matmul_sweep sw = {.variants = {-1}, .n_variants = 1, .splits = {0}, .n_splits = 1, .trans = {0}, .n_trans = 1};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
-            char *p = argv[++i];
-            if (!strcmp(p, "lora")) {
-                n = (int)(sizeof LORA_SHAPES / sizeof LORA_SHAPES[0]);
-                memcpy(shapes, LORA_SHAPES, sizeof LORA_SHAPES);
-                continue;
-            }
-            while (*p && n < 64) {
-                long long m, nn, k;
-                int used = 0;
-                if (sscanf(p, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || m <= 0 || nn <= 0 || k <= 0) {
-                    fprintf(stderr, "bench: bad shape list '%s' (want MxNxK[,MxNxK...])\n", argv[i]);
-                    return 2;
-                }
-                int tr = 0;
-                p += used;
-                if (*p == ':') { /* MxNxK:XY, X and Y in N/T: this shape's own orientation */
-                    if (!strchr("NT", p[1]) || !p[1] || !strchr("NT", p[2]) || !p[2]) {
-                        fprintf(stderr, "bench: bad orientation in '%s' (want MxNxK:NN, :TN, :NT or :TT)\n", argv[i]);
-                        return 2;
-                    }
-                    tr = 1 + (p[1] == 'T') + 2 * (p[2] == 'T');
-                    p += 3;
-                }
-                shapes[n++] = (shape3){m, nn, k, tr};
-                if (*p == ',') p++;
-            }
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+        int bad = 0;
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) bad = parse_shapes(argv[++i], shapes, &n);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
             if (reps < 1 || reps > 1000) {
                 fprintf(stderr, "bench: --reps must be 1..1000\n");
                 return 2;
             }
-        } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
-            /* NAME[,NAME...], "auto" or "all" */
-            char list[1024];
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            sw.n_variants = 0;
-            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                if (!strcmp(tok, "all")) {
-                    for (int j = 0; j < wgml_matmul_variant_count() && sw.n_variants < 64; j++) sw.variants[sw.n_variants++] = j;
-                    continue;
-                }
-                int v = -1;
-                for (int j = 0; j < wgml_matmul_variant_count(); j++)
-                    if (!strcmp(tok, wgml_matmul_variant_name(j))) v = j;
-                if ((v < 0 && strcmp(tok, "auto")) || sw.n_variants >= 64) {
-                    fprintf(stderr, "bench: unknown variant '%s'; one of: auto all", tok);
-                    for (int j = 0; j < wgml_matmul_variant_count(); j++) fprintf(stderr, " %s", wgml_matmul_variant_name(j));
-                    fprintf(stderr, "\n");
-                    return 2;
-                }
-                sw.variants[sw.n_variants++] = v;
-            }
-        } else if (!strcmp(argv[i], "--splitk") && i + 1 < argc) {
-            /* S[,S...]: K slices (1: no split, 0 or "auto": the automatic choice) */
-            char list[256];
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            sw.n_splits = 0;
-            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                char *end;
-                long v = strtol(tok, &end, 10);
-                if (!strcmp(tok, "auto")) v = 0, end = tok + 4;
-                if (*end || v < 0 || v > 64 || sw.n_splits >= 16) {
-                    fprintf(stderr, "bench: --splitk wants counts 0..64 (0: auto), got '%s'\n", tok);
-                    return 2;
-                }
-                sw.splits[sw.n_splits++] = (int)v;
-            }
-        } else if (!strcmp(argv[i], "--trans") && i + 1 < argc) {
-            /* NN,TN,NT,TT: whether a (first letter) and b are stored transposed */
-            char list[64];
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            sw.n_trans = 0;
-            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                if (strlen(tok) != 2 || !strchr("NT", tok[0]) || !strchr("NT", tok[1]) || sw.n_trans >= 4) {
-                    fprintf(stderr, "bench: --trans wants NN, TN, NT or TT, got '%s'\n", tok);
-                    return 2;
-                }
-                sw.trans[sw.n_trans++] = (tok[0] == 'T') | (tok[1] == 'T') << 1;
-            }
-        } else if (!strcmp(argv[i], "--check")) {
-            check = 1;
-        } else {
+        } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) bad = parse_variants(argv[++i], &sw);
+        else if (!strcmp(argv[i], "--splitk") && i + 1 < argc) bad = parse_splits(argv[++i], &sw);
+        else if (!strcmp(argv[i], "--trans") && i + 1 < argc) bad = parse_trans(argv[++i], &sw);
+        else if (!strcmp(argv[i], "--check")) check = 1;
+        else {
             fprintf(stderr, "bench: unknown option '%s'\n", argv[i]);
             return 2;
         }
+        if (bad) return bad;
     }
     if (n == 0) {
         const shape3 *d = cpu ? DEFAULT_CPU : DEFAULT_GPU;

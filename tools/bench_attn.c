@@ -74,106 +74,149 @@ static int check_close(const float *got, const double *ref, int64_t n, double to
     return ok;
 }
 
-int bench_attn_main(wgml_ctx *ctx, int argc, char **argv) {
-    wgml_device_info info;
-    wgml_device_get_info(ctx, &info);
-    int cpu = strcmp(info.type, "CPU") == 0, profile = 0, forward_only = 0, reps = cpu ? 1 : 10;
-    attn_shape a = {8, 9, 3, 512, 64};
-    if (cpu) a.B = 1, a.S = 128;
+typedef struct attn_opts {
+    attn_shape a;
+    int reps, profile, forward_only, cpu;
+} attn_opts;
+
+/* 0, or 2 after the usage or the range line. */
+static int parse_attn_opts(int argc, char **argv, int cpu, attn_opts *o) {
+    *o = (attn_opts){.a = {8, 9, 3, 512, 64}, .reps = cpu ? 1 : 10, .cpu = cpu};
+    attn_shape *a = &o->a;
+    if (cpu) a->B = 1, a->S = 128;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--batch") && i + 1 < argc) a.B = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--seq") && i + 1 < argc) a.S = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--heads") && i + 1 < argc) a.Hq = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--kv-heads") && i + 1 < argc) a.Hkv = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) a.D = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--forward")) forward_only = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        if (!strcmp(argv[i], "--batch") && i + 1 < argc) a->B = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--seq") && i + 1 < argc) a->S = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--heads") && i + 1 < argc) a->Hq = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--kv-heads") && i + 1 < argc) a->Hkv = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) a->D = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--forward")) o->forward_only = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o->reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) o->profile = 1;
         else {
             fprintf(stderr, "usage: wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] "
                             "[--forward] [--reps N] [--profile]\n");
             return 2;
         }
     }
-    if (a.B < 1 || a.S < 1 || a.S > 8192 || reps < 1 || reps > 100 || a.Hq < 1 || a.Hkv < 1 || a.Hq % a.Hkv ||
-        a.D < 1 || a.D > 1024) {
+    if (a->B < 1 || a->S < 1 || a->S > 8192 || o->reps < 1 || o->reps > 100 || a->Hq < 1 || a->Hkv < 1 || a->Hq % a->Hkv ||
+        a->D < 1 || a->D > 1024) {
         fprintf(stderr, "bench attention: --batch >= 1, --seq 1..8192, --heads a multiple of --kv-heads, --dim 1..1024, "
                         "--reps 1..100\n");
         return 2;
     }
-    int64_t nq = a.B * a.Hq * a.S * a.D, nk = a.B * a.Hkv * a.S * a.D;
-    float *hq = malloc(sizeof(float) * (size_t)nq), *hk = malloc(sizeof(float) * (size_t)nk);
-    float *hv = malloc(sizeof(float) * (size_t)nk), *hg = malloc(sizeof(float) * (size_t)nq);
-    float *got = malloc(sizeof(float) * (size_t)nq), *gotk = malloc(sizeof(float) * (size_t)nk);
-    double *o = malloc(sizeof(double) * (size_t)a.D), *dq = malloc(sizeof(double) * (size_t)a.D);
-    double *dk = calloc((size_t)(a.S * a.D), sizeof(double)), *dv = calloc((size_t)(a.S * a.D), sizeof(double));
-    int failed = 0;
-    if (!hq || !hk || !hv || !hg || !got || !gotk || !o || !dq || !dk || !dv) {
+    return 0;
+}
+
+/* The host side: the inputs (q, k, v, dout), what is read back (got, gotk), the reference rows'
+ * scratch (o, dq; dk, dv of one kv head) and the generator the sampled rows are drawn from. */
+typedef struct attn_host {
+    int64_t nq, nk;
+    float *hq, *hk, *hv, *hg, *got, *gotk;
+    double *o, *dq, *dk, *dv;
+    uint64_t seed;
+} attn_host;
+
+static void attn_host_free(attn_host *x) {
+    free(x->hq), free(x->hk), free(x->hv), free(x->hg), free(x->got), free(x->gotk);
+    free(x->o), free(x->dq), free(x->dk), free(x->dv);
+}
+
+/* Random inputs: 0, or 1 after a message. */
+static int attn_host_new(const attn_shape *a, attn_host *x) {
+    int64_t nq = x->nq = a->B * a->Hq * a->S * a->D, nk = x->nk = a->B * a->Hkv * a->S * a->D;
+    x->hq = malloc(sizeof(float) * (size_t)nq), x->hk = malloc(sizeof(float) * (size_t)nk);
+    x->hv = malloc(sizeof(float) * (size_t)nk), x->hg = malloc(sizeof(float) * (size_t)nq);
+    x->got = malloc(sizeof(float) * (size_t)nq), x->gotk = malloc(sizeof(float) * (size_t)nk);
+    x->o = malloc(sizeof(double) * (size_t)a->D), x->dq = malloc(sizeof(double) * (size_t)a->D);
+    x->dk = calloc((size_t)(a->S * a->D), sizeof(double)), x->dv = calloc((size_t)(a->S * a->D), sizeof(double));
+    if (!x->hq || !x->hk || !x->hv || !x->hg || !x->got || !x->gotk || !x->o || !x->dq || !x->dk || !x->dv) {
         fprintf(stderr, "bench attention: out of host memory\n");
-        failed = 1;
-        goto done;
+        return 1;
     }
-    uint64_t seed = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i < nq; i++) hq[i] = bench_frand(&seed), hg[i] = bench_frand(&seed);
-    for (int64_t i = 0; i < nk; i++) hk[i] = bench_frand(&seed), hv[i] = bench_frand(&seed);
-    double fwd_flop = 2.0 * 2.0 * (double)(a.B * a.Hq) * (double)a.S * (double)a.S * (double)a.D / 2.0;
-    const char *tile = getenv("WGML_SDPA_TILE");
-    printf("attention B=%lld Hq=%lld Hkv=%lld S=%lld D=%lld causal f32; %d calls per graph run; tile %s\n",
-           (long long)a.B, (long long)a.Hq, (long long)a.Hkv, (long long)a.S, (long long)a.D, reps,
-           tile ? tile : "auto");
-    printf("%-28s %10s %10s %s\n", "case", "ms", "TFLOP/s", "check (max rel. error)");
-    for (int c = 0; c < 2 - forward_only; c++) {
-        wgml_graph *g = wgml_graph_new(ctx);
-        int64_t sq[4] = {a.B, a.Hq, a.S, a.D}, sk[4] = {a.B, a.Hkv, a.S, a.D};
-        wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, sq), *k = wgml_tensor_new(g, WGML_F32, 4, sk);
-        wgml_tensor *v = wgml_tensor_new(g, WGML_F32, 4, sk), *dout = wgml_tensor_new(g, WGML_F32, 4, sq);
-        wgml_tensor *out = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
-        int ok = q && k && v && dout && !wgml_tensor_write(q, hq, sizeof(float) * (size_t)nq) &&
-                 !wgml_tensor_write(k, hk, sizeof(float) * (size_t)nk) &&
-                 !wgml_tensor_write(v, hv, sizeof(float) * (size_t)nk) &&
-                 !wgml_tensor_write(dout, hg, sizeof(float) * (size_t)nq);
-        for (int r = 0; ok && r < reps; r++) {
-            ok = (out = wgml_sdpa(g, q, k, v, 1, 0.0f)) != NULL;
-            if (ok && c == 1) ok = !wgml_sdpa_backward(g, q, k, v, out, dout, 1, 0.0f, &gq, &gk, &gv);
-        }
-        double best = 0;
-        ok = ok && !wgml_graph_keep(g, out) && (c == 0 || (!wgml_graph_keep(g, gq) && !wgml_graph_keep(g, gk))) &&
-             !wgml_graph_compile(g) && !wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL);
-        if (!ok) {
-            fprintf(stderr, "bench attention: %s\n", wgml_last_error(ctx));
-            wgml_graph_free(g);
-            failed = 1;
-            continue;
-        }
-        /* check 8 sampled query rows (out, and dq for the backward) and, for the backward, dk
-         * of one kv head over all its rows */
-        /* the gradients' f32 error grows with the D-long dot products inside them (2e-4 held to D = 64;
-         * D = 256 measured 3.1e-4) */
-        double worst = 0, grow = a.D > 64 ? (double)a.D / 64 : 1;
-        int good = !wgml_tensor_read(c == 0 ? out : gq, got, sizeof(float) * (size_t)nq);
-        for (int s = 0; good && s < 8; s++) {
-            int64_t b = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.B - 1));
-            int64_t h = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.Hq - 1));
-            int64_t i = s == 0 ? 0 : s == 1 ? a.S - 1 : (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(a.S - 1));
-            ref_row(&a, hq, hk, hv, c ? hg : NULL, b, h, i, o, dq, NULL, NULL);
-            good = check_close(got + ((b * a.Hq + h) * a.S + i) * a.D, c ? dq : o, a.D, c ? 2e-4 * grow : 2e-4, &worst);
-        }
-        if (good && c == 1) {
-            int64_t b = a.B - 1, hk0 = 0, rep = a.Hq / a.Hkv;
-            good = !wgml_tensor_read(gk, gotk, sizeof(float) * (size_t)nk);
-            for (int64_t h = hk0 * rep; good && h < (hk0 + 1) * rep; h++)
-                for (int64_t i = 0; i < a.S; i++) ref_row(&a, hq, hk, hv, hg, b, h, i, o, dq, dk, NULL);
-            for (int64_t j = 0; good && j < a.S; j++)
-                good = check_close(gotk + ((b * a.Hkv + hk0) * a.S + j) * a.D, dk + j * a.D, a.D, 5e-4 * grow, &worst);
-        }
-        double per = best / reps, flop = c == 0 ? fwd_flop : 3.5 * fwd_flop;
-        printf("%-28s %10.3f %10.2f %s (%.1e)\n", c == 0 ? "sdpa forward" : "sdpa forward + backward", per * 1e3,
-               flop / per * 1e-12, good ? "ok" : "FAIL", worst);
-        if (!good) failed = 1;
-        if (profile && c == 1 && bench_profile_print(g, "attention forward + backward", 10)) failed = 1;
+    x->seed = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < nq; i++) x->hq[i] = bench_frand(&x->seed), x->hg[i] = bench_frand(&x->seed);
+    for (int64_t i = 0; i < nk; i++) x->hk[i] = bench_frand(&x->seed), x->hv[i] = bench_frand(&x->seed);
+    return 0;
+}
+
+/* Case c's check: 8 sampled query rows (out, and dq for the backward) and, for the backward,
+ * dk of one kv head over all its rows. 1 when within tolerance; *worst: the largest error. */
+static int attn_check(int c, const attn_shape *a, attn_host *x, wgml_tensor *out, wgml_tensor *gq, wgml_tensor *gk, double *worst) {
+    /* the gradients' f32 error grows with the D-long dot products inside them (2e-4 held to D = 64;
+     * D = 256 measured 3.1e-4) */
+    double grow = a->D > 64 ? (double)a->D / 64 : 1;
+    int good = !wgml_tensor_read(c == 0 ? out : gq, x->got, sizeof(float) * (size_t)x->nq);
+    for (int s = 0; good && s < 8; s++) {
+        int64_t b = (int64_t)((bench_frand(&x->seed) * 0.5f + 0.5f) * (float)(a->B - 1));
+        int64_t h = (int64_t)((bench_frand(&x->seed) * 0.5f + 0.5f) * (float)(a->Hq - 1));
+        int64_t i = s == 0 ? 0 : s == 1 ? a->S - 1 : (int64_t)((bench_frand(&x->seed) * 0.5f + 0.5f) * (float)(a->S - 1));
+        ref_row(a, x->hq, x->hk, x->hv, c ? x->hg : NULL, b, h, i, x->o, x->dq, NULL, NULL);
+        good = check_close(x->got + ((b * a->Hq + h) * a->S + i) * a->D, c ? x->dq : x->o, a->D, c ? 2e-4 * grow : 2e-4, worst);
+    }
+    if (good && c == 1) {
+        int64_t b = a->B - 1, hk0 = 0, rep = a->Hq / a->Hkv;
+        good = !wgml_tensor_read(gk, x->gotk, sizeof(float) * (size_t)x->nk);
+        for (int64_t h = hk0 * rep; good && h < (hk0 + 1) * rep; h++)
+            for (int64_t i = 0; i < a->S; i++) ref_row(a, x->hq, x->hk, x->hv, x->hg, b, h, i, x->o, x->dq, x->dk, NULL);
+        for (int64_t j = 0; good && j < a->S; j++)
+            good = check_close(x->gotk + ((b * a->Hkv + hk0) * a->S + j) * a->D, x->dk + j * a->D, a->D, 5e-4 * grow, worst);
+    }
+    return good;
+}
+
+/* Case c (0: the forward, 1: forward + backward): reps calls in one graph, timed, then checked;
+ * its row of the table. Returns 1 when it failed or its check did. */
+static int attn_case(wgml_ctx *ctx, int c, const attn_opts *op, attn_host *x, double fwd_flop) {
+    const attn_shape *a = &op->a;
+    wgml_graph *g = wgml_graph_new(ctx);
+    int64_t sq[4] = {a->B, a->Hq, a->S, a->D}, sk[4] = {a->B, a->Hkv, a->S, a->D};
+    wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, sq), *k = wgml_tensor_new(g, WGML_F32, 4, sk);
+    wgml_tensor *v = wgml_tensor_new(g, WGML_F32, 4, sk), *dout = wgml_tensor_new(g, WGML_F32, 4, sq);
+    wgml_tensor *out = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
+    int ok = q && k && v && dout && !wgml_tensor_write(q, x->hq, sizeof(float) * (size_t)x->nq) &&
+             !wgml_tensor_write(k, x->hk, sizeof(float) * (size_t)x->nk) &&
+             !wgml_tensor_write(v, x->hv, sizeof(float) * (size_t)x->nk) &&
+             !wgml_tensor_write(dout, x->hg, sizeof(float) * (size_t)x->nq);
+    for (int r = 0; ok && r < op->reps; r++) {
+        ok = (out = wgml_sdpa(g, q, k, v, 1, 0.0f)) != NULL;
+        if (ok && c == 1) ok = !wgml_sdpa_backward(g, q, k, v, out, dout, 1, 0.0f, &gq, &gk, &gv);
+    }
+    double best = 0;
+    ok = ok && !wgml_graph_keep(g, out) && (c == 0 || (!wgml_graph_keep(g, gq) && !wgml_graph_keep(g, gk))) &&
+         !wgml_graph_compile(g) && !wgml_graph_benchmark(g, op->cpu ? 0.0 : 0.3, op->cpu ? 1 : 5, &best, NULL);
+    if (!ok) {
+        fprintf(stderr, "bench attention: %s\n", wgml_last_error(ctx));
         wgml_graph_free(g);
+        return 1;
     }
-done:
-    free(hq); free(hk); free(hv); free(hg); free(got); free(gotk); free(o); free(dq); free(dk); free(dv);
+    double worst = 0;
+    int good = attn_check(c, a, x, out, gq, gk, &worst), failed = !good;
+    double per = best / op->reps, flop = c == 0 ? fwd_flop : 3.5 * fwd_flop;
+    printf("%-28s %10.3f %10.2f %s (%.1e)\n", c == 0 ? "sdpa forward" : "sdpa forward + backward", per * 1e3,
+           flop / per * 1e-12, good ? "ok" : "FAIL", worst);
+    if (op->profile && c == 1 && bench_profile_print(g, "attention forward + backward", 10)) failed = 1;
+    wgml_graph_free(g);
+    return failed;
+}
+
+int bench_attn_main(wgml_ctx *ctx, int argc, char **argv) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    attn_opts op;
+    if (parse_attn_opts(argc, argv, strcmp(info.type, "CPU") == 0, &op)) return 2;
+    const attn_shape *a = &op.a;
+    attn_host x = {0};
+    int failed = attn_host_new(a, &x);
+    if (!failed) {
+        double fwd_flop = 2.0 * 2.0 * (double)(a->B * a->Hq) * (double)a->S * (double)a->S * (double)a->D / 2.0;
+        const char *tile = getenv("WGML_SDPA_TILE");
+        printf("attention B=%lld Hq=%lld Hkv=%lld S=%lld D=%lld causal f32; %d calls per graph run; tile %s\n",
+               (long long)a->B, (long long)a->Hq, (long long)a->Hkv, (long long)a->S, (long long)a->D, op.reps,
+               tile ? tile : "auto");
+        printf("%-28s %10s %10s %s\n", "case", "ms", "TFLOP/s", "check (max rel. error)");
+        for (int c = 0; c < 2 - op.forward_only; c++) failed |= attn_case(ctx, c, &op, &x, fwd_flop);
+    }
+    attn_host_free(&x);
     return failed;
 }

@@ -52,161 +52,205 @@ static void ref_logits(const float *hh, const float *wd, int64_t d, int64_t v, i
     }
 }
 
-int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv) {
-    wgml_device_info info;
-    wgml_device_get_info(ctx, &info);
-    int cpu = strcmp(info.type, "CPU") == 0, f32 = 0;
-    int64_t rows = cpu ? 128 : 4096, d = 576, v = cpu ? 8192 : 49152, chunk = cpu ? 2048 : 8192;
+/* The run's shape and head format (defaults smaller on a CPU adapter). */
+typedef struct lm_opts {
+    int64_t rows, d, v, chunk;
+    int f32, cpu;
+} lm_opts;
+
+/* 0, or 2 after the usage line when an option or a size is off. */
+static int parse_lm_opts(int argc, char **argv, int cpu, lm_opts *o) {
+    *o = (lm_opts){.rows = cpu ? 128 : 4096, .d = 576, .v = cpu ? 8192 : 49152, .chunk = cpu ? 2048 : 8192, .cpu = cpu};
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) d = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) v = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoll(argv[++i]);
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) o->rows = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) o->d = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) o->v = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) o->chunk = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--weight") && i + 1 < argc) {
             const char *k = argv[++i];
-            if (!strcmp(k, "f32")) f32 = 1;
-            else if (!strcmp(k, "q8")) f32 = 0;
+            if (!strcmp(k, "f32")) o->f32 = 1;
+            else if (!strcmp(k, "q8")) o->f32 = 0;
             else argc = -1;
         } else {
             argc = -1;
             break;
         }
     }
-    if (argc < 0 || rows < 8 || d < 32 || d % 32 || v < 64 || chunk < 64 || chunk % 64) {
+    if (argc < 0 || o->rows < 8 || o->d < 32 || o->d % 32 || o->v < 64 || o->chunk < 64 || o->chunk % 64) {
         fprintf(stderr, "usage: wgml bench lmhead [--rows N >= 8] [--dim D (multiple of 32)] [--vocab V >= 64]\n"
                         "                         [--chunk C (multiple of 64)] [--weight q8|f32]\n");
         return 2;
     }
-    uint64_t seed = 0x9E3779B97F4A7C15ull;
-    size_t nw = (size_t)(v * d), nb = (size_t)(v * d / 32);
-    float *hh = malloc(sizeof(float) * (size_t)(rows * d)), *wd = malloc(sizeof(float) * nw);
-    uint8_t *blk = f32 ? NULL : malloc(nb * 34);
-    int32_t *lab = malloc(sizeof(int32_t) * (size_t)rows), *lab8 = malloc(sizeof(int32_t) * (size_t)rows);
-    double *z = malloc(sizeof(double) * (size_t)v), *ref_dh = NULL, **ref_z = NULL, ref_loss = 0;
+    return 0;
+}
+
+/* The host side of a run: h, the head (wd as floats; blk its Q8_0 blocks), the labels (lab
+ * every row, lab8 only the 8 sampled rows) and the double references of the sampled rows. */
+typedef struct lm_data {
+    float *hh, *wd;
+    uint8_t *blk;
+    int32_t *lab, *lab8;
+    size_t nw, nb;
     int64_t sample[8];
-    int failed = 0;
-    if (!hh || !wd || (!f32 && !blk) || !lab || !lab8 || !z) {
+    double *ref_dh, **ref_z, ref_loss;
+} lm_data;
+
+static void lm_data_free(lm_data *x) {
+    for (int s = 0; x->ref_z && s < 8; s++) free(x->ref_z[s]);
+    free(x->ref_z), free(x->ref_dh);
+    free(x->hh), free(x->wd), free(x->blk), free(x->lab), free(x->lab8);
+}
+
+/* Random h, head and labels, and the 8 sampled rows (one in each eighth of the rows): 0, or 1
+ * after a message. */
+static int lm_inputs(const lm_opts *o, lm_data *x) {
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    int64_t rows = o->rows, d = o->d, v = o->v;
+    x->nw = (size_t)(v * d), x->nb = (size_t)(v * d / 32);
+    x->hh = malloc(sizeof(float) * (size_t)(rows * d)), x->wd = malloc(sizeof(float) * x->nw);
+    x->blk = o->f32 ? NULL : malloc(x->nb * 34);
+    x->lab = malloc(sizeof(int32_t) * (size_t)rows), x->lab8 = malloc(sizeof(int32_t) * (size_t)rows);
+    if (!x->hh || !x->wd || (!o->f32 && !x->blk) || !x->lab || !x->lab8) {
         fprintf(stderr, "bench lmhead: out of host memory\n");
-        failed = 1;
-        goto done;
+        return 1;
     }
-    for (int64_t i = 0; i < rows * d; i++) hh[i] = 2.0f * bench_frand(&seed);
-    if (f32) {
-        for (size_t i = 0; i < nw; i++) wd[i] = 0.1f * bench_frand(&seed);
+    for (int64_t i = 0; i < rows * d; i++) x->hh[i] = 2.0f * bench_frand(&seed);
+    if (o->f32) {
+        for (size_t i = 0; i < x->nw; i++) x->wd[i] = 0.1f * bench_frand(&seed);
     } else { /* Q8_0 blocks: fp16 scale in [2^-10, 2^-9), random int8 codes (|w| < 0.25) */
-        for (size_t b = 0; b < nb; b++) {
-            uint8_t *p = blk + b * 34;
+        for (size_t b = 0; b < x->nb; b++) {
+            uint8_t *p = x->blk + b * 34;
             uint16_t hb = (uint16_t)((5u << 10) | ((uint32_t)((bench_frand(&seed) + 1) * 511) & 0x3FF));
             p[0] = (uint8_t)hb, p[1] = (uint8_t)(hb >> 8);
             for (int j = 2; j < 34; j++) p[j] = (uint8_t)((bench_frand(&seed) + 1) * 127.9f);
         }
-        if (wgml_gguf_dequantize(WGML_GGML_Q8_0, blk, nb * 34, v, d, wd)) {
+        if (wgml_gguf_dequantize(WGML_GGML_Q8_0, x->blk, x->nb * 34, v, d, x->wd)) {
             fprintf(stderr, "bench lmhead: %s\n", wgml_last_error(NULL));
-            failed = 1;
-            goto done;
+            return 1;
         }
     }
-    for (int64_t r = 0; r < rows; r++) lab[r] = (int32_t)((bench_frand(&seed) + 1) * 0.5f * (float)(v - 1)), lab8[r] = -100;
+    for (int64_t r = 0; r < rows; r++) x->lab[r] = (int32_t)((bench_frand(&seed) + 1) * 0.5f * (float)(v - 1)), x->lab8[r] = -100;
     for (int s = 0; s < 8; s++) {
-        sample[s] = (int64_t)s * (rows / 8) + (int64_t)((bench_frand(&seed) + 1) * 0.5f * (float)(rows / 8 - 1));
-        lab8[sample[s]] = lab[sample[s]];
+        x->sample[s] = (int64_t)s * (rows / 8) + (int64_t)((bench_frand(&seed) + 1) * 0.5f * (float)(rows / 8 - 1));
+        x->lab8[x->sample[s]] = x->lab[x->sample[s]];
     }
-    /* references of the sampled rows: logits row 0..., loss (mean over the 8), d_h rows */
-    ref_dh = malloc(sizeof(double) * (size_t)(8 * d));
-    ref_z = calloc(8, sizeof(double *));
-    if (!ref_dh || !ref_z) {
-        failed = 1;
-        goto done;
-    }
+    return 0;
+}
+
+/* References of the sampled rows: their logits, the loss (mean over the 8) and their d_h rows. */
+static int lm_references(const lm_opts *o, lm_data *x) {
+    int64_t d = o->d, v = o->v;
+    x->ref_dh = malloc(sizeof(double) * (size_t)(8 * d));
+    x->ref_z = calloc(8, sizeof(double *));
+    if (!x->ref_dh || !x->ref_z) return 1;
     for (int s = 0; s < 8; s++) {
-        int64_t r = sample[s];
-        ref_z[s] = malloc(sizeof(double) * (size_t)v);
-        if (!ref_z[s]) {
-            failed = 1;
-            goto done;
-        }
-        ref_logits(hh, wd, d, v, r, ref_z[s]);
+        int64_t r = x->sample[s];
+        double *z = x->ref_z[s] = malloc(sizeof(double) * (size_t)v), *dh = x->ref_dh + s * d;
+        if (!z) return 1;
+        ref_logits(x->hh, x->wd, d, v, r, z);
         double m = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < v; j++) m = fmax(m, ref_z[s][j]);
-        for (int64_t j = 0; j < v; j++) sum += exp(ref_z[s][j] - m);
+        for (int64_t j = 0; j < v; j++) m = fmax(m, z[j]);
+        for (int64_t j = 0; j < v; j++) sum += exp(z[j] - m);
         double lse = m + log(sum);
-        ref_loss += (lse - ref_z[s][lab[r]]) / 8;
-        for (int64_t k = 0; k < d; k++) ref_dh[s * d + k] = 0;
+        x->ref_loss += (lse - z[x->lab[r]]) / 8;
+        for (int64_t k = 0; k < d; k++) dh[k] = 0;
         for (int64_t j = 0; j < v; j++) {
-            double gj = (exp(ref_z[s][j] - lse) - (j == lab[r])) / 8;
-            for (int64_t k = 0; k < d; k++) ref_dh[s * d + k] += gj * wd[j * d + k];
+            double gj = (exp(z[j] - lse) - (j == x->lab[r])) / 8;
+            for (int64_t k = 0; k < d; k++) dh[k] += gj * x->wd[j * d + k];
         }
     }
-    printf("adapter: %s (%s, %s); h [%lld, %lld], head [%lld, %lld] %s, chunk %lld; %s\n", info.adapter, info.backend,
-           info.type, (long long)rows, (long long)d, (long long)v, (long long)d, f32 ? "f32" : "Q8_0", (long long)chunk,
-           info.has_timestamps ? "GPU timestamps" : "wall clock");
-    printf("%-30s %10s %9s %14s %s\n", "case", "ms", "x GEMM", "peak interm.", "check");
-    double gemm_t = 0;
-    for (int c = 0; c < N_CASES; c++) {
-        wgml_graph *g = wgml_graph_new(ctx);
-        int64_t hs[2] = {rows, d};
-        head w = {0};
-        if (f32) {
-            int64_t ws[2] = {v, d};
-            w.f = wgml_tensor_new(g, WGML_F32, 2, ws);
-            if (w.f && wgml_tensor_write(w.f, wd, sizeof(float) * nw)) w.f = NULL;
+    return 0;
+}
+
+/* Case c's outputs against the references on the sampled rows: the logits rows (the GEMM) or the
+ * d_h rows, and the loss. */
+static int lm_check(int c, const lm_opts *o, const lm_data *x, wgml_tensor *out, wgml_tensor *dh) {
+    int64_t d = o->d, v = o->v;
+    wgml_tensor *big = c == C_GEMM ? out : dh; /* logits [R, V] or d_h [R, D] */
+    size_t bytes = big ? wgml_tensor_nbytes(big) : 0;
+    float *all = big ? malloc(bytes) : NULL;
+    int good = !big || (all && !wgml_tensor_read(big, all, bytes));
+    for (int s = 0; s < 8 && good && big; s++) {
+        int64_t r = x->sample[s];
+        const double *z = x->ref_z[s], *rdh = x->ref_dh + s * d;
+        if (c == C_GEMM) {
+            const float *row = all + r * v;
+            for (int64_t j = 0; good && j < v; j++) good = fabs(row[j] - z[j]) <= 1e-4 + 1e-4 * fabs(z[j]);
         } else {
-            w.q = wgml_q4_upload_gguf(g, WGML_GGML_Q8_0, blk, nb * 34, v, d);
+            const float *row = all + r * d;
+            double am = 0;
+            for (int64_t k = 0; k < d; k++) am = fmax(am, fabs(rdh[k]));
+            for (int64_t k = 0; good && k < d; k++) good = fabs(row[k] - rdh[k]) <= 1e-4 * am + 1e-3 * fabs(rdh[k]);
         }
-        wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
-        wgml_tensor *out = NULL, *dh = NULL;
-        double best = INFINITY;
-        int ok = (w.f || w.q) && h && l && !wgml_tensor_write(h, hh, sizeof(float) * (size_t)(rows * d)) &&
-                 !wgml_tensor_write(l, lab8, sizeof(int32_t) * (size_t)rows) && !build(g, c, &w, h, l, chunk, &out, &dh) &&
-                 !wgml_graph_run(g);
-        if (!ok) {
-            fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
-            failed = 1;
-            wgml_q4_free(w.q);
-            wgml_graph_free(g);
-            continue;
-        }
-        /* check the sampled rows */
-        wgml_tensor *big = c == C_GEMM ? out : dh; /* logits [R, V] or d_h [R, D] */
-        size_t bytes = big ? wgml_tensor_nbytes(big) : 0;
-        float *all = big ? malloc(bytes) : NULL;
-        int good = !big || (all && !wgml_tensor_read(big, all, bytes));
-        for (int s = 0; s < 8 && good && big; s++) {
-            int64_t r = sample[s];
-            if (c == C_GEMM) {
-                const float *row = all + r * v;
-                for (int64_t j = 0; good && j < v; j++) good = fabs(row[j] - ref_z[s][j]) <= 1e-4 + 1e-4 * fabs(ref_z[s][j]);
-            } else {
-                const float *row = all + r * d;
-                double am = 0;
-                for (int64_t k = 0; k < d; k++) am = fmax(am, fabs(ref_dh[s * d + k]));
-                for (int64_t k = 0; good && k < d; k++)
-                    good = fabs(row[k] - ref_dh[s * d + k]) <= 1e-4 * am + 1e-3 * fabs(ref_dh[s * d + k]);
-            }
-        }
-        if (good && c != C_GEMM) {
-            float gl = NAN;
-            good = !wgml_tensor_read(out, &gl, sizeof gl) && fabs(gl - ref_loss) <= 1e-4 * (1 + fabs(ref_loss));
-        }
-        free(all);
-        /* time with every row labelled */
-        if (wgml_tensor_write(l, lab, sizeof(int32_t) * (size_t)rows) ||
-            wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL)) {
-            fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
-            failed = 1;
-        } else {
-            if (c == C_GEMM) gemm_t = best;
-            printf("%-30s %10.3f %8.2fx %10.1f MiB %s\n", NAMES[c], best * 1e3, gemm_t > 0 ? best / gemm_t : 0,
-                   (double)wgml_graph_arena_bytes(g) / 1048576.0, good ? "ok" : "FAIL");
-            fflush(stdout);
-        }
-        if (!good) failed = 1;
+    }
+    if (good && c != C_GEMM) {
+        float gl = NAN;
+        good = !wgml_tensor_read(out, &gl, sizeof gl) && fabs(gl - x->ref_loss) <= 1e-4 * (1 + fabs(x->ref_loss));
+    }
+    free(all);
+    return good;
+}
+
+/* Case c: built, run once with the sampled rows labelled and checked, then timed with every row
+ * labelled; its row of the table. Returns 1 when it failed or its check did (*gemm_t: the GEMM's
+ * time, which the later rows are relative to). */
+static int lm_case(wgml_ctx *ctx, int c, const lm_opts *o, const lm_data *x, double *gemm_t) {
+    int64_t rows = o->rows, d = o->d, v = o->v;
+    wgml_graph *g = wgml_graph_new(ctx);
+    int64_t hs[2] = {rows, d};
+    head w = {0};
+    if (o->f32) {
+        int64_t ws[2] = {v, d};
+        w.f = wgml_tensor_new(g, WGML_F32, 2, ws);
+        if (w.f && wgml_tensor_write(w.f, x->wd, sizeof(float) * x->nw)) w.f = NULL;
+    } else {
+        w.q = wgml_q4_upload_gguf(g, WGML_GGML_Q8_0, x->blk, x->nb * 34, v, d);
+    }
+    wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
+    wgml_tensor *out = NULL, *dh = NULL;
+    double best = INFINITY;
+    int failed = 0;
+    int ok = (w.f || w.q) && h && l && !wgml_tensor_write(h, x->hh, sizeof(float) * (size_t)(rows * d)) &&
+             !wgml_tensor_write(l, x->lab8, sizeof(int32_t) * (size_t)rows) && !build(g, c, &w, h, l, o->chunk, &out, &dh) &&
+             !wgml_graph_run(g);
+    if (!ok) {
+        fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
         wgml_q4_free(w.q);
         wgml_graph_free(g);
+        return 1;
     }
-done:
-    for (int s = 0; ref_z && s < 8; s++) free(ref_z[s]);
-    free(ref_z), free(ref_dh);
-    free(hh), free(wd), free(blk), free(lab), free(lab8), free(z);
+    int good = lm_check(c, o, x, out, dh);
+    if (wgml_tensor_write(l, x->lab, sizeof(int32_t) * (size_t)rows) ||
+        wgml_graph_benchmark(g, o->cpu ? 0.0 : 0.3, o->cpu ? 1 : 5, &best, NULL)) {
+        fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
+        failed = 1;
+    } else {
+        if (c == C_GEMM) *gemm_t = best;
+        printf("%-30s %10.3f %8.2fx %10.1f MiB %s\n", NAMES[c], best * 1e3, *gemm_t > 0 ? best / *gemm_t : 0,
+               (double)wgml_graph_arena_bytes(g) / 1048576.0, good ? "ok" : "FAIL");
+        fflush(stdout);
+    }
+    if (!good) failed = 1;
+    wgml_q4_free(w.q);
+    wgml_graph_free(g);
+    return failed;
+}
+
+int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    lm_opts o;
+    if (parse_lm_opts(argc, argv, strcmp(info.type, "CPU") == 0, &o)) return 2;
+    lm_data x = {0};
+    int failed = lm_inputs(&o, &x) || lm_references(&o, &x);
+    if (!failed) {
+        printf("adapter: %s (%s, %s); h [%lld, %lld], head [%lld, %lld] %s, chunk %lld; %s\n", info.adapter, info.backend,
+               info.type, (long long)o.rows, (long long)o.d, (long long)o.v, (long long)o.d, o.f32 ? "f32" : "Q8_0",
+               (long long)o.chunk, info.has_timestamps ? "GPU timestamps" : "wall clock");
+        printf("%-30s %10s %9s %14s %s\n", "case", "ms", "x GEMM", "peak interm.", "check");
+        double gemm_t = 0;
+        for (int c = 0; c < N_CASES; c++) failed |= lm_case(ctx, c, &o, &x, &gemm_t);
+    }
+    lm_data_free(&x);
     return failed;
 }

@@ -106,96 +106,139 @@ static int dispatch_cost(wgml_ctx *ctx, int cpu) {
     return 0;
 }
 
-int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
-    wgml_device_info info;
-    wgml_device_get_info(ctx, &info);
-    int cpu = strcmp(info.type, "CPU") == 0;
-    int64_t cols = 4096, rows = cpu ? 256 : 16384;
-    int reps = cpu ? 2 : 10, profile = 0;
+typedef struct ops_opts {
+    int64_t rows, cols;
+    int reps, profile, cpu;
+} ops_opts;
+
+/* 0, or 2 after the usage or the range line. */
+static int parse_ops_opts(int argc, char **argv, int cpu, ops_opts *o) {
+    *o = (ops_opts){.rows = cpu ? 256 : 16384, .cols = 4096, .reps = cpu ? 2 : 10, .cpu = cpu};
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) o->rows = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o->reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) o->profile = 1;
         else {
             fprintf(stderr, "usage: wgml bench ops [--rows N] [--reps N] [--profile]\n");
             return 2;
         }
     }
-    if (rows < 1 || reps < 1 || reps > 1000) {
+    if (o->rows < 1 || o->reps < 1 || o->reps > 1000) {
         fprintf(stderr, "bench ops: --rows must be >= 1 and --reps 1..1000\n");
         return 2;
     }
-    int64_t n = rows * cols;
-    float *hx = malloc(sizeof(float) * (size_t)n), *hy = malloc(sizeof(float) * (size_t)n);
-    float *hw = malloc(sizeof(float) * (size_t)cols), *row = malloc(sizeof(float) * (size_t)cols);
-    double *ref = malloc(sizeof(double) * (size_t)cols);
-    int32_t *hl = malloc(sizeof(int32_t) * (size_t)rows);
-    if (!hx || !hy || !hw || !row || !ref || !hl) {
-        free(hl);
+    return 0;
+}
+
+/* The host side: x, y, w and the labels, a reference row's scratch and the generator the sampled
+ * rows are drawn from. */
+typedef struct ops_host {
+    int64_t n;
+    float *hx, *hy, *hw;
+    double *ref;
+    int32_t *hl;
+    uint64_t seed;
+} ops_host;
+
+static void ops_host_free(ops_host *h) { free(h->hx), free(h->hy), free(h->hw), free(h->ref), free(h->hl); }
+
+/* Random inputs: 0, or 1 after a message. */
+static int ops_host_new(const ops_opts *o, ops_host *h) {
+    int64_t rows = o->rows, cols = o->cols, n = h->n = rows * cols;
+    h->hx = malloc(sizeof(float) * (size_t)n), h->hy = malloc(sizeof(float) * (size_t)n);
+    h->hw = malloc(sizeof(float) * (size_t)cols);
+    h->ref = malloc(sizeof(double) * (size_t)cols);
+    h->hl = malloc(sizeof(int32_t) * (size_t)rows);
+    if (!h->hx || !h->hy || !h->hw || !h->ref || !h->hl) {
         fprintf(stderr, "bench ops: out of host memory\n");
-        free(hx); free(hy); free(hw); free(row); free(ref);
         return 1;
     }
-    uint64_t seed = 0x2545F4914F6CDD1Dull;
-    for (int64_t i = 0; i < n; i++) hx[i] = 4.0f * bench_frand(&seed), hy[i] = bench_frand(&seed);
-    for (int64_t j = 0; j < cols; j++) hw[j] = 1.0f + 0.5f * bench_frand(&seed);
-    for (int64_t r = 0; r < rows; r++) hl[r] = (int32_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(cols - 1));
+    h->seed = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < n; i++) h->hx[i] = 4.0f * bench_frand(&h->seed), h->hy[i] = bench_frand(&h->seed);
+    for (int64_t j = 0; j < cols; j++) h->hw[j] = 1.0f + 0.5f * bench_frand(&h->seed);
+    for (int64_t r = 0; r < rows; r++) h->hl[r] = (int32_t)((bench_frand(&h->seed) * 0.5f + 0.5f) * (float)(cols - 1));
+    return 0;
+}
+
+/* Case c's last output against the double reference on 8 sampled rows: 1 when within tolerance. */
+static int ops_check(int c, const ops_opts *o, ops_host *h, wgml_tensor *out) {
+    int64_t rows = o->rows, cols = o->cols;
+    size_t out_bytes = wgml_tensor_nbytes(out);
+    float *ho = malloc(out_bytes);
+    int ok = ho && !wgml_tensor_read(out, ho, out_bytes);
+    for (int s = 0; ok && s < 8; s++) {
+        int64_t r = (int64_t)((bench_frand(&h->seed) * 0.5f + 0.5f) * (float)(rows - 1));
+        reference_row(c, h->hx + r * cols, h->hy + r * cols, h->hw, cols, h->hl[r], rows, h->ref);
+        int64_t len = c == 5 ? 1 : cols;
+        const float *got = c == 5 ? ho + r : ho + r * cols;
+        for (int64_t j = 0; j < len; j++) {
+            double tol = c == 5 ? 1e-4 * sqrt((double)cols) * 4
+                         : c == 6 ? 1e-6 / (double)rows + 1e-4 * fabs(h->ref[j])
+                                  : 1e-5 + 1e-4 * fabs(h->ref[j]);
+            if (!(fabs(got[j] - h->ref[j]) <= tol)) ok = 0;
+        }
+    }
+    free(ho);
+    return ok;
+}
+
+/* Case c: reps calls in one graph, timed, then checked; its row of the table (*copy_gbs: the
+ * copy's bandwidth, which the later rows are relative to). 0, 1 when it failed, 2 when its
+ * inputs could not be made (the cases stop there). */
+static int time_case(wgml_ctx *ctx, int c, const ops_opts *o, ops_host *h, double *copy_gbs) {
+    int64_t rows = o->rows, cols = o->cols, n = h->n;
+    wgml_graph *g = wgml_graph_new(ctx);
+    int64_t shape[2] = {rows, cols};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *y = wgml_tensor_new(g, WGML_F32, 2, shape);
+    wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 1, &cols), *lab = wgml_tensor_new(g, WGML_I32, 1, &rows);
+    if (!x || !y || !w || !lab || wgml_tensor_write(x, h->hx, (size_t)n * 4) || wgml_tensor_write(y, h->hy, (size_t)n * 4) ||
+        wgml_tensor_write(w, h->hw, (size_t)cols * 4) || wgml_tensor_write(lab, h->hl, (size_t)rows * 4)) {
+        fprintf(stderr, "bench ops: %s\n", wgml_last_error(ctx));
+        wgml_graph_free(g);
+        return 2;
+    }
+    wgml_tensor *out = NULL;
+    for (int r = 0; r < o->reps; r++) out = run_case(g, c, x, y, w, lab);
+    double best = INFINITY;
+    if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) ||
+        wgml_graph_benchmark(g, o->cpu ? 0.0 : 0.3, o->cpu ? 1 : 5, &best, NULL)) {
+        fprintf(stderr, "bench ops: %s: %s\n", CASES[c].name, wgml_last_error(ctx));
+        wgml_graph_free(g);
+        return 1;
+    }
+    int ok = ops_check(c, o, h, out), failed = !ok;
+    double per = best / o->reps, gbs = CASES[c].bytes_per_elem * (double)n / per * 1e-9;
+    if (c == 0) *copy_gbs = gbs;
+    printf("%-28s %10.3f %10.1f %7.2fx %s\n", CASES[c].name, per * 1e3, gbs, *copy_gbs > 0 ? gbs / *copy_gbs : 0,
+           ok ? "ok" : "FAIL");
+    fflush(stdout);
+    if (o->profile && bench_profile_print(g, CASES[c].name, 8)) failed = 1;
+    wgml_graph_free(g);
+    return failed;
+}
+
+int bench_ops_main(wgml_ctx *ctx, int argc, char **argv) {
+    wgml_device_info info;
+    wgml_device_get_info(ctx, &info);
+    ops_opts o;
+    if (parse_ops_opts(argc, argv, strcmp(info.type, "CPU") == 0, &o)) return 2;
+    ops_host h = {0};
+    if (ops_host_new(&o, &h)) {
+        ops_host_free(&h);
+        return 1;
+    }
     printf("adapter: %s (%s, %s); x [%lld, %lld] f32 (%.0f MiB); %d reps per submit; %s\n", info.adapter,
-           info.backend, info.type, (long long)rows, (long long)cols, n * 4.0 / 1048576, reps,
+           info.backend, info.type, (long long)o.rows, (long long)o.cols, h.n * 4.0 / 1048576, o.reps,
            info.has_timestamps ? "GPU timestamps" : "wall clock");
     printf("%-28s %10s %10s %8s %s\n", "op", "ms", "GB/s", "of copy", "check");
     int failed = 0;
     double copy_gbs = 0;
     for (int c = 0; c < N_CASES; c++) {
-        wgml_graph *g = wgml_graph_new(ctx);
-        int64_t shape[2] = {rows, cols};
-        wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *y = wgml_tensor_new(g, WGML_F32, 2, shape);
-        wgml_tensor *w = wgml_tensor_new(g, WGML_F32, 1, &cols), *lab = wgml_tensor_new(g, WGML_I32, 1, &rows);
-        if (!x || !y || !w || !lab || wgml_tensor_write(x, hx, (size_t)n * 4) ||
-            wgml_tensor_write(y, hy, (size_t)n * 4) || wgml_tensor_write(w, hw, (size_t)cols * 4) ||
-            wgml_tensor_write(lab, hl, (size_t)rows * 4)) {
-            fprintf(stderr, "bench ops: %s\n", wgml_last_error(ctx));
-            wgml_graph_free(g);
-            failed = 1;
-            break;
-        }
-        wgml_tensor *out = NULL;
-        for (int r = 0; r < reps; r++) out = run_case(g, c, x, y, w, lab);
-        double best = INFINITY;
-        if (!out || wgml_graph_keep(g, out) || wgml_graph_compile(g) ||
-            wgml_graph_benchmark(g, cpu ? 0.0 : 0.3, cpu ? 1 : 5, &best, NULL)) {
-            fprintf(stderr, "bench ops: %s: %s\n", CASES[c].name, wgml_last_error(ctx));
-            wgml_graph_free(g);
-            failed = 1;
-            continue;
-        }
-        /* check sampled rows of the last output */
-        size_t out_bytes = wgml_tensor_nbytes(out);
-        float *ho = malloc(out_bytes);
-        int ok = ho && !wgml_tensor_read(out, ho, out_bytes);
-        for (int s = 0; ok && s < 8; s++) {
-            int64_t r = (int64_t)((bench_frand(&seed) * 0.5f + 0.5f) * (float)(rows - 1));
-            reference_row(c, hx + r * cols, hy + r * cols, hw, cols, hl[r], rows, ref);
-            int64_t len = c == 5 ? 1 : cols;
-            const float *got = c == 5 ? ho + r : ho + r * cols;
-            for (int64_t j = 0; j < len; j++) {
-                double tol = c == 5 ? 1e-4 * sqrt((double)cols) * 4
-                             : c == 6 ? 1e-6 / (double)rows + 1e-4 * fabs(ref[j])
-                                      : 1e-5 + 1e-4 * fabs(ref[j]);
-                if (!(fabs(got[j] - ref[j]) <= tol)) ok = 0;
-            }
-        }
-        free(ho);
-        double per = best / reps, gbs = CASES[c].bytes_per_elem * (double)n / per * 1e-9;
-        if (c == 0) copy_gbs = gbs;
-        printf("%-28s %10.3f %10.1f %7.2fx %s\n", CASES[c].name, per * 1e3, gbs, copy_gbs > 0 ? gbs / copy_gbs : 0,
-               ok ? "ok" : "FAIL");
-        fflush(stdout);
-        if (!ok) failed = 1;
-        if (profile && bench_profile_print(g, CASES[c].name, 8)) failed = 1;
-        wgml_graph_free(g);
+        int r = time_case(ctx, c, &o, &h, &copy_gbs);
+        if (r) failed = 1;
+        if (r == 2) break;
     }
-    free(hx); free(hy); free(hw); free(row); free(ref); free(hl);
-    if (dispatch_cost(ctx, cpu)) failed = 1;
+    ops_host_free(&h);
+    if (dispatch_cost(ctx, o.cpu)) failed = 1;
     return failed;
 }

@@ -1,7 +1,6 @@
-/* wgml finetune / wgml eval, and loading a LoRA directory for wgml generate: the command line
- * (options, the training loop, progress output, Ctrl-C) over the public API only. Data,
- * checkpoints, adapter files and reports are library code (src/train, include/wgml-train.h)
- * tested on their own. */
+/* wgml finetune and wgml eval: the command line (options, the training loop, progress output,
+ * Ctrl-C) over the public API only. Data, checkpoints, adapter files and reports are library
+ * code (src/train, include/wgml-train.h) tested on their own. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "wgml.h"
@@ -24,8 +23,6 @@ typedef int sig_atomic_t;
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv);
 int eval_main(wgml_ctx *ctx, int argc, char **argv);
-int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
-int export_lora_main(int argc, char **argv);
 
 static double now_s(void) {
     struct timespec ts;
@@ -102,6 +99,79 @@ static int need_num(const char *opt, const char *v, double lo, double hi, double
     return cli_need_num("wgml finetune", opt, v, lo, hi, out);
 }
 
+/* One option a and its value v into o: 0, or 1 after a message. */
+static int parse_opt(opts *o, const char *a, const char *v) {
+    int64_t n;
+    double x;
+    if (!strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--data")) o->data = v;
+    else if (!strcmp(a, "--out")) o->out = v;
+    else if (!strcmp(a, "--resume")) o->resume = v;
+    else if (!strcmp(a, "--mode")) {
+        if (!strcmp(v, "lora")) o->cfg.mode = WGML_TRAIN_LORA;
+        else if (!strcmp(v, "ste")) o->cfg.mode = WGML_TRAIN_STE;
+        else {
+            fprintf(stderr, "wgml finetune: --mode is lora or ste, got '%s'\n", v);
+            return 1;
+        }
+    } else if (!strcmp(a, "--targets")) {
+        if (wgml_targets_parse(v, &o->cfg.targets)) {
+            fprintf(stderr, "wgml finetune: --targets takes a comma list of q,k,v,o,gate,up,down (or all), got '%s'\n", v);
+            return 1;
+        }
+    } else if (!strcmp(a, "--rank")) {
+        if (need_int(a, v, 1, 4096, &n)) return 1;
+        o->cfg.lora_rank = (int)n;
+    } else if (!strcmp(a, "--alpha")) {
+        if (need_num(a, v, 1e-6, 1e6, &x)) return 1;
+        o->cfg.lora_alpha = (float)x;
+    } else if (!strcmp(a, "--seq-len")) {
+        if (need_int(a, v, 2, 1 << 16, &n)) return 1;
+        o->cfg.seq_len = (int)n;
+    } else if (!strcmp(a, "--batch")) {
+        if (need_int(a, v, 1, 4096, &n)) return 1;
+        o->cfg.batch = (int)n;
+    } else if (!strcmp(a, "--grad-accum")) {
+        if (need_int(a, v, 1, 4096, &n)) return 1;
+        o->grad_accum = (int)n;
+    } else if (!strcmp(a, "--steps")) {
+        if (need_int(a, v, 1, INT64_MAX / 2, &o->steps)) return 1;
+    } else if (!strcmp(a, "--epochs")) {
+        if (need_num(a, v, 1e-9, 1e6, &o->epochs)) return 1;
+    } else if (!strcmp(a, "--lr")) {
+        if (need_num(a, v, 0, 10, &o->lr)) return 1;
+    } else if (!strcmp(a, "--min-lr")) {
+        if (need_num(a, v, 0, 10, &o->min_lr)) return 1;
+        o->min_lr_set = 1;
+    } else if (!strcmp(a, "--warmup")) {
+        if (need_int(a, v, 0, INT64_MAX / 2, &o->warmup)) return 1;
+        o->warmup_set = 1;
+    } else if (!strcmp(a, "--weight-decay")) {
+        if (need_num(a, v, 0, 10, &x)) return 1;
+        o->cfg.weight_decay = (float)x;
+    } else if (!strcmp(a, "--clip")) {
+        if (need_num(a, v, 0, 1e9, &x)) return 1;
+        o->cfg.clip_norm = (float)x;
+    } else if (!strcmp(a, "--seed")) {
+        if (need_int(a, v, 0, INT64_MAX, &n)) return 1;
+        o->cfg.seed = (uint64_t)n;
+    } else if (!strcmp(a, "--eval-every")) {
+        if (need_int(a, v, 0, INT64_MAX / 2, &o->eval_every)) return 1;
+    } else if (!strcmp(a, "--eval-tokens")) {
+        if (need_int(a, v, 1, INT64_MAX / 2, &o->eval_tokens)) return 1;
+    } else if (!strcmp(a, "--eval-fraction")) {
+        if (need_num(a, v, 0.0, 0.9, &o->eval_fraction)) return 1;
+    } else if (!strcmp(a, "--stop-after")) { /* undocumented: tests of --resume */
+        if (need_int(a, v, 1, INT64_MAX / 2, &o->stop_after)) return 1;
+    } else if (!strcmp(a, "--save-every")) {
+        if (need_int(a, v, 0, INT64_MAX / 2, &o->save_every)) return 1;
+    } else {
+        fprintf(stderr, "wgml finetune: unknown option '%s' (see wgml finetune --help)\n", a);
+        return 1;
+    }
+    return 0;
+}
+
 /* 0 ok, 1 error, 2 help printed */
 static int parse_opts(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -112,8 +182,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
     o->eval_fraction = 0.05;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t n;
-        double x;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             finetune_usage(stdout);
             return 2;
@@ -123,72 +191,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
             return 1;
         }
         i++;
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--resume")) o->resume = v;
-        else if (!strcmp(a, "--mode")) {
-            if (!strcmp(v, "lora")) o->cfg.mode = WGML_TRAIN_LORA;
-            else if (!strcmp(v, "ste")) o->cfg.mode = WGML_TRAIN_STE;
-            else {
-                fprintf(stderr, "wgml finetune: --mode is lora or ste, got '%s'\n", v);
-                return 1;
-            }
-        } else if (!strcmp(a, "--targets")) {
-            if (wgml_targets_parse(v, &o->cfg.targets)) {
-                fprintf(stderr, "wgml finetune: --targets takes a comma list of q,k,v,o,gate,up,down (or all), got '%s'\n", v);
-                return 1;
-            }
-        } else if (!strcmp(a, "--rank")) {
-            if (need_int(a, v, 1, 4096, &n)) return 1;
-            o->cfg.lora_rank = (int)n;
-        } else if (!strcmp(a, "--alpha")) {
-            if (need_num(a, v, 1e-6, 1e6, &x)) return 1;
-            o->cfg.lora_alpha = (float)x;
-        } else if (!strcmp(a, "--seq-len")) {
-            if (need_int(a, v, 2, 1 << 16, &n)) return 1;
-            o->cfg.seq_len = (int)n;
-        } else if (!strcmp(a, "--batch")) {
-            if (need_int(a, v, 1, 4096, &n)) return 1;
-            o->cfg.batch = (int)n;
-        } else if (!strcmp(a, "--grad-accum")) {
-            if (need_int(a, v, 1, 4096, &n)) return 1;
-            o->grad_accum = (int)n;
-        } else if (!strcmp(a, "--steps")) {
-            if (need_int(a, v, 1, INT64_MAX / 2, &o->steps)) return 1;
-        } else if (!strcmp(a, "--epochs")) {
-            if (need_num(a, v, 1e-9, 1e6, &o->epochs)) return 1;
-        } else if (!strcmp(a, "--lr")) {
-            if (need_num(a, v, 0, 10, &o->lr)) return 1;
-        } else if (!strcmp(a, "--min-lr")) {
-            if (need_num(a, v, 0, 10, &o->min_lr)) return 1;
-            o->min_lr_set = 1;
-        } else if (!strcmp(a, "--warmup")) {
-            if (need_int(a, v, 0, INT64_MAX / 2, &o->warmup)) return 1;
-            o->warmup_set = 1;
-        } else if (!strcmp(a, "--weight-decay")) {
-            if (need_num(a, v, 0, 10, &x)) return 1;
-            o->cfg.weight_decay = (float)x;
-        } else if (!strcmp(a, "--clip")) {
-            if (need_num(a, v, 0, 1e9, &x)) return 1;
-            o->cfg.clip_norm = (float)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (need_int(a, v, 0, INT64_MAX, &n)) return 1;
-            o->cfg.seed = (uint64_t)n;
-        } else if (!strcmp(a, "--eval-every")) {
-            if (need_int(a, v, 0, INT64_MAX / 2, &o->eval_every)) return 1;
-        } else if (!strcmp(a, "--eval-tokens")) {
-            if (need_int(a, v, 1, INT64_MAX / 2, &o->eval_tokens)) return 1;
-        } else if (!strcmp(a, "--eval-fraction")) {
-            if (need_num(a, v, 0.0, 0.9, &o->eval_fraction)) return 1;
-        } else if (!strcmp(a, "--stop-after")) { /* undocumented: tests of --resume */
-            if (need_int(a, v, 1, INT64_MAX / 2, &o->stop_after)) return 1;
-        } else if (!strcmp(a, "--save-every")) {
-            if (need_int(a, v, 0, INT64_MAX / 2, &o->save_every)) return 1;
-        } else {
-            fprintf(stderr, "wgml finetune: unknown option '%s' (see wgml finetune --help)\n", a);
-            return 1;
-        }
+        if (parse_opt(o, a, v)) return 1;
     }
     if (!o->out) o->out = o->resume; /* continue in place */
     if (!o->model || !o->data || !o->out) {
@@ -443,235 +446,262 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%.0fs", s);
 }
 
-int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
+/* ---- the run ----
+ * One run's state, shared by the steps of finetune_main below: the options, the model file's
+ * identity, the data, the trainer, the report's rows and where the run stands. */
+typedef struct run {
+    wgml_ctx *ctx;
     opts o;
-    int pr = parse_opts(argc, argv, &o);
-    if (pr) return pr == 2 ? 0 : 2;
-    if (cli_make_dirs(o.out)) {
-        fprintf(stderr, "wgml finetune: cannot create %s: %s\n", o.out, strerror(errno));
+    run_id id;
+    wgml_dataset ds;
+    wgml_trainer *t;
+    wgml_report_row *rows;
+    size_t n_rows, cap_rows;
+    int64_t total, step, pos, first_step;
+    double start; /* when the first step of this part began */
+} run;
+
+/* Tokenizes and packs the data (a line on what it holds); 1 when it cannot be trained on. A
+ * held-out part without labels is dropped, with a note. */
+static int open_data(run *r, wgml_model *m) {
+    const opts *o = &r->o;
+    wgml_dataset *ds = &r->ds;
+    char err[700];
+    double t0 = now_s();
+    if (!wgml_model_tokenizer(m)) {
+        fprintf(stderr, "wgml finetune: the model has no tokenizer wgml can build (%s), so %s cannot be tokenized\n",
+                wgml_model_tokenizer_error(m), o->data);
         return 1;
     }
-    run_id id;
-    char err[700];
-    if (wgml_file_sha256(o.model, id.sha256, &id.size, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), o->data, o->cfg.seq_len, o->eval_fraction, ds, err, sizeof err)) {
         fprintf(stderr, "wgml finetune: %s\n", err);
         return 1;
     }
-    wgml_model_options mo = {.n_ctx = o.cfg.seq_len > 256 ? o.cfg.seq_len : 256};
-    wgml_model *m = wgml_model_load(ctx, o.model, &mo);
+    printf("data: %s: %lld training rows (%lld labels), %lld held-out rows (%lld labels) of %d tokens",
+           o->data, (long long)ds->n_train, (long long)ds->train_labels, (long long)ds->n_eval, (long long)ds->eval_labels, ds->seq_len);
+    if (ds->n_examples) printf("; %lld examples, %lld truncated", (long long)ds->n_examples, (long long)ds->n_truncated);
+    printf(" (%.1f s)\n", now_s() - t0);
+    if (ds->train_labels == 0) {
+        fprintf(stderr, "wgml finetune: the training rows hold no labels (every answer falls beyond --seq-len %d); raise --seq-len\n",
+                ds->seq_len);
+        return 1;
+    }
+    if (ds->n_eval && ds->eval_labels == 0) {
+        printf("note: the held-out rows hold no labels (answers beyond --seq-len): no perplexity is reported\n");
+        ds->n_eval = 0;
+    }
+    if (ds->n_eval == 0) printf("note: no held-out data: no perplexity is reported\n");
+    return 0;
+}
+
+/* The schedule (its length from the data unless --steps gave it, warmup and floor defaulting
+ * from it) and the trainer, with a line on each. */
+static int start_trainer(run *r, wgml_model *m) {
+    opts *o = &r->o;
+    r->total = o->steps;
+    if (!r->total)
+        r->total = (int64_t)ceil((o->epochs > 0 ? o->epochs : 1.0) * (double)r->ds.n_train / ((double)o->cfg.batch * o->cfg.grad_accum));
+    if (r->total < 1) r->total = 1;
+    if (!o->warmup_set) o->warmup = r->total / 20;
+    if (!o->min_lr_set) o->min_lr = o->lr / 10;
+    r->t = wgml_trainer_new(m, &o->cfg);
+    if (!r->t) {
+        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(r->ctx));
+        return 1;
+    }
+    int nt;
+    int64_t params;
+    if (trainer_size(r->t, &nt, &params, r->ctx)) return 1;
+    char tg[64];
+    wgml_targets_format(o->cfg.targets, tg, sizeof tg);
+    if (o->cfg.mode == WGML_TRAIN_LORA)
+        printf("lora: rank %d, alpha %g, targets %s: %d tensors, %lld trainable parameters\n", o->cfg.lora_rank, (double)o->cfg.lora_alpha,
+               tg, nt, (long long)params);
+    else printf("ste: %d 4-bit weights trained straight-through (%lld latent parameters)\n", nt, (long long)params);
+    char accum[48] = "";
+    if (o->cfg.grad_accum > 1) snprintf(accum, sizeof accum, " (%d micro-batches of %d)", o->cfg.grad_accum, o->cfg.batch);
+    printf("schedule: %lld steps of %d x %d tokens%s, lr %g, warmup %lld, cosine to %g, weight decay %g, clip %g, seed %llu\n",
+           (long long)r->total, o->cfg.batch * o->cfg.grad_accum, o->cfg.seq_len, accum, o->lr, (long long)o->warmup, o->min_lr,
+           (double)o->cfg.weight_decay, (double)o->cfg.clip_norm, (unsigned long long)o->cfg.seed);
+    return 0;
+}
+
+/* With --resume, the trainer, step and data position from the checkpoint and the report's rows
+ * up to that step; otherwise the held-out perplexity before training (the report's row 0). */
+static int resume_or_evaluate(run *r) {
+    const opts *o = &r->o;
+    char err[700];
+    if (o->resume) {
+        if (load_checkpoint(r->t, o, &r->id, &r->ds, &r->step, &r->pos)) return 1;
+        char *csv = path_in(o->resume, "loss.csv");
+        if (csv && wgml_report_read_csv(csv, r->step, &r->rows, &r->n_rows, err, sizeof err) == WGML_OK) r->cap_rows = r->n_rows;
+        free(csv);
+        printf("resumed from %s at step %lld (data position %lld)\n", o->resume, (long long)r->step, (long long)r->pos);
+        if (r->step >= r->total) printf("the run is already complete (%lld steps)\n", (long long)r->total);
+    }
+    if (r->ds.n_eval && !o->resume) {
+        int64_t nv = 0;
+        double l = evaluate(r->t, &r->ds, o->cfg.batch, o->eval_tokens, r->ctx, &nv);
+        if (!isfinite(l)) return 1;
+        printf("held-out perplexity before training: %.3f (loss %.4f over %lld tokens)\n", exp(l), l, (long long)nv);
+        push_row(&r->rows, &r->n_rows, &r->cap_rows, (wgml_report_row){0, NAN, 0, 0, exp(l)});
+    }
+    return 0;
+}
+
+/* One optimizer step: grad_accum micro-batches (the trainer steps on the last); the step's loss
+ * is the mean of theirs, as their gradients are averaged. */
+static int train_step(run *r, int32_t *in, int32_t *lab, double lr, float *loss) {
+    const opts *o = &r->o;
+    *loss = 0;
+    for (int mb = 0; mb < o->cfg.grad_accum; mb++) {
+        float l = NAN;
+        r->pos = wgml_data_train_batch(&r->ds, o->cfg.seed, r->pos, o->cfg.batch, in, lab);
+        if (wgml_trainer_step(r->t, in, lab, (float)lr, &l)) {
+            fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)r->step + 1, wgml_last_error(r->ctx));
+            return 1;
+        }
+        *loss += l / (float)o->cfg.grad_accum;
+    }
+    return 0;
+}
+
+/* The progress line of the step just taken: one line redrawn on a terminal; in a log, about 100
+ * lines per run. */
+static void print_progress(const run *r, float loss, double lr, double ema_tps, int interactive) {
+    double elapsed = now_s() - r->start, eta = elapsed / (double)(r->step - r->first_step) * (double)(r->total - r->step);
+    char eta_s[32];
+    fmt_time(eta, eta_s, sizeof eta_s);
+    int64_t every = r->total > 200 ? r->total / 100 : 1;
+    if (interactive || r->step % every == 0 || r->step == r->total || r->step == r->first_step + 1) {
+        printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s", interactive ? "\r" : "", (long long)r->step,
+               (long long)r->total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
+        fflush(stdout);
+    }
+}
+
+/* The steps from r->step to the end, or to Ctrl-C (or --stop-after): each step's progress line,
+ * its held-out perplexity when due, its report row and the periodic checkpoint. */
+static int train_steps(run *r, int32_t *in, int32_t *lab) {
+    const opts *o = &r->o;
+    size_t bl = (size_t)o->cfg.batch * (size_t)o->cfg.seq_len;
+    double ema_tps = 0;
+    int interactive = isatty(fileno(stdout));
+    while (r->step < r->total && !g_stop) {
+        double lr = wgml_lr_schedule(r->step, r->total, o->warmup, o->lr, o->min_lr);
+        double ts = now_s();
+        float loss;
+        if (train_step(r, in, lab, lr, &loss)) return 1;
+        double dt = now_s() - ts;
+        r->step++;
+        double tps = (double)bl * o->cfg.grad_accum / (dt > 0 ? dt : 1e-9);
+        ema_tps = ema_tps ? 0.9 * ema_tps + 0.1 * tps : tps;
+        print_progress(r, loss, lr, ema_tps, interactive);
+        wgml_report_row row = {r->step, loss, lr, tps, 0};
+        if (r->ds.n_eval && ((o->eval_every && r->step % o->eval_every == 0) || r->step == r->total)) {
+            int64_t nv = 0;
+            double l = evaluate(r->t, &r->ds, o->cfg.batch, o->eval_tokens, r->ctx, &nv);
+            if (!isfinite(l)) return 1;
+            row.eval_ppl = exp(l);
+            printf("%sheld-out perplexity at step %lld: %.3f (loss %.4f over %lld tokens)\n", interactive ? "\n" : "",
+                   (long long)r->step, exp(l), l, (long long)nv);
+        }
+        push_row(&r->rows, &r->n_rows, &r->cap_rows, row);
+        if (o->stop_after && r->step == o->stop_after) g_stop = 1;
+        /* loss.csv before the checkpoint: a run killed between the two resumes from the older
+         * checkpoint and keeps the rows up to it, so no row is ever missing */
+        if (o->save_every && r->step % o->save_every == 0 && r->step < r->total) {
+            write_reports(o, r->rows, r->n_rows);
+            if (save_checkpoint(r->t, o, &r->id, &r->ds, r->step, r->total, r->pos)) return 1;
+        }
+    }
+    if (interactive) printf("\n");
+    return 0;
+}
+
+/* The training loop: the batch buffers, Ctrl-C caught, then the steps. */
+static int train(run *r) {
+    size_t bl = (size_t)r->o.cfg.batch * (size_t)r->o.cfg.seq_len;
+    int32_t *in = malloc(bl * sizeof(int32_t)), *lab = malloc(bl * sizeof(int32_t));
+    int rc = 1;
+    if (in && lab) {
+        catch_stop_signals();
+        r->start = now_s();
+        r->first_step = r->step;
+        rc = train_steps(r, in, lab);
+    }
+    free(in);
+    free(lab);
+    return rc;
+}
+
+/* The run's outputs (report, checkpoint, the adapter or the 4-bit model) and its last line. */
+static int finish_run(run *r) {
+    const opts *o = &r->o;
+    write_reports(o, r->rows, r->n_rows);
+    if (save_checkpoint(r->t, o, &r->id, &r->ds, r->step, r->total, r->pos)) return 1;
+    if (o->cfg.mode == WGML_TRAIN_LORA) {
+        if (write_adapter(r->t, o, &r->id, r->step)) return 1;
+    } else if (write_ste_model(r->t, o)) {
+        return 1;
+    }
+    if (g_stop) {
+        printf("interrupted: stopped after step %lld of %lld; checkpoint saved in %s/checkpoint (continue with --resume %s)\n",
+               (long long)r->step, (long long)r->total, o->out, o->out);
+    } else {
+        char el[32];
+        fmt_time(now_s() - r->start, el, sizeof el);
+        printf("done: %lld steps in %s; outputs in %s (%s, loss.csv, loss.svg, checkpoint/)\n", (long long)(r->step - r->first_step), el,
+               o->out, o->cfg.mode == WGML_TRAIN_LORA ? "adapter.safetensors, adapter_config.json, peft/" : "model.gguf");
+    }
+    return 0;
+}
+
+int finetune_main(wgml_ctx *ctx, int argc, char **argv) {
+    run r = {.ctx = ctx};
+    int pr = parse_opts(argc, argv, &r.o);
+    if (pr) return pr == 2 ? 0 : 2;
+    if (cli_make_dirs(r.o.out)) {
+        fprintf(stderr, "wgml finetune: cannot create %s: %s\n", r.o.out, strerror(errno));
+        return 1;
+    }
+    char err[700];
+    if (wgml_file_sha256(r.o.model, r.id.sha256, &r.id.size, err, sizeof err)) {
+        fprintf(stderr, "wgml finetune: %s\n", err);
+        return 1;
+    }
+    wgml_model_options mo = {.n_ctx = r.o.cfg.seq_len > 256 ? r.o.cfg.seq_len : 256};
+    wgml_model *m = wgml_model_load(ctx, r.o.model, &mo);
     if (!m) {
         fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(ctx));
         return 1;
     }
-    int rc = 1;
-    wgml_dataset ds = {0};
-    wgml_trainer *t = NULL;
-    wgml_report_row *rows = NULL;
-    size_t n_rows = 0, cap_rows = 0;
-    int32_t *in = NULL, *lab = NULL;
-    double t0 = now_s();
-    if (!wgml_model_tokenizer(m)) {
-        fprintf(stderr, "wgml finetune: the model has no tokenizer wgml can build (%s), so %s cannot be tokenized\n",
-                wgml_model_tokenizer_error(m), o.data);
-        goto out;
-    }
-    if (wgml_data_from_file(wgml_model_tokenizer(m), o.data, o.cfg.seq_len, o.eval_fraction, &ds, err, sizeof err)) {
-        fprintf(stderr, "wgml finetune: %s\n", err);
-        goto out;
-    }
-    printf("data: %s: %lld training rows (%lld labels), %lld held-out rows (%lld labels) of %d tokens",
-           o.data, (long long)ds.n_train, (long long)ds.train_labels, (long long)ds.n_eval, (long long)ds.eval_labels, ds.seq_len);
-    if (ds.n_examples) printf("; %lld examples, %lld truncated", (long long)ds.n_examples, (long long)ds.n_truncated);
-    printf(" (%.1f s)\n", now_s() - t0);
-    if (ds.train_labels == 0) {
-        fprintf(stderr, "wgml finetune: the training rows hold no labels (every answer falls beyond --seq-len %d); raise --seq-len\n",
-                ds.seq_len);
-        goto out;
-    }
-    if (ds.n_eval && ds.eval_labels == 0) {
-        printf("note: the held-out rows hold no labels (answers beyond --seq-len): no perplexity is reported\n");
-        ds.n_eval = 0;
-    }
-    if (ds.n_eval == 0) printf("note: no held-out data: no perplexity is reported\n");
-    int64_t total = o.steps;
-    if (!total)
-        total = (int64_t)ceil((o.epochs > 0 ? o.epochs : 1.0) * (double)ds.n_train / ((double)o.cfg.batch * o.cfg.grad_accum));
-    if (total < 1) total = 1;
-    if (!o.warmup_set) o.warmup = total / 20;
-    if (!o.min_lr_set) o.min_lr = o.lr / 10;
-    t = wgml_trainer_new(m, &o.cfg);
-    if (!t) {
-        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(ctx));
-        goto out;
-    }
-    int nt;
-    int64_t params;
-    if (trainer_size(t, &nt, &params, ctx)) goto out;
-    char tg[64];
-    wgml_targets_format(o.cfg.targets, tg, sizeof tg);
-    if (o.cfg.mode == WGML_TRAIN_LORA)
-        printf("lora: rank %d, alpha %g, targets %s: %d tensors, %lld trainable parameters\n", o.cfg.lora_rank, (double)o.cfg.lora_alpha,
-               tg, nt, (long long)params);
-    else printf("ste: %d 4-bit weights trained straight-through (%lld latent parameters)\n", nt, (long long)params);
-    char accum[48] = "";
-    if (o.cfg.grad_accum > 1) snprintf(accum, sizeof accum, " (%d micro-batches of %d)", o.cfg.grad_accum, o.cfg.batch);
-    printf("schedule: %lld steps of %d x %d tokens%s, lr %g, warmup %lld, cosine to %g, weight decay %g, clip %g, seed %llu\n",
-           (long long)total, o.cfg.batch * o.cfg.grad_accum, o.cfg.seq_len, accum, o.lr, (long long)o.warmup, o.min_lr,
-           (double)o.cfg.weight_decay, (double)o.cfg.clip_norm, (unsigned long long)o.cfg.seed);
-    int64_t step = 0, pos = 0;
-    if (o.resume) {
-        if (load_checkpoint(t, &o, &id, &ds, &step, &pos)) goto out;
-        char *csv = path_in(o.resume, "loss.csv");
-        if (csv && wgml_report_read_csv(csv, step, &rows, &n_rows, err, sizeof err) == WGML_OK) cap_rows = n_rows;
-        free(csv);
-        printf("resumed from %s at step %lld (data position %lld)\n", o.resume, (long long)step, (long long)pos);
-        if (step >= total) printf("the run is already complete (%lld steps)\n", (long long)total);
-    }
-    if (ds.n_eval && !o.resume) {
-        int64_t nv = 0;
-        double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
-        if (!isfinite(l)) goto out;
-        printf("held-out perplexity before training: %.3f (loss %.4f over %lld tokens)\n", exp(l), l, (long long)nv);
-        push_row(&rows, &n_rows, &cap_rows, (wgml_report_row){0, NAN, 0, 0, exp(l)});
-    }
-    size_t bl = (size_t)o.cfg.batch * (size_t)o.cfg.seq_len;
-    in = malloc(bl * sizeof(int32_t));
-    lab = malloc(bl * sizeof(int32_t));
-    if (!in || !lab) goto out;
-    catch_stop_signals();
-    double start = now_s(), ema_tps = 0;
-    int64_t first_step = step;
-    int interactive = isatty(fileno(stdout));
-    while (step < total && !g_stop) {
-        double lr = wgml_lr_schedule(step, total, o.warmup, o.lr, o.min_lr);
-        double ts = now_s();
-        /* one optimizer step: grad_accum micro-batches (the trainer steps on the last); the
-         * step's loss is the mean of theirs, as their gradients are averaged */
-        float loss = 0;
-        for (int mb = 0; mb < o.cfg.grad_accum; mb++) {
-            float l = NAN;
-            pos = wgml_data_train_batch(&ds, o.cfg.seed, pos, o.cfg.batch, in, lab);
-            if (wgml_trainer_step(t, in, lab, (float)lr, &l)) {
-                fprintf(stderr, "\nwgml finetune: step %lld: %s\n", (long long)step + 1, wgml_last_error(ctx));
-                goto out;
-            }
-            loss += l / (float)o.cfg.grad_accum;
-        }
-        double dt = now_s() - ts;
-        step++;
-        double tps = (double)bl * o.cfg.grad_accum / (dt > 0 ? dt : 1e-9);
-        ema_tps = ema_tps ? 0.9 * ema_tps + 0.1 * tps : tps;
-        double elapsed = now_s() - start, eta = elapsed / (double)(step - first_step) * (double)(total - step);
-        char eta_s[32];
-        fmt_time(eta, eta_s, sizeof eta_s);
-        /* one line redrawn on a terminal; in a log, about 100 lines per run */
-        int64_t every = total > 200 ? total / 100 : 1;
-        if (interactive || step % every == 0 || step == total || step == first_step + 1) {
-            printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s", interactive ? "\r" : "", (long long)step,
-                   (long long)total, (double)loss, lr, ema_tps, eta_s, interactive ? "   " : "\n");
-            fflush(stdout);
-        }
-        wgml_report_row r = {step, loss, lr, tps, 0};
-        if (ds.n_eval && ((o.eval_every && step % o.eval_every == 0) || step == total)) {
-            int64_t nv = 0;
-            double l = evaluate(t, &ds, o.cfg.batch, o.eval_tokens, ctx, &nv);
-            if (!isfinite(l)) goto out;
-            r.eval_ppl = exp(l);
-            printf("%sheld-out perplexity at step %lld: %.3f (loss %.4f over %lld tokens)\n", interactive ? "\n" : "", (long long)step,
-                   exp(l), l, (long long)nv);
-        }
-        push_row(&rows, &n_rows, &cap_rows, r);
-        if (o.stop_after && step == o.stop_after) g_stop = 1;
-        /* loss.csv before the checkpoint: a run killed between the two resumes from the older
-         * checkpoint and keeps the rows up to it, so no row is ever missing */
-        if (o.save_every && step % o.save_every == 0 && step < total) {
-            write_reports(&o, rows, n_rows);
-            if (save_checkpoint(t, &o, &id, &ds, step, total, pos)) goto out;
-        }
-    }
-    if (interactive) printf("\n");
-    write_reports(&o, rows, n_rows);
-    if (save_checkpoint(t, &o, &id, &ds, step, total, pos)) goto out;
-    if (o.cfg.mode == WGML_TRAIN_LORA) {
-        if (write_adapter(t, &o, &id, step)) goto out;
-    } else if (write_ste_model(t, &o)) {
-        goto out;
-    }
-    if (g_stop) {
-        printf("interrupted: stopped after step %lld of %lld; checkpoint saved in %s/checkpoint (continue with --resume %s)\n",
-               (long long)step, (long long)total, o.out, o.out);
-    } else {
-        char el[32];
-        fmt_time(now_s() - start, el, sizeof el);
-        printf("done: %lld steps in %s; outputs in %s (%s, loss.csv, loss.svg, checkpoint/)\n", (long long)(step - first_step), el, o.out,
-               o.cfg.mode == WGML_TRAIN_LORA ? "adapter.safetensors, adapter_config.json, peft/" : "model.gguf");
-    }
-    rc = 0;
-out:
-    free(in);
-    free(lab);
-    free(rows);
-    wgml_trainer_free(t);
-    wgml_data_free(&ds);
+    int rc = open_data(&r, m) || start_trainer(&r, m) || resume_or_evaluate(&r) || train(&r) || finish_run(&r);
+    free(r.rows);
+    wgml_trainer_free(r.t);
+    wgml_data_free(&r.ds);
     wgml_model_free(m);
     return rc;
 }
 
-/* ---- LoRA directories (wgml generate --lora, wgml eval --lora) ---- */
-
-int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir) {
-    wgml_adapter *a = NULL;
-    char err[700];
-    if (wgml_adapter_load(dir, model_path, &a, err, sizeof err)) {
-        fprintf(stderr, "wgml: --lora: %s\n", err);
-        return 1;
-    }
-    wgml_status s = wgml_adapter_attach(m, a);
-    if (s) fprintf(stderr, "wgml: --lora %s: %s\n", dir, wgml_last_error(ctx));
-    wgml_adapter_free(a);
-    return s ? 1 : 0;
-}
-
-/* wgml export-lora --lora DIR --model FILE.gguf --gguf OUT.gguf: the adapter in DIR (wgml's
- * files, or PEFT's) as llama.cpp's LoRA adapter GGUF for the base model FILE. */
-int export_lora_main(int argc, char **argv) {
-    const char *lora = NULL, *model = NULL, *out = NULL;
-    for (int i = 0; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--lora")) lora = argv[i + 1];
-        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--gguf")) out = argv[i + 1];
-        else lora = model = out = NULL, i = argc;
-    }
-    if (!lora || !model || !out || argc % 2) {
-        fprintf(stderr, "usage: wgml export-lora --lora DIR --model FILE.gguf --gguf OUT.gguf\n"
-                        "Writes the LoRA adapter in DIR (wgml finetune's files, or a PEFT adapter) as llama.cpp's\n"
-                        "LoRA adapter GGUF for the base model FILE (llama-cli -m FILE --lora OUT.gguf).\n");
-        return 2;
-    }
-    wgml_adapter *a = NULL;
-    char err[600];
-    wgml_status s = wgml_adapter_load(lora, model, &a, err, sizeof err);
-    if (!s) s = wgml_adapter_save_gguf(a, model, out, err, sizeof err);
-    if (s) fprintf(stderr, "wgml export-lora: %s\n", err);
-    else
-        printf("%s: %d tensors, rank %d, alpha %g (llama.cpp: --lora %s)\n", out, wgml_adapter_tensor_count(a),
-               wgml_adapter_config(a)->lora_rank, (double)wgml_adapter_config(a)->lora_alpha, out);
-    wgml_adapter_free(a);
-    return s ? 1 : 0;
-}
-
 /* wgml eval --model FILE --data TEXT|JSONL [--lora DIR] [--seq-len N] [--batch B]
  *           [--eval-fraction F | --all] [--eval-tokens N] */
-int eval_main(wgml_ctx *ctx, int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *lora = NULL;
-    wgml_train_config cfg = wgml_train_defaults();
-    double frac = 0.05;
-    int all = 0;
-    int64_t max_tokens = INT64_MAX / 4, n;
+typedef struct eval_opts {
+    const char *model, *data, *lora;
+    wgml_train_config cfg;
+    double frac;
+    int all;
+    int64_t max_tokens;
+} eval_opts;
+
+/* wgml eval's options into e: -1 to go on, else the exit status (0 after --help). */
+static int parse_eval_opts(int argc, char **argv, eval_opts *e) {
+    *e = (eval_opts){.cfg = wgml_train_defaults(), .frac = 0.05, .max_tokens = INT64_MAX / 4};
+    int64_t n;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--all")) {
-            all = 1;
+            e->all = 1;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h") || !v) {
@@ -684,28 +714,37 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
             return v || !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
         }
         i++;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--lora")) lora = v;
+        if (!strcmp(a, "--model")) e->model = v;
+        else if (!strcmp(a, "--data")) e->data = v;
+        else if (!strcmp(a, "--lora")) e->lora = v;
         else if (!strcmp(a, "--seq-len")) {
             if (need_int(a, v, 2, 1 << 16, &n)) return 2;
-            cfg.seq_len = (int)n;
+            e->cfg.seq_len = (int)n;
         } else if (!strcmp(a, "--batch")) {
             if (need_int(a, v, 1, 4096, &n)) return 2;
-            cfg.batch = (int)n;
+            e->cfg.batch = (int)n;
         } else if (!strcmp(a, "--eval-tokens")) {
-            if (need_int(a, v, 1, INT64_MAX / 4, &max_tokens)) return 2;
+            if (need_int(a, v, 1, INT64_MAX / 4, &e->max_tokens)) return 2;
         } else if (!strcmp(a, "--eval-fraction")) {
-            if (need_num(a, v, 1e-6, 0.9, &frac)) return 2;
+            if (need_num(a, v, 1e-6, 0.9, &e->frac)) return 2;
         } else {
             fprintf(stderr, "wgml eval: unknown option '%s' (see wgml eval --help)\n", a);
             return 2;
         }
     }
-    if (!model || !data) {
+    if (!e->model || !e->data) {
         fprintf(stderr, "wgml eval: --model and --data are required (see wgml eval --help)\n");
         return 2;
     }
+    return -1;
+}
+
+int eval_main(wgml_ctx *ctx, int argc, char **argv) {
+    eval_opts e;
+    int pr = parse_eval_opts(argc, argv, &e);
+    if (pr >= 0) return pr;
+    const char *model = e.model, *data = e.data, *lora = e.lora;
+    wgml_train_config cfg = e.cfg;
     wgml_adapter *l = NULL;
     char err[700];
     if (lora) {
@@ -733,11 +772,11 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
                 wgml_model_tokenizer_error(m), data);
         goto out;
     }
-    if (wgml_data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, all ? 0.0 : frac, &ds, err, sizeof err)) {
+    if (wgml_data_from_file(wgml_model_tokenizer(m), data, cfg.seq_len, e.all ? 0.0 : e.frac, &ds, err, sizeof err)) {
         fprintf(stderr, "wgml eval: %s\n", err);
         goto out;
     }
-    if (all) { /* every row is evaluated: treat them all as held out */
+    if (e.all) { /* every row is evaluated: treat them all as held out */
         ds.n_eval = ds.n_train;
         ds.n_train = 0;
     }
@@ -753,10 +792,10 @@ int eval_main(wgml_ctx *ctx, int argc, char **argv) {
     }
     double t0 = now_s();
     int64_t nv = 0;
-    double loss = evaluate(t, &ds, cfg.batch, max_tokens, ctx, &nv);
+    double loss = evaluate(t, &ds, cfg.batch, e.max_tokens, ctx, &nv);
     if (!isfinite(loss)) goto out;
     printf("perplexity %.4f (mean loss %.5f nats over %lld tokens of %s%s, %s; %.1f s)\n", exp(loss), loss, (long long)nv, data,
-           all ? "" : " (held-out part)", lora ? lora : "base model", now_s() - t0);
+           e.all ? "" : " (held-out part)", lora ? lora : "base model", now_s() - t0);
     rc = 0;
 out:
     wgml_trainer_free(t);

@@ -9,7 +9,7 @@
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv); /* tools/finetune.c */
 int eval_main(wgml_ctx *ctx, int argc, char **argv);
-int export_lora_main(int argc, char **argv);
+int export_lora_main(int argc, char **argv); /* tools/lora.c */
 int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
 
 static int print_text(void *user, const char *text, size_t len) {
@@ -40,6 +40,107 @@ static size_t parse_ids(const char *s, int32_t **out) {
     return n;
 }
 
+typedef struct generate_opts {
+    const char *model, *prompt, *system, *lora, *prompt_ids;
+    int chat;
+    wgml_gen_options opt;
+    wgml_model_options mo;
+} generate_opts;
+
+/* 0, or 2 after a message or the usage line. */
+static int parse_generate_opts(int argc, char **argv, generate_opts *g) {
+    *g = (generate_opts){.opt = {.max_tokens = 256, .sampler = {0.0f, 40, 0.95f}, .seed = 0}};
+    wgml_gen_options *opt = &g->opt;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--chat")) g->chat = 1;
+        else if (!v) {
+            fprintf(stderr, "wgml generate: %s needs a value\n", a);
+            return 2;
+        } else if (!strcmp(a, "--model")) g->model = v, i++;
+        else if (!strcmp(a, "--prompt")) g->prompt = v, i++;
+        else if (!strcmp(a, "--prompt-ids")) g->prompt_ids = v, i++;
+        else if (!strcmp(a, "--lora")) g->lora = v, i++;
+        else if (!strcmp(a, "--system")) g->system = v, i++;
+        else if (!strcmp(a, "--max-tokens")) opt->max_tokens = atoi(v), i++;
+        else if (!strcmp(a, "--temperature")) opt->sampler.temperature = (float)atof(v), i++;
+        else if (!strcmp(a, "--top-k")) opt->sampler.top_k = atoi(v), i++;
+        else if (!strcmp(a, "--top-p")) opt->sampler.top_p = (float)atof(v), i++;
+        else if (!strcmp(a, "--seed")) opt->seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--decode-batch")) opt->decode_batch = atoi(v), i++;
+        else if (!strcmp(a, "--ctx")) g->mo.n_ctx = atoll(v), i++;
+        else {
+            fprintf(stderr, "wgml generate: unknown option '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!g->model || !g->prompt == !g->prompt_ids || (g->prompt_ids && g->chat) || opt->max_tokens < 1 || opt->sampler.temperature < 0) {
+        fprintf(stderr, "usage: wgml generate --model FILE (--prompt TEXT [--chat] [--system TEXT] | --prompt-ids \"ID ...\")\n"
+                        "                     [--lora DIR] [--max-tokens N]\n"
+                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The prompt's token ids: --prompt-ids as given, or the text tokenized (in the chat template
+ * with --chat). 0, or 1 after a message: no tokenizer for a text, a prompt that gives no tokens,
+ * or one that leaves no room to generate. */
+static int prompt_tokens(wgml_model *m, const generate_opts *g, int32_t **ids, size_t *n_ids) {
+    const wgml_tokenizer *tok = wgml_model_tokenizer(m);
+    char *text = NULL;
+    size_t tlen = g->prompt ? strlen(g->prompt) : 0;
+    if (!tok && !g->prompt_ids) {
+        fprintf(stderr, "wgml generate: the model has no tokenizer wgml can build (%s); give the prompt with --prompt-ids\n",
+                wgml_model_tokenizer_error(m));
+        return 1;
+    }
+    /* a plain prompt gets the BOS the vocabulary asks for (tokenizer.ggml.add_bos_token); a
+     * chat prompt carries its own where the format has one (Gemma's starts with <bos>) */
+    int flags = tok && wgml_tokenizer_add_bos(tok) ? WGML_TOK_ADD_BOS : 0;
+    if (g->chat) {
+        wgml_chat_msg msgs[2];
+        size_t n = 0;
+        if (g->system) msgs[n++] = (wgml_chat_msg){"system", g->system};
+        msgs[n++] = (wgml_chat_msg){"user", g->prompt};
+        if (wgml_chat_apply(tok, msgs, n, 1, &text, &tlen)) {
+            fprintf(stderr, "wgml generate: %s\n", wgml_tokenizer_error(tok));
+            return 1;
+        }
+        flags = WGML_TOK_SPECIAL;
+    }
+    int rc = 1;
+    if (g->prompt_ids && !(*n_ids = parse_ids(g->prompt_ids, ids))) {
+        fprintf(stderr, "wgml generate: --prompt-ids '%s' is not a list of token ids\n", g->prompt_ids);
+    } else if (!g->prompt_ids && wgml_tokenizer_encode(tok, text ? text : g->prompt, tlen, flags, ids, n_ids)) {
+        fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
+    } else if (*n_ids == 0) {
+        fprintf(stderr, "wgml generate: the prompt is empty (it gives no tokens)\n");
+    } else if ((int64_t)*n_ids >= (int64_t)wgml_model_config(m)->n_ctx) {
+        fprintf(stderr,
+                "wgml generate: the context length %lld leaves no room to generate after the prompt's %zu tokens; "
+                "raise --ctx or shorten the prompt\n",
+                (long long)wgml_model_config(m)->n_ctx, *n_ids);
+    } else {
+        rc = 0;
+    }
+    free(text);
+    return rc;
+}
+
+/* The run's two lines of timings on stderr (after the text on stdout). */
+static void print_gen_stats(const wgml_gen_stats *st, int max_tokens) {
+    fprintf(stderr, "\n[prefill: %zu tokens in %.3f s GPU (%.3f s wall), %.1f tokens/s]\n", st->prompt_tokens, st->prefill_s,
+            st->prefill_wall_s, st->prefill_s > 0 ? (double)st->prompt_tokens / st->prefill_s : 0.0);
+    fprintf(stderr, "[decode: %zu tokens generated, %zu decode steps in %.3f s GPU (%.3f s wall), %.1f tokens/s, "
+                    "%llu submits%s]\n",
+            st->generated_tokens, st->decode_steps, st->decode_s, st->decode_wall_s,
+            st->decode_s > 0 ? (double)st->decode_steps / st->decode_s : 0.0, (unsigned long long)st->decode_submits,
+            st->stopped                                   ? ", stopped at end of turn"
+            : st->generated_tokens < (size_t)max_tokens ? ", stopped: the context is full (raise --ctx)"
+                                                         : "");
+}
+
 /* wgml generate --model FILE (--prompt TEXT | --prompt-ids "ID ID ...") [--chat] [--lora DIR]
  *                [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]
  *                [--decode-batch B]
@@ -47,111 +148,35 @@ static size_t parse_ids(const char *s, int32_t **out) {
  * --prompt-ids: the prompt as token ids (a model whose tokenizer wgml does not build runs this
  * way, and prints the generated ids) */
 static int cmd_generate(wgml_ctx *ctx, int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *system = NULL, *lora = NULL, *prompt_ids = NULL;
-    int chat = 0;
-    wgml_gen_options opt = {.max_tokens = 256, .sampler = {0.0f, 40, 0.95f}, .seed = 0};
-    wgml_model_options mo = {0};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--chat")) chat = 1;
-        else if (!v) {
-            fprintf(stderr, "wgml generate: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--model")) model = v, i++;
-        else if (!strcmp(a, "--prompt")) prompt = v, i++;
-        else if (!strcmp(a, "--prompt-ids")) prompt_ids = v, i++;
-        else if (!strcmp(a, "--lora")) lora = v, i++;
-        else if (!strcmp(a, "--system")) system = v, i++;
-        else if (!strcmp(a, "--max-tokens")) opt.max_tokens = atoi(v), i++;
-        else if (!strcmp(a, "--temperature")) opt.sampler.temperature = (float)atof(v), i++;
-        else if (!strcmp(a, "--top-k")) opt.sampler.top_k = atoi(v), i++;
-        else if (!strcmp(a, "--top-p")) opt.sampler.top_p = (float)atof(v), i++;
-        else if (!strcmp(a, "--seed")) opt.seed = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--decode-batch")) opt.decode_batch = atoi(v), i++;
-        else if (!strcmp(a, "--ctx")) mo.n_ctx = atoll(v), i++;
-        else {
-            fprintf(stderr, "wgml generate: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
-    if (!model || !prompt == !prompt_ids || (prompt_ids && chat) || opt.max_tokens < 1 || opt.sampler.temperature < 0) {
-        fprintf(stderr, "usage: wgml generate --model FILE (--prompt TEXT [--chat] [--system TEXT] | --prompt-ids \"ID ...\")\n"
-                        "                     [--lora DIR] [--max-tokens N]\n"
-                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]\n");
-        return 2;
-    }
-    wgml_model *m = wgml_model_load(ctx, model, &mo);
+    generate_opts g;
+    if (parse_generate_opts(argc, argv, &g)) return 2;
+    wgml_model *m = wgml_model_load(ctx, g.model, &g.mo);
     if (!m) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
         return 1;
     }
-    if (lora && lora_load_dir(ctx, m, model, lora)) {
+    if (g.lora && lora_load_dir(ctx, m, g.model, g.lora)) {
         wgml_model_free(m);
         return 1;
     }
     const wgml_tokenizer *tok = wgml_model_tokenizer(m);
-    char *text = NULL;
-    size_t tlen = prompt ? strlen(prompt) : 0;
-    if (!tok && !prompt_ids) {
-        fprintf(stderr, "wgml generate: the model has no tokenizer wgml can build (%s); give the prompt with --prompt-ids\n",
-                wgml_model_tokenizer_error(m));
-        wgml_model_free(m);
-        return 1;
-    }
-    /* a plain prompt gets the BOS the vocabulary asks for (tokenizer.ggml.add_bos_token); a
-     * chat prompt carries its own where the format has one (Gemma's starts with <bos>) */
-    int flags = tok && wgml_tokenizer_add_bos(tok) ? WGML_TOK_ADD_BOS : 0;
-    if (chat) {
-        wgml_chat_msg msgs[2];
-        size_t n = 0;
-        if (system) msgs[n++] = (wgml_chat_msg){"system", system};
-        msgs[n++] = (wgml_chat_msg){"user", prompt};
-        if (wgml_chat_apply(tok, msgs, n, 1, &text, &tlen)) {
-            fprintf(stderr, "wgml generate: %s\n", wgml_tokenizer_error(tok));
-            wgml_model_free(m);
-            return 1;
-        }
-        flags = WGML_TOK_SPECIAL;
-    }
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    int32_t *ids = NULL, *out_ids = NULL;
+    size_t n_ids = 0, n_out = 0;
     int rc = 1;
-    int32_t *out_ids = NULL;
-    size_t n_out = 0;
-    if (prompt_ids && !(n_ids = parse_ids(prompt_ids, &ids))) {
-        fprintf(stderr, "wgml generate: --prompt-ids '%s' is not a list of token ids\n", prompt_ids);
-    } else if (!prompt_ids && wgml_tokenizer_encode(tok, text ? text : prompt, tlen, flags, &ids, &n_ids)) {
-        fprintf(stderr, "wgml generate: cannot tokenize the prompt: %s\n", wgml_tokenizer_error(tok));
-    } else if (n_ids == 0) {
-        fprintf(stderr, "wgml generate: the prompt is empty (it gives no tokens)\n");
-    } else if ((int64_t)n_ids >= (int64_t)wgml_model_config(m)->n_ctx) {
-        fprintf(stderr,
-                "wgml generate: the context length %lld leaves no room to generate after the prompt's %zu tokens; "
-                "raise --ctx or shorten the prompt\n",
-                (long long)wgml_model_config(m)->n_ctx, n_ids);
-    } else {
+    if (!prompt_tokens(m, &g, &ids, &n_ids)) {
         wgml_gen_stats st;
-        wgml_status s = wgml_generate(m, ids, n_ids, &opt, print_text, NULL, &st, tok ? NULL : &out_ids, tok ? NULL : &n_out);
+        wgml_status s = wgml_generate(m, ids, n_ids, &g.opt, print_text, NULL, &st, tok ? NULL : &out_ids, tok ? NULL : &n_out);
         for (size_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "ids: ", (int)out_ids[i]);
         printf("\n");
         if (s) {
             fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
         } else {
-            fprintf(stderr, "\n[prefill: %zu tokens in %.3f s GPU (%.3f s wall), %.1f tokens/s]\n", st.prompt_tokens,
-                    st.prefill_s, st.prefill_wall_s, st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0);
-            fprintf(stderr, "[decode: %zu tokens generated, %zu decode steps in %.3f s GPU (%.3f s wall), %.1f tokens/s, "
-                            "%llu submits%s]\n",
-                    st.generated_tokens, st.decode_steps, st.decode_s, st.decode_wall_s,
-                    st.decode_s > 0 ? (double)st.decode_steps / st.decode_s : 0.0, (unsigned long long)st.decode_submits,
-                    st.stopped                                   ? ", stopped at end of turn"
-                    : st.generated_tokens < (size_t)opt.max_tokens ? ", stopped: the context is full (raise --ctx)"
-                                                                   : "");
+            print_gen_stats(&st, g.opt.max_tokens);
             rc = 0;
         }
     }
     free(ids);
     free(out_ids);
-    free(text);
     wgml_model_free(m);
     return rc;
 }

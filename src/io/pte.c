@@ -19,44 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- arena: every allocation of a parse, freed at once ------------------------------------ */
-
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} arena_block;
-
-void *pte_arena_alloc(pte_arena *a, uint64_t n) {
-    if (n == 0) n = 1;
-    if (n > SIZE_MAX / 2) return NULL;
-    n = (n + 15) & ~(uint64_t)15;
-    arena_block *b = a->head;
-    if (!b || b->cap - b->used < n) {
-        size_t cap = n > 65536 ? (size_t)n : 65536;
-        b = malloc(sizeof *b + cap);
-        if (!b) return NULL;
-        b->next = a->head;
-        b->used = 0;
-        b->cap = cap;
-        a->head = b;
-    }
-    void *p = b->data + b->used;
-    b->used += (size_t)n;
-    memset(p, 0, (size_t)n);
-    return p;
-}
-
-void pte_arena_free(pte_arena *a) {
-    arena_block *b = a->head;
-    while (b) {
-        arena_block *n = b->next;
-        free(b);
-        b = n;
-    }
-    a->head = NULL;
-}
-
 /* ---- type facts ----------------------------------------------------------------------------- */
 
 size_t pte_scalar_type_size(int t) {
@@ -100,48 +62,6 @@ const char *pte_scalar_type_name(int t) {
     }
 }
 
-/* ---- shared decoding helpers (also used by pte_vk.c) ---------------------------------------- */
-
-wgml_status pte_oom(fb_ctx *c, const char *what) {
-    if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s: %s: out of host memory", c->prefix, what);
-    return WGML_ERR_OOM;
-}
-
-wgml_status pte_decode_vec(fb_ctx *c, pte_arena *a, const fb_table *t, unsigned field, pte_elem kind,
-                           const char *what, const void **out, uint32_t *n) {
-    static const uint32_t file_bytes[] = {[PTE_EL_I32] = 4, [PTE_EL_U32] = 4, [PTE_EL_I64] = 8, [PTE_EL_U64] = 8,
-                                          [PTE_EL_F64] = 8, [PTE_EL_BOOL] = 1, [PTE_EL_U8] = 1};
-    static const size_t host_bytes[] = {[PTE_EL_I32] = 4, [PTE_EL_U32] = 4, [PTE_EL_I64] = 8, [PTE_EL_U64] = 8,
-                                        [PTE_EL_F64] = 8, [PTE_EL_BOOL] = sizeof(bool), [PTE_EL_U8] = 1};
-    fb_vec v;
-    *out = NULL;
-    *n = 0;
-    wgml_status s = fb_vector_field(c, t, field, file_bytes[kind], what, &v, NULL);
-    if (s || v.n == 0) return s;
-    if ((s = fb_spend(c, v.n, v.pos, what))) return s;
-    void *dst = pte_arena_alloc(a, (uint64_t)v.n * host_bytes[kind]);
-    if (!dst) return pte_oom(c, what);
-    for (uint32_t i = 0; i < v.n; i++) {
-        uint64_t raw = fb_vec_raw(c, &v, i);
-        switch (kind) {
-        case PTE_EL_I32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)raw; break;
-        case PTE_EL_U32: ((uint32_t *)dst)[i] = (uint32_t)raw; break;
-        case PTE_EL_I64: ((int64_t *)dst)[i] = (int64_t)raw; break;
-        case PTE_EL_U64: ((uint64_t *)dst)[i] = raw; break;
-        case PTE_EL_F64: memcpy((double *)dst + i, &raw, 8); break;
-        case PTE_EL_BOOL: ((bool *)dst)[i] = raw != 0; break;
-        case PTE_EL_U8: ((uint8_t *)dst)[i] = (uint8_t)raw; break;
-        }
-    }
-    *out = dst;
-    *n = v.n;
-    return WGML_OK;
-}
-
-wgml_status pte_string(fb_ctx *c, const fb_table *t, unsigned field, const char *what, pte_str *out) {
-    return fb_string_field(c, t, field, what, &out->s, &out->len, NULL);
-}
-
 /* A [ubyte] field as bytes inside the caller's file (not copied). */
 static wgml_status bytes_field(fb_ctx *c, const fb_table *t, unsigned field, const char *what, pte_bytes *out) {
     fb_vec v;
@@ -164,9 +84,6 @@ typedef struct parser {
     pte_arena *a;
     pte_program *p;
 } parser;
-
-/* (the result is used so that a message cut short at the buffer size is not a warning) */
-#define WHAT(buf, ...) ((void)(snprintf(buf, sizeof buf, __VA_ARGS__) < 0 && (buf[0] = 0)))
 
 static void *alloc_n(parser *ps, uint64_t n, size_t each) { return pte_arena_alloc(ps->a, n * each); }
 
@@ -310,39 +227,9 @@ static wgml_status subsegment_data(parser *ps, uint64_t at, const char *what, co
     return WGML_OK;
 }
 
-static wgml_status parse_tensor(parser *ps, const fb_table *t, const char *what, pte_tensor *x) {
-    fb_ctx *c = &ps->c;
-    wgml_status s;
-    const void *v;
-    if ((s = fb_i8(c, t, 0, 0, what, &x->scalar_type)) || (s = fb_i32(c, t, 1, 0, what, &x->storage_offset)))
-        return s;
-    size_t es = pte_scalar_type_size(x->scalar_type);
-    if (!es) return fb_fail(c, t->pos, "%s: unknown scalar_type %d", what, x->scalar_type);
-    if ((s = pte_decode_vec(c, ps->a, t, 2, PTE_EL_I32, what, &v, &x->rank))) return s;
-    x->sizes = v;
-    if ((s = pte_decode_vec(c, ps->a, t, 3, PTE_EL_U8, what, &v, &x->n_dim_order))) return s;
-    x->dim_order = v;
-    if ((s = fb_bool(c, t, 4, what, &x->requires_grad)) || (s = fb_u32(c, t, 5, 0, what, &x->data_buffer_idx)))
-        return s;
-    fb_table sub;
-    if ((s = fb_table_field(c, t, 6, what, &sub, &x->has_allocation))) return s;
-    if (x->has_allocation) {
-        uint32_t lo, hi;
-        if ((s = fb_u32(c, &sub, 0, 0, what, &x->memory_id)) || (s = fb_u32(c, &sub, 1, 0, what, &lo)) ||
-            (s = fb_u32(c, &sub, 2, 0, what, &hi)))
-            return s;
-        x->memory_offset = (uint64_t)hi << 32 | lo;
-    }
-    if ((s = fb_i8(c, t, 7, 0, what, &x->layout)) || (s = fb_i8(c, t, 8, 0, what, &x->shape_dynamism))) return s;
-    if ((s = fb_table_field(c, t, 9, what, &sub, &x->has_extra))) return s;
-    if (x->has_extra) {
-        if ((s = fb_u64(c, &sub, 0, 0, what, &x->mutable_data_segments_idx)) ||
-            (s = pte_string(c, &sub, 1, what, &x->fqn)) || (s = fb_i8(c, &sub, 2, 0, what, &x->location)))
-            return s;
-    } else {
-        x->fqn = (pte_str){"", 0};
-    }
-    /* shape facts */
+/* A tensor's shape facts: sizes not negative, dim_order as long as the rank and each entry below
+ * it, and the element and byte counts within 64 bits. */
+static wgml_status tensor_shape(fb_ctx *c, const fb_table *t, const char *what, size_t es, pte_tensor *x) {
     for (uint32_t i = 0; i < x->rank; i++)
         if (x->sizes[i] < 0) return fb_fail(c, t->pos, "%s: sizes[%u] = %d is negative", what, i, x->sizes[i]);
     if (x->n_dim_order && x->n_dim_order != x->rank)
@@ -350,16 +237,15 @@ static wgml_status parse_tensor(parser *ps, const fb_table *t, const char *what,
     for (uint32_t i = 0; i < x->n_dim_order; i++)
         if (x->dim_order[i] >= x->rank)
             return fb_fail(c, t->pos, "%s: dim_order[%u] = %u is not below the rank %u", what, i, x->dim_order[i], x->rank);
-    uint64_t e = 1;
-    for (uint32_t i = 0; i < x->rank; i++) {
-        uint64_t d = (uint64_t)x->sizes[i];
-        if (d && e > UINT64_MAX / d) return fb_fail(c, t->pos, "%s: element count of the sizes overflows", what);
-        e *= d;
-    }
-    if (e > UINT64_MAX / es) return fb_fail(c, t->pos, "%s: byte size of the sizes overflows", what);
-    x->numel = e;
-    x->nbytes = e * es;
-    /* where the data is */
+    /* the sizes are not negative (above), so read as uint32 they are the same numbers */
+    return pte_shape_size(c, t->pos, what, "sizes", (const uint32_t *)x->sizes, x->rank, es, &x->numel, &x->nbytes);
+}
+
+/* Where a tensor's data is: outside the file (by its name), nowhere (data_buffer_idx 0), constant
+ * (an entry of the constant buffer, or of the constant segment's offsets) or mutable (an entry
+ * of a mutable data segment list); the range is checked to hold the tensor's bytes. */
+static wgml_status tensor_data(parser *ps, const fb_table *t, const char *what, pte_tensor *x) {
+    fb_ctx *c = &ps->c;
     const pte_program *p = ps->p;
     if (x->has_extra && x->location == 1) {
         if (!x->fqn.len)
@@ -399,6 +285,43 @@ static wgml_status parse_tensor(parser *ps, const fb_table *t, const char *what,
     WHAT(lname, "mutable_data_segments[%llu]", (unsigned long long)list);
     return subsegment_data(ps, t->pos, what, &p->mutable_data_segments[list], lname, x->data_buffer_idx, x->nbytes,
                            &x->data);
+}
+
+/* A Tensor table: its fields, then its shape facts (tensor_shape) and its data (tensor_data). */
+static wgml_status parse_tensor(parser *ps, const fb_table *t, const char *what, pte_tensor *x) {
+    fb_ctx *c = &ps->c;
+    wgml_status s;
+    const void *v;
+    if ((s = fb_i8(c, t, 0, 0, what, &x->scalar_type)) || (s = fb_i32(c, t, 1, 0, what, &x->storage_offset)))
+        return s;
+    size_t es = pte_scalar_type_size(x->scalar_type);
+    if (!es) return fb_fail(c, t->pos, "%s: unknown scalar_type %d", what, x->scalar_type);
+    if ((s = pte_decode_vec(c, ps->a, t, 2, PTE_EL_I32, what, &v, &x->rank))) return s;
+    x->sizes = v;
+    if ((s = pte_decode_vec(c, ps->a, t, 3, PTE_EL_U8, what, &v, &x->n_dim_order))) return s;
+    x->dim_order = v;
+    if ((s = fb_bool(c, t, 4, what, &x->requires_grad)) || (s = fb_u32(c, t, 5, 0, what, &x->data_buffer_idx)))
+        return s;
+    fb_table sub;
+    if ((s = fb_table_field(c, t, 6, what, &sub, &x->has_allocation))) return s;
+    if (x->has_allocation) {
+        uint32_t lo, hi;
+        if ((s = fb_u32(c, &sub, 0, 0, what, &x->memory_id)) || (s = fb_u32(c, &sub, 1, 0, what, &lo)) ||
+            (s = fb_u32(c, &sub, 2, 0, what, &hi)))
+            return s;
+        x->memory_offset = (uint64_t)hi << 32 | lo;
+    }
+    if ((s = fb_i8(c, t, 7, 0, what, &x->layout)) || (s = fb_i8(c, t, 8, 0, what, &x->shape_dynamism))) return s;
+    if ((s = fb_table_field(c, t, 9, what, &sub, &x->has_extra))) return s;
+    if (x->has_extra) {
+        if ((s = fb_u64(c, &sub, 0, 0, what, &x->mutable_data_segments_idx)) ||
+            (s = pte_string(c, &sub, 1, what, &x->fqn)) || (s = fb_i8(c, &sub, 2, 0, what, &x->location)))
+            return s;
+    } else {
+        x->fqn = (pte_str){"", 0};
+    }
+    if ((s = tensor_shape(c, t, what, es, x))) return s;
+    return tensor_data(ps, t, what, x);
 }
 
 static wgml_status parse_value(parser *ps, const fb_table *ev, const char *what, pte_value *out) {
@@ -442,15 +365,6 @@ static wgml_status parse_value(parser *ps, const fb_table *ev, const char *what,
     }
 }
 
-/* Checks value ids ids[0..n) (-1 allowed when opt) against n_values. */
-static wgml_status check_ids(parser *ps, uint64_t at, const char *what, const int32_t *ids, uint32_t n,
-                             uint32_t n_values, bool opt) {
-    for (uint32_t i = 0; i < n; i++)
-        if (!(ids[i] >= 0 && (uint32_t)ids[i] < n_values) && !(opt && ids[i] == -1))
-            return fb_fail(&ps->c, at, "%s[%u]: value id %d out of range (%u values)", what, i, ids[i], n_values);
-    return WGML_OK;
-}
-
 /* A KernelCall or DelegateCall (`call`): field 0 an index (`field`) into `count` operators or
  * delegates (`things`), field 1 the argument value ids, each < nv. */
 static wgml_status parse_call(parser *ps, const fb_table *t, const char *what, const char *call, const char *field,
@@ -465,7 +379,7 @@ static wgml_status parse_call(parser *ps, const fb_table *t, const char *what, c
     if (*index < 0 || (uint32_t)*index >= count)
         return fb_fail(c, t->pos, "%s: %s.%s %d out of range (%u %s)", what, call, field, *index, count, things);
     WHAT(w, "%s: %s.args", what, call);
-    return check_ids(ps, t->pos, w, *args, *n_args, nv, false);
+    return pte_check_ids(&ps->c, t->pos, w, *args, *n_args, nv, false);
 }
 
 static wgml_status parse_instruction(parser *ps, const fb_table *it, const char *what, const pte_plan *pl,
@@ -490,13 +404,13 @@ static wgml_status parse_instruction(parser *ps, const fb_table *it, const char 
             (s = fb_i32(c, &t, 1, 0, what, &in->u.move.move_to)))
             return s;
         WHAT(w, "%s: MoveCall", what);
-        return check_ids(ps, t.pos, w, &in->u.move.move_from, 2, nv, false);
+        return pte_check_ids(&ps->c, t.pos, w, &in->u.move.move_from, 2, nv, false);
     case PTE_INSTR_JUMP_FALSE:
         if ((s = fb_i32(c, &t, 0, 0, what, &in->u.jump_false.cond_value_index)) ||
             (s = fb_i32(c, &t, 1, 0, what, &in->u.jump_false.destination_instruction)))
             return s;
         WHAT(w, "%s: JumpFalseCall.cond_value_index", what);
-        if ((s = check_ids(ps, t.pos, w, &in->u.jump_false.cond_value_index, 1, nv, false))) return s;
+        if ((s = pte_check_ids(&ps->c, t.pos, w, &in->u.jump_false.cond_value_index, 1, nv, false))) return s;
         if (in->u.jump_false.destination_instruction < 0 ||
             (uint32_t)in->u.jump_false.destination_instruction > n_instr)
             return fb_fail(c, t.pos, "%s: JumpFalseCall.destination_instruction %d out of range (%u instructions)",
@@ -505,7 +419,7 @@ static wgml_status parse_instruction(parser *ps, const fb_table *it, const char 
     case PTE_INSTR_FREE:
         if ((s = fb_i32(c, &t, 0, 0, what, &in->u.free_call.value_index))) return s;
         WHAT(w, "%s: FreeCall.value_index", what);
-        return check_ids(ps, t.pos, w, &in->u.free_call.value_index, 1, nv, false);
+        return pte_check_ids(&ps->c, t.pos, w, &in->u.free_call.value_index, 1, nv, false);
     case 0: return fb_fail(c, it->pos, "%s: instruction without arguments (union type NONE)", what);
     default:
         if (c->err && c->errlen)
@@ -562,7 +476,7 @@ static wgml_status value_ids(parser *ps, const fb_table *t, unsigned field, cons
     wgml_status s = pte_decode_vec(&ps->c, ps->a, t, field, PTE_EL_I32, what, &v, n);
     if (s) return s;
     *ids = v;
-    return check_ids(ps, t->pos, what, *ids, *n, n_values, false);
+    return pte_check_ids(&ps->c, t->pos, what, *ids, *n, n_values, false);
 }
 
 /* The plan's values (field 2), then the tensor lists' items as value ids. */
@@ -585,8 +499,8 @@ static wgml_status plan_values(parser *ps, const fb_table *t, uint32_t pi, pte_p
         pte_value *x = &pl->values[i];
         if (x->type != PTE_VAL_TENSOR_LIST && x->type != PTE_VAL_OPTIONAL_TENSOR_LIST) continue;
         WHAT(what, "execution_plan[%u].values[%u].items", pi, i);
-        if ((s = check_ids(ps, t->pos, what, x->u.tensor_list.items, x->u.tensor_list.n, vec.n,
-                           x->type == PTE_VAL_OPTIONAL_TENSOR_LIST)))
+        if ((s = pte_check_ids(&ps->c, t->pos, what, x->u.tensor_list.items, x->u.tensor_list.n, vec.n,
+                               x->type == PTE_VAL_OPTIONAL_TENSOR_LIST)))
             return s;
     }
     return WGML_OK;
@@ -681,6 +595,55 @@ static wgml_status parse_plan(parser *ps, const fb_table *t, uint32_t pi, pte_pl
     return WGML_OK;
 }
 
+/* The extended header "eh00" at 8, when there is one: its length, the program size and the
+ * segments' base and size, each checked against the file. */
+static wgml_status parse_header(pte_program *p, const uint8_t *data, size_t size, char *err, size_t errlen) {
+    if (size < 16 || memcmp(data + 8, "eh00", 4) != 0) return WGML_OK;
+    uint32_t len = fb_rd32(data + 12);
+    if (len < 24)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT, "pte: extended header length %u is less than 24 at file offset 12", len);
+    if ((uint64_t)len > size - 8)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "pte: extended header of %u bytes at 8 runs past the %zu-byte file at file offset 12", len, size);
+    p->has_header = true;
+    p->program_size = fb_rd64(data + 16);
+    p->segment_base_offset = fb_rd64(data + 24);
+    p->segment_data_size = len >= 32 ? fb_rd64(data + 32) : 0;
+    if (p->program_size > size || p->program_size < 8 + (uint64_t)len)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "pte: extended header: program size %llu outside [%u, %zu] (the file has %zu bytes) at file offset 16",
+                          (unsigned long long)p->program_size, 8 + len, size, size);
+    if (p->segment_base_offset > size || (p->segment_base_offset && p->segment_base_offset < p->program_size))
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "pte: extended header: segment base offset %llu outside [program size %llu, file size %zu] "
+                          "at file offset 24",
+                          (unsigned long long)p->segment_base_offset, (unsigned long long)p->program_size, size);
+    if (p->segment_data_size > size - p->segment_base_offset)
+        return errbuf_set(err, errlen, WGML_ERR_FORMAT,
+                          "pte: extended header: segment data [%llu, %llu + %llu) outside the %zu-byte file (truncated?) "
+                          "at file offset 32",
+                          (unsigned long long)p->segment_base_offset, (unsigned long long)p->segment_base_offset,
+                          (unsigned long long)p->segment_data_size, size);
+    return WGML_OK;
+}
+
+/* Program.execution_plan: every plan, parsed by parse_plan. */
+static wgml_status parse_plans(parser *ps, const fb_table *root) {
+    pte_program *p = ps->p;
+    fb_vec plans;
+    wgml_status s;
+    if ((s = fb_vector_field(&ps->c, root, 1, 4, "Program.execution_plan", &plans, NULL)) || !plans.n) return s;
+    if (!(p->plans = alloc_n(ps, plans.n, sizeof *p->plans))) return pte_oom(&ps->c, "execution_plan");
+    p->n_plans = plans.n;
+    for (uint32_t i = 0; i < plans.n; i++) {
+        fb_table t;
+        char what[48];
+        WHAT(what, "execution_plan[%u]", i);
+        if ((s = fb_vec_table(&ps->c, &plans, i, 1, what, &t)) || (s = parse_plan(ps, &t, i, &p->plans[i]))) return s;
+    }
+    return WGML_OK;
+}
+
 wgml_status pte_parse(const uint8_t *data, size_t size, pte_program **out, char *err, size_t errlen) {
     if (out) *out = NULL;
     if (!out || (!data && size)) return errbuf_set(err, errlen, WGML_ERR_ARG, "pte_parse: NULL argument");
@@ -700,67 +663,14 @@ wgml_status pte_parse(const uint8_t *data, size_t size, pte_program **out, char 
     p->file = data;
     p->file_size = size;
     p->program_size = size;
-    /* extended header */
-    if (size >= 16 && memcmp(data + 8, "eh00", 4) == 0) {
-        uint32_t len = fb_rd32(data + 12);
-        wgml_status s = WGML_OK;
-        if (len < 24)
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT, "pte: extended header length %u is less than 24 at file offset 12",
-                           len);
-        else if ((uint64_t)len > size - 8)
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "pte: extended header of %u bytes at 8 runs past the %zu-byte file at file offset 12", len, size);
-        if (s) {
-            free(own);
-            return s;
-        }
-        p->has_header = true;
-        p->program_size = fb_rd64(data + 16);
-        p->segment_base_offset = fb_rd64(data + 24);
-        p->segment_data_size = len >= 32 ? fb_rd64(data + 32) : 0;
-        if (p->program_size > size || p->program_size < 8 + (uint64_t)len)
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "pte: extended header: program size %llu outside [%u, %zu] (the file has %zu bytes) at file offset 16",
-                           (unsigned long long)p->program_size, 8 + len, size, size);
-        else if (p->segment_base_offset > size || (p->segment_base_offset && p->segment_base_offset < p->program_size))
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "pte: extended header: segment base offset %llu outside [program size %llu, file size %zu] "
-                           "at file offset 24",
-                           (unsigned long long)p->segment_base_offset, (unsigned long long)p->program_size, size);
-        else if (p->segment_data_size > size - p->segment_base_offset)
-            s = errbuf_set(err, errlen, WGML_ERR_FORMAT,
-                           "pte: extended header: segment data [%llu, %llu + %llu) outside the %zu-byte file (truncated?) "
-                           "at file offset 32",
-                           (unsigned long long)p->segment_base_offset, (unsigned long long)p->segment_base_offset,
-                           (unsigned long long)p->segment_data_size, size);
-        if (s) {
-            free(own);
-            return s;
-        }
-    }
     parser ps = {.a = &own->arena, .p = p};
-    fb_init(&ps.c, data, p->program_size, 0, "pte", err, errlen);
     fb_table root;
-    wgml_status s;
+    wgml_status s = parse_header(p, data, size, err, errlen);
+    if (s) goto fail;
+    fb_init(&ps.c, data, p->program_size, 0, "pte", err, errlen);
     if ((s = fb_root(&ps.c, "ET12", "Program", &root)) || (s = fb_u32(&ps.c, &root, 0, 0, "Program.version", &p->version)) ||
-        (s = parse_segments(&ps, &root)) || (s = parse_program_lists(&ps, &root)))
+        (s = parse_segments(&ps, &root)) || (s = parse_program_lists(&ps, &root)) || (s = parse_plans(&ps, &root)))
         goto fail;
-    fb_vec plans;
-    if ((s = fb_vector_field(&ps.c, &root, 1, 4, "Program.execution_plan", &plans, NULL))) goto fail;
-    if (plans.n) {
-        if (!(p->plans = alloc_n(&ps, plans.n, sizeof *p->plans))) {
-            s = pte_oom(&ps.c, "execution_plan");
-            goto fail;
-        }
-        p->n_plans = plans.n;
-        for (uint32_t i = 0; i < plans.n; i++) {
-            fb_table t;
-            char what[48];
-            WHAT(what, "execution_plan[%u]", i);
-            if ((s = fb_vec_table(&ps.c, &plans, i, 1, what, &t)) || (s = parse_plan(&ps, &t, i, &p->plans[i])))
-                goto fail;
-        }
-    }
     *out = p;
     return WGML_OK;
 fail:

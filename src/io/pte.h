@@ -69,6 +69,13 @@ typedef struct pte_str {
     uint32_t len;
 } pte_str;
 
+/* The decoded lists of a value, one type each for the program's EValue and the Vulkan graph's
+ * VkValue: items in the parse's arena, n of them. pte_id_list: value ids. */
+typedef struct pte_int_list { const int64_t *items; uint32_t n; } pte_int_list;
+typedef struct pte_double_list { const double *items; uint32_t n; } pte_double_list;
+typedef struct pte_bool_list { const bool *items; uint32_t n; } pte_bool_list;
+typedef struct pte_id_list { const int32_t *items; uint32_t n; } pte_id_list;
+
 /* Bytes inside the caller's bytes. file_offset: where data starts in the file. */
 typedef struct pte_bytes {
     const uint8_t *data;
@@ -133,10 +140,10 @@ typedef struct pte_value {
         double d;    /* DOUBLE */
         pte_tensor tensor;
         pte_str str; /* STRING */
-        struct { const int64_t *items; uint32_t n; } int_list;
-        struct { const double *items; uint32_t n; } double_list;
-        struct { const bool *items; uint32_t n; } bool_list;
-        struct { const int32_t *items; uint32_t n; } tensor_list; /* TENSOR_LIST, OPTIONAL_TENSOR_LIST */
+        pte_int_list int_list;
+        pte_double_list double_list;
+        pte_bool_list bool_list;
+        pte_id_list tensor_list; /* TENSOR_LIST, OPTIONAL_TENSOR_LIST */
     } u;
 } pte_value;
 
@@ -315,10 +322,10 @@ typedef struct pte_vk_value {
         double d;     /* DOUBLE */
         bool b;       /* BOOLV */
         pte_vk_tensor tensor;
-        struct { const int64_t *items; uint32_t n; } int_list;
-        struct { const double *items; uint32_t n; } double_list;
-        struct { const bool *items; uint32_t n; } bool_list;
-        struct { const int32_t *items; uint32_t n; } value_list;
+        pte_int_list int_list;
+        pte_double_list double_list;
+        pte_bool_list bool_list;
+        pte_id_list value_list;
         pte_str str;  /* STRING */
         int32_t symint; /* SYMINT: its initial value */
     } u;

@@ -1,6 +1,6 @@
-/* What pte.c (the program) and pte_vk.c (the Vulkan delegate graph) share: the arena that
- * holds a parse's decoded structure, and the decoding of vectors and strings over flatbuf.h.
- * Internal to src/io/pte*. */
+/* What pte.c (the program) and pte_vk.c (the Vulkan delegate graph) share, in pte_decode.c:
+ * the arena that holds a parse's decoded structure, the decoding of vectors and strings over
+ * flatbuf.h, and the value-id and shape-size checks. Internal to src/io/pte*. */
 #ifndef WGML_IO_PTE_INTERNAL_H
 #define WGML_IO_PTE_INTERNAL_H
 
@@ -27,5 +27,18 @@ wgml_status pte_decode_vec(fb_ctx *c, pte_arena *a, const fb_table *t, unsigned 
 wgml_status pte_string(fb_ctx *c, const fb_table *t, unsigned field, const char *what, pte_str *out);
 /* Writes "<prefix>: <what>: out of host memory" and returns WGML_ERR_OOM. */
 wgml_status pte_oom(fb_ctx *c, const char *what);
+/* Value ids ids[0..n) each below n_values (or -1, None, when opt); fails at `at` naming the
+ * first that is not. */
+wgml_status pte_check_ids(fb_ctx *c, uint64_t at, const char *what, const int32_t *ids, uint32_t n, uint32_t n_values,
+                          bool opt);
+/* A shape's element count (the product of dims[0..rank)) and its bytes at elem_bytes each, into
+ * *numel and *nbytes; fails at `at` naming the shape's field ("sizes", "dims") when either
+ * overflows 64 bits. */
+wgml_status pte_shape_size(fb_ctx *c, uint64_t at, const char *what, const char *field, const uint32_t *dims, uint32_t rank,
+                           size_t elem_bytes, uint64_t *numel, uint64_t *nbytes);
+
+/* A message's `what` written into buf (the result is used so that a message cut short at the
+ * buffer size is not a warning). */
+#define WHAT(buf, ...) ((void)(snprintf(buf, sizeof buf, __VA_ARGS__) < 0 && (buf[0] = 0)))
 
 #endif

@@ -46,9 +46,6 @@ typedef struct pte_vk_owned {
     pte_arena arena;
 } pte_vk_owned;
 
-/* (the result is used so that a message cut short at the buffer size is not a warning) */
-#define WHAT(buf, ...) ((void)(snprintf(buf, sizeof buf, __VA_ARGS__) < 0 && (buf[0] = 0)))
-
 static wgml_status parse_tensor(fb_ctx *c, pte_arena *a, const fb_table *t, const char *what, pte_vk_tensor *x) {
     wgml_status s;
     const void *v;
@@ -63,16 +60,7 @@ static wgml_status parse_tensor(fb_ctx *c, pte_arena *a, const fb_table *t, cons
     if (!es) return fb_fail(c, t->pos, "%s: VkTensor.datatype %d is not a known type", what, x->datatype);
     if (x->staging_datatype != PTE_VK_UNSET && !pte_vk_dtype_size(x->staging_datatype))
         return fb_fail(c, t->pos, "%s: VkTensor.staging_datatype %d is not a known type", what, x->staging_datatype);
-    uint64_t e = 1;
-    for (uint32_t i = 0; i < x->rank; i++) {
-        if (x->dims[i] && e > UINT64_MAX / x->dims[i])
-            return fb_fail(c, t->pos, "%s: element count of the dims overflows", what);
-        e *= x->dims[i];
-    }
-    if (e > UINT64_MAX / es) return fb_fail(c, t->pos, "%s: byte size of the dims overflows", what);
-    x->numel = e;
-    x->nbytes = e * es;
-    return WGML_OK;
+    return pte_shape_size(c, t->pos, what, "dims", x->dims, x->rank, es, &x->numel, &x->nbytes);
 }
 
 static wgml_status parse_value(fb_ctx *c, pte_arena *a, const fb_table *vv, const char *what, pte_vk_value *out) {
@@ -150,13 +138,6 @@ static wgml_status check_value_lists(fb_ctx *c, pte_arena *a, const pte_vk_graph
     return WGML_OK;
 }
 
-static wgml_status check_ids(fb_ctx *c, uint64_t at, const char *what, const int32_t *ids, uint32_t n, uint32_t nv) {
-    for (uint32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || (uint32_t)ids[i] >= nv)
-            return fb_fail(c, at, "%s[%u]: value id %d out of range (%u values)", what, i, ids[i], nv);
-    return WGML_OK;
-}
-
 /* VkGraph.values (field 2): every value, parsed by parse_value. */
 static wgml_status parse_values(fb_ctx *c, pte_arena *a, const fb_table *root, pte_vk_graph *g) {
     fb_vec vec;
@@ -194,7 +175,7 @@ static wgml_status parse_chain(fb_ctx *c, pte_arena *a, const fb_table *root, pt
         if (!op->name.len) return fb_fail(c, t.pos, "%s: OperatorCall without a name", what);
         char w[160];
         WHAT(w, "%s (%s).args", what, op->name.s);
-        if ((s = check_ids(c, t.pos, w, op->args, op->n_args, g->n_values))) return s;
+        if ((s = pte_check_ids(c, t.pos, w, op->args, op->n_args, g->n_values, false))) return s;
     }
     return WGML_OK;
 }
@@ -280,7 +261,7 @@ static wgml_status check_value_refs(fb_ctx *c, const pte_vk_graph *g, uint64_t p
         const pte_vk_value *x = &g->values[i];
         if (x->type == PTE_VK_VALUE_LIST) {
             WHAT(what, "VkGraph.values[%u].items", i);
-            if ((s = check_ids(c, pos, what, x->u.value_list.items, x->u.value_list.n, g->n_values))) return s;
+            if ((s = pte_check_ids(c, pos, what, x->u.value_list.items, x->u.value_list.n, g->n_values, false))) return s;
         }
         if (x->type != PTE_VK_TENSOR || x->u.tensor.constant_id < 0) continue;
         const pte_vk_tensor *t = &x->u.tensor;

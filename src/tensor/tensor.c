@@ -97,6 +97,16 @@ wgml_status check_same_graph(wgml_ctx *ctx, const char *op, const wgml_tensor *a
     return WGML_OK;
 }
 
+wgml_status check_grad_pair(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t,
+                            const wgml_tensor *dy) {
+    wgml_status s;
+    if ((s = check_tensor(ctx, op, arg, t)) || (s = check_dtype(ctx, op, arg, t, WGML_F32)) ||
+        (s = check_tensor(ctx, op, "dy", dy)) || (s = check_dtype(ctx, op, "dy", dy, WGML_F32)))
+        return s;
+    if ((s = check_graph(ctx, g, op, arg, t))) return s;
+    return check_same_graph(ctx, op, t, dy);
+}
+
 wgml_status check_shape(wgml_ctx *ctx, const char *op, int rank, const int64_t *shape) {
     if (rank < 0 || rank > WGML_MAX_RANK)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: rank %d is outside 0..%d", op, rank, WGML_MAX_RANK);

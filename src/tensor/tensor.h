@@ -46,6 +46,10 @@ wgml_status check_operand(wgml_ctx *ctx, const wgml_graph *g, const char *op, co
 /* t (present) is recorded in graph g; the error names op and the argument. */
 wgml_status check_graph(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t);
 wgml_status check_same_graph(wgml_ctx *ctx, const char *op, const wgml_tensor *a, const wgml_tensor *b);
+/* A backward op's saved tensor t (named arg) and the incoming gradient dy: both present and f32
+ * (t's checks first), t recorded in graph g and dy in t's graph. */
+wgml_status check_grad_pair(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t,
+                            const wgml_tensor *dy);
 wgml_status check_shape(wgml_ctx *ctx, const char *op, int rank, const int64_t *shape);
 /* "[2, 3, 4]" into buf; returns buf. */
 char *shape_str(char *buf, size_t n, int rank, const int64_t *shape);

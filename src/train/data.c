@@ -33,18 +33,21 @@ static int64_t count_labels(const wgml_dataset *ds, int64_t r0, int64_t r1) {
     return n;
 }
 
-static wgml_status check_args(int seq_len, double eval_fraction, char *err, size_t errlen) {
+/* The readers' common start: ds cleared, then seq_len, the eval fraction and the pointers
+ * checked, in that order. */
+static wgml_status check_args(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
+                              wgml_dataset *ds, char *err, size_t errlen) {
+    memset(ds, 0, sizeof *ds);
     if (seq_len < 1 || seq_len > (1 << 20)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: seq_len %d out of range", seq_len);
     if (!(eval_fraction >= 0 && eval_fraction < 1)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: eval fraction %g is not in [0, 1)", eval_fraction);
+    if (!tok || (!text && len)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: NULL argument");
     return WGML_OK;
 }
 
 wgml_status wgml_data_from_text(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
                                 wgml_dataset *ds, char *err, size_t errlen) {
-    memset(ds, 0, sizeof *ds);
-    wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
+    wgml_status s = check_args(tok, text, len, seq_len, eval_fraction, ds, err, errlen);
     if (s) return s;
-    if (!tok || (!text && len)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: NULL argument");
     int32_t *ids = NULL;
     size_t n = 0;
     s = wgml_tokenizer_encode(tok, text, len, 0, &ids, &n);
@@ -244,10 +247,8 @@ out:
 
 wgml_status wgml_data_from_jsonl(const wgml_tokenizer *tok, const char *text, size_t len, int seq_len, double eval_fraction,
                                  wgml_dataset *ds, char *err, size_t errlen) {
-    memset(ds, 0, sizeof *ds);
-    wgml_status s = check_args(seq_len, eval_fraction, err, errlen);
+    wgml_status s = check_args(tok, text, len, seq_len, eval_fraction, ds, err, errlen);
     if (s) return s;
-    if (!tok || (!text && len)) return errbuf_set(err, errlen, WGML_ERR_ARG, "data: NULL argument");
     size_t w = (size_t)seq_len + 1, cap = 0;
     int32_t pad = pad_of(tok);
     tokbuf b = {0};

@@ -44,59 +44,57 @@ int64_t attn_decode_chunks(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int
     return ctx && decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n) ? n : 0;
 }
 
-/* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the
- * chunk count; 1: the output itself). */
-static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
-                                wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
-                                wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
-                                wgml_tensor *k_norm, float eps, int64_t *parts) {
-    if (!g) return NULL;
-    wgml_ctx *ctx = graph_ctx(g);
-    const char *op = "attn_decode_step";
-    if (check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4) || check_operand(ctx, g, op, "k", k, WGML_F32, 4, 4) ||
-        check_operand(ctx, g, op, "v", v, WGML_F32, 4, 4) || check_operand(ctx, g, op, "pos", pos, WGML_I32, 1, 1) ||
-        check_operand(ctx, g, op, "len", len, WGML_I32, 1, 1) || check_operand(ctx, g, op, "tab", tab, WGML_F32, 2, 2) ||
-        check_operand(ctx, g, op, "k_cache", k_cache, WGML_F32, 4, 4) ||
-        check_operand(ctx, g, op, "v_cache", v_cache, WGML_F32, 4, 4))
-        return NULL;
-    if (!q_norm != !k_norm) {
+/* The tensors of one decode step (decode_step's operands). */
+typedef struct decode_io {
+    wgml_tensor *q, *k, *v, *pos, *len, *tab, *k_cache, *v_cache, *q_norm, *k_norm;
+} decode_io;
+
+/* decode_step's checks: each operand's dtype and rank, the norms both or neither, the shapes
+ * against one another, and scale, window and eps; false after setting the error. */
+static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const decode_io *t, int64_t window, float scale,
+                         float eps) {
+    if (check_operand(ctx, g, op, "q", t->q, WGML_F32, 4, 4) || check_operand(ctx, g, op, "k", t->k, WGML_F32, 4, 4) ||
+        check_operand(ctx, g, op, "v", t->v, WGML_F32, 4, 4) || check_operand(ctx, g, op, "pos", t->pos, WGML_I32, 1, 1) ||
+        check_operand(ctx, g, op, "len", t->len, WGML_I32, 1, 1) || check_operand(ctx, g, op, "tab", t->tab, WGML_F32, 2, 2) ||
+        check_operand(ctx, g, op, "k_cache", t->k_cache, WGML_F32, 4, 4) ||
+        check_operand(ctx, g, op, "v_cache", t->v_cache, WGML_F32, 4, 4))
+        return false;
+    if (!t->q_norm != !t->k_norm) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: q_norm and k_norm come together (one is NULL)", op);
-        return NULL;
+        return false;
     }
-    if (q_norm && (check_operand(ctx, g, op, "q_norm", q_norm, WGML_F32, 1, 1) ||
-                   check_operand(ctx, g, op, "k_norm", k_norm, WGML_F32, 1, 1)))
-        return NULL;
-    int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3], smax = k_cache->shape[2];
-    bool ok = q->shape[0] == 1 && q->shape[1] == 1 && pos->numel == 1 && len->numel == 1 && Hk > 0 && Hq % Hk == 0;
+    if (t->q_norm && (check_operand(ctx, g, op, "q_norm", t->q_norm, WGML_F32, 1, 1) ||
+                      check_operand(ctx, g, op, "k_norm", t->k_norm, WGML_F32, 1, 1)))
+        return false;
+    const wgml_tensor *q = t->q, *k = t->k, *v = t->v, *k_cache = t->k_cache, *v_cache = t->v_cache;
+    int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3];
+    bool ok = q->shape[0] == 1 && q->shape[1] == 1 && t->pos->numel == 1 && t->len->numel == 1 && Hk > 0 && Hq % Hk == 0;
     for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
     ok = ok && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D && k_cache->shape[0] == 1 &&
-         k_cache->shape[1] == Hk && k_cache->shape[3] == D && tab->shape[0] == D / 2 && tab->shape[1] == 4 &&
-         (!q_norm || (q_norm->shape[0] == D && k_norm->shape[0] == D));
+         k_cache->shape[1] == Hk && k_cache->shape[3] == D && t->tab->shape[0] == D / 2 && t->tab->shape[1] == 4 &&
+         (!t->q_norm || (t->q_norm->shape[0] == D && t->k_norm->shape[0] == D));
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, 1, heads, D] (k and v alike, q's heads a multiple of k's), "
                        "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D], norms [D]",
-                       op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(len), tshape(tab), tshape(k_cache),
+                       op, tshape(q), tshape(k), tshape(v), tshape(t->pos), tshape(t->len), tshape(t->tab), tshape(k_cache),
                        tshape(v_cache));
-        return NULL;
+        return false;
     }
     if (!isfinite(scale) || window < 0 || !(eps >= 0.0f)) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale %g must be finite, window %lld >= 0 and eps %g >= 0", op,
                        (double)scale, (long long)window, (double)eps);
-        return NULL;
+        return false;
     }
-    int64_t G = Hq / Hk, kpt, ch, n_chunk;
-    if (!decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n_chunk)) {
-        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
-                       "%s: q %s with caches %s: D %% 4, %lld query heads per kv head or the workgroup memory do not "
-                       "fit the decode kernel",
-                       op, tshape(q), tshape(k_cache), (long long)G);
-        return NULL;
-    }
-    double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
-    bool qkn = q_norm != NULL;
-    char prelude[2048];
-    int pl = snprintf(prelude, sizeof prelude,
+    return true;
+}
+
+/* The decode kernel's prelude: its constants and bindings; with qkn the norms' weights are
+ * bindings 6 and 7 (and the caches, the partials and the parameters follow them), else the
+ * weights read as 1. */
+static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int64_t kpt, int64_t ch, int64_t n_chunk,
+                           bool qkn) {
+    int pl = snprintf(prelude, size,
                       "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
                       "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
                       "const NS: u32 = %lldu; const FINAL: bool = %s; const QKN: bool = %s;\n"
@@ -111,21 +109,48 @@ static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, w
                       qkn ? "true" : "false");
     int b = 6;
     if (qkn) {
-        pl += snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+        pl += snprintf(prelude + pl, size - (size_t)pl,
                        "@group(0) @binding(6) var<storage, read> qn: array<f32>;\n"
                        "@group(0) @binding(7) var<storage, read> kn: array<f32>;\n"
                        "fn qn_at(e: u32) -> f32 { return qn[e]; }\nfn kn_at(e: u32) -> f32 { return kn[e]; }\n");
         b = 8;
     } else {
-        pl += snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+        pl += snprintf(prelude + pl, size - (size_t)pl,
                        "fn qn_at(e: u32) -> f32 { return 1.0; }\nfn kn_at(e: u32) -> f32 { return 1.0; }\n");
     }
-    snprintf(prelude + pl, sizeof prelude - (size_t)pl,
+    snprintf(prelude + pl, size - (size_t)pl,
              "@group(0) @binding(%d) var<storage, read_write> k_cache: array<vec4<f32>>;\n"
              "@group(0) @binding(%d) var<storage, read_write> v_cache: array<vec4<f32>>;\n"
              "@group(0) @binding(%d) var<storage, read_write> part: array<f32>;\n"
              "@group(0) @binding(%d) var<uniform> p: Params;\n",
              b, b + 1, b + 2, b + 3);
+}
+
+/* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the
+ * chunk count; 1: the output itself). */
+static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
+                                wgml_tensor *len, wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache,
+                                wgml_rope_style style, int64_t window, float scale, wgml_tensor *q_norm,
+                                wgml_tensor *k_norm, float eps, int64_t *parts) {
+    if (!g) return NULL;
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "attn_decode_step";
+    decode_io io = {.q = q, .k = k, .v = v, .pos = pos, .len = len, .tab = tab, .k_cache = k_cache, .v_cache = v_cache,
+                    .q_norm = q_norm, .k_norm = k_norm};
+    if (!decode_check(ctx, g, op, &io, window, scale, eps)) return NULL;
+    int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3], smax = k_cache->shape[2];
+    int64_t G = Hq / Hk, kpt, ch, n_chunk;
+    if (!decode_plan(ctx, Hq, Hk, D, smax, &kpt, &ch, &n_chunk)) {
+        wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                       "%s: q %s with caches %s: D %% 4, %lld query heads per kv head or the workgroup memory do not "
+                       "fit the decode kernel",
+                       op, tshape(q), tshape(k_cache), (long long)G);
+        return NULL;
+    }
+    double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
+    bool qkn = q_norm != NULL;
+    char prelude[2048];
+    decode_prelude(prelude, sizeof prelude, D, G, kpt, ch, n_chunk, qkn);
     struct {
         uint32_t Hk, smax, n_chunk, window, style;
         float scale2, eps;

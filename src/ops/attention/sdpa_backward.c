@@ -12,6 +12,7 @@
  * skips the queries before it); the skipped terms are the zeros of P and dS. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_into.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,8 +64,7 @@ static wgml_status sdpa_backward_check(wgml_ctx *ctx, wgml_graph *g, const char 
 static wgml_status soft_rows(wgml_graph *g, const char *op, wgml_tensor *ov, wgml_tensor *dov, wgml_tensor *pm,
                              wgml_tensor *ds, int64_t n_rows, int64_t Sq, int64_t Skv, int64_t D, int causal,
                              float sc, int64_t window) {
-    uint32_t wg = 32;
-    while (wg < 256 && (int64_t)wg * 8 <= Skv) wg *= 2;
+    uint32_t wg = row_workgroup((uint64_t)Skv);
     char prelude[64];
     snprintf(prelude, sizeof prelude, "const WG: u32 = %uu;\n", wg);
     struct { uint32_t n_rows, sq, skv, d, causal; float scale; uint32_t window; } p = {

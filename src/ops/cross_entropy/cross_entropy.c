@@ -16,18 +16,12 @@
  * fused LM head's rule finishes d_h). */
 #include "graph/graph.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Threads of the workgroup that owns one row: at least ~8 loads per thread, 32..256. */
-static uint32_t ce_workgroup(uint64_t loads) {
-    uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 8 <= loads) wg *= 2;
-    return wg;
-}
 
 /* Where the rows pass gets n_valid (dlogits only): 0: ce_count, a dispatch before it;
  * 1 / 4: every row workgroup counts the labels itself, read as i32 / vec4<i32>. Inline when
@@ -211,7 +205,7 @@ static wgml_tensor *ce_impl(wgml_graph *g, wgml_tensor *logits, wgml_tensor *lab
     if (!s) {
         int vw = vocab % 4 == 0 ? 4 : 1;
         char prelude[1024];
-        ce_prelude(prelude, sizeof prelude, ce_workgroup((uint64_t)vocab / (uint64_t)vw), vw, dlogits_out != NULL,
+        ce_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)vocab / (uint64_t)vw), vw, dlogits_out != NULL,
                    scale != NULL, count, rpw);
         struct { uint32_t n_rows, vocab; float ninf; uint32_t n_cnt; } pr = {
             (uint32_t)rows, (uint32_t)vocab, -INFINITY, (uint32_t)(count ? rows / count : 0)};

@@ -14,11 +14,7 @@
 static wgml_tensor *unary_bwd(wgml_graph *g, const char *op, int code, wgml_tensor *x, wgml_tensor *dy, float lo,
                               float hi) {
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_tensor(ctx, op, "x", x) || check_dtype(ctx, op, "x", x, WGML_F32) || check_tensor(ctx, op, "dy", dy) ||
-        check_dtype(ctx, op, "dy", dy, WGML_F32))
-        return NULL;
-    if (check_graph(ctx, g, op, "x", x)) return NULL;
-    if (check_same_graph(ctx, op, x, dy)) return NULL;
+    if (check_grad_pair(ctx, g, op, "x", x, dy)) return NULL;
     if (dy->rank != x->rank || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->rank) != 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: dy %s must have x's shape %s", op, tshape(dy), tshape(x));
         return NULL;

@@ -20,6 +20,7 @@
 #include "ops/matmul/matmul_into.h"
 #include "ops/q4/q4_internal.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -75,13 +76,6 @@ static void chunk_free(const lm_weight *w, lm_weight *c) {
         wgml_tensor_free(c->q.ab);
         wgml_tensor_free(c->q.bias);
     }
-}
-
-/* Threads of the workgroup that owns one row: at least ~8 elements per thread, 32..256. */
-static uint32_t row_workgroup(uint64_t n) {
-    uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
-    return wg;
 }
 
 static void vec_prelude(char *buf, size_t cap, uint32_t wg, int vw, const char *extra) {

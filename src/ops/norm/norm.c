@@ -2,16 +2,9 @@
  * one workgroup per row with a tree reduction in workgroup memory. */
 #include "graph/graph.h"
 #include "ops/norm/norm_grad.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <stdio.h>
-
-/* Workgroup size for a row of n loads (vec4 or scalar): at least about 4 loads per thread,
- * 32..256 threads. */
-static uint32_t row_workgroup(uint64_t n) {
-    uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
-    return wg;
-}
 
 static void norm_prelude(char *buf, size_t n, int64_t d, bool has_w, bool has_b) {
     bool v4 = d % 4 == 0;

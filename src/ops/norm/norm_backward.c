@@ -3,17 +3,12 @@
  * dw / db: per-chunk column sums (norm_bwd_cols.wgsl, one thread per (chunk of rows, column)),
  * then wgml_sum over the chunks; every sum runs in a fixed order, so the gradients are deterministic. */
 #include "graph/graph.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define COLS_CHUNK 64 /* rows per partial sum of dw / db */
-
-static uint32_t bwd_row_workgroup(uint64_t n) {
-    uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
-    return wg;
-}
 
 /* Row kernels read V = vec4 when d % 4 == 0 (else f32); WG from the number of loads. */
 static void bwd_prelude(char *buf, size_t n, int64_t d, bool has_w) {
@@ -21,7 +16,7 @@ static void bwd_prelude(char *buf, size_t n, int64_t d, bool has_w) {
     snprintf(buf, n,
              "const WG: u32 = %uu; const VW: u32 = %du; alias V = %s; const HAS_W: bool = %s;\n"
              "fn hsum(v: V) -> f32 { return %s; }\n",
-             bwd_row_workgroup((uint64_t)(v4 ? d / 4 : d)), v4 ? 4 : 1, v4 ? "vec4<f32>" : "f32", has_w ? "true" : "false",
+             row_workgroup((uint64_t)(v4 ? d / 4 : d)), v4 ? 4 : 1, v4 ? "vec4<f32>" : "f32", has_w ? "true" : "false",
              v4 ? "dot(v, V(1.0))" : "v");
 }
 

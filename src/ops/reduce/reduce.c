@@ -10,6 +10,7 @@
  *   reduce_softmax_cols.wgsl one thread per row, for strided rows and very short rows. */
 #include "graph/graph.h"
 #include "ops/reduce/reduce_grad.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,14 +25,6 @@ enum { OP_SUM = 0, OP_MAX = 1, OP_ARGMAX = 2 };
 /* Threads of a softmax workgroup (shared by 256 / T rows of T threads each). */
 #define SOFTMAX_WG 256
 #define SPLIT_TARGET 512
-
-/* Workgroup size for a workgroup-per-row kernel over n loads (vec4 or scalar): at least about
- * 4 loads per thread, 32..256 threads. */
-static uint32_t row_workgroup(uint64_t n) {
-    uint32_t wg = 32;
-    while (wg < 256 && (uint64_t)wg * 8 <= n) wg *= 2;
-    return wg;
-}
 
 /* Prelude lines for a kernel reading rows as V (vec4 when vw = 4). */
 static void vec_prelude(char *buf, size_t n, uint32_t wg, int vw, const char *extra) {

@@ -3,6 +3,7 @@
  * (reduce_softmax_bwd_rows.wgsl); strided or very short rows: one thread per row
  * (reduce_softmax_bwd_cols.wgsl). */
 #include "graph/graph.h"
+#include "ops/reduce/wg_reduce.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,11 +12,7 @@ static wgml_tensor *softmax_bwd_impl(wgml_graph *g, const char *op, bool log_for
                                      int dim) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_tensor(ctx, op, "y", y) || check_dtype(ctx, op, "y", y, WGML_F32) || check_tensor(ctx, op, "dy", dy) ||
-        check_dtype(ctx, op, "dy", dy, WGML_F32))
-        return NULL;
-    if (check_graph(ctx, g, op, "y", y)) return NULL;
-    if (check_same_graph(ctx, op, y, dy)) return NULL;
+    if (check_grad_pair(ctx, g, op, "y", y, dy)) return NULL;
     if (y->rank == 0) {
         wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: y must have rank 1 to %d, got shape %s", op, WGML_MAX_RANK, tshape(y));
         return NULL;
@@ -47,8 +44,7 @@ static wgml_tensor *softmax_bwd_impl(wgml_graph *g, const char *op, bool log_for
         s = graph_dispatch(g, op, "reduce_softmax_bwd_cols", prelude, ro, 2, &out, 1, &p, sizeof p,
                            ((uint64_t)(outer * inner) + 255) / 256);
     } else {
-        uint32_t wg = 32;
-        while (wg < 256 && (int64_t)wg * 8 <= n) wg *= 2;
+        uint32_t wg = row_workgroup((uint64_t)n);
         snprintf(prelude, sizeof prelude, "const LOG: bool = %s; const WG: u32 = %uu;\n", log_form ? "true" : "false", wg);
         s = graph_dispatch(g, op, "reduce_softmax_bwd_rows", prelude, ro, 2, &out, 1, &p, sizeof p, (uint64_t)outer);
     }
