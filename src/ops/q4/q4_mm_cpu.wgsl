@@ -12,7 +12,10 @@
 //     word of W's row n once and uses each weight for BM rows.
 // Workgroup: NT = 64 threads along C (neighbouring threads read neighbouring rows, or words, of
 // W), owning a BM x (NT * CT) tile of O, CT = RN (forward) or CPW (TRANS). A's reads are the same
-// for every thread of a workgroup. Rows past M read row M - 1 and are not stored.
+// for every thread of a workgroup. Rows past M read row M - 1 and are not stored. A CPU adapter
+// loads storage lane by lane (a gather per value), and the loads per FMA set this kernel's
+// speed: the forward form reads each W row's group (a, b) once per group, not once per word
+// (lavapipe: 1.3-1.5x on SmolLM2's training GEMMs, bench/NOTES.md, 2026-12-04).
 // The prelude gives what q4_mm_head needs (BM = TM, BC = NT * CT, BR = 32, TC = 4: the head's
 // thread-grid constants are unused here) and the code kind (q4.c).
 //!include q4_mm_head
@@ -59,11 +62,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // W's rows c0 .. c0 + RN - 1 (past N: row N - 1, not stored), words over [rb, re)
         var wrow: array<u32, RN>;
         for (var q = 0u; q < RN; q++) { wrow[q] = min(c0 + q, p.C - 1u); }
+        var ab: array<vec2<f32>, RN>;
         for (var r = rb; r < re; r += CPW) {
-            var w: array<array<f32, CPW>, RN>;
-            for (var q = 0u; q < RN; q++) {
-                w[q] = dequant_word(CODES[wrow[q] * p.wpr + r / CPW], group_ab(wrow[q] * p.ng + r / G));
+            if (r == rb || r % G == 0u) { // a word never straddles a group
+                for (var q = 0u; q < RN; q++) { ab[q] = group_ab(wrow[q] * p.ng + r / G); }
             }
+            var w: array<array<f32, CPW>, RN>;
+            for (var q = 0u; q < RN; q++) { w[q] = dequant_word(CODES[wrow[q] * p.wpr + r / CPW], ab[q]); }
             if (CPW % 4u == 0u && r + CPW <= re) {
                 for (var j = 0u; j < BM; j++) {
                     for (var i4 = 0u; i4 < CPW / 4u; i4++) {
