@@ -637,20 +637,20 @@ wgml_status wgml_sdpa_backward_window(wgml_graph *g, wgml_tensor *q, wgml_tensor
  *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: a), or f32 [N, Kp/G, 2] (MIN, Q8_MIN: (a, b)
  *          pairs), row-major, so the groups of one output row are contiguous.
  *   bias:  f32 [N] or NULL.
- * A weight is only tensors of one graph; free the struct with wgml_q4_free (before freeing a
+ * A weight is only tensors of one graph; free the struct with wgml_qweight_free (before freeing a
  * built graph; in a built graph the tensors live as long as the graph). */
 typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2, WGML_Q8_MIN = 3, WGML_QF32 = 4 } wgml_qkind;
-typedef struct wgml_q4_weight {
+typedef struct wgml_qweight {
     wgml_tensor *codes, *ab, *bias;
     int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
     int group;        /* G */
     int has_min;      /* kind == WGML_Q4_MIN or WGML_Q8_MIN: ab holds (a, b) pairs */
     wgml_qkind kind;
     int bits;         /* code width: 4 (SYM, MIN), 5, 6 or 8 (the 8-bit kinds), 32 (QF32) */
-} wgml_q4_weight;
+} wgml_qweight;
 
 /* Block formats: the tensor data types of GGUF files whose layout wgml knows (numbered as in
- * the file format); wgml_q4_upload_gguf and wgml_gguf_dequantize take their blocks. */
+ * the file format); wgml_qweight_upload_gguf and wgml_gguf_dequantize take their blocks. */
 typedef enum wgml_ggml_type {
     WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3,
     WGML_GGML_Q5_0 = 6, WGML_GGML_Q5_1 = 7, WGML_GGML_Q8_0 = 8, WGML_GGML_Q4_K = 12,
@@ -680,28 +680,28 @@ wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group,
 /* Upload (GPU layout above). Each returns a malloc'ed weight whose tensors are persistent
  * tensors of g, or NULL with the error on g's context. */
 /* From flat q4gsw: codes [n, ceil(k/2)], scales [ceil(k/G), round_up(n,4)], bias [n] or NULL. */
-wgml_q4_weight *wgml_q4_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
+wgml_qweight *wgml_qweight_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
                                      int64_t n, int64_t k, int group);
 /* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (k a
  * multiple of 32), Q4_K, Q5_K or Q6_K (k a multiple of 256), or a plain F32, F16 or BF16
  * tensor (any k; held as f32, QF32); bytes must equal n * wgml_ggml_row_bytes(type, k). The
- * kind, G and (a, b) are as listed above; wgml_q4_dequantize of the result equals
+ * kind, G and (a, b) are as listed above; wgml_qweight_dequantize of the result equals
  * wgml_gguf_dequantize bit for bit. */
-wgml_q4_weight *wgml_q4_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
-/* 1 when wgml_q4_upload_gguf takes GGUF tensor type `type` (the list above), else 0. */
-int wgml_q4_gguf_on_gpu(int type);
+wgml_qweight *wgml_qweight_upload_gguf(wgml_graph *g, int type, const void *data, size_t bytes, int64_t n, int64_t k);
+/* 1 when wgml_qweight_upload_gguf takes GGUF tensor type `type` (the list above), else 0. */
+int wgml_qweight_gguf_on_gpu(int type);
 /* Quantises fp32 w[n, k] with wgml_q4gsw_quantize and uploads it (symmetric, group G). */
-wgml_q4_weight *wgml_q4_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
+wgml_qweight *wgml_qweight_quantize(wgml_graph *g, const float *w, int64_t n, int64_t k, int group);
 /* Frees the struct and (in the eager graph) its tensors. NULL is fine. Call it before
  * wgml_graph_free of the weight's graph. */
-void wgml_q4_free(wgml_q4_weight *w);
+void wgml_qweight_free(wgml_qweight *w);
 
 /* Operators (any kind unless said). */
 /* out[..., N] = x[..., K] · dequant(W)ᵀ (+ W's bias); leading dims flatten to M. M <= 4 (8 on
  * a CPU adapter) uses the GEMV kernel, larger M the tiled GEMM kernel. */
-wgml_tensor *wgml_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w);
+wgml_tensor *wgml_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w);
 /* Input gradient: d_x[..., K] = d_out[..., N] · dequant(W). No gradient for codes or scales. */
-wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_weight *w);
+wgml_tensor *wgml_qlinear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_qweight *w);
 /* Straight-through requant (every kind but QF32): rewrites w->codes in place from the fp32
  * latent [N, K] at the frozen (a, b), which are per-group constants of every GGUF type, so the
  * rule needs nothing but them. SYM: code = clamp(round_half_even(latent / scale), -8, 7) + 8,
@@ -709,31 +709,31 @@ wgml_tensor *wgml_q4_linear_dx(wgml_graph *g, wgml_tensor *d_out, const wgml_q4_
  * 2^bits - 1), a 0 gives 0 (every code is then the weight b). Q8: code =
  * clamp(round_half_even(latent / a), -2^(bits-1), 2^(bits-1) - 1), a 0 gives 0. The weight
  * gradient is wgml_linear_dw. */
-wgml_status wgml_q4_requant(wgml_graph *g, wgml_tensor *latent, const wgml_q4_weight *w);
+wgml_status wgml_qweight_requant(wgml_graph *g, wgml_tensor *latent, const wgml_qweight *w);
 /* Embedding lookup in a quantised table W[V, D]: out[..., D] = dequant(W)[ids[...], :] with
  * ids i32 of any shape; ids outside [0, V) are clamped into it on the GPU. */
-wgml_tensor *wgml_q4_embedding(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids);
+wgml_tensor *wgml_qembedding(wgml_graph *g, const wgml_qweight *table, wgml_tensor *ids);
 /* The lookup in one row part of a table too large for one storage binding: table holds rows
  * row0 .. row0 + n - 1 of the whole; an id in that range gives its row, any other id a zero
  * row, so the sum over the parts is the lookup in the whole table. */
-wgml_tensor *wgml_q4_embedding_rows(wgml_graph *g, const wgml_q4_weight *table, wgml_tensor *ids, int64_t row0);
+wgml_tensor *wgml_qembedding_rows(wgml_graph *g, const wgml_qweight *table, wgml_tensor *ids, int64_t row0);
 /* The whole weight dequantised: f32 [N, K], exactly the host dequantisation (e.g. to start
  * an fp32 latent for straight-through training without a host round trip). */
-wgml_tensor *wgml_q4_dequantize(wgml_graph *g, const wgml_q4_weight *w);
+wgml_tensor *wgml_qweight_dequantize(wgml_graph *g, const wgml_qweight *w);
 
-/* Most weights one wgml_q4_linear_multi call takes. */
-#define WGML_Q4_MULTI_MAX 3
+/* Most weights one wgml_qlinear_multi call takes. */
+#define WGML_QLINEAR_MULTI_MAX 3
 /* outs[i][..., N_i] = x[..., K] · dequant(W_i)ᵀ (+ W_i's bias) for the n weights W_i =
- * weights[i] (1 <= n <= WGML_Q4_MULTI_MAX; any kinds; every one with x's K and on x's graph),
+ * weights[i] (1 <= n <= WGML_QLINEAR_MULTI_MAX; any kinds; every one with x's K and on x's graph),
  * each out a separate f32 tensor of x's shape with the last dim N_i: the values n calls of
- * wgml_q4_linear give (the same per-row arithmetic on the GEMV path; test_q4_multi finds them
+ * wgml_qlinear give (the same per-row arithmetic on the GEMV path; test_qw_multi finds them
  * bit-identical), in fewer dispatches. For M <= 4 (8 on a CPU
  * adapter; the rows of x: decode) the weights of one kind and group size go through one GEMV dispatch together
  * (e.g. the q, k, v projections, or gate and up; a weight of another kind, or one past the
  * kernel's binding limit, gets its own dispatch); for larger M, or when x requires a gradient,
- * it is one wgml_q4_linear per weight. On error every outs[i] (i < n) is NULL and the status
+ * it is one wgml_qlinear per weight. On error every outs[i] (i < n) is NULL and the status
  * names the op and the argument (weights[i] NULL or invalid, K mismatch, n out of range). */
-wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
+wgml_status wgml_qlinear_multi(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *weights, int n,
                                  wgml_tensor **outs);
 
 /* ---- losses ------------------------------------------------------------------------------ */
@@ -772,7 +772,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
  * through one reused scratch with an online logsumexp per row.
  *   h       f32 [..., D] (R rows), labels i32 [...] (h's shape without its last dim);
  *   w       the head weight W [V, D]: f32 (wgml_lmhead_ce; must not require a gradient) or a
- *           4-bit/8-bit weight (wgml_lmhead_ce_q4, any kind, bias included), on h's graph;
+ *           4-bit/8-bit weight (wgml_lmhead_ce_qweight, any kind, bias included), on h's graph;
  *   opt     NULL or as for wgml_cross_entropy_ex (grad_scale multiplies d_h, status i32 [3]).
  * Returns the loss f32 [1]. d_h_out (may be NULL): d_h = d(loss)/dh · grad_scale, f32 with
  * h's shape, computed in the same call by a second pass over the chunks (the logits of each
@@ -782,7 +782,7 @@ wgml_tensor *wgml_cross_entropy_ex(wgml_graph *g, wgml_tensor *logits, wgml_tens
  * rule, and wgml_backward gives h the same d_h times d(loss) (and grad_scale). */
 wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_tensor *labels, int64_t chunk,
                             const wgml_ce_options *opt, wgml_tensor **d_h_out);
-wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
+wgml_tensor *wgml_lmhead_ce_qweight(wgml_graph *g, wgml_tensor *h, const wgml_qweight *w, wgml_tensor *labels,
                                int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out);
 
 /* ---- LoRA -------------------------------------------------------------------------------- */
@@ -803,8 +803,8 @@ void wgml_lora_free(wgml_lora *l); /* frees the struct (and, eager, the tensors)
 wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_out, const wgml_lora *l);
 /* wgml_linear(x, w, bias) plus the adapter. */
 wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l);
-/* wgml_q4_linear(x, w) plus the adapter (QLoRA). */
-wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l);
+/* wgml_qlinear(x, w) plus the adapter (QLoRA). */
+wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w, const wgml_lora *l);
 
 /* ---- autograd ---------------------------------------------------------------------------- */
 /* Gradients recorded into a built graph by one call, over the ops above. */
@@ -819,8 +819,8 @@ wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_we
  * Differentiable: matmul/mm/bmm/linear/addmm, binary ops and their scalar forms, unary ops,
  * clamp, where (not cond), sum/mean/amax, softmax/log_softmax, rms_norm, layer_norm (through
  * its output only), rope/rope_ex, sdpa, sdpa_window, embedding/gather/index_select (not the indices),
- * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, q4_linear (input
- * only; the 4-bit base is frozen), cross_entropy (logits only, when dlogits_out is NULL). Other ops (sdpa_cached, q4_embedding, comparisons, argmax,
+ * slice, cat, permute/transpose, expand_copy, clone, reshape, tensor_view, qlinear (input
+ * only; the 4-bit base is frozen), cross_entropy (logits only, when dlogits_out is NULL). Other ops (sdpa_cached, qembedding, comparisons, argmax,
  * in-place ops) pass no gradient: their outputs count as constants. */
 
 /* Marks an f32 tensor of a built graph as a leaf whose gradient wgml_backward delivers (a

@@ -1,5 +1,5 @@
 /* Tensor data types of the GGUF (ggml) format: names, block sizes, row sizes. Shared by the
- * GGUF reader (src/model) and the 4-bit weight import (src/ops/q4). */
+ * GGUF reader (src/model) and the 4-bit weight import (src/ops/qweight). */
 #include "wgml.h"
 
 int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes) {
