@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sweeps the q4 GEMV shape on the GPU: threads per row (TPR), rows per thread (RPT), workgroup
+# Sweeps the quantised-weight GEMV shape on the GPU: threads per row (TPR), rows per thread (RPT), workgroup
 # size (WG) and blocks loaded per iteration (BPI), through $WGML_QW_GEMV="TPR,RPT,WG,BPI".
 # Every line is checked against a double-precision reference by wgml bench qw itself.
 # Run after bench/h200.sh has built build-gpu (same machine, same call or a warm one).

@@ -1,4 +1,4 @@
-/* Host-side helpers shared by the q4 tests (test_qw.c, test_qw_mm.c): random weights of every
+/* Host-side helpers shared by the qweight tests (test_qw.c, test_qw_mm.c): random weights of every
  * kind kept with their host dequantisation, and fp64 references (OpenBLAS dgemm). */
 #ifndef WGML_TEST_QW_HOST_H
 #define WGML_TEST_QW_HOST_H

@@ -352,7 +352,7 @@ static void test_errors(void) {
     th_expect_error("NULL h", !wgml_lmhead_ce(T.g, NULL, w, l, 64, NULL, &dh), WGML_ERR_ARG, "lmhead_ce", "h", NULL);
     th_check(dh == NULL, "failed call leaves d_h NULL");
     th_expect_error("NULL w", !wgml_lmhead_ce(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce", "w", NULL);
-    th_expect_error("NULL q4 w", !wgml_lmhead_ce_qweight(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce_qweight",
+    th_expect_error("NULL qweight w", !wgml_lmhead_ce_qweight(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce_qweight",
                     "w is NULL", NULL);
     th_expect_error("i32 h", !wgml_lmhead_ce(T.g, hi, w, l, 64, NULL, NULL), WGML_ERR_DTYPE, "lmhead_ce", "h", NULL);
     th_expect_error("f32 labels", !wgml_lmhead_ce(T.g, h, w, lf, 64, NULL, NULL), WGML_ERR_DTYPE, "labels", NULL);
@@ -380,13 +380,13 @@ static void test_errors(void) {
     th_expect_error("trainable head", !wgml_lmhead_ce(g, gh, gw, gl, 64, NULL, NULL), WGML_ERR_UNSUPPORTED, "w [100, 8]",
                     "frozen", NULL);
     wgml_graph_free(g);
-    /* a broken q4 weight struct */
+    /* a broken qweight struct */
     head hq = make_head(NULL, 2, 64, 32, 0.5);
     wgml_qweight broken = *hq.q;
     broken.n = 65;
-    th_expect_error("invalid q4 weight", !wgml_lmhead_ce_qweight(T.g, h, &broken, l, 64, NULL, NULL), WGML_ERR_ARG,
+    th_expect_error("invalid qweight", !wgml_lmhead_ce_qweight(T.g, h, &broken, l, 64, NULL, NULL), WGML_ERR_ARG,
                     "not a valid", NULL);
-    th_expect_error("q4 D mismatch", !wgml_lmhead_ce_qweight(T.g, h, hq.q, l, 64, NULL, NULL), WGML_ERR_SHAPE, "D = 32",
+    th_expect_error("qweight D mismatch", !wgml_lmhead_ce_qweight(T.g, h, hq.q, l, 64, NULL, NULL), WGML_ERR_SHAPE, "D = 32",
                     NULL);
     head_free(&hq);
     wgml_tensor_free(h), wgml_tensor_free(w), wgml_tensor_free(w7), wgml_tensor_free(l), wgml_tensor_free(lbad);

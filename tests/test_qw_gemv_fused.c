@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-/* The q4 GEMV with its fused prologue and epilogue (qw_gemv_fused, ops/qweight/qw_gemv_fused.h):
+/* The qweight GEMV with its fused prologue and epilogue (qw_gemv_fused, ops/qweight/qw_gemv_fused.h):
  * the RMSNorm of x before the products, the residual add after one, the gated activations
  * (silu, tanh-GELU) over a gate/up pair. Every output against an fp64 reference computed here
  * from the host dequantisation (norm, products and activation in double); the number of

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-/* The q4 GEMM's tile variants and split-K: every variant (single- and double-buffered) in both
+/* The qweight GEMM's tile variants and split-K: every variant (single- and double-buffered) in both
  * orientations (forward O = A·Wᵀ + bias, input gradient O = A·W), unsplit and split, writing a
  * fresh output and accumulating into an existing one (qw_mm_into), on odd shapes with partial
  * tiles, every code kind (4-bit symmetric with G = 32/64/128, 4-bit with minimum, 8-bit);

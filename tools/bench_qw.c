@@ -169,7 +169,7 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
     };
     int type = bench_type();
     char head[64];
-    snprintf(head, sizeof head, "q4 training GEMMs (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    snprintf(head, sizeof head, "qweight training GEMMs (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
     fprintf(out, "%-40s %9s %9s  %-22s %3s %s\n", head, "ms", "TFLOP/s", "variant", "S", "check");
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -215,7 +215,7 @@ int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
     int n_decode = cpu ? 5 : (int)(sizeof decode / sizeof decode[0]);
     int type = bench_type();
     char head[64];
-    snprintf(head, sizeof head, "q4 forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    snprintf(head, sizeof head, "qweight forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
     fprintf(out, "%-34s %10s %10s %s\n", head, "us", "GB/s", "check");
     int failed = 0;
     for (int i = 0; i < n_decode; i++) {

@@ -119,7 +119,7 @@ static wgml_status load_rows(wgml_model *m, const char *path, const char *name, 
         for (int64_t r0 = 0, p = 0; r0 < n; r0 += per, p++) {
             int64_t rn = n - r0 < per ? n - r0 : per;
             w[p].q = wgml_qweight_upload_gguf(m->wg, (int)t->type, (const char *)data + row * (size_t)r0, row * (size_t)rn,
-                                         rn, k);
+                                              rn, k);
             w[p].type = t->type;
             if (!w[p].q) return upload_err(m, name);
         }

@@ -19,7 +19,7 @@
  * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
  * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
  * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
- * the 4-bit codes; the weight gradient goes to the latent (qw_ste_linear, an op of the q4
+ * the 4-bit codes; the weight gradient goes to the latent (qw_ste_linear, an op of the qweight
  * family, through the model's training forward); after AdamW the same run rewrites the codes
  * from the latents at the frozen scales (wgml_qweight_requant), so the model's own weights change
  * and every other graph of the model (eval, generation) sees them. */

@@ -305,7 +305,7 @@ wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_
 }
 
 wgml_tensor *wgml_lmhead_ce_qweight(wgml_graph *g, wgml_tensor *h, const wgml_qweight *w, wgml_tensor *labels,
-                               int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out) {
+                                    int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out) {
     if (d_h_out) *d_h_out = NULL;
     if (!g) return NULL;
     const char *op = "lmhead_ce_qweight";

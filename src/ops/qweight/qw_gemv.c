@@ -376,7 +376,7 @@ static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
 }
 
 wgml_status wgml_qlinear_multi(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *weights, int n,
-                                 wgml_tensor **outs) {
+                               wgml_tensor **outs) {
     const char *op = "qlinear_multi";
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     wgml_ctx *ctx = graph_ctx(g);

@@ -1,4 +1,4 @@
-/* Internal entry point (inference graphs only, no autograd record): the q4 GEMV with the ops
+/* Internal entry point (inference graphs only, no autograd record): the qweight GEMV with the ops
  * around it folded into its one dispatch. A decode step is a chain of small dependent
  * dispatches whose fixed cost dominates (docs/PERFORMANCE.md, decode), so the RMSNorm before
  * a projection and the residual add or gated activation after it go inside the GEMV

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-_Static_assert(sizeof(wgml_qweight) <= GRAPH_OP_ATTR_BYTES, "q4 weight must fit the op attributes");
+_Static_assert(sizeof(wgml_qweight) <= GRAPH_OP_ATTR_BYTES, "a quantised weight must fit the op attributes");
 
 static wgml_status qw_linear_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     wgml_qweight w;

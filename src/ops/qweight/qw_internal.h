@@ -22,7 +22,7 @@ bool qw_gguf_has_min(int type);
  * false with the error (op, arg) set when w is NULL or inconsistent. */
 bool qw_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_qweight *w);
 
-/* The tiled q4 product for other families' fused ops (no checks, no autograd record), written
+/* The tiled qweight product for other families' fused ops (no checks, no autograd record), written
  * into the existing f32 tensor `into`: trans = 0: into[m, N] = a[m, K] · dequant(W)ᵀ (+ bias);
  * trans = 1: into[m, K] = a[m, N] · dequant(W). accumulate: into += the product. */
 wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans, int64_t m,
@@ -32,7 +32,7 @@ wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
  * for ops whose own record covers x (the straight-through linear, qw_ste.c). */
 wgml_tensor *qw_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w);
 
-/* The q4 GEMM's tile variants (qw_mm.c: names as in the matmul family) and its choice of variant
+/* The qweight GEMM's tile variants (qw_mm.c: names as in the matmul family) and its choice of variant
  * and split-K count for out[m, c] with reduction length r, segmented or not (qw_linear_concat)
  * ($WGML_QW_MM_VARIANT, $WGML_QW_MM_SPLITK, a matmul variant forced on the context, else the
  * automatic rules). */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tile variants of the q4 GEMM: qw_mm (single-buffered: one step of A and dequantised W in
+/* Tile variants of the qweight GEMM: qw_mm (single-buffered: one step of A and dequantised W in
  * workgroup memory) and qw_mm_db (double-buffered; the next step's A and code words held in
  * registers during the FMAs). TM and TC are multiples of 4; BR divides 32 (a step stays in one
  * group). Names follow the matmul family's. */
@@ -89,8 +89,8 @@ static bool qw_variant_fits(wgml_ctx *ctx, int v) {
 }
 
 /* The variant: $WGML_QW_MM_VARIANT (a name or index) first; else a matmul variant forced on
- * the context (wgml_matmul_force_variant): the q4 variant of the same name, else the 128 x 128
- * tile for matmul's tile128x128_k8_r8x8 (which has no q4 form) and 64 x 64 for the others;
+ * the context (wgml_matmul_force_variant): the qweight variant of the same name, else the 128 x 128
+ * tile for matmul's tile128x128_k8_r8x8 (which has no qweight form) and 64 x 64 for the others;
  * else automatic (below). A forced variant that does not fit the device falls back to the
  * automatic choice. */
 static int qw_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool segmented) {

@@ -36,7 +36,7 @@ int qw_kind_cpw(wgml_qkind kind) {
 static bool kind_has_min(wgml_qkind kind) { return kind == WGML_Q4_MIN || kind == WGML_Q8_MIN; }
 
 static wgml_qweight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, int bits, int64_t n, int64_t k,
-                                  int group, const uint32_t *words, const float *ab, const float *bias) {
+                                int group, const uint32_t *words, const float *ab, const float *bias) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_qweight *w = calloc(1, sizeof *w);
     if (!w) {
@@ -73,7 +73,7 @@ void wgml_qweight_free(wgml_qweight *w) {
 }
 
 wgml_qweight *wgml_qweight_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
-                                     int64_t n, int64_t k, int group) {
+                                        int64_t n, int64_t k, int group) {
     if (!g) return NULL;
     const char *op = "qweight_upload_q4gsw";
     if (qw_check_q4gsw(graph_ctx(g), op, codes, scales, n, k, group)) return NULL;
@@ -142,7 +142,7 @@ wgml_qweight *wgml_qweight_quantize(wgml_graph *g, const float *wf, int64_t n, i
 
 /* ------------------------------------------------------------------ kernels */
 
-/* WGSL lines shared by every q4 kernel: the kind, codes per u32 word (CPW) and field width
+/* WGSL lines shared by every qweight kernel: the kind, codes per u32 word (CPW) and field width
  * (FW), the group size G, 32-code blocks per group (BPG, 1 when G = 16) and groups per block
  * (GPB: 2 when G = 16, else 1), the (a, b) type and readers: ab_of(v) gives (a, b) of
  * w = c·a + b from a stored ABT value, group_ab(i) (with ab_reader) the pair at index
