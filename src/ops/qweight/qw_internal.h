@@ -3,6 +3,7 @@
 #define WGML_QW_INTERNAL_H
 
 #include "graph/graph.h"
+#include "wgml-quant.h"
 
 float qw_half_to_float(uint16_t h);
 wgml_status qw_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
