@@ -44,11 +44,11 @@ for line in read("wgml_ops.txt").splitlines():
     if m:
         dispatch_us = (float(m.group(1)), m.group(2))
 
-q4 = {}
-for line in read("wgml_q4.txt").splitlines():
+qw = {}
+for line in read("wgml_qw.txt").splitlines():
     m = re.match(r"M=1 (\d+)->(\d+) \(GEMV\)\s+([\d.]+)\s+([\d.]+)\s*(\S*)", line)
     if m:
-        q4[f"{m.group(1)}->{m.group(2)}"] = (float(m.group(4)), m.group(5) or "-", float(m.group(3)))
+        qw[f"{m.group(1)}->{m.group(2)}"] = (float(m.group(4)), m.group(5) or "-", float(m.group(3)))
 
 rows = []  # key, what, wgml, peer, check, target, ratio
 
@@ -95,13 +95,13 @@ if t_w:
 ref_copy = copy_wgml
 # the GEMV's fixed cost: the time of a 256->256 one (40 KB) in the same chain of dispatches;
 # each key also net of it (the bytes over the time left), which is what the kernel itself does
-fixed = q4.get("256->256")
+fixed = qw.get("256->256")
 if fixed:
-    rows.append(("gemv_q4_fixed_us", "one 256->256 GEMV in a chain: the per-dispatch cost", f"{fixed[2]:.1f} us", "-",
+    rows.append(("gemv_qw_fixed_us", "one 256->256 GEMV in a chain: the per-dispatch cost", f"{fixed[2]:.1f} us", "-",
                  fixed[1], "", "-"))
 for kn in ("576->1536", "1536->576", "2048->8192", "4096->11008", "4096->14336", "8192->28672"):
-    w = q4.get(kn)
-    add("gemv_q4_decode " + kn, "4-bit GEMV, M = 1", w[0] if w else None, "GB/s", ref_copy, "GB/s WGSL copy",
+    w = qw.get(kn)
+    add("gemv_qw_decode " + kn, "4-bit GEMV, M = 1", w[0] if w else None, "GB/s", ref_copy, "GB/s WGSL copy",
         w[1] if w else "-", ">= 0.80")
     if w and fixed and ref_copy and w[2] > fixed[2]:
         net = w[0] * w[2] / (w[2] - fixed[2])

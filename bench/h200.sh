@@ -12,7 +12,7 @@
 # the GEMM rows. PEFT + torch.compile (fp32 and bf16 autocast) is the training peer.
 # PART=wgml runs only wgml's side (build, keys, noise), PART=peers only the peers, so that a run
 # fits two calls of the GPU machine's 10-minute limit; compare.py joins the two folders' files.
-# Optional: SWEEP=1 adds bench/gemm_sweep.sh and bench/q4_sweep.sh (every variant, checked).
+# Optional: SWEEP=1 adds bench/gemm_sweep.sh and bench/qw_sweep.sh (every variant, checked).
 # Logs go to $OUT (or out/).
 set -uo pipefail
 OUT=${OUT:-out}
@@ -28,7 +28,7 @@ W=./build-gpu/wgml
 $W info | tee "$OUT/info.txt"
 bash bench/wgml_keys.sh "$W" "$OUT"
 stamp "noise: the same version timed again"
-{ $W bench q4 --gemv; $W bench matmul --check --shapes 4096x4096x4096; $W bench ops; } 2>&1 | tee "$OUT/noise.txt"
+{ $W bench qw --gemv; $W bench matmul --check --shapes 4096x4096x4096; $W bench ops; } 2>&1 | tee "$OUT/noise.txt"
 fi
 . bench/shapes.sh
 if [ "$PART" != wgml ]; then
@@ -62,7 +62,7 @@ fi
 if [ -n "${SWEEP:-}" ]; then
   stamp "sweeps"
   NO_BUILD=1 OUT="$OUT" bash bench/gemm_sweep.sh >"$OUT/gemm_sweep.log" 2>&1; tail -30 "$OUT/gemm_sweep.log"
-  B=$W bash bench/q4_sweep.sh | tee "$OUT/q4_sweep.txt"
+  B=$W bash bench/qw_sweep.sh | tee "$OUT/qw_sweep.txt"
 fi
 stamp "done"
 echo "== performance keys =="

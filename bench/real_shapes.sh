@@ -16,7 +16,7 @@
 # and .whl (the gguf wheel) carried along, and .llcpp (llama-bench.xz, llama-quantize.xz) for the
 # peer and the Q4_K_M files; logs go to $OUT. MODELS="name:TYPE ..." overrides the list.
 # AB_NORM=1 also times the decode at 512 positions with the GEMV's norm prologue forced on and off
-# ($WGML_Q4_GEMV_NORM_BUDGET), for the rule in q4_gemv_norm_fits; PROFILE=1 keeps the decode
+# ($WGML_QW_GEMV_NORM_BUDGET), for the rule in qw_gemv_norm_fits; PROFILE=1 keeps the decode
 # step's and the prefill's profiles at 512 positions (`bench generate --profile`) in $OUT.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -109,8 +109,8 @@ for mt in $MODELS; do
     fi
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
       for b in 0 1000000000000; do
-        echo "-- $m $t prompt $1 decode $2, WGML_Q4_GEMV_NORM_BUDGET=$b" | tee -a "$R"
-        WGML_Q4_GEMV_NORM_BUDGET=$b $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+        echo "-- $m $t prompt $1 decode $2, WGML_QW_GEMV_NORM_BUDGET=$b" | tee -a "$R"
+        WGML_QW_GEMV_NORM_BUDGET=$b $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
           grep -E "^decode |dispatches" | tee -a "$R"
       done
     fi

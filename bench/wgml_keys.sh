@@ -20,8 +20,8 @@ for s in $TRAIN; do
 done
 stamp "bench ops"
 $W bench ops | tee "$OUT/wgml_ops.txt"
-stamp "bench q4"
-$W bench q4 | tee "$OUT/wgml_q4.txt"
+stamp "bench qw"
+$W bench qw | tee "$OUT/wgml_qw.txt"
 stamp "bench lmhead"
 $W bench lmhead | tee "$OUT/wgml_lmhead.txt"
 stamp "bench attention"

@@ -7,10 +7,10 @@
  * output buffer holds at most the elements the data can describe (at most 2 per byte in every
  * known type; the densest, Q4_0, has 32 in 18 bytes), so a
  * size check that lets a wrong count through writes past it and the sanitizer stops. Accepted
- * inputs of a type the GPU runs are also packed into the GPU layout (q4_pack_gguf) in buffers
+ * inputs of a type the GPU runs are also packed into the GPU layout (qw_pack_gguf) in buffers
  * of exactly the layout's size. */
 #include "wgml.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,17 +50,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t rb = wgml_ggml_row_bytes((uint32_t)type, k);
         if (n <= 0 || k <= 0 || rb == 0 || bytes / rb != (size_t)n || bytes % rb) abort();
         if ((uint64_t)n * (uint64_t)k > cap) abort();
-        /* a type the GPU runs: its packing into the GPU layout (wgml_q4_upload_gguf's host
+        /* a type the GPU runs: its packing into the GPU layout (wgml_qweight_upload_gguf's host
          * half) writes exactly the layout's words and (a, b) pairs, read from the same bytes */
         wgml_qkind kind;
         int group;
-        if (q4_gguf_gpu(type, &kind, &group, NULL)) {
+        if (qw_gguf_gpu(type, &kind, &group, NULL)) {
             int64_t kp = (k + group - 1) / group * group;
             int cpw = kind == WGML_QF32 ? 1 : kind == WGML_Q8 || kind == WGML_Q8_MIN ? 4 : 8;
             int pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
             uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * kp / cpw));
             float *ab = malloc(sizeof(float) * (size_t)(n * kp / group * (pair ? 2 : 1)));
-            if (words && ab) q4_pack_gguf(type, copy, n, k, words, ab);
+            if (words && ab) qw_pack_gguf(type, copy, n, k, words, ab);
             free(words);
             free(ab);
         }

@@ -101,8 +101,8 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
  * "qwen3" or "gemma3", each an entry of one description table (norm placement, q/k norms,
  * biases, activation, RoPE pairing and bases, sliding windows, multipliers; `wgml info
  * --model` prints it). Every hyper-parameter comes from the file's <arch>.* metadata. Weights
- * stay in their file type on the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_q4_weight (the token
- * embedding through wgml_q4_embedding), other types (F32/F16/BF16, the K-quants) dequantised
+ * stay in their file type on the GPU: Q4_0/Q4_1/Q8_0 matrices as wgml_qweight (the token
+ * embedding through wgml_qembedding), other types (F32/F16/BF16, the K-quants) dequantised
  * to f32; norms f32. When output.weight is absent the output head is the token embedding used
  * as a linear (tied). RoPE pairs elements (2i, 2i+1) of each head for "llama" (GGML's normal
  * mode, the convention of GGUF Llama q/k weights), (i, i + head_dim/2) for the others, with

@@ -36,8 +36,9 @@ LAYERS = ["gpu", "tensor", "graph", "ops", "autograd", "optim", "io", "program",
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # The layer each public header belongs to: what it declares is implemented there (or lower), so
 # a src file may include it from that layer up. wgml.h declares the status and errors the gpu
-# layer sets, so every layer may include it.
-PUBLIC_LAYERS = {"wgml.h": "gpu", "wgml-optim.h": "optim", "wgml-io.h": "io", "wgml-program.h": "program",
+# layer sets, so every layer may include it; wgml-quant.h (the quantised weights, split off
+# wgml.h, which includes it) has wgml.h's layer.
+PUBLIC_LAYERS = {"wgml.h": "gpu", "wgml-quant.h": "gpu", "wgml-optim.h": "optim", "wgml-io.h": "io", "wgml-program.h": "program",
                  "wgml-model.h": "model", "wgml-train.h": "train"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h")

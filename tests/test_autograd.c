@@ -27,7 +27,7 @@ static double now(void) {
 enum kind {
     K_MATMUL, K_LINEAR, K_ADDMM, K_BINARY, K_SCALARS, K_UNARY, K_CLAMP, K_WHERE, K_SUM, K_MEAN, K_AMAX, K_SOFTMAX,
     K_LOGSOFTMAX, K_RMS, K_LAYER, K_ROPE, K_SDPA, K_EMBED, K_GATHER, K_ISELECT, K_SLICE, K_CAT, K_PERMUTE,
-    K_TRANSPOSE, K_EXPAND, K_CLONE, K_RESHAPE, K_VIEW, K_Q4, K_LORA, K_REUSE
+    K_TRANSPOSE, K_EXPAND, K_CLONE, K_RESHAPE, K_VIEW, K_QW, K_LORA, K_REUSE
 };
 
 typedef struct tin {
@@ -113,8 +113,8 @@ static const fdcase CASES[] = {
     {"clone", K_CLONE, 1, {T2(3, 4)}, 0, 0, 0, 0, {0}, 0},
     {"reshape", K_RESHAPE, 1, {T3(2, 3, 4)}, 0, 0, 0, 0, {4, 6}, 2},
     {"tensor_view", K_VIEW, 1, {T1(160)}, 64, 12, 0, 0, {3, 4}, 2},
-    {"q4_linear", K_Q4, 1, {T2(3, 64)}, 8, 0, 0, 0, {0}, 0},
-    {"q4_linear_gemm", K_Q4, 1, {T3(2, 5, 32)}, 6, 0, 0, 0, {0}, 0},
+    {"qlinear", K_QW, 1, {T2(3, 64)}, 8, 0, 0, 0, {0}, 0},
+    {"qlinear_gemm", K_QW, 1, {T3(2, 5, 32)}, 6, 0, 0, 0, {0}, 0},
     {"reuse_summed", K_REUSE, 2, {T2(3, 4), T1(4)}, 0, 0, 0, 0, {0}, 0},
     {"lora_linear", K_LORA, 3, {T2(4, 8), T2(4, 8), T2(8, 4)}, 0, 0, 4.0f, 0, {0}, 0},
 };
@@ -277,8 +277,8 @@ static const int32_t EMBED_IDX[6] = {2, 5, 0, 2, -1, 3};  /* [2, 3], a repeat an
 static const int32_t GATHER_IDX[6] = {3, 0, 1, 1, 2, -4}; /* [2, 3] into x [3, 4] along dim 1 */
 static const int32_t SELECT_IDX[5] = {1, 3, 1, -1, 0};    /* [5] into x [4, 3] along dim 0 */
 static const int32_t ROPE_POS[4] = {0, 3, 7, 12};
-static float *Q4_W;   /* the dequantised 4-bit weight of the current case [N, K] */
-static int64_t Q4_N;
+static float *QW_W;   /* the dequantised 4-bit weight of the current case [N, K] */
+static int64_t QW_N;
 
 static int64_t host_forward(const fdcase *c, double **x, double *out) {
     const tin *in = c->in;
@@ -457,15 +457,15 @@ static int64_t host_forward(const fdcase *c, double **x, double *out) {
     case K_REUSE: /* x·x + silu(x)·b + x: x reaches the loss by four paths */
         for (int64_t i = 0; i < 12; i++) out[i] = x[0][i] * x[0][i] + h_unary(WGML_UN_SILU, x[0][i]) * x[1][i % 4] + x[0][i];
         return 12;
-    case K_Q4: {
+    case K_QW: {
         int64_t K = in[0].s[in[0].rank - 1], M = numel(in[0].rank, in[0].s) / K;
         for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < Q4_N; j++) {
+            for (int64_t j = 0; j < QW_N; j++) {
                 double s = 0;
-                for (int64_t k = 0; k < K; k++) s += x[0][i * K + k] * Q4_W[j * K + k];
-                out[i * Q4_N + j] = s;
+                for (int64_t k = 0; k < K; k++) s += x[0][i * K + k] * QW_W[j * K + k];
+                out[i * QW_N + j] = s;
             }
-        return M * Q4_N;
+        return M * QW_N;
     }
     }
     return 0;
@@ -479,7 +479,7 @@ static wgml_tensor *upload(wgml_graph *g, wgml_dtype dt, int rank, const int64_t
     return t;
 }
 
-static wgml_q4_weight *Q4;
+static wgml_qweight *QW;
 static wgml_lora *LORA;
 
 static wgml_tensor *gpu_forward(wgml_graph *g, const fdcase *c, wgml_tensor **x) {
@@ -544,21 +544,21 @@ static wgml_tensor *gpu_forward(wgml_graph *g, const fdcase *c, wgml_tensor **x)
         int64_t s[2] = {c->dims[0], c->dims[1]};
         return wgml_tensor_view(x[0], c->ia, 2, s);
     }
-    case K_Q4: {
+    case K_QW: {
         int64_t K = c->in[0].s[c->in[0].rank - 1], N = c->ia;
         float *w = th_random((size_t)(N * K), -1, 1);
         uint8_t *codes = malloc((size_t)(N * ((K + 1) / 2)));
         int64_t ng = (K + 31) / 32, np = (N + 3) / 4 * 4;
         float *scales = calloc((size_t)(ng * np), sizeof(float));
-        Q4_W = malloc(sizeof(float) * (size_t)(N * K));
-        Q4_N = N;
+        QW_W = malloc(sizeof(float) * (size_t)(N * K));
+        QW_N = N;
         wgml_q4gsw_quantize(w, N, K, 32, codes, scales);
-        wgml_q4gsw_dequantize(codes, scales, N, K, 32, Q4_W);
-        Q4 = wgml_q4_upload_q4gsw(g, codes, scales, NULL, N, K, 32);
+        wgml_q4gsw_dequantize(codes, scales, N, K, 32, QW_W);
+        QW = wgml_qweight_upload_q4gsw(g, codes, scales, NULL, N, K, 32);
         free(w);
         free(codes);
         free(scales);
-        return wgml_q4_linear(g, x[0], Q4);
+        return wgml_qlinear(g, x[0], QW);
     }
     case K_LORA: { /* inputs: x, A, B; the base a fixed fp32 weight, frozen */
         int64_t K = c->in[0].s[1], N = c->in[2].s[0], R = c->in[1].s[0], ws[2] = {N, K};
@@ -647,10 +647,10 @@ static void run_case(const fdcase *c) {
     free(tmp);
     free(R);
 done:
-    if (Q4) wgml_q4_free(Q4);
-    Q4 = NULL;
-    free(Q4_W);
-    Q4_W = NULL;
+    if (QW) wgml_qweight_free(QW);
+    QW = NULL;
+    free(QW_W);
+    QW_W = NULL;
     free(LORA);
     LORA = NULL;
     wgml_graph_free(g);
@@ -952,7 +952,7 @@ static void dump_llama(void) {
     wgml_tensor *x = new_param(g, ps, &np, "x", 3, xs, true);
     wgml_tensor *n1w = new_param(g, ps, &np, "normw1", 1, &dm, false), *n2w = new_param(g, ps, &np, "normw2", 1, &dm, false);
     wgml_tensor *R = new_param(g, ps, &np, "r", 3, xs, false);
-    wgml_q4_weight *W[7];
+    wgml_qweight *W[7];
     wgml_lora *L[7];
     for (int i = 0; i < 7; i++) {
         int64_t n = shapes[i][0], k = shapes[i][1];
@@ -961,7 +961,7 @@ static void dump_llama(void) {
         float *scales = calloc((size_t)(k / 32 * ((n + 3) / 4 * 4)), sizeof(float));
         wgml_q4gsw_quantize(w, n, k, 32, codes, scales);
         wgml_q4gsw_dequantize(codes, scales, n, k, 32, wd);
-        W[i] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32);
+        W[i] = wgml_qweight_upload_q4gsw(g, codes, scales, NULL, n, k, 32);
         char nm[32];
         snprintf(nm, sizeof nm, "w_%s", names[i]);
         th_dump("llama", nm, WGML_F32, 2, shapes[i], wd);
@@ -981,17 +981,17 @@ static void dump_llama(void) {
     int hf[4] = {0, 2, 1, 3};
     int64_t q4s[4] = {1, LL_S, LL_HQ, LL_D}, k4s[4] = {1, LL_S, LL_HKV, LL_D};
     wgml_tensor *n1 = wgml_rms_norm(g, x, n1w, 1e-5f);
-    wgml_tensor *q = wgml_reshape(g, wgml_lora_q4_linear(g, n1, W[0], L[0]), 4, q4s);
-    wgml_tensor *k = wgml_reshape(g, wgml_lora_q4_linear(g, n1, W[1], L[1]), 4, k4s);
-    wgml_tensor *v = wgml_reshape(g, wgml_lora_q4_linear(g, n1, W[2], L[2]), 4, k4s);
+    wgml_tensor *q = wgml_reshape(g, wgml_lora_qlinear(g, n1, W[0], L[0]), 4, q4s);
+    wgml_tensor *k = wgml_reshape(g, wgml_lora_qlinear(g, n1, W[1], L[1]), 4, k4s);
+    wgml_tensor *v = wgml_reshape(g, wgml_lora_qlinear(g, n1, W[2], L[2]), 4, k4s);
     q = wgml_permute(g, wgml_rope(g, q, positions, 10000, WGML_ROPE_HALF), hf);
     k = wgml_permute(g, wgml_rope(g, k, positions, 10000, WGML_ROPE_HALF), hf);
     v = wgml_permute(g, v, hf);
     wgml_tensor *a = wgml_reshape(g, wgml_permute(g, wgml_sdpa(g, q, k, v, 1, 0), hf), 3, xs);
-    wgml_tensor *h = wgml_add(g, x, wgml_lora_q4_linear(g, a, W[3], L[3]), 1.0f);
+    wgml_tensor *h = wgml_add(g, x, wgml_lora_qlinear(g, a, W[3], L[3]), 1.0f);
     wgml_tensor *n2 = wgml_rms_norm(g, h, n2w, 1e-5f);
-    wgml_tensor *act = wgml_mul(g, wgml_silu(g, wgml_lora_q4_linear(g, n2, W[4], L[4])), wgml_lora_q4_linear(g, n2, W[5], L[5]));
-    wgml_tensor *out = wgml_add(g, h, wgml_lora_q4_linear(g, act, W[6], L[6]), 1.0f);
+    wgml_tensor *act = wgml_mul(g, wgml_silu(g, wgml_lora_qlinear(g, n2, W[4], L[4])), wgml_lora_qlinear(g, n2, W[5], L[5]));
+    wgml_tensor *out = wgml_add(g, h, wgml_lora_qlinear(g, act, W[6], L[6]), 1.0f);
     wgml_tensor *loss = wgml_sum(g, wgml_mul(g, out, R), NULL, 0, 0);
     wgml_graph_keep(g, loss);
     size_t fwd = wgml_graph_dispatch_count(g);
@@ -1003,7 +1003,7 @@ static void dump_llama(void) {
         run_and_dump(g, ps, np, "llama_run1", 0.5, loss);
     }
     for (int i = 0; i < 7; i++) {
-        wgml_q4_free(W[i]);
+        wgml_qweight_free(W[i]);
         wgml_lora_free(L[i]);
     }
     for (int i = 4; i < np; i++) free((char *)ps[i].name);

@@ -426,14 +426,14 @@ NS(c_model_info, wgml_model_print_info(NULL, NULL))
 NS(c_dequant, wgml_gguf_dequantize(WGML_GGML_Q4_0, NULL, 18, 1, 32, HBUF))
 NS(c_q4gsw_deq, wgml_q4gsw_dequantize(NULL, NULL, 1, 32, 32, HBUF))
 NS(c_q4gsw_quant, wgml_q4gsw_quantize(NULL, 1, 32, 32, NULL, NULL))
-NP(c_q4_upload, wgml_q4_upload_gguf(NULL, WGML_GGML_Q4_0, HBUF, 18, 1, 32))
-NP(c_q4_quantize, wgml_q4_quantize(NULL, HBUF, 1, 32, 32))
-NV(c_q4_free, wgml_q4_free(NULL))
-NP(c_q4_linear, wgml_q4_linear(NULL, X, NULL))
-NP(c_q4_linear_g, wgml_q4_linear(G, X, NULL))
-NS(c_q4_requant, wgml_q4_requant(G, X, NULL))
-NP(c_q4_embedding, wgml_q4_embedding(G, NULL, X))
-NP(c_q4_dequantize, wgml_q4_dequantize(G, NULL))
+NP(c_qw_upload, wgml_qweight_upload_gguf(NULL, WGML_GGML_Q4_0, HBUF, 18, 1, 32))
+NP(c_qw_quantize, wgml_qweight_quantize(NULL, HBUF, 1, 32, 32))
+NV(c_qw_free, wgml_qweight_free(NULL))
+NP(c_qw_linear, wgml_qlinear(NULL, X, NULL))
+NP(c_qw_linear_g, wgml_qlinear(G, X, NULL))
+NS(c_qw_requant, wgml_qweight_requant(G, X, NULL))
+NP(c_qw_embedding, wgml_qembedding(G, NULL, X))
+NP(c_qw_dequantize, wgml_qweight_dequantize(G, NULL))
 NP(c_model_load, wgml_model_load(NULL, "nope.gguf", NULL))
 NV(c_model_free, wgml_model_free(NULL))
 static int c_model_getters(void) {
@@ -517,12 +517,12 @@ static const api_case CASES_NOCTX[] = {
     C(c_adamw_grad), C(c_adamw_step), C(c_adamw_zero), C(c_adamw_lr), C(c_adamw_wd), C(c_adamw_stats),
     C(c_adamw_buffer), C(c_adamw_used), C(c_gguf_open), C(c_gguf_open_path), C(c_gguf_close), C(c_gguf_getters),
     C(c_gguf_value_getters), C(c_tok_from_gguf), C(c_tok_free), C(c_tok_calls), C(c_model_info), C(c_dequant),
-    C(c_q4gsw_deq), C(c_q4gsw_quant), C(c_q4_upload), C(c_q4_quantize), C(c_q4_free), C(c_q4_linear),
+    C(c_q4gsw_deq), C(c_q4gsw_quant), C(c_qw_upload), C(c_qw_quantize), C(c_qw_free), C(c_qw_linear),
     C(c_model_load), C(c_model_free), C(c_model_getters), C(c_model_reset), C(c_generate), C(c_sample),
     C(c_share), C(c_set_trainable), C(c_set_grad), C(c_backward), C(c_tensor_grad), C(c_lora_new), C(c_lora_free),
 };
 static const api_case CASES_CTX[] = {
-    C(c_q4_linear_g), C(c_q4_requant), C(c_q4_embedding), C(c_q4_dequantize), C(c_lora_apply), C(g_mm), C(g_bmm),
+    C(c_qw_linear_g), C(c_qw_requant), C(c_qw_embedding), C(c_qw_dequantize), C(c_lora_apply), C(g_mm), C(g_bmm),
     C(g_addmm), C(g_linear_dw), C(g_fill), C(g_reshape), C(g_full_like), C(g_amax), C(g_argmax), C(g_log_softmax),
     C(g_layer_norm), C(g_gather), C(g_index_select), C(g_cat), C(g_transpose), C(g_expand), C(g_binary_scalar),
     C(g_clamp), C(g_logical_and), C(g_where), C(g_rope_ex), C(g_rope_backward), C(g_sdpa_cached), C(g_kv_append),

@@ -326,20 +326,20 @@ static void test_fused(void) {
     size_t one = case_fused(1, CTX);
     /* a context of 200: the decode attention splits the keys into 4 chunks, which the o
      * projection's GEMV merges in its prologue (no dispatch of its own); with
-     * $WGML_Q4_GEMV_MERGE=0 attn_combine merges them, one dispatch more per layer */
+     * $WGML_QW_GEMV_MERGE=0 attn_combine merges them, one dispatch more per layer */
     size_t four = case_fused(1, 200);
     th_check(one && four == one, "decode dispatches per step: %zu with 4 key chunks, %zu with one", four, one);
-    setenv("WGML_Q4_GEMV_MERGE", "0", 1);
+    setenv("WGML_QW_GEMV_MERGE", "0", 1);
     size_t combine = case_fused(1, 200);
-    unsetenv("WGML_Q4_GEMV_MERGE");
+    unsetenv("WGML_QW_GEMV_MERGE");
     th_check(one && combine == one + NL, "decode dispatches per step: %zu with 4 key chunks and attn_combine, %zu with one",
              combine, one);
-    /* norms past the GEMV prologue's read budget ($WGML_Q4_GEMV_NORM_BUDGET=0 here; a 1B model's
+    /* norms past the GEMV prologue's read budget ($WGML_QW_GEMV_NORM_BUDGET=0 here; a 1B model's
      * projections by default): each residual add and the norm after it in one dispatch (two per
      * layer), the gated activation still in the gate/up GEMV; the same logits as the plain ops */
-    setenv("WGML_Q4_GEMV_NORM_BUDGET", "0", 1);
+    setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
     size_t apart = case_fused(1, 200);
-    unsetenv("WGML_Q4_GEMV_NORM_BUDGET");
+    unsetenv("WGML_QW_GEMV_NORM_BUDGET");
     th_check(four && apart == four + 2 * NL, "decode dispatches per step: %zu with the norms apart, %zu in the GEMVs",
              apart, four);
 }
@@ -379,8 +379,8 @@ static void test_device_lost(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_generate", argc, argv);
-    unsetenv("WGML_Q4_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
-    unsetenv("WGML_Q4_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
+    unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
+    unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
     snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-/* Fused LM head + cross-entropy (wgml_lmhead_ce, wgml_lmhead_ce_q4) against plain double loops:
+/* Fused LM head + cross-entropy (wgml_lmhead_ce, wgml_lmhead_ce_qweight) against plain double loops:
  * loss and d_h for f32, symmetric 4-bit (with bias) and Q8_0 head weights; ignored rows (-100,
  * -1), every row ignored, a vocabulary that is not a multiple of the chunk (and a last chunk of
  * odd width: the scalar path), a single chunk, D not a multiple of 4, a grad scale, rank-3 h,
@@ -68,7 +68,7 @@ static void make_labels(int32_t *hl, int64_t rows, int64_t v, double mask) {
  * deq gets the values the GPU uses, bias the bias (kind 1) or NULL. */
 typedef struct head {
     wgml_tensor *f;
-    wgml_q4_weight *q;
+    wgml_qweight *q;
     float *deq, *bias;
 } head;
 
@@ -89,7 +89,7 @@ static head make_head(wgml_graph *g, int kind, int64_t v, int64_t d, double wsca
         th_check(wgml_q4gsw_quantize(wf, v, d, 32, codes, scales) == WGML_OK &&
                      wgml_q4gsw_dequantize(codes, scales, v, d, 32, hd.deq) == WGML_OK,
                  "q4gsw quantize");
-        hd.q = wgml_q4_upload_q4gsw(g ? g : T.g, codes, scales, hd.bias, v, d, 32);
+        hd.q = wgml_qweight_upload_q4gsw(g ? g : T.g, codes, scales, hd.bias, v, d, 32);
         free(wf), free(codes), free(scales);
     } else {
         int64_t nb = v * d / 32;
@@ -102,7 +102,7 @@ static head make_head(wgml_graph *g, int kind, int64_t v, int64_t d, double wsca
             for (int j = 2; j < 34; j++) p[j] = (uint8_t)th_uniform(0, 256);
         }
         th_check(wgml_gguf_dequantize(WGML_GGML_Q8_0, blk, (size_t)nb * 34, v, d, hd.deq) == WGML_OK, "Q8_0 dequantize");
-        hd.q = wgml_q4_upload_gguf(g ? g : T.g, WGML_GGML_Q8_0, blk, (size_t)nb * 34, v, d);
+        hd.q = wgml_qweight_upload_gguf(g ? g : T.g, WGML_GGML_Q8_0, blk, (size_t)nb * 34, v, d);
         free(blk);
     }
     th_check(hd.f || hd.q, "head weight kind %d [%lld, %lld]: %s", kind, (long long)v, (long long)d,
@@ -112,13 +112,13 @@ static head make_head(wgml_graph *g, int kind, int64_t v, int64_t d, double wsca
 
 static void head_free(head *hd) {
     wgml_tensor_free(hd->f);
-    wgml_q4_free(hd->q);
+    wgml_qweight_free(hd->q);
     free(hd->deq), free(hd->bias);
 }
 
 static wgml_tensor *call(wgml_graph *g, wgml_tensor *h, const head *hd, wgml_tensor *l, int64_t chunk,
                          const wgml_ce_options *opt, wgml_tensor **dh) {
-    return hd->q ? wgml_lmhead_ce_q4(g, h, hd->q, l, chunk, opt, dh) : wgml_lmhead_ce(g, h, hd->f, l, chunk, opt, dh);
+    return hd->q ? wgml_lmhead_ce_qweight(g, h, hd->q, l, chunk, opt, dh) : wgml_lmhead_ce(g, h, hd->f, l, chunk, opt, dh);
 }
 
 static const char *KIND[] = {"f32", "q4sym+bias", "q8_0"};
@@ -352,7 +352,7 @@ static void test_errors(void) {
     th_expect_error("NULL h", !wgml_lmhead_ce(T.g, NULL, w, l, 64, NULL, &dh), WGML_ERR_ARG, "lmhead_ce", "h", NULL);
     th_check(dh == NULL, "failed call leaves d_h NULL");
     th_expect_error("NULL w", !wgml_lmhead_ce(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce", "w", NULL);
-    th_expect_error("NULL q4 w", !wgml_lmhead_ce_q4(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce_q4",
+    th_expect_error("NULL qweight w", !wgml_lmhead_ce_qweight(T.g, h, NULL, l, 64, NULL, NULL), WGML_ERR_ARG, "lmhead_ce_qweight",
                     "w is NULL", NULL);
     th_expect_error("i32 h", !wgml_lmhead_ce(T.g, hi, w, l, 64, NULL, NULL), WGML_ERR_DTYPE, "lmhead_ce", "h", NULL);
     th_expect_error("f32 labels", !wgml_lmhead_ce(T.g, h, w, lf, 64, NULL, NULL), WGML_ERR_DTYPE, "labels", NULL);
@@ -380,13 +380,13 @@ static void test_errors(void) {
     th_expect_error("trainable head", !wgml_lmhead_ce(g, gh, gw, gl, 64, NULL, NULL), WGML_ERR_UNSUPPORTED, "w [100, 8]",
                     "frozen", NULL);
     wgml_graph_free(g);
-    /* a broken q4 weight struct */
+    /* a broken qweight struct */
     head hq = make_head(NULL, 2, 64, 32, 0.5);
-    wgml_q4_weight broken = *hq.q;
+    wgml_qweight broken = *hq.q;
     broken.n = 65;
-    th_expect_error("invalid q4 weight", !wgml_lmhead_ce_q4(T.g, h, &broken, l, 64, NULL, NULL), WGML_ERR_ARG,
+    th_expect_error("invalid qweight", !wgml_lmhead_ce_qweight(T.g, h, &broken, l, 64, NULL, NULL), WGML_ERR_ARG,
                     "not a valid", NULL);
-    th_expect_error("q4 D mismatch", !wgml_lmhead_ce_q4(T.g, h, hq.q, l, 64, NULL, NULL), WGML_ERR_SHAPE, "D = 32",
+    th_expect_error("qweight D mismatch", !wgml_lmhead_ce_qweight(T.g, h, hq.q, l, 64, NULL, NULL), WGML_ERR_SHAPE, "D = 32",
                     NULL);
     head_free(&hq);
     wgml_tensor_free(h), wgml_tensor_free(w), wgml_tensor_free(w7), wgml_tensor_free(l), wgml_tensor_free(lbad);

@@ -1,12 +1,12 @@
 #define _POSIX_C_SOURCE 200809L
-/* The straight-through 4-bit linear (src/ops/q4/q4_ste.c) in a built graph: the forward
+/* The straight-through 4-bit linear (src/ops/qweight/qw_ste.c) in a built graph: the forward
  * y = x·Wqᵀ (+ bias) from the 4-bit codes, and through wgml_backward of L = Σ y∘r the input
  * gradient dx = r·Wq and the latent's gradient r ᵀ·x, each against fp64 (OpenBLAS dgemm on the
  * host dequantisation); outputs NaN-poisoned by the harness. Also: x alone trainable (the
  * latent gets nothing), x's requires_grad left as it was, and bad latents. */
 #include "harness.h"
 
-#include "ops/q4/q4_ste.h"
+#include "ops/qweight/qw_ste.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "q4_host.h"
+#include "qw_host.h"
 
 /* ref[n, k] = r[m, :]ᵀ · x[m, :] summed over m */
 static double *ref_dlatent(const float *r, const float *x, int64_t m, int64_t n, int64_t k) {
@@ -44,7 +44,7 @@ static void case_ste(int kind, int64_t m, int64_t n, int64_t k, int group, bool 
               !wgml_tensor_write(r, hr, sizeof(float) * (size_t)(m * n)) &&
               !wgml_tensor_write(lat, hl, sizeof(float) * (size_t)(n * k)) && !wgml_tensor_set_trainable(x, 1) &&
               (!train_latent || !wgml_tensor_set_trainable(lat, 1));
-    wgml_tensor *y = ok ? q4_ste_linear(g, x, h.w, lat) : NULL;
+    wgml_tensor *y = ok ? qw_ste_linear(g, x, h.w, lat) : NULL;
     th_check(y && wgml_tensor_rank(y) == 2 && wgml_tensor_dim(y, 0) == m && wgml_tensor_dim(y, 1) == n,
              "%s: output shape (%s)", name, wgml_last_error(T.ctx));
     wgml_tensor *loss = y ? wgml_sum(g, wgml_mul(g, y, r), NULL, 0, 0) : NULL;
@@ -89,14 +89,14 @@ static void test_bad_input(void) {
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs);
     wgml_tensor *lb = wgml_tensor_new(g, WGML_F32, 2, bad), *lo = wgml_tensor_new(g2, WGML_F32, 2, good);
     wgml_tensor *li = wgml_tensor_new(g, WGML_I32, 2, good);
-    th_expect_error("ste: latent of the wrong shape", !q4_ste_linear(g, x, h.w, lb), WGML_ERR_SHAPE, "q4_ste_linear",
+    th_expect_error("ste: latent of the wrong shape", !qw_ste_linear(g, x, h.w, lb), WGML_ERR_SHAPE, "qw_ste_linear",
                     "[8, 32]", "[8, 64]", NULL);
-    th_expect_error("ste: latent of another graph", !q4_ste_linear(g, x, h.w, lo), WGML_ERR_ARG, "q4_ste_linear",
+    th_expect_error("ste: latent of another graph", !qw_ste_linear(g, x, h.w, lo), WGML_ERR_ARG, "qw_ste_linear",
                     "another graph", NULL);
-    th_expect_error("ste: i32 latent", !q4_ste_linear(g, x, h.w, li), WGML_ERR_DTYPE, "q4_ste_linear", NULL);
-    th_expect_error("ste: NULL weight", !q4_ste_linear(g, x, NULL, lb), WGML_ERR_ARG, "q4_ste_linear", NULL);
-    th_expect_error("ste: x of the wrong width", !q4_ste_linear(g, lb, h.w, wgml_tensor_new(g, WGML_F32, 2, good)),
-                    WGML_ERR_SHAPE, "q4_ste_linear", NULL);
+    th_expect_error("ste: i32 latent", !qw_ste_linear(g, x, h.w, li), WGML_ERR_DTYPE, "qw_ste_linear", NULL);
+    th_expect_error("ste: NULL weight", !qw_ste_linear(g, x, NULL, lb), WGML_ERR_ARG, "qw_ste_linear", NULL);
+    th_expect_error("ste: x of the wrong width", !qw_ste_linear(g, lb, h.w, wgml_tensor_new(g, WGML_F32, 2, good)),
+                    WGML_ERR_SHAPE, "qw_ste_linear", NULL);
     free_weight(&h);
     wgml_graph_free(g2);
     wgml_graph_free(g);

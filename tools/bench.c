@@ -434,22 +434,23 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
-    /* --type NAME (a GGUF block type, e.g. Q4_K) benchmarks that weight type: bench_q4 reads
-     * it from $WGML_Q4_BENCH_TYPE */
-    if (argc >= 3 && !strcmp(argv[0], "q4") && !strcmp(argv[argc - 2], "--type")) {
-        setenv("WGML_Q4_BENCH_TYPE", argv[argc - 1], 1);
+    /* --type NAME (a GGUF block type, e.g. Q4_K) benchmarks that weight type: bench_qw reads
+     * it from $WGML_QW_BENCH_TYPE */
+    int qw = argc >= 1 && (!strcmp(argv[0], "qw") || !strcmp(argv[0], "q4")); /* q4: its name before */
+    if (qw && argc >= 3 && !strcmp(argv[argc - 2], "--type")) {
+        setenv("WGML_QW_BENCH_TYPE", argv[argc - 1], 1);
         argc -= 2;
     }
-    if (argc == 1 && !strcmp(argv[0], "q4")) return bench_q4(ctx, stdout, 0);
-    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--gemv")) return bench_q4(ctx, stdout, 1);
-    if (argc == 2 && !strcmp(argv[0], "q4") && !strcmp(argv[1], "--train")) return bench_q4(ctx, stdout, 2);
+    if (qw && argc == 1) return bench_qw(ctx, stdout, 0);
+    if (qw && argc == 2 && !strcmp(argv[1], "--gemv")) return bench_qw(ctx, stdout, 1);
+    if (qw && argc == 2 && !strcmp(argv[1], "--train")) return bench_qw(ctx, stdout, 2);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
-                    "       wgml bench q4 [--gemv|--train] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]\n"
-                    "                         (--train: WGML_Q4_MM_VARIANT, WGML_Q4_MM_SPLITK)\n"
+                    "       wgml bench qw [--gemv|--train] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]  (q4: an alias)\n"
+                    "                         (--train: WGML_QW_MM_VARIANT, WGML_QW_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] [--forward] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"

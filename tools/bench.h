@@ -8,13 +8,13 @@ int bench_ops_main(wgml_ctx *ctx, int argc, char **argv);   /* bench_ops.c */
 int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv); /* bench_lmhead.c */
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv); /* bench_train.c */
 int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */
-/* bench_q4.c: times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s)
+/* bench_qw.c: times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s)
  * with built graphs of repeated dispatches, each checked against a double-precision product on
  * sampled outputs; writes a table to out (a FILE*). mode 0: both; 1: the M = 1 shapes only; 2:
  * the training GEMMs (forward and input gradient at M = 4096 and 512, the LM head chunk) with
- * the tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK). Returns 0
+ * the tile variant and split-K count used ($WGML_QW_MM_VARIANT, $WGML_QW_MM_SPLITK). Returns 0
  * when all ran and passed. */
-int bench_q4(wgml_ctx *ctx, void *out, int mode);
+int bench_qw(wgml_ctx *ctx, void *out, int mode);
 double bench_wall_now(void);                                /* monotonic seconds */
 int bench_cpu_adapter(wgml_ctx *ctx);                       /* the adapter is a CPU (lavapipe, SwiftShader) */
 float bench_frand(uint64_t *s);                             /* xorshift64 step: uniform in [-1, 1) */

@@ -18,7 +18,7 @@ static const char *NAMES[N_CASES] = {"LM-head GEMM alone", "unfused GEMM + cross
 
 typedef struct head {
     wgml_tensor *f;
-    wgml_q4_weight *q;
+    wgml_qweight *q;
 } head;
 
 /* out: the case's checked output (logits, or the loss); dh: d_h when the case has one. */
@@ -27,16 +27,16 @@ static wgml_status build(wgml_graph *g, int c, const head *w, wgml_tensor *h, wg
     *dh = NULL;
     wgml_tensor *logits = NULL, *dl = NULL;
     switch (c) {
-    case C_GEMM: *out = w->q ? wgml_q4_linear(g, h, w->q) : wgml_linear(g, h, w->f, NULL); break;
+    case C_GEMM: *out = w->q ? wgml_qlinear(g, h, w->q) : wgml_linear(g, h, w->f, NULL); break;
     case C_UNF_F:
     case C_UNF_FB:
-        logits = w->q ? wgml_q4_linear(g, h, w->q) : wgml_linear(g, h, w->f, NULL);
+        logits = w->q ? wgml_qlinear(g, h, w->q) : wgml_linear(g, h, w->f, NULL);
         *out = logits ? wgml_cross_entropy(g, logits, l, c == C_UNF_FB ? &dl : NULL) : NULL;
-        if (dl) *dh = w->q ? wgml_q4_linear_dx(g, dl, w->q) : wgml_mm(g, dl, w->f);
+        if (dl) *dh = w->q ? wgml_qlinear_dx(g, dl, w->q) : wgml_mm(g, dl, w->f);
         if (c == C_UNF_FB && !*dh) *out = NULL;
         break;
     default:
-        *out = w->q ? wgml_lmhead_ce_q4(g, h, w->q, l, chunk, NULL, c == C_FUSED_FB ? dh : NULL)
+        *out = w->q ? wgml_lmhead_ce_qweight(g, h, w->q, l, chunk, NULL, c == C_FUSED_FB ? dh : NULL)
                     : wgml_lmhead_ce(g, h, w->f, l, chunk, NULL, c == C_FUSED_FB ? dh : NULL);
     }
     if (!*out || wgml_graph_keep(g, *out) || (*dh && wgml_graph_keep(g, *dh))) return WGML_ERR_ARG;
@@ -204,7 +204,7 @@ static int lm_case(wgml_ctx *ctx, int c, const lm_opts *o, const lm_data *x, dou
         w.f = wgml_tensor_new(g, WGML_F32, 2, ws);
         if (w.f && wgml_tensor_write(w.f, x->wd, sizeof(float) * x->nw)) w.f = NULL;
     } else {
-        w.q = wgml_q4_upload_gguf(g, WGML_GGML_Q8_0, x->blk, x->nb * 34, v, d);
+        w.q = wgml_qweight_upload_gguf(g, WGML_GGML_Q8_0, x->blk, x->nb * 34, v, d);
     }
     wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
     wgml_tensor *out = NULL, *dh = NULL;
@@ -215,7 +215,7 @@ static int lm_case(wgml_ctx *ctx, int c, const lm_opts *o, const lm_data *x, dou
              !wgml_graph_run(g);
     if (!ok) {
         fprintf(stderr, "bench lmhead: %s: %s\n", NAMES[c], wgml_last_error(ctx));
-        wgml_q4_free(w.q);
+        wgml_qweight_free(w.q);
         wgml_graph_free(g);
         return 1;
     }
@@ -231,7 +231,7 @@ static int lm_case(wgml_ctx *ctx, int c, const lm_opts *o, const lm_data *x, dou
         fflush(stdout);
     }
     if (!good) failed = 1;
-    wgml_q4_free(w.q);
+    wgml_qweight_free(w.q);
     wgml_graph_free(g);
     return failed;
 }

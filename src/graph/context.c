@@ -9,7 +9,7 @@
 /* What the graph layer keeps per context, hung off the device with gpu_ctx_set_layer_state. */
 typedef struct graph_ctx_state {
     wgml_graph *eager;  /* the context's eager graph (graph.c) */
-    int matmul_variant; /* wgml_matmul_force_variant; -1: none (ops/matmul, ops/q4 read it) */
+    int matmul_variant; /* wgml_matmul_force_variant; -1: none (ops/matmul, ops/qweight read it) */
 } graph_ctx_state;
 
 wgml_status wgml_ctx_create(const wgml_ctx_options *options, wgml_ctx **out) {

@@ -2,7 +2,7 @@
  * the 4-bit codes of chosen weights recomputed from trained fp32 latents; and small new files of
  * F32 tensors (llama.cpp's LoRA adapters). The metadata, the
  * tensor table, every other tensor and the blocks' scales (d) and minimums (m) stay byte for
- * byte as they were; only the 4-bit codes change (the GPU's wgml_q4_requant rule). Internal. */
+ * byte as they were; only the 4-bit codes change (the GPU's wgml_qweight_requant rule). Internal. */
 #ifndef WGML_MODEL_GGUF_WRITE_H
 #define WGML_MODEL_GGUF_WRITE_H
 

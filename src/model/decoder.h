@@ -23,7 +23,7 @@ extern const char *const decoder_target_names[DECODER_N_TARGETS];
 void decoder_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k);
 /* The 4-bit weight of target t in layer l (tensors of the model's weight graph), or NULL when
  * the file stores it in floating point. */
-const wgml_q4_weight *decoder_target_q4(const wgml_model *m, int64_t l, int t);
+const wgml_qweight *decoder_target_qw(const wgml_model *m, int64_t l, int t);
 /* The GGUF type a quantised target weight came from (-1 when it is held in f32). */
 int decoder_target_gguf_type(const wgml_model *m, int64_t l, int t);
 /* Records the training forward into g (a built graph; the plain block builder of
@@ -31,7 +31,7 @@ int decoder_target_gguf_type(const wgml_model *m, int64_t l, int t);
  * i32 [S] (0 .. S-1), causal attention within each sequence.
  * lora: NULL or n_layer * DECODER_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
  * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
- * linears (4-bit weights only) train straight-through (q4_ste_linear). The model's weights
+ * linears (4-bit weights only) train straight-through (qw_ste_linear). The model's weights
  * are shared into g. Returns h f32 [B*S, D], the LM head's input (the forward up to the final
  * norm; decoder_lmhead_ce takes it from there). */
 wgml_tensor *decoder_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,

@@ -10,8 +10,8 @@
 #include "model/decoder_internal.h"
 
 #include "ops/attention/sdpa_rows.h"
-#include "ops/q4/q4_share.h"
-#include "ops/q4/q4_ste.h"
+#include "ops/qweight/qw_share.h"
+#include "ops/qweight/qw_ste.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -29,8 +29,8 @@ static const vweight *head_weight(const wgml_model *m) { return m->output.n ? &m
 /* out[..., n] = x[..., k] · Wᵀ */
 static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
     if (w->q) {
-        wgml_q4_weight q;
-        return q4_weight_share(g, w->q, &q) ? NULL : wgml_q4_linear(g, x, &q);
+        wgml_qweight q;
+        return qw_weight_share(g, w->q, &q) ? NULL : wgml_qlinear(g, x, &q);
     }
     return wgml_linear(g, x, decoder_share(g, w->f), decoder_share(g, w->bias));
 }
@@ -45,11 +45,11 @@ wgml_tensor *decoder_embed(const wgml_model *m, wgml_graph *g, wgml_tensor *ids)
         const lweight *w = &v->part[p];
         wgml_tensor *e;
         if (w->q) {
-            wgml_q4_weight t = *w->q, q;
+            wgml_qweight t = *w->q, q;
             t.bias = NULL; /* a lookup adds none */
-            e = q4_weight_share(g, &t, &q) ? NULL
-                : v->n == 1             ? wgml_q4_embedding(g, &q, ids)
-                                        : wgml_q4_embedding_rows(g, &q, ids, v->row0[p]);
+            e = qw_weight_share(g, &t, &q) ? NULL
+                : v->n == 1             ? wgml_qembedding(g, &q, ids)
+                                        : wgml_qembedding_rows(g, &q, ids, v->row0[p]);
         } else if (v->n == 1) {
             e = wgml_embedding(g, decoder_share(g, w->f), ids);
         } else {
@@ -93,8 +93,8 @@ wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd
     int64_t e = l * DECODER_N_TARGETS + t;
     wgml_tensor *latent = o->latent ? o->latent[e] : NULL, *y;
     if (latent && w->q) {
-        wgml_q4_weight q;
-        y = q4_weight_share(g, w->q, &q) ? NULL : q4_ste_linear(g, x, &q, latent);
+        wgml_qweight q;
+        y = qw_weight_share(g, w->q, &q) ? NULL : qw_ste_linear(g, x, &q, latent);
     } else {
         y = linear(g, x, w);
     }
@@ -211,8 +211,8 @@ wgml_tensor *decoder_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgm
     if (v->n > 1) return wgml_cross_entropy_ex(g, decoder_head_logits(m, g, h), labels, opt, NULL);
     const lweight *w = &v->part[0];
     if (w->q) {
-        wgml_q4_weight q;
-        return q4_weight_share(g, w->q, &q) ? NULL : wgml_lmhead_ce_q4(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
+        wgml_qweight q;
+        return qw_weight_share(g, w->q, &q) ? NULL : wgml_lmhead_ce_qweight(g, h, &q, labels, LMHEAD_CHUNK, opt, NULL);
     }
     wgml_tensor *f = decoder_share(g, w->f);
     return f ? wgml_lmhead_ce(g, h, f, labels, LMHEAD_CHUNK, opt, NULL) : NULL;

@@ -11,58 +11,58 @@
 #include "ops/attention/sdpa_rows.h"
 #include "ops/elementwise/elementwise_fused.h"
 #include "ops/norm/norm_fused.h"
-#include "ops/q4/q4_concat.h"
-#include "ops/q4/q4_gemv_fused.h"
-#include "ops/q4/q4_parts.h"
-#include "ops/q4/q4_share.h"
+#include "ops/qweight/qw_concat.h"
+#include "ops/qweight/qw_gemv_fused.h"
+#include "ops/qweight/qw_parts.h"
+#include "ops/qweight/qw_share.h"
 #include "ops/rope/rope_fused.h"
 
 #include <string.h>
 
 /* The weight that targets[0..n) of layer l were loaded as together (load_group): q, k, v or
  * gate, up in that order; NULL when they are another set or were loaded apart. */
-static const wgml_q4_weight *group_weight(const wgml_model *m, int64_t l, const int *targets, int n) {
+static const wgml_qweight *group_weight(const wgml_model *m, int64_t l, const int *targets, int n) {
     const layer *L = &m->layers[l];
     if (n == 3 && targets[0] == T_Q && targets[1] == T_K && targets[2] == T_V) return L->qkv;
     if (n == 2 && targets[0] == T_GATE && targets[1] == T_UP) return L->gate_up;
     return NULL;
 }
 
-/* y[i] = decoder_target_linear(.., targets[i], x) for i < n (n <= WGML_Q4_MULTI_MAX): the
- * products with 4-bit weights (no latent) go through one wgml_q4_linear_multi (at decode, one
+/* y[i] = decoder_target_linear(.., targets[i], x) for i < n (n <= WGML_QLINEAR_MULTI_MAX): the
+ * products with 4-bit weights (no latent) go through one wgml_qlinear_multi (at decode, one
  * GEMV dispatch per weight kind instead of one per weight; larger S falls back to one GEMM each
  * inside it), or, when all n are 4-bit and were loaded as one weight, through one GEMM over it
- * where q4_concat_applies (a prefill); then each adapter is added; the others one by one.
+ * where qw_concat_applies (a prefill); then each adapter is added; the others one by one.
  * Returns false when any output is missing (the error is on the context). */
 static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, const int *targets, int n,
                          wgml_tensor *x, wgml_tensor **y) {
-    wgml_q4_weight q[WGML_Q4_MULTI_MAX];
-    const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
-    wgml_tensor *qo[WGML_Q4_MULTI_MAX];
-    int idx[WGML_Q4_MULTI_MAX], nq = 0;
+    wgml_qweight q[WGML_QLINEAR_MULTI_MAX];
+    const wgml_qweight *qp[WGML_QLINEAR_MULTI_MAX];
+    wgml_tensor *qo[WGML_QLINEAR_MULTI_MAX];
+    int idx[WGML_QLINEAR_MULTI_MAX], nq = 0;
     for (int i = 0; i < n; i++) {
         const lweight *w = decoder_target_weight(m, l, targets[i]);
         int64_t e = l * DECODER_N_TARGETS + targets[i];
         y[i] = NULL;
         if (x && w->q && !(o->latent && o->latent[e])) {
-            if (q4_weight_share(g, w->q, &q[nq])) return false;
+            if (qw_weight_share(g, w->q, &q[nq])) return false;
             qp[nq] = &q[nq];
             idx[nq++] = i;
         } else {
             y[i] = decoder_target_linear(m, g, o, l, targets[i], x);
         }
     }
-    /* all of them 4-bit and loaded as one weight: one GEMM at prefill sizes (q4_concat.h) */
-    const wgml_q4_weight *cat = nq == n ? group_weight(m, l, targets, n) : NULL;
-    int64_t ns[WGML_Q4_MULTI_MAX];
+    /* all of them 4-bit and loaded as one weight: one GEMM at prefill sizes (qw_concat.h) */
+    const wgml_qweight *cat = nq == n ? group_weight(m, l, targets, n) : NULL;
+    int64_t ns[WGML_QLINEAR_MULTI_MAX];
     for (int j = 0; cat && j < n; j++) ns[j] = qp[j]->n;
-    if (cat && q4_concat_applies(g, x, cat, n, ns)) {
-        wgml_q4_weight cq;
-        if (!q4_weight_share(g, cat, &cq) && !q4_linear_concat(g, "model", x, &cq, n, ns, qo))
+    if (cat && qw_concat_applies(g, x, cat, n, ns)) {
+        wgml_qweight cq;
+        if (!qw_weight_share(g, cat, &cq) && !qw_linear_concat(g, "model", x, &cq, n, ns, qo))
             for (int j = 0; j < n; j++) y[j] = qo[j];
     } else if (nq == 1) {
-        y[idx[0]] = wgml_q4_linear(g, x, qp[0]);
-    } else if (nq > 1 && !wgml_q4_linear_multi(g, x, qp, nq, qo))
+        y[idx[0]] = wgml_qlinear(g, x, qp[0]);
+    } else if (nq > 1 && !wgml_qlinear_multi(g, x, qp, nq, qo))
         for (int j = 0; j < nq; j++) y[idx[j]] = qo[j];
     for (int j = 0; j < nq; j++)
         if (y[idx[j]]) y[idx[j]] = decoder_add_lora(g, o, l * DECODER_N_TARGETS + targets[idx[j]], x, y[idx[j]]);
@@ -81,7 +81,7 @@ static wgml_tensor *add_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml
 }
 
 /* h = add_norm(x, decoder_target_linear(.., t, a), wy, w), *sum the new stream. A 4-bit product
- * without adapter or latent at a prefill's rows is left in its split-K slices (q4_parts.h) and
+ * without adapter or latent at a prefill's rows is left in its split-K slices (qw_parts.h) and
  * the add and norm sum them as they read them: the reduction's dispatch goes. */
 static wgml_tensor *proj_add_norm(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
                                   wgml_tensor *a, wgml_tensor *x, wgml_tensor *wy, wgml_tensor *w, float eps,
@@ -90,10 +90,10 @@ static wgml_tensor *proj_add_norm(const wgml_model *m, wgml_graph *g, const fwd_
     int64_t e = l * DECODER_N_TARGETS + t;
     *sum = NULL;
     if (a && x && w && lw->q && !(o->latent && o->latent[e]) && !(o->lora && o->lora[e]) &&
-        q4_parts_applies(g, a, lw->q)) {
-        wgml_q4_weight q;
+        qw_parts_applies(g, a, lw->q)) {
+        wgml_qweight q;
         int ny = 0;
-        wgml_tensor *p = q4_weight_share(g, lw->q, &q) ? NULL : q4_linear_parts(g, "model", a, &q, &ny);
+        wgml_tensor *p = qw_weight_share(g, lw->q, &q) ? NULL : qw_linear_parts(g, "model", a, &q, &ny);
         return p ? norm_add_rms_parts(g, x, p, ny, wy, w, eps, sum) : NULL;
     }
     return add_norm(g, x, a ? decoder_target_linear(m, g, o, l, t, a) : NULL, wy, w, eps, sum);
@@ -149,7 +149,7 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
 }
 
 /* Whether the decode step folds norms, residual adds and the gated activation into the 4-bit
- * GEMVs (q4_gemv_fused): one row through the KV cache, the fused ops on, no adapters or latents
+ * GEMVs (qw_gemv_fused): one row through the KV cache, the fused ops on, no adapters or latents
  * (their products need the normed input itself), every projection 4-bit/8-bit. */
 static bool gemv_fusion(const wgml_model *m, const fwd_opts *o) {
     if (o->B * o->S != 1 || o->lora || o->latent) return false;
@@ -160,50 +160,50 @@ static bool gemv_fusion(const wgml_model *m, const fwd_opts *o) {
 }
 
 /* Whether every layer's o projection GEMV can merge the decode step's attention chunks in its
- * prologue (q4_gemv_merge_fits with the step's chunk count). */
+ * prologue (qw_gemv_merge_fits with the step's chunk count). */
 static bool merge_fits(const wgml_model *m) {
     const wgml_llama_config *c = &m->cfg;
     int64_t chunks = attn_decode_chunks(m->ctx, c->n_head, c->n_head_kv, c->head_dim, c->n_ctx);
-    q4_gemv_fuse f = {.epi = Q4_EPI_RESIDUAL, .merge_heads = c->n_head, .merge_chunks = chunks, .merge_dim = c->head_dim};
+    qw_gemv_fuse f = {.epi = QW_EPI_RESIDUAL, .merge_heads = c->n_head, .merge_chunks = chunks, .merge_dim = c->head_dim};
     for (int64_t l = 0; l < c->n_layer && chunks > 1; l++)
-        if (!q4_gemv_merge_fits(m->ctx, decoder_target_weight(m, l, T_O)->q, &f)) return false;
+        if (!qw_gemv_merge_fits(m->ctx, decoder_target_weight(m, l, T_O)->q, &f)) return false;
     return chunks > 1;
 }
 
 /* Whether every layer's q/k/v and gate/up GEMVs can take their RMSNorm in the prologue for less
- * than the norm's own dispatch costs (q4_gemv_norm_fits). Where not (the large projections of a
+ * than the norm's own dispatch costs (qw_gemv_norm_fits). Where not (the large projections of a
  * billion-parameter model), the step forms each norm in one dispatch with the residual add
  * before it, as with post-norms. */
 static bool norms_fit(const wgml_model *m) {
     static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
     wgml_tensor *nw = m->layers[0].attn_norm; /* only its presence is read */
     for (int64_t l = 0; l < m->cfg.n_layer; l++) {
-        const wgml_q4_weight *qkv[3], *gu[2];
+        const wgml_qweight *qkv[3], *gu[2];
         for (int i = 0; i < 3; i++) qkv[i] = decoder_target_weight(m, l, qkv_t[i])->q;
         for (int i = 0; i < 2; i++) gu[i] = decoder_target_weight(m, l, gu_t[i])->q;
-        q4_gemv_fuse fs = {.norm_w = nw, .epi = Q4_EPI_STORE}, fg = {.norm_w = nw, .epi = Q4_EPI_SWIGLU};
-        if (!q4_gemv_norm_fits(m->ctx, qkv, 3, &fs) || !q4_gemv_norm_fits(m->ctx, gu, 2, &fg)) return false;
+        qw_gemv_fuse fs = {.norm_w = nw, .epi = QW_EPI_STORE}, fg = {.norm_w = nw, .epi = QW_EPI_SWIGLU};
+        if (!qw_gemv_norm_fits(m->ctx, qkv, 3, &fs) || !qw_gemv_norm_fits(m->ctx, gu, 2, &fg)) return false;
     }
     return true;
 }
 
-/* out = the targets of layer l on x through one q4_gemv_fused call: norm_w (or NULL) is the
+/* out = the targets of layer l on x through one qw_gemv_fused call: norm_w (or NULL) is the
  * RMSNorm folded in before the products, epi what is done with them (residual: the residual
  * stream the product is added to); chunks > 1: x is attention's chunk partials, merged in the
  * prologue. NULL with the error on the context. */
 static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, wgml_tensor *x,
-                               wgml_tensor *norm_w, q4_epilogue epi, wgml_tensor *residual, int64_t chunks,
+                               wgml_tensor *norm_w, qw_epilogue epi, wgml_tensor *residual, int64_t chunks,
                                wgml_tensor **out) {
-    wgml_q4_weight q[WGML_Q4_MULTI_MAX];
-    const wgml_q4_weight *qp[WGML_Q4_MULTI_MAX];
-    if (!x || (epi == Q4_EPI_RESIDUAL && !residual)) return false;
+    wgml_qweight q[WGML_QLINEAR_MULTI_MAX];
+    const wgml_qweight *qp[WGML_QLINEAR_MULTI_MAX];
+    if (!x || (epi == QW_EPI_RESIDUAL && !residual)) return false;
     for (int i = 0; i < n; i++) {
-        if (q4_weight_share(g, decoder_target_weight(m, l, targets[i])->q, &q[i])) return false;
+        if (qw_weight_share(g, decoder_target_weight(m, l, targets[i])->q, &q[i])) return false;
         qp[i] = &q[i];
     }
-    q4_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
+    qw_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
     if (chunks > 1) f.merge_heads = m->cfg.n_head, f.merge_chunks = chunks, f.merge_dim = m->cfg.head_dim;
-    return q4_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
+    return qw_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
 }
 
 /* decoder_forward_plain's forward with the fused kernels: each residual add computes the next
@@ -228,7 +228,7 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
     bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms && norms_fit(m);
     /* decode: the o projections' GEMVs merge attention's key chunks in their prologue */
     bool merge_o = gf && merge_fits(m);
-    q4_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? Q4_EPI_GEGLU : Q4_EPI_SWIGLU;
+    qw_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? QW_EPI_GEGLU : QW_EPI_SWIGLU;
     wgml_tensor *x = decoder_embed(m, g, o->ids); /* the residual stream [B*S, D] */
     /* the next sub-block's input (pre_only: never formed) */
     wgml_tensor *h = pre_only ? x : wgml_rms_norm(g, x, decoder_share(g, m->layers[0].attn_norm), eps);
@@ -237,7 +237,7 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
         if (pre_only) {
-            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, decoder_share(g, L->attn_norm), Q4_EPI_STORE, NULL, 0, qkv))
+            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, decoder_share(g, L->attn_norm), QW_EPI_STORE, NULL, 0, qkv))
                 return NULL;
         } else if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) {
             return NULL; /* q, k, v from one h */
@@ -248,15 +248,15 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         if (!a) return NULL;
         if (pre_only) {
             wgml_tensor *act = NULL;
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_RESIDUAL, x, chunks, &x) ||
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, QW_EPI_RESIDUAL, x, chunks, &x) ||
                 !gemv_fused_targets(m, g, l, gu_t, 2, x, decoder_share(g, L->ffn_norm), glu_epi, NULL, 0, &act) ||
-                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, Q4_EPI_RESIDUAL, x, 0, &x))
+                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, QW_EPI_RESIDUAL, x, 0, &x))
                 return NULL;
             continue;
         }
         wgml_tensor *wy = ar->post_norms ? decoder_share(g, L->post_attn_norm) : NULL, *y = NULL;
         if (chunks > 1) {
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, Q4_EPI_STORE, NULL, chunks, &y)) return NULL;
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, QW_EPI_STORE, NULL, chunks, &y)) return NULL;
             h = add_norm(g, x, y, wy, decoder_share(g, L->ffn_norm), eps, &x);
         } else {
             h = proj_add_norm(m, g, o, l, T_O, a, x, wy, decoder_share(g, L->ffn_norm), eps, &x);

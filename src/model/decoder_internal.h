@@ -16,7 +16,7 @@
 /* A matrix W[n, k]: quantised (q) or f32 (f, [n, k]), and its bias (f32 [n], or NULL; for q it
  * is also q->bias). */
 typedef struct lweight {
-    wgml_q4_weight *q;
+    wgml_qweight *q;
     wgml_tensor *f, *bias;
     uint32_t type; /* the GGUF type q was uploaded from */
 } lweight;
@@ -29,7 +29,7 @@ typedef struct layer {
     lweight wq, wk, wv, wo, gate, up, down;
     /* q, k and v (gate and up) as one weight, their rows concatenated, whose rows wq.q, wk.q and
      * wv.q (gate.q, up.q) are; NULL where they were loaded apart (load_group) */
-    wgml_q4_weight *qkv, *gate_up;
+    wgml_qweight *qkv, *gate_up;
     wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim] */
 } layer;
 

@@ -7,7 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "model/decoder_internal.h"
 
-#include "ops/q4/q4_share.h"
+#include "ops/qweight/qw_share.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -93,12 +93,12 @@ static wgml_status load_vector(wgml_model *m, const char *path, const char *name
 }
 
 /* Whether a GGUF tensor of `type` with rows of k elements stays quantised on the GPU: every block
- * format the q4 family runs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K) whose rows are whole blocks;
+ * format the qweight family runs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K) whose rows are whole blocks;
  * the float types take the plain f32 path. */
 static int keep_quantised(uint32_t type, int64_t k) {
     uint64_t be = 0;
     if (type == WGML_GGML_F32 || type == WGML_GGML_F16 || type == WGML_GGML_BF16) return 0;
-    return wgml_q4_gguf_on_gpu((int)type) && wgml_ggml_type_size(type, &be, NULL) && be && k % (int64_t)be == 0;
+    return wgml_qweight_gguf_on_gpu((int)type) && wgml_ggml_type_size(type, &be, NULL) && be && k % (int64_t)be == 0;
 }
 
 /* Loads W[n, k] in row parts of at most `per` rows into w[0..): block formats stay quantised
@@ -118,8 +118,8 @@ static wgml_status load_rows(wgml_model *m, const char *path, const char *name, 
         size_t row = bytes / (size_t)n; /* whole blocks per row */
         for (int64_t r0 = 0, p = 0; r0 < n; r0 += per, p++) {
             int64_t rn = n - r0 < per ? n - r0 : per;
-            w[p].q = wgml_q4_upload_gguf(m->wg, (int)t->type, (const char *)data + row * (size_t)r0, row * (size_t)rn,
-                                         rn, k);
+            w[p].q = wgml_qweight_upload_gguf(m->wg, (int)t->type, (const char *)data + row * (size_t)r0, row * (size_t)rn,
+                                              rn, k);
             w[p].type = t->type;
             if (!w[p].q) return upload_err(m, name);
         }
@@ -146,10 +146,10 @@ static wgml_status load_matrix(wgml_model *m, const char *path, const char *name
 /* Loads the cnt weights W_i[ns[i], k] named names[i] that share an input. Where together is
  * allowed and all are of one block type kept quantised with every part's rows at aligned
  * offsets, as one weight with their rows concatenated (*cat), each w[i]->q a weight of its own
- * rows (q4_weight_rows): a prefill takes them in one GEMM (q4_concat.h), every other use sees
+ * rows (qw_weight_rows): a prefill takes them in one GEMM (qw_concat.h), every other use sees
  * separate weights. Else each alone (*cat NULL). */
 static wgml_status load_group(wgml_model *m, const char *path, const char *const *names, const int64_t *ns, int cnt,
-                              int64_t k, bool together, lweight *const *w, wgml_q4_weight **cat) {
+                              int64_t k, bool together, lweight *const *w, wgml_qweight **cat) {
     *cat = NULL;
     const void *data[3];
     size_t bytes[3], total = 0;
@@ -159,7 +159,7 @@ static wgml_status load_group(wgml_model *m, const char *path, const char *const
         int64_t t = find_tensor(m, path, names[i], ns[i], k, 0);
         if (t < 0) return wgml_last_status(m->ctx);
         uint32_t ty = wgml_gguf_tensor_at(m->file, t)->type;
-        together = (i == 0 || ty == type) && keep_quantised(ty, k) && q4_gguf_rows_fit(m->ctx, (int)ty, k, n);
+        together = (i == 0 || ty == type) && keep_quantised(ty, k) && qw_gguf_rows_fit(m->ctx, (int)ty, k, n);
         if (together && wgml_gguf_tensor_data(m->file, t, &data[i], &bytes[i])) return ferr(m, path);
         type = ty;
         n += ns[i];
@@ -173,12 +173,12 @@ static wgml_status load_group(wgml_model *m, const char *path, const char *const
     char *buf = malloc(total);
     if (!buf) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
     for (size_t i = 0, at = 0; i < (size_t)cnt; at += bytes[i++]) memcpy(buf + at, data[i], bytes[i]);
-    *cat = wgml_q4_upload_gguf(m->wg, (int)type, buf, total, n, k);
+    *cat = wgml_qweight_upload_gguf(m->wg, (int)type, buf, total, n, k);
     free(buf);
     if (!*cat) return upload_err(m, names[0]);
     for (int64_t i = 0, r0 = 0; i < cnt; r0 += ns[i++]) {
         w[i]->type = type;
-        if (!(w[i]->q = q4_weight_rows(*cat, r0, ns[i]))) return upload_err(m, names[i]);
+        if (!(w[i]->q = qw_weight_rows(*cat, r0, ns[i]))) return upload_err(m, names[i]);
     }
     return WGML_OK;
 }
@@ -308,7 +308,7 @@ void decoder_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k) {
     *k = ks[t];
 }
 
-const wgml_q4_weight *decoder_target_q4(const wgml_model *m, int64_t l, int t) { return decoder_target_weight(m, l, t)->q; }
+const wgml_qweight *decoder_target_qw(const wgml_model *m, int64_t l, int t) { return decoder_target_weight(m, l, t)->q; }
 
 int decoder_target_gguf_type(const wgml_model *m, int64_t l, int t) {
     const lweight *w = decoder_target_weight(m, l, t);
@@ -316,7 +316,7 @@ int decoder_target_gguf_type(const wgml_model *m, int64_t l, int t) {
 }
 
 static void free_weight(lweight *w) {
-    wgml_q4_free(w->q); /* built graph: frees the struct; the tensors go with the graph */
+    wgml_qweight_free(w->q); /* built graph: frees the struct; the tensors go with the graph */
     w->q = NULL;
 }
 
@@ -326,7 +326,7 @@ void decoder_free_weights(wgml_model *m) {
             layer *L = &m->layers[l];
             free_weight(&L->wq), free_weight(&L->wk), free_weight(&L->wv), free_weight(&L->wo);
             free_weight(&L->gate), free_weight(&L->up), free_weight(&L->down);
-            wgml_q4_free(L->qkv), wgml_q4_free(L->gate_up); /* after the weights of their rows */
+            wgml_qweight_free(L->qkv), wgml_qweight_free(L->gate_up); /* after the weights of their rows */
         }
     free(m->layers);
     m->layers = NULL;

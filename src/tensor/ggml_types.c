@@ -1,6 +1,6 @@
 /* Tensor data types of the GGUF (ggml) format: names, block sizes, row sizes. Shared by the
- * GGUF reader (src/model) and the 4-bit weight import (src/ops/q4). */
-#include "wgml.h"
+ * GGUF reader (src/model) and the quantised weight import (src/ops/qweight). */
+#include "wgml-quant.h"
 
 int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_bytes) {
     uint64_t be = 0, bb = 0;

@@ -5,7 +5,7 @@
 #include "io/errbuf.h"
 #include "io/gguf_write.h"
 #include "model/decoder.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +92,7 @@ static wgml_status take(const wgml_gguf *f, int64_t i, const char *path, peft_ad
     for (int64_t k = 0; k < x->numel; k++) {
         uint16_t h;
         if (x->type == 0) memcpy(&v[k], (const uint8_t *)d + 4 * k, 4);
-        else memcpy(&h, (const uint8_t *)d + 2 * k, 2), v[k] = q4_half_to_float(h);
+        else memcpy(&h, (const uint8_t *)d + 2 * k, 2), v[k] = qw_half_to_float(h);
     }
     a->names[a->n] = nm;
     a->data[a->n] = v;

@@ -13,7 +13,7 @@
 #include "io/path.h"
 #include "model/arch.h"
 #include "model/decoder.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -298,7 +298,7 @@ static wgml_status take_tensor(peft_adapter *a, const char *sp, const st_tensor 
         else {
             memcpy(&h, x->data + 2 * i, 2);
             uint32_t bits = (uint32_t)h << 16;
-            if (f16) d[i] = q4_half_to_float(h);
+            if (f16) d[i] = qw_half_to_float(h);
             else memcpy(&d[i], &bits, 4);
         }
     }

@@ -19,9 +19,9 @@
  * Straight-through mode (WGML_TRAIN_STE): instead of adapters, every targeted linear whose
  * weight is 4-bit (Q4_0 / Q4_1; Q8_0 and float weights stay frozen) gets an fp32 latent [N, K]
  * in the optimizer's buffers, initialised to the dequantised weight. The forward still uses
- * the 4-bit codes; the weight gradient goes to the latent (q4_ste_linear, an op of the q4
+ * the 4-bit codes; the weight gradient goes to the latent (qw_ste_linear, an op of the qweight
  * family, through the model's training forward); after AdamW the same run rewrites the codes
- * from the latents at the frozen scales (wgml_q4_requant), so the model's own weights change
+ * from the latents at the frozen scales (wgml_qweight_requant), so the model's own weights change
  * and every other graph of the model (eval, generation) sees them. */
 #include "wgml-model.h"
 #include "wgml-train.h"
@@ -29,7 +29,7 @@
 #include "graph/graph.h"
 #include "model/decoder.h"
 #include "train/checkpoint.h"
-#include "ops/q4/q4_share.h"
+#include "ops/qweight/qw_share.h"
 #include "tensor/splitmix.h"
 
 #include <math.h>
@@ -119,11 +119,11 @@ static wgml_status check_config(wgml_ctx *ctx, const wgml_train_config *c) {
 }
 
 /* Writes the dequantised weight w into the latent param (a small graph run once). */
-static wgml_status latent_init(wgml_trainer *t, const wgml_q4_weight *w, wgml_tensor *param) {
+static wgml_status latent_init(wgml_trainer *t, const wgml_qweight *w, wgml_tensor *param) {
     wgml_graph *g0 = wgml_graph_new(t->ctx);
     if (!g0) return wgml_last_status(t->ctx);
-    wgml_q4_weight q;
-    wgml_tensor *d = q4_weight_share(g0, w, &q) ? NULL : wgml_q4_dequantize(g0, &q);
+    wgml_qweight q;
+    wgml_tensor *d = qw_weight_share(g0, w, &q) ? NULL : wgml_qweight_dequantize(g0, &q);
     float *h = malloc(wgml_tensor_nbytes(param));
     wgml_status s = !h ? wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory") : WGML_OK;
     if (!s && (!d || wgml_graph_keep(g0, d) || wgml_graph_compile(g0) || wgml_graph_run(g0) ||
@@ -151,7 +151,7 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
             int64_t N, K;
             decoder_target_dims(t->model, k, &N, &K);
             if (ste) {
-                const wgml_q4_weight *q = decoder_target_q4(t->model, l, k);
+                const wgml_qweight *q = decoder_target_qw(t->model, l, k);
                 int ty = decoder_target_gguf_type(t->model, l, k);
                 /* straight-through trains the weights the GGUF export can write back (Q4_0,
                  * Q4_1); requant itself runs for every quantised kind */
@@ -226,7 +226,7 @@ static wgml_status make_params(wgml_trainer *t) {
         }
         if (ste) {
             t->latent_p[p->layer * DECODER_N_TARGETS + p->target] = p->p;
-            s = latent_init(t, decoder_target_q4(t->model, p->layer, p->target), p->p);
+            s = latent_init(t, decoder_target_qw(t->model, p->layer, p->target), p->p);
             continue;
         }
         int is_b = (i & 1) != 0;
@@ -268,11 +268,11 @@ static wgml_status fill_adapter_tables(wgml_trainer *t) {
 static wgml_status record_requant(wgml_trainer *t, wgml_graph *g, int own) {
     for (int i = 0; i < t->n; i++) {
         tparam *p = &t->params[i];
-        wgml_q4_weight q;
-        if (q4_weight_share(g, decoder_target_q4(t->model, p->layer, p->target), &q)) return wgml_last_status(t->ctx);
+        wgml_qweight q;
+        if (qw_weight_share(g, decoder_target_qw(t->model, p->layer, p->target), &q)) return wgml_last_status(t->ctx);
         wgml_tensor *lat = own ? p->p : wgml_tensor_share(g, p->p);
         if (!lat) return wgml_last_status(t->ctx);
-        wgml_status s = wgml_q4_requant(g, lat, &q);
+        wgml_status s = wgml_qweight_requant(g, lat, &q);
         if (s) return s;
     }
     return WGML_OK;

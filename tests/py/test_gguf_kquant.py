@@ -1,6 +1,6 @@
 """GGUF block formats Q5_0, Q5_1, Q4_K, Q5_K, Q6_K on the host and the GPU, against PyPI gguf's
 numpy dequantize (an implementation we did not write):
-- wgml_gguf_dequantize (host) and wgml_q4_dequantize (GPU, after wgml_q4_upload_gguf) must
+- wgml_gguf_dequantize (host) and wgml_qweight_dequantize (GPU, after wgml_qweight_upload_gguf) must
   equal gguf's dequantisation bit for bit in fp32;
 - the forward (GEMV for M <= 4, the tiled GEMM with its automatic tile and split-K plan for
   larger M), the input gradient and the embedding lookup, run on the GPU from the imported

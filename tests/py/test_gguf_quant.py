@@ -1,5 +1,5 @@
 """GGUF import exactness: PyPI gguf quantises random tensors to Q4_0 / Q4_1 / Q8_0 (and F16,
-BF16, F32); test_q4 --gguf-check imports the raw blocks, dequantises them on the host and on
+BF16, F32); test_qw --gguf-check imports the raw blocks, dequantises them on the host and on
 the GPU (both must equal gguf's dequantize bit for bit in fp32) and runs the forward, the input
 gradient and the embedding lookup on the GPU from the imported blocks (checked here against
 float64 with gguf's dequantised weights; the plain types are widened to f32 at upload, K not a

@@ -91,7 +91,7 @@ class Checker:
 
 
 def write_gguf_case(out, name, qt, blocks, x, m, d=None, ids=None):
-    """One case of `test_q4 --gguf-check` in folder out: the GGUF blocks of an [n, k] weight of
+    """One case of `test_qw --gguf-check` in folder out: the GGUF blocks of an [n, k] weight of
     type qt, an input x [max(m, 1), k] and M (0: dequantise on the host only; else also
     uploaded, run forward and dequantised on the GPU), and optionally d_out [m, n] for the
     input gradient and ids (int32 [t]) for the embedding lookup."""
@@ -108,18 +108,18 @@ def write_gguf_case(out, name, qt, blocks, x, m, d=None, ids=None):
 
 
 def run_gguf_check(build_dir, out, cases):
-    """Runs build_dir/tests/test_q4 --gguf-check on the cases written into out (a list of
+    """Runs build_dir/tests/test_qw --gguf-check on the cases written into out (a list of
     (name, n, k, deq): deq is the reference dequantisation, float32 [n, k]) and compares wgml's
     host dequantisation with it bit for bit, and for the cases run on the GPU (M > 0) the GPU
     dequantisation too. Returns the Checker, for the caller's own checks."""
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(c[0] for c in cases) + "\n")
-    exe = os.path.join(build_dir, "tests", "test_q4")
+    exe = os.path.join(build_dir, "tests", "test_qw")
     proc = subprocess.run([exe, "--gguf-check", out], capture_output=True, text=True)
     sys.stdout.write(proc.stdout[-3000:])
     if proc.returncode != 0:
         sys.stdout.write(proc.stderr[-3000:])
-        raise SystemExit(f"test_q4 --gguf-check failed with exit code {proc.returncode}")
+        raise SystemExit(f"test_qw --gguf-check failed with exit code {proc.returncode}")
     checker = Checker()
     for name, n, k, deq in cases:
         with open(os.path.join(out, f"{name}.meta")) as f:

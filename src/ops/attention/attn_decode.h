@@ -22,7 +22,7 @@ wgml_tensor *attn_decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgm
                               wgml_tensor *k_norm, float eps);
 
 /* The same step with the merge of its key chunks left to the consumer (the o projection's GEMV
- * prologue, q4_gemv_fused's merge: one dispatch fewer). *chunks = the step's chunk count
+ * prologue, qw_gemv_fused's merge: one dispatch fewer). *chunks = the step's chunk count
  * (attn_decode_chunks); more than 1: returns the chunks' partials f32 [Hq, chunks, D + 2] (per
  * query head and chunk the D unnormalised sums of 2^(s - m) v, the chunk's max score m in log2
  * units and its sum l of 2^(s - m); an empty chunk m = -3e38, l = 0), which attn_combine.wgsl

@@ -1,5 +1,5 @@
 // Activations shared by the elementwise kernels and by fused epilogues of other families
-// (q4_gemv's gated-FFN epilogue): "//!include ew_act" after an alias V (f32 or vec4<f32>).
+// (qw_gemv's gated-FFN epilogue): "//!include ew_act" after an alias V (f32 or vec4<f32>).
 
 // Logistic function without overflow: exp of -|v| only.
 fn ew_sigmoid(v: V) -> V {

@@ -1,7 +1,7 @@
 /* Fused LM head + cross-entropy: loss = CE(h · Wᵀ, labels) and d_h without the [R, V] logits.
  * The vocabulary is cut into chunks of C columns; one [R, C] scratch holds one chunk's logits
  * at a time. Per chunk:
- *   scratch = h · W[c0 : c0 + C]ᵀ   (matmul / q4_mm through their record functions; the chunk
+ *   scratch = h · W[c0 : c0 + C]ᵀ   (matmul / qw_mm through their record functions; the chunk
  *                                    of W is a view of its rows)
  *   loss only: lmhead_ce_fwd merges the chunk's online (max, sum-exp) and the target logit into
  *              a per-row state; the last chunk writes logsumexp and the row losses.
@@ -18,7 +18,7 @@
  * that accumulates A runs in the forward either way. */
 #include "graph/graph.h"
 #include "ops/matmul/matmul_into.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/reduce/wg_reduce.h"
 
@@ -31,7 +31,7 @@
 /* The head weight [V, D]: f32 or quantised. */
 typedef struct lm_weight {
     wgml_tensor *f;
-    wgml_q4_weight q;
+    wgml_qweight q;
     bool is_q;
 } lm_weight;
 
@@ -53,7 +53,7 @@ static bool chunk_take(const lm_weight *w, int64_t c0, int64_t n, lm_weight *out
         out->f = wgml_tensor_view(w->f, c0 * s[1], 2, s);
         return out->f != NULL;
     }
-    const wgml_q4_weight *q = &w->q;
+    const wgml_qweight *q = &w->q;
     int64_t wpr = wgml_tensor_numel(q->codes) / q->n, abr = wgml_tensor_numel(q->ab) / q->n;
     int64_t cs[2] = {n, wpr}, as[3] = {n, q->kp / q->group, 2};
     out->q.n = n;
@@ -102,7 +102,7 @@ static void vec_prelude(char *buf, size_t cap, uint32_t wg, int vw, const char *
 /* scratch[R, n] = h · W_chunkᵀ for the chunk [c0, c0 + n). */
 static wgml_status chunk_logits(wgml_graph *g, const char *op, wgml_tensor *h, const lm_weight *cw, int64_t rows,
                                 wgml_tensor *scratch) {
-    if (cw->is_q) return q4_mm_into(g, op, h, &cw->q, 0, rows, scratch, false);
+    if (cw->is_q) return qw_mm_into(g, op, h, &cw->q, 0, rows, scratch, false);
     return matmul_record_into(g, op, h, cw->f, 1, rows, scratch->shape[1], cw->f->shape[1], scratch, false);
 }
 
@@ -148,7 +148,7 @@ static wgml_status chunk_loop(wgml_graph *g, const char *op, wgml_tensor *h, con
                 wgml_tensor *rw[4] = {state, row_loss, x, acc};
                 s = graph_dispatch(g, op, "lmhead_ce_grad", prelude, &labels, 1, rw, 4, &p, sizeof p, (uint64_t)rows);
                 /* acc (+)= P[R, n] · W_chunk[n, D] */
-                if (!s && cw.is_q) s = q4_mm_into(g, op, x, &cw.q, 1, rows, acc, c0 > 0);
+                if (!s && cw.is_q) s = qw_mm_into(g, op, x, &cw.q, 1, rows, acc, c0 > 0);
                 else if (!s) s = matmul_record_into(g, op, x, cw.f, 0, rows, D, n, acc, c0 > 0);
             }
         }
@@ -165,7 +165,7 @@ static wgml_tensor *finish_dh(wgml_graph *g, const char *op, const lm_weight *w,
                               wgml_tensor *stats, wgml_tensor *state, wgml_tensor *acc, wgml_tensor *sa,
                               wgml_tensor *sb) {
     int64_t V = w_rows(w), D = w_cols(w);
-    wgml_tensor *wl = w->is_q ? wgml_q4_embedding(g, &w->q, labels) : w->f;
+    wgml_tensor *wl = w->is_q ? wgml_qembedding(g, &w->q, labels) : w->f;
     if (!wl) return NULL;
     char prelude[160];
     snprintf(prelude, sizeof prelude, "const HAS_SA: bool = %s; const HAS_SB: bool = %s; const GATHER: bool = %s;\n",
@@ -304,13 +304,13 @@ wgml_tensor *wgml_lmhead_ce(wgml_graph *g, wgml_tensor *h, wgml_tensor *w, wgml_
     return lmhead_ce_impl(g, op, h, &lw, labels, chunk, opt, d_h_out);
 }
 
-wgml_tensor *wgml_lmhead_ce_q4(wgml_graph *g, wgml_tensor *h, const wgml_q4_weight *w, wgml_tensor *labels,
-                               int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out) {
+wgml_tensor *wgml_lmhead_ce_qweight(wgml_graph *g, wgml_tensor *h, const wgml_qweight *w, wgml_tensor *labels,
+                                    int64_t chunk, const wgml_ce_options *opt, wgml_tensor **d_h_out) {
     if (d_h_out) *d_h_out = NULL;
     if (!g) return NULL;
-    const char *op = "lmhead_ce_q4";
+    const char *op = "lmhead_ce_qweight";
     wgml_ctx *ctx = graph_ctx(g);
-    if (!q4_weight_valid(ctx, op, "w", w)) return NULL;
+    if (!qw_weight_valid(ctx, op, "w", w)) return NULL;
     lm_weight lw = {.q = *w, .is_q = true};
     return lmhead_ce_impl(g, op, h, &lw, labels, chunk, opt, d_h_out);
 }

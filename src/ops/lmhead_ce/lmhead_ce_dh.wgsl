@@ -3,7 +3,7 @@
 // for a valid row (0 <= label < vocab), 0 for an ignored one; l_r from state[r].y, n_valid from
 // stats[2], scale = sa[0] * sb[0] (each when HAS_SA / HAS_SB). W[label] comes from wl: with
 // GATHER the f32 head itself [V, D] (row label), else rows already gathered [R, D] (the
-// quantised head through q4_embedding).
+// quantised head through qembedding).
 // Workgroup: 256 threads, one element each (R * D elements in all).
 struct Params { n: u32, d: u32, vocab: u32 }
 

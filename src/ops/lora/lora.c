@@ -84,6 +84,6 @@ wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgm
     return wgml_lora_apply(g, x, wgml_linear(g, x, w, bias), l);
 }
 
-wgml_tensor *wgml_lora_q4_linear(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *w, const wgml_lora *l) {
-    return wgml_lora_apply(g, x, wgml_q4_linear(g, x, w), l);
+wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w, const wgml_lora *l) {
+    return wgml_lora_apply(g, x, wgml_qlinear(g, x, w), l);
 }

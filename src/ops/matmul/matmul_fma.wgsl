@@ -1,5 +1,5 @@
 // matmul_fma: the inner product over one staged k-tile, the loop every tiled GEMM runs between
-// its barriers (matmul.wgsl, matmul_db.wgsl, q4_mm.wgsl, q4_mm_db.wgsl). Not a kernel, nor
+// its barriers (matmul.wgsl, matmul_db.wgsl, qw_mm.wgsl, qw_mm_db.wgsl). Not a kernel, nor
 // declarations: a block of statements, included inside the kernel's k-step loop
 // ("//!include matmul_fma" at the start of a line) once the tile is in workgroup memory.
 // For each of the BK k rows of the tile, the thread reads its TM4 vec4s of A and TN4 vec4s of

@@ -16,7 +16,7 @@ wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wg
                                wgml_tensor **sum);
 
 /* norm_add_rms (wy NULL) or norm_add_rms_post (wy the post-norm's weight) with y given as the
- * ny split-K slices of a product, f32 [ny, x's shape] (q4_linear_parts, ops/q4/q4_parts.h; ny =
+ * ny split-K slices of a product, f32 [ny, x's shape] (qw_linear_parts, ops/qweight/qw_parts.h; ny =
  * 1: y itself, x's shape), summed in order as the kernel reads them: the reduction's dispatch
  * goes. The plain ops (the slices summed by wgml_sum first) where the fused kernel does not
  * apply. */

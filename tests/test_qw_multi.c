@@ -1,16 +1,16 @@
 #define _POSIX_C_SOURCE 200809L
-/* The fused 4-bit GEMV over several weights that share x (wgml_q4_linear_multi): each output
- * against an fp64 product on the host dequantisation, and against wgml_q4_linear of the same
+/* The fused 4-bit GEMV over several weights that share x (wgml_qlinear_multi): each output
+ * against an fp64 product on the host dequantisation, and against wgml_qlinear of the same
  * weight (the same kernel arithmetic); the number of dispatches (one per kind at M <= 4, one
  * GEMM per weight above), mixed kinds, the binding limit, biases, odd K and N, M = 1..4, more
  * than 65,535 workgroups, a built graph run twice, bad input, and both final reductions of the
- * GEMV (workgroup-memory tree and subgroup operations, $WGML_Q4_GEMV_SUBGROUP) where the device
+ * GEMV (workgroup-memory tree and subgroup operations, $WGML_QW_GEMV_SUBGROUP) where the device
  * has subgroups. */
 #include "harness.h"
 
-#include "q4_host.h"
+#include "qw_host.h"
 
-/* A weight on the GPU and its host dequantisation (q4_host.h's make_weight: kind 0 symmetric
+/* A weight on the GPU and its host dequantisation (qw_host.h's make_weight: kind 0 symmetric
  * q4gsw, 1 Q4_1, 2 Q8_0, 3..7 Q5_0, Q5_1, Q4_K, Q5_K, Q6_K). */
 typedef hw hweight;
 
@@ -31,13 +31,13 @@ typedef struct wspec {
     bool bias;
 } wspec;
 
-/* One call of wgml_q4_linear_multi in the eager graph on weights ws[0..nw) with x [m, k] (as
+/* One call of wgml_qlinear_multi in the eager graph on weights ws[0..nw) with x [m, k] (as
  * [2, m/2, k] when m is 4): every output against fp64 and, at M <= 4, bit for bit against
- * wgml_q4_linear; want_dispatches: how many the call must record (-1: not checked). */
+ * wgml_qlinear; want_dispatches: how many the call must record (-1: not checked). */
 static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, int group, int want_dispatches) {
     double t0 = now_s();
-    hweight h[WGML_Q4_MULTI_MAX];
-    const wgml_q4_weight *wp[WGML_Q4_MULTI_MAX];
+    hweight h[WGML_QLINEAR_MULTI_MAX];
+    const wgml_qweight *wp[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) {
         h[i] = make_weight(T.g, ws[i].kind, ws[i].n, k, ws[i].kind == 0 ? group : 32, ws[i].bias);
         wp[i] = h[i].w;
@@ -46,10 +46,10 @@ static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int
     bool r3 = m == 4;
     int64_t xs3[3] = {2, m / 2, k}, xs2[2] = {m, k};
     wgml_tensor *x = r3 ? th_tensor_f32(3, xs3, hx) : th_tensor_f32(2, xs2, hx);
-    wgml_tensor *outs[WGML_Q4_MULTI_MAX];
+    wgml_tensor *outs[WGML_QLINEAR_MULTI_MAX];
     wgml_sync(T.ctx);
     uint64_t d0 = dispatches_so_far();
-    wgml_status s = wgml_q4_linear_multi(T.g, x, wp, nw, outs);
+    wgml_status s = wgml_qlinear_multi(T.g, x, wp, nw, outs);
     wgml_sync(T.ctx); /* the eager dispatches are counted when they are submitted */
     /* the harness's context fills each new output with NaN: one more dispatch per output */
     uint64_t used = dispatches_so_far() - d0 - (uint64_t)nw;
@@ -72,9 +72,9 @@ static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int
         double *ref = ref_linear(hx, &h[i], m, ws[i].n, k);
         if (got) th_close(oname, got, ref, (size_t)(m * ws[i].n), tol_abs(k), RTOL);
         if (got && m <= 4) { /* the same per-row arithmetic as the single-weight GEMV */
-            wgml_tensor *one = wgml_q4_linear(T.g, x, wp[i]);
+            wgml_tensor *one = wgml_qlinear(T.g, x, wp[i]);
             float *g1 = th_read_f32(one);
-            snprintf(oname, sizeof oname, "%s out %d equals q4_linear", name, i);
+            snprintf(oname, sizeof oname, "%s out %d equals qlinear", name, i);
             if (g1) th_exact_u32(oname, (const uint32_t *)got, (const uint32_t *)g1, (size_t)(m * ws[i].n));
             free(g1);
             wgml_tensor_free(one);
@@ -126,13 +126,13 @@ static void test_mixed(void) {
     case_multi("GGUF Q4_K, Q6_K, Q4_1", kq, 3, 3, 512, 32, 2);
     /* group sizes differ: separate dispatches */
     hweight a = make_weight(T.g, 0, 9, 128, 32, false), b = make_weight(T.g, 0, 7, 128, 64, false);
-    const wgml_q4_weight *wp[2] = {a.w, b.w};
+    const wgml_qweight *wp[2] = {a.w, b.w};
     float *hx = th_random(128, -1, 1);
     int64_t xs[2] = {1, 128};
     wgml_tensor *x = th_tensor_f32(2, xs, hx), *o[2];
     wgml_sync(T.ctx);
     uint64_t d0 = dispatches_so_far();
-    th_check(wgml_q4_linear_multi(T.g, x, wp, 2, o) == WGML_OK, "G 32 + G 64: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qlinear_multi(T.g, x, wp, 2, o) == WGML_OK, "G 32 + G 64: %s", wgml_last_error(T.ctx));
     wgml_sync(T.ctx);
     th_check(dispatches_so_far() - d0 == 2 + 2, "G 32 + G 64: two dispatches (and two NaN fills)");
     for (int i = 0; i < 2; i++) {
@@ -170,14 +170,14 @@ static void test_built_graph(void) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     const int64_t k = 160, m = 2, ns[3] = {40, 13, 27};
     hweight h[3];
-    const wgml_q4_weight *wp[3];
+    const wgml_qweight *wp[3];
     for (int i = 0; i < 3; i++) {
         h[i] = make_weight(g, i == 2 ? 0 : 1, ns[i], k, 32, i == 2);
         wp[i] = h[i].w;
     }
     int64_t xs[2] = {m, k};
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *o[3];
-    bool ok = x && wgml_q4_linear_multi(g, x, wp, 3, o) == WGML_OK;
+    bool ok = x && wgml_qlinear_multi(g, x, wp, 3, o) == WGML_OK;
     for (int i = 0; ok && i < 3; i++) ok = wgml_graph_keep(g, o[i]) == WGML_OK;
     ok = ok && wgml_graph_compile(g) == WGML_OK;
     th_check(ok, "built graph: %s", wgml_last_error(T.ctx));
@@ -208,33 +208,33 @@ static void test_errors(void) {
     int64_t xs[2] = {1, 64};
     wgml_tensor *x = wgml_full(T.g, WGML_F32, 2, xs, 1.0), *xi = wgml_full(T.g, WGML_I32, 2, xs, 1.0);
     wgml_tensor *o[4] = {(wgml_tensor *)1, (wgml_tensor *)1, (wgml_tensor *)1, (wgml_tensor *)1};
-    const wgml_q4_weight *kmis[2] = {a.w, b.w}, *null1[2] = {a.w, NULL}, *four[4] = {a.w, a.w, a.w, a.w};
-    wgml_status s = wgml_q4_linear_multi(T.g, x, kmis, 2, o);
-    th_expect_error("K mismatch", s == WGML_ERR_SHAPE, WGML_ERR_SHAPE, "q4_linear_multi", "weights[1]", "[8, 96]",
+    const wgml_qweight *kmis[2] = {a.w, b.w}, *null1[2] = {a.w, NULL}, *four[4] = {a.w, a.w, a.w, a.w};
+    wgml_status s = wgml_qlinear_multi(T.g, x, kmis, 2, o);
+    th_expect_error("K mismatch", s == WGML_ERR_SHAPE, WGML_ERR_SHAPE, "qlinear_multi", "weights[1]", "[8, 96]",
                     "K = 64", NULL);
     th_check(!o[0] && !o[1], "outputs are NULL after an error");
-    s = wgml_q4_linear_multi(T.g, x, null1, 2, o);
-    th_expect_error("NULL weight", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights[1] is NULL", NULL);
-    s = wgml_q4_linear_multi(T.g, x, four, 4, o);
-    th_expect_error("too many weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "4 weights", "1 to 3", NULL);
-    s = wgml_q4_linear_multi(T.g, x, four, 0, o);
-    th_expect_error("no weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "0 weights", NULL);
-    s = wgml_q4_linear_multi(T.g, x, NULL, 1, o);
-    th_expect_error("NULL weights array", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights is NULL", NULL);
-    s = wgml_q4_linear_multi(T.g, x, kmis, 1, NULL);
-    th_expect_error("NULL outs", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "outs is NULL", NULL);
-    s = wgml_q4_linear_multi(T.g, NULL, kmis, 1, o);
-    th_expect_error("NULL x", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "x is NULL", NULL);
-    s = wgml_q4_linear_multi(T.g, xi, kmis, 1, o);
-    th_expect_error("i32 x", s == WGML_ERR_DTYPE, WGML_ERR_DTYPE, "q4_linear_multi", "x", "i32", NULL);
-    s = wgml_q4_linear_multi(NULL, x, kmis, 1, o);
-    th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "q4_linear_multi: graph is NULL"),
+    s = wgml_qlinear_multi(T.g, x, null1, 2, o);
+    th_expect_error("NULL weight", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "weights[1] is NULL", NULL);
+    s = wgml_qlinear_multi(T.g, x, four, 4, o);
+    th_expect_error("too many weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "4 weights", "1 to 3", NULL);
+    s = wgml_qlinear_multi(T.g, x, four, 0, o);
+    th_expect_error("no weights", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "0 weights", NULL);
+    s = wgml_qlinear_multi(T.g, x, NULL, 1, o);
+    th_expect_error("NULL weights array", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "weights is NULL", NULL);
+    s = wgml_qlinear_multi(T.g, x, kmis, 1, NULL);
+    th_expect_error("NULL outs", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "outs is NULL", NULL);
+    s = wgml_qlinear_multi(T.g, NULL, kmis, 1, o);
+    th_expect_error("NULL x", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "x is NULL", NULL);
+    s = wgml_qlinear_multi(T.g, xi, kmis, 1, o);
+    th_expect_error("i32 x", s == WGML_ERR_DTYPE, WGML_ERR_DTYPE, "qlinear_multi", "x", "i32", NULL);
+    s = wgml_qlinear_multi(NULL, x, kmis, 1, o);
+    th_check(s == WGML_ERR_ARG && strstr(wgml_last_error(NULL), "qlinear_multi: graph is NULL"),
              "NULL graph: %s", wgml_last_error(NULL));
     /* x on another graph than the weights */
     wgml_graph *g2 = wgml_graph_new(T.ctx);
     wgml_tensor *x2 = wgml_tensor_new(g2, WGML_F32, 2, xs);
-    s = wgml_q4_linear_multi(g2, x2, kmis, 1, o);
-    th_expect_error("weight of another graph", s == WGML_ERR_ARG, WGML_ERR_ARG, "q4_linear_multi", "weights[0]",
+    s = wgml_qlinear_multi(g2, x2, kmis, 1, o);
+    th_expect_error("weight of another graph", s == WGML_ERR_ARG, WGML_ERR_ARG, "qlinear_multi", "weights[0]",
                     "different graphs", NULL);
     wgml_graph_free(g2);
     wgml_tensor_free(x);
@@ -244,7 +244,7 @@ static void test_errors(void) {
     wgml_sync(T.ctx);
 }
 
-/* The final reduction through subgroup operations: $WGML_Q4_GEMV_SUBGROUP=1 (subgroupAdd or
+/* The final reduction through subgroup operations: $WGML_QW_GEMV_SUBGROUP=1 (subgroupAdd or
  * the shuffle butterfly, then one workgroup-memory step), and =4 (the subgroup taken to hold at
  * least 4 lanes: with TPR = 4 the sums are final in the subgroup) under several GEMV shapes. */
 static void test_subgroup(void) {
@@ -261,15 +261,15 @@ static void test_subgroup(void) {
         const char *sg, *shape;
     } runs[] = {{"1", NULL}, {"1", "4,2,64,1"}, {"1", "16,2,256,2"}, {"4", "4,2,64,1"}, {"1", "32,4,256,1"}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        setenv("WGML_Q4_GEMV_SUBGROUP", runs[r].sg, 1);
-        if (runs[r].shape) setenv("WGML_Q4_GEMV", runs[r].shape, 1);
+        setenv("WGML_QW_GEMV_SUBGROUP", runs[r].sg, 1);
+        if (runs[r].shape) setenv("WGML_QW_GEMV", runs[r].shape, 1);
         char what[96];
         snprintf(what, sizeof what, "subgroup=%s shape %s", runs[r].sg, runs[r].shape ? runs[r].shape : "auto");
         case_multi(what, three, 3, 3, 200, 64, 1);
         case_multi(what, two, 2, 1, 2080, 32, 1);
-        unsetenv("WGML_Q4_GEMV");
+        unsetenv("WGML_QW_GEMV");
     }
-    unsetenv("WGML_Q4_GEMV_SUBGROUP");
+    unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
 
 /* M past the GEMV's rows, more than 65,535 workgroups, a built graph */
@@ -280,9 +280,9 @@ static void test_rest(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_q4_multi", argc, argv);
-    /* the tree reduction unless $WGML_Q4_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
-    setenv("WGML_Q4_GEMV_SUBGROUP", "0", 0);
+    th_init_args("test_qw_multi", argc, argv);
+    /* the tree reduction unless $WGML_QW_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
+    setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
     static const th_part parts[] = {{"errors", test_errors}, {"fused", test_fused}, {"mixed", test_mixed},
                                     {"rest", test_rest},     {"subgroup", test_subgroup}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);

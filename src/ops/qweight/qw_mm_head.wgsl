@@ -1,5 +1,5 @@
-// q4_mm_head: what the 4-bit GEMM kernels (q4_mm.wgsl, q4_mm_db.wgsl; q4_mm_cpu.wgsl takes the
-// Params, bindings, tiles and o_index) share ("//!include q4_mm_head"): the thread grid of a BM x BC
+// qw_mm_head: what the 4-bit GEMM kernels (qw_mm.wgsl, qw_mm_db.wgsl; qw_mm_cpu.wgsl takes the
+// Params, bindings, tiles and o_index) share ("//!include qw_mm_head"): the thread grid of a BM x BC
 // tile with TM x TC registers per thread, the tile a workgroup owns, where element e of a step
 // of A lies and which code word a W tile row reads (the index math of the loaders), and the
 // store of the register tile (the epilogue). Each kernel keeps its own workgroup layout and
@@ -88,7 +88,7 @@ fn word_at(c0: u32, r0: u32, re: u32, rowi: u32, wi: u32) -> Word {
 
 // Where O's element (m, c) lies: O is up to three column segments [0, seg1), [seg1, seg2),
 // [seg2, C), each stored whole after the one before ([M, seg1] first, then [M, seg2 - seg1],
-// ...), so that the products of weights concatenated by rows (q4_linear_concat) come out as
+// ...), so that the products of weights concatenated by rows (qw_linear_concat) come out as
 // contiguous parts. seg1 = seg2 = C: one segment, O row-major [M, C]. Used only with SEG.
 fn o_index(m: u32, c: u32) -> u32 {
     var cs = 0u;

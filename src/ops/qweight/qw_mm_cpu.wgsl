@@ -1,8 +1,8 @@
-// q4_mm_cpu: the 4-bit (and 8-bit, f32) GEMM for CPU adapters (lavapipe, SwiftShader). They run
+// qw_mm_cpu: the 4-bit (and 8-bit, f32) GEMM for CPU adapters (lavapipe, SwiftShader). They run
 // a workgroup's invocations a few SIMD lanes at a time and pay for every barrier, and their
 // "global" memory sits behind the CPU's caches: so no workgroup memory and no barrier; each
 // thread reads its operands straight from memory and keeps its sums in registers. The same
-// products, bindings, Params, split-K slices and epilogue flags as q4_mm.wgsl (q4_mm_head):
+// products, bindings, Params, split-K slices and epilogue flags as qw_mm.wgsl (qw_mm_head):
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N. A
 //     thread owns RN output columns (RN rows of W) and the BM rows of its workgroup's tile: per
 //     step of CPW k it dequantises one code word of each of its rows and loads each A value
@@ -15,10 +15,10 @@
 // for every thread of a workgroup. Rows past M read row M - 1 and are not stored. A CPU adapter
 // loads storage lane by lane (a gather per value), and the loads per FMA set this kernel's
 // speed: the forward form reads each W row's group (a, b) once per group, not once per word
-// (lavapipe: 1.3-1.5x on SmolLM2's training GEMMs, bench/NOTES.md, 2026-12-04).
-// The prelude gives what q4_mm_head needs (BM = TM, BC = NT * CT, BR = 32, TC = 4: the head's
-// thread-grid constants are unused here) and the code kind (q4.c).
-//!include q4_mm_head
+// (lavapipe: 1.2-1.5x on SmolLM2's training GEMMs, bench/NOTES.md, 2026-12-04).
+// The prelude gives what qw_mm_head needs (BM = TM, BC = NT * CT, BR = 32, TC = 4: the head's
+// thread-grid constants are unused here) and the code kind (qweight.c).
+//!include qw_mm_head
 
 const NT: u32 = 64u;
 const CT: u32 = select(RN, CPW, TRANS); // columns of O per thread
@@ -113,7 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 
-    // the epilogue, as q4_mm_head's store_tile: bias by slice 0, ACC when unsplit, SEG's index
+    // the epilogue, as qw_mm_head's store_tile: bias by slice 0, ACC when unsplit, SEG's index
     let o_base = t.s * p.M * p.C;
     let has_bias = (p.flags & 1u) != 0u && t.s == 0u;
     let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;

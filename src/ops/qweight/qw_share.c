@@ -1,23 +1,23 @@
 /* A 4-bit weight of one graph used in another (its tensors shared: views, no copies), and rows
  * of a weight as a weight of their own (views of its tensors). */
-#include "ops/q4/q4_share.h"
+#include "ops/qweight/qw_share.h"
 
 #include "gpu/gpu.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <stdlib.h>
 
-wgml_status q4_weight_share(wgml_graph *g, const wgml_q4_weight *w, wgml_q4_weight *out) {
-    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "q4_weight_share: graph is NULL");
+wgml_status qw_weight_share(wgml_graph *g, const wgml_qweight *w, wgml_qweight *out) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "qw_weight_share: graph is NULL");
     wgml_ctx *ctx = graph_ctx(g);
-    if (!w || !out) return wgml_set_error(ctx, WGML_ERR_ARG, "q4_weight_share: weight or out is NULL");
+    if (!w || !out) return wgml_set_error(ctx, WGML_ERR_ARG, "qw_weight_share: weight or out is NULL");
     *out = *w;
     out->codes = wgml_tensor_share(g, w->codes);
     out->ab = out->codes ? wgml_tensor_share(g, w->ab) : NULL;
     out->bias = w->bias && out->ab ? wgml_tensor_share(g, w->bias) : NULL;
     if (out->ab && (!w->bias || out->bias)) return WGML_OK;
     out->codes = out->ab = out->bias = NULL;
-    return wgml_last_status(ctx) ? wgml_last_status(ctx) : wgml_set_error(ctx, WGML_ERR_ARG, "q4_weight_share: a share failed");
+    return wgml_last_status(ctx) ? wgml_last_status(ctx) : wgml_set_error(ctx, WGML_ERR_ARG, "qw_weight_share: a share failed");
 }
 
 /* Elements of one row of t [rows, ...]. */
@@ -32,7 +32,7 @@ static bool rows_aligned(wgml_ctx *ctx, int64_t r0, const uint64_t *row_bytes, i
     return true;
 }
 
-bool q4_weight_rows_fit(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t r0, int64_t n) {
+bool qw_weight_rows_fit(wgml_ctx *ctx, const wgml_qweight *w, int64_t r0, int64_t n) {
     if (!ctx || !w || !w->codes || !w->ab || r0 < 0 || n <= 0 || r0 + n > w->n) return false;
     const wgml_tensor *ts[3] = {w->codes, w->ab, w->bias};
     uint64_t rb[3];
@@ -42,13 +42,13 @@ bool q4_weight_rows_fit(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t r0, int6
     return rows_aligned(ctx, r0, rb, nt);
 }
 
-bool q4_gguf_rows_fit(wgml_ctx *ctx, int type, int64_t k, int64_t r0) {
+bool qw_gguf_rows_fit(wgml_ctx *ctx, int type, int64_t k, int64_t r0) {
     int group, bits;
-    if (!ctx || k <= 0 || r0 < 0 || !q4_gguf_gpu(type, NULL, &group, &bits)) return false;
-    /* wgml_q4_upload_gguf's layout (include/wgml.h): u32 words of 8 codes (4-bit), 4 (wider
+    if (!ctx || k <= 0 || r0 < 0 || !qw_gguf_gpu(type, NULL, &group, &bits)) return false;
+    /* wgml_qweight_upload_gguf's layout (include/wgml.h): u32 words of 8 codes (4-bit), 4 (wider
      * codes, held as bytes) or 1 (f32 values), and per group a scale (and a minimum) in f32 */
     int64_t kp = (k + group - 1) / group * group, cpw = bits == 4 ? 8 : bits == 32 ? 1 : 4;
-    uint64_t rb[2] = {(uint64_t)(kp / cpw) * 4, (uint64_t)(kp / group) * (q4_gguf_has_min(type) ? 8 : 4)};
+    uint64_t rb[2] = {(uint64_t)(kp / cpw) * 4, (uint64_t)(kp / group) * (qw_gguf_has_min(type) ? 8 : 4)};
     return rows_aligned(ctx, r0, rb, 2);
 }
 
@@ -60,18 +60,18 @@ static wgml_tensor *rows_view(wgml_tensor *t, int64_t rows, int64_t r0, int64_t 
     return wgml_tensor_view(t, r0 * row_elems(t, rows), t->rank, shape);
 }
 
-wgml_q4_weight *q4_weight_rows(const wgml_q4_weight *w, int64_t r0, int64_t n) {
+wgml_qweight *qw_weight_rows(const wgml_qweight *w, int64_t r0, int64_t n) {
     wgml_ctx *ctx = w && w->codes ? graph_ctx(w->codes->graph) : NULL;
-    if (!q4_weight_rows_fit(ctx, w, r0, n)) {
+    if (!qw_weight_rows_fit(ctx, w, r0, n)) {
         wgml_set_error(ctx, WGML_ERR_ARG,
-                       "q4_weight_rows: rows [%lld, %lld) of the weight [%lld, %lld] are outside it or not at "
+                       "qw_weight_rows: rows [%lld, %lld) of the weight [%lld, %lld] are outside it or not at "
                        "storage-aligned offsets",
                        (long long)r0, (long long)(r0 + n), (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
         return NULL;
     }
-    wgml_q4_weight *v = calloc(1, sizeof *v);
+    wgml_qweight *v = calloc(1, sizeof *v);
     if (!v) {
-        wgml_set_error(ctx, WGML_ERR_OOM, "q4_weight_rows: out of host memory");
+        wgml_set_error(ctx, WGML_ERR_OOM, "qw_weight_rows: out of host memory");
         return NULL;
     }
     *v = *w;
@@ -80,7 +80,7 @@ wgml_q4_weight *q4_weight_rows(const wgml_q4_weight *w, int64_t r0, int64_t n) {
     v->ab = v->codes ? rows_view(w->ab, w->n, r0, n) : NULL;
     v->bias = w->bias && v->ab ? rows_view(w->bias, w->n, r0, n) : NULL;
     if (!v->ab || (w->bias && !v->bias)) {
-        wgml_q4_free(v);
+        wgml_qweight_free(v);
         return NULL;
     }
     return v;

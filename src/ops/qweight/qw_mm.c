@@ -1,136 +1,136 @@
-/* The tiled 4-bit GEMM (q4_mm.wgsl, q4_mm_db.wgsl; q4_mm_cpu.wgsl on CPU adapters): its
+/* The tiled 4-bit GEMM (qw_mm.wgsl, qw_mm_db.wgsl; qw_mm_cpu.wgsl on CPU adapters): its
  * variants, the plan (variant and split-K) for a product, and the recording of one product,
  * forward or input gradient, fresh, accumulated, segmented or left in slices. */
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 #include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Tile variants of the q4 GEMM: q4_mm (single-buffered: one step of A and dequantised W in
- * workgroup memory) and q4_mm_db (double-buffered; the next step's A and code words held in
+/* Tile variants of the qweight GEMM: qw_mm (single-buffered: one step of A and dequantised W in
+ * workgroup memory) and qw_mm_db (double-buffered; the next step's A and code words held in
  * registers during the FMAs). TM and TC are multiples of 4; BR divides 32 (a step stays in one
  * group). Names follow the matmul family's. */
-typedef struct q4_variant {
+typedef struct qw_variant {
     const char *name;
     const char *shader;
     uint32_t bm, bc, br, tm, tc;
-} q4_variant;
+} qw_variant;
 
-/* Variant indices: the order is public ($WGML_Q4_MM_VARIANT by index, the benches), so new
+/* Variant indices: the order is public ($WGML_QW_MM_VARIANT by index, the benches), so new
  * variants go at the end. */
-typedef enum q4_variant_id {
-    Q4V_TILE64,
-    Q4V_TILE128X64,
-    Q4V_TILE128,
-    Q4V_DB128_K8,
-    Q4V_DB128_K16,
-    Q4V_DB128X64,
-    Q4V_DB128X64_K8,
-    Q4V_DB64,
-    Q4V_CPU,
-    Q4_N_VARIANTS
-} q4_variant_id;
+typedef enum qw_variant_id {
+    QWV_TILE64,
+    QWV_TILE128X64,
+    QWV_TILE128,
+    QWV_DB128_K8,
+    QWV_DB128_K16,
+    QWV_DB128X64,
+    QWV_DB128X64_K8,
+    QWV_DB64,
+    QWV_CPU,
+    QW_N_VARIANTS
+} qw_variant_id;
 
-static const q4_variant Q4_VARIANTS[Q4_N_VARIANTS] = {
-    [Q4V_TILE64] = {.name = "tile64x64_k32_r4x4", .shader = "q4_mm", .bm = 64, .bc = 64, .br = 32, .tm = 4, .tc = 4},
-    [Q4V_TILE128X64] = {.name = "tile128x64_k16_r8x4", .shader = "q4_mm", .bm = 128, .bc = 64, .br = 16, .tm = 8,
+static const qw_variant QW_VARIANTS[QW_N_VARIANTS] = {
+    [QWV_TILE64] = {.name = "tile64x64_k32_r4x4", .shader = "qw_mm", .bm = 64, .bc = 64, .br = 32, .tm = 4, .tc = 4},
+    [QWV_TILE128X64] = {.name = "tile128x64_k16_r8x4", .shader = "qw_mm", .bm = 128, .bc = 64, .br = 16, .tm = 8,
                         .tc = 4},
-    [Q4V_TILE128] = {.name = "tile128x128_k16_r8x8", .shader = "q4_mm", .bm = 128, .bc = 128, .br = 16, .tm = 8,
+    [QWV_TILE128] = {.name = "tile128x128_k16_r8x8", .shader = "qw_mm", .bm = 128, .bc = 128, .br = 16, .tm = 8,
                      .tc = 8},
-    [Q4V_DB128_K8] = {.name = "db128x128_k8_r8x8", .shader = "q4_mm_db", .bm = 128, .bc = 128, .br = 8, .tm = 8,
+    [QWV_DB128_K8] = {.name = "db128x128_k8_r8x8", .shader = "qw_mm_db", .bm = 128, .bc = 128, .br = 8, .tm = 8,
                       .tc = 8},
-    [Q4V_DB128_K16] = {.name = "db128x128_k16_r8x8", .shader = "q4_mm_db", .bm = 128, .bc = 128, .br = 16, .tm = 8,
+    [QWV_DB128_K16] = {.name = "db128x128_k16_r8x8", .shader = "qw_mm_db", .bm = 128, .bc = 128, .br = 16, .tm = 8,
                    .tc = 8},
-    [Q4V_DB128X64] = {.name = "db128x64_k16_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 16, .tm = 8,
+    [QWV_DB128X64] = {.name = "db128x64_k16_r8x4", .shader = "qw_mm_db", .bm = 128, .bc = 64, .br = 16, .tm = 8,
                       .tc = 4},
-    [Q4V_DB128X64_K8] = {.name = "db128x64_k8_r8x4", .shader = "q4_mm_db", .bm = 128, .bc = 64, .br = 8, .tm = 8,
+    [QWV_DB128X64_K8] = {.name = "db128x64_k8_r8x4", .shader = "qw_mm_db", .bm = 128, .bc = 64, .br = 8, .tm = 8,
                          .tc = 4},
-    [Q4V_DB64] = {.name = "db64x64_k16_r4x4", .shader = "q4_mm_db", .bm = 64, .bc = 64, .br = 16, .tm = 4, .tc = 4},
-    /* CPU adapters (q4_mm_cpu.wgsl): 64 threads, no workgroup memory; forward 4 rows x 8 columns
+    [QWV_DB64] = {.name = "db64x64_k16_r4x4", .shader = "qw_mm_db", .bm = 64, .bc = 64, .br = 16, .tm = 4, .tc = 4},
+    /* CPU adapters (qw_mm_cpu.wgsl): 64 threads, no workgroup memory; forward 4 rows x 8 columns
      * per thread (a 4 x 512 tile), input gradient 8 rows x one code word's columns (variant_tile) */
-    [Q4V_CPU] = {.name = "cpu_k32_r4x8", .shader = "q4_mm_cpu", .bm = 4, .bc = 512, .br = 32, .tm = 4, .tc = 4},
+    [QWV_CPU] = {.name = "cpu_k32_r4x8", .shader = "qw_mm_cpu", .bm = 4, .bc = 512, .br = 32, .tm = 4, .tc = 4},
 };
-#define Q4_MAX_SPLITS 64
-#define Q4_SPLIT_TARGET_WGS 1056
+#define QW_MAX_SPLITS 64
+#define QW_SPLIT_TARGET_WGS 1056
 
-int q4_mm_variant_count(void) { return Q4_N_VARIANTS; }
-const char *q4_mm_variant_name(int v) { return v >= 0 && v < Q4_N_VARIANTS ? Q4_VARIANTS[v].name : "auto"; }
+int qw_mm_variant_count(void) { return QW_N_VARIANTS; }
+const char *qw_mm_variant_name(int v) { return v >= 0 && v < QW_N_VARIANTS ? QW_VARIANTS[v].name : "auto"; }
 
-static int q4_variant_by_name(const char *e) {
-    for (int v = 0; v < Q4_N_VARIANTS; v++)
-        if (!strcmp(e, Q4_VARIANTS[v].name)) return v;
+static int qw_variant_by_name(const char *e) {
+    for (int v = 0; v < QW_N_VARIANTS; v++)
+        if (!strcmp(e, QW_VARIANTS[v].name)) return v;
     return -1;
 }
 
 /* The tile of variant x in orientation trans with cpw codes per word: (BM, BC) of O and (TM, TC)
- * for the prelude. The CPU kernel's thread owns 4 rows and Q4_CPU_RN columns forward, and 8
+ * for the prelude. The CPU kernel's thread owns 4 rows and QW_CPU_RN columns forward, and 8
  * rows and one code word's columns (cpw) of the input gradient. On lavapipe the storage loads
  * per FMA and the registers (spills) set its speed; SmolLM2's 32-token training step, forward /
  * input-gradient GEMMs: 16 x 8 and 8 x cpw 1.41 / 0.46 s, 8 x 8 1.06 / 0.44, 4 x 8 0.44 / 0.34,
  * 4 x 4 and 4 x cpw 0.64 / 0.58 (bench/NOTES.md, 2026-12-03). */
-#define Q4_CPU_RN 8u
-static void variant_tile(const q4_variant *x, int trans, int cpw, uint32_t t[4]) {
-    bool cpu = x == &Q4_VARIANTS[Q4V_CPU];
+#define QW_CPU_RN 8u
+static void variant_tile(const qw_variant *x, int trans, int cpw, uint32_t t[4]) {
+    bool cpu = x == &QW_VARIANTS[QWV_CPU];
     t[0] = cpu && trans ? 8u : x->bm;
-    t[1] = cpu ? 64u * (trans ? (uint32_t)cpw : Q4_CPU_RN) : x->bc;
+    t[1] = cpu ? 64u * (trans ? (uint32_t)cpw : QW_CPU_RN) : x->bc;
     t[2] = cpu ? t[0] : x->tm;
     t[3] = x->tc;
 }
 
-static bool q4_variant_fits(wgml_ctx *ctx, int v) {
-    const q4_variant *x = &Q4_VARIANTS[v];
-    if (v == Q4V_CPU) return true; /* 64 threads, no workgroup memory */
+static bool qw_variant_fits(wgml_ctx *ctx, int v) {
+    const qw_variant *x = &QW_VARIANTS[v];
+    if (v == QWV_CPU) return true; /* 64 threads, no workgroup memory */
     const gpu_caps *caps = gpu_get_caps(ctx);
-    uint32_t bytes = x->br * (x->bm + x->bc) * 4u * (strcmp(x->shader, "q4_mm_db") ? 1u : 2u);
+    uint32_t bytes = x->br * (x->bm + x->bc) * 4u * (strcmp(x->shader, "qw_mm_db") ? 1u : 2u);
     uint32_t threads = (x->bm / x->tm) * (x->bc / x->tc);
     return !caps || (bytes <= caps->max_workgroup_storage && threads <= caps->max_invocations);
 }
 
-/* The variant: $WGML_Q4_MM_VARIANT (a name or index) first; else a matmul variant forced on
- * the context (wgml_matmul_force_variant): the q4 variant of the same name, else the 128 x 128
- * tile for matmul's tile128x128_k8_r8x8 (which has no q4 form) and 64 x 64 for the others;
+/* The variant: $WGML_QW_MM_VARIANT (a name or index) first; else a matmul variant forced on
+ * the context (wgml_matmul_force_variant): the qweight variant of the same name, else the 128 x 128
+ * tile for matmul's tile128x128_k8_r8x8 (which has no qweight form) and 64 x 64 for the others;
  * else automatic (below). A forced variant that does not fit the device falls back to the
  * automatic choice. */
-static int q4_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool segmented) {
+static int qw_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool segmented) {
     int forced = -1;
-    const char *e = getenv("WGML_Q4_MM_VARIANT");
+    const char *e = getenv("WGML_QW_MM_VARIANT");
     if (e && *e && strcmp(e, "auto")) {
-        forced = q4_variant_by_name(e);
+        forced = qw_variant_by_name(e);
         char *end;
         long v = strtol(e, &end, 10);
-        if (forced < 0 && *end == 0 && v >= 0 && v < Q4_N_VARIANTS) forced = (int)v;
+        if (forced < 0 && *end == 0 && v >= 0 && v < QW_N_VARIANTS) forced = (int)v;
     }
     int mv = graph_ctx_matmul_variant(ctx);
     if (forced < 0 && mv >= 0 && mv < wgml_matmul_variant_count()) {
-        forced = q4_variant_by_name(wgml_matmul_variant_name(mv));
-        if (forced < 0) forced = strcmp(wgml_matmul_variant_name(mv), "tile128x128_k8_r8x8") ? Q4V_TILE64 : Q4V_TILE128;
+        forced = qw_variant_by_name(wgml_matmul_variant_name(mv));
+        if (forced < 0) forced = strcmp(wgml_matmul_variant_name(mv), "tile128x128_k8_r8x8") ? QWV_TILE64 : QWV_TILE128;
     }
-    if (forced >= 0 && q4_variant_fits(ctx, forced)) return forced;
+    if (forced >= 0 && qw_variant_fits(ctx, forced)) return forced;
     /* automatic: on a CPU adapter the CPU kernel (no barriers: 6-15x the tiled kernels' speed on
      * lavapipe, bench/NOTES.md); on a GPU the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
      * or within 3% of it, on every training shape measured on an H200, 4-bit and 8-bit codes:
      * bench/NOTES.md), else 64 x 64 (more tiles to fill the GPU; split-K covers long
-     * reductions). A segmented output (q4_linear_concat) always 64 x 64: with the segments'
+     * reductions). A segmented output (qw_linear_concat) always 64 x 64: with the segments'
      * index in its store the 128 x 64 tile ran 7-14x slower on the H200. */
-    if (cpu) return Q4V_CPU;
+    if (cpu) return QWV_CPU;
     int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
-    return tiles_128x64 >= 256 && !segmented ? Q4V_TILE128X64 : Q4V_TILE64;
+    return tiles_128x64 >= 256 && !segmented ? QWV_TILE128X64 : QWV_TILE64;
 }
 
-/* Split-K: $WGML_Q4_MM_SPLITK forces a count (1: never split); else split when the tiles fill
+/* Split-K: $WGML_QW_MM_SPLITK forces a count (1: never split); else split when the tiles fill
  * fewer than four waves of a 132-SM GPU (< 528) and R >= 1024, or fewer than one (< 132) and
  * R >= 512, into enough slices for about eight waves (1056 workgroups), each slice at least 256
  * deep (128 under R = 1024), at most 16, and only for products of at least 2^24 multiply-adds
  * (H200 sweep: 288 tiles with R = 1536 or 8192 gain 15-35% at S = 4; R = 576 with 288 tiles
  * loses; 96 tiles with R = 576 gain 25%). The partial buffer [S, M, C] stays within 32-bit
  * indexing. */
-static int q4_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64_t c) {
+static int qw_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64_t c) {
     int s = 1;
-    const char *e = getenv("WGML_Q4_MM_SPLITK");
+    const char *e = getenv("WGML_QW_MM_SPLITK");
     long f = e && *e ? strtol(e, NULL, 10) : 0;
-    if (f >= 1) s = f > Q4_MAX_SPLITS ? Q4_MAX_SPLITS : (int)f;
+    if (f >= 1) s = f > QW_MAX_SPLITS ? QW_MAX_SPLITS : (int)f;
     else if (cpu) {
         /* a CPU has a few cores: split only a long reduction over fewer than 32 tiles (the LM
          * head's input gradient: R = the vocabulary, C = the width), into about 32 workgroups
@@ -141,7 +141,7 @@ static int q4_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64
             s = x > 16 ? 16 : (int)x;
         }
     } else if (m * r * c >= (1ll << 24) && ((tiles < 528 && r >= 1024) || (tiles < 132 && r >= 512))) {
-        int64_t x = (Q4_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r >= 1024 ? r / 256 : r / 128;
+        int64_t x = (QW_SPLIT_TARGET_WGS + tiles - 1) / tiles, by_depth = r >= 1024 ? r / 256 : r / 128;
         if (x > by_depth) x = by_depth;
         if (x > 16) x = 16;
         s = x < 2 ? 1 : (int)x;
@@ -150,12 +150,12 @@ static int q4_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64
     return s;
 }
 
-void q4_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
+void qw_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
                     int *splits) {
-    int vi = q4_choose_variant(ctx, cpu, m, c, segmented);
-    const q4_variant *v = &Q4_VARIANTS[vi];
+    int vi = qw_choose_variant(ctx, cpu, m, c, segmented);
+    const qw_variant *v = &QW_VARIANTS[vi];
     int64_t tiles = ((m + v->bm - 1) / v->bm) * ((c + v->bc - 1) / v->bc);
-    int s = q4_choose_splits(cpu, tiles, m, r, c);
+    int s = qw_choose_splits(cpu, tiles, m, r, c);
     /* each slice a whole number of BR steps and not empty */
     int64_t steps = (r + v->br - 1) / v->br;
     if (s > steps) s = (int)steps;
@@ -163,26 +163,26 @@ void q4_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bo
     *splits = s < 1 ? 1 : s;
 }
 
-void q4_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits) {
-    q4_mm_plan_for(ctx, gpu_get_caps(ctx)->is_cpu, m, r, c, segmented, variant, splits);
+void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits) {
+    qw_mm_plan_for(ctx, gpu_get_caps(ctx)->is_cpu, m, r, c, segmented, variant, splits);
 }
 
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
  * gradient (trans = 1: C = K, reduction over N); split-K into a partial buffer [S, M, C]
  * summed in order by the matmul family's reduction (which adds out with acc; elementwise, so
  * a segmented output is summed alike). */
-wgml_tensor *q4_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans,
-                          int64_t m, int rank, const int64_t *shape, const q4_mm_dest *d) {
+wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
+                          int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias, acc = d && d->acc;
     const int64_t *seg = d ? d->seg : NULL;
     wgml_tensor *into = d ? d->into : NULL;
     int va = r % 4 == 0 ? 4 : 1;
     int vi, splits;
-    q4_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
-    const q4_variant *v = &Q4_VARIANTS[vi];
+    qw_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
+    const qw_variant *v = &QW_VARIANTS[vi];
     uint32_t tile[4]; /* BM BC TM TC */
-    variant_tile(v, trans, q4_kind_cpw(w->kind), tile);
+    variant_tile(v, trans, qw_kind_cpw(w->kind), tile);
     int64_t r_chunk = (r + splits - 1) / splits;
     r_chunk = splits == 1 ? r : (r_chunk + v->br - 1) / v->br * v->br;
     char prelude[2048];
@@ -191,13 +191,13 @@ wgml_tensor *q4_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
                        "const RN: u32 = %uu;\nalias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
-                       trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], Q4_CPU_RN,
+                       trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], QW_CPU_RN,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
-    q4_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     int64_t tiles_m = (m + tile[0] - 1) / tile[0], tiles_c = (c + tile[1] - 1) / tile[1];
     struct {
         uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
-    } params = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)q4_words_per_row(w),
+    } params = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
                 .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,
                 .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
                 .flags = (bias ? 1u : 0u) | (acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
@@ -233,8 +233,8 @@ wgml_tensor *q4_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
     return out;
 }
 
-wgml_status q4_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_q4_weight *w, int trans, int64_t m,
+wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans, int64_t m,
                        wgml_tensor *into, bool accumulate) {
-    q4_mm_dest d = {.into = into, .acc = accumulate};
-    return q4_record_mm(g, op, a, w, trans, m, into->rank, into->shape, &d) ? WGML_OK : wgml_last_status(graph_ctx(g));
+    qw_mm_dest d = {.into = into, .acc = accumulate};
+    return qw_record_mm(g, op, a, w, trans, m, into->rank, into->shape, &d) ? WGML_OK : wgml_last_status(graph_ctx(g));
 }

@@ -1,7 +1,7 @@
-/* Host-side helpers shared by the q4 tests (test_q4.c, test_q4mm.c): random weights of every
+/* Host-side helpers shared by the qweight tests (test_qw.c, test_qw_mm.c): random weights of every
  * kind kept with their host dequantisation, and fp64 references (OpenBLAS dgemm). */
-#ifndef WGML_TEST_Q4_HOST_H
-#define WGML_TEST_Q4_HOST_H
+#ifndef WGML_TEST_QW_HOST_H
+#define WGML_TEST_QW_HOST_H
 #include "harness.h"
 
 #include <cblas.h>
@@ -25,7 +25,7 @@ static inline double tol_abs(int64_t k) { return fmax(1e-4, 1e-3 * sqrt((double)
 
 /* A weight kept on both sides: the GPU struct and the host dequantisation W[n, k]. */
 typedef struct hw {
-    wgml_q4_weight *w;
+    wgml_qweight *w;
     float *deq;  /* [n, k] */
     float *bias; /* [n] or NULL */
     /* flat q4gsw image for the symmetric kind */
@@ -79,7 +79,7 @@ static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int 
         h.scales = malloc(sizeof(float) * (size_t)(ng * pad4(n)));
         th_check(wgml_q4gsw_quantize(wf, n, k, group, h.codes, h.scales) == WGML_OK, "quantize %s", wgml_last_error(NULL));
         th_check(wgml_q4gsw_dequantize(h.codes, h.scales, n, k, group, h.deq) == WGML_OK, "dequantize");
-        h.w = wgml_q4_upload_q4gsw(g, h.codes, h.scales, h.bias, n, k, group);
+        h.w = wgml_qweight_upload_q4gsw(g, h.codes, h.scales, h.bias, n, k, group);
         free(wf);
     } else if (kind == 8) {
         h.nblocks_bytes = (size_t)(n * k) * 2;
@@ -91,7 +91,7 @@ static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int 
         }
         th_check(wgml_gguf_dequantize(WGML_GGML_F16, h.blocks, h.nblocks_bytes, n, k, h.deq) == WGML_OK,
                  "gguf dequantize %s", wgml_last_error(NULL));
-        h.w = wgml_q4_upload_gguf(g, WGML_GGML_F16, h.blocks, h.nblocks_bytes, n, k);
+        h.w = wgml_qweight_upload_gguf(g, WGML_GGML_F16, h.blocks, h.nblocks_bytes, n, k);
     } else if (kind >= 3) {
         int type = kind_type(kind), be = GG_RANDOM[kind - 3].be, bb = GG_RANDOM[kind - 3].bb;
         int64_t nb = n * k / be;
@@ -108,7 +108,7 @@ static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int 
             }
         th_check(wgml_gguf_dequantize(type, h.blocks, h.nblocks_bytes, n, k, h.deq) == WGML_OK, "gguf dequantize %s",
                  wgml_last_error(NULL));
-        h.w = wgml_q4_upload_gguf(g, type, h.blocks, h.nblocks_bytes, n, k);
+        h.w = wgml_qweight_upload_gguf(g, type, h.blocks, h.nblocks_bytes, n, k);
     } else {
         int type = kind_type(kind);
         size_t bs = kind == 1 ? 20 : 34;
@@ -131,14 +131,14 @@ static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int 
         }
         th_check(wgml_gguf_dequantize(type, h.blocks, h.nblocks_bytes, n, k, h.deq) == WGML_OK, "gguf dequantize %s",
                  wgml_last_error(NULL));
-        h.w = wgml_q4_upload_gguf(g, type, h.blocks, h.nblocks_bytes, n, k);
+        h.w = wgml_qweight_upload_gguf(g, type, h.blocks, h.nblocks_bytes, n, k);
     }
     th_check(h.w != NULL, "upload kind %d [%lld, %lld]: %s", kind, (long long)n, (long long)k, wgml_last_error(T.ctx));
     return h;
 }
 
 static inline void free_weight(hw *h) {
-    wgml_q4_free(h->w);
+    wgml_qweight_free(h->w);
     free(h->deq);
     free(h->bias);
     free(h->codes);

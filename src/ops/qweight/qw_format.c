@@ -2,8 +2,8 @@
  * GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16), the exact
  * dequantisation used as a reference,
  * symmetric quantisation of fp32 weights, and the packing into the GPU layout described in
- * include/wgml.h and q4_internal.h. */
-#include "ops/q4/q4_internal.h"
+ * include/wgml.h and qw_internal.h. */
+#include "ops/qweight/qw_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 /* ---- fp16 / bf16 ---- */
 
-float q4_half_to_float(uint16_t h) {
+float qw_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
     if (e == 0) {
         /* zero or subnormal: man · 2^-24 is exact in fp32 */
@@ -42,9 +42,9 @@ static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); 
 /* Types the host decodes (every type wgml_ggml_type_size knows). */
 static bool gguf_supported(int type) { return type >= 0 && wgml_ggml_type_size((uint32_t)type, NULL, NULL); }
 
-int wgml_q4_gguf_on_gpu(int type) { return q4_gguf_gpu(type, NULL, NULL, NULL) ? 1 : 0; }
+int wgml_qweight_gguf_on_gpu(int type) { return qw_gguf_gpu(type, NULL, NULL, NULL) ? 1 : 0; }
 
-bool q4_gguf_has_min(int type) {
+bool qw_gguf_has_min(int type) {
     return type == WGML_GGML_Q4_1 || type == WGML_GGML_Q5_1 || type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K;
 }
 
@@ -52,7 +52,7 @@ bool q4_gguf_has_min(int type) {
  * minimum), or codes widened to 8 bits (signed for the symmetric Q5_0, Q8_0 and Q6_K; unsigned
  * with a minimum for Q5_1 and Q5_K), G = 32 (Q6_K: 16, its scale groups); the plain F32, F16
  * and BF16 tensors as f32 values (QF32). */
-bool q4_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits) {
+bool qw_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits) {
     static const struct { int type; wgml_qkind kind; int group, bits; } map[] = {
         {WGML_GGML_Q4_0, WGML_Q4_SYM, 32, 4}, {WGML_GGML_Q4_1, WGML_Q4_MIN, 32, 4}, {WGML_GGML_Q5_0, WGML_Q8, 32, 5},
         {WGML_GGML_Q5_1, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q8_0, WGML_Q8, 32, 8},     {WGML_GGML_Q4_K, WGML_Q4_MIN, 32, 4},
@@ -71,7 +71,7 @@ bool q4_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits) {
 
 /* Shared checks of a GGUF weight: supported type (named when not; with gpu_only, only the block
  * types the GPU runs), k a whole number of blocks, size. */
-wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
+wgml_status qw_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
                           int64_t k, bool gpu_only) {
     if (!data) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: data is NULL", op);
     if (n <= 0 || k <= 0)
@@ -80,7 +80,7 @@ wgml_status q4_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     const char *name = wgml_ggml_type_name(type < 0 ? UINT32_MAX : (uint32_t)type);
     if (!gguf_supported(type))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: GGUF type %s (%d) is not supported", op, name, type);
-    if (gpu_only && !q4_gguf_gpu(type, NULL, NULL, NULL))
+    if (gpu_only && !qw_gguf_gpu(type, NULL, NULL, NULL))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                               "%s: GGUF type %s (%d) is not a type the GPU runs (F32, F16, BF16, Q4_0, Q4_1, "
                               "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; wgml_gguf_dequantize reads it on the host)",
@@ -110,22 +110,22 @@ static uint32_t rd32(const uint8_t *p) {
 /* Each block type is, per group of G elements (G = 16 or 32), an affine map of an integer
  * code: value e = a[e / G]·code[e], plus b[e / G] for the types with a minimum. unpack_block
  * turns one block into its codes and pairs; the host dequantisation (below) and the packing
- * into the GPU layout (q4_pack_gguf) both read that one form, so the GPU's (a, b) are the
+ * into the GPU layout (qw_pack_gguf) both read that one form, so the GPU's (a, b) are the
  * host's bit for bit. The pairs are computed in fp32 as the file format does (the K types:
  * d·scale first, then dmin·min, negated into b; a subtraction v − dm equals v + (−dm)
  * exactly), and a value is the product then the sum, two roundings (the build is ISO C, so
  * no multiply-add contraction), which is what makes the result equal the gguf package's bit
  * for bit. Symmetric types give centred signed codes (Q4_0: c − 8, Q5_0: c − 16, Q6_K:
  * q − 32). */
-typedef struct q4_unpacked {
+typedef struct qw_unpacked {
     int code[256];
     float a[16], b[16];
-} q4_unpacked;
+} qw_unpacked;
 
 /* Q4_0 / Q4_1: f16 d (, f16 m), 16 bytes: low nibbles are elements 0..15, high 16..31. */
-static void unpack_q4(const uint8_t *q, q4_unpacked *u, bool has_min) {
-    u->a[0] = q4_half_to_float(rd16(q));
-    u->b[0] = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
+static void unpack_q4(const uint8_t *q, qw_unpacked *u, bool has_min) {
+    u->a[0] = qw_half_to_float(rd16(q));
+    u->b[0] = has_min ? qw_half_to_float(rd16(q + 2)) : 0.0f;
     const uint8_t *qs = q + (has_min ? 4 : 2);
     int centre = has_min ? 0 : 8;
     for (int j = 0; j < 16; j++) {
@@ -136,9 +136,9 @@ static void unpack_q4(const uint8_t *q, q4_unpacked *u, bool has_min) {
 
 /* Q5_0 / Q5_1: value j's fifth bit is bit j of the 32-bit little-endian word after the f16
  * fields; its low four bits are the nibbles as in Q4_0 / Q4_1. Q5_0 codes are centred on 16. */
-static void unpack_q5(const uint8_t *q, q4_unpacked *u, bool has_min) {
-    u->a[0] = q4_half_to_float(rd16(q));
-    u->b[0] = has_min ? q4_half_to_float(rd16(q + 2)) : 0.0f;
+static void unpack_q5(const uint8_t *q, qw_unpacked *u, bool has_min) {
+    u->a[0] = qw_half_to_float(rd16(q));
+    u->b[0] = has_min ? qw_half_to_float(rd16(q + 2)) : 0.0f;
     const uint8_t *hb = q + (has_min ? 4 : 2), *qs = hb + 4;
     uint32_t h = rd32(hb);
     int centre = has_min ? 0 : 16;
@@ -148,8 +148,8 @@ static void unpack_q5(const uint8_t *q, q4_unpacked *u, bool has_min) {
     }
 }
 
-static void unpack_q8_0(const uint8_t *q, q4_unpacked *u) { /* f16 d, 32 int8 */
-    u->a[0] = q4_half_to_float(rd16(q));
+static void unpack_q8_0(const uint8_t *q, qw_unpacked *u) { /* f16 d, 32 int8 */
+    u->a[0] = qw_half_to_float(rd16(q));
     u->b[0] = 0.0f;
     for (int j = 0; j < 32; j++) u->code[j] = (int8_t)q[2 + j];
 }
@@ -173,8 +173,8 @@ static void k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
  * nibbles are sub-block 2c and its high nibbles sub-block 2c+1; in Q5_K value l of those
  * sub-blocks takes bit 2c (resp. 2c+1) of qh[l] as its fifth bit. Sub-block j (32 values):
  * a = d·scale, b = −(dmin·min). */
-static void unpack_q45_k(const uint8_t *q, q4_unpacked *u, bool five) {
-    float d = q4_half_to_float(rd16(q)), dmin = q4_half_to_float(rd16(q + 2));
+static void unpack_q45_k(const uint8_t *q, qw_unpacked *u, bool five) {
+    float d = qw_half_to_float(rd16(q)), dmin = qw_half_to_float(rd16(q + 2));
     const uint8_t *sc = q + 4, *qh = five ? q + 16 : NULL, *qs = q + (five ? 48 : 16);
     for (int j = 0; j < 8; j++) {
         int s, m, c = j / 2, half = j % 2;
@@ -194,8 +194,8 @@ static void unpack_q45_k(const uint8_t *q, q4_unpacked *u, bool five) {
  * 0..31) takes the low (r < 2) or high (r >= 2) nibble of ql[l + 32(r % 2)] as its
  * low four bits and bits 2r, 2r+1 of qh[l] as its top two; codes are centred on 32. Its
  * scale is scales[8h + 2r + l / 16], the scale of its group of 16 (element / 16): a = d·scale. */
-static void unpack_q6_k(const uint8_t *q, q4_unpacked *u) {
-    float d = q4_half_to_float(rd16(q + 208));
+static void unpack_q6_k(const uint8_t *q, qw_unpacked *u) {
+    float d = qw_half_to_float(rd16(q + 208));
     const int8_t *sc = (const int8_t *)(q + 192);
     for (int g = 0; g < 16; g++) {
         u->a[g] = d * (float)sc[g];
@@ -211,7 +211,7 @@ static void unpack_q6_k(const uint8_t *q, q4_unpacked *u) {
     }
 }
 
-static void unpack_block(int type, const uint8_t *q, q4_unpacked *u) {
+static void unpack_block(int type, const uint8_t *q, qw_unpacked *u) {
     switch (type) {
     case WGML_GGML_Q4_0: unpack_q4(q, u, false); break;
     case WGML_GGML_Q4_1: unpack_q4(q, u, true); break;
@@ -221,12 +221,12 @@ static void unpack_block(int type, const uint8_t *q, q4_unpacked *u) {
     case WGML_GGML_Q4_K: unpack_q45_k(q, u, false); break;
     case WGML_GGML_Q5_K: unpack_q45_k(q, u, true); break;
     case WGML_GGML_Q6_K: unpack_q6_k(q, u); break;
-    default: break; /* not reached: q4_check_gguf admits only the types above */
+    default: break; /* not reached: qw_check_gguf admits only the types above */
     }
 }
 
 wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out) {
-    wgml_status s = q4_check_gguf(NULL, "gguf_dequantize", type, data, bytes, n, k, false);
+    wgml_status s = qw_check_gguf(NULL, "gguf_dequantize", type, data, bytes, n, k, false);
     if (s) return s;
     if (!out) return wgml_set_error(NULL, WGML_ERR_ARG, "gguf_dequantize: out is NULL");
     const uint8_t *p = data;
@@ -234,7 +234,7 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     switch (type) {
     case WGML_GGML_F32: memcpy(out, data, (size_t)total * 4); return WGML_OK;
     case WGML_GGML_F16:
-        for (int64_t i = 0; i < total; i++) out[i] = q4_half_to_float(rd16(p + 2 * i));
+        for (int64_t i = 0; i < total; i++) out[i] = qw_half_to_float(rd16(p + 2 * i));
         return WGML_OK;
     case WGML_GGML_BF16:
         for (int64_t i = 0; i < total; i++) out[i] = bf16_to_float(rd16(p + 2 * i));
@@ -245,9 +245,9 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
     int64_t blocks = total / (int64_t)be;
     int group = 32;
-    q4_gguf_gpu(type, NULL, &group, NULL); /* the scale groups: 16 for Q6_K */
-    bool has_b = q4_gguf_has_min(type);
-    q4_unpacked u;
+    qw_gguf_gpu(type, NULL, &group, NULL); /* the scale groups: 16 for Q6_K */
+    bool has_b = qw_gguf_has_min(type);
+    qw_unpacked u;
     for (int64_t b = 0; b < blocks; b++) {
         unpack_block(type, p + (size_t)b * bb, &u);
         float *o = out + b * (int64_t)be;
@@ -263,7 +263,7 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
 
 static int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
 
-wgml_status q4_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, const void *scales, int64_t n, int64_t k,
+wgml_status qw_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, const void *scales, int64_t n, int64_t k,
                            int group) {
     if (!codes) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: codes is NULL", op);
     if (!scales) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: scales is NULL", op);
@@ -281,7 +281,7 @@ wgml_status q4_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, con
 
 wgml_status wgml_q4gsw_dequantize(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group,
                                   float *out) {
-    wgml_status s = q4_check_q4gsw(NULL, "q4gsw_dequantize", codes, scales, n, k, group);
+    wgml_status s = qw_check_q4gsw(NULL, "q4gsw_dequantize", codes, scales, n, k, group);
     if (s) return s;
     if (!out) return wgml_set_error(NULL, WGML_ERR_ARG, "q4gsw_dequantize: out is NULL");
     int64_t kb = (k + 1) / 2, pn = pad4(n);
@@ -294,7 +294,7 @@ wgml_status wgml_q4gsw_dequantize(const uint8_t *codes, const float *scales, int
 }
 
 wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group, uint8_t *codes, float *scales) {
-    wgml_status s = q4_check_q4gsw(NULL, "q4gsw_quantize", codes, scales, n, k, group);
+    wgml_status s = qw_check_q4gsw(NULL, "q4gsw_quantize", codes, scales, n, k, group);
     if (s) return s;
     if (!w) return wgml_set_error(NULL, WGML_ERR_ARG, "q4gsw_quantize: w is NULL");
     int64_t kb = (k + 1) / 2, pn = pad4(n), ng = (k + group - 1) / group;
@@ -322,7 +322,7 @@ wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group,
 /* ---- packing into the GPU layout ---- */
 
 /* Fills a host image of the GPU layout from flat q4gsw (symmetric). */
-void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
+void qw_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
                    float *ab) {
     int64_t kp = (k + group - 1) / group * group, wpr = kp / 8, ng = kp / group, kb = (k + 1) / 2, pn = pad4(n);
     for (int64_t r = 0; r < n; r++) {
@@ -340,13 +340,13 @@ void q4_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t
 }
 
 /* Fills a host image of the GPU layout from GGUF blocks (kind, G and code bits from
- * q4_gguf_gpu; k is whole blocks, so Kp = K, except for the plain types, QF32: Kp = K rounded
+ * qw_gguf_gpu; k is whole blocks, so Kp = K, except for the plain types, QF32: Kp = K rounded
  * up to 32): 4-bit fields hold the code (+ 8 for the symmetric kind), 8-bit fields the code's
  * low byte (two's complement when signed). */
-void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab) {
+void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab) {
     wgml_qkind kind;
     int group, bits;
-    q4_gguf_gpu(type, &kind, &group, &bits);
+    qw_gguf_gpu(type, &kind, &group, &bits);
     if (kind == WGML_QF32) { /* the values widened to f32 (exact), rows padded to Kp with 0.0 */
         int64_t kp = (k + 31) / 32 * 32, ng = kp / 32;
         size_t es = type == WGML_GGML_F32 ? 4 : 2;
@@ -354,7 +354,7 @@ void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
         for (int64_t r = 0; r < n; r++) {
             for (int64_t c = 0; c < k; c++) {
                 const uint8_t *e = p + (size_t)(r * k + c) * es;
-                float v = type == WGML_GGML_F32 ? 0.0f : type == WGML_GGML_F16 ? q4_half_to_float(rd16(e)) : bf16_to_float(rd16(e));
+                float v = type == WGML_GGML_F32 ? 0.0f : type == WGML_GGML_F16 ? qw_half_to_float(rd16(e)) : bf16_to_float(rd16(e));
                 if (type == WGML_GGML_F32) memcpy(&v, e, 4);
                 memcpy(&words[r * kp + c], &v, 4);
             }
@@ -367,7 +367,7 @@ void q4_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
     bool four = kind == WGML_Q4_SYM || kind == WGML_Q4_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
     int cpw = four ? 8 : 4, width = four ? 4 : 8, centre = kind == WGML_Q4_SYM ? 8 : 0;
     int64_t blocks = n * k / (int64_t)be, gpb = (int64_t)be / group;
-    q4_unpacked u;
+    qw_unpacked u;
     memset(words, 0, sizeof(uint32_t) * (size_t)(n * k / cpw));
     for (int64_t b = 0; b < blocks; b++) {
         unpack_block(type, p + (size_t)b * bb, &u);

@@ -4,7 +4,7 @@
  * (OpenBLAS dgemm on weights dequantised on the host with the spec's rule).
  *
  * Extra modes:
- *   test_q4 --gguf-check DIR  reads DIR/<case>.meta ("type n k") and DIR/<case>.blocks (raw
+ *   test_qw --gguf-check DIR  reads DIR/<case>.meta ("type n k") and DIR/<case>.blocks (raw
  *                             GGUF blocks) for each case listed in DIR/cases.txt, writes the
  *                             host dequantisation to DIR/<case>.deq, and runs the forward on
  *                             the GPU from the imported blocks with x = DIR/<case>.x (f32
@@ -13,7 +13,7 @@
  *                             DIR/<case>.d (f32 [m, n]) into DIR/<case>.dx and the embedding
  *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
  *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
- * Parts (th_run_parts; CTest runs each as test_q4_<part>): linear, linear-tiles (the GEMM's tile
+ * Parts (th_run_parts; CTest runs each as test_qw_<part>): linear, linear-tiles (the GEMM's tile
  * choices), requant (with the embedding, the closed loop and the bad input), shapes and
  * shapes-wide and shapes-deep (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
  * forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K kinds). */
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "q4_host.h"
+#include "qw_host.h"
 
 /* Forward and (optionally) input gradient of one weight against fp64. */
 static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, bool dx) {
@@ -43,7 +43,7 @@ static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bo
     int64_t xs[3] = {2, m / 2, k}, xs2[2] = {m, k};
     wgml_tensor *x = r3 ? th_tensor_f32(3, xs, hx) : th_tensor_f32(2, xs2, hx);
     double t1 = now_s();
-    wgml_tensor *o = wgml_q4_linear(T.g, x, h.w);
+    wgml_tensor *o = wgml_qlinear(T.g, x, h.w);
     th_check(o && wgml_tensor_rank(o) == (r3 ? 3 : 2) && wgml_tensor_dim(o, -1) == n, "linear output shape");
     float *got = th_read_f32(o);
     double t_gpu = now_s() - t1;
@@ -57,7 +57,7 @@ static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bo
         float *hd = th_random((size_t)(m * n), -1, 1);
         int64_t ds[3] = {2, m / 2, n}, ds2[2] = {m, n};
         wgml_tensor *d = r3 ? th_tensor_f32(3, ds, hd) : th_tensor_f32(2, ds2, hd);
-        wgml_tensor *gx = wgml_q4_linear_dx(T.g, d, h.w);
+        wgml_tensor *gx = wgml_qlinear_dx(T.g, d, h.w);
         th_check(gx && wgml_tensor_rank(gx) == (r3 ? 3 : 2) && wgml_tensor_dim(gx, -1) == k, "linear_dx shape");
         float *gg = th_read_f32(gx);
         double *rd = ref_dx(hd, &h, m, n, k);
@@ -116,14 +116,14 @@ static void test_linear_tiles(void) {
 }
 
 /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
- * $WGML_Q4_GEMV, the benchmark sweep's knob: each must give the same results. Shapes
+ * $WGML_QW_GEMV, the benchmark sweep's knob: each must give the same results. Shapes
  * first..last of the list (each shape is its own set of pipeline compiles, long on llvmpipe,
- * so CTest runs them as test_q4_gemv (0..3), test_q4_gemv_wide (4), test_q4_gemv_rows8 (5, 6)).
+ * so CTest runs them as test_qw_gemv (0..3), test_qw_gemv_wide (4), test_qw_gemv_rows8 (5, 6)).
  * "auto" is the adapter's own choice (on lavapipe, the CPU shape); 6 is the GPUs' shape for K < 2048. */
 static void test_gemv_shapes(int first, int last) {
     static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "64,1,128,3", "32,4,256,4", "32,8,64,1", "64,1,256,2"};
     for (int f = first; f <= last; f++) {
-        if (f) setenv("WGML_Q4_GEMV", gemv[f], 1);
+        if (f) setenv("WGML_QW_GEMV", gemv[f], 1);
         printf("  GEMV shape forced: %s\n", gemv[f]);
         case_linear(0, 1, 37, 96, 32, true, false);
         case_linear(0, 4, 129, 200, 64, false, false);
@@ -131,7 +131,7 @@ static void test_gemv_shapes(int first, int last) {
         case_linear(2, 2, 66, 96, 32, false, false);
         case_linear(7, 3, 21, 512, 16, false, false); /* Q6_K: G = 16 halves of a block */
     }
-    unsetenv("WGML_Q4_GEMV");
+    unsetenv("WGML_QW_GEMV");
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM): shapes first..last of the
@@ -171,7 +171,7 @@ static void pack_words(const uint8_t *c, int64_t n, int64_t k, int64_t kp, uint3
         }
 }
 
-static uint32_t *read_codes(const wgml_q4_weight *w) {
+static uint32_t *read_codes(const wgml_qweight *w) {
     size_t bytes = wgml_tensor_nbytes(w->codes);
     uint32_t *h = malloc(bytes);
     if (wgml_tensor_read(w->codes, h, bytes)) {
@@ -192,8 +192,8 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
     int64_t ng = (k + group - 1) / group, pn = pad4(n), kp = h.w->kp;
     /* zero a few scales on the GPU side too: re-upload with them zeroed */
     for (int64_t r = 0; r < n; r += 5) h.scales[((r / 5) % ng) * pn + r] = 0.0f;
-    wgml_q4_free(h.w);
-    h.w = wgml_q4_upload_q4gsw(T.g, h.codes, h.scales, NULL, n, k, group);
+    wgml_qweight_free(h.w);
+    h.w = wgml_qweight_upload_q4gsw(T.g, h.codes, h.scales, NULL, n, k, group);
     float *lat = malloc(sizeof(float) * (size_t)(n * k));
     uint8_t *want = malloc((size_t)(n * k));
     for (int64_t r = 0; r < n; r++)
@@ -208,7 +208,7 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
         }
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, lat);
-    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
     uint32_t *got = read_codes(h.w);
     uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * kp / 8));
     pack_words(want, n, k, kp, 8, ref);
@@ -222,7 +222,7 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
     float *hx = th_random((size_t)(3 * k), -1, 1);
     int64_t xs[2] = {3, k};
     wgml_tensor *x = th_tensor_f32(2, xs, hx);
-    wgml_tensor *o = wgml_q4_linear(T.g, x, h.w);
+    wgml_tensor *o = wgml_qlinear(T.g, x, h.w);
     float *fo = th_read_f32(o);
     double *fr = ref_forward(hx, &h, 3, n, k);
     snprintf(name, sizeof name, "q4sym forward after requant N=%lld K=%lld", (long long)n, (long long)k);
@@ -231,7 +231,7 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
     free(fr);
     /* round trip: requant(dequant(W)) gives W's codes back */
     wgml_tensor_write(lt, h.deq, sizeof(float) * (size_t)(n * k));
-    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
     got = read_codes(h.w);
     snprintf(name, sizeof name, "q4sym requant(dequant(W)) N=%lld K=%lld", (long long)n, (long long)k);
     if (got) th_exact_u32(name, got, ref, (size_t)(n * kp / 8));
@@ -273,7 +273,7 @@ static void case_requant_min(int64_t n, int64_t k) {
         }
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, lat);
-    th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
     uint32_t *got = read_codes(h.w);
     uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * k / 8));
     pack_words(want, n, k, k, 0, ref);
@@ -305,7 +305,7 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
         free_weight(&h);
         return;
     }
-    const wgml_q4_weight *w = h.w;
+    const wgml_qweight *w = h.w;
     bool pair = w->has_min, four = w->kind == WGML_Q4_MIN;
     int lo = w->kind == WGML_Q8 ? -(1 << (w->bits - 1)) : 0;
     int hi = w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
@@ -327,7 +327,7 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, h.deq);
     wgml_fill(T.g, w->codes, 0); /* forget the codes first */
-    th_check(wgml_q4_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qweight_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
     uint32_t *got = read_codes(w);
     snprintf(name, sizeof name, "%s requant(dequant(W)) N=%lld K=%lld", KIND_NAMES[kind], (long long)n, (long long)k);
     if (got && before) th_exact_u32(name, got, before, nw);
@@ -350,7 +350,7 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
             h.deq[r * k + c] = pair ? v + b : v;
         }
     th_check(wgml_tensor_write(lt, lat, sizeof(float) * (size_t)(n * k)) == WGML_OK, "write latent");
-    th_check(wgml_q4_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    th_check(wgml_qweight_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
     got = read_codes(w);
     snprintf(name, sizeof name, "%s requant N=%lld K=%lld (codes %d..%d)", KIND_NAMES[kind], (long long)n, (long long)k,
              lo, hi);
@@ -360,7 +360,7 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     float *hx = th_random((size_t)(3 * k), -1, 1);
     int64_t xs[2] = {3, k};
     wgml_tensor *x = th_tensor_f32(2, xs, hx);
-    wgml_tensor *o = wgml_q4_linear(T.g, x, w);
+    wgml_tensor *o = wgml_qlinear(T.g, x, w);
     float *fo = th_read_f32(o);
     double *fr = ref_forward(hx, &h, 3, n, k);
     snprintf(name, sizeof name, "%s forward after requant N=%lld K=%lld", KIND_NAMES[kind], (long long)n, (long long)k);
@@ -393,7 +393,7 @@ static void test_requant(void) {
         int64_t ls[2] = {19, 96};
         wgml_tensor *lt = th_tensor_f32(2, ls, h.deq);
         wgml_fill(T.g, h.w->codes, 0); /* forget the codes first */
-        th_check(wgml_q4_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+        th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
         uint32_t *after = read_codes(h.w);
         if (before && after) th_exact_u32("q4min requant(dequant(W))", after, before, 19 * 96 / 8);
         free(before);
@@ -418,7 +418,7 @@ static void case_embedding(int kind, int64_t v, int64_t d, int group, int64_t t)
     if (t > 1) ids[1] = (int32_t)(v + 5); /* clamped to V-1 */
     int64_t is[2] = {t > 4 && t % 2 == 0 ? 2 : 1, t > 4 && t % 2 == 0 ? t / 2 : t};
     wgml_tensor *it = th_tensor_i32(2, is, ids);
-    wgml_tensor *o = wgml_q4_embedding(T.g, h.w, it);
+    wgml_tensor *o = wgml_qembedding(T.g, h.w, it);
     th_check(o && wgml_tensor_rank(o) == 3 && wgml_tensor_dim(o, 2) == d, "embedding output shape");
     float *got = th_read_f32(o);
     uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(t * d));
@@ -446,7 +446,7 @@ static void case_dequantize(int kind, int64_t n, int64_t k, int group) {
         free_weight(&h);
         return;
     }
-    wgml_tensor *o = wgml_q4_dequantize(T.g, h.w);
+    wgml_tensor *o = wgml_qweight_dequantize(T.g, h.w);
     th_check(o && wgml_tensor_rank(o) == 2 && wgml_tensor_dim(o, 0) == n && wgml_tensor_dim(o, 1) == k,
              "dequantize output shape");
     float *got = th_read_f32(o);
@@ -487,13 +487,13 @@ static void test_closed_loop(void) {
     int64_t ds[2] = {m, n};
     wgml_tensor *dout = wgml_tensor_new(g, WGML_F32, 2, ds);
     wgml_tensor *dw = wgml_tensor_new(g, WGML_F32, 2, ls);
-    wgml_tensor *o1 = wgml_q4_linear(g, x, h.w);
+    wgml_tensor *o1 = wgml_qlinear(g, x, h.w);
     /* the backward of one step: d_x through the frozen codes, dW for the latent */
-    wgml_tensor *gx = wgml_q4_linear_dx(g, dout, h.w);
+    wgml_tensor *gx = wgml_qlinear_dx(g, dout, h.w);
     wgml_status ws = wgml_linear_dw(g, dout, x, dw, 0);
-    wgml_status rs = wgml_q4_requant(g, lat, h.w);
-    wgml_tensor *o2 = wgml_q4_linear(g, x, h.w);
-    wgml_tensor *o3 = wgml_q4_linear(g, x1, h.w);
+    wgml_status rs = wgml_qweight_requant(g, lat, h.w);
+    wgml_tensor *o2 = wgml_qlinear(g, x, h.w);
+    wgml_tensor *o3 = wgml_qlinear(g, x1, h.w);
     bool ok = h.w && x && lat && o1 && o2 && o3 && gx && rs == WGML_OK && ws == WGML_OK && !wgml_graph_keep(g, o1) &&
               !wgml_graph_keep(g, o2) && !wgml_graph_keep(g, gx) &&
               !wgml_graph_keep(g, o3) && !wgml_graph_compile(g);
@@ -625,10 +625,10 @@ static void test_host_formats(void) {
 
 /* ------------------------------------------------------------------ the GGUF 5-bit and K kinds */
 
-/* test_q4 --part kquant (CTest's test_q4_kquant): the kinds of GGUF Q5_0, Q5_1, Q4_K, Q5_K and
+/* test_qw --part kquant (CTest's test_qw_kquant): the kinds of GGUF Q5_0, Q5_1, Q4_K, Q5_K and
  * Q6_K (make_weight kinds 3..7) through every operator, and requant of every GGUF kind.
  * (Their host dequantisation is checked against PyPI gguf by tests/py/test_gguf_kquant.py,
- * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_q4mm.) */
+ * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_qw_mm.) */
 static void test_kquant_linear(void) {
     double t0 = now_s();
     /* the GGUF 5-bit and K kinds (codes widened to 8 bits; Q4_K on the 4-bit MIN kind): GEMV
@@ -645,11 +645,11 @@ static void test_kquant_linear(void) {
     case_linear(8, 2, 37, 256, 32, false, false);
     case_linear(8, 19, 37, 77, 32, false, true);
     case_linear(7, 70, 66, 4096, 16, false, true); /* Q6_K: few tiles, long K: the automatic split-K */
-    /* a forced split-K on G = 16 (every tile variant on these kinds: test_q4mm) */
-    setenv("WGML_Q4_MM_SPLITK", "3", 1);
+    /* a forced split-K on G = 16 (every tile variant on these kinds: test_qw_mm) */
+    setenv("WGML_QW_MM_SPLITK", "3", 1);
     case_linear(7, 41, 37, 512, 16, false, true);
     case_linear(5, 41, 37, 512, 32, false, true);
-    unsetenv("WGML_Q4_MM_SPLITK");
+    unsetenv("WGML_QW_MM_SPLITK");
     printf("linear / linear_dx: %.2f s\n", now_s() - t0);
 }
 
@@ -679,42 +679,42 @@ static void test_errors(void) {
     uint8_t codes[64] = {0};
     float scales[64] = {0};
     float w[256] = {0};
-    wgml_q4_weight *q = wgml_q4_upload_q4gsw(T.g, codes, scales, NULL, 4, 48, 48);
-    th_expect_error("G not a multiple of 32", q == NULL, WGML_ERR_ARG, "q4_upload_q4gsw", "G = 48", NULL);
-    q = wgml_q4_upload_q4gsw(T.g, NULL, scales, NULL, 4, 32, 32);
+    wgml_qweight *q = wgml_qweight_upload_q4gsw(T.g, codes, scales, NULL, 4, 48, 48);
+    th_expect_error("G not a multiple of 32", q == NULL, WGML_ERR_ARG, "qweight_upload_q4gsw", "G = 48", NULL);
+    q = wgml_qweight_upload_q4gsw(T.g, NULL, scales, NULL, 4, 32, 32);
     th_expect_error("NULL codes", q == NULL, WGML_ERR_ARG, "codes is NULL", NULL);
-    q = wgml_q4_upload_q4gsw(T.g, codes, scales, NULL, 0, 32, 32);
+    q = wgml_qweight_upload_q4gsw(T.g, codes, scales, NULL, 0, 32, 32);
     th_expect_error("zero N", q == NULL, WGML_ERR_SHAPE, "[0, 32]", NULL);
-    q = wgml_q4_quantize(T.g, w, 2, 64, 16);
+    q = wgml_qweight_quantize(T.g, w, 2, 64, 16);
     th_expect_error("quantize G=16", q == NULL, WGML_ERR_ARG, "G = 16", NULL);
     uint8_t blocks[2 * 34] = {0};
-    q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, sizeof blocks, 1, 48);
+    q = wgml_qweight_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, sizeof blocks, 1, 48);
     th_expect_error("GGUF K not whole blocks", q == NULL, WGML_ERR_SHAPE, "Q8_0", "K = 48", NULL);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, 60, 2, 32);
+    q = wgml_qweight_upload_gguf(T.g, WGML_GGML_Q8_0, blocks, 60, 2, 32);
     th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
-    q = wgml_q4_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
+    q = wgml_qweight_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
     th_expect_error("GGUF K-type size mismatch", q == NULL, WGML_ERR_SHAPE, "Q4_K", "68 bytes", "144", NULL);
     static const int on_gpu[] = {WGML_GGML_F32, WGML_GGML_F16,  WGML_GGML_Q4_0, WGML_GGML_Q4_1, WGML_GGML_Q5_0,
                                  WGML_GGML_Q5_1, WGML_GGML_Q8_0, WGML_GGML_Q4_K, WGML_GGML_Q5_K, WGML_GGML_Q6_K,
                                  WGML_GGML_BF16};
     int listed = 0;
-    for (int t = -1; t < 64; t++) listed += wgml_q4_gguf_on_gpu(t);
-    for (size_t i = 0; i < sizeof on_gpu / sizeof on_gpu[0]; i++) listed -= wgml_q4_gguf_on_gpu(on_gpu[i]) ? 1 : 100;
-    th_check(listed == 0, "wgml_q4_gguf_on_gpu: exactly the 11 GPU types");
-    q = wgml_q4_upload_gguf(T.g, 11, blocks, sizeof blocks, 1, 256);
+    for (int t = -1; t < 64; t++) listed += wgml_qweight_gguf_on_gpu(t);
+    for (size_t i = 0; i < sizeof on_gpu / sizeof on_gpu[0]; i++) listed -= wgml_qweight_gguf_on_gpu(on_gpu[i]) ? 1 : 100;
+    th_check(listed == 0, "wgml_qweight_gguf_on_gpu: exactly the 11 GPU types");
+    q = wgml_qweight_upload_gguf(T.g, 11, blocks, sizeof blocks, 1, 256);
     th_expect_error("GGUF unknown type", q == NULL, WGML_ERR_UNSUPPORTED, "Q3_K", "(11)", NULL);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGML_F16, blocks, 60, 1, 30);
+    q = wgml_qweight_upload_gguf(T.g, WGML_GGML_F16, blocks, 60, 1, 30);
     th_check(q && q->kind == WGML_QF32 && q->bits == 32 && q->group == 32 && q->kp == 32 && q->k == 30,
              "GGUF F16 uploads as f32 values, K padded to 32 (%s)", wgml_last_error(T.ctx));
     if (q) {
         int64_t s30[2] = {1, 30};
         wgml_tensor *l30 = wgml_full(T.g, WGML_F32, 2, s30, 0.0);
-        th_expect_error("requant of f32 values", wgml_q4_requant(T.g, l30, q) == WGML_ERR_UNSUPPORTED,
-                        WGML_ERR_UNSUPPORTED, "q4_requant", "[1, 30]", "f32", NULL);
+        th_expect_error("requant of f32 values", wgml_qweight_requant(T.g, l30, q) == WGML_ERR_UNSUPPORTED,
+                        WGML_ERR_UNSUPPORTED, "qweight_requant", "[1, 30]", "f32", NULL);
         wgml_tensor_free(l30);
     }
-    wgml_q4_free(q);
-    q = wgml_q4_upload_gguf(T.g, WGML_GGML_BF16, blocks, 61, 1, 30);
+    wgml_qweight_free(q);
+    q = wgml_qweight_upload_gguf(T.g, WGML_GGML_BF16, blocks, 61, 1, 30);
     th_expect_error("GGUF BF16 size mismatch", q == NULL, WGML_ERR_SHAPE, "BF16", "61 bytes", NULL);
     wgml_status s = wgml_gguf_dequantize(10, blocks, sizeof blocks, 1, 256, w);
     th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q2_K (10)"),
@@ -748,13 +748,13 @@ static void test_errors(void) {
                  "%s K not whole blocks: %s", host_only[i].name, wgml_last_error(NULL));
         th_check(wgml_gguf_dequantize(t, hb, (size_t)(2 * bb), 2, be, hout) == WGML_OK, "%s two rows: %s",
                  host_only[i].name, wgml_last_error(NULL));
-        q = wgml_q4_upload_gguf(T.g, t, hb, (size_t)(2 * bb), 2, be);
+        q = wgml_qweight_upload_gguf(T.g, t, hb, (size_t)(2 * bb), 2, be);
         th_check(q && q->kind == host_only[i].kind && q->group == host_only[i].group && q->bits == host_only[i].bits &&
                      q->n == 2 && q->k == be,
                  "%s upload: kind, G, bits (%s)", host_only[i].name, wgml_last_error(T.ctx));
-        wgml_q4_free(q);
-        q = wgml_q4_upload_gguf(T.g, t, hb, (size_t)(2 * bb + 1), 2, be);
-        th_expect_error(host_only[i].name, q == NULL, WGML_ERR_SHAPE, "q4_upload_gguf", host_only[i].name, "bytes given",
+        wgml_qweight_free(q);
+        q = wgml_qweight_upload_gguf(T.g, t, hb, (size_t)(2 * bb + 1), 2, be);
+        th_expect_error(host_only[i].name, q == NULL, WGML_ERR_SHAPE, "qweight_upload_gguf", host_only[i].name, "bytes given",
                         NULL);
     }
     s = wgml_q4gsw_dequantize(codes, scales, 2, 64, 64, NULL);
@@ -769,30 +769,30 @@ static void test_errors(void) {
     wgml_tensor *xi = wgml_full(T.g, WGML_I32, 2, s2, 1.0);
     wgml_tensor *dg = wgml_full(T.g, WGML_F32, 2, s3, 1.0);
     wgml_tensor *lb = wgml_full(T.g, WGML_F32, 2, s4, 1.0);
-    th_expect_error("linear K mismatch", wgml_q4_linear(T.g, xb, h.w) == NULL, WGML_ERR_SHAPE, "q4_linear", "[3, 63]",
+    th_expect_error("linear K mismatch", wgml_qlinear(T.g, xb, h.w) == NULL, WGML_ERR_SHAPE, "qlinear", "[3, 63]",
                     "K = 64", NULL);
-    th_expect_error("linear NULL x", wgml_q4_linear(T.g, NULL, h.w) == NULL, WGML_ERR_ARG, "q4_linear", NULL);
-    th_expect_error("linear NULL w", wgml_q4_linear(T.g, xg, NULL) == NULL, WGML_ERR_ARG, "q4_linear", "w is NULL", NULL);
-    th_expect_error("linear i32 x", wgml_q4_linear(T.g, xi, h.w) == NULL, WGML_ERR_DTYPE, "q4_linear", NULL);
-    th_expect_error("linear_dx N mismatch", wgml_q4_linear_dx(T.g, xg, h.w) == NULL, WGML_ERR_SHAPE, "q4_linear_dx",
+    th_expect_error("linear NULL x", wgml_qlinear(T.g, NULL, h.w) == NULL, WGML_ERR_ARG, "qlinear", NULL);
+    th_expect_error("linear NULL w", wgml_qlinear(T.g, xg, NULL) == NULL, WGML_ERR_ARG, "qlinear", "w is NULL", NULL);
+    th_expect_error("linear i32 x", wgml_qlinear(T.g, xi, h.w) == NULL, WGML_ERR_DTYPE, "qlinear", NULL);
+    th_expect_error("linear_dx N mismatch", wgml_qlinear_dx(T.g, xg, h.w) == NULL, WGML_ERR_SHAPE, "qlinear_dx",
                     "N = 8", NULL);
-    th_check(wgml_q4_linear_dx(T.g, dg, h.w) != NULL, "linear_dx good shape");
-    th_expect_error("requant latent shape", wgml_q4_requant(T.g, lb, h.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
-                    "q4_requant", "[8, 65]", "[8, 64]", NULL);
-    th_expect_error("requant NULL latent", wgml_q4_requant(T.g, NULL, h.w) != WGML_OK, WGML_ERR_ARG, "q4_requant", NULL);
+    th_check(wgml_qlinear_dx(T.g, dg, h.w) != NULL, "linear_dx good shape");
+    th_expect_error("requant latent shape", wgml_qweight_requant(T.g, lb, h.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
+                    "qweight_requant", "[8, 65]", "[8, 64]", NULL);
+    th_expect_error("requant NULL latent", wgml_qweight_requant(T.g, NULL, h.w) != WGML_OK, WGML_ERR_ARG, "qweight_requant", NULL);
     int64_t s5[2] = {8, 65};
     wgml_tensor *l8 = wgml_full(T.g, WGML_F32, 2, s5, 0.0);
-    th_expect_error("requant Q8 latent shape", wgml_q4_requant(T.g, l8, h8.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
-                    "q4_requant", "[8, 65]", NULL);
-    th_expect_error("embedding f32 ids", wgml_q4_embedding(T.g, h.w, xg) == NULL, WGML_ERR_DTYPE, "q4_embedding", NULL);
-    th_expect_error("embedding NULL table", wgml_q4_embedding(T.g, NULL, xi) == NULL, WGML_ERR_ARG, "q4_embedding",
+    th_expect_error("requant Q8 latent shape", wgml_qweight_requant(T.g, l8, h8.w) == WGML_ERR_SHAPE, WGML_ERR_SHAPE,
+                    "qweight_requant", "[8, 65]", NULL);
+    th_expect_error("embedding f32 ids", wgml_qembedding(T.g, h.w, xg) == NULL, WGML_ERR_DTYPE, "qembedding", NULL);
+    th_expect_error("embedding NULL table", wgml_qembedding(T.g, NULL, xi) == NULL, WGML_ERR_ARG, "qembedding",
                     "table is NULL", NULL);
-    th_expect_error("dequantize NULL weight", wgml_q4_dequantize(T.g, NULL) == NULL, WGML_ERR_ARG, "q4_dequantize",
+    th_expect_error("dequantize NULL weight", wgml_qweight_dequantize(T.g, NULL) == NULL, WGML_ERR_ARG, "qweight_dequantize",
                     "w is NULL", NULL);
     /* a weight of another graph */
     wgml_graph *g2 = wgml_graph_new(T.ctx);
     wgml_tensor *x2 = wgml_tensor_new(g2, WGML_F32, 2, s2);
-    th_expect_error("weight of another graph", wgml_q4_linear(g2, x2, h.w) == NULL, WGML_ERR_ARG, "different graphs",
+    th_expect_error("weight of another graph", wgml_qlinear(g2, x2, h.w) == NULL, WGML_ERR_ARG, "different graphs",
                     NULL);
     wgml_graph_free(g2);
     wgml_tensor_free(xb); wgml_tensor_free(xg); wgml_tensor_free(xi); wgml_tensor_free(dg); wgml_tensor_free(lb);
@@ -864,11 +864,11 @@ static int gguf_check(const char *dir) {
             free(x);
             continue;
         }
-        wgml_q4_weight *w = wgml_q4_upload_gguf(T.g, type, blocks, bytes, n, k);
+        wgml_qweight *w = wgml_qweight_upload_gguf(T.g, type, blocks, bytes, n, k);
         th_check(w != NULL, "%s: upload: %s", cname, wgml_last_error(T.ctx));
         int64_t xs[2] = {m, k};
         wgml_tensor *xt = th_tensor_f32(2, xs, x);
-        wgml_tensor *o = w ? wgml_q4_linear(T.g, xt, w) : NULL;
+        wgml_tensor *o = w ? wgml_qlinear(T.g, xt, w) : NULL;
         float *got = o ? th_read_f32(o) : NULL;
         snprintf(path, sizeof path, "%s/%s.out", dir, cname);
         th_check(got && write_file(path, got, sizeof(float) * (size_t)(m * n)), "%s: forward: %s", cname,
@@ -877,7 +877,7 @@ static int gguf_check(const char *dir) {
         wgml_tensor_free(xt);
         wgml_tensor_free(o);
         /* the whole weight dequantised on the GPU */
-        o = w ? wgml_q4_dequantize(T.g, w) : NULL;
+        o = w ? wgml_qweight_dequantize(T.g, w) : NULL;
         got = o ? th_read_f32(o) : NULL;
         snprintf(path, sizeof path, "%s/%s.gdeq", dir, cname);
         th_check(got && write_file(path, got, sizeof(float) * (size_t)(n * k)), "%s: GPU dequantize: %s", cname,
@@ -891,7 +891,7 @@ static int gguf_check(const char *dir) {
         if (d && w && th_check(dbytes == sizeof(float) * (size_t)(m * n), "%s: d size", cname)) {
             int64_t ds[2] = {m, n};
             wgml_tensor *dt = th_tensor_f32(2, ds, d);
-            o = wgml_q4_linear_dx(T.g, dt, w);
+            o = wgml_qlinear_dx(T.g, dt, w);
             got = o ? th_read_f32(o) : NULL;
             snprintf(path, sizeof path, "%s/%s.dx", dir, cname);
             th_check(got && write_file(path, got, sizeof(float) * (size_t)(m * k)), "%s: dx: %s", cname,
@@ -908,7 +908,7 @@ static int gguf_check(const char *dir) {
         if (ids && w && th_check(ibytes >= 4 && ibytes % 4 == 0, "%s: ids size", cname)) {
             int64_t t = (int64_t)(ibytes / 4);
             wgml_tensor *it = th_tensor_i32(1, &t, ids);
-            o = wgml_q4_embedding(T.g, w, it);
+            o = wgml_qembedding(T.g, w, it);
             got = o ? th_read_f32(o) : NULL;
             snprintf(path, sizeof path, "%s/%s.emb", dir, cname);
             th_check(got && write_file(path, got, sizeof(float) * (size_t)(t * k)), "%s: embedding: %s", cname,
@@ -918,7 +918,7 @@ static int gguf_check(const char *dir) {
             wgml_tensor_free(it);
         }
         free(ids);
-        wgml_q4_free(w);
+        wgml_qweight_free(w);
         free(deq);
         free(blocks);
         free(x);
@@ -940,7 +940,7 @@ static void test_rest(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_q4", argc, argv);
+    th_init_args("test_qw", argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gguf-check") && i + 1 < argc) return gguf_check(argv[i + 1]);
     }

@@ -1,4 +1,4 @@
-// q4_mm: tiled products with a 4-bit (or 8-bit) weight W[N, K], dequantised into workgroup
+// qw_mm: tiled products with a 4-bit (or 8-bit) weight W[N, K], dequantised into workgroup
 // memory one tile at a time.
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
@@ -10,13 +10,13 @@
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
 // flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
-// reads the output and adds to it (O += the product; q4_mm_into).
+// reads the output and adds to it (O += the product; qw_mm_into).
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), and (q4_mm.c) TRANS, VA, SEG, AV,
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (qweight.c), and (qw_mm.c) TRANS, VA, SEG, AV,
 // a_at and the tile constants.
-//!include q4_mm_head
+//!include qw_mm_head
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
 var<workgroup> As: array<vec4<f32>, BR * BM4>; // [r][m]

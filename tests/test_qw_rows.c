@@ -1,4 +1,4 @@
-/* wgml_q4_embedding_rows: the lookup in one row part of a table (the model holds a vocabulary
+/* wgml_qembedding_rows: the lookup in one row part of a table (the model holds a vocabulary
  * matrix over the storage-binding limit in parts). Random Q8_0 and Q4_1 tables of V rows are
  * uploaded as two or three parts; each part's lookup of random ids (some outside every part's
  * range, some negative) is checked against the dequantised rows written out here in double
@@ -68,16 +68,16 @@ static void case_rows(int type, int64_t V, int64_t D, int parts, int64_t NT) {
     char name[128];
     for (int p = 0; p < parts; p++) {
         int64_t r0 = p * per, rn = V - r0 < per ? V - r0 : per;
-        wgml_q4_weight *q = wgml_q4_upload_gguf(T.g, type, data + row * (size_t)r0, row * (size_t)rn, rn, D);
+        wgml_qweight *q = wgml_qweight_upload_gguf(T.g, type, data + row * (size_t)r0, row * (size_t)rn, rn, D);
         if (!th_check(q != NULL, "upload part %d: %s", p, wgml_last_error(T.ctx))) continue;
-        float *got = th_read_f32(wgml_q4_embedding_rows(T.g, q, it, r0));
+        float *got = th_read_f32(wgml_qembedding_rows(T.g, q, it, r0));
         for (int64_t t = 0; t < NT; t++)
             for (int64_t c = 0; c < D; c++) {
                 int in = ids[t] >= r0 && ids[t] < r0 + rn;
                 ref[t * D + c] = in ? w[(int64_t)ids[t] * D + c] : 0.0;
                 sum[t * D + c] += ref[t * D + c];
             }
-        snprintf(name, sizeof name, "q4_embedding_rows %s V%lld D%lld part %d of %d (rows %lld..%lld)",
+        snprintf(name, sizeof name, "qembedding_rows %s V%lld D%lld part %d of %d (rows %lld..%lld)",
                  type == WGML_GGML_Q8_0 ? "Q8_0" : "Q4_1", (long long)V, (long long)D, p, parts, (long long)r0,
                  (long long)(r0 + rn - 1));
         if (got) {
@@ -85,13 +85,13 @@ static void case_rows(int type, int64_t V, int64_t D, int parts, int64_t NT) {
             for (int64_t i = 0; i < NT * D; i++) acc[i] += got[i];
         }
         free(got);
-        wgml_q4_free(q);
+        wgml_qweight_free(q);
     }
     /* the parts' sum is the whole table's lookup for ids in range (clamped ids aside) */
     for (int64_t t = 0; t < NT; t++)
         if (ids[t] < 0 || ids[t] >= V)
             for (int64_t c = 0; c < D; c++) sum[t * D + c] = 0;
-    snprintf(name, sizeof name, "q4_embedding_rows %s V%lld: the parts' sum", type == WGML_GGML_Q8_0 ? "Q8_0" : "Q4_1",
+    snprintf(name, sizeof name, "qembedding_rows %s V%lld: the parts' sum", type == WGML_GGML_Q8_0 ? "Q8_0" : "Q4_1",
              (long long)V);
     th_close(name, acc, sum, (size_t)(NT * D), 1e-6, 1e-6);
     free(w), free(data), free(ids), free(ref), free(sum), free(acc);
@@ -99,20 +99,20 @@ static void case_rows(int type, int64_t V, int64_t D, int parts, int64_t NT) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_q4_rows", argc, argv);
+    th_init_args("test_qw_rows", argc, argv);
     case_rows(WGML_GGML_Q8_0, 300, 64, 2, 97);
     case_rows(WGML_GGML_Q4_1, 257, 96, 3, 70000); /* more tokens than one grid dimension holds */
     case_rows(WGML_GGML_Q8_0, 50, 640, 4, 33);    /* Gemma 3's width */
     double w[32 * 32];
     size_t bytes;
     uint8_t *data = make_table(WGML_GGML_Q8_0, 32, 32, w, &bytes);
-    wgml_q4_weight *q = wgml_q4_upload_gguf(T.g, WGML_GGML_Q8_0, data, bytes, 32, 32);
+    wgml_qweight *q = wgml_qweight_upload_gguf(T.g, WGML_GGML_Q8_0, data, bytes, 32, 32);
     int64_t one = 1;
     int32_t id = 0;
     wgml_tensor *it = th_tensor_i32(1, &one, &id);
-    th_expect_error("q4_embedding_rows: row0 -1", wgml_q4_embedding_rows(T.g, q, it, -1) == NULL, WGML_ERR_ARG,
-                    "q4_embedding_rows", "row0", NULL);
-    wgml_q4_free(q);
+    th_expect_error("qembedding_rows: row0 -1", wgml_qembedding_rows(T.g, q, it, -1) == NULL, WGML_ERR_ARG,
+                    "qembedding_rows", "row0", NULL);
+    wgml_qweight_free(q);
     wgml_tensor_free(it);
     free(data);
     return th_done();

@@ -1,9 +1,9 @@
-/* The 4-bit GEMV (q4_gemv.wgsl) for the few rows of a decode step or a short prefill: its launch
+/* The 4-bit GEMV (qw_gemv.wgsl) for the few rows of a decode step or a short prefill: its launch
  * shape per adapter, its prelude, one dispatch over 1-3 weights that read the same x, the
- * grouping of more weights into dispatches (wgml_q4_linear_multi), and the fused forms with a
- * norm or merge prologue and a residual or gated epilogue (q4_gemv_fused). */
-#include "ops/q4/q4_internal.h"
-#include "ops/q4/q4_gemv_fused.h"
+ * grouping of more weights into dispatches (wgml_qlinear_multi), and the fused forms with a
+ * norm or merge prologue and a residual or gated epilogue (qw_gemv_fused). */
+#include "ops/qweight/qw_internal.h"
+#include "ops/qweight/qw_gemv_fused.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +12,15 @@
 
 /* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 8 on a CPU adapter,
  * where the GEMM's smallest tile (64 x 64) does 8-13x the useful work at 5-8 rows and pays for
- * every barrier: SmolLM2's 5-token prefill on lavapipe took 2.0 s of GPU time in q4_mm (97%),
+ * every barrier: SmolLM2's 5-token prefill on lavapipe took 2.0 s of GPU time in qw_mm (97%),
  * 0.23 s with the GEMV (bench/NOTES.md, 2026-12-03). */
-int q4_gemv_max_m(wgml_ctx *ctx) { return gpu_get_caps(ctx)->is_cpu ? 8 : 4; }
+int qw_gemv_max_m(wgml_ctx *ctx) { return gpu_get_caps(ctx)->is_cpu ? 8 : 4; }
 
 /* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
  * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
  * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. One block
  * in flight otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N),
- * fewer rows per thread, until there are at least $WGML_Q4_GEMV_MIN_WG (264: two per SM of a
+ * fewer rows per thread, until there are at least $WGML_QW_GEMV_MIN_WG (264: two per SM of a
  * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 -> 640)
  * got 40 workgroups at 8 rows per thread. */
 static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
@@ -28,7 +28,7 @@ static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg,
     *bpi = 1;
     if (nblk >= 64) {
         *tpr = 32, *rpt = 8, *wg = 64;
-        const char *mw = getenv("WGML_Q4_GEMV_MIN_WG");
+        const char *mw = getenv("WGML_QW_GEMV_MIN_WG");
         long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
         int64_t rg = *wg / *tpr; /* row groups per workgroup */
         while (*rpt > 1 && (n + rg * *rpt - 1) / (rg * *rpt) < min_wg) *rpt /= 2;
@@ -43,11 +43,11 @@ static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg,
  * barrier, so there: 4 threads per row (within one subgroup: no workgroup memory, no barrier),
  * 4 rows per thread, 64-thread workgroups, at every K; on SmolLM2's projections 3.7-7.6x faster
  * than the GPU shapes on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03).
- * $WGML_Q4_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
+ * $WGML_QW_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
 static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
     if (cpu) *tpr = 4, *rpt = 4, *wg = 64, *bpi = 1;
     else gemv_shape_gpu(nblk, n, tpr, rpt, wg, bpi);
-    const char *env = getenv("WGML_Q4_GEMV");
+    const char *env = getenv("WGML_QW_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
     if (got >= 3 && a >= 1 && a <= 256 && (a & (a - 1)) == 0 && b >= 1 && b <= 16 && c >= a && c <= 256 && c % a == 0 &&
@@ -62,7 +62,7 @@ static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, in
 /* Whether the GEMV's final reduction uses subgroup operations, and the subgroup size known to
  * hold at least (*known, 0 when unknown). Only with the device's subgroups feature. Automatic:
  * when the device reports a minimum subgroup size >= TPR (then each row's TPR partial sums lie
- * in one subgroup and no workgroup memory is needed). $WGML_Q4_GEMV_SUBGROUP=0 never, =1
+ * in one subgroup and no workgroup memory is needed). $WGML_QW_GEMV_SUBGROUP=0 never, =1
  * whenever the feature is there (a subgroup size below TPR then adds one workgroup-memory step),
  * =S (a power of two >= 2) as 1 and takes S as the known minimum size (tests: only correct when
  * the device's subgroups really have at least S lanes). */
@@ -70,7 +70,7 @@ static bool gemv_subgroup(wgml_ctx *ctx, int tpr, uint32_t *known) {
     const gpu_caps *c = gpu_get_caps(ctx);
     *known = c->subgroup_min;
     if (!c->subgroups) return false;
-    const char *env = getenv("WGML_Q4_GEMV_SUBGROUP");
+    const char *env = getenv("WGML_QW_GEMV_SUBGROUP");
     if (env && *env) {
         long v = strtol(env, NULL, 10);
         if (v <= 0) return false;
@@ -82,12 +82,12 @@ static bool gemv_subgroup(wgml_ctx *ctx, int tpr, uint32_t *known) {
 
 /* Bindings of one GEMV dispatch over ws[0..nw): x, codes, ab (and bias) per weight, outputs,
  * and the fusion's norm weight and residual. */
-static int gemv_storage_bindings(const wgml_q4_weight *const *ws, int nw, const q4_gemv_fuse *f) {
+static int gemv_storage_bindings(const wgml_qweight *const *ws, int nw, const qw_gemv_fuse *f) {
     int n = 1 + nw;
     for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
     if (f && f->norm_w) n++;
     if (f && f->residual) n++;
-    if (f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU)) n--; /* one output */
+    if (f && (f->epi == QW_EPI_SWIGLU || f->epi == QW_EPI_GEGLU)) n--; /* one output */
     return n;
 }
 
@@ -97,15 +97,15 @@ typedef struct gemv_cfg {
     bool sg;           /* subgroup reduction */
     uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
     bool direct;       /* the sums are final in the subgroup: no workgroup memory */
-    const q4_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
+    const qw_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
 } gemv_cfg;
 
 /* Output rows one thread stores: RPT, or RPT / 2 when its accumulators pair gate and up rows. */
-static bool fuse_pair(const q4_gemv_fuse *f) { return f && (f->epi == Q4_EPI_SWIGLU || f->epi == Q4_EPI_GEGLU); }
-static bool fuse_merge(const q4_gemv_fuse *f) { return f && f->merge_chunks > 0; }
+static bool fuse_pair(const qw_gemv_fuse *f) { return f && (f->epi == QW_EPI_SWIGLU || f->epi == QW_EPI_GEGLU); }
+static bool fuse_merge(const qw_gemv_fuse *f) { return f && f->merge_chunks > 0; }
 /* x staged in workgroup memory: normed, or merged from attention's chunks */
-static bool fuse_stage(const q4_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
-static int64_t merge_table_len(const q4_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
+static bool fuse_stage(const qw_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
+static int64_t merge_table_len(const qw_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
 
 /* Output rows of one weight a workgroup stores: its row groups times the rows a thread stores
  * (RPT, or RPT / 2 when a thread's accumulators pair gate and up rows). */
@@ -121,17 +121,17 @@ static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
     return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2);
 }
 
-/* The q4_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
+/* The qw_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
  * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
  * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
  * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
 static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
-                           const wgml_q4_weight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+                           const wgml_qweight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
     size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
-    const wgml_q4_weight *w = ws[0];
-    const q4_gemv_fuse *f = c->f;
-    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == Q4_EPI_RESIDUAL, merge = fuse_merge(f);
+    const wgml_qweight *w = ws[0];
+    const qw_gemv_fuse *f = c->f;
+    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == QW_EPI_RESIDUAL, merge = fuse_merge(f);
     bool norm = f && f->norm_w;
     int xv = w->k % 4 == 0 && !merge ? 4 : 1;
     int n_out = pair ? 1 : nw;
@@ -164,7 +164,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
                    : "  var v = vec4<f32>(0.0);\n"
                      "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
                      "  return v;\n");
-    if (len < cap) q4_kind_prelude_ex(prelude + len, cap - len, w, false);
+    if (len < cap) qw_kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
     if (c->sg)
         EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
@@ -229,7 +229,7 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
 
 /* The GEMV's launch shape and reduction for nw weights with K = ws[0]->k and fusion f; false
  * when the fused kernel's workgroup memory would not fit the device. */
-static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const q4_gemv_fuse *f, gemv_cfg *c) {
+static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *w, int64_t m, const qw_gemv_fuse *f, gemv_cfg *c) {
     memset(c, 0, sizeof *c);
     gemv_shape(gpu_get_caps(ctx)->is_cpu, w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
     if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
@@ -240,13 +240,13 @@ static bool gemv_config(wgml_ctx *ctx, const wgml_q4_weight *w, int64_t m, const
 }
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
- * one dispatch of the q4_gemv kernel (M <= q4_gemv_max_m rows of x) configured by c (its fusion:
+ * one dispatch of the qw_gemv kernel (M <= qw_gemv_max_m rows of x) configured by c (its fusion:
  * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
  * replaced by each weight's N. */
-static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws,
+static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws,
                                    int nw, int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
-    const wgml_q4_weight *w = ws[0];
+    const wgml_qweight *w = ws[0];
     bool pair = fuse_pair(c->f);
     int n_out = pair ? 1 : nw;
     int64_t nblk = w->kp / 32;
@@ -271,7 +271,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     }
     params.m = (uint32_t)m;
     params.k = (uint32_t)w->k;
-    params.vpr = (uint32_t)(q4_words_per_row(w) / 4);
+    params.vpr = (uint32_t)(qw_words_per_row(w) / 4);
     params.ng = (uint32_t)(w->kp / w->group);
     params.nblk = (uint32_t)nblk;
     params.row_groups = (uint32_t)total;
@@ -288,7 +288,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     for (int i = 0; i < n_out && !s; i++)
         if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     if (!s)
-        s = graph_dispatch(g, op, "q4_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
+        s = graph_dispatch(g, op, "qw_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
     if (s)
         for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);
@@ -298,7 +298,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
 }
 
 /* record_gemv_cfg without fusion, in the automatic configuration. */
-wgml_status q4_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int nw,
+wgml_status qw_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
                            int64_t m, wgml_tensor **outs) {
     gemv_cfg c;
     gemv_config(graph_ctx(g), ws[0], m, NULL, &c); /* without a prologue it always fits */
@@ -314,19 +314,19 @@ static int gemv_binding_limit(wgml_ctx *ctx) {
     return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
 }
 
-/* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or Q4_EPI_RESIDUAL with
+/* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or QW_EPI_RESIDUAL with
  * n = 1; not the pairs), the weights grouped into as few dispatches as one kind, one group size
  * and the binding limit allow. */
-static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
-                               int64_t m, const q4_gemv_fuse *f, wgml_tensor **outs) {
+static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int n,
+                               int64_t m, const qw_gemv_fuse *f, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
     int limit = gemv_binding_limit(ctx);
-    bool done[WGML_Q4_MULTI_MAX] = {false};
+    bool done[WGML_QLINEAR_MULTI_MAX] = {false};
     wgml_status s = WGML_OK;
     for (int i = 0; i < n && !s; i++) {
         if (done[i]) continue;
-        const wgml_q4_weight *grp[WGML_Q4_MULTI_MAX];
-        int idx[WGML_Q4_MULTI_MAX], ng = 0;
+        const wgml_qweight *grp[WGML_QLINEAR_MULTI_MAX];
+        int idx[WGML_QLINEAR_MULTI_MAX], ng = 0;
         grp[ng] = ws[i], idx[ng++] = i;
         for (int j = i + 1; j < n; j++) {
             if (done[j] || ws[j]->kind != ws[i]->kind || ws[j]->group != ws[i]->group) continue;
@@ -337,7 +337,7 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
         if (gemv_storage_bindings(grp, ng, f) > limit) /* even one weight alone does not fit */
             return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
                                   gpu_get_caps(ctx)->max_storage_per_stage);
-        wgml_tensor *o[WGML_Q4_MULTI_MAX];
+        wgml_tensor *o[WGML_QLINEAR_MULTI_MAX];
         gemv_cfg c;
         if (!gemv_config(ctx, grp[0], m, f, &c))
             return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op,
@@ -351,20 +351,20 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
     return s;
 }
 
-/* The checks shared by q4_linear_multi and q4_gemv_fused: n weights (1..WGML_Q4_MULTI_MAX),
+/* The checks shared by qlinear_multi and qw_gemv_fused: n weights (1..WGML_QLINEAR_MULTI_MAX),
  * each valid, of x's graph, with x's K. */
 static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
-                              const wgml_q4_weight *const *weights, int n) {
-    if (n < 1 || n > WGML_Q4_MULTI_MAX)
-        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+                              const wgml_qweight *const *weights, int n) {
+    if (n < 1 || n > WGML_QLINEAR_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_QLINEAR_MULTI_MAX);
     if (!weights) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
     if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK)) return wgml_last_status(ctx);
     int64_t k = x->shape[x->rank - 1];
     for (int i = 0; i < n; i++) {
         char arg[32];
         snprintf(arg, sizeof arg, "weights[%d]", i);
-        const wgml_q4_weight *w = weights[i];
-        if (!q4_weight_valid(ctx, op, arg, w)) return wgml_last_status(ctx);
+        const wgml_qweight *w = weights[i];
+        if (!qw_weight_valid(ctx, op, arg, w)) return wgml_last_status(ctx);
         if (w->codes->graph != g || w->ab->graph != g || (w->bias && w->bias->graph != g))
             return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s [%lld, %lld] and x %s belong to different graphs", op, arg,
                                   (long long)w->n, (long long)w->k, tshape(x));
@@ -375,21 +375,21 @@ static wgml_status multi_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
     return WGML_OK;
 }
 
-wgml_status wgml_q4_linear_multi(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *weights, int n,
-                                 wgml_tensor **outs) {
-    const char *op = "q4_linear_multi";
+wgml_status wgml_qlinear_multi(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *weights, int n,
+                               wgml_tensor **outs) {
+    const char *op = "qlinear_multi";
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     wgml_ctx *ctx = graph_ctx(g);
     if (!outs) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: outs is NULL", op);
-    for (int i = 0; i < n && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    for (int i = 0; i < n && i < WGML_QLINEAR_MULTI_MAX; i++) outs[i] = NULL;
     if (multi_args(g, ctx, op, x, weights, n)) return wgml_last_status(ctx);
     int64_t k = x->shape[x->rank - 1];
     int64_t m = x->numel / k;
     wgml_status s = WGML_OK;
-    if (m > q4_gemv_max_m(ctx) || graph_grad_enabled(g, &x, 1)) {
+    if (m > qw_gemv_max_m(ctx) || graph_grad_enabled(g, &x, 1)) {
         /* the tiled GEMM (one dispatch each), or the autograd record of each product */
         for (int i = 0; i < n && !s; i++)
-            if (!(outs[i] = wgml_q4_linear(g, x, weights[i]))) s = wgml_last_status(ctx);
+            if (!(outs[i] = wgml_qlinear(g, x, weights[i]))) s = wgml_last_status(ctx);
     } else {
         s = gemv_groups(g, op, x, weights, n, m, NULL, outs);
     }
@@ -405,12 +405,12 @@ static bool shape_is(const wgml_tensor *t, int rank, const int64_t *shape) {
     return t->rank == rank && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank) == 0;
 }
 
-/* The checks of q4_gemv_fused's merge prologue: x the partials [heads, chunks, dim + 2] (dim a
+/* The checks of qw_gemv_fused's merge prologue: x the partials [heads, chunks, dim + 2] (dim a
  * multiple of 4) of one row of K = heads * dim, and n weights of that K. */
 static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
-                              const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
-    if (n < 1 || n > WGML_Q4_MULTI_MAX)
-        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_Q4_MULTI_MAX);
+                              const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
+    if (n < 1 || n > WGML_QLINEAR_MULTI_MAX)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %d weights; 1 to %d can share x", op, n, WGML_QLINEAR_MULTI_MAX);
     if (!ws) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: weights is NULL", op);
     if (check_operand(ctx, g, op, "x", x, WGML_F32, 3, 3)) return wgml_last_status(ctx);
     int64_t want[3] = {f->merge_heads, f->merge_chunks, f->merge_dim + 2};
@@ -423,7 +423,7 @@ static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
     for (int i = 0; i < n; i++) {
         char arg[32];
         snprintf(arg, sizeof arg, "weights[%d]", i);
-        if (!q4_weight_valid(ctx, op, arg, ws[i])) return wgml_last_status(ctx);
+        if (!qw_weight_valid(ctx, op, arg, ws[i])) return wgml_last_status(ctx);
         if (ws[i]->codes->graph != g || ws[i]->k != f->merge_heads * f->merge_dim)
             return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s [%lld, %lld] must be of x's graph with K = %lld", op, arg,
                                   (long long)ws[i]->n, (long long)ws[i]->k, (long long)(f->merge_heads * f->merge_dim));
@@ -439,9 +439,9 @@ static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
  * without the merge was 18% faster (Llama-3.1-8B's at 4,113 positions: 550 MB, 4.8x faster). */
 #define MERGE_READ_BUDGET (16u << 20)
 
-bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fuse *f) {
+bool qw_gemv_merge_fits(wgml_ctx *ctx, const wgml_qweight *w, const qw_gemv_fuse *f) {
     gemv_cfg c;
-    const char *e = getenv("WGML_Q4_GEMV_MERGE"); /* 0: off, for A/B runs */
+    const char *e = getenv("WGML_QW_GEMV_MERGE"); /* 0: off, for A/B runs */
     if (e && !strcmp(e, "0")) return false;
     if (!(ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
           w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c)))
@@ -459,13 +459,13 @@ bool q4_gemv_merge_fits(wgml_ctx *ctx, const wgml_q4_weight *w, const q4_gemv_fu
  * at 512 positions with the prologue on / off): SmolLM2-135M's shapes stage 1.1 MB (q/k/v) and
  * 1.8 MB (gate/up), and the prologue made decode 15% faster (913 / 796 tokens/s); Llama-3.2-1B's
  * 16.8 MB each, 11% slower (729 / 810); Llama-3.1-8B's 50 and 59 MB, 38% slower (143 / 230).
- * $WGML_Q4_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
+ * $WGML_QW_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
 #define NORM_READ_BUDGET (8u << 20)
 
-bool q4_gemv_norm_fits(wgml_ctx *ctx, const wgml_q4_weight *const *ws, int n, const q4_gemv_fuse *f) {
+bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
     gemv_cfg c;
     if (!(ctx && ws && n >= 1 && f && f->norm_w)) return false;
-    const char *e = getenv("WGML_Q4_GEMV_NORM_BUDGET");
+    const char *e = getenv("WGML_QW_GEMV_NORM_BUDGET");
     uint64_t budget = e && *e ? strtoull(e, NULL, 10) : NORM_READ_BUDGET, bytes = 0;
     /* a gated pair's workgroups hold a gate row and its up row: count the gate's */
     for (int i = 0; i < (fuse_pair(f) ? 1 : n); i++) {
@@ -477,17 +477,17 @@ bool q4_gemv_norm_fits(wgml_ctx *ctx, const wgml_q4_weight *const *ws, int n, co
 }
 
 /* The same result from the public ops, where the fused kernel does not apply. */
-static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
-                                    const q4_gemv_fuse *f, wgml_tensor **outs) {
+static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *ws, int n,
+                                    const qw_gemv_fuse *f, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
-    wgml_tensor *h = f->norm_w ? wgml_rms_norm(g, x, f->norm_w, f->eps) : x, *y[WGML_Q4_MULTI_MAX];
+    wgml_tensor *h = f->norm_w ? wgml_rms_norm(g, x, f->norm_w, f->eps) : x, *y[WGML_QLINEAR_MULTI_MAX];
     if (!h) return wgml_last_status(ctx);
-    wgml_status s = wgml_q4_linear_multi(g, h, ws, n, y);
+    wgml_status s = wgml_qlinear_multi(g, h, ws, n, y);
     if (s) return s;
     switch (f->epi) {
-    case Q4_EPI_RESIDUAL: outs[0] = wgml_add(g, f->residual, y[0], 1.0f); break;
-    case Q4_EPI_SWIGLU: outs[0] = wgml_mul(g, wgml_silu(g, y[0]), y[1]); break;
-    case Q4_EPI_GEGLU: outs[0] = wgml_mul(g, wgml_gelu(g, y[0], 1), y[1]); break;
+    case QW_EPI_RESIDUAL: outs[0] = wgml_add(g, f->residual, y[0], 1.0f); break;
+    case QW_EPI_SWIGLU: outs[0] = wgml_mul(g, wgml_silu(g, y[0]), y[1]); break;
+    case QW_EPI_GEGLU: outs[0] = wgml_mul(g, wgml_gelu(g, y[0], 1), y[1]); break;
     default:
         for (int i = 0; i < n; i++) outs[i] = y[i];
         return WGML_OK;
@@ -495,21 +495,21 @@ static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_q4
     return outs[0] ? WGML_OK : wgml_last_status(ctx);
 }
 
-wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_q4_weight *const *ws, int n,
-                          const q4_gemv_fuse *f, wgml_tensor **outs) {
+wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int n,
+                          const qw_gemv_fuse *f, wgml_tensor **outs) {
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     wgml_ctx *ctx = graph_ctx(g);
     if (!outs || !f) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, outs ? "the fusion" : "outs");
     bool pair = fuse_pair(f), merge = fuse_merge(f);
-    int n_out = pair || f->epi == Q4_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
-    for (int i = 0; i < n_out && i < WGML_Q4_MULTI_MAX; i++) outs[i] = NULL;
+    int n_out = pair || f->epi == QW_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
+    for (int i = 0; i < n_out && i < WGML_QLINEAR_MULTI_MAX; i++) outs[i] = NULL;
     if (merge ? merge_args(g, ctx, op, x, ws, n, f) : multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
     /* x's logical shape: [1, K] when it is attention's chunks to merge */
     int64_t lshape[WGML_MAX_RANK] = {1, merge ? f->merge_heads * f->merge_dim : 0};
     int lrank = merge ? 2 : x->rank;
     if (!merge) memcpy(lshape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     int64_t k = lshape[lrank - 1], m = merge ? 1 : x->numel / k;
-    if ((int)f->epi < Q4_EPI_STORE || f->epi > Q4_EPI_GEGLU)
+    if ((int)f->epi < QW_EPI_STORE || f->epi > QW_EPI_GEGLU)
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: unknown epilogue %d", op, (int)f->epi);
     if (merge && (f->norm_w || pair))
         return wgml_set_error(ctx, WGML_ERR_ARG, "%s: the chunks' merge is a prologue of its own: no norm, no gated pair",
@@ -524,7 +524,7 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     if (pair && (n != 2 || ws[0]->n != ws[1]->n))
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a gated epilogue takes two weights of one N (gate, up); got %d%s",
                               op, n, n == 2 ? " of different N" : "");
-    if (f->epi == Q4_EPI_RESIDUAL) {
+    if (f->epi == QW_EPI_RESIDUAL) {
         if (n != 1) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: a residual epilogue takes one weight, got %d", op, n);
         int64_t want[WGML_MAX_RANK];
         memcpy(want, lshape, sizeof(int64_t) * (size_t)lrank);
@@ -535,7 +535,7 @@ wgml_status q4_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                                   tshape(f->residual), tshape(x), (long long)ws[0]->n);
     }
     wgml_tensor *in[3] = {x, f->norm_w, f->residual};
-    bool fused = m <= q4_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
+    bool fused = m <= qw_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
     for (int i = 0; i < n && fused; i++) {
         gemv_cfg c;
         fused = gemv_config(ctx, ws[i], m, f, &c);

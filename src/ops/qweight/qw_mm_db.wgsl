@@ -1,8 +1,8 @@
-// q4_mm, double-buffered: the products of q4_mm.wgsl with two k-steps in workgroup memory.
+// qw_mm, double-buffered: the products of qw_mm.wgsl with two k-steps in workgroup memory.
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
 // flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
-// reads the output and adds to it (O += the product; q4_mm_into).
+// reads the output and adds to it (O += the product; qw_mm_into).
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // in order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
@@ -17,8 +17,8 @@
 // word is CPW consecutive k of one column) spread over the banks; the TRANS form stores each
 // word as CPW/4 vec4 slots of one row (the float kind, one value per word, as scalars). Thread (tx, ty) owns rows (g*WY + ty)*4 + r and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c) and TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC (q4_mm.c).
-//!include q4_mm_head
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (qweight.c) and TRANS, VA, AV, a_at and the tile constants BM BC BR TM TC (qw_mm.c).
+//!include qw_mm_head
 // loads per thread per step (rounded up; the tail is guarded): A elements and W code words
 const NA: u32 = (BM * BR / VA + THREADS - 1u) / THREADS;
 const NWORDS: u32 = BC * BR / CPW;

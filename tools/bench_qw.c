@@ -1,14 +1,14 @@
-/* wgml bench q4 (bench_q4): throughput of the 4-bit forward, timed with GPU timestamps over a built graph
+/* wgml bench qw (bench_qw): throughput of the 4-bit forward, timed with GPU timestamps over a built graph
  * of repeated dispatches (one submit per timed run; the best of 5 after 0.3 s of warm-up runs). Decode (M = 1, GEMV): effective GB/s of
  * the bytes one forward must move (codes + scales + activations in and out). Prefill/training
  * (M = 512, GEMM): GFLOP/s. Training mode (mode 2): the LoRA training step's 4-bit GEMMs,
  * forward O = A·Wᵀ and input gradient dX = dY·W, at M = 4096 and 512, and the LM head's chunk,
- * each with the tile variant and split-K count used ($WGML_Q4_MM_VARIANT, $WGML_Q4_MM_SPLITK).
- * The weight is flat q4gsw (symmetric, G = 32) unless $WGML_Q4_BENCH_TYPE names a GGUF block
- * type (`wgml bench q4 --type Q4_K`): random blocks of that type through wgml_q4_upload_gguf
+ * each with the tile variant and split-K count used ($WGML_QW_MM_VARIANT, $WGML_QW_MM_SPLITK).
+ * The weight is flat q4gsw (symmetric, G = 32) unless $WGML_QW_BENCH_TYPE names a GGUF block
+ * type (`wgml bench qw --type Q4_K`): random blocks of that type through wgml_qweight_upload_gguf
  * (shapes whose K is not whole blocks are skipped). */
 #include "bench.h"
-#include "ops/q4/q4_internal.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,15 +24,15 @@ static float bench_rand(void) {
     return (float)((bench_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-/* The GGUF block type of $WGML_Q4_BENCH_TYPE (a name such as "Q4_K"), or -1 for flat q4gsw
+/* The GGUF block type of $WGML_QW_BENCH_TYPE (a name such as "Q4_K"), or -1 for flat q4gsw
  * (unset, "q4gsw" or unknown; an unknown name is reported once). */
 static int bench_type(void) {
-    const char *e = getenv("WGML_Q4_BENCH_TYPE");
+    const char *e = getenv("WGML_QW_BENCH_TYPE");
     if (!e || !*e || !strcmp(e, "q4gsw")) return -1;
     for (int t = 0; t < 64; t++)
-        if (q4_gguf_gpu(t, NULL, NULL, NULL) && !strcmp(wgml_ggml_type_name((uint32_t)t), e)) return t;
+        if (qw_gguf_gpu(t, NULL, NULL, NULL) && !strcmp(wgml_ggml_type_name((uint32_t)t), e)) return t;
     static bool warned = false;
-    if (!warned) fprintf(stderr, "WGML_Q4_BENCH_TYPE=%s is not a GPU block type; benchmarking q4gsw\n", e);
+    if (!warned) fprintf(stderr, "WGML_QW_BENCH_TYPE=%s is not a GPU block type; benchmarking q4gsw\n", e);
     warned = true;
     return -1;
 }
@@ -40,7 +40,7 @@ static int bench_type(void) {
 /* The benchmarked weight's host form: flat q4gsw quantised from w (type -1), or random GGUF
  * blocks of `type` whose fp16 fields are about 2^-5 (so the weights stay near 1). Uploads
  * `copies` copies into q and dequantises into w (the check's reference). */
-static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *w, wgml_q4_weight **q, int copies) {
+static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *w, wgml_qweight **q, int copies) {
     bool ok = false;
     if (type < 0) {
         int64_t kb = (k + 1) / 2, pn = (n + 3) / 4 * 4, ng = (k + 31) / 32;
@@ -48,7 +48,7 @@ static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *
         float *scales = malloc(sizeof(float) * (size_t)(ng * pn));
         for (int64_t i = 0; i < n * k; i++) w[i] = bench_rand();
         ok = codes && scales && !wgml_q4gsw_quantize(w, n, k, 32, codes, scales);
-        for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_q4_upload_q4gsw(g, codes, scales, NULL, n, k, 32));
+        for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_qweight_upload_q4gsw(g, codes, scales, NULL, n, k, 32));
         ok = ok && !wgml_q4gsw_dequantize(codes, scales, n, k, 32, w);
         free(codes);
         free(scales);
@@ -60,7 +60,7 @@ static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *
     uint8_t *blocks = malloc(bytes ? bytes : 1);
     if (!blocks) return false;
     /* the fp16 fields: d (and m / dmin) first, Q6_K's d last */
-    size_t off = type == WGML_GGML_Q6_K ? 208 : 0, nh = q4_gguf_has_min(type) ? 2 : 1;
+    size_t off = type == WGML_GGML_Q6_K ? 208 : 0, nh = qw_gguf_has_min(type) ? 2 : 1;
     for (size_t i = 0; i < bytes; i++) blocks[i] = (uint8_t)((bench_rand() * 0.5f + 0.5f) * 255.99f);
     for (size_t b = 0; b < bytes / bb; b++)
         for (size_t h = 0; h < nh; h++) {
@@ -69,7 +69,7 @@ static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *
             blocks[b * bb + off + 2 * h + 1] = (uint8_t)(half >> 8);
         }
     ok = !wgml_gguf_dequantize(type, blocks, bytes, n, k, w);
-    for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_q4_upload_gguf(g, type, blocks, bytes, n, k));
+    for (int cp = 0; ok && cp < copies; cp++) ok = (q[cp] = wgml_qweight_upload_gguf(g, type, blocks, bytes, n, k));
     free(blocks);
     return ok;
 }
@@ -79,7 +79,7 @@ static double forward_bytes(int type, int64_t n, int64_t k) {
     double wb = (double)n * k / 2 + (double)n * (k / 32) * 4;
     wgml_qkind kind;
     int group;
-    if (type >= 0 && q4_gguf_gpu(type, &kind, &group, NULL)) {
+    if (type >= 0 && qw_gguf_gpu(type, &kind, &group, NULL)) {
         bool eight = kind == WGML_Q8 || kind == WGML_Q8_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
         wb = (double)n * k * (eight ? 1.0 : 0.5) + (double)n * (double)(k / group) * (pair ? 8 : 4);
     }
@@ -103,7 +103,7 @@ static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans,
                       int *check_ok) {
     int64_t r = trans ? n : k, c = trans ? k : n; /* reduction and output columns */
     float *w = malloc(sizeof(float) * (size_t)(n * k)), *x = malloc(sizeof(float) * (size_t)(m * r));
-    wgml_q4_weight **q = calloc((size_t)copies, sizeof *q);
+    wgml_qweight **q = calloc((size_t)copies, sizeof *q);
     double result = -1;
     *check_ok = 0;
     wgml_graph *g = wgml_graph_new(ctx);
@@ -117,7 +117,7 @@ static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans,
     wgml_tensor *last = NULL;
     for (int i = 0; i < reps && ok; i++) {
         wgml_tensor_free(last); /* only the last product is read back */
-        last = trans ? wgml_q4_linear_dx(g, xt, q[i % copies]) : wgml_q4_linear(g, xt, q[i % copies]);
+        last = trans ? wgml_qlinear_dx(g, xt, q[i % copies]) : wgml_qlinear(g, xt, q[i % copies]);
         ok = last != NULL;
     }
     double t = 0;
@@ -145,7 +145,7 @@ static double time_mm(wgml_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans,
     }
     free(got);
 done:
-    for (int cp = 0; q && cp < copies; cp++) wgml_q4_free(q[cp]);
+    for (int cp = 0; q && cp < copies; cp++) wgml_qweight_free(q[cp]);
     wgml_graph_free(g);
     free(q);
     free(w);
@@ -169,7 +169,7 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
     };
     int type = bench_type();
     char head[64];
-    snprintf(head, sizeof head, "q4 training GEMMs (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    snprintf(head, sizeof head, "qweight training GEMMs (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
     fprintf(out, "%-40s %9s %9s  %-22s %3s %s\n", head, "ms", "TFLOP/s", "variant", "S", "check");
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -183,7 +183,7 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
         for (int trans = 0; trans < 2; trans++) {
             int64_t r = trans ? n : k, c = trans ? k : n;
             int vi, splits, check = 0;
-            q4_mm_plan(ctx, m, r, c, false, &vi, &splits);
+            qw_mm_plan(ctx, m, r, c, false, &vi, &splits);
             double t = time_mm(ctx, m, n, k, trans, cpu ? 1 : 20, 1, &check);
             char label[80];
             snprintf(label, sizeof label, "M=%lld %lld->%lld %s", (long long)m, (long long)k, (long long)n,
@@ -194,14 +194,14 @@ static int bench_train(wgml_ctx *ctx, FILE *out) {
                 continue;
             }
             fprintf(out, "%-40s %9.3f %9.2f  %-22s %3d %s\n", label, t * 1e3, 2.0 * m * r * c / t * 1e-12,
-                    q4_mm_variant_name(vi), splits, check ? "ok" : "FAIL");
+                    qw_mm_variant_name(vi), splits, check ? "ok" : "FAIL");
             if (!check) failed++;
         }
     }
     return failed;
 }
 
-int bench_q4(wgml_ctx *ctx, void *out_file, int mode) {
+int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
     FILE *out = out_file ? (FILE *)out_file : stdout;
     if (!ctx) return 1;
     if (mode == 2) return bench_train(ctx, out);
@@ -215,7 +215,7 @@ int bench_q4(wgml_ctx *ctx, void *out_file, int mode) {
     int n_decode = cpu ? 5 : (int)(sizeof decode / sizeof decode[0]);
     int type = bench_type();
     char head[64];
-    snprintf(head, sizeof head, "q4 forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
+    snprintf(head, sizeof head, "qweight forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
     fprintf(out, "%-34s %10s %10s %s\n", head, "us", "GB/s", "check");
     int failed = 0;
     for (int i = 0; i < n_decode; i++) {
@@ -227,9 +227,9 @@ int bench_q4(wgml_ctx *ctx, void *out_file, int mode) {
         }
         double bytes = forward_bytes(type, n, k);
         int reps = cpu ? 4 : 100;
-        /* 256 MB of weights: past any cache ($WGML_BENCH_Q4_MB changes it, for studying how the
+        /* 256 MB of weights: past any cache ($WGML_BENCH_QW_MB changes it, for studying how the
          * placement of the copies affects the time) */
-        const char *mb_env = getenv("WGML_BENCH_Q4_MB");
+        const char *mb_env = getenv("WGML_BENCH_QW_MB");
         double mb = mb_env && atof(mb_env) > 0 ? atof(mb_env) : 256.0;
         int copies = cpu ? 1 : (int)(mb * 1e6 / bytes) + 1;
         int check = 0;

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-/* The q4 GEMV with its fused prologue and epilogue (q4_gemv_fused, ops/q4/q4_gemv_fused.h):
+/* The qweight GEMV with its fused prologue and epilogue (qw_gemv_fused, ops/qweight/qw_gemv_fused.h):
  * the RMSNorm of x before the products, the residual add after one, the gated activations
  * (silu, tanh-GELU) over a gate/up pair. Every output against an fp64 reference computed here
  * from the host dequantisation (norm, products and activation in double); the number of
@@ -10,11 +10,11 @@
  * (partials with empty chunks at either end) against the merge and product in fp64. */
 #include "harness.h"
 
-#include "ops/q4/q4_gemv_fused.h"
-#include "q4_host.h"
+#include "ops/qweight/qw_gemv_fused.h"
+#include "qw_host.h"
 
 typedef struct wspec {
-    int kind; /* q4_host.h's make_weight kinds: 0 q4gsw, 1 Q4_1, 2 Q8_0, 3 Q5_0, 4 Q5_1, 5 Q4_K, 6 Q5_K, 7 Q6_K */
+    int kind; /* qw_host.h's make_weight kinds: 0 q4gsw, 1 Q4_1, 2 Q8_0, 3 Q5_0, 4 Q5_1, 5 Q4_K, 6 Q5_K, 7 Q6_K */
     int64_t n;
     bool bias;
 } wspec;
@@ -52,14 +52,14 @@ static double *ref_prod(const double *h, const hw *w, int64_t m, int64_t n, int6
     return y;
 }
 
-/* One q4_gemv_fused call in the eager graph: x [m, k] (as [2, m/2, k] for even m > 2), weights
+/* One qw_gemv_fused call in the eager graph: x [m, k] (as [2, m/2, k] for even m > 2), weights
  * ws[0..nw), the norm when norm, epilogue epi; each output against fp64; want_dispatches: how
  * many the call must record beyond the harness's NaN fills of its outputs (-1: not checked). */
-static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, bool norm, q4_epilogue epi,
+static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, bool norm, qw_epilogue epi,
                        int want_dispatches) {
     double t0 = now_s();
-    hw h[WGML_Q4_MULTI_MAX];
-    const wgml_q4_weight *wp[WGML_Q4_MULTI_MAX];
+    hw h[WGML_QLINEAR_MULTI_MAX];
+    const wgml_qweight *wp[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) {
         h[i] = make_weight(T.g, ws[i].kind, ws[i].n, k, 32, ws[i].bias);
         wp[i] = h[i].w;
@@ -71,21 +71,21 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
     float *hx = th_random((size_t)(m * k), -2, 2);
     float *hn = norm ? th_random((size_t)k, 0.5, 1.5) : NULL;
     int64_t n0 = ws[0].n;
-    float *hr = epi == Q4_EPI_RESIDUAL ? th_random((size_t)(m * n0), -3, 3) : NULL;
+    float *hr = epi == QW_EPI_RESIDUAL ? th_random((size_t)(m * n0), -3, 3) : NULL;
     wgml_tensor *x = th_tensor_f32(rank, xs, hx);
     int64_t ks[1] = {k}, rs[3];
     memcpy(rs, xs, sizeof(int64_t) * (size_t)rank);
     rs[rank - 1] = n0;
-    q4_gemv_fuse f = {.norm_w = norm ? th_tensor_f32(1, ks, hn) : NULL,
+    qw_gemv_fuse f = {.norm_w = norm ? th_tensor_f32(1, ks, hn) : NULL,
                       .eps = 1e-5f,
                       .epi = epi,
                       .residual = hr ? th_tensor_f32(rank, rs, hr) : NULL};
-    bool pair = epi == Q4_EPI_SWIGLU || epi == Q4_EPI_GEGLU;
+    bool pair = epi == QW_EPI_SWIGLU || epi == QW_EPI_GEGLU;
     int n_out = pair ? 1 : nw;
-    wgml_tensor *outs[WGML_Q4_MULTI_MAX] = {NULL};
+    wgml_tensor *outs[WGML_QLINEAR_MULTI_MAX] = {NULL};
     wgml_sync(T.ctx);
     uint64_t d0 = dispatches_so_far();
-    wgml_status s = q4_gemv_fused(T.g, "test", x, wp, nw, &f, outs);
+    wgml_status s = qw_gemv_fused(T.g, "test", x, wp, nw, &f, outs);
     wgml_sync(T.ctx);
     uint64_t used = dispatches_so_far() - d0 - (uint64_t)n_out;
     char name[200];
@@ -99,13 +99,13 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
         th_check(used == (uint64_t)want_dispatches, "%s: %llu dispatches, want %d", name, (unsigned long long)used,
                  want_dispatches);
     double *hd = ref_h(hx, hn, f.eps, m, k);
-    double *y[WGML_Q4_MULTI_MAX];
+    double *y[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) y[i] = ref_prod(hd, &h[i], m, ws[i].n, k);
     for (int o = 0; o < n_out && s == WGML_OK; o++) {
         int64_t n = ws[o].n;
         double *ref = malloc(sizeof(double) * (size_t)(m * n));
         for (int64_t i = 0; i < m * n; i++) {
-            if (pair) ref[i] = (epi == Q4_EPI_SWIGLU ? silu_d(y[0][i]) : gelu_tanh_d(y[0][i])) * y[1][i];
+            if (pair) ref[i] = (epi == QW_EPI_SWIGLU ? silu_d(y[0][i]) : gelu_tanh_d(y[0][i])) * y[1][i];
             else ref[i] = y[o][i] + (hr ? (double)hr[i] : 0.0);
         }
         char oname[260];
@@ -118,7 +118,7 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
         free(got);
         free(ref);
     }
-    for (int i = 0; i < WGML_Q4_MULTI_MAX; i++) wgml_tensor_free(outs[i]);
+    for (int i = 0; i < WGML_QLINEAR_MULTI_MAX; i++) wgml_tensor_free(outs[i]);
     printf("  %-110s %.2f s\n", name, now_s() - t0);
     for (int i = 0; i < nw; i++) {
         free(y[i]);
@@ -144,19 +144,19 @@ static void test_fused_cases(bool few) {
     static const wspec gu8[2] = {{2, 33, false}, {2, 33, false}};
     static const wspec gu_sym[2] = {{0, 45, true}, {0, 45, true}};
     static const wspec gu_k[2] = {{5, 40, false}, {5, 40, false}}; /* Q4_K gate and up */
-    case_fused("qkv", qkv, 3, 1, 576, true, Q4_EPI_STORE, 2);
-    case_fused("o + residual", one_b, 1, 1, 576, false, Q4_EPI_RESIDUAL, 1);
-    case_fused("gate/up silu", gu41, 2, 1, 576, true, Q4_EPI_SWIGLU, 1);
+    case_fused("qkv", qkv, 3, 1, 576, true, QW_EPI_STORE, 2);
+    case_fused("o + residual", one_b, 1, 1, 576, false, QW_EPI_RESIDUAL, 1);
+    case_fused("gate/up silu", gu41, 2, 1, 576, true, QW_EPI_SWIGLU, 1);
     if (few) return;
-    case_fused("qkv", qkv, 3, 4, 576, true, Q4_EPI_STORE, 2);
-    case_fused("norm + residual", one_b, 1, 1, 640, true, Q4_EPI_RESIDUAL, 1);
-    case_fused("down + residual, K 1536", one_b, 1, 1, 1536, false, Q4_EPI_RESIDUAL, 1);
-    case_fused("gate/up gelu", gu8, 2, 1, 640, true, Q4_EPI_GEGLU, 1);
-    case_fused("gate/up gelu, biases", gu_sym, 2, 2, 200, false, Q4_EPI_GEGLU, 1);
-    case_fused("gate/up silu, no norm", gu_k, 2, 1, 512, false, Q4_EPI_SWIGLU, 1);
-    case_fused("K >= 2048 silu", gu41, 2, 1, 2080, true, Q4_EPI_SWIGLU, 1);
-    case_fused("K >= 2048 residual", one_b, 1, 2, 2080, false, Q4_EPI_RESIDUAL, 1);
-    case_fused("odd K", gu_sym, 2, 1, 77, true, Q4_EPI_SWIGLU, 1);
+    case_fused("qkv", qkv, 3, 4, 576, true, QW_EPI_STORE, 2);
+    case_fused("norm + residual", one_b, 1, 1, 640, true, QW_EPI_RESIDUAL, 1);
+    case_fused("down + residual, K 1536", one_b, 1, 1, 1536, false, QW_EPI_RESIDUAL, 1);
+    case_fused("gate/up gelu", gu8, 2, 1, 640, true, QW_EPI_GEGLU, 1);
+    case_fused("gate/up gelu, biases", gu_sym, 2, 2, 200, false, QW_EPI_GEGLU, 1);
+    case_fused("gate/up silu, no norm", gu_k, 2, 1, 512, false, QW_EPI_SWIGLU, 1);
+    case_fused("K >= 2048 silu", gu41, 2, 1, 2080, true, QW_EPI_SWIGLU, 1);
+    case_fused("K >= 2048 residual", one_b, 1, 2, 2080, false, QW_EPI_RESIDUAL, 1);
+    case_fused("odd K", gu_sym, 2, 1, 77, true, QW_EPI_SWIGLU, 1);
 }
 
 /* Where the fused kernel does not apply the public ops give the same result: M past the
@@ -167,11 +167,11 @@ static void test_plain_paths(void) {
     static const wspec gu41[2] = {{1, 70, false}, {1, 70, false}};
     static const wspec mixed[2] = {{1, 24, false}, {2, 24, false}};
     static const wspec one[1] = {{1, 20, false}};
-    case_fused("M > 8", qkv, 3, 10, 96, true, Q4_EPI_STORE, -1);
-    case_fused("M > 8", gu41, 2, 9, 96, true, Q4_EPI_SWIGLU, -1);
-    case_fused("M > 8", one, 1, 12, 64, false, Q4_EPI_RESIDUAL, -1);
-    case_fused("x past workgroup memory", one, 1, 2, 8192, true, Q4_EPI_RESIDUAL, -1);
-    case_fused("gate Q4_1, up Q8_0", mixed, 2, 1, 128, true, Q4_EPI_GEGLU, -1);
+    case_fused("M > 8", qkv, 3, 10, 96, true, QW_EPI_STORE, -1);
+    case_fused("M > 8", gu41, 2, 9, 96, true, QW_EPI_SWIGLU, -1);
+    case_fused("M > 8", one, 1, 12, 64, false, QW_EPI_RESIDUAL, -1);
+    case_fused("x past workgroup memory", one, 1, 2, 8192, true, QW_EPI_RESIDUAL, -1);
+    case_fused("gate Q4_1, up Q8_0", mixed, 2, 1, 128, true, QW_EPI_GEGLU, -1);
 }
 
 /* In a built graph (weights, x, norm and residual its own), run twice with new inputs. */
@@ -180,13 +180,13 @@ static void test_built_graph(void) {
     const int64_t k = 192, n = 40;
     hw gw = make_weight(g, 1, n, k, 32, false), uw = make_weight(g, 1, n, k, 32, false);
     th_check(gw.w && uw.w, "built graph: upload: %s", wgml_last_error(T.ctx));
-    const wgml_q4_weight *wp[2] = {gw.w, uw.w};
+    const wgml_qweight *wp[2] = {gw.w, uw.w};
     int64_t xs[2] = {1, k}, ks[1] = {k};
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *nw = wgml_tensor_new(g, WGML_F32, 1, ks), *o = NULL;
-    q4_gemv_fuse f = {.norm_w = nw, .eps = 1e-6f, .epi = Q4_EPI_SWIGLU};
+    qw_gemv_fuse f = {.norm_w = nw, .eps = 1e-6f, .epi = QW_EPI_SWIGLU};
     bool ok = x && nw;
     th_check(ok, "built graph: inputs: %s", wgml_last_error(T.ctx));
-    ok = ok && q4_gemv_fused(g, "test", x, wp, 2, &f, &o) == WGML_OK;
+    ok = ok && qw_gemv_fused(g, "test", x, wp, 2, &f, &o) == WGML_OK;
     th_check(ok, "built graph: record: %s", wgml_last_error(T.ctx));
     ok = ok && wgml_graph_keep(g, o) == WGML_OK && wgml_graph_compile(g) == WGML_OK;
     th_check(ok, "built graph: compile: %s", wgml_last_error(T.ctx));
@@ -219,7 +219,7 @@ static void test_built_graph(void) {
 /* Bad arguments: clear errors naming the op and argument, nothing recorded. */
 static void test_errors(void) {
     hw a = make_weight(T.g, 1, 16, 64, 32, false), b = make_weight(T.g, 1, 24, 64, 32, false);
-    const wgml_q4_weight *wp[3] = {a.w, b.w, a.w};
+    const wgml_qweight *wp[3] = {a.w, b.w, a.w};
     int64_t xs[2] = {1, 64}, bad_k[1] = {63}, rs_bad[2] = {1, 15};
     float *hx = th_random(64, -1, 1);
     wgml_tensor *x = th_tensor_f32(2, xs, hx), *nw_bad = th_tensor_f32(1, bad_k, hx), *r_bad = th_tensor_f32(2, rs_bad, hx);
@@ -227,24 +227,24 @@ static void test_errors(void) {
     struct {
         const char *what, *want;
         int n;
-        q4_gemv_fuse f;
+        qw_gemv_fuse f;
     } cases[] = {
         {"norm of the wrong length", "norm_w", 1, {.norm_w = nw_bad, .eps = 1e-5f}},
-        {"residual of the wrong shape", "residual", 1, {.epi = Q4_EPI_RESIDUAL, .residual = r_bad}},
-        {"residual missing", "residual", 1, {.epi = Q4_EPI_RESIDUAL}},
-        {"residual with two weights", "one weight", 2, {.epi = Q4_EPI_RESIDUAL}},
-        {"pair of different N", "one N", 2, {.epi = Q4_EPI_SWIGLU}},
-        {"pair of three", "two weights", 3, {.epi = Q4_EPI_GEGLU}},
-        {"unknown epilogue", "epilogue", 1, {.epi = (q4_epilogue)9}},
+        {"residual of the wrong shape", "residual", 1, {.epi = QW_EPI_RESIDUAL, .residual = r_bad}},
+        {"residual missing", "residual", 1, {.epi = QW_EPI_RESIDUAL}},
+        {"residual with two weights", "one weight", 2, {.epi = QW_EPI_RESIDUAL}},
+        {"pair of different N", "one N", 2, {.epi = QW_EPI_SWIGLU}},
+        {"pair of three", "two weights", 3, {.epi = QW_EPI_GEGLU}},
+        {"unknown epilogue", "epilogue", 1, {.epi = (qw_epilogue)9}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        wgml_status s = q4_gemv_fused(T.g, "fusedop", x, wp, cases[i].n, &cases[i].f, o);
+        wgml_status s = qw_gemv_fused(T.g, "fusedop", x, wp, cases[i].n, &cases[i].f, o);
         const char *e = wgml_last_error(T.ctx);
         th_check(s != WGML_OK && strstr(e, "fusedop") && strstr(e, cases[i].want) && !o[0] && !o[1] && !o[2],
                  "%s: status %d, error '%s'", cases[i].what, (int)s, e);
     }
-    th_check(q4_gemv_fused(T.g, "fusedop", x, wp, 1, NULL, o) != WGML_OK, "NULL fusion refused");
-    th_check(q4_gemv_fused(T.g, "fusedop", NULL, wp, 1, &cases[0].f, o) != WGML_OK, "NULL x refused");
+    th_check(qw_gemv_fused(T.g, "fusedop", x, wp, 1, NULL, o) != WGML_OK, "NULL fusion refused");
+    th_check(qw_gemv_fused(T.g, "fusedop", NULL, wp, 1, &cases[0].f, o) != WGML_OK, "NULL x refused");
     wgml_tensor_free(x);
     wgml_tensor_free(nw_bad);
     wgml_tensor_free(r_bad);
@@ -259,7 +259,7 @@ static void test_errors(void) {
  * positive sums l; the chunks before c_lo and from c_hi on empty: m = -3e38, l = 0, sums 0, as
  * a window or a short fill leaves them), merged in double as attn_combine.wgsl defines it,
  * then the product (+ residual) against fp64; one dispatch. */
-static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int c_lo, int c_hi, q4_epilogue epi) {
+static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int c_lo, int c_hi, qw_epilogue epi) {
     double t0 = now_s();
     int64_t k = H * D, ps[3] = {H, C, D + 2}, rs[2] = {1, n};
     hw h = make_weight(T.g, kind, n, k, 32, false);
@@ -287,18 +287,18 @@ static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int
             hx[hh * D + d] = den > 0 ? num / den : 0.0;
         }
     }
-    float *hr = epi == Q4_EPI_RESIDUAL ? th_random((size_t)n, -3, 3) : NULL;
+    float *hr = epi == QW_EPI_RESIDUAL ? th_random((size_t)n, -3, 3) : NULL;
     wgml_tensor *x = th_tensor_f32(3, ps, hp), *out = NULL;
-    q4_gemv_fuse f = {.epi = epi, .residual = hr ? th_tensor_f32(2, rs, hr) : NULL, .merge_heads = H, .merge_chunks = C,
+    qw_gemv_fuse f = {.epi = epi, .residual = hr ? th_tensor_f32(2, rs, hr) : NULL, .merge_heads = H, .merge_chunks = C,
                       .merge_dim = D};
-    const wgml_q4_weight *wp[1] = {h.w};
+    const wgml_qweight *wp[1] = {h.w};
     char name[160];
     snprintf(name, sizeof name, "merge %s H=%lld C=%lld D=%lld N=%lld chunks [%d, %d) epi %d", KIND_NAMES[kind],
              (long long)H, (long long)C, (long long)D, (long long)n, c_lo, c_hi, (int)epi);
-    th_check(q4_gemv_merge_fits(T.ctx, h.w, &f), "%s: fits", name);
+    th_check(qw_gemv_merge_fits(T.ctx, h.w, &f), "%s: fits", name);
     wgml_sync(T.ctx);
     uint64_t d0 = dispatches_so_far();
-    wgml_status s = q4_gemv_fused(T.g, "test", x, wp, 1, &f, &out);
+    wgml_status s = qw_gemv_fused(T.g, "test", x, wp, 1, &f, &out);
     wgml_sync(T.ctx);
     th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
     th_check(s || dispatches_so_far() - d0 == 2, "%s: one dispatch (and the output's NaN fill)", name);
@@ -327,26 +327,26 @@ static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int
 }
 
 static void test_merge(void) {
-    case_merge(1, 9, 12, 64, 576, 0, 10, Q4_EPI_RESIDUAL); /* SmolLM2's o projection: 10 of 12 chunks filled */
-    case_merge(3, 4, 6, 256, 640, 2, 6, Q4_EPI_STORE);    /* Gemma 3's (Q5_0), a window past chunks 0, 1 */
-    case_merge(0, 3, 4, 32, 70, 0, 4, Q4_EPI_STORE);
-    case_merge(1, 2, 5, 64, 64, 0, 0, Q4_EPI_RESIDUAL); /* no chunk saw a key: x = 0, out = residual */
+    case_merge(1, 9, 12, 64, 576, 0, 10, QW_EPI_RESIDUAL); /* SmolLM2's o projection: 10 of 12 chunks filled */
+    case_merge(3, 4, 6, 256, 640, 2, 6, QW_EPI_STORE);    /* Gemma 3's (Q5_0), a window past chunks 0, 1 */
+    case_merge(0, 3, 4, 32, 70, 0, 4, QW_EPI_STORE);
+    case_merge(1, 2, 5, 64, 64, 0, 0, QW_EPI_RESIDUAL); /* no chunk saw a key: x = 0, out = residual */
     /* refused: a norm with the merge; partials of the wrong shape */
     hw h = make_weight(T.g, 1, 64, 128, 32, false);
     int64_t ps[3] = {2, 3, 66}, bad[3] = {2, 3, 64}, ks[1] = {128};
     wgml_tensor *x = wgml_full(T.g, WGML_F32, 3, ps, 0.0), *xb = wgml_full(T.g, WGML_F32, 3, bad, 0.0);
     wgml_tensor *nw = wgml_full(T.g, WGML_F32, 1, ks, 1.0), *out = NULL;
-    const wgml_q4_weight *wp[1] = {h.w};
-    q4_gemv_fuse f = {.epi = Q4_EPI_STORE, .norm_w = nw, .merge_heads = 2, .merge_chunks = 3, .merge_dim = 64};
-    th_expect_error("merge with a norm", q4_gemv_fused(T.g, "mg", x, wp, 1, &f, &out) == WGML_ERR_ARG, WGML_ERR_ARG,
+    const wgml_qweight *wp[1] = {h.w};
+    qw_gemv_fuse f = {.epi = QW_EPI_STORE, .norm_w = nw, .merge_heads = 2, .merge_chunks = 3, .merge_dim = 64};
+    th_expect_error("merge with a norm", qw_gemv_fused(T.g, "mg", x, wp, 1, &f, &out) == WGML_ERR_ARG, WGML_ERR_ARG,
                     "mg", "no norm", NULL);
     f.norm_w = NULL;
-    th_expect_error("merge: partials of the wrong shape", q4_gemv_fused(T.g, "mg", xb, wp, 1, &f, &out) == WGML_ERR_SHAPE,
+    th_expect_error("merge: partials of the wrong shape", qw_gemv_fused(T.g, "mg", xb, wp, 1, &f, &out) == WGML_ERR_SHAPE,
                     WGML_ERR_SHAPE, "mg", "[2, 3, 64]", "dim 64 + 2", NULL);
     f.merge_dim = 32; /* K = 64: not the weight's 128 */
     int64_t p32[3] = {2, 3, 34};
     wgml_tensor *x32 = wgml_full(T.g, WGML_F32, 3, p32, 0.0);
-    th_expect_error("merge: K against the weight", q4_gemv_fused(T.g, "mg", x32, wp, 1, &f, &out) == WGML_ERR_SHAPE,
+    th_expect_error("merge: K against the weight", qw_gemv_fused(T.g, "mg", x32, wp, 1, &f, &out) == WGML_ERR_SHAPE,
                     WGML_ERR_SHAPE, "mg", "weights[0]", "K = 64", NULL);
     th_check(!out, "no output after the errors");
     wgml_tensor_free(x);
@@ -357,7 +357,7 @@ static void test_merge(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_q4_gemv_fused", argc, argv);
+    th_init_args("test_qw_gemv_fused", argc, argv);
     double t0 = now_s();
     test_errors();
     printf("errors: %.2f s\n", now_s() - t0);
@@ -365,19 +365,19 @@ int main(int argc, char **argv) {
     wgml_device_get_info(T.ctx, &info);
     /* the tree reduction, then (where the device has them) subgroup operations */
     for (int sg = 0; sg <= (info.has_subgroups ? 1 : 0); sg++) {
-        setenv("WGML_Q4_GEMV_SUBGROUP", sg ? "1" : "0", 1);
+        setenv("WGML_QW_GEMV_SUBGROUP", sg ? "1" : "0", 1);
         t0 = now_s();
         test_fused_cases(sg == 1);
         printf("fused (%s reduction): %.2f s\n", sg ? "subgroup" : "tree", now_s() - t0);
     }
-    unsetenv("WGML_Q4_GEMV_SUBGROUP");
+    unsetenv("WGML_QW_GEMV_SUBGROUP");
     t0 = now_s();
     test_plain_paths();
     printf("plain paths: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_built_graph();
     printf("built graph: %.2f s\n", now_s() - t0);
-    unsetenv("WGML_Q4_GEMV_MERGE");
+    unsetenv("WGML_QW_GEMV_MERGE");
     t0 = now_s();
     test_merge();
     printf("chunks' merge: %.2f s\n", now_s() - t0);

@@ -1,6 +1,6 @@
-// q4_requant: straight-through requant of an fp32 latent L[N, K] at the frozen (a, b), written
+// qw_requant: straight-through requant of an fp32 latent L[N, K] at the frozen (a, b), written
 // into the codes in the layout the forward reads (in place; CODES is the only writable binding).
-// Per element, quant(l, ab) from the kind prelude (q4.c):
+// Per element, quant(l, ab) from the kind prelude (qweight.c):
 //   symmetric 4-bit (KIND 0): code = clamp(round(l / s), -8, 7) + 8, s == 0 gives 8;
 //   with minimum (KIND 1, 3): code = clamp(round((l - b) / a), 0, 2^bits - 1), a == 0 gives 0;
 //   signed 8-bit (KIND 2): code = clamp(round(l / a), -2^(bits-1), 2^(bits-1) - 1), a == 0
@@ -9,7 +9,7 @@
 // Workgroup: 256 threads; each thread owns one u32 word (CPW codes) of one row, reading its
 // latents as CPW / 4 vec4 loads when K % CPW == 0 (LT = vec4<f32>), else guarded scalar loads.
 // A word never straddles two groups (G >= 16, CPW = 4 when G = 16).
-// The prelude gives KIND CPW FW G ABT group_ab quant PADC (q4.c), LT and latw(base, k0).
+// The prelude gives KIND CPW FW G ABT group_ab quant PADC (qweight.c), LT and latw(base, k0).
 struct Params { N: u32, K: u32, wpr: u32, ng: u32, total: u32 }
 
 @group(0) @binding(0) var<storage, read> L: array<LT>;

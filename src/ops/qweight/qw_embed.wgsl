@@ -1,11 +1,11 @@
-// q4_embed: out[t, :] = dequant(W)[ids[t], :] for a quantised table W[V, D] (4 or 8 bits).
+// qw_embed: out[t, :] = dequant(W)[ids[t], :] for a quantised table W[V, D] (4 or 8 bits).
 // Workgroup: 64 threads per token (one workgroup per token; the grid folds past 65,535);
 // a thread owns the code words wi = lid, lid + 64, ... of the row and writes their CPW
 // values (exact dequantisation, as on the host). Ids outside [0, V) are clamped into range.
 // With IDENT the ids are 0..T-1 (IDS is not read): the whole table dequantised (latent init).
 // With PART the table is the rows row0 .. row0 + V - 1 of a larger one: an id in that range
 // reads row id - row0, any other id gives a zero row (so the parts' lookups sum to the whole's).
-// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (q4.c), IDENT and PART.
+// The prelude gives KIND CPW G BPG ABT group_ab code_f deq (qweight.c), IDENT and PART.
 struct Params { T: u32, V: u32, D: u32, wpr: u32, ng: u32, row0: u32 }
 
 @group(0) @binding(0) var<storage, read> IDS: array<i32>;

@@ -1,24 +1,24 @@
 #define _POSIX_C_SOURCE 200809L
-/* The q4 GEMM's tile variants and split-K: every variant (single- and double-buffered) in both
+/* The qweight GEMM's tile variants and split-K: every variant (single- and double-buffered) in both
  * orientations (forward O = A·Wᵀ + bias, input gradient O = A·W), unsplit and split, writing a
- * fresh output and accumulating into an existing one (q4_mm_into), on odd shapes with partial
+ * fresh output and accumulating into an existing one (qw_mm_into), on odd shapes with partial
  * tiles, every code kind (4-bit symmetric with G = 32/64/128, 4-bit with minimum, 8-bit);
- * the automatic choice; a built graph run twice. References in fp64 (q4_host.h). */
+ * the automatic choice; a built graph run twice. References in fp64 (qw_host.h). */
 #include "harness.h"
-#include "ops/q4/q4_internal.h"
-#include "q4_host.h"
+#include "ops/qweight/qw_internal.h"
+#include "qw_host.h"
 
 /* One product through variant vi with `splits` K slices forced by the environment knobs
- * (the sweep's interface). api: through wgml_q4_linear / wgml_q4_linear_dx (fresh output);
- * else q4_mm_into on an output holding random values, accumulating or overwriting. */
+ * (the sweep's interface). api: through wgml_qlinear / wgml_qlinear_dx (fresh output);
+ * else qw_mm_into on an output holding random values, accumulating or overwriting. */
 static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, int kind, int64_t m, int64_t r,
                     int64_t c, int group, bool bias) {
     double t0 = now_s();
-    const char *vname = q4_mm_variant_name(vi);
+    const char *vname = qw_mm_variant_name(vi);
     char sbuf[16];
     snprintf(sbuf, sizeof sbuf, "%d", splits);
-    setenv("WGML_Q4_MM_VARIANT", vname, 1);
-    setenv("WGML_Q4_MM_SPLITK", sbuf, 1);
+    setenv("WGML_QW_MM_VARIANT", vname, 1);
+    setenv("WGML_QW_MM_SPLITK", sbuf, 1);
     int64_t n = trans ? r : c, k = trans ? c : r;
     hw h = make_weight(T.g, kind, n, k, group, bias);
     char name[200];
@@ -30,21 +30,21 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
         return;
     }
     int pv, ps;
-    q4_mm_plan(T.ctx, m, r, c, false, &pv, &ps);
+    qw_mm_plan(T.ctx, m, r, c, false, &pv, &ps);
     /* the plan caps the slices at one BR step each */
     int br = (int)(strstr(vname, "_k8_") ? 8 : strstr(vname, "_k32_") ? 32 : 16);
     int want_s = splits < (r + br - 1) / br ? splits : (int)((r + br - 1) / br);
-    th_check(pv == vi && ps == want_s, "%s: plan %s S=%d (want S=%d)", name, q4_mm_variant_name(pv), ps, want_s);
+    th_check(pv == vi && ps == want_s, "%s: plan %s S=%d (want S=%d)", name, qw_mm_variant_name(pv), ps, want_s);
     float *ha = th_random((size_t)(m * r), -1, 1);
     float *h0 = th_random((size_t)(m * c), -2, 2);
     int64_t as[2] = {m, r}, os[2] = {m, c};
     wgml_tensor *a = th_tensor_f32(2, as, ha), *o = NULL;
     if (api) {
-        o = trans ? wgml_q4_linear_dx(T.g, a, h.w) : wgml_q4_linear(T.g, a, h.w);
+        o = trans ? wgml_qlinear_dx(T.g, a, h.w) : wgml_qlinear(T.g, a, h.w);
         th_check(o != NULL, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
     } else {
         o = th_tensor_f32(2, os, h0);
-        th_check(q4_mm_into(T.g, "q4_mm_test", a, h.w, trans, m, o, accumulate) == WGML_OK, "%s: recorded (%s)", name,
+        th_check(qw_mm_into(T.g, "qw_mm_test", a, h.w, trans, m, o, accumulate) == WGML_OK, "%s: recorded (%s)", name,
                  wgml_last_error(T.ctx));
     }
     float *got = o ? th_read_f32(o) : NULL;
@@ -71,7 +71,7 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
  * 8-bit layouts (Q6_K, Q5_1) and F16 held as f32. */
 static void test_variants(int v0, int v1) {
     static const int groups[] = {32, 64, 128};
-    for (int v = v0; v < v1 && v < q4_mm_variant_count(); v++) {
+    for (int v = v0; v < v1 && v < qw_mm_variant_count(); v++) {
         double t0 = now_s();
         for (int trans = 0; trans < 2; trans++)
             for (int si = 0; si < 2; si++)
@@ -79,7 +79,7 @@ static void test_variants(int v0, int v1) {
                     int splits = si ? 3 : 1;
                     int64_t m = acc ? 133 : 70;
                     /* (the CPU kernel: odd R, a partial last word; its 8-bit cases below are even) */
-                    bool odd_r = v % 2 == 1 || !strncmp(q4_mm_variant_name(v), "cpu", 3);
+                    bool odd_r = v % 2 == 1 || !strncmp(qw_mm_variant_name(v), "cpu", 3);
                     int kind = trans ? v % 3 : 0;
                     int group = kind == 0 ? groups[(v + trans) % 3] : 32;
                     int64_t r, c;
@@ -90,24 +90,24 @@ static void test_variants(int v0, int v1) {
                         r = odd_r ? 151 : 148;                            /* N */
                         c = kind == 0 ? (acc ? 200 : 77) : 96 + 64 * acc; /* K */
                     }
-                    /* the fresh-output cases alternate between the public API and q4_mm_into */
+                    /* the fresh-output cases alternate between the public API and qw_mm_into */
                     bool api = !acc && (v + trans + si) % 2 == 0;
                     case_mm(v, trans, splits, acc != 0, api, kind, m, r, c, group, !trans && (si + acc) != 1);
                 }
-        printf("  variant %-22s %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
-        /* the GGUF 8-bit layouts, forward and dx (fresh, q4_mm_into, split and ACC rotating):
+        printf("  variant %-22s %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
+        /* the GGUF 8-bit layouts, forward and dx (fresh, qw_mm_into, split and ACC rotating):
          * Q6_K (signed codes, G = 16: a step of 16 or 32 covers two groups) and Q5_1 (unsigned
          * codes with a minimum); and F16 held as f32 (one value per word, K = 77 padded to 96) */
         t0 = now_s();
-        /* (the public API writes a fresh output: only q4_mm_into accumulates) */
+        /* (the public API writes a fresh output: only qw_mm_into accumulates) */
         case_mm(v, 0, v % 3 == 0 ? 3 : 1, v % 2 == 0, v % 4 == 1, 7, 70, 512, 37, 16, false);
         case_mm(v, 1, v % 3 == 1 ? 3 : 1, v % 2 == 1, v % 4 == 2, 7, 133, 45, 256, 16, false);
         case_mm(v, v % 2, v % 3 == 2 ? 3 : 1, v % 4 == 1, v % 4 == 0, 4, 70, v % 2 ? 45 : 96, v % 2 ? 96 : 45, 32, false);
         case_mm(v, 1 - v % 2, 1, false, true, 8, 70, v % 2 ? 77 : 45, v % 2 ? 45 : 77, 32, false); /* F16 as f32 */
-        printf("  variant %-22s (Q6_K, Q5_1, F16) %.2f s\n", q4_mm_variant_name(v), now_s() - t0);
+        printf("  variant %-22s (Q6_K, Q5_1, F16) %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
     }
-    unsetenv("WGML_Q4_MM_VARIANT");
-    unsetenv("WGML_Q4_MM_SPLITK");
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The forward with the GGUF kinds (4-bit with minimum, 8-bit) on double-buffered tiles; more
@@ -120,8 +120,8 @@ static void test_extra(void) {
     case_mm(3, 0, 64, true, false, 0, 70, 96, 37, 32, true);
     case_mm(5, 1, 7, true, false, 2, 133, 300, 96, 32, false);
     case_mm(0, 0, 5, false, true, 0, 65, 1000, 66, 128, true);
-    unsetenv("WGML_Q4_MM_VARIANT");
-    unsetenv("WGML_Q4_MM_SPLITK");
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The automatic choice (no knobs set): 128 x 64 where it gives >= 256 tiles and the output is
@@ -147,12 +147,12 @@ static void test_auto(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int v, s;
-        q4_mm_plan_for(T.ctx, false, cases[i].m, cases[i].r, cases[i].c, cases[i].segmented, &v, &s);
+        qw_mm_plan_for(T.ctx, false, cases[i].m, cases[i].r, cases[i].c, cases[i].segmented, &v, &s);
         const char *want = cases[i].variant;
         int want_s = cases[i].splits;
-        th_check(!strcmp(q4_mm_variant_name(v), want) && s == want_s,
+        th_check(!strcmp(qw_mm_variant_name(v), want) && s == want_s,
                  "auto plan M=%lld R=%lld C=%lld: %s S=%d (want %s S=%d)", (long long)cases[i].m,
-                 (long long)cases[i].r, (long long)cases[i].c, q4_mm_variant_name(v), s, want, want_s);
+                 (long long)cases[i].r, (long long)cases[i].c, qw_mm_variant_name(v), s, want, want_s);
     }
     /* a CPU adapter: the CPU kernel at every shape, segmented or not; split only a reduction of
      * >= 1024 over fewer than 32 tiles (4 x 512), into about 32 workgroups of >= 256 steps, at
@@ -170,28 +170,28 @@ static void test_auto(void) {
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         for (int seg = 0; seg < 2; seg++) {
             int v, s;
-            q4_mm_plan_for(T.ctx, true, cpu[i].m, cpu[i].r, cpu[i].c, seg, &v, &s);
-            th_check(!strcmp(q4_mm_variant_name(v), "cpu_k32_r4x8") && s == cpu[i].splits,
+            qw_mm_plan_for(T.ctx, true, cpu[i].m, cpu[i].r, cpu[i].c, seg, &v, &s);
+            th_check(!strcmp(qw_mm_variant_name(v), "cpu_k32_r4x8") && s == cpu[i].splits,
                      "CPU plan M=%lld R=%lld C=%lld%s: %s S=%d (want cpu_k32_r4x8 S=%d)", (long long)cpu[i].m,
-                     (long long)cpu[i].r, (long long)cpu[i].c, seg ? " segmented" : "", q4_mm_variant_name(v), s,
+                     (long long)cpu[i].r, (long long)cpu[i].c, seg ? " segmented" : "", qw_mm_variant_name(v), s,
                      cpu[i].splits);
         }
     /* an unknown name falls back to the automatic choice; an index selects by position */
     int v, s;
-    setenv("WGML_Q4_MM_VARIANT", "no_such_tile", 1);
-    q4_mm_plan_for(T.ctx, false, 4096, 576, 1536, false, &v, &s);
-    th_check(!strcmp(q4_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
-             q4_mm_variant_name(v));
-    setenv("WGML_Q4_MM_VARIANT", "0", 1);
-    setenv("WGML_Q4_MM_SPLITK", "1", 1);
-    q4_mm_plan(T.ctx, 512, 1536, 576, false, &v, &s);
-    th_check(v == 0 && s == 1, "variant by index 0, split 1: %s S=%d", q4_mm_variant_name(v), s);
-    unsetenv("WGML_Q4_MM_VARIANT");
-    unsetenv("WGML_Q4_MM_SPLITK");
+    setenv("WGML_QW_MM_VARIANT", "no_such_tile", 1);
+    qw_mm_plan_for(T.ctx, false, 4096, 576, 1536, false, &v, &s);
+    th_check(!strcmp(qw_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
+             qw_mm_variant_name(v));
+    setenv("WGML_QW_MM_VARIANT", "0", 1);
+    setenv("WGML_QW_MM_SPLITK", "1", 1);
+    qw_mm_plan(T.ctx, 512, 1536, 576, false, &v, &s);
+    th_check(v == 0 && s == 1, "variant by index 0, split 1: %s S=%d", qw_mm_variant_name(v), s);
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
     /* the automatic split on a real product: M = 512, R = 1536, C = 576 at S = 6 */
     case_mm(5, 1, 6, false, true, 0, 512, 1536, 576, 64, false);
-    unsetenv("WGML_Q4_MM_VARIANT");
-    unsetenv("WGML_Q4_MM_SPLITK");
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* A built graph with split double-buffered products (forward with bias; input gradient
@@ -200,17 +200,17 @@ static void test_graph(void) {
     const int64_t m = 70, n = 150, k = 200;
     wgml_graph *g = wgml_graph_new(T.ctx);
     hw h = make_weight(g, 0, n, k, 64, true);
-    setenv("WGML_Q4_MM_VARIANT", "db128x64_k16_r8x4", 1);
-    setenv("WGML_Q4_MM_SPLITK", "3", 1);
+    setenv("WGML_QW_MM_VARIANT", "db128x64_k16_r8x4", 1);
+    setenv("WGML_QW_MM_SPLITK", "3", 1);
     int64_t xs[2] = {m, k}, ds[2] = {m, n};
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *d = wgml_tensor_new(g, WGML_F32, 2, ds);
     wgml_tensor *gx = wgml_tensor_new(g, WGML_F32, 2, xs);
-    wgml_tensor *o = h.w && x ? wgml_q4_linear(g, x, h.w) : NULL;
-    setenv("WGML_Q4_MM_VARIANT", "db128x128_k8_r8x8", 1);
-    setenv("WGML_Q4_MM_SPLITK", "4", 1);
-    wgml_status s = h.w && d && gx ? q4_mm_into(g, "q4_mm_test", d, h.w, 1, m, gx, true) : WGML_ERR_ARG;
-    unsetenv("WGML_Q4_MM_VARIANT");
-    unsetenv("WGML_Q4_MM_SPLITK");
+    wgml_tensor *o = h.w && x ? wgml_qlinear(g, x, h.w) : NULL;
+    setenv("WGML_QW_MM_VARIANT", "db128x128_k8_r8x8", 1);
+    setenv("WGML_QW_MM_SPLITK", "4", 1);
+    wgml_status s = h.w && d && gx ? qw_mm_into(g, "qw_mm_test", d, h.w, 1, m, gx, true) : WGML_ERR_ARG;
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
     bool ok = o && s == WGML_OK && !wgml_graph_keep(g, o) && !wgml_graph_keep(g, gx) && !wgml_graph_compile(g);
     th_check(ok, "graph built: %s", wgml_last_error(T.ctx));
     for (int run = 0; ok && run < 2; run++) {
@@ -253,8 +253,8 @@ static void test_rest(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_q4mm", argc, argv);
-    th_check(q4_mm_variant_count() == 9, "the parts below cover the %d variants", q4_mm_variant_count());
+    th_init_args("test_qw_mm", argc, argv);
+    th_check(qw_mm_variant_count() == 9, "the parts below cover the %d variants", qw_mm_variant_count());
     static const th_part parts[] = {{"v01", variants_01}, {"v23", variants_23}, {"v4", variants_4},
                                     {"v5", variants_5},   {"v67", variants_67}, {"v8", variants_8},
                                     {"rest", test_rest}};

@@ -1,4 +1,4 @@
-// q4_gemv: out_w[m, n] = sum_k x[m, k] * W_w[n, k] (+ bias_w[n]) for the few rows m < MR (decode,
+// qw_gemv: out_w[m, n] = sum_k x[m, k] * W_w[n, k] (+ bias_w[n]) for the few rows m < MR (decode,
 // M <= 4, 8 on a CPU adapter) and NW weights W_0..W_{NW-1} (1 to 3, one kind and group size, one K) that read the same
 // x, in one pass over each weight and one dispatch for all of them.
 // Bandwidth-bound: every code byte is read once, as vec4<u32> loads (32 codes of 4 bits, 16
@@ -21,7 +21,7 @@
 //   workgroup memory with one barrier. This assumes subgroups are runs of consecutive
 //   local_invocation_index (so a run of TPR lanes starting at a multiple of TPR is whole
 //   subgroups or lies inside one), as on every Vulkan driver we know of for 1-D workgroups.
-// Fused forms (q4_gemv_fused, for inference graphs), chosen by the prelude:
+// Fused forms (qw_gemv_fused, for inference graphs), chosen by the prelude:
 //   prologue (XSTAGE): before the loop the workgroup copies its MR rows of x into workgroup
 //   memory (xsh, zero past K) and, with NORM, RMSNorms each: x * rsqrt(mean(x^2) + eps) * nw
 //   (a tree over the WG partial sums of squares in nred, fixed order, as norm_rms); every
@@ -35,7 +35,7 @@
 //   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
 //   thread holds both halves of its RP = RPT / 2 outputs and stores act(gate) * up, act = silu
 //   (2) or tanh-GELU (3); there is one output, O0.
-// The prelude gives KIND CPW G BPG GPB ABT code_f deq (q4.c), and (q4_gemv.c) XT (vec4<f32> when K % 4 == 0,
+// The prelude gives KIND CPW G BPG GPB ABT code_f deq (qweight.c), and (qw_gemv.c) XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row), XSH_LEN,

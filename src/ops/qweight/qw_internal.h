@@ -1,0 +1,81 @@
+/* Shared by the family: the host-format code (qw_format.c) and the GPU files (qweight.c, qw_mm.c, qw_gemv.c). */
+#ifndef WGML_QW_INTERNAL_H
+#define WGML_QW_INTERNAL_H
+
+#include "graph/graph.h"
+#include "wgml-quant.h"
+
+float qw_half_to_float(uint16_t h);
+wgml_status qw_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *data, size_t bytes, int64_t n,
+                          int64_t k, bool blocks_only);
+wgml_status qw_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, const void *scales, int64_t n, int64_t k,
+                           int group);
+/* Host images of the GPU layout (see include/wgml.h): words [n, kp/8] (Q8: [n, kp/4]) and ab
+ * [n, kp/G] (Q4_1: [n, kp/G, 2]). */
+void qw_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
+                   float *ab);
+void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab);
+/* Whether the GPU runs GGUF block type `type`, and as which kind, group size and code bits
+ * (any pointer may be NULL); whether the type's values carry a per-group minimum. */
+bool qw_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits);
+bool qw_gguf_has_min(int type);
+/* The structural checks of a quantised weight (any kind), shared by every op that takes one:
+ * false with the error (op, arg) set when w is NULL or inconsistent. */
+bool qw_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_qweight *w);
+
+/* The tiled qweight product for other families' fused ops (no checks, no autograd record), written
+ * into the existing f32 tensor `into`: trans = 0: into[m, N] = a[m, K] · dequant(W)ᵀ (+ bias);
+ * trans = 1: into[m, K] = a[m, N] · dequant(W). accumulate: into += the product. */
+wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans, int64_t m,
+                       wgml_tensor *into, bool accumulate);
+
+/* wgml_qlinear's product with its checks (errors name op) but without its autograd record:
+ * for ops whose own record covers x (the straight-through linear, qw_ste.c). */
+wgml_tensor *qw_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w);
+
+/* The qweight GEMM's tile variants (qw_mm.c: names as in the matmul family) and its choice of variant
+ * and split-K count for out[m, c] with reduction length r, segmented or not (qw_linear_concat)
+ * ($WGML_QW_MM_VARIANT, $WGML_QW_MM_SPLITK, a matmul variant forced on the context, else the
+ * automatic rules). */
+int qw_mm_variant_count(void);
+const char *qw_mm_variant_name(int v);
+void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, int *variant, int *splits);
+/* qw_mm_plan as on a CPU adapter (cpu) or a GPU, whatever ctx's adapter is (tests). */
+void qw_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
+                    int *splits);
+/* The most rows of x the forward takes through the GEMV (qw_gemv) on ctx's adapter; more rows go
+ * to the tiled GEMM. */
+int qw_gemv_max_m(wgml_ctx *ctx);
+
+/* Shared by the family's GPU files (qweight.c: weights and entry points; qw_mm.c: the tiled GEMM;
+ * qw_gemv.c: the GEMV). Codes per u32 word of a kind (8, 4, or 1 for QF32); words per row of w;
+ * the WGSL of w's code kind (constants, code_f, deq, quant, and with ab_reader group_ab over a
+ * binding named AB) written at buf (qw_kind_prelude: with the reader). */
+int qw_kind_cpw(wgml_qkind kind);
+int64_t qw_words_per_row(const wgml_qweight *w);
+void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_reader);
+void qw_kind_prelude(char *buf, size_t cap, const wgml_qweight *w);
+
+/* Where qw_record_mm puts the product: a new tensor of the given shape, or into (into += the
+ * product with acc); seg (forward only, or NULL): the column boundaries seg[0] <= seg[1] <= C of
+ * the output's three segments, each stored whole (qw_mm_head.wgsl's o_index); parts (or NULL):
+ * a split product's slices are returned unsummed, as [S, shape...], and *parts = S (1: the
+ * product itself, unsplit). */
+typedef struct qw_mm_dest {
+    wgml_tensor *into;
+    bool acc;
+    const int64_t *seg;
+    int *parts;
+} qw_mm_dest;
+
+/* The tiled product out[m, C] = a[m, R] with W (trans 0: forward, C = N, + bias; trans 1: input
+ * gradient, C = K) through the planned variant and split-K, into d (NULL: a new tensor of the
+ * given shape). No checks: the callers' entry points check. */
+wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
+                          int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d);
+/* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights of one kind, group size and K, in one
+ * GEMV dispatch (m <= qw_gemv_max_m rows of x). */
+wgml_status qw_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
+                           int64_t m, wgml_tensor **outs);
+
+#endif
