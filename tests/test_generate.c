@@ -272,8 +272,9 @@ static size_t case_fused(int all_q, int64_t ctx) {
     wgml_model_options mo = {.n_ctx = ctx};
     setenv("WGML_LLAMA_UNFUSED", "1", 1);
     wgml_model *u = wgml_model_load(T.ctx, g_path, &mo);
-    unsetenv("WGML_LLAMA_UNFUSED");
+    setenv("WGML_LLAMA_UNFUSED", "0", 1); /* fused even on a CPU adapter, whose default is plain */
     wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
+    unsetenv("WGML_LLAMA_UNFUSED");
     if (!th_check(u && f, "load fused and unfused: %s", wgml_last_error(T.ctx))) {
         wgml_model_free(u), wgml_model_free(f);
         synth_free(&s);

@@ -122,6 +122,7 @@ static void test_linear_tiles(void) {
  * "auto" is the adapter's own choice (on lavapipe, the CPU shape); 6 is the GPUs' shape for K < 2048. */
 static void test_gemv_shapes(int first, int last) {
     static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "64,1,128,3", "32,4,256,4", "32,8,64,1", "64,1,256,2"};
+    setenv("WGML_QW_GEMV_MAX_M", "4", 1); /* a GPU's rows (a CPU adapter's GEMV takes one) */
     for (int f = first; f <= last; f++) {
         if (f) setenv("WGML_QW_GEMV", gemv[f], 1);
         printf("  GEMV shape forced: %s\n", gemv[f]);
@@ -132,6 +133,7 @@ static void test_gemv_shapes(int first, int last) {
         case_linear(7, 3, 21, 512, 16, false, false); /* Q6_K: G = 16 halves of a block */
     }
     unsetenv("WGML_QW_GEMV");
+    unsetenv("WGML_QW_GEMV_MAX_M");
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM): shapes first..last of the

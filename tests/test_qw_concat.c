@@ -231,6 +231,7 @@ static void test_refused(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_qw_concat", argc, argv);
+    setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     unsetenv("WGML_QW_CONCAT"); /* the A/B switches */
     unsetenv("WGML_QW_PARTS");
     double t0 = now_s();

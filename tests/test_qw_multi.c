@@ -281,6 +281,7 @@ static void test_rest(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_qw_multi", argc, argv);
+    setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     /* the tree reduction unless $WGML_QW_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
     setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
     static const th_part parts[] = {{"errors", test_errors}, {"fused", test_fused}, {"mixed", test_mixed},

@@ -260,8 +260,14 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
         return NULL;
     }
     m->ctx = ctx;
+    /* The inference graphs' fusions save dispatches, which a GPU pays for and a CPU adapter
+     * hardly does; there each fused variant is one more pipeline for the driver to compile
+     * (lavapipe: SmolLM2's first 16-token generation 58 s cold with them, 33 s without; warm
+     * 3.6 and 3.4 s: bench/NOTES.md, 2026-12-04). So a CPU adapter runs the plain ops;
+     * $WGML_LLAMA_UNFUSED=1 or 0 chooses either way. */
     const char *e = getenv("WGML_LLAMA_UNFUSED");
-    m->unfused = e && *e && strcmp(e, "0");
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    m->unfused = e && *e ? strcmp(e, "0") != 0 : caps && caps->is_cpu;
     char err[512];
     wgml_status s = wgml_gguf_open(path, &m->file, err, sizeof err);
     if (s) {

@@ -74,7 +74,7 @@ struct wgml_model {
     int n_prefill;
     int64_t pos;
     double last_s;
-    int unfused; /* $WGML_LLAMA_UNFUSED at load: plain ops instead of the fused kernels */
+    int unfused; /* plain ops instead of the fused kernels: CPU adapters, or $WGML_LLAMA_UNFUSED */
     int32_t stop_ids[4];
     int n_stop;
     wgml_lora **lora; /* [n_layer * DECODER_N_TARGETS] adapters of the inference graphs, or NULL;

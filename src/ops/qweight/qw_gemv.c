@@ -10,11 +10,18 @@
 #include <string.h>
 
 
-/* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 8 on a CPU adapter,
- * where the GEMM's smallest tile (64 x 64) does 8-13x the useful work at 5-8 rows and pays for
- * every barrier: SmolLM2's 5-token prefill on lavapipe took 2.0 s of GPU time in qw_mm (97%),
- * 0.23 s with the GEMV (bench/NOTES.md, 2026-12-03). */
-int qw_gemv_max_m(wgml_ctx *ctx) { return gpu_get_caps(ctx)->is_cpu ? 8 : 4; }
+/* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 1 on a CPU adapter,
+ * where the GEMM has its own kernel (qw_mm_cpu, 4-row tiles, no barriers) that runs a short
+ * prefill as fast or faster (lavapipe, SmolLM2's 5-token prefill: 0.14 s against 0.31 s with
+ * the GEMV's 5-row form) and is compiled once for every shape and row count, where the GEMV
+ * compiles a kernel per weight shape and row count (bench/NOTES.md, 2026-12-04).
+ * $WGML_QW_GEMV_MAX_M (1-8) sets it, as the tests of the GEMV's rows do on a CPU adapter. */
+int qw_gemv_max_m(wgml_ctx *ctx) {
+    const char *e = getenv("WGML_QW_GEMV_MAX_M");
+    int v = e && *e ? atoi(e) : 0;
+    if (v >= 1 && v <= 8) return v;
+    return gpu_get_caps(ctx)->is_cpu ? 1 : 4;
+}
 
 /* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
  * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
