@@ -128,20 +128,14 @@ static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
     return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2);
 }
 
-/* The qw_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
- * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
- * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
- * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
-static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
-                           const wgml_qweight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+/* The prelude's constants, x's reader, the kind's dequantisation and the subgroup helpers. */
+static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wgml_qweight *w, int nw, int64_t m) {
     size_t len = 0;
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
-    const wgml_qweight *w = ws[0];
     const qw_gemv_fuse *f = c->f;
-    bool stage = fuse_stage(f), pair = fuse_pair(f), resid = f && f->epi == QW_EPI_RESIDUAL, merge = fuse_merge(f);
+    bool stage = fuse_stage(f), pair = fuse_pair(f), merge = fuse_merge(f);
     bool norm = f && f->norm_w;
     int xv = w->k % 4 == 0 && !merge ? 4 : 1;
-    int n_out = pair ? 1 : nw;
     int64_t kp4 = w->kp / 4;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
      * supported") and takes the subgroup builtins and functions without it, given the device's
@@ -185,7 +179,19 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
         EMIT("struct SgIn { @builtin(local_invocation_id) unused: vec3<u32> }\n"
              "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
-    /* bindings: X, per weight C, AB (, BIAS), then the outputs, then the uniform */
+#undef EMIT
+    return len;
+}
+
+/* The bindings (X, then per weight C, AB and BIAS, then the outputs, then the uniform) and the
+ * readers over them, ro[0..*n_ro_out) the read-only tensors in binding order. */
+static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x, const wgml_qweight *const *ws,
+                            int nw, wgml_tensor **ro, int *n_ro_out) {
+    size_t len = 0;
+#define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    const qw_gemv_fuse *f = c->f;
+    bool resid = f && f->epi == QW_EPI_RESIDUAL, norm = f && f->norm_w;
+    int n_out = fuse_pair(f) ? 1 : nw;
     int n_ro = 0, b = 0;
     ro[n_ro++] = x;
     EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
@@ -232,6 +238,17 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
 #undef EMIT
     *n_ro_out = n_ro;
     return len;
+}
+
+/* The qw_gemv prelude for x and the nw weights ws (M = m rows): constants, x's reader, the
+ * kind's dequantisation, the subgroup helpers, the bindings (X, then per weight C, AB and BIAS,
+ * then the outputs, then the uniform) and the readers over them. ro[0..*n_ro_out) receives the
+ * read-only tensors in binding order. Returns the length the prelude needed (>= cap: too long). */
+static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_tensor *x,
+                           const wgml_qweight *const *ws, int nw, int64_t m, wgml_tensor **ro, int *n_ro_out) {
+    size_t len = gemv_consts(prelude, cap, c, ws[0], nw, m);
+    size_t at = len < cap ? len : cap;
+    return len + gemv_bindings(prelude + at, cap - at, c, x, ws, nw, ro, n_ro_out);
 }
 
 /* The GEMV's launch shape and reduction for nw weights with K = ws[0]->k and fusion f; false
