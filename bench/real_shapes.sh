@@ -16,8 +16,11 @@
 # and .whl (the gguf wheel) carried along, and .llcpp (llama-bench.xz, llama-quantize.xz) for the
 # peer and the Q4_K_M files; logs go to $OUT. MODELS="name:TYPE ..." overrides the list.
 # AB_NORM=1 also times the decode at 512 positions with the GEMV's norm prologue forced on and off
-# ($WGML_QW_GEMV_NORM_BUDGET), for the rule in qw_gemv_norm_fits; PROFILE=1 keeps the decode
-# step's and the prefill's profiles at 512 positions (`bench generate --profile`) in $OUT.
+# ($WGML_QW_GEMV_NORM_BUDGET), for the rule in qw_gemv_norm_fits; AB_INT8=1 also times each
+# prefill with f32 activations ($WGML_QW_INT8=0; the default on a GPU is the integer dot
+# product); PROFILE=1 keeps the decode step's and the prefill's profiles at 512 positions
+# (`bench generate --profile`) in $OUT. PD="512 128,2048 32" overrides the (prompt, decode)
+# pairs timed.
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -100,12 +103,17 @@ for mt in $MODELS; do
     python3 bench/real_shapes.py "$m" "$t" "$F" || continue
   fi
   weight_bytes "$F" | tee -a "$R"
-  for pd in "512 128" "2048 32" "4096 64"; do
+  IFS=, read -ra pds <<<"${PD:-512 128,2048 32,4096 64}"
+  for pd in "${pds[@]}"; do
     set -- $pd
     echo "-- $m $t prompt $1 decode $2" | tee -a "$R"
     mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -9 | tee -a "$R"
     if [ "${PROFILE:-0}" = 1 ] && [ "$1" = 512 ]; then # each dispatch of the decode step timed alone
       $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 16 --profile >"$OUT/profile_${m}_$t.txt" 2>&1
+    fi
+    if [ "${AB_INT8:-0}" = 1 ]; then
+      echo "-- $m $t prompt $1, WGML_QW_INT8=0 (f32 activations)" | tee -a "$R"
+      WGML_QW_INT8=0 $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 4 2>&1 | grep -E "^prefill " | tee -a "$R"
     fi
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
       for b in 0 1000000000000; do

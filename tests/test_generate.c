@@ -5,7 +5,8 @@
  * the batch, the context filling up, a stop token in the middle of a batch, a stop from
  * on_text, a second generation after the first, a prefill continuing after a stopped
  * generation; submits per token; argument errors of wgml_model_decode_greedy; the device lost
- * mid-decoding; the fused kernels of the inference graphs against the plain ops. */
+ * mid-decoding; the fused kernels of the inference graphs against the plain ops; the int8
+ * prefill against the f32 one. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "tiny_llama.h"
@@ -345,6 +346,53 @@ static void test_fused(void) {
              apart, four);
 }
 
+/* The prefill through the integer dot product ($WGML_QW_INT8=1: activations quantised per 32-k
+ * block to int8; test_qw_i8 checks the kernels against fp64) against f32 (=0, a CPU adapter's
+ * default), with the plain ops and with the fused inference graphs (a GPU's: q, k, v as one
+ * segmented GEMM): the last position's logits differ from f32's by more than rounding (the
+ * int8 path ran) and by at most 15% of their RMS (measured on this random model: 1-6%; the
+ * kernels' own error is bounded per product in test_qw_i8), with the same argmax; the decode
+ * step after it (f32 GEMVs over a cache written by the int8 prefill) within the same bound. */
+static void case_int8_prefill(const char *unfused) {
+    synth s;
+    synth_make_q(&s, 0, 0);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    setenv("WGML_LLAMA_UNFUSED", unfused, 1);
+    setenv("WGML_QW_INT8", "0", 1);
+    wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
+    setenv("WGML_QW_INT8", "1", 1);
+    wgml_model *q = wgml_model_load(T.ctx, g_path, &mo);
+    unsetenv("WGML_QW_INT8");
+    unsetenv("WGML_LLAMA_UNFUSED");
+    int32_t ids[12], af = -1, aq = -2;
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    float lf[V], lq[V];
+    wgml_status st = f && q ? wgml_model_prefill(f, ids, 11, lf, &af) : WGML_ERR_ARG;
+    if (!st) st = wgml_model_prefill(q, ids, 11, lq, &aq);
+    for (int step = 0; step < 2 && th_check(!st, "int8 prefill: %s", wgml_last_error(T.ctx)); step++) {
+        double d2 = 0, r2 = 0;
+        for (int j = 0; j < V; j++) {
+            d2 += (lq[j] - lf[j]) * (double)(lq[j] - lf[j]);
+            r2 += (double)lf[j] * lf[j];
+        }
+        double rel = sqrt(d2 / fmax(r2, 1e-30));
+        th_check(rel > 1e-4 && rel <= 0.15 && (step || af == aq),
+                 "int8 %s (unfused %s): logits' error %.3g of their RMS, argmax %d vs %d",
+                 step ? "prefill, then a decode step" : "prefill of 11", unfused, rel, aq, af);
+        printf("  int8 %s (unfused %s): logits' error %.2e of their RMS\n", step ? "then decode" : "prefill", unfused, rel);
+        st = wgml_model_decode(f, ids[11], lf, NULL);
+        if (!st) st = wgml_model_decode(q, ids[11], lq, NULL);
+    }
+    wgml_model_free(f), wgml_model_free(q);
+    remove(g_path);
+    synth_free(&s);
+}
+
+/* the fused graphs only: the plain ones reach the same kernels through wgml_qlinear, which
+ * test_qw_i8 covers (the checked build's compiles bound this test's time) */
+static void test_int8_prefill(void) { case_int8_prefill("0"); }
+
 void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
 
 static int lose_device(void *user, int32_t id) {
@@ -386,6 +434,7 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     test_generate();
     test_fused();
+    test_int8_prefill();
     test_device_lost();
     printf("  total %.2f s\n", now_s() - t0);
     return th_done();

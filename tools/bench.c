@@ -444,12 +444,13 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (qw && argc == 1) return bench_qw(ctx, stdout, 0);
     if (qw && argc == 2 && !strcmp(argv[1], "--gemv")) return bench_qw(ctx, stdout, 1);
     if (qw && argc == 2 && !strcmp(argv[1], "--train")) return bench_qw(ctx, stdout, 2);
+    if (qw && argc == 2 && !strcmp(argv[1], "--prefill")) return bench_qw(ctx, stdout, 3);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
-                    "       wgml bench qw [--gemv|--train] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]  (q4: an alias)\n"
+                    "       wgml bench qw [--gemv|--train|--prefill] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]  (q4: an alias)\n"
                     "                         (--train: WGML_QW_MM_VARIANT, WGML_QW_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] [--forward] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"

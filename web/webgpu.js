@@ -234,6 +234,9 @@ export class WebGPU {
       },
       wgpuAdapterAddRef: (a) => w.addRef(a),
       wgpuAdapterRelease: (a) => w.release(a),
+      // WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct (2) is the one wgml asks about
+      wgpuInstanceHasWGSLLanguageFeature: (i, f) =>
+        (f === 2 && w.gpu && w.gpu.wgslLanguageFeatures && w.gpu.wgslLanguageFeatures.has("packed_4x8_integer_dot_product") ? 1 : 0),
       wgpuAdapterHasFeature: (a, f) => (FEATURES[f] && h(a).features.has(FEATURES[f]) ? 1 : 0),
       wgpuAdapterGetLimits: (a, p) => { w.writeLimits(p, h(a).limits); return 1; },
       wgpuAdapterGetInfo: (a, p) => {

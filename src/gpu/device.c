@@ -243,6 +243,7 @@ static wgml_status create_device(wgml_ctx *ctx) {
     ctx->caps.subgroups = has_feature(ctx->adapter, WGPUFeatureName_Subgroups);
     bool native_subgroups = !ctx->caps.subgroups && has_feature(ctx->adapter, native_feature_subgroups());
     ctx->caps.f32_atomics = has_feature(ctx->adapter, native_feature_f32_atomics());
+    ctx->caps.dot4i8 = native_wgsl_dot4i8(ctx->instance);
     if (ctx->caps.timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
     if (ctx->caps.f16) feats[nf++] = WGPUFeatureName_ShaderF16;
     if (ctx->caps.subgroups) feats[nf++] = WGPUFeatureName_Subgroups;
@@ -470,6 +471,7 @@ void wgml_device_print(const wgml_ctx *ctx, void *file) {
     char sg[48] = "";
     if (d.has_subgroups)
         snprintf(sg, sizeof sg, d.subgroup_max ? " (size %u..%u)" : " (size not reported)", d.subgroup_min, d.subgroup_max);
-    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s%s, f32 atomics %s\n", d.has_timestamps ? "yes" : "no",
-            d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no", sg, d.has_f32_atomics ? "yes" : "no");
+    fprintf(f, "features:    timestamps %s, shader-f16 %s, subgroups %s%s, f32 atomics %s, int8 dot product %s\n",
+            d.has_timestamps ? "yes" : "no", d.has_f16 ? "yes" : "no", d.has_subgroups ? "yes" : "no", sg,
+            d.has_f32_atomics ? "yes" : "no", ctx->caps.dot4i8 ? "yes" : "no");
 }

@@ -37,6 +37,7 @@ typedef struct gpu_caps {
     uint32_t max_workgroup_storage, max_invocations, max_wg_x, max_wg_per_dim;
     uint32_t storage_align, uniform_align, max_storage_per_stage;
     bool f16, subgroups, timestamps, f32_atomics, is_cpu;
+    bool dot4i8; /* WGSL's packed_4x8_integer_dot_product (dot4I8Packed) */
     uint32_t subgroup_min, subgroup_max;
 } gpu_caps;
 const gpu_caps *gpu_get_caps(const wgml_ctx *ctx);

@@ -49,6 +49,14 @@ WGPUFeatureName native_feature_subgroups(void) { return (WGPUFeatureName)WGPUNat
 
 WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)WGPUNativeFeature_ShaderFloat32Atomic; }
 
+/* naga takes dot4I8Packed on every backend (the driver's instruction where Vulkan offers
+ * VK_KHR_shader_integer_dot_product, else a polyfill); wgpu-native 29 does not implement
+ * wgpuInstanceHasWGSLLanguageFeature (it panics), so the answer is naga's. */
+bool native_wgsl_dot4i8(WGPUInstance instance) {
+    (void)instance;
+    return true;
+}
+
 #define EXPECTED_VERSION 0x1D000101u /* wgpu-native 29.0.1.1 from PyPI wgpu==0.32.0 */
 
 const char *native_name(void) { return "wgpu-native"; }

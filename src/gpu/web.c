@@ -90,6 +90,11 @@ bool native_poll(WGPUDevice device, bool wait) {
 WGPUFeatureName native_feature_subgroups(void) { return WGPUFeatureName_Subgroups; }
 WGPUFeatureName native_feature_f32_atomics(void) { return (WGPUFeatureName)0; }
 
+/* the browser's navigator.gpu.wgslLanguageFeatures (web/webgpu.js) */
+bool native_wgsl_dot4i8(WGPUInstance instance) {
+    return wgpuInstanceHasWGSLLanguageFeature(instance, WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct);
+}
+
 const char *native_name(void) { return "browser WebGPU (web/webgpu.js)"; }
 uint32_t native_version(void) { return 0; }
 const char *native_version_error(void) { return NULL; }

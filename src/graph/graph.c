@@ -12,6 +12,8 @@ bool graph_is_compiled(const wgml_graph *g) { return g->compiled; }
 
 wgml_ctx *graph_ctx(const wgml_graph *g) { return g ? g->ctx : NULL; }
 bool graph_is_eager(const wgml_graph *g) { return g->eager; }
+void graph_set_x8(wgml_graph *g, bool on) { g->x8 = on; }
+bool graph_x8(const wgml_graph *g) { return g->x8; }
 
 /* ------------------------------------------------------------------ lifetime */
 

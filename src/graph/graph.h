@@ -14,6 +14,11 @@
 
 wgml_ctx *graph_ctx(const wgml_graph *g);
 bool graph_is_eager(const wgml_graph *g);
+/* Whether the forwards of quantised weights recorded into g from now on quantise their
+ * activations to int8 and multiply with the integer dot product (qw_mm_i8.wgsl; set by the
+ * decoder for its prefill graphs). Off by default: training and the other graphs stay f32. */
+void graph_set_x8(wgml_graph *g, bool on);
+bool graph_x8(const wgml_graph *g);
 
 /* ---- the context's graph-layer state (context.c): wgml_ctx_create makes the device, then
  * this state; the gpu layer only stores the pointer. */

@@ -35,6 +35,7 @@ struct wgml_graph {
     void *autograd;      /* autograd.c's op records */
     bool check_aliasing; /* $WGML_CHECK_ALIASING, read once per context (by its eager graph) */
     gpu_buffer *unused;  /* eager graph: the context's buffer for GRAPH_UNUSED slots */
+    bool x8;             /* graph_set_x8 */
 };
 
 /* graph_record.c: frees the recorded nodes' preludes and empties the node list (its room stays). */

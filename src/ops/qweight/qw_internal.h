@@ -73,6 +73,12 @@ typedef struct qw_mm_dest {
  * given shape). No checks: the callers' entry points check. */
 wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
                           int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d);
+/* The integer-dot forward (qw_mm_i8.wgsl, in graphs with graph_set_x8): x [m, K] quantised
+ * for w by qw_quant_x.wgsl into an i32 tensor [m, Kp/4 + 2·Kp/QB] (codes, scales, sums; the
+ * layout is in the kernel's comment), QB = qw_x8_block(w) (32, or 16 for G = 16). */
+uint32_t qw_x8_block(const wgml_qweight *w);
+wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m);
+
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights of one kind, group size and K, in one
  * GEMV dispatch (m <= qw_gemv_max_m rows of x). */
 wgml_status qw_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int nw,

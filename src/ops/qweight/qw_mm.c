@@ -3,6 +3,7 @@
  * forward or input gradient, fresh, accumulated, segmented or left in slices. */
 #include "ops/qweight/qw_internal.h"
 #include "ops/matmul/matmul_into.h"
+#include "gpu/gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,16 +168,134 @@ void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, 
     qw_mm_plan_for(ctx, gpu_get_caps(ctx)->is_cpu, m, r, c, segmented, variant, splits);
 }
 
+/* The uniform of qw_mm_head.wgsl. */
+typedef struct qw_mm_params {
+    uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
+} qw_mm_params;
+
+/* One tiled product's dispatch (kernel shader with prelude, A bound as a) and its split-K
+ * reduction: p's tile counts and slices set, the output by d (or a new tensor of shape).
+ * Split-K goes into a partial buffer [S, M, C] summed in order by the matmul family's reduction
+ * (which adds out with acc; elementwise, so a segmented output is summed alike). */
+static wgml_tensor *mm_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
+                                wgml_tensor *a, const wgml_qweight *w, qw_mm_params *p, int rank, const int64_t *shape,
+                                const qw_mm_dest *d) {
+    int splits = (int)p->splits;
+    int64_t m = p->m, c = p->c;
+    wgml_tensor *into = d ? d->into : NULL;
+    bool acc = d && d->acc, keep_parts = d && d->parts && splits > 1;
+    if (d && d->parts) *d->parts = splits;
+    wgml_tensor *out = keep_parts ? NULL : into ? into : graph_output(g, op, WGML_F32, rank, shape);
+    if (!out && !keep_parts) return NULL;
+    wgml_tensor *part = NULL;
+    if (splits > 1) {
+        int64_t pn = (int64_t)splits * m * c, ps[WGML_MAX_RANK + 1] = {splits};
+        for (int i = 0; i < rank && keep_parts; i++) ps[i + 1] = shape[i];
+        if (!(part = keep_parts ? graph_output(g, op, WGML_F32, rank + 1, ps) : graph_output(g, op, WGML_F32, 1, &pn))) {
+            if (!into) wgml_tensor_free(out);
+            return NULL;
+        }
+    }
+    wgml_tensor *ro[4] = {a, w->codes, w->ab, p->flags & 1u ? w->bias : GRAPH_UNUSED};
+    wgml_status s = graph_dispatch(g, op, shader, prelude, ro, 4, part ? &part : &out, 1, p, sizeof *p,
+                                   (uint64_t)p->tiles_m * p->tiles_c * (uint64_t)splits);
+    if (keep_parts) {
+        if (!s) return part;
+        wgml_tensor_free(part);
+        return NULL;
+    }
+    /* the bias is in slice 0's partial; the reduction adds out itself with acc */
+    if (!s && part) s = matmul_splitk_record(g, op, part, splits, m * c, m * c, c, NULL, 0, 0, 0, 1.0f, 1.0f, acc, out);
+    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (s) {
+        if (!into) wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The integer-dot forward (qw_mm_i8.wgsl) applies: the graph asks for it (graph_set_x8), the
+ * adapter has dot4I8Packed, w's codes fit an int8 (4-bit codes, GGUF 8-bit signed codes,
+ * unsigned codes of up to 7 bits; not f32) and a 32-k block (16 when G = 16) lies in one group.
+ * $WGML_QW_INT8=0 turns it off. */
+static bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans) {
+    if (trans || !graph_x8(g) || w->kind == WGML_QF32 || (w->kind == WGML_Q8_MIN && w->bits > 7)) return false;
+    const char *e = getenv("WGML_QW_INT8");
+    if (e && !strcmp(e, "0")) return false;
+    const gpu_caps *caps = gpu_get_caps(graph_ctx(g));
+    return caps && caps->dot4i8 && (w->group % 32 == 0 || w->group == 16);
+}
+
+uint32_t qw_x8_block(const wgml_qweight *w) { return w->group == 16 ? 16u : 32u; }
+
+wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m) {
+    uint32_t qb = qw_x8_block(w);
+    int64_t nb = w->kp / qb, rs = w->kp / 4 + 2 * nb, n = m * rs;
+    wgml_tensor *xq = graph_output(g, op, WGML_I32, 1, &n);
+    if (!xq) return NULL;
+    struct {
+        uint32_t m, k, kp, nb, rs, pad[3];
+    } p = {.m = (uint32_t)m, .k = (uint32_t)w->k, .kp = (uint32_t)w->kp, .nb = (uint32_t)nb, .rs = (uint32_t)rs};
+    char pre[80];
+    snprintf(pre, sizeof pre, "const QB: u32 = %uu; const PAIR: bool = %s;\n", qb,
+             qw_kind_cpw(w->kind) == 8 ? "true" : "false");
+    if (graph_dispatch(g, op, "qw_quant_x", pre, &a, 1, &xq, 1, &p, sizeof p, (uint64_t)((m * nb + 63) / 64))) {
+        wgml_tensor_free(xq);
+        return NULL;
+    }
+    return xq;
+}
+
+/* The forward through the integer dot product: x quantised, then the 128 x 64 tile (8 x 4 per
+ * thread) where it gives at least 256 tiles and the output is not segmented, else 64 x 64
+ * (4 x 4), as the f32 GEMM chooses; split-K by the f32 GEMM's rule, in whole 32-k steps. */
+static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m,
+                                    int rank, const int64_t *shape, const qw_mm_dest *d) {
+    uint32_t qb = qw_x8_block(w);
+    wgml_tensor *xq = qw_quant_x(g, op, a, w, m);
+    if (!xq) return NULL;
+    const int64_t *seg = d ? d->seg : NULL;
+    int64_t r = w->k, c = w->n, tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
+    bool big = tiles_128x64 >= 256 && !seg;
+    uint32_t bm = big ? 128 : 64, bc = 64, tm = big ? 8 : 4, tc = 4;
+    /* $WGML_QW_I8_TILE=64x64|128x64|128x128 forces a tile (measurements) */
+    const char *e = getenv("WGML_QW_I8_TILE");
+    if (e && (!strcmp(e, "64x64") || !strcmp(e, "128x64") || !strcmp(e, "128x128"))) {
+        bm = e[0] == '6' ? 64 : 128;
+        bc = strcmp(e, "128x128") ? 64 : 128;
+        tm = bm / 16;
+        tc = bc / 16;
+    }
+    int64_t tiles_m = (m + bm - 1) / bm, tiles_c = (c + bc - 1) / bc, steps = (r + 31) / 32;
+    int splits = qw_choose_splits(false, tiles_m * tiles_c, m, r, c);
+    if (splits > steps) splits = (int)steps;
+    int64_t r_chunk = splits == 1 ? r : ((r + splits - 1) / splits + 31) / 32 * 32;
+    char prelude[2048];
+    int len = snprintf(prelude, sizeof prelude,
+                       "const TRANS: bool = false; const VA: u32 = 1u; const SEG: bool = %s; const QB: u32 = %uu;\n"
+                       "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = 32u; const TM: u32 = %uu; "
+                       "const TC: u32 = %uu;\nalias AV = u32;\n",
+                       seg ? "true" : "false", qb, bm, bc, tm, tc);
+    qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    qw_mm_params p = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
+                      .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,
+                      .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
+                      .flags = (w->bias ? 1u : 0u) | (d && d->acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
+                      .seg2 = (uint32_t)(seg ? seg[1] : c)};
+    wgml_tensor *out = mm_dispatch(g, op, "qw_mm_i8", prelude, xq, w, &p, rank, shape, d);
+    wgml_tensor_free(xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    return out;
+}
+
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
- * gradient (trans = 1: C = K, reduction over N); split-K into a partial buffer [S, M, C]
- * summed in order by the matmul family's reduction (which adds out with acc; elementwise, so
- * a segmented output is summed alike). */
+ * gradient (trans = 1: C = K, reduction over N), through the integer dot product where it
+ * applies (qw_x8_applies). */
 wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
                           int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
+    if (qw_x8_applies(g, w, trans)) return qw_record_mm_i8(g, op, a, w, m, rank, shape, d);
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
-    bool bias = !trans && w->bias, acc = d && d->acc;
+    bool bias = !trans && w->bias;
     const int64_t *seg = d ? d->seg : NULL;
-    wgml_tensor *into = d ? d->into : NULL;
     int va = r % 4 == 0 ? 4 : 1;
     int vi, splits;
     qw_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
@@ -194,43 +313,13 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
                        trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], QW_CPU_RN,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
     qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
-    int64_t tiles_m = (m + tile[0] - 1) / tile[0], tiles_c = (c + tile[1] - 1) / tile[1];
-    struct {
-        uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
-    } params = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
-                .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,
-                .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
-                .flags = (bias ? 1u : 0u) | (acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
-                .seg2 = (uint32_t)(seg ? seg[1] : c)};
-    bool keep_parts = d && d->parts && splits > 1;
-    if (d && d->parts) *d->parts = splits;
-    wgml_tensor *out = keep_parts ? NULL : into ? into : graph_output(g, op, WGML_F32, rank, shape);
-    if (!out && !keep_parts) return NULL;
-    wgml_tensor *part = NULL;
-    if (splits > 1) {
-        int64_t pn = (int64_t)splits * m * c, ps[WGML_MAX_RANK + 1] = {splits};
-        for (int i = 0; i < rank && keep_parts; i++) ps[i + 1] = shape[i];
-        if (!(part = keep_parts ? graph_output(g, op, WGML_F32, rank + 1, ps) : graph_output(g, op, WGML_F32, 1, &pn))) {
-            if (!into) wgml_tensor_free(out);
-            return NULL;
-        }
-    }
-    wgml_tensor *ro[4] = {a, w->codes, w->ab, bias ? w->bias : GRAPH_UNUSED};
-    wgml_status s = graph_dispatch(g, op, v->shader, prelude, ro, 4, part ? &part : &out, 1, &params, sizeof params,
-                                   (uint64_t)(tiles_m * tiles_c) * (uint64_t)splits);
-    if (keep_parts) {
-        if (!s) return part;
-        wgml_tensor_free(part);
-        return NULL;
-    }
-    /* the bias is in slice 0's partial; the reduction adds out itself with acc */
-    if (!s && part) s = matmul_splitk_record(g, op, part, splits, m * c, m * c, c, NULL, 0, 0, 0, 1.0f, 1.0f, acc, out);
-    wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
-    if (s) {
-        if (!into) wgml_tensor_free(out);
-        return NULL;
-    }
-    return out;
+    qw_mm_params p = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
+                      .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)((c + tile[1] - 1) / tile[1]),
+                      .tiles_m = (uint32_t)((m + tile[0] - 1) / tile[0]), .kp = (uint32_t)w->kp,
+                      .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
+                      .flags = (bias ? 1u : 0u) | (d && d->acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
+                      .seg2 = (uint32_t)(seg ? seg[1] : c)};
+    return mm_dispatch(g, op, v->shader, prelude, a, w, &p, rank, shape, d);
 }
 
 wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans, int64_t m,

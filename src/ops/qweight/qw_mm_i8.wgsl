@@ -1,0 +1,118 @@
+// qw_mm_i8: the forward product O[m, n] = sum_k x[m, k]·w[n, k] (+ bias[n]) with the activations
+// quantised per block to int8 (qw_quant_x.wgsl: x ≈ x̂ = d·q, s = d·Σq) and the weight's integer
+// codes c (w = c·a + b per group), multiplied four at a time by the integer dot product
+// (dot4I8Packed: exact in i32):
+//   O[m, n] = sum over blocks β of  a[n, β]·d[m, β]·(sum_{k in β} q[m, k]·c[n, k]) + b[n, β]·s[m, β],
+// which is x̂·wᵀ: the product of the quantised activations with the exact weights.
+// A block is QB = 32 k (16 for G = 16) and lies in one group of the weight. Every kind whose
+// codes fit an int8 runs here: 4-bit codes 0..15, GGUF 8-bit signed codes, unsigned codes of up
+// to 7 bits (qw_mm.c checks); f32 weights do not.
+// Tile (prelude BM BC TM TC as qw_mm.wgsl): a workgroup computes a BM x BC block of O with
+// (BM/TM)·(BC/TC) threads, each a TM x TC register tile of rows and columns in groups of 4
+// strided by the thread grid (qw_mm_head's store_tile). Per block the threads stage X's BM rows
+// (QB/4 words each) with d and s, and W's BC rows unpacked to QB/4 int8 words with (a, b), all
+// as vec4 over 4 rows/columns; each thread then sums TM·TC·QB/4 dot products into i32 and folds
+// them into its f32 tile with d·a and s·b. Split-K slices (r_chunk a multiple of 32) as qw_mm.
+//!include qw_mm_head
+
+const QW: u32 = QB / 4u; // packed words of a block
+var<workgroup> Xs: array<vec4<u32>, QW * BM4>; // [j][m]
+var<workgroup> Xd: array<vec4<f32>, BM4>;
+var<workgroup> Xsum: array<vec4<f32>, BM4>;
+var<workgroup> Ws: array<vec4<u32>, QW * BC4>; // [j][c]
+var<workgroup> Wa: array<vec4<f32>, BC4>;
+var<workgroup> Wb: array<vec4<f32>, BC4>;
+
+// X's block at k = r0 for rows m0..m0+BM: words, then d and s (rows past M give 0)
+fn load_x(m0: u32, r0: u32, lid: u32) {
+    let rs = p.Kp / 4u + 2u * (p.Kp / QB);
+    for (var e = lid; e < BM * QW; e += THREADS) {
+        let m = e / QW;
+        let j = e % QW;
+        var v = 0u;
+        if (m0 + m < p.M) { v = A[(m0 + m) * rs + r0 / 4u + j]; }
+        Xs[j * BM4 + m / 4u][m % 4u] = v;
+    }
+    for (var m = lid; m < BM; m += THREADS) {
+        var d = 0.0;
+        var s = 0.0;
+        if (m0 + m < p.M) {
+            let o = (m0 + m) * rs + p.Kp / 4u + r0 / QB;
+            d = bitcast<f32>(A[o]);
+            s = bitcast<f32>(A[o + p.Kp / QB]);
+        }
+        Xd[m / 4u][m % 4u] = d;
+        Xsum[m / 4u][m % 4u] = s;
+    }
+}
+
+// W's block at k = r0 for rows (output columns) c0..c0+BC: a 4-bit code word (8 codes) gives its
+// even and odd nibbles as two int8 words, an 8-bit one itself; (a, b) of the block's group
+// (rows past C give 0)
+fn load_w(c0: u32, r0: u32, lid: u32) {
+    for (var e = lid; e < BC * (QB / CPW); e += THREADS) {
+        let c = e / (QB / CPW);
+        let wi = e % (QB / CPW);
+        var w = 0u;
+        if (c0 + c < p.C) { w = CODES[(c0 + c) * p.wpr + r0 / CPW + wi]; }
+        if (CPW == 8u) {
+            Ws[(2u * wi) * BC4 + c / 4u][c % 4u] = w & 0x0F0F0F0Fu;
+            Ws[(2u * wi + 1u) * BC4 + c / 4u][c % 4u] = (w >> 4u) & 0x0F0F0F0Fu;
+        } else {
+            Ws[wi * BC4 + c / 4u][c % 4u] = w;
+        }
+    }
+    for (var c = lid; c < BC; c += THREADS) {
+        var ab = vec2<f32>(0.0);
+        if (c0 + c < p.C) { ab = group_ab((c0 + c) * p.ng + r0 / G); }
+        Wa[c / 4u][c % 4u] = ab.x;
+        Wb[c / 4u][c % 4u] = ab.y;
+    }
+}
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= tile_count()) { return; }
+    let t = tile_of(wg);
+    let rb = min(p.R, t.s * p.r_chunk);
+    let re = min(p.R, rb + p.r_chunk);
+    let tx = lid % WX;
+    let ty = lid / WX;
+
+    var acc: array<array<vec4<f32>, TC4>, TM>;
+    for (var r0 = rb; r0 < re; r0 += QB) {
+        load_x(t.m0, r0, lid);
+        load_w(t.c0, r0, lid);
+        workgroupBarrier();
+        // initialised explicitly: naga hoists a loop body's `var` to the function's entry, so an
+        // implicit zero would be given once, not per block
+        var isum = array<array<vec4<i32>, TC4>, TM>();
+        for (var j = 0u; j < QW; j++) {
+            var xv: array<vec4<u32>, TM4>;
+            var wv: array<vec4<u32>, TC4>;
+            for (var i = 0u; i < TM4; i++) { xv[i] = Xs[j * BM4 + i * WY + ty]; }
+            for (var h = 0u; h < TC4; h++) { wv[h] = Ws[j * BC4 + h * WX + tx]; }
+            for (var i = 0u; i < TM; i++) {
+                let x = xv[i / 4u][i % 4u];
+                for (var h = 0u; h < TC4; h++) {
+                    isum[i][h] += vec4<i32>(dot4I8Packed(x, wv[h].x), dot4I8Packed(x, wv[h].y),
+                                            dot4I8Packed(x, wv[h].z), dot4I8Packed(x, wv[h].w));
+                }
+            }
+        }
+        for (var i = 0u; i < TM; i++) {
+            let d = Xd[(i / 4u) * WY + ty][i % 4u];
+            let s = Xsum[(i / 4u) * WY + ty][i % 4u];
+            for (var h = 0u; h < TC4; h++) {
+                let a = Wa[h * WX + tx];
+                let b = Wb[h * WX + tx];
+                acc[i][h] = fma(vec4<f32>(isum[i][h]), d * a, fma(vec4<f32>(s), b, acc[i][h]));
+            }
+        }
+        workgroupBarrier();
+    }
+
+    store_tile(t, lid, &acc);
+}

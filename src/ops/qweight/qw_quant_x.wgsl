@@ -1,0 +1,56 @@
+// qw_quant_x: the activations X[M, K] (f32) quantised per block of QB (32, or 16 for a weight
+// with G = 16) consecutive k to int8 for the integer-dot GEMM (qw_mm_i8.wgsl):
+//   d = max |x| / 127 over the block, q = round_half_even(x / d) in -127..127 (0 when d = 0),
+// kept with s = d·Σq, the sum of the quantised block (the product's offset term b·Σx̂ uses it,
+// so that the product is exactly that of x̂ = d·q with the weight: an error of at most
+// d/2·Σ|w| per block; the exact Σx there would leave a·Σ(x̂ - x)·c, larger for the codes with
+// an offset, e.g. c - 8). Past K (the weight's padding to whole groups) x counts as 0. One
+// thread per (row, block).
+// XQ row m (RS = Kp/4 + 2·Kp/QB words): the Kp/4 words of packed codes (4 int8 per u32, byte c
+// = bits 8c..8c+7), then the Kp/QB scales d, then the Kp/QB sums s (f32 bits). The bytes are
+// ordered as qw_mm_i8 unpacks the weight's code words: with 4-bit codes (PAIR) a word of 8
+// codes splits into its even (c0 c2 c4 c6) and odd (c1 c3 c5 c7) nibbles, so each 8 k of X go
+// out as the words (x0 x2 x4 x6) and (x1 x3 x5 x7); with 8-bit codes (4 per word) in order.
+// The prelude gives QB and PAIR.
+struct Params { M: u32, K: u32, Kp: u32, NB: u32, RS: u32, pad0: u32, pad1: u32, pad2: u32 }
+
+@group(0) @binding(0) var<storage, read> X: array<f32>;
+@group(0) @binding(1) var<storage, read_write> XQ: array<u32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+// the k (within the block) of byte c of packed word w
+fn elem(w: u32, c: u32) -> u32 {
+    if (PAIR) { return (w / 2u) * 8u + 2u * c + w % 2u; }
+    return w * 4u + c;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
+    if (i >= p.M * p.NB) { return; }
+    let m = i / p.NB;
+    let b = i % p.NB;
+    let k0 = b * QB;
+    let kn = min(QB, max(p.K, k0) - k0); // the block's k inside K
+    let xb = m * p.K + k0;
+    var amax = 0.0;
+    for (var j = 0u; j < kn; j++) { amax = max(amax, abs(X[xb + j])); }
+    var qsum = 0;
+    let inv = select(0.0, 127.0 / amax, amax > 0.0);
+    let o = m * p.RS;
+    for (var w = 0u; w < QB / 4u; w++) {
+        var word = 0u;
+        for (var c = 0u; c < 4u; c++) {
+            let j = elem(w, c);
+            var q = 0;
+            if (j < kn) { q = i32(clamp(round(X[xb + j] * inv), -127.0, 127.0)); }
+            qsum += q;
+            word |= (bitcast<u32>(q) & 255u) << (8u * c);
+        }
+        XQ[o + (k0 / 4u) + w] = word;
+    }
+    let d = amax / 127.0;
+    XQ[o + p.Kp / 4u + b] = bitcast<u32>(d);
+    XQ[o + p.Kp / 4u + p.NB + b] = bitcast<u32>(d * f32(qsum));
+}

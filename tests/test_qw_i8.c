@@ -1,0 +1,249 @@
+#define _POSIX_C_SOURCE 200809L
+/* The integer-dot forward of quantised weights (qw_quant_x.wgsl + qw_mm_i8.wgsl, recorded in a
+ * graph with graph_set_x8): every code kind that has it (4-bit symmetric with G = 32/64/128 and a
+ * partial last group, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K with G = 16), partial tiles, both
+ * tiles, split-K, a bias, accumulation into an output. Three checks per case, all in fp64 on the host:
+ *  - the quantiser: per 32-k block (16 for G = 16), d = max|x|/127, |q·d - x| <= d/2, codes
+ *    past K zero, s = d·Σq;
+ *  - the product against the kernel's own formula, Σ_blocks a·d·Σq·c + b·s, from the GPU's
+ *    q, d, s and the weight's codes and (a, b) (its GPU layout's host image), to 1e-5 of Σ|terms|;
+ *  - the product against the exact one (x·Wᵀ with the unquantised x), within the bound
+ *    quantisation allows: Σ_blocks d/2·Σ|w|, the error the logits of a prefill carry. */
+#include "harness.h"
+#include "ops/qweight/qw_internal.h"
+#include "ops/qweight/qw_concat.h"
+#include "qw_host.h"
+
+/* the k (in its block) of byte c of packed word j: qw_quant_x.wgsl's order (pair: 4-bit codes,
+ * whose words split into even and odd nibbles) */
+static int64_t elem(bool pair, int64_t j, int c) { return pair ? (j / 2) * 8 + 2 * c + j % 2 : j * 4 + c; }
+
+/* The GPU layout's host image of h (codes [n, kp/cpw], (a, b) per group) and the code of (n, k). */
+typedef struct img {
+    uint32_t *words;
+    float *ab;
+    int cpw;
+    int64_t kp, ng;
+} img;
+
+static img make_img(const hw *h, int kind) {
+    const wgml_qweight *w = h->w;
+    img m = {.cpw = qw_kind_cpw(w->kind), .kp = w->kp, .ng = w->kp / w->group};
+    m.words = calloc((size_t)(w->n * m.kp / m.cpw), sizeof(uint32_t));
+    m.ab = calloc((size_t)(w->n * m.ng * 2), sizeof(float));
+    if (kind == 0) qw_pack_q4gsw(h->codes, h->scales, w->n, w->k, w->group, m.words, m.ab);
+    else qw_pack_gguf(kind_type(kind), h->blocks, w->n, w->k, m.words, m.ab);
+    return m;
+}
+
+static int code_of(const img *m, const wgml_qweight *w, int64_t n, int64_t k) {
+    uint32_t word = m->words[n * (m->kp / m->cpw) + k / m->cpw];
+    int i = (int)(k % m->cpw);
+    if (m->cpw == 8) return (int)((word >> (4 * i)) & 15u);
+    int v = (int)((word >> (8 * i)) & 255u);
+    return w->kind == WGML_Q8 && v > 127 ? v - 256 : v;
+}
+
+/* (a, b) of w = c·a + b for group g of row n, as qweight.c's ab_of reads the image */
+static void ab_of(const img *m, const wgml_qweight *w, int64_t n, int64_t g, double *a, double *b) {
+    if (w->has_min) {
+        *a = m->ab[2 * (n * m->ng + g)];
+        *b = m->ab[2 * (n * m->ng + g) + 1];
+    } else {
+        *a = m->ab[n * m->ng + g];
+        *b = w->kind == WGML_Q4_SYM ? -8.0 * *a : 0.0;
+    }
+}
+
+static float f32_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The quantiser's output for x against its rule; q [m, kp] (natural order), d and s [m, nb]. */
+static void check_quant(const char *name, const float *x, const uint32_t *xq, const hw *h, int64_t m, int64_t k,
+                        int qb, int8_t *q, double *d, double *s) {
+    const wgml_qweight *w = h->w;
+    bool pair = qw_kind_cpw(w->kind) == 8;
+    int64_t kp = w->kp, nb = kp / qb, rs = kp / 4 + 2 * nb;
+    double worst_q = 0, worst_d = 0, worst_s = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t b = 0; b < nb; b++) {
+            const uint32_t *row = xq + i * rs;
+            d[i * nb + b] = f32_bits(row[kp / 4 + b]);
+            s[i * nb + b] = f32_bits(row[kp / 4 + nb + b]);
+            for (int64_t j = 0; j < qb / 4; j++)
+                for (int c = 0; c < 4; c++)
+                    q[i * kp + b * qb + elem(pair, j, c)] = (int8_t)((row[b * qb / 4 + j] >> (8 * c)) & 255u);
+            double amax = 0, db = d[i * nb + b];
+            int64_t qsum = 0;
+            for (int64_t kk = b * qb; kk < (b + 1) * qb; kk++) {
+                double v = kk < k ? x[i * k + kk] : 0.0;
+                amax = fmax(amax, fabs(v));
+                qsum += q[i * kp + kk];
+                double e = kk < k ? fabs(q[i * kp + kk] * db - v) - 0.5 * db * (1 + 1e-4) : fabs((double)q[i * kp + kk]);
+                worst_q = fmax(worst_q, e);
+            }
+            worst_d = fmax(worst_d, fabs(db - amax / 127) - 1e-6 * amax / 127);
+            worst_s = fmax(worst_s, fabs(s[i * nb + b] - db * (double)qsum) - 1e-6 * fabs(db * (double)qsum));
+        }
+    th_check(worst_q <= 0 && worst_d <= 0 && worst_s <= 0,
+             "%s: quantiser (|q·d - x| - d/2 %.3g, d - max|x|/127 %.3g, s - d·Σq %.3g over their bounds)", name, worst_q,
+             worst_d, worst_s);
+}
+
+/* One product: the forward of x [m, k] with kind's weight [n, k] through wgml_qlinear (or
+ * qw_mm_into, accumulating) in a graph with int8 activations, checked three ways (above). */
+static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, const char *splitk, bool acc) {
+    double t0 = now_s();
+    setenv("WGML_QW_MM_SPLITK", splitk ? splitk : "", 1);
+    hw h = make_weight(T.g, kind, n, k, group, bias);
+    char name[160];
+    snprintf(name, sizeof name, "i8 %s M=%lld N=%lld K=%lld G=%d%s%s%s%s", KIND_NAMES[kind], (long long)m, (long long)n,
+             (long long)k, group, h.bias ? " bias" : "", splitk ? " S=" : "", splitk ? splitk : "", acc ? " acc" : "");
+    if (!h.w) {
+        free_weight(&h);
+        return;
+    }
+    const wgml_qweight *w = h.w;
+    int qb = (int)qw_x8_block(w);
+    int64_t kp = w->kp, nb = kp / qb, rs = kp / 4 + 2 * nb;
+    float *hx = th_random((size_t)(m * k), -1, 1), *h0 = th_random((size_t)(m * n), -2, 2);
+    for (int64_t i = 0; i < m * k; i += 7) hx[i] *= 8.0f; /* outliers: blocks of unequal scales */
+    int64_t xs[2] = {m, k}, os[2] = {m, n};
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *o = NULL;
+    graph_set_x8(T.g, true);
+    wgml_tensor *xq = qw_quant_x(T.g, "test_i8", x, w, m);
+    if (acc) {
+        o = th_tensor_f32(2, os, h0);
+        th_check(qw_mm_into(T.g, "test_i8", x, w, 0, m, o, true) == WGML_OK, "%s: recorded (%s)", name,
+                 wgml_last_error(T.ctx));
+    } else {
+        o = wgml_qlinear(T.g, x, w);
+    }
+    graph_set_x8(T.g, false);
+    th_check(xq && o, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
+    uint32_t *gq = malloc(sizeof(uint32_t) * (size_t)(m * rs));
+    float *got = o ? th_read_f32(o) : NULL;
+    if (xq && got && wgml_tensor_read(xq, gq, sizeof(uint32_t) * (size_t)(m * rs)) == WGML_OK) {
+        int8_t *q = calloc((size_t)(m * kp), 1);
+        double *d = malloc(sizeof(double) * (size_t)(m * nb)), *s = malloc(sizeof(double) * (size_t)(m * nb));
+        check_quant(name, hx, gq, &h, m, k, qb, q, d, s);
+        img im = make_img(&h, kind);
+        double *own = malloc(sizeof(double) * (size_t)(m * n)), *tol_own = malloc(sizeof(double) * (size_t)(m * n));
+        double *exact = ref_forward(hx, &h, m, n, k), *bound = malloc(sizeof(double) * (size_t)(m * n));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double base = (h.bias ? h.bias[j] : 0.0) + (acc ? h0[i * n + j] : 0.0), sum = base, mag = fabs(base),
+                       qerr = 0, wabs = 0;
+                for (int64_t b = 0; b < nb; b++) {
+                    double a, bb, db = d[i * nb + b], blk_w = 0;
+                    ab_of(&im, w, j, b * qb / w->group, &a, &bb);
+                    int64_t isum = 0;
+                    for (int64_t kk = b * qb; kk < (b + 1) * qb; kk++) {
+                        isum += (int64_t)q[i * kp + kk] * code_of(&im, w, j, kk);
+                        if (kk < k) blk_w += fabs(h.deq[j * k + kk]);
+                    }
+                    sum += a * db * (double)isum + bb * s[i * nb + b];
+                    mag += fabs(a * db * (double)isum) + fabs(bb * s[i * nb + b]);
+                    qerr += 0.5 * db * blk_w;
+                    wabs += blk_w;
+                }
+                own[i * n + j] = sum;
+                tol_own[i * n + j] = 1e-5 * mag + 1e-6;
+                exact[i * n + j] += acc ? h0[i * n + j] : 0.0;
+                bound[i * n + j] = qerr * 1.001 + 1e-5 * (mag + wabs) + 1e-6;
+            }
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s: against its formula", name);
+        th_close_each(nm, got, own, (size_t)(m * n), tol_own, 0.0);
+        snprintf(nm, sizeof nm, "%s: against the exact product, within the quantisation bound", name);
+        th_close_each(nm, got, exact, (size_t)(m * n), bound, 0.0);
+        free(q);
+        free(d);
+        free(s);
+        free(im.words);
+        free(im.ab);
+        free(own);
+        free(tol_own);
+        free(exact);
+        free(bound);
+    }
+    printf("  %-86s %.2f s\n", name, now_s() - t0);
+    free(gq);
+    free(got);
+    free(hx);
+    free(h0);
+    wgml_tensor_free(x);
+    wgml_tensor_free(xq);
+    wgml_tensor_free(o);
+    free_weight(&h);
+    unsetenv("WGML_QW_MM_SPLITK");
+}
+
+/* The segmented output (qw_linear_concat: a weight's rows as parts, each part's product a
+ * contiguous view, as the prefill's q, k, v) through the integer dot product: the same values as
+ * the plain product of the whole weight (checked by case_i8's shapes), part by part. */
+static void case_seg(int kind, int64_t m, int64_t k, int group) {
+    int64_t ns[3] = {64, 32, 32}, n = 128, xs[2] = {m, k};
+    hw h = make_weight(T.g, kind, n, k, group, false);
+    float *hx = th_random((size_t)(m * k), -1, 1);
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *outs[3] = {0}, *whole = NULL;
+    graph_set_x8(T.g, true);
+    bool ok = h.w && qw_concat_applies(T.g, x, h.w, 3, ns);
+    if (ok) ok = qw_linear_concat(T.g, "test_i8", x, h.w, 3, ns, outs) == WGML_OK;
+    if (ok) ok = (whole = wgml_qlinear(T.g, x, h.w)) != NULL;
+    graph_set_x8(T.g, false);
+    char name[96];
+    snprintf(name, sizeof name, "i8 segmented %s M=%lld K=%lld G=%d", KIND_NAMES[kind], (long long)m, (long long)k, group);
+    if (th_check(ok, "%s: recorded (%s)", name, wgml_last_error(T.ctx))) {
+        float *w = th_read_f32(whole);
+        for (int p = 0, c0 = 0; p < 3; c0 += (int)ns[p], p++) {
+            float *got = th_read_f32(outs[p]);
+            double *ref = malloc(sizeof(double) * (size_t)(m * ns[p]));
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < ns[p]; j++) ref[i * ns[p] + j] = w[i * n + c0 + j];
+            char nm[160];
+            snprintf(nm, sizeof nm, "%s: part %d against the whole product", name, p);
+            th_close(nm, got, ref, (size_t)(m * ns[p]), 1e-6, 1e-6);
+            free(got);
+            free(ref);
+        }
+        free(w);
+    }
+    for (int p = 0; p < 3; p++) wgml_tensor_free(outs[p]);
+    wgml_tensor_free(whole);
+    wgml_tensor_free(x);
+    free(hx);
+    free_weight(&h);
+}
+
+/* 4-bit codes: the symmetric kind at three group sizes (a partial last group at G = 64), Q4_1,
+ * Q4_K; the 64 x 64 tile with partial tiles, the 128 x 64 tile (>= 256 tiles), split-K, a bias,
+ * accumulation. */
+static void test_4bit(void) {
+    case_i8(0, 70, 100, 96, 32, true, NULL, false);
+    case_i8(0, 133, 70, 200, 64, false, NULL, false);
+    case_i8(0, 40, 72, 1024, 128, true, "3", false);
+    case_i8(1, 65, 64, 64, 32, false, NULL, true);
+    case_i8(5, 70, 64, 256, 32, false, NULL, false);
+    case_i8(0, 1030, 1856, 64, 32, false, NULL, false);
+    case_seg(1, 70, 96, 32);
+}
+
+/* 8-bit fields: Q8_0 (signed), Q5_0 (signed 5-bit), Q5_1 and Q5_K (unsigned 5-bit with a
+ * minimum), Q6_K (G = 16: 16-k blocks). */
+static void test_8bit(void) {
+    case_i8(2, 70, 96, 96, 32, false, NULL, false);
+    case_i8(3, 33, 40, 64, 32, false, "2", false);
+    case_i8(4, 20, 64, 128, 32, false, NULL, true);
+    case_i8(6, 17, 65, 256, 32, false, NULL, false);
+    case_i8(7, 50, 70, 512, 16, false, NULL, false);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_qw_i8", argc, argv);
+    static const th_part parts[] = {{"4bit", test_4bit}, {"8bit", test_8bit}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
+}
