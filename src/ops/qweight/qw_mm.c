@@ -246,18 +246,18 @@ wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgm
     return xq;
 }
 
-/* The forward through the integer dot product: x quantised, then the 128 x 64 tile (8 x 4 per
- * thread) where it gives at least 256 tiles and the output is not segmented, else 64 x 64
- * (4 x 4), as the f32 GEMM chooses; split-K by the f32 GEMM's rule, in whole 32-k steps. */
+/* The forward through the integer dot product: x quantised, then the 64 x 64 tile (4 x 4 per
+ * thread; on the H200 it beat 128 x 64 and 128 x 128 on every prefill shape of SmolLM2, 1B and
+ * 8B: 1.39-1.72x the f32 GEMM at 1B/8B where 128 x 64 gave 1.05-1.28x, bench/NOTES.md
+ * 2026-12-04); split-K by the f32 GEMM's rule, in whole 32-k steps. */
 static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m,
                                     int rank, const int64_t *shape, const qw_mm_dest *d) {
     uint32_t qb = qw_x8_block(w);
     wgml_tensor *xq = qw_quant_x(g, op, a, w, m);
     if (!xq) return NULL;
     const int64_t *seg = d ? d->seg : NULL;
-    int64_t r = w->k, c = w->n, tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
-    bool big = tiles_128x64 >= 256 && !seg;
-    uint32_t bm = big ? 128 : 64, bc = 64, tm = big ? 8 : 4, tc = 4;
+    int64_t r = w->k, c = w->n;
+    uint32_t bm = 64, bc = 64, tm = 4, tc = 4;
     /* $WGML_QW_I8_TILE=64x64|128x64|128x128 forces a tile (measurements) */
     const char *e = getenv("WGML_QW_I8_TILE");
     if (e && (!strcmp(e, "64x64") || !strcmp(e, "128x64") || !strcmp(e, "128x128"))) {
