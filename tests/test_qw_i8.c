@@ -220,15 +220,19 @@ static void case_seg(int kind, int64_t m, int64_t k, int group) {
 }
 
 /* 4-bit codes: the symmetric kind at three group sizes (a partial last group at G = 64), Q4_1,
- * Q4_K; the 64 x 64 tile with partial tiles, the 128 x 64 tile (>= 256 tiles), split-K, a bias,
- * accumulation. */
+ * Q4_K; the 64 x 64 tile (the default) with partial tiles, the 128 x 64 and 128 x 128 tiles
+ * ($WGML_QW_I8_TILE), split-K, a bias, accumulation. */
 static void test_4bit(void) {
     case_i8(0, 70, 100, 96, 32, true, NULL, false);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
     case_i8(0, 40, 72, 1024, 128, true, "3", false);
     case_i8(1, 65, 64, 64, 32, false, NULL, true);
     case_i8(5, 70, 64, 256, 32, false, NULL, false);
-    case_i8(0, 1030, 1856, 64, 32, false, NULL, false);
+    setenv("WGML_QW_I8_TILE", "128x64", 1);
+    case_i8(0, 300, 200, 64, 32, false, NULL, false);
+    setenv("WGML_QW_I8_TILE", "128x128", 1);
+    case_i8(1, 200, 300, 96, 32, false, NULL, false);
+    unsetenv("WGML_QW_I8_TILE");
     case_seg(1, 70, 96, 32);
 }
 
