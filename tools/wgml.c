@@ -8,7 +8,7 @@
 #include <string.h>
 
 int finetune_main(wgml_ctx *ctx, int argc, char **argv); /* tools/finetune.c */
-int eval_main(wgml_ctx *ctx, int argc, char **argv);
+int eval_main(wgml_ctx *ctx, int argc, char **argv); /* tools/eval.c */
 int export_lora_main(int argc, char **argv); /* tools/lora.c */
 int lora_load_dir(wgml_ctx *ctx, wgml_model *m, const char *model_path, const char *dir);
 
