@@ -107,7 +107,7 @@ for mt in $MODELS; do
   for pd in "${pds[@]}"; do
     set -- $pd
     echo "-- $m $t prompt $1 decode $2" | tee -a "$R"
-    mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -9 | tee -a "$R"
+    mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -10 | tee -a "$R"
     if [ "${PROFILE:-0}" = 1 ] && [ "$1" = 512 ]; then # each dispatch of the decode step timed alone
       $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 16 --profile >"$OUT/profile_${m}_$t.txt" 2>&1
     fi

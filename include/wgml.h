@@ -111,6 +111,15 @@ void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatch
 /* Bytes read back from the GPU to the host on the context so far (every wgml_tensor_read and
  * internal readback), next to wgml_submit_count: lets tests check what a step reads. */
 uint64_t wgml_read_bytes(const wgml_ctx *ctx);
+/* Device memory the context holds in buffers, in bytes: in_use counts every buffer it has not
+ * released, pool_idle the part of it that freed tensors left in the pool for reuse (given back
+ * when an allocation would pass the budget or the device runs out), peak the most in_use has
+ * been. WGML_MEMORY_TRACE=BYTES (K, M, G suffixes) logs every new buffer at least that large to
+ * stderr with what it is for (a tensor's op, "graph arena", ...). */
+typedef struct wgml_memory_stats {
+    uint64_t in_use, pool_idle, peak;
+} wgml_memory_stats;
+void wgml_memory_get(const wgml_ctx *ctx, wgml_memory_stats *out);
 
 /* ---- tensors and views ------------------------------------------------------------------- */
 /* Tensors of a graph: persistent ones (parameters, inputs, state) and views that share their

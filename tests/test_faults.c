@@ -163,6 +163,11 @@ static void test_memory_limit(void) {
     wgml_tensor *x = NULL;
     while (nh < 8 && (x = wgml_tensor_new(g, WGML_F32, 1, q))) held[nh++] = x;
     th_check(nh >= 2 && nh <= 4, "memory limit: %d tensors of 256 KiB fit in 1 MiB", nh);
+    wgml_memory_stats ms;
+    wgml_memory_get(ctx, &ms);
+    th_check(ms.in_use >= (uint64_t)nh * 262144 && ms.in_use <= 1048576 && ms.peak >= ms.in_use,
+             "memory stats with %d x 256 KiB held: in use %llu, peak %llu", nh, (unsigned long long)ms.in_use,
+             (unsigned long long)ms.peak);
     printf("  memory limit: %d x 256 KiB, then: %s\n", nh, wgml_last_error(ctx));
     expect_oom(ctx, "a tensor past the device memory limit", x == NULL, "out of device memory", "1048576");
     wgml_tensor *y = wgml_full(g, WGML_F32, 1, q, 1.0);
@@ -178,6 +183,10 @@ static void test_memory_limit(void) {
     expect_oom(ctx, "a built graph past the device memory limit", s != WGML_OK, "out of device memory", NULL);
     wgml_graph_free(bg);
     for (int i = 0; i < nh; i++) wgml_tensor_free(held[i]);
+    wgml_memory_get(ctx, &ms);
+    th_check(ms.pool_idle >= (uint64_t)nh * 262144 && ms.pool_idle <= ms.in_use,
+             "memory stats after freeing %d x 256 KiB: %llu idle in the pool of %llu in use", nh,
+             (unsigned long long)ms.pool_idle, (unsigned long long)ms.in_use);
     still_usable(ctx, "after the memory-limit errors and freeing");
     /* the freed memory can be used again (the pool gives idle buffers back when needed) */
     int64_t q2[1] = {3 * 65536}; /* 768 KiB: fits only once the 256 KiB buffers are gone */
@@ -187,6 +196,44 @@ static void test_memory_limit(void) {
              "memory limit: 768 KiB allocated and written after freeing (%s)", w ? "" : wgml_last_error(ctx));
     free(v);
     wgml_tensor_free(w);
+    wgml_ctx_destroy(ctx);
+}
+
+/* Uploads larger than the flush size (64 MiB) between two submits: the writes are handed to
+ * the GPU by one empty submit in between (so their staging is not all held at once) and every
+ * byte arrives, in order, on both sides of it. */
+static void test_upload_flush(void) {
+    wgml_ctx *ctx = NULL;
+    wgml_ctx_options opt = {0};
+    if (wgml_ctx_create(&opt, &ctx) != WGML_OK) {
+        th_check(false, "context: %s", wgml_create_error());
+        return;
+    }
+    wgml_graph *g = wgml_eager(ctx);
+    int64_t n[1] = {12 << 20}; /* 48 MiB each: the second write crosses 64 MiB */
+    float *h[2] = {malloc(sizeof(float) * (size_t)n[0]), malloc(sizeof(float) * (size_t)n[0])};
+    float *back = malloc(sizeof(float) * (size_t)n[0]);
+    wgml_tensor *t[2] = {wgml_tensor_new(g, WGML_F32, 1, n), wgml_tensor_new(g, WGML_F32, 1, n)};
+    if (!h[0] || !h[1] || !back || !t[0] || !t[1]) {
+        th_check(false, "upload flush: allocation (%s)", wgml_last_error(ctx));
+    } else {
+        for (int i = 0; i < 2; i++) th_fill_uniform(h[i], (size_t)n[0], -1.0, 1.0);
+        uint64_t s0 = wgml_submit_count(ctx);
+        bool w = wgml_tensor_write(t[0], h[0], sizeof(float) * (size_t)n[0]) == WGML_OK &&
+                 wgml_tensor_write(t[1], h[1], sizeof(float) * (size_t)n[0]) == WGML_OK;
+        uint64_t flushes = wgml_submit_count(ctx) - s0;
+        th_check(w && flushes == 1, "upload flush: 96 MiB of writes made %llu submits, wanted 1 (%s)",
+                 (unsigned long long)flushes, w ? "" : wgml_last_error(ctx));
+        for (int i = 0; i < 2; i++) {
+            bool r = wgml_tensor_read(t[i], back, sizeof(float) * (size_t)n[0]) == WGML_OK;
+            th_check(r && !memcmp(back, h[i], sizeof(float) * (size_t)n[0]), "upload flush: tensor %d reads back as written", i);
+        }
+    }
+    wgml_tensor_free(t[0]);
+    wgml_tensor_free(t[1]);
+    free(h[0]);
+    free(h[1]);
+    free(back);
     wgml_ctx_destroy(ctx);
 }
 
@@ -570,6 +617,9 @@ int main(int argc, char **argv) {
     t0 = now_s();
     test_memory_limit();
     printf("memory limit: %.2f s\n", now_s() - t0);
+    t0 = now_s();
+    test_upload_flush();
+    printf("upload flush: %.2f s\n", now_s() - t0);
     t0 = now_s();
     test_device_lost();
     printf("device lost: %.2f s\n", now_s() - t0);

@@ -262,6 +262,7 @@ static int parse_gen_opts(int argc, char **argv, gen_opts *o) {
 /* What a run measured, for its report. */
 typedef struct gen_times {
     double load, first;            /* model load; the first prefill (graph build + run) */
+    uint64_t mem_load;             /* device memory in wgml's buffers after the load */
     double pre_wall, pre_gpu;      /* the best of 5 prefills */
     uint64_t rec0, rec1;           /* recording nanoseconds around those 5 */
     double step_wall, step_gpu;    /* host-driven decode steps */
@@ -363,6 +364,12 @@ static int gen_report(wgml_ctx *ctx, const gen_opts *o, const gen_times *tm, con
            n_decode / tm->step_wall, tm->step_sub);
     int same = pipe->n == (size_t)n_decode;
     for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe->ids[i] == step_ids[i];
+    wgml_memory_stats ms;
+    wgml_memory_get(ctx, &ms);
+    printf("device memory in wgml's buffers: %.1f MiB after the load (the weights); %.1f MiB now (%.1f idle in the pool), "
+           "peak %.1f MiB (WGML_MEMORY_TRACE=1M lists them)\n",
+           (double)tm->mem_load / 1048576.0, (double)ms.in_use / 1048576.0, (double)ms.pool_idle / 1048576.0,
+           (double)ms.peak / 1048576.0);
     printf("generate check %s (GPU-pipelined greedy tokens equal the step-by-step ones)\n", same ? "ok" : "FAIL");
     return same;
 }
@@ -404,6 +411,9 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
         return 1;
     }
     tm.load = bench_wall_now() - t0;
+    wgml_memory_stats ms;
+    wgml_memory_get(ctx, &ms);
+    tm.mem_load = ms.in_use;
     int32_t *ids = NULL, *prompt = malloc(sizeof(int32_t) * (size_t)o.n_prompt), *step_ids = NULL;
     token_log pipe = {0};
     int rc = 1;

@@ -300,6 +300,18 @@ static wgml_status create_device(wgml_ctx *ctx) {
     return WGML_OK;
 }
 
+/* A byte count from the environment: a number with an optional K, M or G suffix (binary
+ * units); 0 when unset, not positive or out of range. */
+static uint64_t env_bytes(const char *name) {
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    char *end;
+    double v = strtod(e, &end);
+    double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
+                  : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
+    return v > 0 && v * unit < 1.8e19 ? (uint64_t)(v * unit) : 0;
+}
+
 wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
     *out = NULL;
     wgml_ctx_options opt = {0};
@@ -314,14 +326,8 @@ wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
     ctx->poison = opt.poison_outputs != 0;
     const char *env_checks = getenv("WGML_SHADER_CHECKS");
     ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
-    const char *env_mem = getenv("WGML_DEVICE_MEMORY_LIMIT");
-    if (env_mem && *env_mem) {
-        char *end;
-        double v = strtod(env_mem, &end);
-        double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
-                      : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
-        if (v > 0 && v * unit < 1.8e19) ctx->mem_limit = (uint64_t)(v * unit);
-    }
+    ctx->mem_limit = env_bytes("WGML_DEVICE_MEMORY_LIMIT");
+    ctx->mem_trace = env_bytes("WGML_MEMORY_TRACE");
     ctx->instance = native_create_instance();
     if (!ctx->instance) {
         free(ctx);
@@ -390,6 +396,14 @@ void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatch
     if (dispatches) *dispatches = ctx ? ctx->recorded : 0;
 }
 uint64_t wgml_read_bytes(const wgml_ctx *ctx) { return ctx ? ctx->read_bytes : 0; }
+
+void wgml_memory_get(const wgml_ctx *ctx, wgml_memory_stats *out) {
+    *out = (wgml_memory_stats){0};
+    if (!ctx) return;
+    out->in_use = ctx->mem_used;
+    out->peak = ctx->mem_peak;
+    for (const gpu_buffer *b = ctx->free_buffers; b; b = b->next_free) out->pool_idle += b->size;
+}
 
 static const char *backend_name(WGPUBackendType b) {
     switch (b) {

@@ -59,10 +59,12 @@ struct wgml_ctx {
     WGPUBuffer ts_resolve, ts_read;
     uint64_t submits;
     uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
+    uint64_t written;    /* bytes of queue writes since the last submit (gpu_write) */
     uint64_t record_ns, recorded; /* CPU time recording + submitting passes, dispatches recorded */
-    /* device memory in buffers (pooled ones included) and the budget: WGML_DEVICE_MEMORY_LIMIT
-     * bytes (0: none; the device's own out-of-memory errors still apply) */
-    uint64_t mem_used, mem_limit;
+    /* device memory in buffers (pooled ones included), its peak, and the budget:
+     * WGML_DEVICE_MEMORY_LIMIT bytes (0: none; the device's own out-of-memory errors still
+     * apply); WGML_MEMORY_TRACE bytes: each new buffer at least that large is logged to stderr */
+    uint64_t mem_used, mem_peak, mem_limit, mem_trace;
     void *layer_state; /* owned by the layers above (gpu_ctx_set_layer_state) */
 };
 

@@ -8,6 +8,8 @@
 
 /* ------------------------------------------------------------------ buffers */
 
+#define UPLOAD_FLUSH_BYTES ((uint64_t)64 << 20)
+
 /* Releases the pool's idle buffers (their device memory goes back to the device). */
 void gpu_pool_release(wgml_ctx *ctx) {
     while (ctx->free_buffers) {
@@ -65,6 +67,10 @@ static gpu_buffer *buffer_new(wgml_ctx *ctx, uint64_t size, WGPUBufferUsage usag
     b->size = size;
     b->owner = ctx;
     ctx->mem_used += size;
+    if (ctx->mem_used > ctx->mem_peak) ctx->mem_peak = ctx->mem_used;
+    if (ctx->mem_trace && size >= ctx->mem_trace)
+        fprintf(stderr, "wgml memory: %10.2f MiB  %s (in use %.2f MiB)\n", (double)size / 1048576.0, what,
+                (double)ctx->mem_used / 1048576.0);
     return b;
 }
 
@@ -115,6 +121,17 @@ wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void 
         uint8_t tail[4] = {0};
         memcpy(tail, (const uint8_t *)data + whole, size - whole);
         wgpuQueueWriteBuffer(ctx->queue, b->buf, offset + whole, tail, 4);
+    }
+    /* A queue write is staged by the implementation until the next submit, so a model's weights
+     * written between two submits were all held twice (wgpu-native: staging memory as large as
+     * the weights, freed only after that submit). Past UPLOAD_FLUSH_BYTES of writes, an empty
+     * submit hands them to the GPU and the wait frees their staging. */
+    ctx->written += size;
+    if (ctx->written >= UPLOAD_FLUSH_BYTES) {
+        wgpuQueueSubmit(ctx->queue, 0, NULL);
+        ctx->submits++;
+        ctx->written = 0; /* the submit flushes the queue writes before it */
+        native_poll(ctx->device, true);
     }
     return gpu_take_pending(ctx, "uploading to the GPU");
 }
@@ -186,6 +203,7 @@ wgml_status gpu_read(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, void *data, 
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
     wgpuQueueSubmit(ctx->queue, 1, &cmd);
     ctx->submits++;
+    ctx->written = 0; /* the submit flushes the queue writes before it */
     wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
     uint8_t *tmp = malloc((size_t)n);

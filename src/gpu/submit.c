@@ -81,6 +81,7 @@ static void submit_run(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t re
         if (is_last) break;
     }
     ctx->submits++;
+    ctx->written = 0; /* the submit flushes the queue writes before it */
     ctx->record_ns += gpu_thread_cpu_ns() - c0;
     ctx->recorded += total;
 }
@@ -145,6 +146,7 @@ wgml_status gpu_submit_profile(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, d
         WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
         wgpuQueueSubmit(ctx->queue, 1, &cmd);
         ctx->submits++;
+        ctx->written = 0; /* the submit flushes the queue writes before it */
         wgpuCommandBufferRelease(cmd);
         wgpuCommandEncoderRelease(enc);
         if ((s = gpu_take_pending(ctx, "submitting a profiled run")) || (s = gpu_wait_idle(ctx)) ||
