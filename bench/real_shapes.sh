@@ -20,7 +20,8 @@
 # prefill with f32 activations ($WGML_QW_INT8=0; the default on a GPU is the integer dot
 # product); PROFILE=1 keeps the decode step's and the prefill's profiles at 512 positions
 # (`bench generate --profile`) in $OUT. PD="512 128,2048 32" overrides the (prompt, decode)
-# pairs timed.
+# pairs timed. AB_FLUSH=1 also runs each pair with WGML_UPLOAD_FLUSH=0 (memory A/B).
+# WGML_MEMORY_TRACE=64M (say) in the environment lists wgml's large buffers in the logs.
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -110,6 +111,11 @@ for mt in $MODELS; do
     mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 | tail -10 | tee -a "$R"
     if [ "${PROFILE:-0}" = 1 ] && [ "$1" = 512 ]; then # each dispatch of the decode step timed alone
       $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 16 --profile >"$OUT/profile_${m}_$t.txt" 2>&1
+    fi
+    if [ "${AB_FLUSH:-0}" = 1 ]; then # the weights' uploads staged all at once, as before 6ef66f8
+      echo "-- $m $t prompt $1, WGML_UPLOAD_FLUSH=0" | tee -a "$R"
+      WGML_UPLOAD_FLUSH=0 mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+        grep -E "^prefill |^decode |device memory|gpu memory" | tee -a "$R"
     fi
     if [ "${AB_INT8:-0}" = 1 ]; then
       echo "-- $m $t prompt $1, WGML_QW_INT8=0 (f32 activations)" | tee -a "$R"

@@ -205,6 +205,7 @@ static void test_memory_limit(void) {
 static void test_upload_flush(void) {
     wgml_ctx *ctx = NULL;
     wgml_ctx_options opt = {0};
+    unsetenv("WGML_UPLOAD_FLUSH"); /* the default, 64 MiB */
     if (wgml_ctx_create(&opt, &ctx) != WGML_OK) {
         th_check(false, "context: %s", wgml_create_error());
         return;

@@ -328,6 +328,8 @@ wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
     ctx->checked_shaders = opt.checked_shaders || (env_checks && atoi(env_checks) != 0);
     ctx->mem_limit = env_bytes("WGML_DEVICE_MEMORY_LIMIT");
     ctx->mem_trace = env_bytes("WGML_MEMORY_TRACE");
+    const char *env_flush = getenv("WGML_UPLOAD_FLUSH"); /* 0: never (for measuring what it saves) */
+    ctx->upload_flush = env_flush && *env_flush ? env_bytes("WGML_UPLOAD_FLUSH") : (uint64_t)64 << 20;
     ctx->instance = native_create_instance();
     if (!ctx->instance) {
         free(ctx);

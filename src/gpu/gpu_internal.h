@@ -60,6 +60,7 @@ struct wgml_ctx {
     uint64_t submits;
     uint64_t read_bytes; /* bytes copied back to the host by gpu_read */
     uint64_t written;    /* bytes of queue writes since the last submit (gpu_write) */
+    uint64_t upload_flush; /* written past which gpu_write submits (WGML_UPLOAD_FLUSH; 0: never) */
     uint64_t record_ns, recorded; /* CPU time recording + submitting passes, dispatches recorded */
     /* device memory in buffers (pooled ones included), its peak, and the budget:
      * WGML_DEVICE_MEMORY_LIMIT bytes (0: none; the device's own out-of-memory errors still

@@ -8,7 +8,6 @@
 
 /* ------------------------------------------------------------------ buffers */
 
-#define UPLOAD_FLUSH_BYTES ((uint64_t)64 << 20)
 
 /* Releases the pool's idle buffers (their device memory goes back to the device). */
 void gpu_pool_release(wgml_ctx *ctx) {
@@ -124,10 +123,10 @@ wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void 
     }
     /* A queue write is staged by the implementation until the next submit, so a model's weights
      * written between two submits were all held twice (wgpu-native: staging memory as large as
-     * the weights, freed only after that submit). Past UPLOAD_FLUSH_BYTES of writes, an empty
-     * submit hands them to the GPU and the wait frees their staging. */
+     * the weights, freed only after that submit). Past ctx->upload_flush bytes of writes (64 MiB,
+     * WGML_UPLOAD_FLUSH), an empty submit hands them to the GPU and the wait frees their staging. */
     ctx->written += size;
-    if (ctx->written >= UPLOAD_FLUSH_BYTES) {
+    if (ctx->upload_flush && ctx->written >= ctx->upload_flush) {
         wgpuQueueSubmit(ctx->queue, 0, NULL);
         ctx->submits++;
         ctx->written = 0; /* the submit flushes the queue writes before it */
