@@ -365,16 +365,21 @@ void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
     uint64_t be, bb;
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
     bool four = kind == WGML_Q4_SYM || kind == WGML_Q4_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
-    int cpw = four ? 8 : 4, width = four ? 4 : 8, centre = kind == WGML_Q4_SYM ? 8 : 0;
+    int cpw = four ? 8 : 4, centre = kind == WGML_Q4_SYM ? 8 : 0;
     int64_t blocks = n * k / (int64_t)be, gpb = (int64_t)be / group;
     qw_unpacked u;
-    memset(words, 0, sizeof(uint32_t) * (size_t)(n * k / cpw));
+    /* a block's be elements (32 or 256) fill be / cpw whole words: every word is written once */
     for (int64_t b = 0; b < blocks; b++) {
         unpack_block(type, p + (size_t)b * bb, &u);
         int64_t e0 = b * (int64_t)be, g0 = b * gpb;
-        for (int e = 0; e < (int)be; e++) {
-            uint32_t field = (uint32_t)(u.code[e] + centre) & ((1u << width) - 1u);
-            words[(e0 + e) / cpw] |= field << (width * ((e0 + e) % cpw));
+        uint32_t *wb = words + e0 / cpw;
+        for (int e = 0; e < (int)be; e += cpw) {
+            uint32_t w = 0;
+            if (four)
+                for (int i = 0; i < 8; i++) w |= ((uint32_t)(u.code[e + i] + centre) & 0xFu) << (4 * i);
+            else
+                for (int i = 0; i < 4; i++) w |= ((uint32_t)u.code[e + i] & 0xFFu) << (8 * i);
+            wb[e / cpw] = w;
         }
         for (int64_t g = 0; g < gpb; g++) {
             if (pair) {
