@@ -366,7 +366,7 @@ static int gen_report(wgml_ctx *ctx, const gen_opts *o, const gen_times *tm, con
     for (size_t i = 0; same && i < (size_t)n_decode; i++) same = pipe->ids[i] == step_ids[i];
     wgml_memory_stats ms;
     wgml_memory_get(ctx, &ms);
-    printf("device memory in wgml's buffers: %.1f MiB after the load (the weights); %.1f MiB now (%.1f idle in the pool), "
+    printf("device memory in wgml's buffers: %.1f MiB after the load (weights, KV cache); %.1f MiB now (%.1f idle in the pool), "
            "peak %.1f MiB (WGML_MEMORY_TRACE=1M lists them)\n",
            (double)tm->mem_load / 1048576.0, (double)ms.in_use / 1048576.0, (double)ms.pool_idle / 1048576.0,
            (double)ms.peak / 1048576.0);
