@@ -1,4 +1,5 @@
-"""PyTorch peer for the training step: a Llama with SmolLM2-135M's shape (Hugging Face
+"""PyTorch peer for the training step: a Llama with SmolLM2-135M's shape, or with another of
+bench/real_shapes.py's shapes named by the sixth argument (e.g. llama-3.2-1b) (Hugging Face
 transformers' LlamaForCausalLM, random weights — speed does not depend on their values) with
 PEFT LoRA adapters on all seven projections, fp32 with TF32 off, AdamW on the adapters,
 batch x seq tokens per step. Prints tokens/s (median step time over the timed steps).
@@ -12,16 +13,27 @@ import time
 import torch
 
 
-def main(batch=8, seq=512, rank=16, steps=20, mode="eager"):
+def config(shape):
+    from transformers import LlamaConfig
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from real_shapes import MODELS
+    arch, layers, d, ff, heads, kv, hd, vocab, rope, eps, tied, bias = MODELS[shape]
+    if arch != "llama":
+        raise SystemExit(f"peer_train: {shape} is not a Llama shape")
+    return LlamaConfig(vocab_size=vocab, hidden_size=d, intermediate_size=ff, num_hidden_layers=layers,
+                       num_attention_heads=heads, num_key_value_heads=kv, head_dim=hd,
+                       max_position_embeddings=2048, rms_norm_eps=eps, rope_theta=rope,
+                       tie_word_embeddings=tied)
+
+
+def main(batch=8, seq=512, rank=16, steps=20, mode="eager", shape="smollm2-135m"):
     warmup = 5 if mode == "eager" else 8  # the compiled modes compile during the first steps
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                      num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
-                      rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+    cfg = config(shape)
     model = LlamaForCausalLM(cfg).cuda().float()
     lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
                       target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
@@ -46,6 +58,7 @@ def main(batch=8, seq=512, rank=16, steps=20, mode="eager"):
     times.sort()
     t = times[len(times) // 2]
     key = "train_step" if mode == "eager" else "train_step_" + mode
+    key += "" if shape == "smollm2-135m" else "_" + shape
     print(f"peer {key} {batch * seq / t:.1f} tokens/s (step {t * 1e3:.1f} ms median of {steps}, "
           f"{times[0] * 1e3:.1f}-{times[-1] * 1e3:.1f} ms, loss {loss:.3f})")
     import transformers, peft
@@ -53,4 +66,4 @@ def main(batch=8, seq=512, rank=16, steps=20, mode="eager"):
 
 
 if __name__ == "__main__":
-    main(*[int(a) for a in sys.argv[1:5]], *sys.argv[5:6])
+    main(*[int(a) for a in sys.argv[1:5]], *sys.argv[5:7])
