@@ -62,6 +62,10 @@ class DeviceInfoC(Structure):
                 ("subgroup_max", c_uint32)]
 
 
+class MemoryStats(Structure):
+    _fields_ = [("in_use", c_uint64), ("pool_idle", c_uint64), ("peak", c_uint64)]
+
+
 class LlamaConfig(Structure):
     _fields_ = [("n_vocab", c_int64), ("n_embd", c_int64), ("n_layer", c_int64), ("n_ff", c_int64),
                 ("n_head", c_int64), ("n_head_kv", c_int64), ("head_dim", c_int64), ("n_ctx_train", c_int64),
@@ -127,6 +131,7 @@ _PROTOS = {
     "wgml_device_get_info": (None, [P, POINTER(DeviceInfoC)]),
     "wgml_submit_count": (c_uint64, [P]),
     "wgml_read_bytes": (c_uint64, [P]),
+    "wgml_memory_get": (None, [P, POINTER(MemoryStats)]),
     # graphs
     "wgml_eager": (P, [P]),
     "wgml_sync": (st, [P]),

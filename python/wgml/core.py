@@ -175,6 +175,14 @@ class Context(_Closable):
         """Bytes read back from the GPU on this context so far."""
         return int(lib.wgml_read_bytes(self.ptr))
 
+    @property
+    def memory(self) -> dict:
+        """Device memory in this context's buffers, in bytes: in_use (every buffer not released),
+        pool_idle (the part freed tensors left for reuse) and peak."""
+        m = _lib.MemoryStats()
+        lib.wgml_memory_get(self.ptr, byref(m))
+        return {"in_use": int(m.in_use), "pool_idle": int(m.pool_idle), "peak": int(m.peak)}
+
     # -- graphs and tensors --
     @property
     def eager(self) -> "Graph":

@@ -189,6 +189,8 @@ def test_core(ctx):
         check("groups" in str(err) and "[2, 4, 6]" in str(err), "conv: bad groups raise WgmlError naming them: %s" % err)
     ctx.sync()
     check(ctx.submit_count > 0 and ctx.read_bytes > 0, "counters")
+    mem = ctx.memory
+    check(0 < mem["in_use"] <= mem["peak"] and 0 <= mem["pool_idle"] <= mem["in_use"], "memory: %s" % mem)
 
     # eager LoRA: B = 0 adds nothing
     lo = e.lora(5, 6, 2, 4.0, seed=3)
