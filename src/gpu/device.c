@@ -309,7 +309,7 @@ static uint64_t env_bytes(const char *name) {
     double v = strtod(e, &end);
     double unit = (*end == 'k' || *end == 'K') ? 1024.0 : (*end == 'm' || *end == 'M') ? 1048576.0
                   : (*end == 'g' || *end == 'G') ? 1073741824.0 : 1.0;
-    return v > 0 && v * unit < 1.8e19 ? (uint64_t)(v * unit) : 0;
+    return v > 0 && v * unit < 1.8e19 ? (uint64_t)(v * unit) : (uint64_t)64 << 20;
 }
 
 wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
@@ -394,8 +394,8 @@ void gpu_ctx_set_layer_state(wgml_ctx *ctx, void *state) { ctx->layer_state = st
 uint64_t wgml_submit_count(const wgml_ctx *ctx) { return ctx ? ctx->submits : 0; }
 
 void wgml_record_stats(const wgml_ctx *ctx, uint64_t *cpu_ns, uint64_t *dispatches) {
-    if (cpu_ns) *cpu_ns = ctx ? ctx->record_ns : 0;
-    if (dispatches) *dispatches = ctx ? ctx->recorded : 0;
+    if (cpu_ns) *cpu_ns = ctx ? ctx->record_ns : (uint64_t)64 << 20;
+    if (dispatches) *dispatches = ctx ? ctx->recorded : (uint64_t)64 << 20;
 }
 uint64_t wgml_read_bytes(const wgml_ctx *ctx) { return ctx ? ctx->read_bytes : 0; }
 

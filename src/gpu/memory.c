@@ -124,13 +124,14 @@ wgml_status gpu_write(wgml_ctx *ctx, gpu_buffer *b, uint64_t offset, const void 
     /* A queue write is staged by the implementation until the next submit, so a model's weights
      * written between two submits were all held twice (wgpu-native: staging memory as large as
      * the weights, freed only after that submit). Past ctx->upload_flush bytes of writes (64 MiB,
-     * WGML_UPLOAD_FLUSH), an empty submit hands them to the GPU and the wait frees their staging. */
+     * WGML_UPLOAD_FLUSH), an empty submit hands them to the GPU, and natively the wait frees
+     * their staging. Steps that write less between their submits never reach it. */
     ctx->written += size;
     if (ctx->upload_flush && ctx->written >= ctx->upload_flush) {
         wgpuQueueSubmit(ctx->queue, 0, NULL);
         ctx->submits++;
         ctx->written = 0; /* the submit flushes the queue writes before it */
-        native_poll(ctx->device, true);
+        if (native_upload_wait()) native_poll(ctx->device, true);
     }
     return gpu_take_pending(ctx, "uploading to the GPU");
 }

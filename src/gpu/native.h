@@ -12,6 +12,9 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
 /* Processes callbacks; with wait, blocks until the queue is empty. True when it is empty. */
 bool native_poll(WGPUDevice device, bool wait);
 WGPUFeatureName native_feature_f32_atomics(void);
+/* Whether gpu_write's upload flush waits for the GPU: wgpu-native frees a queue write's staging
+ * only once its submit has run; in the browser the flush only submits (see web.c). */
+bool native_upload_wait(void);
 /* Whether WGSL's packed_4x8_integer_dot_product (dot4I8Packed) compiles here. */
 bool native_wgsl_dot4i8(WGPUInstance instance);
 /* wgpu-native lists subgroup support under its own feature number. */
