@@ -28,15 +28,11 @@ mkdir -p "$OUT"
 . bench/gpu_env.sh
 gpu_env
 t0=$(date +%s)
-[ -x build-gpu/wgml ] || gpu_build . build-gpu "$OUT/cmake.log" || exit 1
-cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
+gpu_wgml "$OUT/cmake.log" || exit 1
 W=./build-gpu/wgml
 R=$OUT/real_shapes.txt
 $W info | tee "$OUT/info.txt"
 $W bench ops 2>&1 | tee "$OUT/ops.txt"
-for t in llama-bench llama-quantize; do
-  [ -f ".llcpp/$t.xz" ] && xz -dc ".llcpp/$t.xz" > "/tmp/$t" && chmod +x "/tmp/$t"
-done
 cat .llcpp/VERSION 2>/dev/null | tee -a "$R"
 
 # peak GPU memory (MiB) over the idle reading while "$@" runs; the command's output goes on
@@ -93,16 +89,8 @@ F=/tmp/real_shapes.gguf
 for mt in $MODELS; do
   m=${mt%%:*} t=${mt#*:}
   echo "== $m $t at $(($(date +%s) - t0)) s" | tee -a "$R"
-  if [ "$t" = Q4_K_M ]; then # the K-quant mix as people get it: llama.cpp's quantizer on F16
-    [ -x /tmp/llama-quantize ] || { echo "no llama-quantize: $mt skipped" | tee -a "$R"; continue; }
-    python3 bench/real_shapes.py "$m" F16 /tmp/real_f16.gguf &&
-      /tmp/llama-quantize /tmp/real_f16.gguf "$F" Q4_K_M "$(nproc)" >"$OUT/quantize_$m.log" 2>&1
-    rc=$?
-    rm -f /tmp/real_f16.gguf
-    [ $rc = 0 ] || { tail -5 "$OUT/quantize_$m.log"; continue; }
-  else
-    python3 bench/real_shapes.py "$m" "$t" "$F" || continue
-  fi
+  real_shape_file "$m" "$t" "$F" "$OUT/quantize_$m.log" 2>&1 | tee -a "$R"
+  [ "${PIPESTATUS[0]}" = 0 ] || continue
   weight_bytes "$F" | tee -a "$R"
   IFS=, read -ra pds <<<"${PD:-512 128,2048 32,4096 64}"
   for pd in "${pds[@]}"; do

@@ -17,25 +17,14 @@ mkdir -p "$OUT"
 . bench/gpu_env.sh
 gpu_env
 t0=$(date +%s)
-[ -x build-gpu/wgml ] || gpu_build . build-gpu "$OUT/cmake.log" || exit 1
-cmake --build build-gpu -j"$(nproc)" >>"$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
+gpu_wgml "$OUT/cmake.log" || exit 1
 W=./build-gpu/wgml
 R=$OUT/train_shapes.txt
-[ -f .llcpp/llama-quantize.xz ] && xz -dc .llcpp/llama-quantize.xz >/tmp/llama-quantize && chmod +x /tmp/llama-quantize
 for mt in ${MODELS:-smollm2-135m:Q4_1 llama-3.2-1b:Q4_K_M}; do
   m=${mt%%:*} t=${mt#*:} F=/tmp/train_shape.gguf
   echo "== $m $t at $(($(date +%s) - t0)) s" | tee -a "$R"
-  case $t in
-  Q4_0 | Q8_0 | F16) python3 bench/real_shapes.py "$m" "$t" "$F" || continue ;;
-  *)
-    [ -x /tmp/llama-quantize ] || { echo "no llama-quantize: $mt skipped" | tee -a "$R"; continue; }
-    python3 bench/real_shapes.py "$m" F16 /tmp/train_f16.gguf &&
-      /tmp/llama-quantize /tmp/train_f16.gguf "$F" "$t" "$(nproc)" >"$OUT/quantize_$m.log" 2>&1
-    rc=$?
-    rm -f /tmp/train_f16.gguf
-    [ $rc = 0 ] || { tail -5 "$OUT/quantize_$m.log"; continue; }
-    ;;
-  esac
+  real_shape_file "$m" "$t" "$F" "$OUT/quantize_$m.log" 2>&1 | tee -a "$R"
+  [ "${PIPESTATUS[0]}" = 0 ] || continue
   [ "${LOAD:-0}" = 1 ] && $W bench generate --model "$F" --prompt-tokens 16 --decode-tokens 8 2>&1 | grep -E "^model load|device memory" | tee -a "$R"
   $W bench train --model "$F" --batch 8 --seq-len 512 --rank 16 --steps "${STEPS:-10}" 2>&1 | tail -3 | tee -a "$R"
   for mode in ${MODES:-compile compile-bf16}; do
