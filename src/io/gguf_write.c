@@ -3,6 +3,7 @@
 #include "io/gguf_write.h"
 #include "wgml-io.h"
 
+#include "gpu/bytebuf.h"
 #include "io/errbuf.h"
 #include "io/safetensors.h"
 
@@ -107,45 +108,23 @@ wgml_status gguf_write_ste(const char *in_path, const char *out_path, int n, con
 
 /* ---- new files of F32 tensors ---- */
 
-typedef struct obuf {
-    uint8_t *p;
-    size_t n, cap;
-    int bad;
-} obuf;
-
-static void put(obuf *b, const void *d, size_t n) {
-    if (b->bad) return;
-    if (b->n + n > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n) c *= 2;
-        uint8_t *q = realloc(b->p, c);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u32(obuf *b, uint32_t v) { put(b, &v, 4); } /* GGUF is little-endian, as wgml's hosts */
-static void put_u64(obuf *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(obuf *b, const char *s) {
+static void put_u32(bytebuf *b, uint32_t v) { bytebuf_put(b, &v, 4); } /* GGUF is little-endian, as wgml's hosts */
+static void put_u64(bytebuf *b, uint64_t v) { bytebuf_put(b, &v, 8); }
+static void put_str(bytebuf *b, const char *s) {
     put_u64(b, strlen(s));
-    put(b, s, strlen(s));
+    bytebuf_put(b, s, strlen(s));
 }
-static void pad_to(obuf *b, size_t align) {
+static void pad_to(bytebuf *b, size_t align) {
     static const uint8_t zero[32];
-    while (b->n % align && !b->bad) put(b, zero, align - b->n % align < 32 ? align - b->n % align : 32);
+    while (b->n % align && !b->oom) bytebuf_put(b, zero, align - b->n % align < 32 ? align - b->n % align : 32);
 }
 
 wgml_status gguf_build_f32(const gguf_kv_write *kv, int n_kv, const gguf_tensor_write *t, int n, uint8_t **out, size_t *len,
                            char *err, size_t errlen) {
     *out = NULL;
     *len = 0;
-    obuf b = {0};
-    put(&b, "GGUF", 4);
+    bytebuf b = {0};
+    bytebuf_put(&b, "GGUF", 4);
     put_u32(&b, 3);
     put_u64(&b, (uint64_t)n);
     put_u64(&b, (uint64_t)n_kv);
@@ -153,7 +132,7 @@ wgml_status gguf_build_f32(const gguf_kv_write *kv, int n_kv, const gguf_tensor_
         put_str(&b, kv[i].key);
         put_u32(&b, kv[i].str ? 8u : 6u); /* GGUF value types: 8 string, 6 float32 */
         if (kv[i].str) put_str(&b, kv[i].str);
-        else put(&b, &kv[i].f32, 4);
+        else bytebuf_put(&b, &kv[i].f32, 4);
     }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -170,14 +149,14 @@ wgml_status gguf_build_f32(const gguf_kv_write *kv, int n_kv, const gguf_tensor_
     for (int i = 0; i < n; i++) {
         int64_t numel = 1;
         for (int d = 0; d < t[i].n_dims; d++) numel *= t[i].dims[d];
-        put(&b, t[i].data, (size_t)numel * 4);
+        bytebuf_put(&b, t[i].data, (size_t)numel * 4);
         pad_to(&b, 32);
     }
-    if (b.bad) {
+    if (b.oom) {
         free(b.p);
         return errbuf_set(err, errlen, WGML_ERR_OOM, "gguf: out of memory");
     }
-    *out = b.p;
+    *out = (uint8_t *)b.p;
     *len = b.n;
     return WGML_OK;
 }

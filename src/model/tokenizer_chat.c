@@ -2,6 +2,7 @@
  * format recognised when the tokenizer is built; wgml_chat_apply writes a conversation in it.
  * Two formats are known, ChatML (SmolLM2-Instruct's template with its default system message)
  * and Gemma's turns; there is no general Jinja engine, so another template is refused. */
+#include "gpu/bytebuf.h"
 #include "model/tokenizer_internal.h"
 
 #include <stdlib.h>
@@ -45,27 +46,6 @@ static const char chatml_tail[] =
     "' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int ok;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (!b->ok) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) { b->ok = 0; return; }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* Python's str.isspace() on a code point (Jinja's trim is str.strip()). */
 static int py_space(uint32_t cp) { return tok_is_white_space(cp) || (cp >= 0x1C && cp <= 0x1F); }
@@ -116,24 +96,24 @@ static wgml_status chat_gemma(const wgml_tokenizer *t, const wgml_chat_msg *msgs
             return tok_error(t, WGML_ERR_ARG,
                              "chat: message %zu has role '%s': Gemma's roles must alternate user/assistant/user/...", i,
                              msgs[i].role);
-    sbuf b = {.ok = 1};
-    sb_put(&b, "", 0);
-    if ((!tpl || strstr(tpl, "bos_token")) && t->bos >= 0) sb_str(&b, t->tok[t->bos]);
+    bytebuf b = {0};
+    bytebuf_put(&b, "", 0);
+    if ((!tpl || strstr(tpl, "bos_token")) && t->bos >= 0) bytebuf_str(&b, t->tok[t->bos]);
     for (size_t i = first; i < n_msgs; i++) {
-        sb_str(&b, "<start_of_turn>");
-        sb_str(&b, strcmp(msgs[i].role, "assistant") ? msgs[i].role : "model");
-        sb_str(&b, "\n");
+        bytebuf_str(&b, "<start_of_turn>");
+        bytebuf_str(&b, strcmp(msgs[i].role, "assistant") ? msgs[i].role : "model");
+        bytebuf_str(&b, "\n");
         if (i == first && sys) {
-            sb_str(&b, sys);
-            sb_str(&b, "\n\n");
+            bytebuf_str(&b, sys);
+            bytebuf_str(&b, "\n\n");
         }
         size_t a, e;
         trim_span(msgs[i].content, &a, &e);
-        sb_put(&b, msgs[i].content + a, e - a);
-        sb_str(&b, "<end_of_turn>\n");
+        bytebuf_put(&b, msgs[i].content + a, e - a);
+        bytebuf_str(&b, "<end_of_turn>\n");
     }
-    if (add_generation_prompt) sb_str(&b, "<start_of_turn>model\n");
-    if (!b.ok) {
+    if (add_generation_prompt) bytebuf_str(&b, "<start_of_turn>model\n");
+    if (b.oom) {
         free(b.p);
         return tok_error(t, WGML_ERR_OOM, "chat: out of memory");
     }
@@ -152,16 +132,16 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
     if (t->chat_kind == CHAT_GEMMA) return chat_gemma(t, msgs, n_msgs, add_generation_prompt, out, len);
     if (!t->chat_template) return tok_error(t, WGML_ERR_UNSUPPORTED, "chat: the model has no tokenizer.chat_template");
     /* the template with "\n" escapes written as newlines */
-    sbuf tpl = {.ok = 1};
+    bytebuf tpl = {0};
     for (const char *p = t->chat_template; *p; p++) {
         if (p[0] == '\\' && p[1] == 'n') {
-            sb_put(&tpl, "\n", 1);
+            bytebuf_put(&tpl, "\n", 1);
             p++;
         } else {
-            sb_put(&tpl, p, 1);
+            bytebuf_put(&tpl, p, 1);
         }
     }
-    if (!tpl.ok) return tok_error(t, WGML_ERR_OOM, "chat: out of memory");
+    if (tpl.oom) return tok_error(t, WGML_ERR_OOM, "chat: out of memory");
     size_t hl = sizeof chatml_head - 1, tl = sizeof chatml_tail - 1;
     if (tpl.n < hl + tl || memcmp(tpl.p, chatml_head, hl) || memcmp(tpl.p + tpl.n - tl, chatml_tail, tl) ||
         memchr(tpl.p + hl, '\'', tpl.n - hl - tl)) {
@@ -172,19 +152,19 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
     }
     const char *sys = tpl.p + hl;
     size_t sys_len = tpl.n - hl - tl;
-    sbuf b = {.ok = 1};
-    sb_put(&b, "", 0);
+    bytebuf b = {0};
+    bytebuf_put(&b, "", 0);
     for (size_t i = 0; i < n_msgs; i++) {
-        if (i == 0 && strcmp(msgs[0].role, "system") != 0) sb_put(&b, sys, sys_len);
-        sb_str(&b, "<|im_start|>");
-        sb_str(&b, msgs[i].role);
-        sb_str(&b, "\n");
-        sb_str(&b, msgs[i].content);
-        sb_str(&b, "<|im_end|>\n");
+        if (i == 0 && strcmp(msgs[0].role, "system") != 0) bytebuf_put(&b, sys, sys_len);
+        bytebuf_str(&b, "<|im_start|>");
+        bytebuf_str(&b, msgs[i].role);
+        bytebuf_str(&b, "\n");
+        bytebuf_str(&b, msgs[i].content);
+        bytebuf_str(&b, "<|im_end|>\n");
     }
-    if (add_generation_prompt) sb_str(&b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) bytebuf_str(&b, "<|im_start|>assistant\n");
     free(tpl.p);
-    if (!b.ok) {
+    if (b.oom) {
         free(b.p);
         return tok_error(t, WGML_ERR_OOM, "chat: out of memory");
     }
