@@ -5,7 +5,8 @@ Layers, lowest first: gpu, tensor, graph, ops, autograd, optim, io, program, mod
 (a) Includes: every `#include "X/..."` in a file under src/<layer>/ names the same or a lower
     layer, and so does every public header it includes (and every one a public header includes) (include/*.h, each the header of one
     layer: PUBLIC_LAYERS; one that is not listed there is reported until it is); files under
-    tools/ include only the public headers (include/) and tools' own *.h.
+    tools/ include only the public headers (include/) and tools' own *.h. A WGSL kernel's
+    `//!include NAME` names a kernel file (NAME.wgsl) of the same or a lower layer.
 (b) Symbols: for each object file of the wgml library (CMakeFiles/wgml.dir/src/<layer>/...o,
     whose source still exists), every undefined symbol that another wgml object defines is
     defined in the same or a lower layer (`nm`). The generated kernel table (wgml_shaders.c)
@@ -90,6 +91,31 @@ def check_includes(root):
                         elif RANK[owner] > RANK[layer]:
                             found.append((rel, inc, f'includes "{inc}": {layer} -> {owner} (the public header of '
                                                     f'{owner}, which is above {layer})'))
+    return found
+
+
+WGSL_INCLUDE_RE = re.compile(r'^//!include (\S+)', re.M)
+
+
+def check_wgsl_includes(root):
+    """[(file, included kernel, message)] for every //!include of a kernel file in a higher layer."""
+    where, kernels = {}, []
+    for dirpath, _, files in os.walk(os.path.join(root, "src")):
+        for f in sorted(files):
+            if f.endswith(".wgsl"):
+                rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                where[f[:-5]] = rel
+                kernels.append(rel)
+    found = []
+    for rel in kernels:
+        layer = layer_of(rel)
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+            names = WGSL_INCLUDE_RE.findall(fh.read())
+        for name in names:
+            owner = layer_of(where[name]) if name in where else None
+            if layer and owner and RANK[owner] > RANK[layer]:
+                found.append((rel, name, f'includes kernel "{name}" ({where[name]}): {layer} -> {owner} '
+                                         f'({owner} is above {layer})'))
     return found
 
 
@@ -180,7 +206,7 @@ def read_allow(path):
 
 def run_check(args):
     allow, errors = read_allow(args.allow)
-    violations = [("include",) + v for v in check_includes(args.root)]
+    violations = [("include",) + v for v in check_includes(args.root) + check_wgsl_includes(args.root)]
     violations += [("symbol",) + v for v in check_symbols(args.root, args.objects, args.nm)]
     used = set()
     bad = 0
@@ -219,6 +245,10 @@ PLANTED = {
     "src/optim/opt.c": '#include "wgml.h"\n#include "wgml-train.h"\n#include "wgml-new.h"\n',
     # train including its own public header and a lower one is fine
     "src/train/tr.c": '#include "wgml-train.h"\n#include "wgml.h"\n',
+    # a graph kernel including an ops kernel file; an ops kernel including a graph one is fine
+    "src/graph/g_kernel.wgsl": "//!include o_part\n",
+    "src/ops/o_part.wgsl": "\n",
+    "src/ops/o_kernel.wgsl": "//!include g_kernel\n",
 }
 EXPECTED = [
     'src/gpu/dev.c: includes "graph/graph.h": gpu -> graph',
@@ -227,6 +257,7 @@ EXPECTED = [
     'src/optim/opt.c: includes "wgml-train.h": optim -> train (the public header of train',
     'src/optim/opt.c: includes "wgml-new.h": a public header with no layer',
     'include/wgml-optim.h: includes "wgml-train.h": optim -> train (the public header of train',
+    'src/graph/g_kernel.wgsl: includes kernel "o_part" (src/ops/o_part.wgsl): graph -> ops',
 ]
 
 
@@ -263,20 +294,21 @@ def self_test(args):
                 failures.append(f"planted violations: not reported: {want}")
         if "graph_ok" in out or "gpu_dev (" in out:
             failures.append("a downward call (graph -> gpu) was reported")
-        if 'includes "wgml.h"' in out or "src/train/tr.c" in out:
+        if 'includes "wgml.h"' in out or "src/train/tr.c" in out or "o_kernel" in out:
             failures.append("a public header of the same or a lower layer was reported")
         full = ("include src/gpu/dev.c graph/graph.h  # planted\n"
                 "symbol src/gpu/dev.c graph_thing  # planted\n"
                 "include tools/cli.c graph/graph.h  # planted\n"
                 "include src/optim/opt.c wgml-train.h  # planted\n"
                 "include src/optim/opt.c wgml-new.h  # planted\n"
-                "include include/wgml-optim.h wgml-train.h  # planted\n")
+                "include include/wgml-optim.h wgml-train.h  # planted\n"
+                "include src/graph/g_kernel.wgsl o_part  # planted\n")
         rc, out = check(full)
         if rc != 0:
             failures.append(f"every violation allowed: the check exited {rc}:\n{out}")
         rc, out = check("include src/gpu/* graph/*  # planted\nsymbol src/gpu/* graph_*  # planted\n"
                         "include tools/cli.c graph/graph.h  # planted\ninclude src/optim/* wgml-*.h  # planted\n"
-                        "include include/* wgml-train.h  # planted\n")
+                        "include include/* wgml-train.h  # planted\ninclude src/graph/*.wgsl o_*  # planted\n")
         if rc != 0:
             failures.append(f"every violation allowed by patterns: the check exited {rc}:\n{out}")
         rc, out = check(full + "symbol src/gpu/dev.c gone_symbol  # stale\n")
