@@ -1,4 +1,8 @@
-/* WebGPU's aliasing rule and its debug check ($WGML_CHECK_ALIASING, on here whatever the
+/* The bindings of a dispatch. The kernels' declared bindings (//!bindings, wgsl_source.c): a
+ * kernel bound with other counts than it declares, a malformed directive and a binding numbered
+ * by hand fail with an error naming the kernel; a prelude's binding is numbered after the
+ * file's (the copy reads it and gives its values).
+ * WebGPU's aliasing rule and its debug check ($WGML_CHECK_ALIASING, on here whatever the
  * environment says):
  *  - a dispatch recorded through graph_dispatch with two overlapping writable bindings (the
  *    same tensor twice, a tensor and a view of it) fails the eager flush and a built graph's
@@ -26,6 +30,44 @@ static wgml_tensor *upload(wgml_graph *g, const float *data, int64_t n) {
     wgml_tensor *t = wgml_tensor_new(g, WGML_F32, 1, &n);
     if (t && wgml_tensor_write(t, data, sizeof(float) * (size_t)n)) t = NULL;
     return t;
+}
+
+/* ---- the declared bindings ----------------------------------------------------------- */
+
+/* graph_copy declares read(src) write(dst) uniform(p); the prelude may add to it. */
+static wgml_status record_copy(const char *prelude, wgml_tensor *const *ro, int n_ro, wgml_tensor *dst) {
+    uint32_t p[4] = {N, 0, 0, 0};
+    return graph_dispatch(T.g, "bind_probe", "graph_copy", prelude, ro, n_ro, &dst, 1, p, sizeof p, 1);
+}
+
+static void test_declared_bindings(void) {
+    float *h = th_random(N, -1, 1), *h2 = th_random(N, -1, 1);
+    wgml_tensor *x = th_tensor_f32(1, (int64_t[]){N}, h), *x2 = th_tensor_f32(1, (int64_t[]){N}, h2);
+    wgml_tensor *y = th_tensor_f32(1, (int64_t[]){N}, h2), *ro[2] = {x, x2};
+    wgml_status s = record_copy(NULL, ro, 2, y);
+    th_expect_error("bindings: one read more than declared", s != WGML_OK, WGML_ERR_ARG, "graph_copy",
+                    "declares 1 read, 1 write and 1 uniform bindings", "its op binds 2, 1 and 1", NULL);
+    s = record_copy("//!bindings reed(extra: array<f32>)\n", ro, 2, y);
+    th_expect_error("bindings: a malformed directive", s != WGML_OK, WGML_ERR_ARG, "graph_copy",
+                    "wants read(...), write(...) or uniform(...)", "reed(extra", NULL);
+    s = record_copy("//!bindings read(extra: array<f32>\n", ro, 2, y);
+    th_expect_error("bindings: a section not closed", s != WGML_OK, WGML_ERR_ARG, "graph_copy", "read( is not closed", NULL);
+    s = record_copy("@group(0) @binding(3) var<storage, read> extra: array<f32>;\n", ro, 2, y);
+    th_expect_error("bindings: one numbered by hand", s != WGML_OK, WGML_ERR_ARG, "graph_copy",
+                    "numbers a binding by hand", "@binding(3)", NULL);
+    /* the prelude's read is the second: the copy reads src = x */
+    s = record_copy("//!bindings read(extra: array<f32>)\n", ro, 2, y);
+    th_check(s == WGML_OK, "bindings: a prelude's binding (%s)", wgml_last_error(T.ctx));
+    float *got = s ? NULL : th_read_f32(y);
+    double ref[N];
+    for (int i = 0; i < N; i++) ref[i] = h[i];
+    if (got) th_close("bindings: the copy with a prelude's binding reads the file's", got, ref, N, 0, 0);
+    free(got);
+    wgml_tensor_free(x);
+    wgml_tensor_free(x2);
+    wgml_tensor_free(y);
+    free(h);
+    free(h2);
 }
 
 /* ---- the check ------------------------------------------------------------------------- */
@@ -218,6 +260,7 @@ static void test_accumulate_grad(void) {
 int main(int argc, char **argv) {
     setenv("WGML_CHECK_ALIASING", "1", 1); /* read when the context's eager graph is made */
     th_init_args("test_aliasing", argc, argv);
+    test_declared_bindings();
     test_check_eager();
     test_check_built();
     test_square_of_intermediate();

@@ -1,146 +1,13 @@
-/* Pipelines: the embedded shader sources, the //!include expander, the read-only to
- * read_write rewrite, the pipeline cache, bind groups. */
+/* Pipelines: the pipeline cache and bind groups. The code a kernel compiles from:
+ * wgsl_source.c. */
 #include "gpu/gpu_internal.h"
+#include "gpu/wgsl_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ shaders and pipelines */
-
-extern const struct wgml_shader_source {
-    const char *name;
-    const char *source;
-} wgml_shader_sources[];
-
-const char *gpu_shader_source(const char *name) {
-    for (const struct wgml_shader_source *s = wgml_shader_sources; s->name; s++)
-        if (strcmp(s->name, name) == 0) return s->source;
-    return NULL;
-}
-
-/* Shared WGSL: a line "//!include NAME" in a kernel is replaced by the embedded NAME.wgsl
- * (which may include others, to a depth of 4; each file at most once per kernel). Returns a
- * malloc'd copy; NULL with the error set when NAME is unknown or memory runs out. */
-#define INCLUDE_MARK "//!include "
-typedef struct inc_buf {
-    char *p;
-    size_t n, cap;
-    const char *seen[16];
-    int n_seen;
-} inc_buf;
-
-static bool inc_put(inc_buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return true;
-}
-
-static wgml_status inc_expand(wgml_ctx *ctx, inc_buf *b, const char *kernel, const char *src, int depth) {
-    for (const char *line = src; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
-        if (strncmp(line, INCLUDE_MARK, sizeof INCLUDE_MARK - 1) == 0) {
-            const char *arg = line + sizeof INCLUDE_MARK - 1;
-            size_t nl = len - (sizeof INCLUDE_MARK - 1);
-            while (nl > 0 && (arg[nl - 1] == '\n' || arg[nl - 1] == ' ')) nl--;
-            char name[64];
-            if (nl == 0 || nl >= sizeof name)
-                return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': a malformed %sline", kernel, INCLUDE_MARK);
-            memcpy(name, arg, nl);
-            name[nl] = 0;
-            const char *inc = gpu_shader_source(name);
-            if (!inc) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' includes '%s', which is not embedded", kernel, name);
-            bool seen = false;
-            for (int i = 0; i < b->n_seen; i++) seen = seen || b->seen[i] == inc;
-            if (!seen) {
-                if (depth >= 4 || b->n_seen >= 16)
-                    return wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s': includes nested too deep at '%s'", kernel, name);
-                b->seen[b->n_seen++] = inc;
-                wgml_status s = inc_expand(ctx, b, kernel, inc, depth + 1);
-                if (s) return s;
-                if (!inc_put(b, "\n", 1)) return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-            }
-        } else if (!inc_put(b, line, len)) {
-            return wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-        }
-        line += len;
-    }
-    return WGML_OK;
-}
-
-static char *expand_includes(wgml_ctx *ctx, const char *kernel, const char *src) {
-    inc_buf b = {0};
-    if (!inc_put(&b, "", 0)) {
-        wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-        return NULL;
-    }
-    if (inc_expand(ctx, &b, kernel, src, 0)) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
-}
-
-/* Returns a copy of code with every "var<storage, read>" made "var<storage, read_write>". */
-static char *rewrite_read_only(const char *code) {
-    static const char from[] = "var<storage, read>", to[] = "var<storage, read_write>";
-    size_t count = 0, nf = sizeof from - 1, nt = sizeof to - 1;
-    for (const char *p = strstr(code, from); p; p = strstr(p + nf, from)) count++;
-    char *out = malloc(strlen(code) + count * (nt - nf) + 1);
-    if (!out) return NULL;
-    char *o = out;
-    const char *p = code;
-    for (const char *q = strstr(p, from); q; q = strstr(p, from)) {
-        memcpy(o, p, (size_t)(q - p));
-        o += q - p;
-        memcpy(o, to, nt);
-        o += nt;
-        p = q + nf;
-    }
-    strcpy(o, p);
-    return out;
-}
-
-/* The WGSL that is compiled for kernel `shader` (source raw): the platform's enable directives,
- * prelude, a newline, the source
- * with its includes expanded, and with all_writable every read-only storage binding made
- * read_write. Malloc'd; NULL with the error set. */
-static char *kernel_code(wgml_ctx *ctx, const char *shader, const char *raw, const char *prelude, bool all_writable) {
-    char *src = expand_includes(ctx, shader, raw);
-    /* the platform's enable directives first (Tint wants `enable subgroups;`, naga refuses it) */
-    const char *en = native_wgsl_enables(ctx->caps.subgroups && src && (strstr(src, "subgroup") || strstr(prelude, "subgroup")));
-    size_t n0 = strlen(en), n1 = strlen(prelude), n2 = src ? strlen(src) : 0;
-    char *code = src ? malloc(n0 + n1 + n2 + 2) : NULL;
-    if (!code) {
-        if (src) wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-        free(src);
-        return NULL;
-    }
-    memcpy(code, en, n0);
-    memcpy(code + n0, prelude, n1);
-    code[n0 + n1] = '\n';
-    memcpy(code + n0 + n1 + 1, src, n2 + 1);
-    free(src);
-    if (all_writable) {
-        char *rw = rewrite_read_only(code);
-        free(code);
-        code = rw;
-        if (!code) {
-            wgml_set_error(ctx, WGML_ERR_OOM, "out of host memory");
-            return NULL;
-        }
-    }
-    return code;
-}
+/* ------------------------------------------------------------------ pipelines */
 
 /* Compiles code into a compute pipeline (entry "main") whose one bind group layout has nb
  * bindings: n_ro read-only storage (read-write with all_writable), n_rw read-write storage,
@@ -219,12 +86,6 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
             free(key);
             return p;
         }
-    const char *raw = gpu_shader_source(shader);
-    if (!raw) {
-        wgml_set_error(ctx, WGML_ERR_ARG, "no WGSL kernel named '%s' is embedded", shader);
-        free(key);
-        return NULL;
-    }
     int nb = n_ro + n_rw + (has_uniform ? 1 : 0);
     if ((uint32_t)(n_ro + n_rw) > ctx->caps.max_storage_per_stage) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s' needs %d storage buffers; the device allows %u", shader,
@@ -232,7 +93,7 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
         free(key);
         return NULL;
     }
-    char *code = kernel_code(ctx, shader, raw, prelude, all_writable);
+    char *code = gpu_kernel_code(ctx, shader, prelude, &(gpu_layout){n_ro, n_rw, has_uniform, all_writable});
     if (!code) {
         free(key);
         return NULL;

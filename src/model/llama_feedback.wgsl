@@ -2,11 +2,8 @@
 // the next step's token (ids), is written to the token history at the step's position, and
 // the position and the cache length advance by one, so the next run of the decode graph (in
 // the same submit or a later one) continues without the host. One workgroup of one thread.
-@group(0) @binding(0) var<storage, read> next_id: array<i32>;
-@group(0) @binding(1) var<storage, read_write> ids: array<i32>;
-@group(0) @binding(2) var<storage, read_write> pos: array<i32>;
-@group(0) @binding(3) var<storage, read_write> len: array<i32>;
-@group(0) @binding(4) var<storage, read_write> history: array<i32>;
+//!bindings read(next_id: array<i32>)
+//!bindings write(ids: array<i32>, pos: array<i32>, len: array<i32>, history: array<i32>)
 
 @compute @workgroup_size(1)
 fn main() {

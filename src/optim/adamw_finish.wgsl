@@ -15,10 +15,7 @@
 // non-finite, 2 held), coef, step_size, sqrt_bc2, decay].
 struct Params { n_chunks: u32 }
 
-@group(0) @binding(0) var<storage, read> part: array<f32>;
-@group(0) @binding(1) var<storage, read> hyper: array<f32>;
-@group(0) @binding(2) var<storage, read_write> state: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(part: array<f32>, hyper: array<f32>) write(state: array<u32>) uniform(p: Params)
 
 // wg_reduce's tree over (sum of squares, non-finite flag)
 const WG: u32 = 256u;

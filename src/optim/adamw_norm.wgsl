@@ -8,9 +8,7 @@
 // part[2w+1] = 1.0 when it holds a non-finite element. adamw_finish merges the chunks.
 struct Params { n4: u32, chunk: u32, n_chunks: u32 }
 
-@group(0) @binding(0) var<storage, read> grads: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> part: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(grads: array<vec4<f32>>) write(part: array<f32>) uniform(p: Params)
 
 // wg_reduce's tree over (sum of squares, any non-finite)
 const WG: u32 = 256u;

@@ -7,8 +7,7 @@
 // themselves stay unscaled. The entry point, the skip and the shared bindings: optim_update.
 //!include optim_update
 
-@group(0) @binding(5) var<storage, read_write> m2: array<vec4<f32>>;
-@group(0) @binding(6) var<uniform> p: Params;
+//!bindings write(m2: array<vec4<f32>>) uniform(p: Params)
 
 fn update(i: u32, coef: f32) {
     let step_size = bitcast<f32>(state[5]);

@@ -7,7 +7,7 @@
 // entry point, the skip and the shared bindings: optim_update.
 //!include optim_update
 
-@group(0) @binding(5) var<uniform> p: Params;
+//!bindings uniform(p: Params)
 
 fn update(i: u32, coef: f32) {
     let lr = hyper[0];

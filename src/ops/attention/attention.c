@@ -189,13 +189,8 @@ static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int6
              tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, tile->dc, td,
              D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
                         : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
-             has_len ? "@group(0) @binding(3) var<storage, read> len_buf: array<i32>;\n"
-                       "@group(0) @binding(4) var<storage, read_write> out: array<f32>;\n"
-                       "@group(0) @binding(5) var<uniform> p: Params;\n"
-                       "fn read_len() -> i32 { return len_buf[0]; }\n"
-                     : "@group(0) @binding(3) var<storage, read_write> out: array<f32>;\n"
-                       "@group(0) @binding(4) var<uniform> p: Params;\n"
-                       "fn read_len() -> i32 { return i32(p.Skv); }\n");
+             has_len ? "//!bindings read(len_buf: array<i32>)\nfn read_len() -> i32 { return len_buf[0]; }\n"
+                     : "fn read_len() -> i32 { return i32(p.Skv); }\n");
 }
 
 /* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a

@@ -10,11 +10,8 @@
 // in workgroup memory (fixed order, deterministic).
 struct Params { n_rows: u32, sq: u32, skv: u32, d: u32, causal: u32, scale: f32, window: u32 }
 
-@group(0) @binding(0) var<storage, read> o: array<f32>;
-@group(0) @binding(1) var<storage, read> dout: array<f32>;
-@group(0) @binding(2) var<storage, read_write> s: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dp: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(o: array<f32>, dout: array<f32>)
+//!bindings write(s: array<f32>, dp: array<f32>) uniform(p: Params)
 
 // wg_reduce's tree over (max, sum) pairs: the scores' max with delta, then (m, sum of exp)
 alias WR = vec2<f32>;

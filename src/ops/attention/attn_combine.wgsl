@@ -6,17 +6,15 @@
 // Workgroup: 64 threads; each thread owns one output element (row, d).
 struct Params { n: u32, D: u32, n_split: u32, rows_out: u32, Hkv: u32, G: u32, Sq: u32, _p: u32 }
 
-@group(0) @binding(0) var<storage, read> part: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(part: array<f32>) write(out: array<f32>) uniform(p: Params)
 
 //!include attn_rows
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let idx = (wid.x + wid.y * nwg.x) * 64u + lid;
-    if (idx >= p.n) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 64u;
+fn items() -> u32 { return p.n; }
+
+fn item(idx: u32) {
     let d = idx % p.D;
     let row = idx / p.D;
     let stride = p.D + 2u;

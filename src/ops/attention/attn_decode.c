@@ -89,41 +89,30 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
     return true;
 }
 
-/* The decode kernel's prelude: its constants and bindings; with qkn the norms' weights are
- * bindings 6 and 7 (and the caches, the partials and the parameters follow them), else the
- * weights read as 1. */
+/* The decode kernel's prelude: its constants and bindings; with qkn the norms' weights are read
+ * after tab, else the weights read as 1. */
 static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int64_t kpt, int64_t ch, int64_t n_chunk,
                            bool qkn) {
     int pl = snprintf(prelude, size,
                       "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
                       "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
                       "const NS: u32 = %lldu; const FINAL: bool = %s; const QKN: bool = %s;\n"
-                      "@group(0) @binding(0) var<storage, read> q: array<f32>;\n"
-                      "@group(0) @binding(1) var<storage, read> k: array<f32>;\n"
-                      "@group(0) @binding(2) var<storage, read> v: array<f32>;\n"
-                      "@group(0) @binding(3) var<storage, read> pos: array<i32>;\n"
-                      "@group(0) @binding(4) var<storage, read> len: array<i32>;\n"
-                      "@group(0) @binding(5) var<storage, read> tab: array<vec4<f32>>;\n",
+                      "//!bindings read(q: array<f32>, k: array<f32>, v: array<f32>, pos: array<i32>, len: array<i32>)\n"
+                      "//!bindings read(tab: array<vec4<f32>>)\n",
                       DECODE_WG, (long long)D, (long long)(D / 4), (long long)(D / 2), (long long)G, (long long)kpt,
                       (long long)ch, DECODE_WG / 64, (long long)(DECODE_WG / (D / 4)), n_chunk == 1 ? "true" : "false",
                       qkn ? "true" : "false");
-    int b = 6;
     if (qkn) {
         pl += snprintf(prelude + pl, size - (size_t)pl,
-                       "@group(0) @binding(6) var<storage, read> qn: array<f32>;\n"
-                       "@group(0) @binding(7) var<storage, read> kn: array<f32>;\n"
+                       "//!bindings read(qn: array<f32>, kn: array<f32>)\n"
                        "fn qn_at(e: u32) -> f32 { return qn[e]; }\nfn kn_at(e: u32) -> f32 { return kn[e]; }\n");
-        b = 8;
     } else {
         pl += snprintf(prelude + pl, size - (size_t)pl,
                        "fn qn_at(e: u32) -> f32 { return 1.0; }\nfn kn_at(e: u32) -> f32 { return 1.0; }\n");
     }
     snprintf(prelude + pl, size - (size_t)pl,
-             "@group(0) @binding(%d) var<storage, read_write> k_cache: array<vec4<f32>>;\n"
-             "@group(0) @binding(%d) var<storage, read_write> v_cache: array<vec4<f32>>;\n"
-             "@group(0) @binding(%d) var<storage, read_write> part: array<f32>;\n"
-             "@group(0) @binding(%d) var<uniform> p: Params;\n",
-             b, b + 1, b + 2, b + 3);
+             "//!bindings write(k_cache: array<vec4<f32>>, v_cache: array<vec4<f32>>, part: array<f32>)\n"
+             "//!bindings uniform(p: Params)\n");
 }
 
 /* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the

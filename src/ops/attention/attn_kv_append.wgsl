@@ -3,16 +3,13 @@
 // Workgroup: 256 threads; each thread owns one element of new.
 struct Params { n: u32, D: u32, Snew: u32, Smax: u32 }
 
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read> pos: array<i32>;
-@group(0) @binding(2) var<storage, read_write> cache: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(src: array<f32>, pos: array<i32>) write(cache: array<f32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let idx = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (idx >= p.n) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(idx: u32) {
     let d = idx % p.D;
     let rs = idx / p.D;          // bh * Snew + s
     let s = rs % p.Snew;

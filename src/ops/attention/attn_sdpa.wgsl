@@ -27,8 +27,8 @@
 // window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
 // sees the last `window` keys up to its own position; the key loop starts at the first key any
 // row of the block sees.
-// The prelude supplies WX WY TM TN D DC TD KW VT vt_at, the bindings from 3 on (the len buffer
-// when the length comes from a tensor, out, p) and read_len().
+// The prelude supplies WX WY TM TN D DC TD KW VT vt_at, the len buffer's binding when the length
+// comes from a tensor, and read_len().
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
@@ -37,9 +37,7 @@ struct Params {
 
 // q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
 // supplies the element type VT and its component reader vt_at.
-@group(0) @binding(0) var<storage, read> q: array<VT>;
-@group(0) @binding(1) var<storage, read> k: array<VT>;
-@group(0) @binding(2) var<storage, read> v: array<VT>;
+//!bindings read(q: array<VT>, k: array<VT>, v: array<VT>) write(out: array<f32>) uniform(p: Params)
 
 const NT: u32 = WX * WY;
 const BQ: u32 = WY * TM;

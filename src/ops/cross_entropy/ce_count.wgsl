@@ -7,9 +7,7 @@
 // in workgroup memory.
 struct Params { n_rows: u32, vocab: u32 }
 
-@group(0) @binding(0) var<storage, read> labels: array<i32>;
-@group(0) @binding(1) var<storage, read_write> stats: array<i32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(labels: array<i32>) write(stats: array<i32>) uniform(p: Params)
 
 const U: u32 = 16u;
 

@@ -7,7 +7,7 @@
 // lse = m + log(l); row_loss[r] = lse - x[label] for a valid row (0 <= label < vocab), else 0.
 // With HAS_D every thread then reads its elements again and writes
 // dlogits = (exp(x - m) / l - onehot(label)) * scale / n_valid (0 for ignored rows), scale from
-// grad_scale[0] when HAS_SCALE (else 1). n_valid comes from binding 2, `cnt`:
+// grad_scale[0] when HAS_SCALE (else 1). n_valid comes from the binding `cnt`:
 //   COUNT 0: cnt is the stats tensor of ce_count, n_valid = cnt[2];
 //   COUNT 1 / 4: cnt is the labels again (as i32 / vec4<i32>, p.n_cnt elements) and every
 //   workgroup counts the valid labels itself, once for its RPW rows: thread t counts elements
@@ -21,13 +21,8 @@
 // stat() (an LV as i32, for COUNT 0).
 struct Params { n_rows: u32, vocab: u32, ninf: f32, n_cnt: u32 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read> labels: array<i32>;
-@group(0) @binding(2) var<storage, read> cnt: array<LV>;
-@group(0) @binding(3) var<storage, read> grad_scale: array<f32>;
-@group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
-@group(0) @binding(5) var<storage, read_write> dx: array<V>;
-@group(0) @binding(6) var<uniform> p: Params;
+//!bindings read(x: array<V>, labels: array<i32>, cnt: array<LV>, grad_scale: array<f32>)
+//!bindings write(row_loss: array<f32>, dx: array<V>) uniform(p: Params)
 
 //!include reduce_lse
 

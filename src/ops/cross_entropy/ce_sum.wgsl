@@ -10,11 +10,8 @@
 // order is fixed, so the loss is the same bits on every run (no float atomics).
 struct Params { n_rows: u32, vocab: u32 }
 
-@group(0) @binding(0) var<storage, read> row_loss: array<f32>;
-@group(0) @binding(1) var<storage, read> labels: array<i32>;
-@group(0) @binding(2) var<storage, read_write> stats: array<i32>;
-@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(row_loss: array<f32>, labels: array<i32>)
+//!bindings write(stats: array<i32>, loss: array<f32>) uniform(p: Params)
 
 const U: u32 = 16u;
 

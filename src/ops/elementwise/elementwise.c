@@ -71,14 +71,14 @@ typedef enum lanes {
  *   el_<x>(o) -> f32 the element at offset o.
  * vec_ok: the element count is a multiple of 4 (a FULL f32 operand may bind as vec4 on the fast
  * path). Bools load as 0.0 / 1.0. */
-static void emit_operand(text *t, const opnd *o, int binding, lanes mode, bool vec_ok) {
+static void emit_operand(text *t, const opnd *o, lanes mode, bool vec_ok) {
     const char *x = o->name;
     bool is_bool = o->dtype == WGML_BOOL;
     const char *et = o->dtype == WGML_I32 ? "i32" : "f32"; /* the element type el_ returns */
     bool one = o->kind == OPND_ONE || o->kind == OPND_SCALAR;
     bool vec_bind = !is_bool && !one &&
                     ((mode == LANES_VECTOR && o->kind == OPND_FULL && vec_ok) || (mode == LANES_OFFSET && o->unit));
-    put(t, "@group(0) @binding(%d) var<storage, read> %s: array<%s>;\n", binding, x,
+    put(t, "//!bindings read(%s: array<%s>)\n", x,
         is_bool ? "u32" : vec_bind ? (o->dtype == WGML_I32 ? "vec4<i32>" : "vec4<f32>") : et);
     /* one element at an offset expression, as f32 */
     char e0[64], ej[64], eo[64];
@@ -252,7 +252,7 @@ static wgml_tensor *ew_record(wgml_graph *g, const char *op, ew_kernel kernel, i
     const char *vt = kernel == K_BINARY_INT ? (vw == 4 ? "vec4<i32>" : "i32") : vw == 4 ? "vec4<f32>" : "f32";
     put(&pre, "alias V = %s;\nalias VU = %s;\nalias VB = %s;\n", vt,
         vw == 4 ? "vec4<u32>" : "u32", vw == 4 ? "vec4<bool>" : "bool");
-    for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], k, mode, vec_ok);
+    for (int k = 0; k < n; k++) emit_operand(&pre, &ops[k], mode, vec_ok);
     if (pre.len >= sizeof pre.buf) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: kernel prelude too long", op);
         return NULL;

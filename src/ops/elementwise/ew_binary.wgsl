@@ -11,7 +11,7 @@
 //   alias V                vec4<f32> or f32 (vec4: fast path when numel % 4 == 0; broadcast path
 //                          when the innermost dim is a multiple of 4); VU, VB: the same shape of
 //                          u32 and bool
-//   bindings 0 (a), 1 (b) and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the
+//   the read bindings a, b and loaders ld_a/ld_b(j) -> V: on the fast path vector j of the
 //   operand; on the broadcast path the VW elements from element offset j (a splat when the
 //   operand is broadcast along the innermost dim); a splat for a one-element tensor or a
 //   uniform scalar.

@@ -8,15 +8,14 @@
 //   const BCAST: bool   general broadcast path (else contiguous operands, one-element tensors or
 //                       a uniform scalar)
 //   alias V = vec4<f32>
-//   bindings 0 (a), 1 (b); ld_a/ld_b(w) -> vec4<f32>: the four elements of word w (fast path);
+//   the read bindings a, b; ld_a/ld_b(w) -> vec4<f32>: the four elements of word w (fast path);
 //   el_a/el_b(o) -> f32: the element at offset o (broadcast path). Bools load as 0.0 / 1.0.
 //
 // Output bools are one byte each, four to a u32 word (element i in bits 8*(i%4)..). Workgroup:
 // 256 threads; one thread owns one output word (4 elements) and writes it whole, with the bytes
 // past the last element set to 0. On the broadcast path it locates the word's first element from
 // the output index and steps along the innermost dimension, recomputing only when it wraps.
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings write(out: array<u32>) uniform(p: Params)
 
 //!include ew_walk
 
@@ -36,13 +35,11 @@ fn test(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> {
     }
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let w = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (w >= p.nv) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.nv; }
+
+fn item(w: u32) {
     var x: vec4<f32>;
     var y: vec4<f32>;
     if (BCAST) {

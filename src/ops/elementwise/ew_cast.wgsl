@@ -10,9 +10,7 @@
 // output is bool, and then it writes the word whole with the bytes past the end zeroed).
 struct Params { n: u32, nw: u32, pad0: u32, pad1: u32 }
 
-@group(0) @binding(0) var<storage, read> x: array<u32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<u32>) write(out: array<u32>) uniform(p: Params)
 
 // Bool element i: its byte is non-zero.
 fn bool_at(i: u32) -> bool { return ((x[i >> 2u] >> ((i & 3u) * 8u)) & 255u) != 0u; }
@@ -41,11 +39,11 @@ fn nonzero(i: u32) -> bool {
     return bool_at(i);
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let w = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (w >= p.nw) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.nw; }
+
+fn item(w: u32) {
     if (OUT == 3u) {
         var word = 0u;
         for (var e = 0u; e < 4u; e++) {

@@ -5,19 +5,17 @@
 // one vec4.
 struct Params { n4: u32 }
 
-@group(0) @binding(0) var<storage, read> gate: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> up: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(gate: array<vec4<f32>>, up: array<vec4<f32>>)
+//!bindings write(out: array<vec4<f32>>) uniform(p: Params)
 
 alias V = vec4<f32>;
 //!include ew_act
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
-    if (i >= p.n4) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 64u;
+fn items() -> u32 { return p.n4; }
+
+fn item(i: u32) {
     let g = gate[i];
     if (ACT == 0u) {
         out[i] = g / (V(1.0) + exp(-g)) * up[i];

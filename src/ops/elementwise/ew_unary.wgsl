@@ -17,9 +17,7 @@ struct Params {
 
 //!include ew_trig
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read_write> out: array<V>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<V>) write(out: array<V>) uniform(p: Params)
 
 // NaN test on the bits (a float comparison v != v may be folded away by the driver's compiler).
 fn ew_isnan(v: V) -> VB {

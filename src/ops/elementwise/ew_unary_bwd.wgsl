@@ -17,10 +17,7 @@ struct Params {
     hi: f32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read> dy: array<V>;
-@group(0) @binding(2) var<storage, read_write> dx: array<V>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<V>, dy: array<V>) write(dx: array<V>) uniform(p: Params)
 
 // sigmoid(v) and 1 - sigmoid(v), each without cancellation or overflow (exp of -|v| only).
 fn bw_sig(v: V) -> V {

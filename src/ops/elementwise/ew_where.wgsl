@@ -7,13 +7,12 @@
 //   const VW: u32       lanes of V
 //   alias V             vec4<f32> or f32 (vec4: fast path when numel % 4 == 0; broadcast path
 //                       when the innermost dim is a multiple of 4)
-//   bindings 0 (c = cond), 1 (a), 2 (b) and loaders ld_c/ld_a/ld_b(j) -> V (cond as 0.0 / 1.0):
+//   the read bindings c (cond), a, b and loaders ld_c/ld_a/ld_b(j) -> V (cond as 0.0 / 1.0):
 //   on the fast path vector j (one word of cond per vec4); on the broadcast path the VW
 //   elements from element offset j (a splat when broadcast along the innermost dim).
 //
 // Workgroup and thread layout: ew_map.
-@group(0) @binding(3) var<storage, read_write> out: array<V>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings write(out: array<V>) uniform(p: Params)
 
 fn value(o: vec4<u32>) -> V {
     return select(ld_b(o.w), ld_a(o.z), ld_c(o.y) != V(0.0));

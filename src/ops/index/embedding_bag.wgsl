@@ -21,12 +21,8 @@ struct Params {
     pad: u32,
 }
 
-@group(0) @binding(0) var<storage, read> weight: array<f32>;
-@group(0) @binding(1) var<storage, read> indices: array<i32>;
-@group(0) @binding(2) var<storage, read> offsets: array<i32>;
-@group(0) @binding(3) var<storage, read> psw: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+//!bindings read(weight: array<f32>, indices: array<i32>, offsets: array<i32>, psw: array<f32>)
+//!bindings write(out: array<f32>) uniform(p: Params)
 
 fn bound(b: u32) -> u32 {
     if (b >= p.n_off) {
@@ -35,13 +31,11 @@ fn bound(b: u32) -> u32 {
     return u32(clamp(offsets[b], 0, i32(p.n_idx)));
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let t = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (t >= p.n) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(t: u32) {
     let b = t / p.dim;
     let d = t % p.dim;
     let start = bound(b);

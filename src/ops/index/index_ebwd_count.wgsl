@@ -5,15 +5,13 @@
 //!include index_fix
 struct Params { n: u32, v: u32, d: u32, pad: u32 }
 
-@group(0) @binding(0) var<storage, read> idx: array<i32>;
-@group(0) @binding(1) var<storage, read_write> cnt: array<atomic<u32>>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(idx: array<i32>) write(cnt: array<atomic<u32>>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let t = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (t >= p.n) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(t: u32) {
     let row = fix_index(idx[t], i32(p.v));
     atomicAdd(&cnt[row], 1u);
 }

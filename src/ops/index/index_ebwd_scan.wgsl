@@ -5,9 +5,7 @@
 // workgroup memory (Hillis-Steele, 8 steps), then it writes its rows' offsets.
 struct Params { n: u32, v: u32, d: u32, pad: u32 }
 
-@group(0) @binding(0) var<storage, read> cnt: array<u32>;
-@group(0) @binding(1) var<storage, read_write> off: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(cnt: array<u32>) write(off: array<u32>) uniform(p: Params)
 
 var<workgroup> sc: array<u32, 256>;
 

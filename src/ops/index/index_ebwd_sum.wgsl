@@ -5,17 +5,14 @@
 // one row, so their dy reads are coalesced. p.d counts Vs per row here (D / VW).
 struct Params { n: u32, v: u32, d: u32, pad: u32 }
 
-@group(0) @binding(0) var<storage, read> dy: array<V>;
-@group(0) @binding(1) var<storage, read> off: array<u32>;
-@group(0) @binding(2) var<storage, read> sorted: array<u32>;
-@group(0) @binding(3) var<storage, read_write> dw: array<V>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(dy: array<V>, off: array<u32>, sorted: array<u32>)
+//!bindings write(dw: array<V>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let t = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (t >= p.v * p.d) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.v * p.d; }
+
+fn item(t: u32) {
     let row = t / p.d;
     let c = t - row * p.d;
     var acc = V(0.0);

@@ -16,19 +16,14 @@ struct Params {
     acc: u32,    // 1: accumulate
 }
 
-@group(0) @binding(0) var<storage, read> x: array<E>;
-@group(0) @binding(1) var<storage, read> row: array<i32>;
-@group(0) @binding(2) var<storage, read> vals: array<E>;
-@group(0) @binding(3) var<storage, read_write> out: array<E>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(x: array<E>, row: array<i32>, vals: array<E>)
+//!bindings write(out: array<E>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.n) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(i: u32) {
     let r = i32(i / p.inner);
     let j = i % p.inner;
     var v = x[i];

@@ -6,10 +6,7 @@
 //!include index_fix
 struct Params { n: u32, inner: u32, nsel: u32, size: u32 }
 
-@group(0) @binding(0) var<storage, read> x: array<UNIT>;
-@group(0) @binding(1) var<storage, read> idx: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out: array<UNIT>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<UNIT>, idx: array<i32>) write(out: array<UNIT>) uniform(p: Params)
 
 const PER: u32 = 4u;
 

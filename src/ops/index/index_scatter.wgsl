@@ -12,18 +12,15 @@ struct Params {
     size: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> dy: array<f32>;
-@group(0) @binding(1) var<storage, read> idx: array<i32>;
-@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(dy: array<f32>, idx: array<i32>) write(dx: array<f32>) uniform(p: Params)
 
 fn at(v: array<vec4<u32>, 2>, i: u32) -> u32 { return v[i >> 2u][i & 3u]; }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.n) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(i: u32) {
     var rem = i;
     var ioff = 0u;
     var doff = 0u;

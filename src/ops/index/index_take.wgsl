@@ -15,10 +15,7 @@ struct Params {
     n: u32, rank: u32, dim: u32, size: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<u32>;
-@group(0) @binding(1) var<storage, read> idx: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<u32>, idx: array<i32>) write(out: array<u32>) uniform(p: Params)
 
 const PER: u32 = 4u;
 
@@ -33,14 +30,12 @@ fn src(e: u32, c: ptr<function, array<u32, 8>>) -> u32 {
     return o;
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let t = (wid.x + wid.y * nwg.x) * 256u + lid;
-    let e0 = t * select(PER, 4u, BOOL);
-    if (e0 >= p.n) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return ceil_div(p.n, PER); } // PER elements, or a word of 4 bools
+
+fn item(t: u32) {
+    let e0 = t * PER;
     var c = coords_of(e0);
     if (BOOL) {
         var word = 0u;

@@ -7,20 +7,14 @@
 // Workgroup: 256 threads, one element each (R * D elements in all).
 struct Params { n: u32, d: u32, vocab: u32 }
 
-@group(0) @binding(0) var<storage, read> labels: array<i32>;
-@group(0) @binding(1) var<storage, read> stats: array<i32>;
-@group(0) @binding(2) var<storage, read> state: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> wl: array<f32>;
-@group(0) @binding(4) var<storage, read> sa: array<f32>;
-@group(0) @binding(5) var<storage, read> sb: array<f32>;
-@group(0) @binding(6) var<storage, read_write> acc: array<f32>;
-@group(0) @binding(7) var<uniform> p: Params;
+//!bindings read(labels: array<i32>, stats: array<i32>, state: array<vec4<f32>>, wl: array<f32>, sa: array<f32>, sb: array<f32>)
+//!bindings write(acc: array<f32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.n) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(i: u32) {
     let row = i / p.d;
     let k = i - row * p.d;
     let lab = labels[row];

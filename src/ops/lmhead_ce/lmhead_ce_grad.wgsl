@@ -14,12 +14,8 @@
 // The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), FIRST, LAST.
 struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, d: u32, ninf: f32 }
 
-@group(0) @binding(0) var<storage, read> labels: array<i32>;
-@group(0) @binding(1) var<storage, read_write> state: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> row_loss: array<f32>;
-@group(0) @binding(3) var<storage, read_write> x: array<V>;
-@group(0) @binding(4) var<storage, read_write> acc: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+//!bindings read(labels: array<i32>)
+//!bindings write(state: array<vec4<f32>>, row_loss: array<f32>, x: array<V>, acc: array<f32>) uniform(p: Params)
 
 //!include lmhead_ce_row
 

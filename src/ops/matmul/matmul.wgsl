@@ -86,12 +86,8 @@ fn load_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
 // Thread (tx, ty) owns rows (g*WY + ty)*4 + r for g < TM/4, r < 4 and columns
 // (h*WX + tx)*4 + c for h < TN/4, c < 4: groups of four, strided by the thread grid, so each
 // workgroup-memory read is one vec4 and neighbouring threads read neighbouring vec4s.
-@compute @workgroup_size(THREADS)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tile_count()) { return; }
-    let t = tile_of(wg);
+//!include tile_main
+fn run_tile(t: Tile, lid: u32) {
     let m0 = t.m0;
     let n0 = t.n0;
     let tx = lid % WX;

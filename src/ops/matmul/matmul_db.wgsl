@@ -81,12 +81,8 @@ fn store_b(buf: u32, lid: u32, i: u32, v: BV) {
     }
 }
 
-@compute @workgroup_size(THREADS)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tile_count()) { return; }
-    let t = tile_of(wg);
+//!include tile_main
+fn run_tile(t: Tile, lid: u32) {
     let m0 = t.m0;
     let n0 = t.n0;
     let tx = lid % WX;

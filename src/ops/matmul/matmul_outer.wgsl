@@ -12,11 +12,9 @@
 // matmul.wgsl: slice s covers K range [s * k_chunk, ...) and writes raw sums to P[s, b, m, n].
 //!include matmul_params
 
-@group(0) @binding(0) var<storage, read> A: array<f32>;
-@group(0) @binding(1) var<storage, read> B: array<f32>;
-@group(0) @binding(2) var<storage, read> C: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<OV>;
-@group(0) @binding(4) var<uniform> p: Params;
+const THREADS: u32 = 256u;
+
+//!bindings read(A: array<f32>, B: array<f32>, C: array<f32>) write(O: array<OV>) uniform(p: Params)
 
 const BM: u32 = 8u * TM;
 const BN: u32 = 128u;
@@ -26,7 +24,7 @@ var<workgroup> As: array<f32, KC * BM>;
 var<workgroup> Bs: array<vec4<f32>, KC * BN / 4u>;
 
 fn load_tiles(a_base: u32, b_base: u32, m0: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
-    for (var e = lid; e < BM * KC; e += 256u) {
+    for (var e = lid; e < BM * KC; e += THREADS) {
         var kk: u32;
         var r: u32;
         var v = 0.0;
@@ -40,7 +38,7 @@ fn load_tiles(a_base: u32, b_base: u32, m0: u32, n0: u32, k0: u32, ke: u32, lid:
         }
         As[kk * BM + r] = v;
     }
-    for (var e = lid; e < BN * KC; e += 256u) {
+    for (var e = lid; e < BN * KC; e += THREADS) {
         var kk: u32;
         var c: u32;
         var v = 0.0;
@@ -72,12 +70,8 @@ fn o_get(at: u32) -> f32 {
     return o_at(O[at], 0u);
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tile_count()) { return; }
-    let t = tile_of(wg);
+//!include tile_main
+fn run_tile(t: Tile, lid: u32) {
     let s = t.s;
     let b = t.b;
     let m0 = t.m0;

@@ -2,7 +2,7 @@
 // O[b] = alpha * op(A[b]) * op(B[b]) + beta * C, computed as a "tall" product
 // O'[p, q] = sum_k X[p, k] * Y[k, q] with P the long side of the output and Q <= QP the short
 // one. Without SWAP, X = op(A) (P = M) and Y = op(B) (Q = N); with SWAP the roles turn
-// (X = op(B)ᵀ read from binding 1, Y = op(A)ᵀ from binding 0, P = N, Q = M) and the output is
+// (X = op(B)ᵀ read from the second binding, Y = op(A)ᵀ from the first, P = N, Q = M) and the output is
 // written transposed back into O[m, n] = O'[n, m]. The C code binds X first and Y second.
 //
 // Workgroup: 256 threads = S slots x KT k-threads (S = 256 / KT). Workgroup (b, slice s,
@@ -31,11 +31,7 @@ struct Params {
     beta: f32, k_chunk: u32, splits: u32, N: u32,
 }
 
-@group(0) @binding(0) var<storage, read> X: array<XV>;
-@group(0) @binding(1) var<storage, read> Y: array<YV>;
-@group(0) @binding(2) var<storage, read> C: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(X: array<XV>, Y: array<YV>, C: array<f32>) write(O: array<f32>) uniform(p: Params)
 
 const S: u32 = 256u / KT;
 const ROWS: u32 = S * R;

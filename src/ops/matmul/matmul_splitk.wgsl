@@ -11,16 +11,13 @@ struct Params {
     beta: f32, pad0: u32, pad1: u32, pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> P: array<f32>;
-@group(0) @binding(1) var<storage, read> C: array<f32>;
-@group(0) @binding(2) var<storage, read_write> O: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(P: array<f32>, C: array<f32>) write(O: array<f32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.total) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.total; }
+
+fn item(i: u32) {
     var acc = 0.0;
     for (var s = 0u; s < p.splits; s++) { acc += P[s * p.total + i]; }
     var v = p.alpha * acc;

@@ -7,11 +7,7 @@
 // here). Not a kernel.
 //!include matmul_params
 
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> B: array<BV>;
-@group(0) @binding(2) var<storage, read> C: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(A: array<AV>, B: array<BV>, C: array<f32>) write(O: array<f32>) uniform(p: Params)
 
 const WX: u32 = BN / TN;
 const WY: u32 = BM / TM;

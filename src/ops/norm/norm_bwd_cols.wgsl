@@ -7,19 +7,14 @@
 // neighbouring columns, so every row step is a coalesced read.
 struct Params { n_rows: u32, d: u32, chunk: u32, n_out: u32 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> dy: array<f32>;
-@group(0) @binding(2) var<storage, read> mean: array<f32>;
-@group(0) @binding(3) var<storage, read> rstd: array<f32>;
-@group(0) @binding(4) var<storage, read_write> pw: array<f32>;
-@group(0) @binding(5) var<storage, read_write> pb: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+//!bindings read(x: array<f32>, dy: array<f32>, mean: array<f32>, rstd: array<f32>)
+//!bindings write(pw: array<f32>, pb: array<f32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let t = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (t >= p.n_out) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n_out; }
+
+fn item(t: u32) {
     let c = t / p.d;
     let j = t - c * p.d;
     let r0 = c * p.chunk;

@@ -9,12 +9,8 @@
 // without it w is ones.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read> w: array<V>;
-@group(0) @binding(2) var<storage, read> dy: array<V>;
-@group(0) @binding(3) var<storage, read_write> dx: array<V>;
-@group(0) @binding(4) var<storage, read_write> rs: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+//!bindings read(x: array<V>, w: array<V>, dy: array<V>)
+//!bindings write(dx: array<V>, rs: array<f32>) uniform(p: Params)
 
 alias WR = vec2<f32>; // sum(x^2), sum(g * x)
 //!include norm_row

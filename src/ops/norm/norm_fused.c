@@ -48,25 +48,19 @@ static wgml_tensor *add_rms(wgml_graph *g, const char *op, wgml_tensor *x, wgml_
     /* one workgroup per row: the largest of 64, 128, 256 threads that still has a vec4 each */
     uint32_t wg = d / 4 >= 256 ? 256 : d / 4 >= 128 ? 128 : 64;
     char prelude[768];
-    int b = 2;
     int len = snprintf(prelude, sizeof prelude,
                        "const WG: u32 = %uu; const PRE: bool = %s; const NY: u32 = %du;\n"
-                       "@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;\n"
-                       "@group(0) @binding(1) var<storage, read> y: array<vec4<f32>>;\n",
+                       "//!bindings read(x: array<vec4<f32>>, y: array<vec4<f32>>)\n",
                        wg, wy ? "true" : "false", ny);
     if (wy)
         len += snprintf(prelude + len, sizeof prelude - (size_t)len,
-                        "@group(0) @binding(%d) var<storage, read> wy: array<vec4<f32>>;\n"
-                        "fn wy_at(j: u32) -> vec4<f32> { return wy[j]; }\n",
-                        b++);
+                        "//!bindings read(wy: array<vec4<f32>>)\n"
+                        "fn wy_at(j: u32) -> vec4<f32> { return wy[j]; }\n");
     else
         len += snprintf(prelude + len, sizeof prelude - (size_t)len, "fn wy_at(j: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
     snprintf(prelude + len, sizeof prelude - (size_t)len,
-             "@group(0) @binding(%d) var<storage, read> w: array<vec4<f32>>;\n"
-             "@group(0) @binding(%d) var<storage, read_write> sum: array<vec4<f32>>;\n"
-             "@group(0) @binding(%d) var<storage, read_write> out: array<vec4<f32>>;\n"
-             "@group(0) @binding(%d) var<uniform> p: Params;\n",
-             b, b + 1, b + 2, b + 3);
+             "//!bindings read(w: array<vec4<f32>>) write(sum: array<vec4<f32>>, out: array<vec4<f32>>)\n"
+             "//!bindings uniform(p: Params)\n");
     struct { uint32_t n_rows, d; float eps; } p = {.n_rows = (uint32_t)rows, .d = (uint32_t)d, .eps = eps};
     /* bindings: x, y, (wy,) w */
     wgml_tensor *ro[4] = {x, y, wy ? wy : w, w}, *rw[2] = {s, h};

@@ -10,13 +10,8 @@
 // without them w is ones and b zeros.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read> w: array<V>;
-@group(0) @binding(2) var<storage, read> b: array<V>;
-@group(0) @binding(3) var<storage, read_write> out: array<V>;
-@group(0) @binding(4) var<storage, read_write> mean_out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> rstd_out: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+//!bindings read(x: array<V>, w: array<V>, b: array<V>)
+//!bindings write(out: array<V>, mean_out: array<f32>, rstd_out: array<f32>) uniform(p: Params)
 
 alias WR = vec2<f32>; // sum(x - K), sum((x - K)^2)
 //!include norm_row

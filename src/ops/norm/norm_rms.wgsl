@@ -6,10 +6,7 @@
 // scaled. HAS_W (prelude): w is bound; without it w is taken as ones.
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read> w: array<V>;
-@group(0) @binding(2) var<storage, read_write> out: array<V>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<V>, w: array<V>) write(out: array<V>) uniform(p: Params)
 
 alias WR = f32; // sum(x^2)
 //!include norm_row

@@ -22,18 +22,13 @@ struct Params {
     has_idx: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read_write> idx: array<i32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<f32>) write(out: array<f32>, idx: array<i32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.n) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n; }
+
+fn item(i: u32) {
     let o_ext = vec3<u32>(p.outp.xyz);
     var r = i;
     let oz = i32(r % o_ext.z);

@@ -8,11 +8,8 @@
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (qweight.c), IDENT and PART.
 struct Params { T: u32, V: u32, D: u32, wpr: u32, ng: u32, row0: u32 }
 
-@group(0) @binding(0) var<storage, read> IDS: array<i32>;
-@group(0) @binding(1) var<storage, read> CODES: array<u32>;
-@group(0) @binding(2) var<storage, read> AB: array<ABT>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(IDS: array<i32>, CODES: array<u32>, AB: array<ABT>)
+//!bindings write(O: array<f32>) uniform(p: Params)
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -192,38 +192,35 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
     const qw_gemv_fuse *f = c->f;
     bool resid = f && f->epi == QW_EPI_RESIDUAL, norm = f && f->norm_w;
     int n_out = fuse_pair(f) ? 1 : nw;
-    int n_ro = 0, b = 0;
+    int n_ro = 0;
     ro[n_ro++] = x;
-    EMIT("@group(0) @binding(%d) var<storage, read> X: array<XT>;\n", b++);
+    EMIT("//!bindings read(X: array<XT>)\n");
     if (norm) {
         ro[n_ro++] = f->norm_w;
-        EMIT("@group(0) @binding(%d) var<storage, read> NRM: array<f32>;\n"
+        EMIT("//!bindings read(NRM: array<f32>)\n"
              "fn nw4(i: u32) -> vec4<f32> {\n  var v = vec4<f32>(0.0);\n"
              "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = NRM[i * 4u + j]; } }\n"
-             "  return v;\n}\n",
-             b++);
+             "  return v;\n}\n");
     } else {
         EMIT("fn nw4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
     }
     for (int i = 0; i < nw; i++) {
-        EMIT("@group(0) @binding(%d) var<storage, read> C%d: array<vec4<u32>>;\n", b++, i);
-        EMIT("@group(0) @binding(%d) var<storage, read> AB%d: array<ABT>;\n", b++, i);
+        EMIT("//!bindings read(C%d: array<vec4<u32>>, AB%d: array<ABT>)\n", i, i);
         ro[n_ro++] = ws[i]->codes;
         ro[n_ro++] = ws[i]->ab;
         if (ws[i]->bias) {
-            EMIT("@group(0) @binding(%d) var<storage, read> BIAS%d: array<f32>;\n", b++, i);
+            EMIT("//!bindings read(BIAS%d: array<f32>)\n", i);
             ro[n_ro++] = ws[i]->bias;
         }
     }
     if (resid) {
         ro[n_ro++] = f->residual;
-        EMIT("@group(0) @binding(%d) var<storage, read> R: array<f32>;\nfn resid(i: u32) -> f32 { return R[i]; }\n",
-             b++);
+        EMIT("//!bindings read(R: array<f32>)\nfn resid(i: u32) -> f32 { return R[i]; }\n");
     } else {
         EMIT("fn resid(i: u32) -> f32 { return 0.0; }\n");
     }
-    for (int i = 0; i < n_out; i++) EMIT("@group(0) @binding(%d) var<storage, read_write> O%d: array<f32>;\n", b++, i);
-    EMIT("@group(0) @binding(%d) var<uniform> p: Params;\n", b++);
+    for (int i = 0; i < n_out; i++) EMIT("//!bindings write(O%d: array<f32>)\n", i);
+    EMIT("//!bindings uniform(p: Params)\n");
     /* readers: w is uniform across a workgroup, so these branches are too */
     EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
     for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return C%d[i]; } ", i, i);

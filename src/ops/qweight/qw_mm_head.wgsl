@@ -11,12 +11,8 @@ struct Params {
     seg2: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> A: array<AV>;
-@group(0) @binding(1) var<storage, read> CODES: array<u32>;
-@group(0) @binding(2) var<storage, read> AB: array<ABT>;
-@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(4) var<storage, read_write> O: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+//!bindings read(A: array<AV>, CODES: array<u32>, AB: array<ABT>, BIAS: array<f32>)
+//!bindings write(O: array<f32>) uniform(p: Params)
 
 const WX: u32 = BC / TC;
 const WY: u32 = BM / TM;

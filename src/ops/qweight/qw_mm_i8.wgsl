@@ -70,12 +70,8 @@ fn load_w(c0: u32, r0: u32, lid: u32) {
     }
 }
 
-@compute @workgroup_size(THREADS)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tile_count()) { return; }
-    let t = tile_of(wg);
+//!include tile_main
+fn run_tile(t: Tile, lid: u32) {
     let rb = min(p.R, t.s * p.r_chunk);
     let re = min(p.R, rb + p.r_chunk);
     let tx = lid % WX;

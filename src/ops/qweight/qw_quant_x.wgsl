@@ -14,9 +14,7 @@
 // The prelude gives QB and PAIR.
 struct Params { M: u32, K: u32, Kp: u32, NB: u32, RS: u32, pad0: u32, pad1: u32, pad2: u32 }
 
-@group(0) @binding(0) var<storage, read> X: array<f32>;
-@group(0) @binding(1) var<storage, read_write> XQ: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(X: array<f32>) write(XQ: array<u32>) uniform(p: Params)
 
 // the k (within the block) of byte c of packed word w
 fn elem(w: u32, c: u32) -> u32 {
@@ -24,11 +22,11 @@ fn elem(w: u32, c: u32) -> u32 {
     return w * 4u + c;
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
-    if (i >= p.M * p.NB) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 64u;
+fn items() -> u32 { return p.M * p.NB; }
+
+fn item(i: u32) {
     let m = i / p.NB;
     let b = i % p.NB;
     let k0 = b * QB;

@@ -12,16 +12,13 @@
 // The prelude gives KIND CPW FW G ABT group_ab quant PADC (qweight.c), LT and latw(base, k0).
 struct Params { N: u32, K: u32, wpr: u32, ng: u32, total: u32 }
 
-@group(0) @binding(0) var<storage, read> L: array<LT>;
-@group(0) @binding(1) var<storage, read> AB: array<ABT>;
-@group(0) @binding(2) var<storage, read_write> CODES: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(L: array<LT>, AB: array<ABT>) write(CODES: array<u32>) uniform(p: Params)
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let idx = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (idx >= p.total) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.total; }
+
+fn item(idx: u32) {
     let n = idx / p.wpr;
     let k0 = (idx % p.wpr) * CPW;
     let ab = group_ab(n * p.ng + k0 / G);

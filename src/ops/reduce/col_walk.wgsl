@@ -5,11 +5,11 @@
 // base + r * inner, base = o * n * inner + i. Neighbouring threads read neighbouring addresses
 // at every step when inner > 1 (coalesced). The includer defines Params with n_rows (outer *
 // inner), n and inner, and fn walk_row(g: u32, base: u32): the thread's work on its row.
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let g = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (g >= p.n_rows) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return p.n_rows; }
+
+fn item(g: u32) {
     let o = g / p.inner;
     walk_row(g, o * p.n * p.inner + (g - o * p.inner));
 }

@@ -14,10 +14,7 @@ struct Params {
     pad: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> vals: array<f32>;
-@group(0) @binding(2) var<storage, read_write> idx: array<i32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(x: array<f32>) write(vals: array<f32>, idx: array<i32>) uniform(p: Params)
 
 var<workgroup> first_nan: atomic<u32>;
 

@@ -6,9 +6,7 @@
 // row would idle. The prelude supplies OP (0 sum, 1 max, 2 argmax).
 struct Params { outer: u32, n: u32, inner: u32, n_rows: u32, scale: f32, ninf: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<f32>) write(out: array<u32>) uniform(p: Params)
 
 //!include reduce_pick
 //!include col_walk

@@ -5,9 +5,7 @@
 // max ties keep the lower index). The prelude supplies WG and OP (0 sum, 1 max, 2 argmax).
 struct Params { n_out: u32, parts: u32, scale: f32, ninf: f32 }
 
-@group(0) @binding(0) var<storage, read> pin: array<u32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(pin: array<u32>) write(out: array<u32>) uniform(p: Params)
 
 //!include reduce_pick
 //!include wg_reduce

@@ -18,9 +18,7 @@ struct Params {
     scale: f32, ninf: f32, chunk: u32, parts: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<V>) write(out: array<u32>) uniform(p: Params)
 
 //!include reduce_pick
 //!include wg_reduce

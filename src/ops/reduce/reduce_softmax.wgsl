@@ -13,9 +13,7 @@
 // The prelude supplies WG, T, TSHIFT (log2 T), VW, alias V, hmax(), hsum(), LOG.
 struct Params { n_rows: u32, n: u32, inner: u32, ninf: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<V>;
-@group(0) @binding(1) var<storage, read_write> out: array<V>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<V>) write(out: array<V>) uniform(p: Params)
 
 //!include reduce_lse
 alias WR = vec2<f32>;

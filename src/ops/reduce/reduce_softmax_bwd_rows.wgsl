@@ -6,10 +6,7 @@
 // deterministic); then each thread writes its elements of dx.
 struct Params { n_rows: u32, n: u32, inner: u32, pad: u32 }
 
-@group(0) @binding(0) var<storage, read> y: array<f32>;
-@group(0) @binding(1) var<storage, read> dy: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+//!bindings read(y: array<f32>, dy: array<f32>) write(dx: array<f32>) uniform(p: Params)
 
 alias WR = f32;
 fn wr_op(a: f32, b: f32) -> f32 { return a + b; }

@@ -7,9 +7,7 @@
 // The prelude supplies LOG.
 struct Params { n_rows: u32, n: u32, inner: u32, ninf: f32 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(x: array<f32>) write(out: array<f32>) uniform(p: Params)
 
 //!include col_walk
 

@@ -9,19 +9,16 @@
 // Precision: the angle is reduced modulo one turn exactly (rope_angle.wgsl says how).
 struct Params { n_pairs: u32, H: u32, S: u32, half: u32, pos_bstride: u32, sign: f32, _p0: u32, _p1: u32 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> pos: array<i32>;
-@group(0) @binding(2) var<storage, read> tab: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+//!bindings read(x: array<f32>, pos: array<i32>, tab: array<vec4<f32>>)
+//!bindings write(out: array<f32>) uniform(p: Params)
 
 //!include rope_angle
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let idx = (wid.x + wid.y * nwg.x) * 64u + lid;
-    if (idx >= p.n_pairs) { return; }
+//!include flat_main
+const FLAT_WG: u32 = 64u;
+fn items() -> u32 { return p.n_pairs; }
+
+fn item(idx: u32) {
     let i = idx % p.half;
     let row = idx / p.half;          // (b * S + s) * H + h, or (b * H + h) * S + s heads-first
     var s: u32;

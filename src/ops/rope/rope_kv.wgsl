@@ -9,24 +9,17 @@
 // pairs, then the v pairs.
 struct Params { nq: u32, nk: u32, half: u32, smax: u32, style: u32, S: u32, _p1: u32, _p2: u32 }
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read> pos: array<i32>;
-@group(0) @binding(4) var<storage, read> tab: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> q_out: array<f32>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
-@group(0) @binding(8) var<uniform> p: Params;
+//!bindings read(q: array<f32>, k: array<f32>, v: array<f32>, pos: array<i32>, tab: array<vec4<f32>>)
+//!bindings write(q_out: array<f32>, k_cache: array<f32>, v_cache: array<f32>) uniform(p: Params)
 
 //!include rope_angle
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let flat = (wid.x + wid.y * nwg.x) * 64u + lid;
+//!include flat_main
+const FLAT_WG: u32 = 64u;
+fn items() -> u32 { return p.S * (p.nq + 2u * p.nk); } // the pairs of every row
+
+fn item(flat: u32) {
     let per_row = p.nq + 2u * p.nk;                 // pairs of one row
-    if (flat >= p.S * per_row) { return; }
     let row = flat / per_row;
     let idx = flat % per_row;
     let position = pos[row];

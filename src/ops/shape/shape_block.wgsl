@@ -7,9 +7,7 @@
 // Workgroup: 256 threads; each thread moves PER units, 256 apart (coalesced).
 struct Params { n: u32, row_len: u32, in_stride: u32, out_stride: u32, in_base: u32, out_base: u32, p0: u32, p1: u32 }
 
-@group(0) @binding(0) var<storage, read> inp: array<UNIT>;
-@group(0) @binding(1) var<storage, read_write> out: array<UNIT>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(inp: array<UNIT>) write(out: array<UNIT>) uniform(p: Params)
 
 const PER: u32 = 4u;
 

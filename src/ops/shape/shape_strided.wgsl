@@ -9,13 +9,12 @@
 
 const PER: u32 = 4u;
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let e0 = ((wid.x + wid.y * nwg.x) * 256u + lid) * PER;
-    if (e0 >= p.n) {
-        return;
-    }
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return ceil_div(p.n, PER); }
+
+fn item(t: u32) {
+    let e0 = t * PER;
     var c = coords_of(e0);
     for (var k = 0u; k < PER; k++) {
         if (e0 + k >= p.n) {

@@ -7,14 +7,12 @@
 // the word, replaces the bytes of its box, clears bytes past n, and writes the word once.
 //!include shape_strided_head
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let w = (wid.x + wid.y * nwg.x) * 256u + lid;
+//!include flat_main
+const FLAT_WG: u32 = 256u;
+fn items() -> u32 { return ceil_div(p.n, 4u); } // words
+
+fn item(w: u32) {
     let e0 = w * 4u;
-    if (e0 >= p.n) {
-        return;
-    }
     var c = coords_of(e0);
     var word = out[w];
     for (var k = 0u; k < 4u; k++) {

@@ -13,6 +13,4 @@ struct Params {
     rdim: u32, rlo: u32, rlen: u32, pad: u32,
 }
 
-@group(0) @binding(0) var<storage, read> inp: array<u32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(inp: array<u32>) write(out: array<u32>) uniform(p: Params)

@@ -16,9 +16,7 @@ struct Params {
     n_groups: u32, p0: u32, p1: u32, p2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> inp: array<u32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+//!bindings read(inp: array<u32>) write(out: array<u32>) uniform(p: Params)
 
 var<workgroup> tile: array<u32, 1056>; // 32 rows (q) x 33 columns (p)
 
