@@ -49,12 +49,14 @@ static wgml_status inc_expand(wgml_ctx *ctx, bytebuf *b, includes *in, const cha
         memcpy(name, arg, nl);
         name[nl] = 0;
         const char *inc = gpu_shader_source(name);
-        if (!inc) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' includes '%s', which is not embedded", kernel, name);
+        if (!inc)
+            return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' includes '%s', which is not embedded", kernel, name);
         bool seen = false;
         for (int i = 0; i < in->n_seen; i++) seen = seen || in->seen[i] == inc;
         if (!seen) {
             if (depth >= 4 || in->n_seen >= 16)
-                return wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s': includes nested too deep at '%s'", kernel, name);
+                return wgml_set_error(ctx, WGML_ERR_LIMIT, "kernel '%s': includes nested too deep at '%s'", kernel,
+                                      name);
             in->seen[in->n_seen++] = inc;
             wgml_status s = inc_expand(ctx, b, in, kernel, inc, depth + 1);
             if (s) return s;
@@ -100,7 +102,9 @@ static wgml_status parse_section(wgml_ctx *ctx, const char *kernel, const char *
         size_t k = strlen(sec_name[i]);
         if ((size_t)(end - p) > k && strncmp(p, sec_name[i], k) == 0 && p[k] == '(') sec = i;
     }
-    if (sec < 0) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': %swants read(...), write(...) or uniform(...) at '%.*s'", kernel, BIND_MARK, (int)(end - p), p);
+    if (sec < 0)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': %swants read(...), write(...) or uniform(...) at '%.*s'",
+                              kernel, BIND_MARK, (int)(end - p), p);
     p += strlen(sec_name[sec]) + 1;
     for (int angle = 0, paren = 0;;) {
         while (p < end && is_space(*p)) p++;
@@ -110,12 +114,16 @@ static wgml_status parse_section(wgml_ctx *ctx, const char *kernel, const char *
             paren += *p == '(' ? 1 : *p == ')' ? -1 : 0;
             p++;
         }
-        if (p == end) return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': %s%s( is not closed", kernel, BIND_MARK, sec_name[sec]);
+        if (p == end)
+            return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': %s%s( is not closed", kernel, BIND_MARK,
+                                  sec_name[sec]);
         size_t n = (size_t)(p - e0);
         while (n > 0 && is_space(e0[n - 1])) n--;
         if (n > 0) {
             if (!memchr(e0, ':', n) || n >= sizeof bs->b[0][0].decl || bs->n[sec] >= 16)
-                return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s': %sentry '%.*s' is not 'name: type', too long or one too many", kernel, BIND_MARK, (int)n, e0);
+                return wgml_set_error(ctx, WGML_ERR_ARG,
+                                      "kernel '%s': %sentry '%.*s' is not 'name: type', too long or one too many",
+                                      kernel, BIND_MARK, (int)n, e0);
             snprintf(bs->b[sec][bs->n[sec]++].decl, sizeof bs->b[0][0].decl, "%.*s", (int)n, e0);
         }
         if (*p++ == ')') break;
@@ -139,7 +147,9 @@ static wgml_status take_bindings(wgml_ctx *ctx, const char *kernel, bytebuf *b, 
             }
             memset(line, ' ', (size_t)(end - line));
         } else if (has_text(line, end, "@binding(")) {
-            return wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' numbers a binding by hand ('%.*s'): declare it in a %sline", kernel, (int)(end - line), line, BIND_MARK);
+            return wgml_set_error(ctx, WGML_ERR_ARG,
+                                  "kernel '%s' numbers a binding by hand ('%.*s'): declare it in a %sline", kernel,
+                                  (int)(end - line), line, BIND_MARK);
         }
         line = *end ? end + 1 : end;
     }
@@ -154,7 +164,8 @@ static void put_bindings(bytebuf *b, const bindings *bs, bool all_writable) {
     bytebuf_str(b, "\n");
     for (int sec = 0; sec < N_SEC; sec++)
         for (int i = 0; i < bs->n[sec]; i++) {
-            snprintf(head, sizeof head, "@group(0) @binding(%d) %s ", k++, var[sec == SEC_READ && all_writable ? SEC_WRITE : sec]);
+            int kind = sec == SEC_READ && all_writable ? SEC_WRITE : sec;
+            snprintf(head, sizeof head, "@group(0) @binding(%d) %s ", k++, var[kind]);
             bytebuf_str(b, head);
             bytebuf_str(b, bs->b[sec][i].decl);
             bytebuf_str(b, ";\n");
@@ -181,11 +192,13 @@ char *gpu_kernel_code(wgml_ctx *ctx, const char *shader, const char *prelude, co
     if (!s) s = take_bindings(ctx, shader, &pre, &bs);
     int want[N_SEC] = {layout->n_ro, layout->n_rw, layout->has_uniform ? 1 : 0};
     if (!s && (bs.n[0] != want[0] || bs.n[1] != want[1] || bs.n[2] != want[2]))
-        s = wgml_set_error(ctx, WGML_ERR_ARG, "kernel '%s' declares %d read, %d write and %d uniform bindings; its op binds %d, %d and %d",
+        s = wgml_set_error(ctx, WGML_ERR_ARG,
+                           "kernel '%s' declares %d read, %d write and %d uniform bindings; its op binds %d, %d and %d",
                            shader, bs.n[0], bs.n[1], bs.n[2], want[0], want[1], want[2]);
     if (!s) {
         /* the platform's enable directives first (Tint wants `enable subgroups;`, naga refuses it) */
-        bytebuf_str(&code, native_wgsl_enables(ctx->caps.subgroups && (strstr(src.p, "subgroup") || strstr(pre.p, "subgroup"))));
+        bool sg = ctx->caps.subgroups && (strstr(src.p, "subgroup") || strstr(pre.p, "subgroup"));
+        bytebuf_str(&code, native_wgsl_enables(sg));
         bytebuf_put(&code, pre.p, pre.n);
         bytebuf_put(&code, "\n", 1);
         bytebuf_put(&code, src.p, src.n);
