@@ -74,10 +74,12 @@ const ADAPTER_CPU = 3, ADAPTER_UNKNOWN = 4, BACKEND_WEBGPU = 2;
 
 export class WebGPU {
   // gpu: navigator.gpu; limitsOverride: {name: value} lowers what the adapter reports (a test
-  // of small devices); log(text): where a message for the user goes.
-  constructor(gpu, { limitsOverride = {}, log = (t) => console.log(t) } = {}) {
+  // of small devices); popDelayMs: every error scope's answer comes this much later (a test of a
+  // GPU process busy for seconds); log(text): where a message for the user goes.
+  constructor(gpu, { limitsOverride = {}, popDelayMs = 0, log = (t) => console.log(t) } = {}) {
     this.gpu = gpu;
     this.limitsOverride = limitsOverride;
+    this.popDelayMs = popDelayMs;
     this.log = log;
     this.objects = [null];
     this.refs = [0];
@@ -85,6 +87,7 @@ export class WebGPU {
     this.ready = [];      // callbacks to run at the next wgpuInstanceProcessEvents
     this.pending = new Set(); // promises whose settling queues a callback
     this.mapped = new Map(); // buffer id -> [wasm pointers of mapped ranges]
+    this.released = new WeakSet(); // devices whose handle was released
     this.exports = null;
   }
 
@@ -150,6 +153,8 @@ export class WebGPU {
     const o = this.objects[id];
     if (o && (o instanceof GPUBuffer || o instanceof GPUQuerySet)) o.destroy();
     if (o instanceof GPUBuffer) this.unmapped(id);
+    // a released device calls back no more: its callbacks' user data may be freed memory now
+    if (o instanceof GPUDevice) { o.onuncapturederror = null; this.released.add(o); }
     this.objects[id] = null;
     this.freeIds.push(id);
   }
@@ -282,7 +287,7 @@ export class WebGPU {
           w.setU32(idp, id);
           dev.onuncapturederror = (ev) => w.ready.push(() =>
             w.withSV(ev.error.message, (sv) => w.call(unc.fn, idp, w.errorType(ev.error), sv, unc.u1, unc.u2)));
-          w.later(dev.lost, (info) => w.withSV(info.message || info.reason || "device lost",
+          w.later(dev.lost, (info) => w.released.has(dev) || w.withSV(info.message || info.reason || "device lost",
             (sv) => w.call(lost.fn, idp, info.reason === "destroyed" ? 2 : 1, sv, lost.u1, lost.u2)));
           w.withSV("", (sv) => w.call(cb.fn, 1, id, sv, cb.u1, cb.u2));
         });
@@ -297,7 +302,9 @@ export class WebGPU {
       wgpuDevicePushErrorScope: (d, f) => h(d).pushErrorScope(ERROR_FILTER[f] || "validation"),
       wgpuDevicePopErrorScope: (d, cbp) => {
         const cb = w.cbInfo(cbp);
-        w.later(h(d).popErrorScope(), (err, e) => w.withSV(err ? err.message : e ? String(e) : "",
+        let answer = h(d).popErrorScope();
+        if (w.popDelayMs) answer = answer.then((v) => new Promise((r) => setTimeout(() => r(v), w.popDelayMs)));
+        w.later(answer, (err, e) => w.withSV(err ? err.message : e ? String(e) : "",
           (sv) => w.call(cb.fn, e ? 3 : 1, w.errorType(err), sv, cb.u1, cb.u2)));
         return 0n;
       },

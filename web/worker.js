@@ -30,7 +30,9 @@ async function put(files) {
 // Runs a WASI command; its exit status (a trap or a JS error is 134, reported on stderr).
 export async function runCommand({ wasm, args = [], env = {}, limits = {} }) {
   if (!modules.has(wasm)) modules.set(wasm, await WebAssembly.compileStreaming(fetch(wasm)));
-  const gpu = new WebGPU(navigator.gpu, { limitsOverride: limits, log: (t) => out(2, t + "\n") });
+  // $WGML_WEB_POP_DELAY_MS: webgpu.js's test hook of late error-scope answers (tests/test_scope.c)
+  const gpu = new WebGPU(navigator.gpu, { limitsOverride: limits, popDelayMs: +(env.WGML_WEB_POP_DELAY_MS || 0),
+    log: (t) => out(2, t + "\n") });
   const wasi = new WASI({ args, env, fs, write: out });
   const inst = await WebAssembly.instantiate(modules.get(wasm), { env: gpu.imports(), wasi_snapshot_preview1: wasi.imports() });
   gpu.bind(inst.exports);

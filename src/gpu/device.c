@@ -80,19 +80,31 @@ wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during) {
 }
 
 /* Error scopes: push before creating something, pop after to learn whether it failed.
- * (wgpu-native panics on the Internal filter; internal errors reach the uncaptured callback.) */
-typedef struct scope_result {
-    bool done;
-    WGPUErrorType type;
-    char msg[512];
-} scope_result;
+ * (wgpu-native panics on the Internal filter; internal errors reach the uncaptured callback.)
+ * The pops answer through callbacks, which may come late: in the browser after a round trip to
+ * a GPU process that can be busy for seconds (compiling a kernel, taking a model's weights). So
+ * the answers land in a record on the heap, and a waiter that gives up (device lost, timeout)
+ * leaves it to the last answer to free: no answer is ever written into memory that is no longer
+ * the waiter's (in wasm, a late answer into a stack frame overwrites the frames of the calls
+ * after it). The wait is bounded by the context's timeout, not by a count of polls. */
+typedef struct scope_wait {
+    int left;       /* answers still to come */
+    bool abandoned; /* the waiter has gone: the last answer frees the record */
+    bool done;      /* every answer came */
+    struct {
+        WGPUErrorType type;
+        char msg[512];
+    } r[2];
+} scope_wait;
 
 static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
-    (void)u2;
-    scope_result *r = u1;
-    r->done = true;
-    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_NoError;
-    sv_copy(r->msg, sizeof r->msg, msg);
+    scope_wait *w = u1;
+    int i = (int)(intptr_t)u2;
+    w->r[i].type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_NoError;
+    sv_copy(w->r[i].msg, sizeof w->r[i].msg, msg);
+    if (--w->left > 0) return;
+    if (w->abandoned) free(w);
+    else w->done = true;
 }
 
 void gpu_scope_push(wgml_ctx *ctx) {
@@ -100,25 +112,39 @@ void gpu_scope_push(wgml_ctx *ctx) {
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
 }
 
-wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during) {
-    scope_result r[2];
-    memset(r, 0, sizeof r);
+static void scope_pop_into(wgml_ctx *ctx, scope_wait *w) {
     for (int i = 0; i < 2; i++) {
         WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
         cb.mode = WGPUCallbackMode_AllowProcessEvents;
         cb.callback = on_pop;
-        cb.userdata1 = &r[i];
+        cb.userdata1 = w;
+        cb.userdata2 = (void *)(intptr_t)i;
         wgpuDevicePopErrorScope(ctx->device, cb);
     }
-    for (int spin = 0; spin < 1000 && !(r[0].done && r[1].done); spin++)
-        native_poll(ctx->device, false);
-    for (int i = 0; i < 2; i++) {
-        if (r[i].done && r[i].type != WGPUErrorType_NoError) {
-            wgml_status s = r[i].type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU;
-            return wgml_set_error(ctx, s, "%s: %s", during, r[i].msg);
-        }
+}
+
+wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during) {
+    scope_wait *w = calloc(1, sizeof *w);
+    if (!w) { /* the scopes are popped all the same; their answers go where nothing reads them */
+        static scope_wait sink = {.left = 1 << 30};
+        scope_pop_into(ctx, &sink);
+        return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", during);
     }
-    return gpu_take_pending(ctx, during);
+    w->left = 2;
+    scope_pop_into(ctx, w);
+    wgml_status s = w->done ? WGML_OK : gpu_wait_flag(ctx, &w->done, during);
+    if (s) {
+        if (w->done) free(w);
+        else w->abandoned = true;
+        return s;
+    }
+    for (int i = 0; i < 2 && !s; i++) {
+        if (w->r[i].type != WGPUErrorType_NoError)
+            s = wgml_set_error(ctx, w->r[i].type == WGPUErrorType_OutOfMemory ? WGML_ERR_OOM : WGML_ERR_GPU, "%s: %s",
+                               during, w->r[i].msg);
+    }
+    free(w);
+    return s ? s : gpu_take_pending(ctx, during);
 }
 
 /* ------------------------------------------------------------------ time and waiting */
@@ -165,14 +191,53 @@ wgml_status gpu_wait_idle(wgml_ctx *ctx) {
 
 /* ------------------------------------------------------------------ device */
 
+/* The requests for an adapter and a device answer through callbacks, into records on the heap
+ * for the reason the error scopes' answers are (above): a waiter that gives up leaves the record
+ * to the answer, which frees it and releases what it brought. */
+typedef struct request_wait {
+    bool done, abandoned;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    char msg[512];
+} request_wait;
+
 static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void *u1, void *u2) {
     (void)msg; (void)u2;
-    if (status == WGPURequestAdapterStatus_Success) *(WGPUAdapter *)u1 = adapter;
+    request_wait *w = u1;
+    WGPUAdapter got = status == WGPURequestAdapterStatus_Success ? adapter : NULL;
+    if (w->abandoned) {
+        if (got) wgpuAdapterRelease(got);
+        free(w);
+        return;
+    }
+    w->adapter = got;
+    w->done = true;
 }
 
 static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2) {
-    if (status == WGPURequestDeviceStatus_Success) *(WGPUDevice *)u1 = device;
-    else sv_copy(u2, 512, msg);
+    (void)u2;
+    request_wait *w = u1;
+    WGPUDevice got = status == WGPURequestDeviceStatus_Success ? device : NULL;
+    if (w->abandoned) {
+        if (got) wgpuDeviceRelease(got);
+        free(w);
+        return;
+    }
+    w->device = got;
+    if (!got) sv_copy(w->msg, sizeof w->msg, msg);
+    w->done = true;
+}
+
+/* Runs the instance's events until w is answered or timeout_s passes; true when answered. On a
+ * timeout the record is the callback's to free. */
+static bool request_answered(wgml_ctx *ctx, request_wait *w) {
+    uint64_t start = gpu_now_ns();
+    while (!w->done && (double)(gpu_now_ns() - start) * 1e-9 < ctx->timeout_s) {
+        wgpuInstanceProcessEvents(ctx->instance);
+        if (!w->done) nap_us(100);
+    }
+    if (!w->done) w->abandoned = true;
+    return w->done;
 }
 
 static int adapter_rank(WGPUAdapterType t) {
@@ -222,13 +287,19 @@ static WGPUAdapter choose_adapter(wgml_ctx *ctx, const char *want, char *names, 
     }
     if (!best && !want && n == 0) {
         /* fall back to the standard request when enumeration finds nothing */
+        request_wait *w = calloc(1, sizeof *w);
+        if (!w) return NULL;
         WGPURequestAdapterOptions opt = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
         opt.powerPreference = WGPUPowerPreference_HighPerformance;
         WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
         cb.mode = WGPUCallbackMode_AllowSpontaneous;
         cb.callback = on_adapter;
-        cb.userdata1 = &best;
+        cb.userdata1 = w;
         wgpuInstanceRequestAdapter(ctx->instance, &opt, cb);
+        if (request_answered(ctx, w)) {
+            best = w->adapter;
+            free(w);
+        }
     }
     return best;
 }
@@ -268,17 +339,20 @@ static wgml_status create_device(wgml_ctx *ctx) {
     dd.deviceLostCallbackInfo.userdata1 = ctx;
     dd.uncapturedErrorCallbackInfo.callback = on_uncaptured;
     dd.uncapturedErrorCallbackInfo.userdata1 = ctx;
-    char msg[512] = "";
+    request_wait *w = calloc(1, sizeof *w);
+    if (!w) return wgml_set_error(NULL, WGML_ERR_OOM, "out of host memory");
     WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
     cb.mode = WGPUCallbackMode_AllowSpontaneous;
     cb.callback = on_device;
-    cb.userdata1 = &ctx->device;
-    cb.userdata2 = msg;
+    cb.userdata1 = w;
     wgpuAdapterRequestDevice(ctx->adapter, &dd, cb);
-    for (int i = 0; i < 1000 && !ctx->device && !msg[0]; i++) {
-        wgpuInstanceProcessEvents(ctx->instance);
-        nap_us(100);
-    }
+    if (!request_answered(ctx, w))
+        return wgml_set_error(NULL, WGML_ERR_TIMEOUT, "the adapter did not answer the request for a device within %.3g s",
+                              ctx->timeout_s);
+    ctx->device = w->device;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", w->msg);
+    free(w);
     if (!ctx->device) return wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", msg);
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
     ctx->limits = (WGPULimits)WGPU_LIMITS_INIT;

@@ -86,9 +86,8 @@ bool native_poll(WGPUDevice device, bool wait) {
 }
 
 /* The upload flush only submits here: Chromium copies a queue write out of wasm memory at the
- * call, and a wait would suspend the wasm stack (JSPI) once per 64 MiB of a model's weights.
- * (In one run of web_api_smollm2_android with the wait, a kernel's WGSL reached Dawn garbled;
- * five runs after it passed; bench/NOTES.md, 2026-12-04.) */
+ * call, so there is no staging to wait for, and a wait would suspend the wasm stack (JSPI) once
+ * per 64 MiB of a model's weights. */
 bool native_upload_wait(void) { return false; }
 
 /* Chromium names subgroups by the standard feature; f32 atomics are not in WebGPU (0: no
