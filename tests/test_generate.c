@@ -351,7 +351,8 @@ static void test_fused(void) {
  * default), with the plain ops and with the fused inference graphs (a GPU's: q, k, v as one
  * segmented GEMM): the last position's logits differ from f32's by more than rounding (the
  * int8 path ran) and by at most 15% of their RMS (measured on this random model: 1-6%; the
- * kernels' own error is bounded per product in test_qw_i8), with the same argmax; the decode
+ * kernels' own error is bounded per product in test_qw_i8), with each argmax its logits' and the
+ * two the same unless f32's top two are within the logits' error; the decode
  * step after it (f32 GEMVs over a cache written by the int8 prefill) within the same bound. */
 static void case_int8_prefill(const char *unfused) {
     synth s;
@@ -371,15 +372,26 @@ static void case_int8_prefill(const char *unfused) {
     wgml_status st = f && q ? wgml_model_prefill(f, ids, 11, lf, &af) : WGML_ERR_ARG;
     if (!st) st = wgml_model_prefill(q, ids, 11, lq, &aq);
     for (int step = 0; step < 2 && th_check(!st, "int8 prefill: %s", wgml_last_error(T.ctx)); step++) {
-        double d2 = 0, r2 = 0;
+        double d2 = 0, r2 = 0, emax = 0;
+        int mf = 0, mq = 0;
         for (int j = 0; j < V; j++) {
             d2 += (lq[j] - lf[j]) * (double)(lq[j] - lf[j]);
             r2 += (double)lf[j] * lf[j];
+            emax = fmax(emax, fabs((double)lq[j] - lf[j]));
+            if (lf[j] > lf[mf]) mf = j;
+            if (lq[j] > lq[mq]) mq = j;
         }
         double rel = sqrt(d2 / fmax(r2, 1e-30));
-        th_check(rel > 1e-4 && rel <= 0.15 && (step || af == aq),
-                 "int8 %s (unfused %s): logits' error %.3g of their RMS, argmax %d vs %d",
-                 step ? "prefill, then a decode step" : "prefill of 11", unfused, rel, aq, af);
+        th_check(rel > 1e-4 && rel <= 0.15, "int8 %s (unfused %s): logits' error %.3g of their RMS",
+                 step ? "prefill, then a decode step" : "prefill of 11", unfused, rel);
+        /* the argmax each prefill read back is its logits' (up to ties); the two may differ only
+         * where f32's top two are closer than the two logits' errors added (a random model's top
+         * two can be that close) */
+        if (!step && af >= 0 && af < V && aq >= 0 && aq < V)
+            th_check(lf[af] == lf[mf] && lq[aq] == lq[mq] && (af == aq || lf[af] - lf[aq] <= 2 * emax),
+                     "int8 prefill of 11 (unfused %s): argmax %d vs %d; f32's logits there %.4g, %.4g; the "
+                     "largest logit error %.3g", unfused, aq, af, lf[aq], lf[af], emax);
+        else if (!step) th_check(false, "int8 prefill of 11: argmax %d, %d outside [0, %d)", aq, af, V);
         printf("  int8 %s (unfused %s): logits' error %.2e of their RMS\n", step ? "then decode" : "prefill", unfused, rel);
         st = wgml_model_decode(f, ids[11], lf, NULL);
         if (!st) st = wgml_model_decode(q, ids[11], lq, NULL);
