@@ -201,13 +201,20 @@ typedef struct request_wait {
     char msg[512];
 } request_wait;
 
+/* An answer's first step: true when its waiter still waits (the answer goes into w); false when
+ * the waiter gave up, and then w is freed here and the caller releases what came. */
+static bool request_waited_for(request_wait *w) {
+    if (!w->abandoned) return true;
+    free(w);
+    return false;
+}
+
 static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void *u1, void *u2) {
     (void)msg; (void)u2;
-    request_wait *w = u1;
     WGPUAdapter got = status == WGPURequestAdapterStatus_Success ? adapter : NULL;
-    if (w->abandoned) {
+    request_wait *w = u1;
+    if (!request_waited_for(w)) {
         if (got) wgpuAdapterRelease(got);
-        free(w);
         return;
     }
     w->adapter = got;
@@ -216,11 +223,10 @@ static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGP
 
 static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2) {
     (void)u2;
-    request_wait *w = u1;
     WGPUDevice got = status == WGPURequestDeviceStatus_Success ? device : NULL;
-    if (w->abandoned) {
+    request_wait *w = u1;
+    if (!request_waited_for(w)) {
         if (got) wgpuDeviceRelease(got);
-        free(w);
         return;
     }
     w->device = got;
@@ -350,10 +356,10 @@ static wgml_status create_device(wgml_ctx *ctx) {
         return wgml_set_error(NULL, WGML_ERR_TIMEOUT, "the adapter did not answer the request for a device within %.3g s",
                               ctx->timeout_s);
     ctx->device = w->device;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", w->msg);
+    wgml_status refused =
+        ctx->device ? WGML_OK : wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", w->msg);
     free(w);
-    if (!ctx->device) return wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", msg);
+    if (refused) return refused;
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
     ctx->limits = (WGPULimits)WGPU_LIMITS_INIT;
     wgpuDeviceGetLimits(ctx->device, &ctx->limits);
