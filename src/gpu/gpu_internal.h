@@ -20,6 +20,8 @@ struct gpu_pipeline {
     WGPUComputePipeline pipeline;
     WGPUBindGroupLayout layout;
     int n_bindings;
+    size_t wgsl_bytes; /* for WGML_LOG_PIPELINES */
+    bool ran;          /* dispatched before (WGML_LOG_PIPELINES=2 times the first run) */
     gpu_pipeline *next;
 };
 
@@ -99,6 +101,9 @@ wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during);
 /* Polls until *flag is set (a callback sets it) or, with flag NULL, the queue drains, within
  * the context's timeout. */
 wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what);
+/* $WGML_LOG_PIPELINES: 0 off, 1 a line per pipeline created, 2 also a line per pipeline's first
+ * run (pipeline.c, submit.c). */
+int gpu_log_pipelines(void);
 /* CPU time of the calling thread. */
 uint64_t gpu_thread_cpu_ns(void);
 

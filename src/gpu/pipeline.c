@@ -60,14 +60,20 @@ static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, c
     return pipe;
 }
 
+int gpu_log_pipelines(void) {
+    static int level = -1;
+    if (level < 0) level = getenv("WGML_LOG_PIPELINES") ? atoi(getenv("WGML_LOG_PIPELINES")) : 0;
+    return level;
+}
+
 /* WGML_LOG_PIPELINES=1: one line on stderr per pipeline created (the kernel, the size of its WGSL,
  * the time its creation took), to find what a first run or a cold test spends compiling. A driver
- * may compile later, at the pipeline's first dispatch (lavapipe does): there the time is not in
- * this line. */
-static void log_compile(const char *shader, const char *code, uint64_t ns) {
-    static int on = -1;
-    if (on < 0) on = getenv("WGML_LOG_PIPELINES") && atoi(getenv("WGML_LOG_PIPELINES")) > 0;
-    if (on) fprintf(stderr, "wgml: pipeline %s (%zu bytes of WGSL) created in %.1f ms\n", shader, strlen(code), ns / 1e6);
+ * may compile later, at the pipeline's first dispatch (lavapipe does): =2 times that too
+ * (submit.c); =3 also prints each pipeline's prelude (the constants that make it a variant). */
+static void log_compile(const char *shader, const char *prelude, size_t wgsl_bytes, uint64_t ns) {
+    if (gpu_log_pipelines() > 0)
+        fprintf(stderr, "wgml: pipeline %s (%zu bytes of WGSL) created in %.1f ms\n", shader, wgsl_bytes, ns / 1e6);
+    if (gpu_log_pipelines() > 2) fprintf(stderr, "%s%s", prelude, *prelude ? "\n" : "");
 }
 
 gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude, int n_ro, int n_rw,
@@ -101,7 +107,8 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     WGPUBindGroupLayout bgl = NULL;
     uint64_t t0 = gpu_now_ns();
     WGPUComputePipeline pipe = compile_pipeline(ctx, shader, code, n_ro, n_rw, nb, all_writable, &bgl);
-    log_compile(shader, code, gpu_now_ns() - t0);
+    size_t wgsl_bytes = strlen(code);
+    log_compile(shader, prelude, wgsl_bytes, gpu_now_ns() - t0);
     free(code);
     if (!pipe) {
         free(key);
@@ -119,6 +126,7 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     p->pipeline = pipe;
     p->layout = bgl;
     p->n_bindings = nb;
+    p->wgsl_bytes = wgsl_bytes;
     p->next = ctx->pipelines;
     ctx->pipelines = p;
     return p;

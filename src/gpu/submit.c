@@ -2,6 +2,8 @@
  * readback. */
 #include "gpu/gpu_internal.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,23 +65,67 @@ static void encode_pass(WGPUCommandEncoder enc, const gpu_dispatch *d, size_t n,
  * Timestamps 0 and 1 of qs (when not NULL) at the beginning of the first pass and the end of the
  * last; tail (when not NULL) adds its copies to the last buffer. It counts as one submit. */
 #define SUBMIT_FIRST 32
+#define NO_QUERY WGPU_QUERY_SET_INDEX_UNDEFINED
+typedef void (*submit_tail)(WGPUCommandEncoder enc, void *user);
+
+/* One command buffer: dispatches first .. first + count - 1 of d (repeated), timestamps as
+ * encode_pass takes them, then tail's copies (when not NULL). */
+static void submit_buffer(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t first, size_t count, WGPUQuerySet qs,
+                          uint32_t q_begin, uint32_t q_end, submit_tail tail, void *user) {
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    encode_pass(enc, d, n, first, count, qs, q_begin, q_end);
+    if (tail) tail(enc, user);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+}
+
+/* WGML_LOG_PIPELINES=2, a run with a pipeline's first dispatch: the run goes in pieces, the work
+ * before that dispatch waited for, then the dispatch alone, waited for and timed, with a line on
+ * stderr. A driver that compiles at the first dispatch (lavapipe) does it there, so the lines
+ * say what a cold run pays per kernel. Diagnostic only: the run is serialised, and its
+ * timestamps are not written. */
+static void submit_first_runs(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, submit_tail tail,
+                              void *user) {
+    size_t total = n * repeat, start = 0;
+    for (size_t k = 0; k < total; k++) {
+        gpu_pipeline *p = d[k % n].pipeline;
+        if (p->ran) continue;
+        p->ran = true;
+        if (k > start) submit_buffer(ctx, d, n, start, k - start, NULL, NO_QUERY, NO_QUERY, NULL, NULL);
+        if (gpu_wait_flag(ctx, NULL, "WGML_LOG_PIPELINES' wait") != WGML_OK) return;
+        uint64_t t0 = gpu_now_ns();
+        submit_buffer(ctx, d, n, k, 1, NULL, NO_QUERY, NO_QUERY, NULL, NULL);
+        if (gpu_wait_flag(ctx, NULL, "WGML_LOG_PIPELINES' wait") != WGML_OK) return;
+        const char *bar = strchr(p->key, '|');
+        fprintf(stderr, "wgml: pipeline %.*s (%zu bytes of WGSL) first run in %.1f ms\n",
+                (int)(bar ? bar - p->key : (ptrdiff_t)strlen(p->key)), p->key, p->wgsl_bytes,
+                (double)(gpu_now_ns() - t0) * 1e-6);
+        start = k + 1;
+    }
+    submit_buffer(ctx, d, n, start, total - start, NULL, NO_QUERY, NO_QUERY, tail, user);
+}
+
+static bool has_first_run(const gpu_dispatch *d, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!d[i].pipeline->ran) return true;
+    return false;
+}
+
 static void submit_run(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, WGPUQuerySet qs,
-                       void (*tail)(WGPUCommandEncoder enc, void *user), void *user) {
+                       submit_tail tail, void *user) {
     size_t total = n * repeat, chunk = SUBMIT_FIRST;
     uint64_t c0 = gpu_thread_cpu_ns();
-    for (size_t first = 0; first < total || first == 0; first += chunk, chunk *= 2) {
-        size_t count = total - first < chunk ? total - first : chunk;
-        bool is_last = first + count >= total;
-        WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-        encode_pass(enc, d, n, first, count, qs, first == 0 ? 0 : WGPU_QUERY_SET_INDEX_UNDEFINED,
-                    is_last ? 1 : WGPU_QUERY_SET_INDEX_UNDEFINED);
-        if (is_last && tail) tail(enc, user);
-        WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-        wgpuQueueSubmit(ctx->queue, 1, &cmd);
-        wgpuCommandBufferRelease(cmd);
-        wgpuCommandEncoderRelease(enc);
-        if (is_last) break;
-    }
+    if (gpu_log_pipelines() >= 2 && has_first_run(d, n)) submit_first_runs(ctx, d, n, repeat, tail, user);
+    else
+        for (size_t first = 0; first < total || first == 0; first += chunk, chunk *= 2) {
+            size_t count = total - first < chunk ? total - first : chunk;
+            bool is_last = first + count >= total;
+            submit_buffer(ctx, d, n, first, count, qs, first == 0 ? 0 : NO_QUERY, is_last ? 1 : NO_QUERY,
+                          is_last ? tail : NULL, user);
+            if (is_last) break;
+        }
     ctx->submits++;
     ctx->written = 0; /* the submit flushes the queue writes before it */
     ctx->record_ns += gpu_thread_cpu_ns() - c0;
