@@ -158,6 +158,10 @@ static void test_sdpa(void) {
         case_sdpa(1, 4, 1, 37, 45, 256, causal, 0, 1, causal ? "sdpa_d256" : NULL);
     for (int causal = 0; causal < 2; causal++)                 /* D = 32: the 4x32-thread tile fits 32 KiB */
         case_sdpa(2, 6, 2, 70, 70, 32, causal, 0, 1, NULL);
+    /* a GPU's few-rows tile (16x4 threads, 1 x 4 each), which a CPU adapter does not choose */
+    setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
+    case_sdpa(2, 9, 3, 1, 129, 64, 1, 0, 1, NULL);
+    unsetenv("WGML_SDPA_TILE");
 }
 
 /* More than 65,535 workgroups: 70,000 batch entries of one query row each. */
@@ -282,6 +286,10 @@ static void test_cached(void) {
     case_cached(9, 3, 1, 1000, 1);  /* clamped to Smax */
     case_cached(9, 3, 2, 0, 1);     /* nothing to see: zeros */
     case_cached(3, 1, 5, 3, 1);     /* first two queries see nothing */
+    /* a GPU's few-rows tile (16x4 threads, 1 x 4 each), which a CPU adapter does not choose */
+    setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
+    case_cached(9, 3, 1, 17, 1);
+    unsetenv("WGML_SDPA_TILE");
 }
 
 /* rows of [.., D] rotated (interleaved pairs) by pos·theta^(-2i/D), in double */

@@ -59,6 +59,11 @@ typedef struct sdpa_tile {
  * many (prefill). The first whose workgroup memory fits the device is used, with the widest score
  * chunk that fits (tile_chunk; the lists leave dc 0). */
 static const sdpa_tile TILES_FEW[] = {{16, 4, 1, 4, 0}, {16, 4, 1, 2, 0}, {16, 4, 1, 1, 0}, {8, 4, 1, 1, 0}};
+/* On a CPU adapter (lavapipe, SwiftShader) few rows take 1 x 2 tiles: lavapipe's LLVM took 25 s
+ * to compile the 16x4 threads' 1 x 4 tile at D 64 (8.3 s at 128-bit vectors; the MID and MANY
+ * tiles 1.8-3.9 s), the 1 x 2 tile 1.4 s, and SmolLM2's decode ran at the same speed with
+ * either (bench/NOTES.md, 2026-12-04). */
+static const sdpa_tile TILES_FEW_CPU[] = {{16, 4, 1, 2, 0}, {16, 4, 1, 1, 0}, {8, 4, 1, 1, 0}};
 static const sdpa_tile TILES_MID[] = {{8, 8, 2, 4, 0}, {8, 8, 2, 2, 0}, {8, 8, 1, 1, 0}};
 /* MANY, from the H200 sweep at the training shape (B 8, Hq 9, Hkv 3, S 512, D 64, causal;
  * bench/NOTES.md): 4x32 threads with 2x8 tiles (BQ 64, BK 32, 42 KiB) 0.249 ms, 8x16 with 4x2
@@ -105,10 +110,11 @@ static int env_tile(int64_t D, uint64_t limit, sdpa_tile *t) {
 }
 
 #define PICK(a) (list = (a), n = sizeof(a) / sizeof *(a))
-static bool choose_tile(int64_t rows, int64_t D, uint64_t limit, sdpa_tile *out) {
+static bool choose_tile(int64_t rows, int64_t D, uint64_t limit, bool cpu, sdpa_tile *out) {
     const sdpa_tile *list;
     size_t n;
-    if (rows <= 4) PICK(TILES_FEW);
+    if (rows <= 4 && cpu) PICK(TILES_FEW_CPU);
+    else if (rows <= 4) PICK(TILES_FEW);
     else if (rows <= 16) PICK(TILES_MID);
     else if (D > 64) PICK(TILES_WIDE);
     else PICK(TILES_MANY);
@@ -138,7 +144,7 @@ static bool sdpa_pick_tile(wgml_ctx *ctx, const char *op, int64_t rows, int64_t 
                        op, getenv("WGML_SDPA_TILE"), (unsigned long long)limit, (long long)D);
         return false;
     }
-    if (env > 0 || choose_tile(rows, D, limit, tile)) return true;
+    if (env > 0 || choose_tile(rows, D, limit, gpu_get_caps(ctx)->is_cpu, tile)) return true;
     wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: head dimension %lld is too large for %llu bytes of workgroup memory",
                    op, (long long)D, (unsigned long long)limit);
     return false;
