@@ -220,6 +220,13 @@ bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, si
     return th_check(true, "%s", name);
 }
 
+bool th_read_equals(const char *name, wgml_tensor *t, const float *want, size_t n) {
+    float *got = th_read_f32(t);
+    bool ok = th_exact_u32(name, (const uint32_t *)got, (const uint32_t *)want, n);
+    free(got);
+    return ok;
+}
+
 bool th_expect_error(const char *name, bool failed, wgml_status want, ...) {
     const char *msg = wgml_last_error(T.ctx);
     wgml_status got = wgml_last_status(T.ctx);

@@ -50,6 +50,8 @@ bool th_close(const char *name, const float *got, const double *ref, size_t n, d
 bool th_close_each(const char *name, const float *got, const double *ref, size_t n, const double *atol, double rtol);
 /* Bit-exact comparison of 32-bit words. */
 bool th_exact_u32(const char *name, const uint32_t *got, const uint32_t *ref, size_t n);
+/* Reads t back and compares its first n floats bit for bit with want (a copy's check). */
+bool th_read_equals(const char *name, wgml_tensor *t, const float *want, size_t n);
 /* Expects the last call to have failed with status `want` and a message containing each of
  * the NULL-terminated substrings; then clears the error. */
 bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
