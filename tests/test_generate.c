@@ -271,6 +271,10 @@ static size_t case_fused(int all_q, int64_t ctx) {
     synth_make_q(&s, 0, all_q);
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = ctx};
+    /* the plain ops' attention over one chunk of keys, whatever the adapter's tile (a CPU
+     * adapter's few-rows tile takes 32 keys a block and would split CTX's 40 in two: one
+     * attn_combine more per layer) */
+    setenv("WGML_SDPA_SPLIT", "1", 1);
     setenv("WGML_LLAMA_UNFUSED", "1", 1);
     wgml_model *u = wgml_model_load(T.ctx, g_path, &mo);
     setenv("WGML_LLAMA_UNFUSED", "0", 1); /* fused even on a CPU adapter, whose default is plain */
@@ -278,6 +282,7 @@ static size_t case_fused(int all_q, int64_t ctx) {
     unsetenv("WGML_LLAMA_UNFUSED");
     if (!th_check(u && f, "load fused and unfused: %s", wgml_last_error(T.ctx))) {
         wgml_model_free(u), wgml_model_free(f);
+        unsetenv("WGML_SDPA_SPLIT");
         synth_free(&s);
         return 0;
     }
@@ -318,6 +323,7 @@ static size_t case_fused(int all_q, int64_t ctx) {
     printf("  all_q %d, context %lld: decode step: %zu dispatches (plain ops: %zu)\n", all_q, (long long)ctx,
            df.dispatches_per_step, du.dispatches_per_step);
     wgml_model_free(u), wgml_model_free(f);
+    unsetenv("WGML_SDPA_SPLIT");
     remove(g_path);
     synth_free(&s);
     return st ? 0 : df.dispatches_per_step;
@@ -351,9 +357,8 @@ static void test_fused(void) {
  * default), with the plain ops and with the fused inference graphs (a GPU's: q, k, v as one
  * segmented GEMM): the last position's logits differ from f32's by more than rounding (the
  * int8 path ran) and by at most 15% of their RMS (measured on this random model: 1-6%; the
- * kernels' own error is bounded per product in test_qw_i8), with each argmax its logits' and the
- * two the same unless f32's top two are within the logits' error; the decode
- * step after it (f32 GEMVs over a cache written by the int8 prefill) within the same bound. */
+ * kernels' own error is bounded per product in test_qw_i8), with each argmax read back its own
+ * logits'; the decode step after it (f32 GEMVs over a cache written by the int8 prefill) within the same bound. */
 static void case_int8_prefill(const char *unfused) {
     synth s;
     synth_make_q(&s, 0, 0);
@@ -384,13 +389,14 @@ static void case_int8_prefill(const char *unfused) {
         double rel = sqrt(d2 / fmax(r2, 1e-30));
         th_check(rel > 1e-4 && rel <= 0.15, "int8 %s (unfused %s): logits' error %.3g of their RMS",
                  step ? "prefill, then a decode step" : "prefill of 11", unfused, rel);
-        /* the argmax each prefill read back is its logits' (up to ties); the two may differ only
-         * where f32's top two are closer than the two logits' errors added (a random model's top
-         * two can be that close) */
+        /* the argmax each prefill read back is its own logits' maximum (up to ties). Whether the
+         * two agree is not checked apart: with every logit within emax of f32's, they can differ
+         * only where f32's top two are within 2 emax, so that follows from the error bound above
+         * (a random model's top two can be that close: seed 13529977940 gives 78 against 32). */
         if (!step && af >= 0 && af < V && aq >= 0 && aq < V)
-            th_check(lf[af] == lf[mf] && lq[aq] == lq[mq] && (af == aq || lf[af] - lf[aq] <= 2 * emax),
-                     "int8 prefill of 11 (unfused %s): argmax %d vs %d; f32's logits there %.4g, %.4g; the "
-                     "largest logit error %.3g", unfused, aq, af, lf[aq], lf[af], emax);
+            th_check(lf[af] == lf[mf] && lq[aq] == lq[mq],
+                     "int8 prefill of 11 (unfused %s): argmax read back %d (f32) and %d (int8), the logits' "
+                     "maxima at %d and %d; the largest logit error %.3g", unfused, af, aq, mf, mq, emax);
         else if (!step) th_check(false, "int8 prefill of 11: argmax %d, %d outside [0, %d)", aq, af, V);
         printf("  int8 %s (unfused %s): logits' error %.2e of their RMS\n", step ? "then decode" : "prefill", unfused, rel);
         st = wgml_model_decode(f, ids[11], lf, NULL);
