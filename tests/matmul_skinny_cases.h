@@ -14,8 +14,10 @@ static const char *const SKINNY_VARIANTS[] __attribute__((unused)) = {"skinny_r4
  * of 4), scalar paths (odd sizes), the short side as M (the skinny kernel swaps operands), a
  * short side over 32 (two q-blocks, the second partial), short K for the outer kernel, partial
  * row blocks everywhere; batched and broadcast batches; unsplit and split 3. Variants
- * SKINNY_VARIANTS[first..last]. */
-static inline void test_skinny_variants(int first, int last) {
+ * SKINNY_VARIANTS[first..last]; passes: SKINNY_UNSPLIT, SKINNY_SPLIT or both (each case is a
+ * pipeline of its own, so the two passes are parts of their own where they are long). */
+enum { SKINNY_UNSPLIT = 1, SKINNY_SPLIT = 2, SKINNY_BOTH = 3 };
+static inline void test_skinny_variants(int first, int last, int passes) {
     static const int64_t shapes[][3] = {
         {1000, 16, 200}, /* LoRA's x·Aᵀ scaled down: vec4 on both operands */
         {301, 13, 71},   /* odd: scalar paths, partial blocks */
@@ -31,6 +33,7 @@ static inline void test_skinny_variants(int first, int last) {
         bool main_v = i == 0 || i == 4;
         wgml_matmul_force_variant(T.ctx, variant_index(SKINNY_VARIANTS[i]));
         for (int sp = 0; sp < 2; sp++) {
+            if (!(passes & (1 << sp))) continue;
             if (sp) setenv("WGML_MATMUL_SPLITK", "3", 1);
             char label[64];
             snprintf(label, sizeof label, "%s%s", sp ? "split3 " : "", SKINNY_VARIANTS[i]);
@@ -51,7 +54,8 @@ static inline void test_skinny_variants(int first, int last) {
         unsetenv("WGML_MATMUL_SPLITK");
     }
     wgml_matmul_force_variant(T.ctx, -1);
-    printf("  %s .. %s x orientations x split: %.1f s\n", SKINNY_VARIANTS[first], SKINNY_VARIANTS[last], now_s() - t0);
+    printf("  %s .. %s x orientations%s: %.1f s\n", SKINNY_VARIANTS[first], SKINNY_VARIANTS[last],
+           passes == SKINNY_BOTH ? " x split" : passes == SKINNY_SPLIT ? ", split 3" : ", unsplit", now_s() - t0);
 }
 
 /* The epilogues through the skinny kernels, unswapped and swapped, unsplit and split 3:

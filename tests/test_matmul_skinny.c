@@ -83,7 +83,8 @@ static void test_skinny_graph(void) {
     printf("  skinny graph: %.1f s\n", now_s() - t0);
 }
 
-static void part_variants(void) { test_skinny_variants(0, 0); }
+static void part_variants(void) { test_skinny_variants(0, 0, SKINNY_UNSPLIT); }
+static void part_split(void) { test_skinny_variants(0, 0, SKINNY_SPLIT); }
 
 static void part_epilogues(void) {
     test_skinny_epilogues(0);
@@ -92,9 +93,11 @@ static void part_epilogues(void) {
 
 static void part_huge(void) { test_skinny_huge_grid(0); }
 
-/* Parts: the variant; its epilogues and a built graph; more than 65,535 workgroups. */
+/* Parts: the variant unsplit, split 3; its epilogues and a built graph; more than 65,535
+ * workgroups. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_skinny", argc, argv);
-    static const th_part parts[] = {{"variants", part_variants}, {"epilogues", part_epilogues}, {"huge", part_huge}};
+    static const th_part parts[] = {
+        {"variants", part_variants}, {"split", part_split}, {"epilogues", part_epilogues}, {"huge", part_huge}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -5,8 +5,12 @@
  * epilogues and the built graph: test_matmul_skinny. */
 #include "matmul_skinny_cases.h"
 
+static void part_unsplit(void) { test_skinny_variants(1, 3, SKINNY_UNSPLIT); }
+static void part_split(void) { test_skinny_variants(1, 3, SKINNY_SPLIT); }
+
+/* Parts: unsplit, split 3. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_skinny_kt", argc, argv);
-    test_skinny_variants(1, 3);
-    return th_done();
+    static const th_part parts[] = {{"unsplit", part_unsplit}, {"split", part_split}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

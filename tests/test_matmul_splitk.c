@@ -46,16 +46,20 @@ static void split_counts(void) {
 }
 
 static void part_tile_a(void) { split3(0, 2); }
-static void part_tile_b(void) { split3(3, 4); }
-static void part_db_a(void) { split3(5, 6); }
-static void part_db_b(void) { split3(7, 8); }
+static void part_tile_b(void) { split3(3, 3); }
+static void part_tile_c(void) { split3(4, 4); }
+static void part_db_a(void) { split3(5, 5); }
+static void part_db_b(void) { split3(6, 6); }
+static void part_db_c(void) { split3(7, 7); }
+static void part_db_d(void) { split3(8, 8); }
 
-/* Parts: 3 slices on the tiled variants 0-2, 3-4 (the single-buffered), 5-6, 7-8 (the
- * double-buffered); the other slice counts and the override. */
+/* Parts: 3 slices on the tiled variants 0-2, 3, 4 (the single-buffered), 5, 6, 7, 8 (the
+ * double-buffered: each its own part, about a minute in the browser); the other slice counts
+ * and the override. */
 int main(int argc, char **argv) {
     th_init_args("test_matmul_splitk", argc, argv);
     static const th_part parts[] = {
-        {"tile-a", part_tile_a}, {"tile-b", part_tile_b}, {"db-a", part_db_a}, {"db-b", part_db_b},
-        {"counts", split_counts}};
+        {"tile-a", part_tile_a}, {"tile-b", part_tile_b}, {"tile-c", part_tile_c}, {"db-a", part_db_a},
+        {"db-b", part_db_b},     {"db-c", part_db_c},     {"db-d", part_db_d},     {"counts", split_counts}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

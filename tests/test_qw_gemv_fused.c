@@ -356,31 +356,40 @@ static void test_merge(void) {
     free_weight(&h);
 }
 
+/* The fused cases with the tree reduction, after the bad arguments. */
+static void part_tree(void) {
+    test_errors();
+    setenv("WGML_QW_GEMV_SUBGROUP", "0", 1);
+    test_fused_cases(false);
+    unsetenv("WGML_QW_GEMV_SUBGROUP");
+}
+
+/* The decode forms with subgroup operations, where the device has them. */
+static void part_subgroup(void) {
+    wgml_device_info info;
+    wgml_device_get_info(T.ctx, &info);
+    if (!info.has_subgroups) {
+        printf("  the device has no subgroups: the tree reduction only (part tree)\n");
+        return;
+    }
+    setenv("WGML_QW_GEMV_SUBGROUP", "1", 1);
+    test_fused_cases(true);
+    unsetenv("WGML_QW_GEMV_SUBGROUP");
+}
+
+/* The public ops' paths, a built graph, the chunks' merge. */
+static void part_rest(void) {
+    test_plain_paths();
+    test_built_graph();
+    unsetenv("WGML_QW_GEMV_MERGE");
+    test_merge();
+}
+
+/* Parts of under a minute each at 256-bit vectors with checked kernels (every case is a
+ * pipeline of its own). */
 int main(int argc, char **argv) {
     th_init_args("test_qw_gemv_fused", argc, argv);
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
-    double t0 = now_s();
-    test_errors();
-    printf("errors: %.2f s\n", now_s() - t0);
-    wgml_device_info info;
-    wgml_device_get_info(T.ctx, &info);
-    /* the tree reduction, then (where the device has them) subgroup operations */
-    for (int sg = 0; sg <= (info.has_subgroups ? 1 : 0); sg++) {
-        setenv("WGML_QW_GEMV_SUBGROUP", sg ? "1" : "0", 1);
-        t0 = now_s();
-        test_fused_cases(sg == 1);
-        printf("fused (%s reduction): %.2f s\n", sg ? "subgroup" : "tree", now_s() - t0);
-    }
-    unsetenv("WGML_QW_GEMV_SUBGROUP");
-    t0 = now_s();
-    test_plain_paths();
-    printf("plain paths: %.2f s\n", now_s() - t0);
-    t0 = now_s();
-    test_built_graph();
-    printf("built graph: %.2f s\n", now_s() - t0);
-    unsetenv("WGML_QW_GEMV_MERGE");
-    t0 = now_s();
-    test_merge();
-    printf("chunks' merge: %.2f s\n", now_s() - t0);
-    return th_done();
+    static const th_part parts[] = {{"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}};
+    return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

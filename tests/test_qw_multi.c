@@ -89,18 +89,28 @@ static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int
     for (int i = 0; i < nw; i++) free_weight(&h[i]);
 }
 
-/* The GEMV cases at M = 1..4: 1, 2, 3 weights of one kind (one dispatch), odd N and K, biases. */
-static void test_fused(void) {
+/* The GEMV cases at M = m0..m1 of 1, 2, 3 weights of one kind (one dispatch), odd N and K, a bias. */
+static void fused_rows(int64_t m0, int64_t m1) {
     static const wspec one[1] = {{0, 37, true}};
     static const wspec two[2] = {{1, 40, false}, {1, 13, false}};
     static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
-    static const wspec three_q8[3] = {{2, 66, false}, {2, 5, false}, {2, 33, false}};
-    static const wspec three_q41[3] = {{1, 64, false}, {1, 19, false}, {1, 19, false}};
-    for (int64_t m = 1; m <= 4; m++) {
+    for (int64_t m = m0; m <= m1; m++) {
         case_multi("one", one, 1, m, 77, 32, 1);
         case_multi("two", two, 2, m, 160, 32, 1);
         case_multi("three", three, 3, m, 200, 64, 1);
     }
+}
+
+/* Each M is a kernel of its own (its rows unrolled), so the cases are parts of about a minute
+ * each at 256-bit vectors with checked kernels. */
+static void test_fused(void) { fused_rows(1, 2); }
+static void test_fused_m34(void) { fused_rows(3, 4); }
+
+/* Three weights: Q8_0, Q4_1 at a qkv-like K, K >= 2048, biases on all three. */
+static void test_fused_kinds(void) {
+    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
+    static const wspec three_q8[3] = {{2, 66, false}, {2, 5, false}, {2, 33, false}};
+    static const wspec three_q41[3] = {{1, 64, false}, {1, 19, false}, {1, 19, false}};
     case_multi("three q8", three_q8, 3, 2, 96, 32, 1);
     case_multi("three q4_1 (qkv-like)", three_q41, 3, 1, 576, 32, 1);
     case_multi("three, K >= 2048 (32x4 shape)", three, 3, 1, 2080, 32, 1);
@@ -284,7 +294,8 @@ int main(int argc, char **argv) {
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     /* the tree reduction unless $WGML_QW_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
     setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
-    static const th_part parts[] = {{"errors", test_errors}, {"fused", test_fused}, {"mixed", test_mixed},
-                                    {"rest", test_rest},     {"subgroup", test_subgroup}};
+    static const th_part parts[] = {
+        {"errors", test_errors}, {"fused", test_fused}, {"fused-m34", test_fused_m34}, {"fused-kinds", test_fused_kinds},
+        {"mixed", test_mixed},   {"rest", test_rest},   {"subgroup", test_subgroup}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }
