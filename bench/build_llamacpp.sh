@@ -11,11 +11,22 @@
 # and fp8 ones (GL_EXT_bfloat16, e2m1, e4m3: weights of those types only) stay out. Writes
 # .llcpp/llama-bench.xz and .llcpp/llama-quantize.xz (the K-quant mixes of bench/real_shapes.sh
 # come from it), stripped and compressed, to carry to the GPU machine.
+#
+# Where it builds: here (no argument) takes about 70 minutes on a 2-core machine; `--pack` instead
+# writes .llsrc/llsrc.tar.xz (the llama.cpp sources without their models, docs and tests, and the
+# Debian 13 pieces above: about 15 MB), and `--unpacked`, run on the GPU machine with .llsrc
+# carried, builds from it there with every core and writes .llcpp/ there (the GPU machine reaches
+# no network, so everything it builds with travels in the pack).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 W=${WORK:-/tmp/llcpp}
 T=$W/trixie
+MODE=${1:-here}
+if [ "$MODE" = --unpacked ]; then
+  mkdir -p "$W"
+  tar xJf .llsrc/llsrc.tar.xz -C "$W"
+fi
 mkdir -p "$T/lists/partial" "$T/archives/partial" "$T/root"
 if [ ! -x "$T/glslc" ]; then
   . scripts/debian_mirror.sh # trixie from the mirror this machine's apt uses
@@ -35,11 +46,21 @@ SH
 fi
 v=$("$T/glslc" --version)
 echo "glslc: ${v%%$'\n'*}"
-mkdir -p "$W"
-[ -f "$W/llama_cpp_python-$VERSION.tar.gz" ] ||
-  python3 -m pip download --quiet --no-deps --no-binary=:all: "llama-cpp-python==$VERSION" -d "$W"
-[ -d "$W/llama_cpp_python-$VERSION" ] || tar xzf "$W/llama_cpp_python-$VERSION.tar.gz" -C "$W"
-S=$W/llama_cpp_python-$VERSION/vendor/llama.cpp
+S=llama_cpp_python-$VERSION/vendor/llama.cpp
+if [ ! -d "$W/$S" ]; then
+  [ -f "$W/llama_cpp_python-$VERSION.tar.gz" ] ||
+    python3 -m pip download --quiet --no-deps --no-binary=:all: "llama-cpp-python==$VERSION" -d "$W"
+  tar xzf "$W/llama_cpp_python-$VERSION.tar.gz" -C "$W"
+fi
+if [ "$MODE" = --pack ]; then # what the build reads, for the GPU machine
+  mkdir -p .llsrc
+  tar cJf .llsrc/llsrc.tar.xz -C "$W" --exclude="$S/models" --exclude="$S/docs" --exclude="$S/tests" \
+    --exclude="$S/tools/ui" --exclude="$S/examples" --exclude="$S/benches" --exclude="$S/build-vk" \
+    trixie/glslc trixie/root "$S"
+  ls -la .llsrc
+  exit 0
+fi
+S=$W/$S
 # links against the system's Vulkan loader (libvulkan1, which scripts/setup.sh installs): the
 # dev package's libvulkan.so points at a loader built for Debian 13's C library
 VK_LIB=$(ls /usr/lib/x86_64-linux-gnu/libvulkan.so.1)
