@@ -110,8 +110,8 @@ wgml_status wgml_chat_apply(const wgml_tokenizer *t, const wgml_chat_msg *msgs, 
  * layer. The forward runs as built graphs: one per prefill length bucket (8,
  * then the next multiple of 16, up to 512 per chunk; padded positions come after the real ones
  * so causal masking keeps them out and decode overwrites their cache rows; built on first use
- * and cached) and one decode graph (one token) built at load and replayed with the position,
- * the cache length and the token in tensors. */
+ * and cached) and one decode graph (one token) built at the first decode step and replayed with
+ * the position, the cache length and the token in tensors. */
 typedef struct wgml_model wgml_model;
 
 typedef struct wgml_llama_config {

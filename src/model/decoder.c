@@ -59,6 +59,18 @@ static void free_step(step_graph *sg) {
     memset(sg, 0, sizeof *sg);
 }
 
+/* The decode graph, built at its first use (not at load): a model loaded to be evaluated or
+ * fine-tuned, or given adapters before it generates, would otherwise record a graph it never runs,
+ * and a driver that compiles at pipeline creation (Dawn, in the browser) compiles its kernels:
+ * the README's example created 44 pipelines it never ran. NULL with the error set when it
+ * cannot be built. */
+static step_graph *decode_step(wgml_model *m) {
+    if (m->decode.g) return &m->decode;
+    if (!build_step(m, &m->decode, 1)) return &m->decode;
+    free_step(&m->decode);
+    return NULL;
+}
+
 /* Writes the inputs for ids[0..n) at pos0 (padded to S with id 0), runs, reads outputs. */
 static wgml_status run_step(wgml_model *m, step_graph *sg, const int32_t *ids, size_t n, float *logits, int32_t *next) {
     int64_t S = sg->S;
@@ -115,7 +127,8 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
         size_t chunk = n > MAX_BUCKET ? MAX_BUCKET : n;
         /* one token: the decode graph; more: the bucket's prefill graph, built at first use */
         int64_t S = chunk == 1 ? 1 : prefill_bucket(m, chunk);
-        step_graph *sg = chunk == 1 ? &m->decode : find_prefill(m, S);
+        step_graph *sg = chunk == 1 ? decode_step(m) : find_prefill(m, S);
+        if (!sg && chunk == 1) return wgml_last_status(m->ctx);
         if (!sg) {
             if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
             sg = &m->prefill[m->n_prefill];
@@ -142,7 +155,8 @@ wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t 
     if (m->pos + 1 > m->cfg.n_ctx)
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_decode: the context of %lld positions is full",
                               (long long)m->cfg.n_ctx);
-    return run_step(m, &m->decode, &id, 1, logits, next);
+    step_graph *sg = decode_step(m);
+    return sg ? run_step(m, sg, &id, 1, logits, next) : wgml_last_status(m->ctx);
 }
 
 /* Steps in flight: a group is read back while the next one runs. */
@@ -159,9 +173,9 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "%s: %lld + %zu steps exceed the context of %lld", op,
                               (long long)m->pos, n_steps, (long long)m->cfg.n_ctx);
     if (n_steps == 0) return WGML_OK;
-    if (!m->decode.g) return wgml_set_error(m->ctx, WGML_ERR_STATE, "%s: the model has no decode graph", op);
+    step_graph *sg = decode_step(m);
+    if (!sg) return wgml_last_status(m->ctx);
     size_t per = batch > 0 ? (size_t)batch : GREEDY_BATCH;
-    step_graph *sg = &m->decode;
     int32_t p0 = (int32_t)m->pos, len = p0 + 1;
     uint64_t submits0 = wgml_submit_count(m->ctx);
     wgml_status s = wgml_tensor_write(sg->ids, &id, sizeof id);
@@ -292,7 +306,6 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
                            (int)wgml_tokenizer_vocab_size(m->tok), (long long)m->cfg.n_vocab);
     if (!s && !(m->wg = wgml_graph_new(ctx))) s = wgml_last_status(ctx);
     if (!s) s = decoder_load_weights(m, path);
-    if (!s) s = build_step(m, &m->decode, 1);
     if (s) {
         wgml_model_free(m);
         return NULL;
@@ -321,8 +334,8 @@ static int parse_lora_name(const wgml_model *m, const char *name, int64_t *l, in
 }
 
 /* The adapters' tensors are new persistent tensors of the weight graph (a later call makes new
- * ones; the old ones stay allocated until the model is freed). The inference graphs are rebuilt
- * and the cached sequence is forgotten. */
+ * ones; the old ones stay allocated until the model is freed). The inference graphs are dropped (rebuilt
+ * at their next use) and the cached sequence is forgotten. */
 wgml_status wgml_model_set_lora(wgml_model *m, int rank, float alpha, int n, const char *const *names,
                                 const float *const *data) {
     const char *op = "model_set_lora";
@@ -386,8 +399,7 @@ wgml_status wgml_model_set_lora(wgml_model *m, int rank, float alpha, int n, con
     }
     free(have);
     if (s) free_lora(m);
-    wgml_status s2 = build_step(m, &m->decode, 1);
-    return s ? s : s2;
+    return s;
 }
 
 void wgml_model_free(wgml_model *m) {
