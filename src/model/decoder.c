@@ -60,10 +60,9 @@ static void free_step(step_graph *sg) {
 }
 
 /* The decode graph, built at its first use (not at load): a model loaded to be evaluated or
- * fine-tuned, or given adapters before it generates, would otherwise record a graph it never runs,
- * and a driver that compiles at pipeline creation (Dawn, in the browser) compiles its kernels:
- * the README's example created 44 pipelines it never ran. NULL with the error set when it
- * cannot be built. */
+ * fine-tuned, or given adapters before it generates, would otherwise record a graph (its
+ * buffers, and pipelines where no other graph has them) that it never runs. NULL with the error
+ * set when it cannot be built. */
 static step_graph *decode_step(wgml_model *m) {
     if (m->decode.g) return &m->decode;
     if (!build_step(m, &m->decode, 1)) return &m->decode;
