@@ -59,17 +59,6 @@ static void free_step(step_graph *sg) {
     memset(sg, 0, sizeof *sg);
 }
 
-/* The decode graph, built at its first use (not at load): a model loaded to be evaluated or
- * fine-tuned, or given adapters before it generates, would otherwise record a graph (its
- * buffers, and pipelines where no other graph has them) that it never runs. NULL with the error
- * set when it cannot be built. */
-static step_graph *decode_step(wgml_model *m) {
-    if (m->decode.g) return &m->decode;
-    if (!build_step(m, &m->decode, 1)) return &m->decode;
-    free_step(&m->decode);
-    return NULL;
-}
-
 /* Writes the inputs for ids[0..n) at pos0 (padded to S with id 0), runs, reads outputs. */
 static wgml_status run_step(wgml_model *m, step_graph *sg, const int32_t *ids, size_t n, float *logits, int32_t *next) {
     int64_t S = sg->S;
@@ -114,6 +103,26 @@ static step_graph *find_prefill(wgml_model *m, int64_t S) {
     return NULL;
 }
 
+/* The graph for S positions (1: the decode graph; more: the bucket's prefill graph, the last one
+ * dropped when the model holds MAX_PREFILL_GRAPHS), built at its first use: a model loaded to be
+ * evaluated or fine-tuned, or given adapters before it generates, records none it never runs (its
+ * buffers, and pipelines where no other graph has them). NULL with the error set when it cannot
+ * be built. */
+static step_graph *step_for(wgml_model *m, int64_t S) {
+    step_graph *sg = S == 1 ? &m->decode : find_prefill(m, S);
+    if (sg && sg->g) return sg;
+    if (!sg) {
+        if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
+        sg = &m->prefill[m->n_prefill];
+    }
+    if (build_step(m, sg, S)) {
+        free_step(sg);
+        return NULL;
+    }
+    if (S > 1) m->n_prefill++;
+    return sg;
+}
+
 wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, float *logits, int32_t *next) {
     if (!m) return wgml_set_error(NULL, WGML_ERR_ARG, "model_prefill: model is NULL");
     if (!ids || n == 0) return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_prefill: no tokens");
@@ -124,20 +133,9 @@ wgml_status wgml_model_prefill(wgml_model *m, const int32_t *ids, size_t n, floa
     double gpu_s = 0; /* the chunks' runs together (-1: one was not timed) */
     while (n > 0) {
         size_t chunk = n > MAX_BUCKET ? MAX_BUCKET : n;
-        /* one token: the decode graph; more: the bucket's prefill graph, built at first use */
-        int64_t S = chunk == 1 ? 1 : prefill_bucket(m, chunk);
-        step_graph *sg = chunk == 1 ? decode_step(m) : find_prefill(m, S);
-        if (!sg && chunk == 1) return wgml_last_status(m->ctx);
-        if (!sg) {
-            if (m->n_prefill == MAX_PREFILL_GRAPHS) free_step(&m->prefill[--m->n_prefill]);
-            sg = &m->prefill[m->n_prefill];
-            wgml_status s = build_step(m, sg, S);
-            if (s) {
-                free_step(sg);
-                return s;
-            }
-            m->n_prefill++;
-        }
+        /* one token: the decode graph; more: the bucket's prefill graph */
+        step_graph *sg = step_for(m, chunk == 1 ? 1 : prefill_bucket(m, chunk));
+        if (!sg) return wgml_last_status(m->ctx);
         int last = chunk == n;
         wgml_status s = run_step(m, sg, ids, chunk, last ? logits : NULL, last ? next : NULL);
         if (s) return s;
@@ -154,7 +152,7 @@ wgml_status wgml_model_decode(wgml_model *m, int32_t id, float *logits, int32_t 
     if (m->pos + 1 > m->cfg.n_ctx)
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "model_decode: the context of %lld positions is full",
                               (long long)m->cfg.n_ctx);
-    step_graph *sg = decode_step(m);
+    step_graph *sg = step_for(m, 1);
     return sg ? run_step(m, sg, &id, 1, logits, next) : wgml_last_status(m->ctx);
 }
 
@@ -172,7 +170,7 @@ wgml_status wgml_model_decode_greedy(wgml_model *m, int32_t id, size_t n_steps, 
         return wgml_set_error(m->ctx, WGML_ERR_LIMIT, "%s: %lld + %zu steps exceed the context of %lld", op,
                               (long long)m->pos, n_steps, (long long)m->cfg.n_ctx);
     if (n_steps == 0) return WGML_OK;
-    step_graph *sg = decode_step(m);
+    step_graph *sg = step_for(m, 1);
     if (!sg) return wgml_last_status(m->ctx);
     size_t per = batch > 0 ? (size_t)batch : GREEDY_BATCH;
     int32_t p0 = (int32_t)m->pos, len = p0 + 1;
@@ -333,8 +331,8 @@ static int parse_lora_name(const wgml_model *m, const char *name, int64_t *l, in
 }
 
 /* The adapters' tensors are new persistent tensors of the weight graph (a later call makes new
- * ones; the old ones stay allocated until the model is freed). The inference graphs are dropped (rebuilt
- * at their next use) and the cached sequence is forgotten. */
+ * ones; the old ones stay allocated until the model is freed). The inference graphs are dropped
+ * (rebuilt at their next use) and the cached sequence is forgotten. */
 wgml_status wgml_model_set_lora(wgml_model *m, int rank, float alpha, int n, const char *const *names,
                                 const float *const *data) {
     const char *op = "model_set_lora";
