@@ -31,6 +31,10 @@ typedef struct wspec {
     bool bias;
 } wspec;
 
+/* Three 4-bit weights of one kind, odd N, a bias on the first: the fused, K >= 2048 and subgroup
+ * cases' set. */
+static const wspec THREE[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
+
 /* One call of wgml_qlinear_multi in the eager graph on weights ws[0..nw) with x [m, k] (as
  * [2, m/2, k] when m is 4): every output against fp64 and, at M <= 4, bit for bit against
  * wgml_qlinear; want_dispatches: how many the call must record (-1: not checked). */
@@ -93,11 +97,10 @@ static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int
 static void fused_rows(int64_t m0, int64_t m1) {
     static const wspec one[1] = {{0, 37, true}};
     static const wspec two[2] = {{1, 40, false}, {1, 13, false}};
-    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
     for (int64_t m = m0; m <= m1; m++) {
         case_multi("one", one, 1, m, 77, 32, 1);
         case_multi("two", two, 2, m, 160, 32, 1);
-        case_multi("three", three, 3, m, 200, 64, 1);
+        case_multi("three", THREE, 3, m, 200, 64, 1);
     }
 }
 
@@ -108,12 +111,11 @@ static void test_fused_m34(void) { fused_rows(3, 4); }
 
 /* Three weights: Q8_0, Q4_1 at a qkv-like K, K >= 2048, biases on all three. */
 static void test_fused_kinds(void) {
-    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
     static const wspec three_q8[3] = {{2, 66, false}, {2, 5, false}, {2, 33, false}};
     static const wspec three_q41[3] = {{1, 64, false}, {1, 19, false}, {1, 19, false}};
     case_multi("three q8", three_q8, 3, 2, 96, 32, 1);
     case_multi("three q4_1 (qkv-like)", three_q41, 3, 1, 576, 32, 1);
-    case_multi("three, K >= 2048 (32x4 shape)", three, 3, 1, 2080, 32, 1);
+    case_multi("three, K >= 2048 (32x4 shape)", THREE, 3, 1, 2080, 32, 1);
     /* biases on all three: 13 storage buffers are more than one dispatch binds, so two */
     static const wspec biased[3] = {{0, 21, true}, {0, 9, true}, {0, 40, true}};
     case_multi("three biased", biased, 3, 3, 96, 32, 2);
@@ -265,7 +267,6 @@ static void test_subgroup(void) {
         return;
     }
     printf("  subgroups: size %u..%u (0: not reported)\n", info.subgroup_min, info.subgroup_max);
-    static const wspec three[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
     static const wspec two[2] = {{1, 40, false}, {1, 19, false}};
     static const struct {
         const char *sg, *shape;
@@ -275,7 +276,7 @@ static void test_subgroup(void) {
         if (runs[r].shape) setenv("WGML_QW_GEMV", runs[r].shape, 1);
         char what[96];
         snprintf(what, sizeof what, "subgroup=%s shape %s", runs[r].sg, runs[r].shape ? runs[r].shape : "auto");
-        case_multi(what, three, 3, 3, 200, 64, 1);
+        case_multi(what, THREE, 3, 3, 200, 64, 1);
         case_multi(what, two, 2, 1, 2080, 32, 1);
         unsetenv("WGML_QW_GEMV");
     }
