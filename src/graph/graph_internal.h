@@ -10,7 +10,8 @@ typedef struct graph_node {
     const char *op;
     const char *shader;
     char *prelude;
-    gpu_pipeline *pipeline;
+    gpu_pipeline *pipeline; /* the kernel's form chosen at record (all_writable) */
+    bool all_writable;
     int n_ro, n_rw;
     wgml_tensor *t[GRAPH_MAX_BINDINGS]; /* built graphs: tensors, resolved at compile */
     gpu_range r[GRAPH_MAX_BINDINGS];    /* eager: ranges, fixed at record time */

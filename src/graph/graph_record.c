@@ -53,6 +53,20 @@ static bool may_share_buffer(const wgml_tensor *a, const wgml_tensor *b) {
     return !a->persistent || a->buf == b->buf;
 }
 
+/* Whether the dispatch over t[0..n_ro + n_rw) may bind one buffer both read-only and writable,
+ * and so take its kernel's all-writable form: some read-only and some writable binding that may
+ * share a buffer (two GRAPH_UNUSED slots do: both lie in the context's unused buffer). Exact for
+ * the eager graph; for a built graph, whose intermediates share an arena unless the graph
+ * outgrows one, the compile checks it against the final ranges. */
+static bool may_take_all_writable(wgml_tensor *const *t, int n_ro, int n_rw) {
+    for (int a = 0; a < n_ro; a++)
+        for (int b = n_ro; b < n_ro + n_rw; b++) {
+            bool ua = t[a] == GRAPH_UNUSED, ub = t[b] == GRAPH_UNUSED;
+            if (ua || ub ? ua && ub : may_share_buffer(t[a], t[b])) return true;
+        }
+    return false;
+}
+
 /* Whether a and b (views of one base, or the same tensor) have bytes in common. */
 static bool tensors_overlap(const wgml_tensor *a, const wgml_tensor *b) {
     if (base_of(a) != base_of(b)) return false;
@@ -70,10 +84,7 @@ static wgml_status copy_aliased(wgml_graph *g, const char *op, wgml_tensor **t, 
     int nb = n_ro + n_rw;
     for (bool changed = true; changed;) {
         changed = false;
-        bool all_writable = false; /* whether the dispatch may take the all-writable form */
-        for (int a = 0; a < n_ro && !all_writable; a++)
-            for (int b = n_ro; b < nb; b++)
-                if (t[a] != GRAPH_UNUSED && t[b] != GRAPH_UNUSED && may_share_buffer(t[a], t[b])) all_writable = true;
+        bool all_writable = may_take_all_writable(t, n_ro, n_rw);
         for (int j = 0; j < nb && !changed; j++)
             for (int i = 0; i < j && !changed; i++) {
                 if (t[i] == GRAPH_UNUSED || t[j] == GRAPH_UNUSED || !tensors_overlap(t[i], t[j])) continue;
@@ -121,7 +132,9 @@ static wgml_status push_dispatch(wgml_graph *g, const char *op, const char *shad
             n.r[i] = (gpu_range){t[i]->buf, t[i]->offset, tensor_binding_size(t[i])};
         }
     }
-    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, false);
+    /* only the form the dispatch will take is created (Dawn compiles at creation) */
+    n.all_writable = may_take_all_writable(t, n_ro, n_rw);
+    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, n.all_writable);
     if (!n.pipeline) return wgml_last_status(g->ctx);
     n.prelude = strdup(prelude ? prelude : "");
     if (!n.prelude) return wgml_set_error(g->ctx, WGML_ERR_OOM, "out of host memory");

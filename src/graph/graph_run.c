@@ -81,11 +81,13 @@ static wgml_status node_dispatch(wgml_graph *g, const graph_node *n, gpu_buffer 
         r[nb++] = (gpu_range){ubuf, *uoff, align_up(n->ubytes, 16)};
         *uoff += align_up(n->ubytes, ua);
     }
-    /* one buffer bound read-only and writable in one dispatch is invalid: use the
-     * all-writable form of the kernel then */
+    /* one buffer bound read-only and writable in one dispatch is invalid: the all-writable form
+     * of the kernel then. The form recorded is a prediction for a built graph (its
+     * intermediates' arenas were not known); the other is created only when it was wrong. */
     bool conflict = needs_all_writable(n);
     gpu_pipeline *p = n->pipeline;
-    if (conflict) p = gpu_pipeline_get(ctx, n->shader, n->prelude, n->n_ro, n->n_rw, n->ubytes > 0, true);
+    if (conflict != n->all_writable)
+        p = gpu_pipeline_get(ctx, n->shader, n->prelude, n->n_ro, n->n_rw, n->ubytes > 0, conflict);
     if (!p) return wgml_last_status(ctx);
     wgml_status s;
     if (g->check_aliasing && (s = check_aliasing(g, n, conflict))) return s;
