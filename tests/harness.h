@@ -61,7 +61,9 @@ bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
  * part stays short and parts run in parallel). th_run_parts runs, after th_init_args: with
  * `--part NAME` that part, with `--list-parts` none (it prints the names, which the check_parts
  * CTest compares with CMake's list), else every part in order; each part's time is printed.
- * Returns the exit code (th_done's). */
+ * Returns the exit code: th_done's, or TH_SKIPPED when the parts run ran no check at all (each
+ * such part is printed as skipped; CTest's SKIP_RETURN_CODE reports the test as not run). */
+#define TH_SKIPPED 77
 typedef struct th_part {
     const char *name;
     void (*run)(void);
