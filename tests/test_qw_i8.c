@@ -123,6 +123,12 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
         o = wgml_qlinear(T.g, x, w);
     }
     graph_set_x8(T.g, false);
+    if (m <= qw_gemv_max_m(T.ctx) && !acc) { /* the GEMV's I8X form, checked by the same formula */
+        const char *shader = NULL;
+        size_t nd = wgml_graph_dispatch_count(T.g);
+        if (nd) wgml_graph_dispatch_name(T.g, nd - 1, &shader);
+        th_check(shader && !strcmp(shader, "qw_gemv"), "%s: the GEMV ran (last kernel %s)", name, shader ? shader : "none");
+    }
     th_check(xq && o, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
     uint32_t *gq = malloc(sizeof(uint32_t) * (size_t)(m * rs));
     float *got = o ? th_read_f32(o) : NULL;
@@ -246,8 +252,35 @@ static void test_8bit(void) {
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
 }
 
+/* The GEMV's integer form (qw_gemv.wgsl's I8X: x quantised per block in registers, the codes
+ * through dot4I8Packed) for the few rows of a decode step, every kind and 1 to 4 rows (the GPU
+ * GEMV's limit, forced on a CPU adapter), a bias, a partial last group, the GPUs' launch shapes
+ * (forced: a CPU adapter has its own): the same three checks, the quantiser's against the GEMM's
+ * (qw_quant_x), whose formula the GEMV follows, and a check that the GEMV ran. */
+static void test_gemv(void) {
+    setenv("WGML_QW_GEMV_MAX_M", "4", 1);
+    setenv("WGML_QW_GEMV_I8", "1", 1); /* every kind, every shape (the rule takes fewer) */
+    case_i8(0, 1, 70, 96, 32, true, NULL, false);
+    case_i8(0, 3, 40, 200, 64, false, NULL, false);
+    setenv("WGML_QW_GEMV", "32,8,64,1", 1); /* the GPUs' large-K launch shape, forced */
+    case_i8(0, 4, 33, 2048, 128, false, NULL, false);
+    case_i8(7, 4, 24, 2048, 16, false, NULL, false);
+    setenv("WGML_QW_GEMV", "64,1,256,2", 1); /* the GPUs' small-K shape: two blocks in flight */
+    case_i8(5, 2, 20, 512, 32, true, NULL, false);
+    unsetenv("WGML_QW_GEMV");
+    case_i8(1, 2, 64, 64, 32, true, NULL, false);
+    case_i8(5, 1, 64, 2048, 32, false, NULL, false);
+    case_i8(2, 4, 96, 96, 32, false, NULL, false);
+    case_i8(3, 1, 40, 64, 32, false, NULL, false);
+    case_i8(4, 3, 64, 128, 32, true, NULL, false);
+    case_i8(6, 2, 65, 256, 32, false, NULL, false);
+    case_i8(7, 1, 70, 512, 16, false, NULL, false);
+    unsetenv("WGML_QW_GEMV_MAX_M");
+    unsetenv("WGML_QW_GEMV_I8");
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_qw_i8", argc, argv);
-    static const th_part parts[] = {{"4bit", test_4bit}, {"8bit", test_8bit}};
+    static const th_part parts[] = {{"4bit", test_4bit}, {"8bit", test_8bit}, {"gemv", test_gemv}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -104,6 +104,7 @@ typedef struct gemv_cfg {
     bool sg;           /* subgroup reduction */
     uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
     bool direct;       /* the sums are final in the subgroup: no workgroup memory */
+    bool i8x;          /* x quantised to int8 per block, codes through dot4I8Packed (qw_x8_applies) */
     const qw_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
 } gemv_cfg;
 
@@ -165,6 +166,14 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
                    : "  var v = vec4<f32>(0.0);\n"
                      "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
                      "  return v;\n");
+    /* the integer forms (qw_gemv_i8.wgsl) only where the adapter has them; else stubs never called */
+    if (c->i8x)
+        EMIT("const I8X: bool = true;\n//!include qw_gemv_i8\n");
+    else
+        EMIT("const I8X: bool = false;\n"
+             "fn quant_block(xs: array<vec4<f32>, 8>, a: f32, b: f32) -> array<u32, 8> { return array<u32, 8>(); }\n"
+             "fn idot(cw: vec4<u32>, q: array<u32, 8>, h: u32) -> i32 { return 0; }\n"
+             "fn qsum(q: array<u32, 8>, h: u32) -> i32 { return 0; }\n");
     if (len < cap) qw_kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
     if (c->sg)
@@ -260,6 +269,22 @@ static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *w, int64_t m, const q
     return gemv_wg_bytes(c, m, w->kp) <= gpu_get_caps(ctx)->max_workgroup_storage;
 }
 
+/* Whether the GEMV takes its integer form (I8X: x quantised to int8 per block, the codes
+ * through dot4I8Packed), in a graph whose products take int8 activations (qw_x8_applies): where
+ * it measured faster on the H200 (bench/NOTES.md, 2026-12-05), 4-bit codes (Q4_K 1.39-1.49x at
+ * every shape of 64 or more blocks; Q4_0 1.08-1.16x at the 4,096-wide ones, 0.92x at 8,192 ->
+ * 28,672; 8B Q4_0 decode 1.04x) in threads of 4 or more rows (one quantisation of x serves
+ * them all; a one-row thread was up to 1.4x slower). Not the 8-bit codes (Q6_K, Q8_0: faster
+ * at 8,192 -> 28,672, slower at the 4,096-wide shapes). $WGML_QW_GEMV_I8=1 takes it wherever
+ * qw_x8_applies (tests, sweeps), =0 never. */
+static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
+    for (int i = 0; i < nw; i++)
+        if (!qw_x8_applies(g, ws[i], 0)) return false;
+    const char *e = getenv("WGML_QW_GEMV_I8");
+    if (e && *e) return strcmp(e, "0") != 0;
+    return qw_kind_cpw(ws[0]->kind) == 8 && c->rpt >= 4;
+}
+
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
  * one dispatch of the qw_gemv kernel (M <= qw_gemv_max_m rows of x) configured by c (its fusion:
  * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
@@ -275,6 +300,9 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     char prelude[8192];
     wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0;
+    gemv_cfg cx = *c;
+    cx.i8x = gemv_i8x(g, ws, nw, c);
+    c = &cx;
     if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
     struct {

@@ -228,6 +228,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     if (i == 3u) { sx_lo = sx; }
                 }
                 let sum_x = dot(sx, vec4<f32>(1.0));
+                if (I8X) { // d = max|x| / 127 per block (G = 16: per half block), as qw_quant_x
+                    var m0 = vec4<f32>(0.0);
+                    var m1 = vec4<f32>(0.0);
+                    for (var i = 0u; i < 4u; i++) {
+                        m0 = max(m0, abs(xs[i]));
+                        m1 = max(m1, abs(xs[i + 4u]));
+                    }
+                    var a0 = max(max(m0.x, m0.y), max(m0.z, m0.w));
+                    var a1 = max(max(m1.x, m1.y), max(m1.z, m1.w));
+                    if (GPB == 1u) {
+                        a0 = max(a0, a1);
+                        a1 = a0;
+                    }
+                    let d0 = a0 / 127.0;
+                    let d1 = a1 / 127.0;
+                    let q = quant_block(xs, select(0.0, 127.0 / a0, a0 > 0.0), select(0.0, 127.0 / a1, a1 > 0.0));
+                    // x's sum as the product's offset term takes it: d·Σq (qw_quant_x's s), per half
+                    let s0 = d0 * f32(qsum(q, 0u));
+                    let s1 = d1 * f32(qsum(q, 4u));
+                    for (var r = 0u; r < RPT; r++) {
+                        let ab0 = ab[u][r][0];
+                        if (CPW == 8u) {
+                            acc[r][mm] += ab0.x * d0 * f32(idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
+                        } else { // 8-bit codes: two loads; G = 16: one (a, b) and d per half block
+                            let ab1 = ab[u][r][GPB - 1u];
+                            acc[r][mm] += ab0.x * d0 * f32(idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
+                                          ab1.x * d1 * f32(idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
+                        }
+                    }
+                    continue;
+                }
                 if (CPW == 8u) {
                     for (var i = 0u; i < 8u; i += 2u) {
                         xs[i] *= X4_LO;

@@ -77,6 +77,10 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
  * for w by qw_quant_x.wgsl into an i32 tensor [m, Kp/4 + 2·Kp/QB] (codes, scales, sums; the
  * layout is in the kernel's comment), QB = qw_x8_block(w) (32, or 16 for G = 16). */
 uint32_t qw_x8_block(const wgml_qweight *w);
+/* Whether w's product in g takes int8 activations: the graph asks (graph_set_x8), the adapter
+ * has dot4I8Packed, the codes fit an int8, trans = 0; the GEMM (qw_mm_i8) and the GEMV (its
+ * I8X form) both follow it. $WGML_QW_INT8=0 turns it off. */
+bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans);
 wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m);
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights of one kind, group size and K, in one

@@ -214,11 +214,10 @@ static wgml_tensor *mm_dispatch(wgml_graph *g, const char *op, const char *shade
     return out;
 }
 
-/* The integer-dot forward (qw_mm_i8.wgsl) applies: the graph asks for it (graph_set_x8), the
- * adapter has dot4I8Packed, w's codes fit an int8 (4-bit codes, GGUF 8-bit signed codes,
- * unsigned codes of up to 7 bits; not f32) and a 32-k block (16 when G = 16) lies in one group.
- * $WGML_QW_INT8=0 turns it off. */
-static bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans) {
+/* The integer-dot forward applies (qw_internal.h): w's codes fit an int8 (4-bit codes, GGUF
+ * 8-bit signed codes, unsigned codes of up to 7 bits; not f32) and a 32-k block (16 when
+ * G = 16) lies in one group. */
+bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans) {
     if (trans || !graph_x8(g) || w->kind == WGML_QF32 || (w->kind == WGML_Q8_MIN && w->bits > 7)) return false;
     const char *e = getenv("WGML_QW_INT8");
     if (e && !strcmp(e, "0")) return false;
