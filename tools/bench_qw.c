@@ -7,6 +7,7 @@
  * The weight is flat q4gsw (symmetric, G = 32) unless $WGML_QW_BENCH_TYPE names a GGUF block
  * type (`wgml bench qw --type Q4_K`): random blocks of that type through wgml_qweight_upload_gguf
  * (shapes whose K is not whole blocks are skipped). */
+#define _POSIX_C_SOURCE 200809L
 #include "bench.h"
 #include "ops/qweight/qw_internal.h"
 
@@ -295,6 +296,16 @@ int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
         }
         fprintf(out, "%-34s %10.1f %10.1f %s\n", label, t * 1e6, bytes / t * 1e-9, check ? "ok" : "FAIL");
         if (!check) failed++;
+        /* the same with int8 activations (the GEMV's I8X form, forced: its rule takes fewer
+         * kinds and shapes), where the adapter has them */
+        if (cpu || !gpu_get_caps(ctx)->dot4i8) continue;
+        setenv("WGML_QW_GEMV_I8", "1", 1);
+        t = time_mm(ctx, 1, n, k, 0, true, reps, copies < reps ? copies : reps, &check);
+        unsetenv("WGML_QW_GEMV_I8");
+        snprintf(label, sizeof label, "M=1 %lld->%lld (GEMV int8 x)", (long long)k, (long long)n);
+        if (t > 0) fprintf(out, "%-34s %10.1f %10.1f %s\n", label, t * 1e6, bytes / t * 1e-9, check ? "ok" : "FAIL");
+        else fprintf(out, "%-34s failed: %s\n", label, wgml_last_error(ctx));
+        failed += t <= 0 || !check;
     }
     static const int64_t gemm[][3] = {{512, 2048, 2048}, {512, 8192, 2048}}; /* M, N, K */
     fprintf(out, "%-34s %10s %10s %s\n", "", "ms", "GFLOP/s", "check");

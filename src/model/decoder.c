@@ -25,7 +25,7 @@ static wgml_status build_step(wgml_model *m, step_graph *sg, int64_t S) {
     sg->S = S;
     wgml_graph *g = sg->g = wgml_graph_new(m->ctx);
     if (!g) return wgml_last_status(m->ctx);
-    graph_set_x8(g, S > 1 && m->x8);
+    graph_set_x8(g, m->x8);
     int64_t scalar = 1; /* the shape [1] */
     sg->ids = wgml_tensor_new(g, WGML_I32, 1, &S);
     sg->positions = wgml_tensor_new(g, WGML_I32, 1, &S);
@@ -280,9 +280,9 @@ wgml_model *wgml_model_load(wgml_ctx *ctx, const char *path, const wgml_model_op
     const char *e = getenv("WGML_LLAMA_UNFUSED");
     const gpu_caps *caps = gpu_get_caps(ctx);
     m->unfused = e && *e ? strcmp(e, "0") != 0 : caps && caps->is_cpu;
-    /* Prefill through the integer dot product (activations quantised per 32-k block to int8, as
-     * llama.cpp's MMQ does) on GPUs; a CPU adapter and the decode step (GEMVs, bandwidth-bound)
-     * stay f32. $WGML_QW_INT8=1 or 0 chooses either way. */
+    /* Prefill and decode through the integer dot product (activations quantised per 32-k block
+     * to int8, as llama.cpp's MMQ and MMVQ do) on GPUs; a CPU adapter stays f32. $WGML_QW_INT8=1
+     * or 0 chooses either way. */
     const char *x8 = getenv("WGML_QW_INT8");
     m->x8 = x8 && *x8 ? strcmp(x8, "0") != 0 : caps && !caps->is_cpu;
     char err[512];

@@ -75,7 +75,7 @@ struct wgml_model {
     int64_t pos;
     double last_s;
     int unfused; /* plain ops instead of the fused kernels: CPU adapters, or $WGML_LLAMA_UNFUSED */
-    int x8;      /* prefill graphs quantise the weights' activations to int8 (graph_set_x8) */
+    int x8;      /* the inference graphs quantise the weights' activations to int8 (graph_set_x8) */
     int32_t stop_ids[4];
     int n_stop;
     wgml_lora **lora; /* [n_layer * DECODER_N_TARGETS] adapters of the inference graphs, or NULL;
