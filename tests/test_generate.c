@@ -352,13 +352,14 @@ static void test_fused(void) {
              apart, four);
 }
 
-/* The prefill through the integer dot product ($WGML_QW_INT8=1: activations quantised per 32-k
+/* The inference graphs through the integer dot product ($WGML_QW_INT8=1: activations quantised per 32-k
  * block to int8; test_qw_i8 checks the kernels against fp64) against f32 (=0, a CPU adapter's
  * default), with the plain ops and with the fused inference graphs (a GPU's: q, k, v as one
  * segmented GEMM): the last position's logits differ from f32's by more than rounding (the
  * int8 path ran) and by at most 15% of their RMS (measured on this random model: 1-6%; the
  * kernels' own error is bounded per product in test_qw_i8), with each argmax read back its own
- * logits'; the decode step after it (f32 GEMVs over a cache written by the int8 prefill) within the same bound. */
+ * logits'; the decode step after it (the GEMVs' int8 form where qw_gemv.c's gemv_i8x takes
+ * it, over a cache the int8 prefill wrote) within the same bound. */
 static void case_int8_prefill(const char *unfused) {
     synth s;
     synth_make_q(&s, 0, 0);

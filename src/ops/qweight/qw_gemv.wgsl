@@ -38,6 +38,7 @@
 // The prelude gives KIND CPW G BPG GPB ABT code_f deq (qweight.c), and (qw_gemv.c) XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
+// I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row), XSH_LEN,
 // NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
