@@ -285,27 +285,24 @@ int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
         const char *mb_env = getenv("WGML_BENCH_QW_MB");
         double mb = mb_env && atof(mb_env) > 0 ? atof(mb_env) : 256.0;
         int copies = cpu ? 1 : (int)(mb * 1e6 / bytes) + 1;
-        int check = 0;
-        double t = time_forward(ctx, 1, n, k, reps, copies < reps ? copies : reps, &check);
-        char label[64];
-        snprintf(label, sizeof label, "M=1 %lld->%lld (GEMV)", (long long)k, (long long)n);
-        if (t <= 0) {
-            fprintf(out, "%-34s failed: %s\n", label, wgml_last_error(ctx));
-            failed++;
-            continue;
+        /* the f32 form, then (where the adapter has them) int8 activations: the GEMV's I8X form,
+         * forced (its rule takes fewer kinds and shapes) */
+        int forms = cpu || !gpu_get_caps(ctx)->dot4i8 ? 1 : 2;
+        for (int x8 = 0; x8 < forms; x8++) {
+            int check = 0;
+            if (x8) setenv("WGML_QW_GEMV_I8", "1", 1);
+            double t = time_mm(ctx, 1, n, k, 0, x8, reps, copies < reps ? copies : reps, &check);
+            if (x8) unsetenv("WGML_QW_GEMV_I8");
+            char label[64];
+            snprintf(label, sizeof label, "M=1 %lld->%lld (GEMV%s)", (long long)k, (long long)n, x8 ? " int8 x" : "");
+            if (t <= 0) {
+                fprintf(out, "%-34s failed: %s\n", label, wgml_last_error(ctx));
+                failed++;
+                break;
+            }
+            fprintf(out, "%-34s %10.1f %10.1f %s\n", label, t * 1e6, bytes / t * 1e-9, check ? "ok" : "FAIL");
+            if (!check) failed++;
         }
-        fprintf(out, "%-34s %10.1f %10.1f %s\n", label, t * 1e6, bytes / t * 1e-9, check ? "ok" : "FAIL");
-        if (!check) failed++;
-        /* the same with int8 activations (the GEMV's I8X form, forced: its rule takes fewer
-         * kinds and shapes), where the adapter has them */
-        if (cpu || !gpu_get_caps(ctx)->dot4i8) continue;
-        setenv("WGML_QW_GEMV_I8", "1", 1);
-        t = time_mm(ctx, 1, n, k, 0, true, reps, copies < reps ? copies : reps, &check);
-        unsetenv("WGML_QW_GEMV_I8");
-        snprintf(label, sizeof label, "M=1 %lld->%lld (GEMV int8 x)", (long long)k, (long long)n);
-        if (t > 0) fprintf(out, "%-34s %10.1f %10.1f %s\n", label, t * 1e6, bytes / t * 1e-9, check ? "ok" : "FAIL");
-        else fprintf(out, "%-34s failed: %s\n", label, wgml_last_error(ctx));
-        failed += t <= 0 || !check;
     }
     static const int64_t gemm[][3] = {{512, 2048, 2048}, {512, 8192, 2048}}; /* M, N, K */
     fprintf(out, "%-34s %10s %10s %s\n", "", "ms", "GFLOP/s", "check");
