@@ -274,8 +274,8 @@ static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *w, int64_t m, const q
  * it measured faster on the H200 (bench/NOTES.md, 2026-12-05), 4-bit codes (Q4_K 1.39-1.49x at
  * every shape of 64 or more blocks; Q4_0 1.08-1.16x at the 4,096-wide ones, 0.92x at 8,192 ->
  * 28,672; 8B Q4_0 decode 1.04x) in threads of 4 or more rows (one quantisation of x serves
- * them all; a one-row thread was up to 1.4x slower). Not the 8-bit codes (Q6_K, Q8_0: faster
- * at 8,192 -> 28,672, slower at the 4,096-wide shapes). $WGML_QW_GEMV_I8=1 takes it wherever
+ * them all; a one-row thread was up to 1.4x slower). Not the 8-bit codes (Q6_K: faster at
+ * 8,192 -> 28,672, slower at the shapes up to 4,096 wide; the others not timed). $WGML_QW_GEMV_I8=1 takes it wherever
  * qw_x8_applies (tests, sweeps), =0 never. */
 static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
     for (int i = 0; i < nw; i++)
