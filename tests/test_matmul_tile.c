@@ -5,12 +5,12 @@
  * the ops themselves: test_matmul. */
 #include "matmul_cases.h"
 
-static void part_auto(void) { case_variant_shapes("tile", true, 0, -1); }
-static void part_0(void) { case_variant_shapes("tile", false, 0, 0); }
-static void part_1(void) { case_variant_shapes("tile", false, 1, 1); }
-static void part_2(void) { case_variant_shapes("tile", false, 2, 2); }
-static void part_3(void) { case_variant_shapes("tile", false, 3, 3); }
-static void part_4(void) { case_variant_shapes("tile", false, 4, 4); }
+static void part_auto(void) { case_variant_shapes("tile", true, 0, -1, 0xFu); }
+static void part_0(void) { case_variant_shapes("tile", false, 0, 0, 0xFu); }
+static void part_1(void) { case_variant_shapes("tile", false, 1, 1, 0xFu); }
+static void part_2(void) { case_variant_shapes("tile", false, 2, 2, 0xFu); }
+static void part_3(void) { case_variant_shapes("tile", false, 3, 3, 0xFu); }
+static void part_4(void) { case_variant_shapes("tile", false, 4, 4, 0xFu); }
 
 /* Parts: the automatic choice, then each "tile" variant in index order (128x128_k8, 64x64,
  * 32x32, 128x128_k16, 128x64). */

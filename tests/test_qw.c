@@ -13,10 +13,11 @@
  *                             DIR/<case>.d (f32 [m, n]) into DIR/<case>.dx and the embedding
  *                             of DIR/<case>.ids (i32 [t]) into DIR/<case>.emb (used by
  *                             tests/py/test_gguf_quant.py and test_gguf_kquant.py);
- * Parts (th_run_parts; CTest runs each as test_qw_<part>): linear, linear-tiles (the GEMM's tile
- * choices), requant (with the embedding, the closed loop and the bad input), shapes and
- * shapes-wide and shapes-deep (Llama-3.2-1B's), gemv, gemv-wide, gemv-rows8 (the
- * forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K kinds). */
+ * Parts (th_run_parts; CTest runs each as test_qw_<part>): linear, linear-tiles and
+ * linear-tiles-forced (the GEMM's tile choices), requant (with the embedding, the closed loop
+ * and the bad input), shapes and shapes-wide and shapes-deep (Llama-3.2-1B's), gemv, gemv-wide,
+ * gemv-rows8 (the forced GEMV shapes), kquant-linear and kquant-requant (the GGUF 5-bit and K
+ * kinds). */
 #include "harness.h"
 
 #include <cblas.h>
@@ -96,14 +97,11 @@ static void test_linear(void) {
         case_linear(cases[i].kind, cases[i].m, cases[i].n, cases[i].k, cases[i].group, cases[i].bias, true);
 }
 
-/* The 128 x 64 tile (chosen when it gives >= 256 workgroups), automatically, and every tile
- * (128 x 128, 64 x 64, 128 x 64) forced on small shapes. */
-static void test_linear_tiles(void) {
-    case_linear(0, 300, 260, 96, 32, true, true);
-    case_linear(2, 260, 300, 64, 32, false, true);
-    case_linear(0, 2100, 520, 64, 32, false, true);
+/* Every tile (128 x 128, 64 x 64, 128 x 64: matmul variants 0, 2, 4) forced on small shapes,
+ * the variants first..last of those three. */
+static void linear_tiles_forced(int first, int last) {
     static const int forced[] = {0, 2, 4};
-    for (int f = 0; f < 3; f++) {
+    for (int f = first; f <= last; f++) {
         int v = forced[f];
         wgml_matmul_force_variant(T.ctx, v);
         printf("  tile variant forced: %s\n", wgml_matmul_variant_name(v));
@@ -114,6 +112,17 @@ static void test_linear_tiles(void) {
     }
     wgml_matmul_force_variant(T.ctx, -1);
 }
+
+/* The 128 x 64 tile (chosen when it gives >= 256 workgroups) automatically, then the forced
+ * tiles: two parts (linear-tiles, linear-tiles-forced) of about 40 s each on Dawn's SwiftShader. */
+static void test_linear_tiles(void) {
+    case_linear(0, 300, 260, 96, 32, true, true);
+    case_linear(2, 260, 300, 64, 32, false, true);
+    case_linear(0, 2100, 520, 64, 32, false, true);
+    linear_tiles_forced(0, 0);
+}
+
+static void test_linear_tiles_forced(void) { linear_tiles_forced(1, 2); }
 
 /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
  * $WGML_QW_GEMV, the benchmark sweep's knob: each must give the same results. Shapes
@@ -947,7 +956,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--gguf-check") && i + 1 < argc) return gguf_check(argv[i + 1]);
     }
     static const th_part parts[] = {
-        {"linear", test_linear},          {"linear-tiles", test_linear_tiles}, {"requant", test_rest},
+        {"linear", test_linear},          {"linear-tiles", test_linear_tiles},
+        {"linear-tiles-forced", test_linear_tiles_forced}, {"requant", test_rest},
         {"shapes", test_llama_shapes},    {"shapes-wide", test_llama_shapes_wide},
         {"shapes-deep", test_llama_shapes_deep},
         {"gemv", gemv_auto_to_3},          {"gemv-wide", gemv_4},           {"gemv-rows8", gemv_5},
