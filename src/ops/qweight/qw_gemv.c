@@ -47,12 +47,15 @@ static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg,
 /* GEMV shape: threads per row along K (TPR), rows per thread (RPT, the reuse of each x load),
  * threads per workgroup (WG), blocks per iteration (BPI, loads in flight per thread). A CPU
  * adapter (lavapipe, SwiftShader) runs a workgroup's lanes a few at a time and pays for every
- * barrier, so there: 4 threads per row (within one subgroup: no workgroup memory, no barrier),
- * 4 rows per thread, 64-thread workgroups, at every K; on SmolLM2's projections 3.7-7.6x faster
- * than the GPU shapes on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03).
+ * barrier, so there: one thread per row (no reduction at all: no workgroup memory, no barrier,
+ * whatever the subgroup size), 8 rows per thread (each x load serves 8 rows), 16-thread
+ * workgroups, at every K. SmolLM2's decode step on lavapipe: the GEMVs 181 ms (median of 7)
+ * against 226 (of 5) for 4 threads x 4 rows in 64, whose 4-lane sums went through workgroup
+ * memory (lavapipe reports no subgroup size); that shape was 3.7-7.6x faster than the GPU shapes
+ * on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03 and 2026-12-05).
  * $WGML_QW_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
 static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
-    if (cpu) *tpr = 4, *rpt = 4, *wg = 64, *bpi = 1;
+    if (cpu) *tpr = 1, *rpt = 8, *wg = 16, *bpi = 1;
     else gemv_shape_gpu(nblk, n, tpr, rpt, wg, bpi);
     const char *env = getenv("WGML_QW_GEMV");
     int a, b, c, d = 1;
