@@ -37,7 +37,7 @@ def kind(op, args):
         return "stack moves (spills)"
     if FP.match(op):
         return "floating-point arithmetic"
-    if op in LANE or (op == "vpblendd" and args.startswith("$")):
+    if op in LANE:
         return "lane loads"
     if op in BRANCH:
         return "tests, compares, branches"  # mostly the lane loops' mask tests and bounds checks

@@ -30,8 +30,9 @@ export MESA_SHADER_CACHE_DIR=$out/shader-cache
 "$@" >"$out/warm-up.txt" 2>&1 || { tail -5 "$out/warm-up.txt"; exit 1; }
 perf record -F 1999 -o "$out/perf.data" -- gdb -batch -ex 'set disable-randomization on' \
   -ex 'break wgml_ctx_destroy' -ex run -ex "gcore $out/core" -ex kill --args "$@" >"$out/gdb.txt" 2>&1
-# the JIT code's samples: perf names its map perf-PID.map (there is none) or [JIT]
-perf script -i "$out/perf.data" -F comm,ip,dso 2>/dev/null | awk -v c="$(basename "$bin")" \
-  '$1 == c && ($3 ~ /perf-[0-9]+\.map/ || $3 ~ /JIT/) {print $2}' | sort | uniq -c | sort -rn >"$out/jit-samples.txt"
+# the JIT code's samples, whatever thread ran them: perf names their map perf-PID.map (there is
+# none) or [JIT]; gdb, profiled beside the command, has no JIT code
+perf script -i "$out/perf.data" -F ip,dso 2>/dev/null |
+  awk '$2 ~ /perf-[0-9]+\.map/ || $2 ~ /JIT/ {print $1}' | sort | uniq -c >"$out/jit-samples.txt"
 python3 "$here/jit_mix.py" "$out/jit-samples.txt" "$out/core" "$bin" "$out"
 rm -f "$out/core"
