@@ -17,10 +17,12 @@
 # peer and the Q4_K_M files; logs go to $OUT. MODELS="name:TYPE ..." overrides the list.
 # AB_NORM=1 also times the decode at 512 positions with the GEMV's norm prologue forced on and off
 # ($WGML_QW_GEMV_NORM_BUDGET), for the rule in qw_gemv_norm_fits; AB_INT8=1 also times each
-# prefill with f32 activations ($WGML_QW_INT8=0; the default on a GPU is the integer dot
-# product); PROFILE=1 keeps the decode step's and the prefill's profiles at 512 positions
+# pair with f32 activations ($WGML_QW_INT8=0: the prefill's f32 GEMM and decode's f32 GEMV; the
+# default on a GPU is the integer dot product, in decode for the GEMVs of the gemv_i8x rule); PROFILE=1 keeps the decode step's and the prefill's profiles at 512 positions
 # (`bench generate --profile`) in $OUT. PD="512 128,2048 32" overrides the (prompt, decode)
 # pairs timed. AB_FLUSH=1 also runs each pair with WGML_UPLOAD_FLUSH=0 (memory A/B).
+# AB_ENV="VAR=VALUE ..." also times each pair once per setting, with that variable set (any switch:
+# WGML_QW_GEMV_I8=1, every GEMV in the integer form, say).
 # WGML_MEMORY_TRACE=64M (say) in the environment lists wgml's large buffers in the logs.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -107,8 +109,14 @@ for mt in $MODELS; do
     fi
     if [ "${AB_INT8:-0}" = 1 ]; then
       echo "-- $m $t prompt $1, WGML_QW_INT8=0 (f32 activations)" | tee -a "$R"
-      WGML_QW_INT8=0 $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens 4 2>&1 | grep -E "^prefill " | tee -a "$R"
+      WGML_QW_INT8=0 $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+        grep -E "^prefill |^decode " | tee -a "$R"
     fi
+    for e in ${AB_ENV:-}; do
+      echo "-- $m $t prompt $1 decode $2, $e" | tee -a "$R"
+      env "$e" $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+        grep -E "^prefill |^decode " | tee -a "$R"
+    done
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
       for b in 0 1000000000000; do
         echo "-- $m $t prompt $1 decode $2, WGML_QW_GEMV_NORM_BUDGET=$b" | tee -a "$R"
