@@ -98,8 +98,8 @@ wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during);
  * failed (the error becomes the context's, with `during` in front). */
 void gpu_scope_push(wgml_ctx *ctx);
 wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during);
-/* Polls until *flag is set (a callback sets it) or, with flag NULL, the queue drains, within
- * the context's timeout. */
+/* Polls until *flag is set (a callback sets it) or, with flag NULL, the work submitted before
+ * the call has finished (the queue's work-done answer), within the context's timeout. */
 wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what);
 /* $WGML_LOG_PIPELINES: 0 off, 1 a line per pipeline created, 2 also a line per pipeline's first
  * run (pipeline.c, submit.c). */

@@ -83,11 +83,10 @@ static void submit_buffer(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t
 
 /* WGML_LOG_PIPELINES=2, a run with a pipeline's first dispatch: the run goes in pieces, the work
  * before that dispatch waited for, then the dispatch alone, waited for and timed, with a line on
- * stderr. Meant to show what a driver that compiles at the first dispatch pays per kernel; on
- * lavapipe (Mesa 25.0) the large times land on the line after the kernel that compiled and add
- * up to under half of a cold run's compile (bench/NOTES.md, 2026-12-05), so there a kernel's
- * compile cost comes from A/B runs, not from these lines. Diagnostic only: the run is serialised,
- * and its timestamps are not written. */
+ * stderr. A driver that compiles at the first dispatch (lavapipe) does it there, so the lines
+ * say what a cold run pays per kernel (since the idle wait takes the queue's work-done answer:
+ * with wgpuDevicePoll's "queue empty" the times landed one kernel late, bench/NOTES.md,
+ * 2026-12-05). Diagnostic only: the run is serialised, and its timestamps are not written. */
 static void submit_first_runs(wgml_ctx *ctx, const gpu_dispatch *d, size_t n, size_t repeat, submit_tail tail,
                               void *user) {
     size_t total = n * repeat, start = 0;
