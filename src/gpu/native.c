@@ -43,7 +43,7 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
     return kept;
 }
 
-bool native_poll(WGPUDevice device, bool wait) { return wgpuDevicePoll(device, wait, NULL); }
+void native_poll(WGPUDevice device, bool wait) { wgpuDevicePoll(device, wait, NULL); }
 bool native_upload_wait(void) { return true; }
 
 WGPUFeatureName native_feature_subgroups(void) { return (WGPUFeatureName)WGPUNativeFeature_Subgroup; }

@@ -9,8 +9,10 @@
 
 WGPUInstance native_create_instance(void);
 size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t max);
-/* Processes callbacks; with wait, blocks until the queue is empty. True when it is empty. */
-bool native_poll(WGPUDevice device, bool wait);
+/* Processes callbacks; with wait, blocks until the work submitted so far has finished. (Not a
+ * test of "queue empty": wgpu-native's answer to that came before lavapipe had run the work;
+ * gpu_wait_flag waits on the queue's work-done answer.) */
+void native_poll(WGPUDevice device, bool wait);
 WGPUFeatureName native_feature_f32_atomics(void);
 /* Whether gpu_write's upload flush waits for the GPU: wgpu-native frees a queue write's staging
  * only once its submit has run; in the browser the flush only submits (see web.c). */

@@ -58,31 +58,25 @@ size_t native_enumerate_adapters(WGPUInstance instance, WGPUAdapter *out, size_t
 
 static void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView msg, void *u1, void *u2) {
     (void)status; (void)msg; (void)u2;
-    *(bool *)u1 = true;
+    *(volatile bool *)u1 = true;
 }
 
-/* Without wait: one turn of events; true when the work submitted before the last turn that
- * found the queue busy has finished (a work-done request stays open between calls). With
- * wait: until everything submitted so far has finished (or the device is lost). */
-bool native_poll(WGPUDevice device, bool wait) {
-    static bool asked, done;
-    if (!the_instance) return true;
-    if (!asked) {
+/* One turn of events; with wait, turns until everything submitted so far has finished (or
+ * forever if the device is lost first: the callers wait only on a live device). */
+void native_poll(WGPUDevice device, bool wait) {
+    if (!the_instance) return;
+    volatile bool done = !wait;
+    if (wait) {
         WGPUQueue q = wgpuDeviceGetQueue(device);
         WGPUQueueWorkDoneCallbackInfo cb = WGPU_QUEUE_WORK_DONE_CALLBACK_INFO_INIT;
         cb.mode = WGPUCallbackMode_AllowProcessEvents;
         cb.callback = on_work_done;
-        cb.userdata1 = &done;
-        done = false;
-        asked = true;
+        cb.userdata1 = (void *)&done;
         wgpuQueueOnSubmittedWorkDone(q, cb);
         wgpuQueueRelease(q);
     }
     do wgpuInstanceProcessEvents(the_instance);
-    while (wait && !done);
-    if (!done) return false;
-    asked = false;
-    return true;
+    while (!done);
 }
 
 /* The upload flush only submits here: Chromium copies a queue write out of wasm memory at the
