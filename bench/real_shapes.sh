@@ -107,12 +107,9 @@ for mt in $MODELS; do
       WGML_UPLOAD_FLUSH=0 mem_peak $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
         grep -E "^prefill |^decode |device memory|gpu memory" | tee -a "$R"
     fi
-    if [ "${AB_INT8:-0}" = 1 ]; then
-      echo "-- $m $t prompt $1, WGML_QW_INT8=0 (f32 activations)" | tee -a "$R"
-      WGML_QW_INT8=0 $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
-        grep -E "^prefill |^decode " | tee -a "$R"
-    fi
-    for e in ${AB_ENV:-}; do
+    ab_env=${AB_ENV:-}
+    [ "${AB_INT8:-0}" = 1 ] && ab_env="WGML_QW_INT8=0 $ab_env" # f32 activations
+    for e in $ab_env; do
       echo "-- $m $t prompt $1 decode $2, $e" | tee -a "$R"
       env "$e" $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
         grep -E "^prefill |^decode " | tee -a "$R"
