@@ -185,18 +185,15 @@ static void sdpa_key_split(uint64_t groups, int64_t rows, int64_t Skv, uint32_t 
     *n_split = (Skv + *chunk - 1) / *chunk;
 }
 
-/* The attn_sdpa prelude: the tile's constants, the K/V read width (vec4 when D allows) and the
- * bindings, which shift by one when the filled length comes from a buffer. */
-static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int64_t D, bool has_len) {
+/* The attn_sdpa prelude: the tile's constants and the K/V read width (vec4 when D allows). */
+static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int64_t D) {
     uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
     snprintf(prelude, size,
              "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const DC: u32 = %uu; const TD: u32 = %uu;\n%s%s",
+             "const D: u32 = %lldu; const DC: u32 = %uu; const TD: u32 = %uu;\n%s",
              tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, tile->dc, td,
              D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
-                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n",
-             has_len ? "//!bindings read(len_buf: array<i32>)\nfn read_len() -> i32 { return len_buf[0]; }\n"
-                     : "fn read_len() -> i32 { return i32(p.Skv); }\n");
+                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n");
 }
 
 /* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a
@@ -226,14 +223,14 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     sdpa_key_split(groups, rows, Skv, tile.wx * tile.tn, len != NULL, &n_split, &chunk);
     bool split = n_split > 1;
     char prelude[1024];
-    sdpa_prelude(prelude, sizeof prelude, &tile, D, len != NULL);
+    sdpa_prelude(prelude, sizeof prelude, &tile, D);
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
-        uint32_t n_split, chunk, causal, window, rows_out;
+        uint32_t n_split, chunk, causal, window, rows_out, has_len, pad[3];
     } params = {(uint32_t)B, (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq, (uint32_t)Skv, (uint32_t)n_blocks,
                 (float)(sc * 1.4426950408889634074), (uint32_t)n_split, (uint32_t)chunk, causal ? 1u : 0u,
-                (uint32_t)(window < Skv ? window : 0), row_layout ? 1u : 0u};
+                (uint32_t)(window < Skv ? window : 0), row_layout ? 1u : 0u, len ? 1u : 0u, {0}};
     int64_t rows_shape[4] = {B, Sq, Hq, D};
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, row_layout ? rows_shape : q->shape);
     if (!out) return NULL;
@@ -246,8 +243,8 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
             return NULL;
         }
     }
-    wgml_tensor *ro[4] = {q, k, v, len};
-    wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, len ? 4 : 3, split ? &part : &out, 1, &params,
+    wgml_tensor *ro[4] = {q, k, v, len ? len : GRAPH_UNUSED};
+    wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, 4, split ? &part : &out, 1, &params,
                                    sizeof params, groups * (uint64_t)n_split);
     if (!s && split) {
         uint32_t cp[8] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, row_layout ? 1u : 0u,

@@ -27,17 +27,26 @@
 // window (p.window > 0, causal only) also masks the keys at or before qpos - window, so a query
 // sees the last `window` keys up to its own position; the key loop starts at the first key any
 // row of the block sees.
-// The prelude supplies WX WY TM TN D DC TD KW VT vt_at, the len buffer's binding when the length
-// comes from a tensor, and read_len().
+// The filled length is a uniform flag too: with p.has_len, len_buf[0] (a tensor: the KV cache's
+// length), else p.Skv; len_buf is bound either way (to a spare range without a length), so
+// prefill and the cached forms share one kernel (on lavapipe each form is seconds of compile).
+// The prelude supplies WX WY TM TN D DC TD KW VT vt_at.
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
     chunk: u32, causal: u32, window: u32, rows_out: u32,
+    has_len: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 // q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
 // supplies the element type VT and its component reader vt_at.
 //!bindings read(q: array<VT>, k: array<VT>, v: array<VT>) write(out: array<f32>) uniform(p: Params)
+//!bindings read(len_buf: array<i32>)
+
+fn read_len() -> i32 {
+    if (p.has_len != 0u) { return len_buf[0]; }
+    return i32(p.Skv);
+}
 
 const NT: u32 = WX * WY;
 const BQ: u32 = WY * TM;

@@ -140,7 +140,9 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
     bool stage = fuse_stage(f), pair = fuse_pair(f), merge = fuse_merge(f);
     bool norm = f && f->norm_w;
     int xv = w->k % 4 == 0 && !merge ? 4 : 1;
-    int64_t kp4 = w->kp / 4;
+    /* KP4 sizes the staged rows only: 0 when nothing is staged, so that products of every K
+     * share one pipeline (SmolLM2's decode compiled the same kernel twice, K = 576 and 1,536) */
+    int64_t kp4 = stage ? w->kp / 4 : 0;
     /* no `enable subgroups;`: naga (wgpu-native 29) rejects the directive ("not yet
      * supported") and takes the subgroup builtins and functions without it, given the device's
      * subgroups feature */

@@ -39,8 +39,8 @@
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
 // I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X),
-// XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row), XSH_LEN,
-// NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
+// XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row; 0 without
+// XSTAGE), XSH_LEN, NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
 // size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
 // length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
