@@ -78,25 +78,26 @@ static void chunk_free(const lm_weight *w, lm_weight *c) {
     }
 }
 
-static void vec_prelude(char *buf, size_t cap, uint32_t wg, int vw, const char *extra) {
+/* The row kernels' prelude: the workgroup size and the chunk's read width vw (4: vec4). */
+static void vec_prelude(char *buf, size_t cap, uint32_t wg, int vw) {
     if (vw == 4)
         snprintf(buf, cap,
-                 "const WG: u32 = %uu; const VW: u32 = 4u; alias V = vec4<f32>;\n%s"
+                 "const WG: u32 = %uu; const VW: u32 = 4u; alias V = vec4<f32>;\n"
                  "fn comp(v: V, c: u32) -> f32 { return v[c]; }\n"
                  "fn hsum(v: V) -> f32 { return dot(v, V(1.0)); }\n"
                  "fn hmax(v: V) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }\n"
                  "fn onehot(j: u32, k: u32) -> V {\n"
                  "  return select(V(0.0), V(1.0), vec4<u32>(j * 4u) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(k));\n"
                  "}\n",
-                 wg, extra);
+                 wg);
     else
         snprintf(buf, cap,
-                 "const WG: u32 = %uu; const VW: u32 = 1u; alias V = f32;\n%s"
+                 "const WG: u32 = %uu; const VW: u32 = 1u; alias V = f32;\n"
                  "fn comp(v: V, c: u32) -> f32 { return v; }\n"
                  "fn hsum(v: V) -> f32 { return v; }\n"
                  "fn hmax(v: V) -> f32 { return v; }\n"
                  "fn onehot(j: u32, k: u32) -> V { return select(0.0, 1.0, j == k); }\n",
-                 wg, extra);
+                 wg);
 }
 
 /* scratch[R, n] = h · W_chunkᵀ for the chunk [c0, c0 + n). */
@@ -133,10 +134,8 @@ static wgml_status chunk_loop(wgml_graph *g, const char *op, wgml_tensor *h, con
         s = x ? chunk_logits(g, op, h, &cw, rows, x) : wgml_last_status(ctx);
         if (!s) {
             int vw = n % 4 == 0 ? 4 : 1;
-            char extra[128], prelude[1024];
-            snprintf(extra, sizeof extra, "const FIRST: bool = %s; const LAST: bool = %s;\n",
-                     c0 == 0 ? "true" : "false", c0 + n == V ? "true" : "false");
-            vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)(n / vw)), vw, extra);
+            char prelude[1024];
+            vec_prelude(prelude, sizeof prelude, row_workgroup((uint64_t)(n / vw)), vw);
             if (!acc) {
                 struct { uint32_t n_rows, cols, c0, vocab; float ninf; } p = {(uint32_t)rows, (uint32_t)n,
                                                                             (uint32_t)c0, (uint32_t)V, -INFINITY};

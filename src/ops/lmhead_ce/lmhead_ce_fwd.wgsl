@@ -5,10 +5,10 @@
 // Workgroup: WG threads (prelude; 32..256 from cols) own one row. Thread t keeps an online
 // (max, sum) over elements t, t+WG, ... (read as V: vec4 when cols % 4 == 0); a tree in
 // workgroup memory merges the WG pairs (m = max(ma, mb), l = la*exp(ma - m) + lb*exp(mb - m));
-// thread 0 merges the chunk's pair into state[r] (FIRST: state starts at (-inf, 0, 0, 0)),
-// takes the target logit when the label falls in this chunk, and with LAST writes
+// thread 0 merges the chunk's pair into state[r] (the first chunk starts it at (-inf, 0, 0, 0)),
+// takes the target logit when the label falls in this chunk, and in the last chunk writes
 // lse = m + log(l) and row_loss[r] = lse - target for a valid row (0 <= label < vocab), else 0.
-// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), FIRST, LAST.
+// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp().
 struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, ninf: f32 }
 
 //!bindings read(x: array<V>, labels: array<i32>)

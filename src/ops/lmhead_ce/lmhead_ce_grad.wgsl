@@ -6,12 +6,12 @@
 //   A[r, :] *= alpha (skipped for the first chunk, whose product overwrites A).
 // After the last chunk A = sum_j exp(z_j - m) W_j with the row's final m, and
 // lmhead_ce_dh forms d_h = (A / l - W[label]) * scale / n_valid.
-// state[r] = (m, l, target logit, lse) as in lmhead_ce_fwd; LAST writes lse and row_loss.
+// state[r] = (m, l, target logit, lse) as in lmhead_ce_fwd; the last chunk writes lse and row_loss.
 // Workgroup: WG threads (prelude; 32..256 from cols) own one row: each thread an online
 // (max, sum) over elements t, t+WG, ... (V: vec4 when cols % 4 == 0), a tree in workgroup
 // memory merges them, thread 0 updates the state and shares (m', alpha) through workgroup
 // memory; then every thread rewrites its elements as P and scales its part of A's row.
-// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp(), FIRST, LAST.
+// The prelude supplies WG, VW, alias V, hmax(), hsum(), comp().
 struct Params { n_rows: u32, cols: u32, c0: u32, vocab: u32, d: u32, ninf: f32 }
 
 //!bindings read(labels: array<i32>)
@@ -41,7 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < cnt; j += WG) {
         x[base + j] = select(V(0.0), exp(x[base + j] - V(nm)), live);
     }
-    if (!FIRST) {
+    if (!first_chunk()) {
         let alpha = s_new.y;
         let ab = row * p.d;
         for (var k = lid; k < p.d; k += WG) {

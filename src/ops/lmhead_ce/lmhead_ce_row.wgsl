@@ -2,7 +2,12 @@
 // chunk (both include it with "//!include lmhead_ce_row"; it includes reduce_lse and
 // wg_reduce). Not a kernel: it reads the including kernel's x (the chunk's logits [R, cols] as
 // V), labels, state, row_loss and p (n_rows, cols, c0, vocab, ninf), and its prelude's WG, VW,
-// V, comp(), FIRST, LAST.
+// V, comp().
+
+// The first and the last chunk of the vocabulary, from the parameters (uniform flags rather than
+// prelude constants: one pipeline serves every chunk; on lavapipe each form is a compile).
+fn first_chunk() -> bool { return p.c0 == 0u; }
+fn last_chunk() -> bool { return p.c0 + p.cols == p.vocab; }
 
 //!include reduce_lse
 alias WR = vec2<f32>;
@@ -17,19 +22,19 @@ fn chunk_row_lse(base: u32, cnt: u32, lid: u32) -> vec2<f32> {
 }
 
 // Thread 0's update of state[row] by this chunk; returns the row's max m before it. From the
-// state before (FIRST: (-inf, 0, 0, 0)): (m, l) merged with the chunk's pair ml, the target
-// logit taken when the label falls in this chunk, and with LAST lse = m + log(l) and
+// state before (the first chunk: (-inf, 0, 0, 0)): (m, l) merged with the chunk's pair ml, the target
+// logit taken when the label falls in this chunk, and in the last chunk lse = m + log(l) and
 // row_loss[row] = lse - target for a valid row (0 <= label < vocab), else 0.
 fn chunk_state(row: u32, base: u32, ml: vec2<f32>) -> f32 {
     var st_in = vec4<f32>(p.ninf, 0.0, 0.0, 0.0);
-    if (!FIRST) { st_in = state[row]; }
+    if (!first_chunk()) { st_in = state[row]; }
     var st = vec4<f32>(lse_merge(st_in.xy, ml, p.ninf), st_in.zw);
     let lab = labels[row];
     if (lab >= 0 && u32(lab) >= p.c0 && u32(lab) - p.c0 < p.cols) {
         let k = u32(lab) - p.c0;
         st.z = comp(x[base + k / VW], k % VW);
     }
-    if (LAST) {
+    if (last_chunk()) {
         st.w = st.x + log(st.y);
         let valid = lab >= 0 && u32(lab) < p.vocab;
         row_loss[row] = select(0.0, st.w - st.z, valid);
