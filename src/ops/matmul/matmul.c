@@ -234,20 +234,68 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
     *splits = s;
 }
 
+/* The orientation and epilogue flags. On GPUs each is a constant of the prelude and every
+ * combination its own pipeline (the untaken branches compile out). On CPU adapters (lavapipe,
+ * SwiftShader) compiling is what costs (the README's example spent 10 s compiling 8 matmul
+ * forms), so there they are runtime values: bit i of the Params' flags word for RT_FLAGS[i],
+ * read into private variables by matmul_flags_init() at the start of the kernel, and one
+ * pipeline serves them all. The kernels test them only in branches without a barrier (the
+ * uniformity analysis counts a private variable as non-uniform), never in a const-expression;
+ * the flags that shape loops around barriers or types (BAND, VA/VB, the skinny kernel's
+ * TX/TY/KT_FAST/SWAP) stay constants. */
+static const char *const RT_FLAGS[] = {"TRANS_A", "TRANS_B", "HAS_C", "C_IS_OUT", "SPLITK"};
+enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16 };
+
+static bool runtime_flags(wgml_ctx *ctx) {
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return caps && caps->is_cpu;
+}
+
+/* Completes a prelude that declares flags as `const NAME: bool = v;` with matmul_flags_init():
+ * empty on GPUs (the constants above it unchanged); with cpu, each RT_FLAGS declaration found
+ * becomes `var<private> NAME: bool;` and matmul_flags_init() sets it from p.flags. The caller
+ * sets p.flags with the same bits. */
+static void finish_flags(char *prelude, size_t cap, bool cpu) {
+    size_t len = strlen(prelude);
+    if (!cpu) {
+        snprintf(prelude + len, cap - len, "fn matmul_flags_init() {}\n");
+        return;
+    }
+    char init[400] = "fn matmul_flags_init() {";
+    for (int i = 0; i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++) {
+        char decl[64], var[64];
+        snprintf(decl, sizeof decl, "const %s: bool = ", RT_FLAGS[i]);
+        char *at = strstr(prelude, decl), *end = at ? strchr(at, ';') : NULL;
+        if (!end) continue; /* the kernel has no such flag */
+        size_t vl = (size_t)snprintf(var, sizeof var, "var<private> %s: bool;", RT_FLAGS[i]);
+        size_t tail = strlen(end + 1) + 1;
+        if ((size_t)(at - prelude) + vl + tail > cap) return; /* cap is sized for it: not reached */
+        memmove(at + vl, end + 1, tail);
+        memcpy(at, var, vl);
+        size_t il = strlen(init);
+        snprintf(init + il, sizeof init - il, " %s = (p.flags & %uu) != 0u;", RT_FLAGS[i], 1u << i);
+    }
+    len = strlen(prelude);
+    snprintf(prelude + len, cap - len, "%s }\n", init);
+}
+
 /* The ordered split-K reduction (matmul_splitk.wgsl): out[i] = alpha * sum_s part[s * total + i]
  * + beta * (out[i] when c_is_out, else C through its strides when c is given). */
 wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *part, int splits, int64_t total,
                                  int64_t mn, int64_t n, wgml_tensor *c, int64_t c_bs, int64_t c_sm, int64_t c_sn,
                                  float alpha, float beta, bool c_is_out, wgml_tensor *out) {
-    char rp[128];
+    char rp[400];
+    bool cpu = runtime_flags(graph_ctx(g));
     snprintf(rp, sizeof rp, "const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n", c ? "true" : "false",
              c_is_out ? "true" : "false");
+    finish_flags(rp, sizeof rp, cpu);
     struct {
         uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
         float alpha, beta;
-        uint32_t pad[3];
+        uint32_t flags, pad[2];
     } rpar = {.total = (uint32_t)total, .mn = (uint32_t)mn, .n = (uint32_t)n, .splits = (uint32_t)splits,
-              .c_bs = (uint32_t)c_bs, .c_sm = (uint32_t)c_sm, .c_sn = (uint32_t)c_sn, .alpha = alpha, .beta = beta};
+              .c_bs = (uint32_t)c_bs, .c_sm = (uint32_t)c_sm, .c_sn = (uint32_t)c_sn, .alpha = alpha, .beta = beta,
+              .flags = cpu ? (c ? F_HAS_C : 0u) | (c_is_out ? F_C_IS_OUT : 0u) : 0u};
     wgml_tensor *rro[2] = {part, c ? c : GRAPH_UNUSED};
     return graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar, ((uint64_t)total + 255) / 256);
 }
@@ -272,10 +320,16 @@ typedef struct matmul_params {
     float alpha, beta;
     uint32_t k_chunk, splits;
     uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
-    uint32_t pad1, band_sq, band_off, pad2;
+    uint32_t flags;  /* the runtime flags on CPU adapters (RT_FLAGS); 0 and unread on GPUs */
+    uint32_t band_sq, band_off, pad2;
 } matmul_params;
 
 static const char *const TF[2] = {"false", "true"}; /* a C bool as a WGSL literal */
+
+static uint32_t flags_word(const matmul_args *x, int splits) {
+    return (x->trans_a ? F_TRANS_A : 0) | (x->trans_b ? F_TRANS_B : 0) | (x->c ? F_HAS_C : 0) |
+           (x->accumulate ? F_C_IS_OUT : 0) | (splits > 1 ? F_SPLITK : 0);
+}
 
 /* The skinny kernel (matmul_skinny.wgsl): X = the long side's operand, Y = the short side's;
  * *swap when the short side is M. */
@@ -364,7 +418,7 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     /* each slice a whole number of BK steps */
     int64_t k_chunk = (x->k + splits - 1) / splits;
     k_chunk = splits == 1 ? x->k : (k_chunk + v->bk - 1) / v->bk * v->bk;
-    char prelude[1200];
+    char prelude[1600];
     matmul_params params = {
         .m = (uint32_t)x->m, .n = (uint32_t)x->n, .k = (uint32_t)x->k, .batch = (uint32_t)x->batch,
         .a_bs = (uint32_t)x->a_bs, .b_bs = (uint32_t)x->b_bs, .c_bs = (uint32_t)x->c_bs, .c_sm = (uint32_t)x->c_sm,
@@ -375,6 +429,9 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
     if (v->kind == K_SKINNY) skinny_setup(v, x, splits, &params, prelude, sizeof prelude, &swap);
     else if (v->kind == K_OUTER) outer_setup(v, x, splits, &params, prelude, sizeof prelude);
     else tile_setup(v, x, splits, band, &params, prelude, sizeof prelude);
+    bool cpu = runtime_flags(ctx);
+    finish_flags(prelude, sizeof prelude, cpu);
+    if (cpu) params.flags = flags_word(x, splits);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

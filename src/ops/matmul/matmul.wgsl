@@ -88,6 +88,7 @@ fn load_b(b_base: u32, n0: u32, k0: u32, ke: u32, lid: u32) {
 // workgroup-memory read is one vec4 and neighbouring threads read neighbouring vec4s.
 //!include tile_main
 fn run_tile(t: Tile, lid: u32) {
+    matmul_flags_init();
     let m0 = t.m0;
     let n0 = t.n0;
     let tx = lid % WX;

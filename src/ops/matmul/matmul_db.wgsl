@@ -83,6 +83,7 @@ fn store_b(buf: u32, lid: u32, i: u32, v: BV) {
 
 //!include tile_main
 fn run_tile(t: Tile, lid: u32) {
+    matmul_flags_init();
     let m0 = t.m0;
     let n0 = t.n0;
     let tx = lid % WX;

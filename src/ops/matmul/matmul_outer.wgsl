@@ -72,6 +72,7 @@ fn o_get(at: u32) -> f32 {
 
 //!include tile_main
 fn run_tile(t: Tile, lid: u32) {
+    matmul_flags_init();
     let s = t.s;
     let b = t.b;
     let m0 = t.m0;

@@ -11,7 +11,7 @@ struct Params {
     a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,
     c_sn: u32, tiles_n: u32, tiles_m: u32, alpha: f32,
     beta: f32, k_chunk: u32, splits: u32, out_n: u32,
-    pad1: u32, band_sq: u32, band_off: u32, pad2: u32,
+    flags: u32, band_sq: u32, band_off: u32, pad2: u32,
 }
 
 // The workgroup's tile: K slice s, batch b, first row m0 and column n0 of O. A thread's place

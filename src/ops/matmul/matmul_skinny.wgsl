@@ -29,6 +29,7 @@ struct Params {
     x_bs: u32, y_bs: u32, c_bs: u32, c_sm: u32,
     c_sn: u32, tiles_p: u32, tiles_q: u32, alpha: f32,
     beta: f32, k_chunk: u32, splits: u32, N: u32,
+    flags: u32,
 }
 
 //!bindings read(X: array<XV>, Y: array<YV>, C: array<f32>) write(O: array<f32>) uniform(p: Params)
@@ -107,6 +108,7 @@ fn load_y_k(yb: u32, q0: u32, k: u32) -> array<vec4<f32>, Q4> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
+    matmul_flags_init();
     let wg = wid.x + wid.y * nwg.x;
     let tiles = p.tiles_p * p.tiles_q;
     let per_slice = tiles * p.batch;

@@ -8,7 +8,7 @@
 struct Params {
     total: u32, mn: u32, N: u32, splits: u32,
     c_bs: u32, c_sm: u32, c_sn: u32, alpha: f32,
-    beta: f32, pad0: u32, pad1: u32, pad2: u32,
+    beta: f32, flags: u32, pad1: u32, pad2: u32,
 }
 
 //!bindings read(P: array<f32>, C: array<f32>) write(O: array<f32>) uniform(p: Params)
@@ -18,6 +18,7 @@ const FLAT_WG: u32 = 256u;
 fn items() -> u32 { return p.total; }
 
 fn item(i: u32) {
+    matmul_flags_init();
     var acc = 0.0;
     for (var s = 0u; s < p.splits; s++) { acc += P[s * p.total + i]; }
     var v = p.alpha * acc;
