@@ -241,10 +241,11 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
  * read into private variables by matmul_flags_init() at the start of the kernel, and one
  * pipeline serves them all. The kernels test them only in branches without a barrier (the
  * uniformity analysis counts a private variable as non-uniform), never in a const-expression;
- * the flags that shape loops around barriers or types (BAND, VA/VB, the skinny kernel's
- * TX/TY/KT_FAST/SWAP) stay constants. */
+ * the flags that shape loops around barriers or types (VA/VB, the skinny kernel's
+ * TX/TY/KT_FAST/SWAP) stay constants, except the tiled kernel's causal band (BAND), which on
+ * CPU adapters band_mode() reads from p.flags >> F_BAND_SHIFT directly: a uniform value. */
 static const char *const RT_FLAGS[] = {"TRANS_A", "TRANS_B", "HAS_C", "C_IS_OUT", "SPLITK"};
-enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16 };
+enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16, F_BAND_SHIFT = 5 };
 
 static bool runtime_flags(wgml_ctx *ctx) {
     const gpu_caps *caps = gpu_get_caps(ctx);
@@ -381,23 +382,30 @@ static void outer_setup(const matmul_variant *v, const matmul_args *x, int split
 }
 
 /* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
-static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits, uint32_t band, matmul_params *pr,
-                       char *prelude, size_t cap) {
+static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits, uint32_t band, bool cpu,
+                       matmul_params *pr, char *prelude, size_t cap) {
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch
      * start) is a multiple of 4 */
     int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
     int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
+    /* band_mode(): the constant BAND on GPUs; on CPU adapters bits 5-6 of p.flags (a uniform
+     * value, so the k loops it bounds stay uniform around their barriers) */
+    char bd[40] = "";
+    if (!cpu) snprintf(bd, sizeof bd, "const BAND: u32 = %uu;", band);
+    else pr->flags |= band << F_BAND_SHIFT;
     snprintf(prelude, cap,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
              "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-             "const SPLITK: bool = %s; const BAND: u32 = %uu;\n"
+             "const SPLITK: bool = %s; %s\n"
              "alias AV = %s; alias BV = %s;\n"
              "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
-             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n",
+             "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n"
+             "fn band_mode() -> u32 { return %s; }\n",
              v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL],
-             TF[x->accumulate], TF[splits > 1], band, va == 4 ? "vec4<f32>" : "f32",
-             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v");
+             TF[x->accumulate], TF[splits > 1], bd, va == 4 ? "vec4<f32>" : "f32",
+             vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v",
+             cpu ? "(p.flags >> 5u) & 3u" : "BAND");
     pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
     pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
 }
@@ -425,13 +433,12 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
         .c_sn = (uint32_t)x->c_sn, .alpha = x->alpha, .beta = x->beta, .k_chunk = (uint32_t)k_chunk,
         .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
         .band_off = band ? (uint32_t)x->band->off : 0};
-    bool swap = false;
+    bool swap = false, cpu = runtime_flags(ctx);
+    if (cpu) params.flags = flags_word(x, splits);
     if (v->kind == K_SKINNY) skinny_setup(v, x, splits, &params, prelude, sizeof prelude, &swap);
     else if (v->kind == K_OUTER) outer_setup(v, x, splits, &params, prelude, sizeof prelude);
-    else tile_setup(v, x, splits, band, &params, prelude, sizeof prelude);
-    bool cpu = runtime_flags(ctx);
+    else tile_setup(v, x, splits, band, cpu, &params, prelude, sizeof prelude);
     finish_flags(prelude, sizeof prelude, cpu);
-    if (cpu) params.flags = flags_word(x, splits);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

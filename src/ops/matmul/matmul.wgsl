@@ -7,22 +7,29 @@
 // (see main): vec4 workgroup reads without bank conflicts, coalesced global writes.
 // TM and TN are multiples of 4.
 // Loads are vec4 (VA/VB = 4) when the operand's contiguous dimension is a multiple of 4.
-// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK BAND, the
-// aliases AV/BV and their component readers a_at/b_at. With C_IS_OUT the output is read as C
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the aliases
+// AV/BV and their component readers a_at/b_at, band_mode() (the causal band's mode, below) and
+// matmul_flags_init(), which run_tile calls first. On GPUs the flags and the mode are constants
+// (matmul_flags_init is empty): each combination its own pipeline, the untaken branches
+// compiled out. On CPU adapters, where compiling a pipeline costs seconds, TRANS_A TRANS_B HAS_C
+// C_IS_OUT SPLITK are private variables that matmul_flags_init sets from p.flags, and
+// band_mode() reads p.flags itself (a uniform value: it bounds the k loop around the barriers,
+// which private variables may not), so one pipeline serves every orientation, epilogue and band
+// (matmul.c, finish_flags). The flags are tested only in branches without a barrier. With C_IS_OUT the output is read as C
 // before it is overwritten (accumulation in place: each element is read and written by one
 // thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
 // and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
 // by matmul_splitk_reduce.
-// Causal band (attention's backward products; BAND = 0 everywhere else, which compiles it
+// Causal band (attention's backward products; mode 0 everywhere else, which on GPUs compiles it
 // out): the terms of the product vanish wherever key > query + band_off, the query being an
-// index taken modulo band_sq (the query rows of several heads follow each other). BAND 1: rows
+// index taken modulo band_sq (the query rows of several heads follow each other). Mode 1: rows
 // are queries, columns keys (q·kᵀ): a tile whose first key lies past the band of its last
-// query is left zero without reading anything. BAND 2: rows are queries, K runs over keys
-// (dS·k): K stops after the last query's band. BAND 3: rows are keys, K runs over queries
+// query is left zero without reading anything. Mode 2: rows are queries, K runs over keys
+// (dS·k): K stops after the last query's band. Mode 3: rows are keys, K runs over queries
 // (dSᵀ·q, Pᵀ·dout): in each query segment the k-tiles wholly before the tile's first key's band
 // are skipped (band_sq is a multiple of BK). The skipped terms are exact zeros in the operands
-// (the masked part of P and dS), so the result equals the full product. BAND is the prelude's
-// constant (the mode); band_sq and band_off are parameters.
+// (the masked part of P and dS), so the result equals the full product. band_mode() is the mode
+// (the prelude's constant BAND on GPUs); band_sq and band_off are parameters.
 //!include matmul_tile
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
@@ -43,9 +50,10 @@ fn last_query(x0: u32, x1: u32) -> u32 {
 
 // Where the K loop of the tile at (m0, n0) ends, given the slice's [kb, ke).
 fn band_end(m0: u32, n0: u32, kb: u32, ke: u32) -> u32 {
-    if (BAND == 1u || BAND == 2u) {
+    let band = band_mode();
+    if (band == 1u || band == 2u) {
         let lq = last_query(m0, min(m0 + BM, p.M)) + p.band_off;
-        if (BAND == 1u) { return select(ke, kb, n0 > lq); }
+        if (band == 1u) { return select(ke, kb, n0 > lq); }
         return min(ke, lq + 1u);
     }
     return ke;
@@ -53,7 +61,7 @@ fn band_end(m0: u32, n0: u32, kb: u32, ke: u32) -> u32 {
 
 // The first k-tile at or after k (a multiple of BK) that the tile whose first row is m0 needs.
 fn band_next(m0: u32, k: u32) -> u32 {
-    if (BAND != 3u || m0 <= p.band_off) { return k; }
+    if (band_mode() != 3u || m0 <= p.band_off) { return k; }
     let start = (m0 - p.band_off) / BK * BK;
     let within = k % p.band_sq;
     return select(k - within + start, k, within >= start);

@@ -8,7 +8,9 @@
 // written by 32 neighbouring threads as one contiguous 512-byte run (vec4 stores when
 // N % 4 = 0: VO = 4; A and B are read as scalars, they are small next to O). The prelude
 // supplies TM VO TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the alias OV with its component
-// reader o_at and o_put4 (a vec4 store at a multiple of 4 when VO = 4). SPLITK as in
+// reader o_at, o_put4 (a vec4 store at a multiple of 4 when VO = 4) and matmul_flags_init(),
+// called first: on CPU adapters the five flags are private variables it sets from p.flags
+// (as in matmul.wgsl; none of them guards a barrier), on GPUs constants and it is empty. SPLITK as in
 // matmul.wgsl: slice s covers K range [s * k_chunk, ...) and writes raw sums to P[s, b, m, n].
 //!include matmul_params
 

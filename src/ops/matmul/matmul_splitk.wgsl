@@ -4,7 +4,9 @@
 // or is O itself (C_IS_OUT: accumulation in place).
 // One thread per output element, 256 threads per workgroup; consecutive threads read
 // consecutive words of each slice (coalesced).
-// The prelude supplies HAS_C and C_IS_OUT.
+// The prelude supplies HAS_C and C_IS_OUT and matmul_flags_init(), called first: on GPUs
+// constants (the function empty); on CPU adapters private variables it sets from p.flags
+// (bits 2 and 3, as matmul_params.wgsl's), so one pipeline serves every epilogue.
 struct Params {
     total: u32, mn: u32, N: u32, splits: u32,
     c_bs: u32, c_sm: u32, c_sn: u32, alpha: f32,
