@@ -390,9 +390,12 @@ static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits
     int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
     /* band_mode(): the constant BAND on GPUs; on CPU adapters bits 5-6 of p.flags (a uniform
      * value, so the k loops it bounds stay uniform around their barriers) */
-    char bd[40] = "";
+    char bd[40] = "", bm[40] = "BAND";
     if (!cpu) snprintf(bd, sizeof bd, "const BAND: u32 = %uu;", band);
-    else pr->flags |= band << F_BAND_SHIFT;
+    else {
+        pr->flags |= band << F_BAND_SHIFT;
+        snprintf(bm, sizeof bm, "(p.flags >> %uu) & 3u", (unsigned)F_BAND_SHIFT);
+    }
     snprintf(prelude, cap,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
@@ -405,7 +408,7 @@ static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits
              v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL],
              TF[x->accumulate], TF[splits > 1], bd, va == 4 ? "vec4<f32>" : "f32",
              vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v",
-             cpu ? "(p.flags >> 5u) & 3u" : "BAND");
+             bm);
     pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
     pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
 }
