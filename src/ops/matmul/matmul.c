@@ -245,39 +245,35 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
  * TX/TY/KT_FAST/SWAP) stay constants, except the tiled kernel's causal band (BAND), which on
  * CPU adapters band_mode() reads from p.flags >> F_BAND_SHIFT directly: a uniform value. */
 static const char *const RT_FLAGS[] = {"TRANS_A", "TRANS_B", "HAS_C", "C_IS_OUT", "SPLITK"};
-enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16, F_BAND_SHIFT = 5 };
+enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16, F_ALL = 31, F_BAND_SHIFT = 5 };
+static const char *const TF[2] = {"false", "true"}; /* a C bool as a WGSL literal */
 
+/* Whether the flags are runtime values: on CPU adapters, unless $WGML_MATMUL_FLAGS says `const`
+ * or `runtime` (the tests check the GPUs' constant forms on lavapipe that way). */
 static bool runtime_flags(wgml_ctx *ctx) {
+    const char *e = getenv("WGML_MATMUL_FLAGS");
+    if (e && !strcmp(e, "const")) return false;
+    if (e && !strcmp(e, "runtime")) return true;
     const gpu_caps *caps = gpu_get_caps(ctx);
     return caps && caps->is_cpu;
 }
 
-/* Completes a prelude that declares flags as `const NAME: bool = v;` with matmul_flags_init():
- * empty on GPUs (the constants above it unchanged); with cpu, each RT_FLAGS declaration found
- * becomes `var<private> NAME: bool;` and matmul_flags_init() sets it from p.flags. The caller
- * sets p.flags with the same bits. */
-static void finish_flags(char *prelude, size_t cap, bool cpu) {
+/* Appends to a prelude the flags of `which` (F_* bits) and matmul_flags_init(): on GPUs
+ * `const NAME: bool = v;` with v from word, and an empty init; with cpu `var<private> NAME:
+ * bool;`, which the init sets from p.flags (the caller stores word there). */
+static void append_flags(char *prelude, size_t cap, uint32_t word, uint32_t which, bool cpu) {
     size_t len = strlen(prelude);
-    if (!cpu) {
-        snprintf(prelude + len, cap - len, "fn matmul_flags_init() {}\n");
-        return;
-    }
-    char init[400] = "fn matmul_flags_init() {";
+#define PUT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     for (int i = 0; i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++) {
-        char decl[64], var[64];
-        snprintf(decl, sizeof decl, "const %s: bool = ", RT_FLAGS[i]);
-        char *at = strstr(prelude, decl), *end = at ? strchr(at, ';') : NULL;
-        if (!end) continue; /* the kernel has no such flag */
-        size_t vl = (size_t)snprintf(var, sizeof var, "var<private> %s: bool;", RT_FLAGS[i]);
-        size_t tail = strlen(end + 1) + 1;
-        if ((size_t)(at - prelude) + vl + tail > cap) return; /* cap is sized for it: not reached */
-        memmove(at + vl, end + 1, tail);
-        memcpy(at, var, vl);
-        size_t il = strlen(init);
-        snprintf(init + il, sizeof init - il, " %s = (p.flags & %uu) != 0u;", RT_FLAGS[i], 1u << i);
+        if (!(which >> i & 1)) continue;
+        if (cpu) PUT("var<private> %s: bool;\n", RT_FLAGS[i]);
+        else PUT("const %s: bool = %s;\n", RT_FLAGS[i], TF[word >> i & 1]);
     }
-    len = strlen(prelude);
-    snprintf(prelude + len, cap - len, "%s }\n", init);
+    PUT("fn matmul_flags_init() {");
+    for (int i = 0; cpu && i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++)
+        if (which >> i & 1) PUT(" %s = (p.flags & %uu) != 0u;", RT_FLAGS[i], 1u << i);
+    PUT(" }\n");
+#undef PUT
 }
 
 /* The ordered split-K reduction (matmul_splitk.wgsl): out[i] = alpha * sum_s part[s * total + i]
@@ -285,18 +281,16 @@ static void finish_flags(char *prelude, size_t cap, bool cpu) {
 wgml_status matmul_splitk_record(wgml_graph *g, const char *op, wgml_tensor *part, int splits, int64_t total,
                                  int64_t mn, int64_t n, wgml_tensor *c, int64_t c_bs, int64_t c_sm, int64_t c_sn,
                                  float alpha, float beta, bool c_is_out, wgml_tensor *out) {
-    char rp[400];
-    bool cpu = runtime_flags(graph_ctx(g));
-    snprintf(rp, sizeof rp, "const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n", c ? "true" : "false",
-             c_is_out ? "true" : "false");
-    finish_flags(rp, sizeof rp, cpu);
+    char rp[256] = "";
+    uint32_t word = (c ? F_HAS_C : 0u) | (c_is_out ? F_C_IS_OUT : 0u);
+    append_flags(rp, sizeof rp, word, F_HAS_C | F_C_IS_OUT, runtime_flags(graph_ctx(g)));
     struct {
         uint32_t total, mn, n, splits, c_bs, c_sm, c_sn;
         float alpha, beta;
         uint32_t flags, pad[2];
     } rpar = {.total = (uint32_t)total, .mn = (uint32_t)mn, .n = (uint32_t)n, .splits = (uint32_t)splits,
               .c_bs = (uint32_t)c_bs, .c_sm = (uint32_t)c_sm, .c_sn = (uint32_t)c_sn, .alpha = alpha, .beta = beta,
-              .flags = cpu ? (c ? F_HAS_C : 0u) | (c_is_out ? F_C_IS_OUT : 0u) : 0u};
+              .flags = word};
     wgml_tensor *rro[2] = {part, c ? c : GRAPH_UNUSED};
     return graph_dispatch(g, op, "matmul_splitk", rp, rro, 2, &out, 1, &rpar, sizeof rpar, ((uint64_t)total + 255) / 256);
 }
@@ -321,11 +315,9 @@ typedef struct matmul_params {
     float alpha, beta;
     uint32_t k_chunk, splits;
     uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
-    uint32_t flags;  /* the runtime flags on CPU adapters (RT_FLAGS); 0 and unread on GPUs */
+    uint32_t flags;  /* the runtime flags on CPU adapters (RT_FLAGS); unread on GPUs */
     uint32_t band_sq, band_off, pad2;
 } matmul_params;
-
-static const char *const TF[2] = {"false", "true"}; /* a C bool as a WGSL literal */
 
 static uint32_t flags_word(const matmul_args *x, int splits) {
     return (x->trans_a ? F_TRANS_A : 0) | (x->trans_b ? F_TRANS_B : 0) | (x->c ? F_HAS_C : 0) |
@@ -334,8 +326,8 @@ static uint32_t flags_word(const matmul_args *x, int splits) {
 
 /* The skinny kernel (matmul_skinny.wgsl): X = the long side's operand, Y = the short side's;
  * *swap when the short side is M. */
-static void skinny_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
-                         size_t cap, bool *swap) {
+static void skinny_setup(const matmul_variant *v, const matmul_args *x, matmul_params *pr, char *prelude, size_t cap,
+                         bool *swap) {
     skinny_geom sg = skinny_shape(v, x->m, x->n);
     *swap = sg.swap;
     bool tx = *swap ? !x->trans_b : x->trans_a, ty = *swap ? !x->trans_a : x->trans_b;
@@ -346,14 +338,13 @@ static void skinny_setup(const matmul_variant *v, const matmul_args *x, int spli
     snprintf(prelude, cap,
              "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
              "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
-             "const SWAP: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s; const SPLITK: bool = %s;\n"
-             "const KT_FAST: bool = %s;\n"
+             "const SWAP: bool = %s; const KT_FAST: bool = %s;\n"
              "alias XV = %s; alias YV = %s;\n"
              "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
              "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
              "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
-             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
-             TF[!tx], vx == 4 ? "vec4<f32>" : "f32", vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
+             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], TF[!tx], vx == 4 ? "vec4<f32>" : "f32",
+             vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
              vy == 4 ? "v[c]" : "v");
     pr->m = (uint32_t)sg.p;
     pr->n = (uint32_t)sg.q;
@@ -365,24 +356,20 @@ static void skinny_setup(const matmul_variant *v, const matmul_args *x, int spli
 }
 
 /* The outer-product kernel (matmul_outer.wgsl). */
-static void outer_setup(const matmul_variant *v, const matmul_args *x, int splits, matmul_params *pr, char *prelude,
-                        size_t cap) {
+static void outer_setup(const matmul_variant *v, const matmul_args *x, matmul_params *pr, char *prelude, size_t cap) {
     int vo = x->n % 4 == 0 ? 4 : 1;
     snprintf(prelude, cap,
              "const TM: u32 = %uu; const VO: u32 = %du;\n"
-             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-             "const SPLITK: bool = %s;\n"
              "alias OV = %s;\n"
              "fn o_at(v: OV, c: u32) -> f32 { return %s; }\n"
              "fn o_put4(i: u32, v: vec4<f32>) { %s }\n",
-             v->tm, vo, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL], TF[x->accumulate], TF[splits > 1],
-             vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
+             v->tm, vo, vo == 4 ? "vec4<f32>" : "f32", vo == 4 ? "v[c]" : "v", vo == 4 ? "O[i / 4u] = v;" : "O[i] = v.x;");
     pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
     pr->tiles_m = (uint32_t)((x->m + v->bm - 1) / v->bm);
 }
 
 /* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
-static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits, uint32_t band, bool cpu,
+static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t band, bool cpu,
                        matmul_params *pr, char *prelude, size_t cap) {
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch
      * start) is a multiple of 4 */
@@ -399,14 +386,12 @@ static void tile_setup(const matmul_variant *v, const matmul_args *x, int splits
     snprintf(prelude, cap,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
-             "const TRANS_A: bool = %s; const TRANS_B: bool = %s; const HAS_C: bool = %s; const C_IS_OUT: bool = %s;\n"
-             "const SPLITK: bool = %s; %s\n"
+             "%s\n"
              "alias AV = %s; alias BV = %s;\n"
              "fn a_at(v: AV, c: u32) -> f32 { return %s; }\n"
              "fn b_at(v: BV, c: u32) -> f32 { return %s; }\n"
              "fn band_mode() -> u32 { return %s; }\n",
-             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, TF[x->trans_a], TF[x->trans_b], TF[x->c != NULL],
-             TF[x->accumulate], TF[splits > 1], bd, va == 4 ? "vec4<f32>" : "f32",
+             v->bm, v->bn, v->bk, v->tm, v->tn, va, vb, bd, va == 4 ? "vec4<f32>" : "f32",
              vb == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v", vb == 4 ? "v[c]" : "v",
              bm);
     pr->tiles_n = (uint32_t)((x->n + v->bn - 1) / v->bn);
@@ -437,11 +422,13 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
         .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
         .band_off = band ? (uint32_t)x->band->off : 0};
     bool swap = false, cpu = runtime_flags(ctx);
-    if (cpu) params.flags = flags_word(x, splits);
-    if (v->kind == K_SKINNY) skinny_setup(v, x, splits, &params, prelude, sizeof prelude, &swap);
-    else if (v->kind == K_OUTER) outer_setup(v, x, splits, &params, prelude, sizeof prelude);
-    else tile_setup(v, x, splits, band, cpu, &params, prelude, sizeof prelude);
-    finish_flags(prelude, sizeof prelude, cpu);
+    params.flags = flags_word(x, splits);
+    if (v->kind == K_SKINNY) skinny_setup(v, x, &params, prelude, sizeof prelude, &swap);
+    else if (v->kind == K_OUTER) outer_setup(v, x, &params, prelude, sizeof prelude);
+    else tile_setup(v, x, band, cpu, &params, prelude, sizeof prelude);
+    /* the skinny kernel's orientation is its own TX / TY, constants */
+    uint32_t which = v->kind == K_SKINNY ? F_HAS_C | F_C_IS_OUT | F_SPLITK : F_ALL;
+    append_flags(prelude, sizeof prelude, params.flags, which, cpu);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

@@ -10,16 +10,16 @@
 // The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the aliases
 // AV/BV and their component readers a_at/b_at, band_mode() (the causal band's mode, below) and
 // matmul_flags_init(), which run_tile calls first. On GPUs the flags and the mode are constants
-// (matmul_flags_init is empty): each combination its own pipeline, the untaken branches
-// compiled out. On CPU adapters, where compiling a pipeline costs seconds, TRANS_A TRANS_B HAS_C
-// C_IS_OUT SPLITK are private variables that matmul_flags_init sets from p.flags, and
-// band_mode() reads p.flags itself (a uniform value: it bounds the k loop around the barriers,
-// which private variables may not), so one pipeline serves every orientation, epilogue and band
-// (matmul.c, finish_flags). The flags are tested only in branches without a barrier. With C_IS_OUT the output is read as C
-// before it is overwritten (accumulation in place: each element is read and written by one
-// thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk))
-// and writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order
-// by matmul_splitk_reduce.
+// (matmul_flags_init is empty): each combination its own pipeline, the untaken branches compiled
+// out. On CPU adapters, where compiling a pipeline costs seconds, TRANS_A TRANS_B HAS_C C_IS_OUT
+// SPLITK are private variables that matmul_flags_init sets from p.flags, and band_mode() reads
+// p.flags itself (a uniform value: it bounds the k loop around the barriers, which private
+// variables may not), so one pipeline serves every orientation, epilogue and band (matmul.c,
+// append_flags). The flags are tested only in branches without a barrier. With C_IS_OUT the output
+// is read as C before it is overwritten (accumulation in place: each element is read and written by
+// one thread). With SPLITK, workgroup slice s covers K range [s*k_chunk, min(K, (s+1)*k_chunk)) and
+// writes its raw partial product to P[s, b, m, n] (bound as O), summed in a fixed order by
+// matmul_splitk_reduce.
 // Causal band (attention's backward products; mode 0 everywhere else, which on GPUs compiles it
 // out): the terms of the product vanish wherever key > query + band_off, the query being an
 // index taken modulo band_sq (the query rows of several heads follow each other). Mode 1: rows

@@ -12,9 +12,9 @@
 // stay contiguous within each 16-slot group (no padding: 128x128 at BK 16 is exactly 32 KiB).
 // Thread (tx, ty) owns rows (g*WY + ty)*4 + r (g < TM/4, r < 4) and columns
 // (h*WX + tx)*4 + c: vec4 workgroup reads, coalesced global writes.
-// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the
-// aliases AV/BV and their component readers a_at/b_at, and matmul_flags_init(), called first
-// (the flags runtime on CPU adapters, as in matmul.wgsl; the band mode is unused here). Each K slice s covers
+// The prelude supplies BM BN BK TM TN VA VB TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the aliases
+// AV/BV and their component readers a_at/b_at, and matmul_flags_init(), called first (the flags
+// runtime on CPU adapters, as in matmul.wgsl; the band mode is unused here). Each K slice s covers
 // [s*k_chunk, min(K, (s+1)*k_chunk)); k_chunk is a multiple of BK (the whole K when splits = 1).
 //!include matmul_tile
 

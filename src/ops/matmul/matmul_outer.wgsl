@@ -10,8 +10,9 @@
 // supplies TM VO TRANS_A TRANS_B HAS_C C_IS_OUT SPLITK, the alias OV with its component
 // reader o_at, o_put4 (a vec4 store at a multiple of 4 when VO = 4) and matmul_flags_init(),
 // called first: on CPU adapters the five flags are private variables it sets from p.flags
-// (as in matmul.wgsl; none of them guards a barrier), on GPUs constants and it is empty. SPLITK as in
-// matmul.wgsl: slice s covers K range [s * k_chunk, ...) and writes raw sums to P[s, b, m, n].
+// (as in matmul.wgsl; none of them guards a barrier), on GPUs constants and it is empty.
+// SPLITK as in matmul.wgsl: slice s covers K range [s * k_chunk, ...) and writes raw sums to
+// P[s, b, m, n].
 //!include matmul_params
 
 const THREADS: u32 = 256u;

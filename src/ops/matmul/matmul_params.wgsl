@@ -1,15 +1,15 @@
-// matmul_params: the Params block of the matmul family's tile, double-buffered and outer
-// kernels (matmul_outer.wgsl includes it with "//!include matmul_params"; matmul.wgsl and
-// matmul_db.wgsl through matmul_tile), as matmul_record in matmul.c fills it: sizes, batch
-// strides, C's strides, the tile grid, alpha and beta, the split-K chunk and count, and the
-// causal band of attention's products (band_sq, band_off; read by matmul.wgsl only). out_n is
-// the skinny kernel's N (its own Params names the same layout; unused here). flags: on CPU
-// adapters only (0 and unread on GPUs, where they are the prelude's constants), the
-// orientation and epilogue flags, bit 0 TRANS_A, 1 TRANS_B, 2 HAS_C, 3 C_IS_OUT, 4 SPLITK, and
-// in bits 5-6 the tiled kernel's band mode: runtime values there so that one pipeline serves
-// them all, since a CPU driver spends seconds compiling each (matmul.c, finish_flags). And the tile a
-// workgroup owns in that grid (Tile, tile_count, tile_of), for the includer's BM x BN blocks of
-// O (the includer defines BM and BN, and binds the Params as p). Not a kernel.
+// matmul_params: the Params block of the matmul family's tile, double-buffered and outer kernels
+// (matmul_outer.wgsl includes it with "//!include matmul_params"; matmul.wgsl and matmul_db.wgsl
+// through matmul_tile), as matmul_record in matmul.c fills it: sizes, batch strides, C's strides,
+// the tile grid, alpha and beta, the split-K chunk and count, and the causal band of attention's
+// products (band_sq, band_off; read by matmul.wgsl only). out_n is the skinny kernel's N (its own
+// Params names the same layout; unused here). flags, read on CPU adapters only (on GPUs they are
+// the prelude's constants): the orientation and epilogue flags, bit 0 TRANS_A, 1 TRANS_B, 2 HAS_C,
+// 3 C_IS_OUT, 4 SPLITK, and in bits 5-6 the tiled kernel's band mode; runtime values there so that
+// one pipeline serves them all, since a CPU driver spends seconds compiling each (matmul.c,
+// append_flags). And the tile a workgroup owns in that grid (Tile, tile_count, tile_of), for the
+// includer's BM x BN blocks of O (the includer defines BM and BN, and binds the Params as p). Not a
+// kernel.
 struct Params {
     M: u32, N: u32, K: u32, batch: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, c_sm: u32,

@@ -23,8 +23,8 @@
 // XV / YV, their component readers x_at / y_at, y_vec (a YV as a vec4) and matmul_flags_init(),
 // called first: on CPU adapters HAS_C C_IS_OUT SPLITK are private variables it sets from
 // p.flags (bits 2-4, as matmul_params.wgsl's; only the epilogue reads them, under no barrier),
-// on GPUs constants and it is empty. TX TY SWAP KT_FAST shape the k loop and stay constants. TX: X stored
-// [K, P]; TY: Y stored [Q, K].
+// on GPUs constants and it is empty. TX TY SWAP KT_FAST shape the k loop and stay constants.
+// TX: X stored [K, P]; TY: Y stored [Q, K].
 // VX = 4: X read as vec4 (along k without TX, along p with TX, then R = 4 and P % 4 = 0);
 // VY = 4: Y read as vec4 (along k with TY, along q without).
 struct Params {
