@@ -38,17 +38,6 @@ fn a_quad(m: u32, r: u32) -> vec4<f32> {
     return vec4<f32>(a_at(A[b], 0u), a_at(A[b + 1u], 0u), a_at(A[b + 2u], 0u), a_at(A[b + 3u], 0u));
 }
 
-// a_quad with zeros at and past re, for the partial last word of a row whose length is not a
-// multiple of CPW (the padded codes there dequantise to finite values, which meet zeros).
-fn a_quad_upto(m: u32, r: u32, re: u32) -> vec4<f32> {
-    if (r + 4u <= re) { return a_quad(m, r); }
-    var v = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if (r + c < re) { v[c] = a_val(m, r + c); }
-    }
-    return v;
-}
-
 fn dequant_word(wrd: u32, ab: vec2<f32>) -> array<f32, CPW> {
     var w: array<f32, CPW>;
     for (var i = 0u; i < CPW; i++) { w[i] = deq(code_f(wrd, i), ab); }
@@ -80,18 +69,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             var w: array<array<f32, CPW>, RN>;
             for (var q = 0u; q < RN; q++) { w[q] = dequant_word(CODES[wrow[q] * p.wpr + r / CPW], ab[q]); }
-            // one path per kind, the partial last word included: each path is unrolled over
-            // BM x CPW x RN, and on lavapipe its compile is most of the pipeline's
-            if (CPW % 4u == 0u) {
+            if (CPW % 4u == 0u && r + CPW <= re) {
                 for (var j = 0u; j < BM; j++) {
                     for (var i4 = 0u; i4 < CPW / 4u; i4++) {
-                        let a = a_quad_upto(rows[j], r + 4u * i4, re);
+                        let a = a_quad(rows[j], r + 4u * i4);
                         for (var c = 0u; c < 4u; c++) {
                             for (var q = 0u; q < RN; q++) { acc[j][q] = fma(a[c], w[q][4u * i4 + c], acc[j][q]); }
                         }
                     }
                 }
-            } else { // one value per word (f32)
+            } else { // a partial last word, or one value per word (f32)
                 for (var j = 0u; j < BM; j++) {
                     for (var i = 0u; i < CPW; i++) {
                         if (r + i < re) {
