@@ -315,13 +315,14 @@ typedef struct matmul_params {
     float alpha, beta;
     uint32_t k_chunk, splits;
     uint32_t out_n; /* the skinny kernel's N (O's row length; its m, n hold P, Q); else unused */
-    uint32_t flags;  /* the runtime flags on CPU adapters (RT_FLAGS); unread on GPUs */
+    uint32_t flags;  /* flags_word: read on CPU adapters only */
     uint32_t band_sq, band_off, pad2;
 } matmul_params;
 
-static uint32_t flags_word(const matmul_args *x, int splits) {
+/* The Params' flags word: RT_FLAGS' bits and the band's mode above them (read on CPU adapters). */
+static uint32_t flags_word(const matmul_args *x, int splits, uint32_t band) {
     return (x->trans_a ? F_TRANS_A : 0) | (x->trans_b ? F_TRANS_B : 0) | (x->c ? F_HAS_C : 0) |
-           (x->accumulate ? F_C_IS_OUT : 0) | (splits > 1 ? F_SPLITK : 0);
+           (x->accumulate ? F_C_IS_OUT : 0) | (splits > 1 ? F_SPLITK : 0) | band << F_BAND_SHIFT;
 }
 
 /* The skinny kernel (matmul_skinny.wgsl): X = the long side's operand, Y = the short side's;
@@ -369,8 +370,8 @@ static void outer_setup(const matmul_variant *v, const matmul_args *x, matmul_pa
 }
 
 /* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
-static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t band, bool cpu,
-                       matmul_params *pr, char *prelude, size_t cap) {
+static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t band, bool cpu, matmul_params *pr,
+                       char *prelude, size_t cap) {
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch
      * start) is a multiple of 4 */
     int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
@@ -379,10 +380,7 @@ static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t b
      * value, so the k loops it bounds stay uniform around their barriers) */
     char bd[40] = "", bm[40] = "BAND";
     if (!cpu) snprintf(bd, sizeof bd, "const BAND: u32 = %uu;", band);
-    else {
-        pr->flags |= band << F_BAND_SHIFT;
-        snprintf(bm, sizeof bm, "(p.flags >> %uu) & 3u", (unsigned)F_BAND_SHIFT);
-    }
+    else snprintf(bm, sizeof bm, "(p.flags >> %uu) & 3u", (unsigned)F_BAND_SHIFT);
     snprintf(prelude, cap,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
              "const VA: u32 = %du; const VB: u32 = %du;\n"
@@ -420,9 +418,8 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
         .a_bs = (uint32_t)x->a_bs, .b_bs = (uint32_t)x->b_bs, .c_bs = (uint32_t)x->c_bs, .c_sm = (uint32_t)x->c_sm,
         .c_sn = (uint32_t)x->c_sn, .alpha = x->alpha, .beta = x->beta, .k_chunk = (uint32_t)k_chunk,
         .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
-        .band_off = band ? (uint32_t)x->band->off : 0};
+        .band_off = band ? (uint32_t)x->band->off : 0, .flags = flags_word(x, splits, band)};
     bool swap = false, cpu = runtime_flags(ctx);
-    params.flags = flags_word(x, splits);
     if (v->kind == K_SKINNY) skinny_setup(v, x, &params, prelude, sizeof prelude, &swap);
     else if (v->kind == K_OUTER) outer_setup(v, x, &params, prelude, sizeof prelude);
     else tile_setup(v, x, band, cpu, &params, prelude, sizeof prelude);
