@@ -214,7 +214,9 @@ class Model(_Closable):
         ids = _i32(self.tokenize(text) if isinstance(text, str) else text)
         key = (seq_len, batch)
         tr = self._eval_trainers.get(key)
-        rank, alpha, targets = 1, 1.0, ("q",)
+        # no adapter: the default trainer's shape with B = 0 (it adds exactly nothing), so that
+        # the evaluation's kernels are the ones a default fine-tune compiles, as `wgml eval` does
+        rank, alpha, targets = None, None, None
         if self._adapter:
             rank, alpha = self._adapter[0]["rank"], self._adapter[0]["alpha"]
             names = self._adapter[1]
