@@ -259,18 +259,18 @@ static bool runtime_flags(wgml_ctx *ctx) {
 }
 
 /* Appends to a prelude the flags of `which` (F_* bits) and matmul_flags_init(): on GPUs
- * `const NAME: bool = v;` with v from word, and an empty init; with cpu `var<private> NAME:
+ * `const NAME: bool = v;` with v from word, and an empty init; with runtime `var<private> NAME:
  * bool;`, which the init sets from p.flags (the caller stores word there). */
-static void append_flags(char *prelude, size_t cap, uint32_t word, uint32_t which, bool cpu) {
+static void append_flags(char *prelude, size_t cap, uint32_t word, uint32_t which, bool runtime) {
     size_t len = strlen(prelude);
 #define PUT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     for (int i = 0; i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++) {
         if (!(which >> i & 1)) continue;
-        if (cpu) PUT("var<private> %s: bool;\n", RT_FLAGS[i]);
+        if (runtime) PUT("var<private> %s: bool;\n", RT_FLAGS[i]);
         else PUT("const %s: bool = %s;\n", RT_FLAGS[i], TF[word >> i & 1]);
     }
     PUT("fn matmul_flags_init() {");
-    for (int i = 0; cpu && i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++)
+    for (int i = 0; runtime && i < (int)(sizeof RT_FLAGS / sizeof *RT_FLAGS); i++)
         if (which >> i & 1) PUT(" %s = (p.flags & %uu) != 0u;", RT_FLAGS[i], 1u << i);
     PUT(" }\n");
 #undef PUT
@@ -370,16 +370,17 @@ static void outer_setup(const matmul_variant *v, const matmul_args *x, matmul_pa
 }
 
 /* The tiled kernels (matmul.wgsl, matmul_db.wgsl); band: the causal band's mode (0: none). */
-static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t band, bool cpu, matmul_params *pr,
+static void tile_setup(const matmul_variant *v, const matmul_args *x, uint32_t band, bool runtime, matmul_params *pr,
                        char *prelude, size_t cap) {
     /* vec4 loads when the operand's contiguous dimension (and so every row and batch
      * start) is a multiple of 4 */
     int va = (x->trans_a ? x->m : x->k) % 4 == 0 ? 4 : 1;
     int vb = (x->trans_b ? x->k : x->n) % 4 == 0 ? 4 : 1;
-    /* band_mode(): the constant BAND on GPUs; on CPU adapters bits 5-6 of p.flags (a uniform
-     * value, so the k loops it bounds stay uniform around their barriers) */
+    /* band_mode(): the constant BAND with constant flags (GPUs); with runtime flags (CPU
+     * adapters) bits 5-6 of p.flags (a uniform value, so the k loops it bounds stay uniform
+     * around their barriers) */
     char bd[40] = "", bm[40] = "BAND";
-    if (!cpu) snprintf(bd, sizeof bd, "const BAND: u32 = %uu;", band);
+    if (!runtime) snprintf(bd, sizeof bd, "const BAND: u32 = %uu;", band);
     else snprintf(bm, sizeof bm, "(p.flags >> %uu) & 3u", (unsigned)F_BAND_SHIFT);
     snprintf(prelude, cap,
              "const BM: u32 = %uu; const BN: u32 = %uu; const BK: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
@@ -419,13 +420,13 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
         .c_sn = (uint32_t)x->c_sn, .alpha = x->alpha, .beta = x->beta, .k_chunk = (uint32_t)k_chunk,
         .splits = (uint32_t)splits, .band_sq = band ? (uint32_t)x->band->sq : 0,
         .band_off = band ? (uint32_t)x->band->off : 0, .flags = flags_word(x, splits, band)};
-    bool swap = false, cpu = runtime_flags(ctx);
+    bool swap = false, runtime = runtime_flags(ctx);
     if (v->kind == K_SKINNY) skinny_setup(v, x, &params, prelude, sizeof prelude, &swap);
     else if (v->kind == K_OUTER) outer_setup(v, x, &params, prelude, sizeof prelude);
-    else tile_setup(v, x, band, cpu, &params, prelude, sizeof prelude);
+    else tile_setup(v, x, band, runtime, &params, prelude, sizeof prelude);
     /* the skinny kernel's orientation is its own TX / TY, constants */
     uint32_t which = v->kind == K_SKINNY ? F_HAS_C | F_C_IS_OUT | F_SPLITK : F_ALL;
-    append_flags(prelude, sizeof prelude, params.flags, which, cpu);
+    append_flags(prelude, sizeof prelude, params.flags, which, runtime);
     wgml_tensor *out = x->into ? x->into : graph_output(g, op, WGML_F32, out_rank, out_shape);
     if (!out) return NULL;
     wgml_tensor *part = NULL;

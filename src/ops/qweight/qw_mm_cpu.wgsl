@@ -107,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // the rest: none when R % 4 == 0 (VA = 4: slices start at multiples of BR), and then not
         // compiled (a third of the form's compile time on lavapipe). The forward's partial word
         // stays in the code whatever R is: without it the forward ran 1.25x slower on lavapipe
-        // (bench/NOTES.md, 2026-12-05 evening).
+        // (bench/NOTES.md, 2026-12-05, fifth session).
         for (; VA != 4u && n < re; n++) {
             let w = dequant_word(CODES[n * p.wpr + word], group_ab(n * p.ng + grp));
             for (var j = 0u; j < BM; j++) {
