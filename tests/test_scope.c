@@ -34,7 +34,7 @@ static double now_s(void) {
 
 /* graph_copy with a prelude that does not compile: NULL and the context's error. */
 static wgml_status compile_broken(wgml_ctx *ctx) {
-    gpu_pipeline *p = gpu_pipeline_get(ctx, "graph_copy", BROKEN, 1, 1, true, false);
+    gpu_pipeline *p = gpu_pipeline_get(ctx, "graph_copy", BROKEN, 1, 1, true, false, false);
     return p ? WGML_OK : wgml_last_status(ctx);
 }
 

@@ -477,12 +477,14 @@ wgml_status gpu_device_create(const wgml_ctx_options *options, wgml_ctx **out) {
         return s;
     }
     if (opt.verbose) wgml_device_print(ctx, stderr);
+    gpu_ahead_start(ctx);
     *out = ctx;
     return WGML_OK;
 }
 
 void gpu_device_destroy(wgml_ctx *ctx) {
     if (!ctx) return;
+    gpu_ahead_stop(ctx);
     if (!ctx->lost) native_poll(ctx->device, true);
     gpu_pool_release(ctx);
     gpu_pipelines_release(ctx);

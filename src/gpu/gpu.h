@@ -66,9 +66,15 @@ typedef struct gpu_pipeline gpu_pipeline;
  * has_uniform, one uniform buffer. Cached by (shader, prelude, bindings).
  * With all_writable every storage binding is read-write (the WGSL's `var<storage, read>` is
  * rewritten): WebGPU forbids one buffer bound read-only and writable in one dispatch, which
- * happens when inputs and outputs share a graph's arena. */
+ * happens when inputs and outputs share a graph's arena. With ahead (a built graph's kernel,
+ * not to run at once), a CPU adapter's driver may be given it to compile ahead (ahead.c). */
 gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude,
-                               int n_ro, int n_rw, bool has_uniform, bool all_writable);
+                               int n_ro, int n_rw, bool has_uniform, bool all_writable, bool ahead);
+
+/* Compiling ahead on CPU adapters (ahead.c): whether the context's thread is on; the kernels
+ * given to it and those it compiled. With wait_s > 0 it first waits, up to wait_s seconds, for
+ * the thread to finish what it has. For tests and diagnostics. */
+bool gpu_ahead_stats(wgml_ctx *ctx, double wait_s, uint64_t *given, uint64_t *compiled);
 
 /* ---- bind groups and dispatches ---- */
 typedef struct gpu_bind_group gpu_bind_group;

@@ -69,6 +69,7 @@ struct wgml_ctx {
      * apply); WGML_MEMORY_TRACE bytes: each new buffer at least that large is logged to stderr */
     uint64_t mem_used, mem_peak, mem_limit, mem_trace;
     void *layer_state; /* owned by the layers above (gpu_ctx_set_layer_state) */
+    struct gpu_ahead *ahead; /* the compile-ahead thread (ahead.c), or NULL */
 };
 
 /* The state of one mapping. It lives on the heap: when a wait for the mapping times out, the
@@ -118,6 +119,24 @@ wgml_status gpu_map_read(wgml_ctx *ctx, WGPUBuffer staging, uint64_t size, void 
 /* ---- pipeline.c */
 /* Releases every cached pipeline. */
 void gpu_pipelines_release(wgml_ctx *ctx);
+/* A compute pipeline of code (entry "main", naga's runtime checks when checked) on device,
+ * whose one bind group layout (*layout_out) has nb bindings: n_ro read-only storage (read-write
+ * with all_writable), n_rw read-write storage, then a uniform. No error scope: the caller's. */
+WGPUComputePipeline gpu_make_pipeline(WGPUDevice device, const char *label, const char *code, int n_ro, int n_rw,
+                                      int nb, bool all_writable, bool checked, WGPUBindGroupLayout *layout_out);
+
+/* ---- ahead.c: compiling a built graph's kernels ahead on CPU adapters */
+/* Starts the thread when the adapter is a CPU (or $WGML_COMPILE_AHEAD says so); nothing on
+ * failure. */
+void gpu_ahead_start(wgml_ctx *ctx);
+/* Gives the thread one kernel's code and layout (the newest goes first), id its pipeline;
+ * nothing when not started. */
+void gpu_ahead_push(wgml_ctx *ctx, const void *id, const char *label, const char *code, int n_ro, int n_rw,
+                    bool has_uniform, bool all_writable);
+/* Moves the job of pipeline id, if not started, to the top: a newer graph records it again. */
+void gpu_ahead_touch(wgml_ctx *ctx, const void *id);
+/* Drops the kernels not started, waits for the one in progress and ends the thread. */
+void gpu_ahead_stop(wgml_ctx *ctx);
 
 /* ---- submit.c */
 /* Releases the timestamp queries of timed submits. */

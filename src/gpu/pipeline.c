@@ -9,11 +9,8 @@
 
 /* ------------------------------------------------------------------ pipelines */
 
-/* Compiles code into a compute pipeline (entry "main") whose one bind group layout has nb
- * bindings: n_ro read-only storage (read-write with all_writable), n_rw read-write storage,
- * then a uniform. The pipeline and *layout_out, or NULL with the error set. */
-static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, const char *code, int n_ro, int n_rw,
-                                            int nb, bool all_writable, WGPUBindGroupLayout *layout_out) {
+WGPUComputePipeline gpu_make_pipeline(WGPUDevice device, const char *label, const char *code, int n_ro, int n_rw,
+                                      int nb, bool all_writable, bool checked, WGPUBindGroupLayout *layout_out) {
     WGPUBindGroupLayoutEntry entries[16];
     for (int i = 0; i < nb; i++) {
         WGPUBindGroupLayoutEntry e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
@@ -24,35 +21,46 @@ static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, c
                                           : WGPUBufferBindingType_Uniform;
         entries[i] = e;
     }
-    gpu_scope_push(ctx);
     WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
     wgsl.code = sv(code);
     WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
     md.nextInChain = &wgsl.chain;
-    md.label = sv(shader);
-    WGPUShaderModule mod = native_create_shader_module(ctx->device, &md, ctx->checked_shaders);
+    md.label = sv(label);
+    WGPUShaderModule mod = native_create_shader_module(device, &md, checked);
     WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
     ld.entryCount = (size_t)nb;
     ld.entries = entries;
-    WGPUBindGroupLayout bgl = wgpuDeviceCreateBindGroupLayout(ctx->device, &ld);
+    WGPUBindGroupLayout bgl = wgpuDeviceCreateBindGroupLayout(device, &ld);
     WGPUPipelineLayoutDescriptor pld = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
     pld.bindGroupLayoutCount = 1;
     pld.bindGroupLayouts = &bgl;
-    WGPUPipelineLayout pl = wgpuDeviceCreatePipelineLayout(ctx->device, &pld);
+    WGPUPipelineLayout pl = wgpuDeviceCreatePipelineLayout(device, &pld);
     WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
-    cd.label = sv(shader);
+    cd.label = sv(label);
     cd.layout = pl;
     cd.compute.module = mod;
     cd.compute.entryPoint = sv("main");
-    WGPUComputePipeline pipe = wgpuDeviceCreateComputePipeline(ctx->device, &cd);
+    WGPUComputePipeline pipe = wgpuDeviceCreateComputePipeline(device, &cd);
+    wgpuPipelineLayoutRelease(pl);
+    wgpuShaderModuleRelease(mod);
+    *layout_out = bgl;
+    return pipe;
+}
+
+/* gpu_make_pipeline on the context's device, inside an error scope: the pipeline and
+ * *layout_out, or NULL with the error set. */
+static WGPUComputePipeline compile_pipeline(wgml_ctx *ctx, const char *shader, const char *code, int n_ro, int n_rw,
+                                            int nb, bool all_writable, WGPUBindGroupLayout *layout_out) {
+    gpu_scope_push(ctx);
+    WGPUBindGroupLayout bgl = NULL;
+    WGPUComputePipeline pipe =
+        gpu_make_pipeline(ctx->device, shader, code, n_ro, n_rw, nb, all_writable, ctx->checked_shaders, &bgl);
     char during[128];
     snprintf(during, sizeof during, "compiling kernel '%s'", shader);
     wgml_status s = gpu_scope_pop(ctx, during);
-    wgpuPipelineLayoutRelease(pl);
-    wgpuShaderModuleRelease(mod);
     if (s || !pipe) {
         if (pipe) wgpuComputePipelineRelease(pipe);
-        wgpuBindGroupLayoutRelease(bgl);
+        if (bgl) wgpuBindGroupLayoutRelease(bgl);
         if (!s) wgml_set_error(ctx, WGML_ERR_GPU, "%s failed", during);
         return NULL;
     }
@@ -77,7 +85,7 @@ static void log_compile(const char *shader, const char *prelude, size_t wgsl_byt
 }
 
 gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *prelude, int n_ro, int n_rw,
-                               bool has_uniform, bool all_writable) {
+                               bool has_uniform, bool all_writable, bool ahead) {
     if (gpu_check_alive(ctx)) return NULL;
     if (!prelude) prelude = "";
     size_t klen = strlen(shader) + strlen(prelude) + 64;
@@ -90,6 +98,7 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     for (gpu_pipeline *p = ctx->pipelines; p; p = p->next)
         if (strcmp(p->key, key) == 0) {
             free(key);
+            if (ahead) gpu_ahead_touch(ctx, p);
             return p;
         }
     int nb = n_ro + n_rw + (has_uniform ? 1 : 0);
@@ -109,13 +118,14 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     WGPUComputePipeline pipe = compile_pipeline(ctx, shader, code, n_ro, n_rw, nb, all_writable, &bgl);
     size_t wgsl_bytes = strlen(code);
     log_compile(shader, prelude, wgsl_bytes, gpu_now_ns() - t0);
-    free(code);
+    gpu_pipeline *p = pipe ? calloc(1, sizeof *p) : NULL;
     if (!pipe) {
+        free(code);
         free(key);
         return NULL;
     }
-    gpu_pipeline *p = calloc(1, sizeof *p);
     if (!p) {
+        free(code);
         wgpuComputePipelineRelease(pipe);
         wgpuBindGroupLayoutRelease(bgl);
         free(key);
@@ -129,6 +139,8 @@ gpu_pipeline *gpu_pipeline_get(wgml_ctx *ctx, const char *shader, const char *pr
     p->wgsl_bytes = wgsl_bytes;
     p->next = ctx->pipelines;
     ctx->pipelines = p;
+    if (ahead) gpu_ahead_push(ctx, p, shader, code, n_ro, n_rw, has_uniform, all_writable);
+    free(code);
     return p;
 }
 

@@ -134,7 +134,7 @@ static wgml_status push_dispatch(wgml_graph *g, const char *op, const char *shad
     }
     /* only the form the dispatch will take is created (Dawn compiles at creation) */
     n.all_writable = may_take_all_writable(t, n_ro, n_rw);
-    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, n.all_writable);
+    n.pipeline = gpu_pipeline_get(g->ctx, shader, prelude, n_ro, n_rw, ubytes > 0, n.all_writable, !g->eager);
     if (!n.pipeline) return wgml_last_status(g->ctx);
     n.prelude = strdup(prelude ? prelude : "");
     if (!n.prelude) return wgml_set_error(g->ctx, WGML_ERR_OOM, "out of host memory");

@@ -87,7 +87,7 @@ static wgml_status node_dispatch(wgml_graph *g, const graph_node *n, gpu_buffer 
     bool conflict = needs_all_writable(n);
     gpu_pipeline *p = n->pipeline;
     if (conflict != n->all_writable)
-        p = gpu_pipeline_get(ctx, n->shader, n->prelude, n->n_ro, n->n_rw, n->ubytes > 0, conflict);
+        p = gpu_pipeline_get(ctx, n->shader, n->prelude, n->n_ro, n->n_rw, n->ubytes > 0, conflict, false);
     if (!p) return wgml_last_status(ctx);
     wgml_status s;
     if (g->check_aliasing && (s = check_aliasing(g, n, conflict))) return s;
