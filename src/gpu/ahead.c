@@ -70,47 +70,7 @@ struct gpu_ahead {
     WGPUBuffer buffers[16];
 };
 
-/* An answer the thread waits for (a device, the queue's work done); left to the callback to
- * free when the thread stopped waiting. */
-typedef struct device_wait {
-    volatile bool done, abandoned;
-    WGPUDevice device;
-} device_wait;
-
 static void nap_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL); }
-
-/* Runs the device's events (the instance's before there is a device) until w is answered, at
- * most ms milliseconds; true when answered (w then is the caller's to free), else w is the
- * callback's. */
-static bool answered(WGPUInstance instance, WGPUDevice device, device_wait *w, long ms) {
-    for (long i = 0; i < ms && !w->done; i++) {
-        if (device) native_poll(device, false);
-        else wgpuInstanceProcessEvents(instance);
-        if (!w->done) nap_ms(1);
-    }
-    if (!w->done) w->abandoned = true;
-    return w->done;
-}
-
-static void on_done(WGPUQueueWorkDoneStatus status, WGPUStringView msg, void *u1, void *u2) {
-    (void)status, (void)msg, (void)u2;
-    device_wait *w = u1;
-    if (w->abandoned) free(w);
-    else w->done = true;
-}
-
-static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2) {
-    (void)msg, (void)u2;
-    device_wait *w = u1;
-    WGPUDevice got = status == WGPURequestDeviceStatus_Success ? device : NULL;
-    if (w->abandoned) {
-        if (got) wgpuDeviceRelease(got);
-        free(w);
-        return;
-    }
-    w->device = got;
-    w->done = true;
-}
 
 static void ignore_error(WGPUDevice const *d, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
     (void)d, (void)type, (void)msg, (void)u1, (void)u2;
@@ -142,22 +102,10 @@ static bool ahead_open(struct gpu_ahead *a) {
     dd.requiredFeatures = a->features;
     dd.requiredLimits = have_limits ? &lim : NULL;
     dd.uncapturedErrorCallbackInfo.callback = ignore_error;
-    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
-    cb.mode = WGPUCallbackMode_AllowSpontaneous;
-    cb.callback = on_device;
-    device_wait *w = calloc(1, sizeof *w);
-    if (!w) {
-        wgpuAdapterRelease(adapter);
-        return false;
-    }
-    cb.userdata1 = w;
-    wgpuAdapterRequestDevice(adapter, &dd, cb);
-    bool got = answered(a->instance, NULL, w, 10000); /* wgpu-native answers at once */
+    char why[640];
+    wgml_status s = gpu_request_device(a->instance, adapter, &dd, 10.0, &a->device, why, sizeof why);
     wgpuAdapterRelease(adapter);
-    if (!got) return false;
-    a->device = w->device;
-    free(w);
-    if (!a->device) return false;
+    if (s) return false;
     a->queue = wgpuDeviceGetQueue(a->device);
     WGPUBufferDescriptor bd = WGPU_BUFFER_DESCRIPTOR_INIT;
     bd.size = AHEAD_BINDING_BYTES;
@@ -198,17 +146,14 @@ static void ahead_dispatch(struct gpu_ahead *a, WGPUComputePipeline pipe, WGPUBi
     wgpuComputePassEncoderEnd(pass);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
     wgpuQueueSubmit(a->queue, 1, &cmd);
-    /* the queue's work-done answer, not the poll's (with lavapipe that came before the work ran,
-     * device.c): the next kernel is taken once this one is compiled, so the newest goes next */
-    device_wait *w = calloc(1, sizeof *w);
-    if (w) {
-        WGPUQueueWorkDoneCallbackInfo cb = WGPU_QUEUE_WORK_DONE_CALLBACK_INFO_INIT;
-        cb.mode = WGPUCallbackMode_AllowProcessEvents;
-        cb.callback = on_done;
-        cb.userdata1 = w;
-        wgpuQueueOnSubmittedWorkDone(a->queue, cb);
-        if (answered(a->instance, a->device, w, 120000)) free(w);
+    /* the queue's work-done answer (device.c): the next kernel is taken once this one is
+     * compiled, so the newest goes next; 120 s at most */
+    idle_wait *w = gpu_idle_watch(a->queue);
+    for (int i = 0; w && !w->done && i < 120000; i++) {
+        native_poll(a->device, false);
+        if (!w->done) nap_ms(1);
     }
+    gpu_idle_release(w);
     wgpuCommandBufferRelease(cmd);
     wgpuComputePassEncoderRelease(pass);
     wgpuCommandEncoderRelease(enc);

@@ -172,16 +172,27 @@ static void nap_us(long us) {
  * the record to the answer to free. Not wgpuDevicePoll's "queue empty": with lavapipe it
  * answered empty while submitted work had not run yet (the kernels it compiled at their first
  * dispatch did so after the wait; bench/NOTES.md, 2026-12-05). */
-typedef struct idle_wait {
-    volatile bool done;
-    bool abandoned;
-} idle_wait;
-
 static void on_idle(WGPUQueueWorkDoneStatus status, WGPUStringView msg, void *u1, void *u2) {
     (void)status; (void)msg; (void)u2;
     idle_wait *w = u1;
     if (w->abandoned) free(w);
     else w->done = true;
+}
+
+idle_wait *gpu_idle_watch(WGPUQueue queue) {
+    idle_wait *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    WGPUQueueWorkDoneCallbackInfo cb = WGPU_QUEUE_WORK_DONE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = on_idle;
+    cb.userdata1 = w;
+    wgpuQueueOnSubmittedWorkDone(queue, cb);
+    return w;
+}
+
+void gpu_idle_release(idle_wait *w) {
+    if (w && w->done) free(w);
+    else if (w) w->abandoned = true;
 }
 
 /* Polls until *flag is set (a callback sets it) or, with flag NULL, until the work submitted
@@ -190,12 +201,7 @@ wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what) 
     if (ctx->lost) return gpu_check_alive(ctx);
     idle_wait *w = NULL;
     if (!flag) {
-        if (!(w = calloc(1, sizeof *w))) return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", what);
-        WGPUQueueWorkDoneCallbackInfo cb = WGPU_QUEUE_WORK_DONE_CALLBACK_INFO_INIT;
-        cb.mode = WGPUCallbackMode_AllowProcessEvents;
-        cb.callback = on_idle;
-        cb.userdata1 = w;
-        wgpuQueueOnSubmittedWorkDone(ctx->queue, cb);
+        if (!(w = gpu_idle_watch(ctx->queue))) return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", what);
         flag = &w->done;
     }
     uint64_t start = gpu_now_ns();
@@ -216,8 +222,7 @@ wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what) 
         nap_us(nap);
         if (nap < 500) nap *= 2;
     }
-    if (w && w->done) free(w);
-    else if (w) w->abandoned = true;
+    gpu_idle_release(w);
     return s;
 }
 
@@ -273,14 +278,37 @@ static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStr
 
 /* Runs the instance's events until w is answered or timeout_s passes; true when answered. On a
  * timeout the record is the callback's to free. */
-static bool request_answered(wgml_ctx *ctx, request_wait *w) {
+static bool request_answered(WGPUInstance instance, double timeout_s, request_wait *w) {
     uint64_t start = gpu_now_ns();
-    while (!w->done && (double)(gpu_now_ns() - start) * 1e-9 < ctx->timeout_s) {
-        wgpuInstanceProcessEvents(ctx->instance);
+    while (!w->done && (double)(gpu_now_ns() - start) * 1e-9 < timeout_s) {
+        wgpuInstanceProcessEvents(instance);
         if (!w->done) nap_us(100);
     }
     if (!w->done) w->abandoned = true;
     return w->done;
+}
+
+wgml_status gpu_request_device(WGPUInstance instance, WGPUAdapter adapter, const WGPUDeviceDescriptor *d,
+                               double timeout_s, WGPUDevice *out, char *why, size_t why_n) {
+    *out = NULL;
+    request_wait *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(why, why_n, "out of host memory");
+        return WGML_ERR_OOM;
+    }
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowSpontaneous;
+    cb.callback = on_device;
+    cb.userdata1 = w;
+    wgpuAdapterRequestDevice(adapter, d, cb);
+    if (!request_answered(instance, timeout_s, w)) {
+        snprintf(why, why_n, "the adapter did not answer the request for a device within %.3g s", timeout_s);
+        return WGML_ERR_TIMEOUT;
+    }
+    *out = w->device;
+    if (!w->device) snprintf(why, why_n, "the adapter refused a device: %s", w->msg);
+    free(w);
+    return *out ? WGML_OK : WGML_ERR_GPU;
 }
 
 static int adapter_rank(WGPUAdapterType t) {
@@ -339,7 +367,7 @@ static WGPUAdapter choose_adapter(wgml_ctx *ctx, const char *want, char *names, 
         cb.callback = on_adapter;
         cb.userdata1 = w;
         wgpuInstanceRequestAdapter(ctx->instance, &opt, cb);
-        if (request_answered(ctx, w)) {
+        if (request_answered(ctx->instance, ctx->timeout_s, w)) {
             best = w->adapter;
             free(w);
         }
@@ -382,21 +410,9 @@ static wgml_status create_device(wgml_ctx *ctx) {
     dd.deviceLostCallbackInfo.userdata1 = ctx;
     dd.uncapturedErrorCallbackInfo.callback = on_uncaptured;
     dd.uncapturedErrorCallbackInfo.userdata1 = ctx;
-    request_wait *w = calloc(1, sizeof *w);
-    if (!w) return wgml_set_error(NULL, WGML_ERR_OOM, "out of host memory");
-    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
-    cb.mode = WGPUCallbackMode_AllowSpontaneous;
-    cb.callback = on_device;
-    cb.userdata1 = w;
-    wgpuAdapterRequestDevice(ctx->adapter, &dd, cb);
-    if (!request_answered(ctx, w))
-        return wgml_set_error(NULL, WGML_ERR_TIMEOUT, "the adapter did not answer the request for a device within %.3g s",
-                              ctx->timeout_s);
-    ctx->device = w->device;
-    wgml_status refused =
-        ctx->device ? WGML_OK : wgml_set_error(NULL, WGML_ERR_GPU, "the adapter refused a device: %s", w->msg);
-    free(w);
-    if (refused) return refused;
+    char why[640];
+    wgml_status refused = gpu_request_device(ctx->instance, ctx->adapter, &dd, ctx->timeout_s, &ctx->device, why, sizeof why);
+    if (refused) return wgml_set_error(NULL, refused, "%s", why);
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
     ctx->limits = (WGPULimits)WGPU_LIMITS_INIT;
     wgpuDeviceGetLimits(ctx->device, &ctx->limits);

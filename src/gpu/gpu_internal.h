@@ -99,6 +99,21 @@ wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during);
  * failed (the error becomes the context's, with `during` in front). */
 void gpu_scope_push(wgml_ctx *ctx);
 wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during);
+/* A device of adapter as d describes, its request's answer awaited through the instance's events
+ * for up to timeout_s: WGML_OK and *out, or the status (out of memory, timeout, refused) with
+ * why (a sentence) and *out NULL. Both the context's device and ahead.c's come this way. */
+wgml_status gpu_request_device(WGPUInstance instance, WGPUAdapter adapter, const WGPUDeviceDescriptor *d,
+                               double timeout_s, WGPUDevice *out, char *why, size_t why_n);
+/* The queue's work-done answer for the work submitted so far, into a heap record (NULL when out
+ * of memory): done turns true once the device's events run after the work finished. A waiter
+ * that stops waiting gives the record back with gpu_idle_release, which frees it or leaves it to
+ * the answer. Not wgpuDevicePoll's "queue empty" (device.c). */
+typedef struct idle_wait {
+    volatile bool done;
+    bool abandoned;
+} idle_wait;
+idle_wait *gpu_idle_watch(WGPUQueue queue);
+void gpu_idle_release(idle_wait *w);
 /* Polls until *flag is set (a callback sets it) or, with flag NULL, the work submitted before
  * the call has finished (the queue's work-done answer), within the context's timeout. */
 wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what);
