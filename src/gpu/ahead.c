@@ -12,11 +12,12 @@
  * Nothing the thread does reaches the caller: its device, buffers and errors are its own, and a
  * kernel it fails on is simply compiled by the run as before. Where the driver compiles at
  * pipeline creation, or keeps no disk cache, the thread costs one CPU core's idle time and
- * changes nothing.
+ * changes nothing. It compiles on idle cores only (ahead_lower_priority).
  *
  * On only for CPU adapters of native builds, unless $WGML_COMPILE_AHEAD=0; =1 turns it on for
  * any adapter (to measure). The browser build has no threads: there these are no-ops. */
 #define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* SCHED_IDLE (Linux) */
 #include "gpu/gpu_internal.h"
 
 #if defined(__wasm__)
@@ -36,6 +37,7 @@ void gpu_ahead_stop(wgml_ctx *ctx) { (void)ctx; }
 #else
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -176,8 +178,21 @@ static void job_free(ahead_job *j) {
     free(j);
 }
 
+/* The thread and the threads its device starts (lavapipe's queue thread, which compiles) run
+ * only on cores nothing else wants (Linux's SCHED_IDLE, which new threads inherit): a run's
+ * arithmetic spreads over every core of a CPU adapter, and a compile beside it would slow it by
+ * about what it saves later (bench/NOTES.md, 2026-12-05, sixth and seventh sessions). Elsewhere
+ * it runs at the normal priority. */
+static void ahead_lower_priority(void) {
+#if defined(__linux__) && defined(SCHED_IDLE)
+    struct sched_param sp = {.sched_priority = 0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp); /* refused: the normal priority */
+#endif
+}
+
 static void *ahead_main(void *arg) {
     struct gpu_ahead *a = arg;
+    ahead_lower_priority();
     bool ok = ahead_open(a);
     for (;;) {
         pthread_mutex_lock(&a->mu);
