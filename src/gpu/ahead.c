@@ -72,8 +72,6 @@ struct gpu_ahead {
     WGPUBuffer buffers[16];
 };
 
-static void nap_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL); }
-
 static void ignore_error(WGPUDevice const *d, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2) {
     (void)d, (void)type, (void)msg, (void)u1, (void)u2;
 }
@@ -153,7 +151,7 @@ static void ahead_dispatch(struct gpu_ahead *a, WGPUComputePipeline pipe, WGPUBi
     idle_wait *w = gpu_idle_watch(a->queue);
     for (int i = 0; w && !w->done && i < 120000; i++) {
         native_poll(a->device, false);
-        if (!w->done) nap_ms(1);
+        if (!w->done) gpu_nap_us(1000);
     }
     gpu_idle_release(w);
     wgpuCommandBufferRelease(cmd);

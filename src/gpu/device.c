@@ -162,7 +162,7 @@ uint64_t gpu_thread_cpu_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void nap_us(long us) {
+void gpu_nap_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
@@ -219,7 +219,7 @@ wgml_status gpu_wait_flag(wgml_ctx *ctx, volatile bool *flag, const char *what) 
             s = wgml_set_error(ctx, WGML_ERR_TIMEOUT, "%s: the GPU did not finish within %.3g s", what, ctx->timeout_s);
             break;
         }
-        nap_us(nap);
+        gpu_nap_us(nap);
         if (nap < 500) nap *= 2;
     }
     gpu_idle_release(w);
@@ -282,7 +282,7 @@ static bool request_answered(WGPUInstance instance, double timeout_s, request_wa
     uint64_t start = gpu_now_ns();
     while (!w->done && (double)(gpu_now_ns() - start) * 1e-9 < timeout_s) {
         wgpuInstanceProcessEvents(instance);
-        if (!w->done) nap_us(100);
+        if (!w->done) gpu_nap_us(100);
     }
     if (!w->done) w->abandoned = true;
     return w->done;

@@ -99,6 +99,8 @@ wgml_status gpu_take_pending(wgml_ctx *ctx, const char *during);
  * failed (the error becomes the context's, with `during` in front). */
 void gpu_scope_push(wgml_ctx *ctx);
 wgml_status gpu_scope_pop(wgml_ctx *ctx, const char *during);
+/* Sleeps us microseconds (resumed when a signal cuts it short). */
+void gpu_nap_us(long us);
 /* A device of adapter as d describes, its request's answer awaited through the instance's events
  * for up to timeout_s: WGML_OK and *out, or the status (out of memory, timeout, refused) with
  * why (a sentence) and *out NULL. Both the context's device and ahead.c's come this way. */
