@@ -617,6 +617,14 @@ wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wg
                                                                                      : wgml_last_status(graph_ctx(g));
 }
 
+wgml_tensor *matmul_add_product(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b,
+                                int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha) {
+    matmul_args x = {
+        .a = a, .b = b, .c = c, .trans_a = trans_a, .trans_b = trans_b, .batch = 1, .m = m, .n = n, .k = k,
+        .c_sm = n, .c_sn = 1, .alpha = alpha, .beta = 1.0f};
+    return matmul_record(g, op, &x, c->rank, c->shape);
+}
+
 wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *x, wgml_tensor *w,
                                float alpha) {
     if (!g) return NULL;

@@ -11,6 +11,11 @@ wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wg
  * backward rules that fold a scale into the product. No checks, no autograd record. */
 wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
                            int64_t m, int64_t n, int64_t k, float alpha, wgml_tensor *into, bool accumulate);
+/* out = c + alpha·op(a)·op(b) as a new tensor of c's shape (c holds [m, n] contiguous; the
+ * product's epilogue adds it). No checks, no autograd record: for rules and fused ops that
+ * record their own (the LoRA up-projections of a shared-input group, lora.c). */
+wgml_tensor *matmul_add_product(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b,
+                                int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha);
 /* out[..., N] = c + alpha·x[..., K]·w[N, K]ᵀ in one dispatch (c has out's shape; the product's
  * epilogue adds it), differentiable: dc = dy, dx = alpha·dy·w, dw = alpha·Σ_m dyᵀ·x. The LoRA
  * up-projection and its residual add (wgml_lora_apply). Checked; errors name `op`. */
