@@ -2,12 +2,15 @@
  * A [r, K], B [N, r], scale = alpha / r. The base stays frozen; A and B are trainable.
  * Init as PEFT's default (which is PyTorch's nn.Linear init for A): A ~ U(−1/√K, 1/√K)
  * (kaiming_uniform with a = √5), B = 0, so the adapted layer starts equal to the base. */
-#include "graph/graph.h"
+#include "ops/lora/lora.h"
+
+#include "gpu/gpu.h"
 #include "ops/matmul/matmul_into.h"
 #include "tensor/splitmix.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 wgml_lora *wgml_lora_new(wgml_graph *g, int64_t n, int64_t k, int r, float alpha, uint64_t seed) {
     if (!g) return NULL;
@@ -86,4 +89,150 @@ wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgm
 
 wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w, const wgml_lora *l) {
     return wgml_lora_apply(g, x, wgml_qlinear(g, x, w), l);
+}
+
+/* ---- adapters sharing an input ----
+ * Forward: Hᵀ = A_cat·xᵀ [n·r, M] (one product; Hᵀ rather than H so that adapter i's block,
+ * rows i·r .. i·r + r, is a contiguous view), then y_i = base_i + s_i·(Hᵀ_i)ᵀ·B_iᵀ, one product
+ * each with base_i added in its epilogue.
+ * Backward of y_i (op "lora_up"): dbase_i = dy_i; dB_i = s_i·dy_iᵀ·H_i; and s_i·B_iᵀ·dy_iᵀ, adapter
+ * i's block of dHᵀ, written in place into rows i·r.. of one [n·r, M] tensor that becomes Hᵀ's
+ * gradient: the first up rule to run (rules run in reverse record order, and every consumer of
+ * the y's was recorded after them) creates it and returns it as its Hᵀ gradient, zero-filled
+ * when some y carries no gradient; the later ones write their block into Hᵀ's running sum and
+ * return none, so no [n·r, M] partial sums are added.
+ * Backward of Hᵀ (op "lora_h"): dA_cat = dHᵀ·x and dx = (dHᵀ)ᵀ·A_cat, one product each where
+ * separate adapters take n. */
+
+typedef struct lora_up_attrs {
+    int i, n;
+    int64_t r, m;
+    float scale;
+    wgml_tensor *outs[LORA_GROUP_MAX]; /* every y of the group (is one without a gradient?) */
+} lora_up_attrs;
+
+/* Rows [i·r, i·r + r) of a [n·r, m] tensor as a [r, m] view. */
+static wgml_tensor *rows_block(wgml_graph *g, wgml_tensor *t, int64_t i, int64_t r, int64_t m) {
+    int64_t shape[2] = {r, m};
+    return graph_view(g, t, "lora_h", (uint64_t)(i * r * m) * sizeof(float), 2, shape);
+}
+
+static wgml_status lora_up_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    const lora_up_attrs *a = (const lora_up_attrs *)op->attrs;
+    wgml_tensor *ht = op->in[1], *b = op->in[2];
+    int64_t r = a->r, m = a->m, nn = b->shape[0], d2[2] = {m, nn};
+    wgml_tensor *dyf = wgml_reshape(g, dy, 2, d2);
+    if (!dyf) return wgml_last_status(graph_ctx(g));
+    if (graph_op_wants(op, 0)) dx[0] = dy;
+    if (graph_op_wants(op, 2)) { /* straight into the caller's gradient tensor when it can */
+        bool acc = false;
+        wgml_tensor *db = graph_grad_sink(op, 2, &acc), *hi = rows_block(g, ht, a->i, r, m);
+        if (!db) db = graph_output(g, "lora_dw", WGML_F32, 2, b->shape);
+        if (!hi || !db || !matmul_scaled(g, "lora_dw", dyf, hi, 1, 1, nn, r, m, a->scale, db, acc))
+            return wgml_last_status(graph_ctx(g));
+        dx[2] = db;
+    }
+    if (graph_op_wants(op, 1)) {
+        wgml_tensor *dht = ht->grad_sum;
+        bool first = !dht;
+        if (first) {
+            if (!(dht = graph_output(g, "lora_dx", WGML_F32, 2, ht->shape))) return wgml_last_status(graph_ctx(g));
+            bool all = true;
+            for (int j = 0; j < a->n; j++) all = all && (j == a->i || a->outs[j]->grad_sum);
+            if (!all && wgml_fill(g, dht, 0.0)) return wgml_last_status(graph_ctx(g));
+        }
+        wgml_tensor *blk = rows_block(g, dht, a->i, r, m);
+        if (!blk || !matmul_scaled(g, "lora_dx", b, dyf, 1, 1, r, m, nn, a->scale, blk, false))
+            return wgml_last_status(graph_ctx(g));
+        dx[1] = first ? dht : NULL; /* later blocks land in the running sum itself */
+    }
+    return WGML_OK;
+}
+
+static wgml_status lora_h_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dht, wgml_tensor **dx) {
+    wgml_tensor *x = op->in[0], *acat = op->in[1];
+    int64_t nr = acat->shape[0], k = acat->shape[1], m = x->numel / k, x2[2] = {m, k};
+    wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
+    if (!xf) return wgml_last_status(graph_ctx(g));
+    if (graph_op_wants(op, 1)) {
+        bool acc = false;
+        wgml_tensor *da = graph_grad_sink(op, 1, &acc);
+        if (!da) da = graph_output(g, "lora_dw", WGML_F32, 2, acat->shape);
+        dx[1] = da && matmul_scaled(g, "lora_dw", dht, xf, 0, 0, nr, k, m, 1.0f, da, acc) ? da : NULL;
+    }
+    if (graph_op_wants(op, 0)) {
+        wgml_tensor *d = matmul_scaled(g, "lora_dx", dht, acat, 1, 0, m, k, nr, 1.0f, NULL, false);
+        dx[0] = d ? wgml_reshape(g, d, x->rank, x->shape) : NULL;
+    }
+    return grad_result(g, op, dx);
+}
+
+static wgml_status check_shared(wgml_ctx *ctx, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
+                                const wgml_lora *const *l) {
+    const char *op = "lora_apply_shared";
+    if (n < 1 || n > LORA_GROUP_MAX || !base || !l)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: n %d must be 1 .. %d with base and l given", op, n, LORA_GROUP_MAX);
+    wgml_status s = check_tensor(ctx, op, "x", x);
+    if (!s) s = check_tensor(ctx, op, "a_cat", a_cat);
+    if (s) return s;
+    int64_t k = x->shape[x->rank - 1], rows = x->numel / k;
+    for (int i = 0; i < n; i++) {
+        if (!l[i]) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: adapter %d is NULL", op, i);
+        if ((s = check_tensor(ctx, op, "base", base[i]))) return s;
+        if (l[i]->r != l[0]->r || l[i]->k != k || base[i]->shape[base[i]->rank - 1] != l[i]->n ||
+            base[i]->numel != rows * l[i]->n)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                                  "%s: adapter %d (r %lld, k %lld, n %lld) does not fit x %s, base %s and adapter 0's r %lld",
+                                  op, i, (long long)l[i]->r, (long long)l[i]->k, (long long)l[i]->n, tshape(x),
+                                  tshape(base[i]), (long long)l[0]->r);
+    }
+    if (a_cat->rank != 2 || a_cat->shape[0] != n * l[0]->r || a_cat->shape[1] != k)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a_cat %s must be [%lld, %lld] (%d adapters of rank %lld)", op,
+                              tshape(a_cat), (long long)(n * l[0]->r), (long long)k, n, (long long)l[0]->r);
+    return WGML_OK;
+}
+
+/* Each adapter alone on its rows of a_cat (a differentiable slice: a view's offset may not
+ * meet the storage alignment). */
+static wgml_status apply_each(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
+                              const wgml_lora *const *l, wgml_tensor **out) {
+    for (int i = 0; i < n; i++) {
+        wgml_lora li = *l[i];
+        li.a = n == 1 ? a_cat : wgml_slice(g, a_cat, 0, i * l[i]->r, (i + 1) * l[i]->r, 1);
+        if (!li.a || !(out[i] = wgml_lora_apply(g, x, base[i], &li))) return wgml_last_status(graph_ctx(g));
+    }
+    return WGML_OK;
+}
+
+wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
+                              const wgml_lora *const *l, wgml_tensor **out) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "lora_apply_shared: graph is NULL");
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_status s = check_shared(ctx, x, a_cat, n, base, l);
+    if (s) return s;
+    int64_t r = l[0]->r, k = a_cat->shape[1], m = x->numel / k, nr = a_cat->shape[0], x2[2] = {m, k};
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    if (n == 1 || (caps && (uint64_t)(r * m) * sizeof(float) % caps->storage_align))
+        return apply_each(g, x, a_cat, n, base, l, out);
+    wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
+    wgml_tensor *ht = xf ? matmul_scaled(g, "lora_h", a_cat, xf, 0, 1, nr, m, k, 1.0f, NULL, false) : NULL;
+    graph_op hop = {.name = "lora_h", .backward = lora_h_backward, .n_in = 2, .in = {xf, a_cat}, .out = ht};
+    if (!ht || !graph_record_op(g, &hop)) return wgml_last_status(ctx);
+    for (int i = 0; i < n; i++) {
+        wgml_tensor *hi = rows_block(g, ht, i, r, m);
+        out[i] = hi ? matmul_add_product(g, "lora_apply", base[i], hi, l[i]->b, 1, 1, m, l[i]->n, r, l[i]->scale) : NULL;
+        if (!out[i]) return wgml_last_status(ctx);
+    }
+    /* the up rules are recorded once every y exists (each rule looks at all of them) */
+    lora_up_attrs at = {.n = n, .r = r, .m = m};
+    for (int i = 0; i < n; i++) at.outs[i] = out[i];
+    for (int i = 0; i < n; i++) {
+        graph_op op = {.name = "lora_up", .backward = lora_up_backward, .n_in = 3, .in = {base[i], ht, l[i]->b},
+                       .out = out[i]};
+        at.i = i;
+        at.scale = l[i]->scale;
+        memcpy(op.attrs, &at, sizeof at);
+        if (!graph_record_op(g, &op)) return wgml_last_status(ctx);
+    }
+    return WGML_OK;
 }
