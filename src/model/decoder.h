@@ -26,16 +26,25 @@ void decoder_target_dims(const wgml_model *m, int t, int64_t *n, int64_t *k);
 const wgml_qweight *decoder_target_qw(const wgml_model *m, int64_t l, int t);
 /* The GGUF type a quantised target weight came from (-1 when it is held in f32). */
 int decoder_target_gguf_type(const wgml_model *m, int64_t l, int t);
+/* What the training forward adapts, each a table of n_layer * DECODER_N_TARGETS entries (l*7 + t)
+ * or NULL. lora: adapters (NULL entry: none) whose tensors are g's own. lora_cat: at the entries
+ * of q and of gate, the A's of that group's adapted targets (q/k/v, gate/up) stacked [n·r, K], a
+ * tensor of g (the trainer's view over A's it keeps adjacent): those targets' down-projections
+ * then run as one product; NULL there: each alone. latent: fp32 [N, K] trainable tensors of g:
+ * those linears (4-bit weights only) train straight-through (qw_ste_linear). */
+typedef struct decoder_adapters {
+    wgml_lora *const *lora;
+    wgml_tensor *const *lora_cat;
+    wgml_tensor *const *latent;
+} decoder_adapters;
+
 /* Records the training forward into g (a built graph; the plain block builder of
  * decoder_block.c, without KV cache): ids i32 [B*S] (B sequences of S tokens), positions
- * i32 [S] (0 .. S-1), causal attention within each sequence.
- * lora: NULL or n_layer * DECODER_N_TARGETS adapters (entry l*7 + t; NULL: none) whose tensors
- * are g's own. latent: NULL or a table like lora of fp32 [N, K] trainable tensors of g: those
- * linears (4-bit weights only) train straight-through (qw_ste_linear). The model's weights
- * are shared into g. Returns h f32 [B*S, D], the LM head's input (the forward up to the final
- * norm; decoder_lmhead_ce takes it from there). */
+ * i32 [S] (0 .. S-1), causal attention within each sequence, with the adapters of ad. The
+ * model's weights are shared into g. Returns h f32 [B*S, D], the LM head's input (the forward up
+ * to the final norm; decoder_lmhead_ce takes it from there). */
 wgml_tensor *decoder_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
-                                          int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent);
+                                          int64_t B, int64_t S, const decoder_adapters *ad);
 /* Mean cross-entropy of the model's LM head (output.weight, or the tied token embedding, in the
  * form the model holds it: 4-bit/8-bit or f32, shared into g) on h [B*S, D] against labels,
  * through the fused chunked wgml_lmhead_ce (no [B*S, V] logits; its autograd rule gives h its

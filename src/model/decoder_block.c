@@ -10,6 +10,7 @@
 #include "model/decoder_internal.h"
 
 #include "ops/attention/sdpa_rows.h"
+#include "ops/lora/lora.h"
 #include "ops/qweight/qw_share.h"
 #include "ops/qweight/qw_ste.h"
 
@@ -85,20 +86,55 @@ wgml_tensor *decoder_add_lora(wgml_graph *g, const fwd_opts *o, int64_t e, wgml_
     return wgml_lora_apply(g, x, y, &sl);
 }
 
-/* Target t of layer l applied to x: the weight (4-bit with a latent: straight-through), plus
- * the target's adapter when o has one. */
-wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
-                                   wgml_tensor *x) {
+/* Target t of layer l applied to x without its adapter: the weight (4-bit with a latent:
+ * straight-through). */
+static wgml_tensor *target_base(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
+                                wgml_tensor *x) {
     const lweight *w = decoder_target_weight(m, l, t);
-    int64_t e = l * DECODER_N_TARGETS + t;
-    wgml_tensor *latent = o->latent ? o->latent[e] : NULL, *y;
+    wgml_tensor *latent = o->latent ? o->latent[l * DECODER_N_TARGETS + t] : NULL;
     if (latent && w->q) {
         wgml_qweight q;
-        y = qw_weight_share(g, w->q, &q) ? NULL : qw_ste_linear(g, x, &q, latent);
-    } else {
-        y = linear(g, x, w);
+        return qw_weight_share(g, w->q, &q) ? NULL : qw_ste_linear(g, x, &q, latent);
     }
-    return decoder_add_lora(g, o, e, x, y);
+    return linear(g, x, w);
+}
+
+/* Target t of layer l applied to x: the weight, plus the target's adapter when o has one. */
+wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
+                                   wgml_tensor *x) {
+    return decoder_add_lora(g, o, l * DECODER_N_TARGETS + t, x, target_base(m, g, o, l, t, x));
+}
+
+/* Targets t0 .. t0 + n - 1 of layer l, which share their input x (q/k/v, gate/up), into y[]. With
+ * the group's stacked A (o->lora_cat at entry t0) the adapted ones go through one shared
+ * down-projection (lora_apply_shared); else each target alone. */
+static void targets_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t0, int n,
+                           wgml_tensor *x, wgml_tensor **y) {
+    int64_t e0 = l * DECODER_N_TARGETS + t0;
+    wgml_tensor *acat = o->lora_cat && x ? o->lora_cat[e0] : NULL;
+    if (!acat) {
+        for (int i = 0; i < n; i++) y[i] = x ? decoder_target_linear(m, g, o, l, t0 + i, x) : NULL;
+        return;
+    }
+    wgml_lora sl[LORA_GROUP_MAX];
+    const wgml_lora *ls[LORA_GROUP_MAX];
+    wgml_tensor *base[LORA_GROUP_MAX], *out[LORA_GROUP_MAX];
+    int idx[LORA_GROUP_MAX], k = 0;
+    bool ok = !o->lora_shared || (acat = decoder_share(g, acat));
+    for (int i = 0; i < n && ok; i++) {
+        const wgml_lora *lo = o->lora[e0 + i];
+        ok = (y[i] = target_base(m, g, o, l, t0 + i, x)) != NULL;
+        if (!lo || !ok) continue;
+        sl[k] = *lo;
+        if (o->lora_shared) ok = (sl[k].b = decoder_share(g, lo->b)) != NULL;
+        ls[k] = &sl[k];
+        base[k] = y[i];
+        idx[k++] = i;
+    }
+    if (ok && !lora_apply_shared(g, x, acat, k, base, ls, out))
+        for (int j = 0; j < k; j++) y[idx[j]] = out[j];
+    else
+        for (int i = 0; i < n; i++) y[i] = NULL;
 }
 
 /* RMSNorm of each head of x [B, S, H, hd] with w [hd] (the q/k norms), same shape. */
@@ -175,14 +211,14 @@ wgml_tensor *decoder_forward_plain(const wgml_model *m, wgml_graph *g, const fwd
     wgml_tensor *x = decoder_embed(m, g, o->ids); /* the residual stream [B*S, D] */
     for (int64_t l = 0; l < c->n_layer && x; l++) {
         const layer *L = &m->layers[l];
-        wgml_tensor *h = wgml_rms_norm(g, x, decoder_share(g, L->attn_norm), eps), *qkv[3];
-        for (int i = 0; i < 3; i++) qkv[i] = h ? decoder_target_linear(m, g, o, l, T_Q + i, h) : NULL;
+        wgml_tensor *h = wgml_rms_norm(g, x, decoder_share(g, L->attn_norm), eps), *qkv[3], *gu[2];
+        targets_linear(m, g, o, l, T_Q, 3, h, qkv);
         wgml_tensor *a = qkv[0] && qkv[1] && qkv[2] ? attention(m, g, o, l, qkv) : NULL;
         wgml_tensor *y = a ? decoder_target_linear(m, g, o, l, T_O, a) : NULL;
         x = add_back(g, x, y, ar->post_norms ? decoder_share(g, L->post_attn_norm) : NULL, eps);
         h = x ? wgml_rms_norm(g, x, decoder_share(g, L->ffn_norm), eps) : NULL;
-        wgml_tensor *gate = h ? decoder_target_linear(m, g, o, l, T_GATE, h) : NULL;
-        wgml_tensor *up = gate ? decoder_target_linear(m, g, o, l, T_UP, h) : NULL;
+        targets_linear(m, g, o, l, T_GATE, 2, h, gu);
+        wgml_tensor *gate = gu[0], *up = gu[1];
         wgml_tensor *act = up ? wgml_mul(g, gelu ? wgml_gelu(g, gate, 1) : wgml_silu(g, gate), up) : NULL;
         wgml_tensor *f = act ? decoder_target_linear(m, g, o, l, T_DOWN, act) : NULL;
         x = add_back(g, x, f, ar->post_norms ? decoder_share(g, L->post_ffn_norm) : NULL, eps);
@@ -193,8 +229,9 @@ wgml_tensor *decoder_forward_plain(const wgml_model *m, wgml_graph *g, const fwd
 }
 
 wgml_tensor *decoder_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_tensor *ids, wgml_tensor *positions,
-                                          int64_t B, int64_t S, wgml_lora *const *lora, wgml_tensor *const *latent) {
-    fwd_opts o = {.B = B, .S = S, .ids = ids, .positions = positions, .lora = lora, .latent = latent};
+                                          int64_t B, int64_t S, const decoder_adapters *ad) {
+    fwd_opts o = {.B = B, .S = S, .ids = ids, .positions = positions, .lora = ad->lora, .lora_cat = ad->lora_cat,
+                  .latent = ad->latent};
     return decoder_forward_plain(m, g, &o); /* [B*S, D] */
 }
 

@@ -96,6 +96,7 @@ typedef struct fwd_opts {
     wgml_tensor *pos, *len;
     wgml_tensor *row;       /* i32 [1]: only this row goes to the final norm (prefill), or NULL */
     wgml_lora *const *lora; /* NULL or n_layer * DECODER_N_TARGETS adapters (entry l*7 + t) */
+    wgml_tensor *const *lora_cat; /* NULL or a table like lora of stacked A's (decoder_adapters) */
     bool lora_shared;       /* the adapters' tensors are the weight graph's (shared into g), else g's */
     wgml_tensor *const *latent; /* NULL or a table like lora of straight-through latents of g */
 } fwd_opts;

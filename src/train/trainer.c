@@ -44,6 +44,7 @@ typedef struct tparam {
     int64_t shape[2];
     int64_t offset;            /* element offset in the optimizer's flat buffers */
     wgml_tensor *p, *m, *v;    /* views of the flat params, m and v buffers */
+    bool stacked;              /* a LoRA A the train graph reads through its group's stacked view */
 } tparam;
 
 struct wgml_trainer {
@@ -57,6 +58,7 @@ struct wgml_trainer {
     int n;
     wgml_lora *lora, *elora;       /* [n_layer * DECODER_N_TARGETS] structs (train graph, eval graph) */
     wgml_lora **lora_p, **elora_p; /* the same as pointer tables, NULL where no adapter */
+    wgml_tensor **cat_p, **ecat_p; /* [n_layer * DECODER_N_TARGETS] stacked A's (decoder_adapters.lora_cat) */
     wgml_tensor **latent_p;        /* STE: [n_layer * DECODER_N_TARGETS] latents (train graph) or NULL */
     wgml_graph *gr;                /* STE: the requant of every latent alone (after write_state) */
     wgml_tensor *ids, *labels, *positions, *loss;
@@ -95,6 +97,8 @@ void wgml_trainer_free(wgml_trainer *t) {
     free(t->elora);
     free(t->lora_p);
     free(t->elora_p);
+    free(t->cat_p);
+    free(t->ecat_p);
     free(t->latent_p);
     free(t);
 }
@@ -181,6 +185,57 @@ static wgml_status list_params(wgml_trainer *t, int64_t *capacity) {
 
 static wgml_status fill_adapter_tables(wgml_trainer *t);
 
+/* The parameters' places in the optimizer's buffers, layer by layer: LoRA's A's of a layer first
+ * (in target order), then its B's, so that the A's of targets sharing an input are adjacent
+ * (stack_groups). */
+static wgml_status alloc_params(wgml_trainer *t) {
+    int ste = t->cfg.mode == WGML_TRAIN_STE;
+    for (int i0 = 0, i1; i0 < t->n; i0 = i1) {
+        for (i1 = i0; i1 < t->n && t->params[i1].layer == t->params[i0].layer;) i1++;
+        for (int pass = 0; pass < (ste ? 1 : 2); pass++)
+            for (int i = i0; i < i1; i++) {
+                tparam *p = &t->params[i];
+                if (!ste && (i & 1) != pass) continue; /* LoRA: a and b alternate in the list */
+                p->offset = wgml_adamw_used(t->opt);
+                if (!(p->p = wgml_adamw_param(t->opt, 2, p->shape))) return wgml_last_status(t->ctx);
+            }
+    }
+    return WGML_OK;
+}
+
+/* LoRA: for each layer's q/k/v and gate/up, when two or more of them are adapted and their A's
+ * lie back to back, one trainable [n·r, K] view over those A's (and its gradient over theirs):
+ * the train graph reads the A's through it alone (lora_apply_shared), the A's themselves are
+ * not marked trainable, and AdamW updates the same memory. */
+static wgml_status stack_groups(wgml_trainer *t) {
+    static const int first[2] = {0 /* T_Q */, 4 /* T_GATE */}, count[2] = {3, 2};
+    wgml_tensor *fp = wgml_adamw_buffer(t->opt, WGML_ADAMW_PARAMS), *fg = wgml_adamw_buffer(t->opt, WGML_ADAMW_GRADS);
+    for (int i0 = 0, i1; i0 < t->n; i0 = i1) {
+        for (i1 = i0; i1 < t->n && t->params[i1].layer == t->params[i0].layer;) i1++;
+        for (int gi = 0; gi < 2; gi++) {
+            int idx[3], k = 0;
+            for (int i = i0; i < i1; i += 2) /* the A's (even entries) of this group's targets */
+                if (t->params[i].target >= first[gi] && t->params[i].target < first[gi] + count[gi]) idx[k++] = i;
+            bool adjacent = k >= 2;
+            for (int j = 1; j < k && adjacent; j++) {
+                const tparam *a = &t->params[idx[j - 1]], *b = &t->params[idx[j]];
+                adjacent = b->offset == a->offset + a->shape[0] * a->shape[1] && b->shape[1] == a->shape[1];
+            }
+            if (!adjacent) continue;
+            const tparam *p0 = &t->params[idx[0]];
+            int64_t shape[2] = {k * p0->shape[0], p0->shape[1]};
+            wgml_tensor *cat = wgml_tensor_view(fp, p0->offset, 2, shape), *gv = wgml_tensor_view(fg, p0->offset, 2, shape);
+            if (!cat || !gv || wgml_tensor_set_trainable(cat, 1) || wgml_tensor_set_grad(cat, gv, t->cfg.grad_accum > 1))
+                return wgml_last_status(t->ctx);
+            int64_t e = p0->layer * DECODER_N_TARGETS + first[gi];
+            t->cat_p[e] = cat;
+            if (!(t->ecat_p[e] = wgml_tensor_share(t->ge, cat))) return wgml_last_status(t->ctx);
+            for (int j = 0; j < k; j++) t->params[idx[j]].stacked = true;
+        }
+    }
+    return WGML_OK;
+}
+
 /* Creates the parameters (views of the optimizer's buffers) with their initial values. */
 static wgml_status make_params(wgml_trainer *t) {
     const wgml_llama_config *mc = wgml_model_config(t->model);
@@ -194,7 +249,9 @@ static wgml_status make_params(wgml_trainer *t) {
     t->lora_p = calloc((size_t)slots, sizeof *t->lora_p);
     t->elora_p = calloc((size_t)slots, sizeof *t->elora_p);
     t->latent_p = calloc((size_t)slots, sizeof *t->latent_p);
-    if (!t->lora || !t->elora || !t->lora_p || !t->elora_p || !t->latent_p)
+    t->cat_p = calloc((size_t)slots, sizeof *t->cat_p);
+    t->ecat_p = calloc((size_t)slots, sizeof *t->ecat_p);
+    if (!t->lora || !t->elora || !t->lora_p || !t->elora_p || !t->latent_p || !t->cat_p || !t->ecat_p)
         return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     wgml_adamw_config ac = {.lr = c->lr,
                             .beta1 = c->beta1,
@@ -211,16 +268,17 @@ static wgml_status make_params(wgml_trainer *t) {
     float *h = ste ? NULL : malloc(sizeof(float) * (size_t)maxn);
     if (!ste && !h) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     uint64_t rng = c->seed;
+    s = alloc_params(t);
+    if (!s && !ste) s = stack_groups(t);
     for (int i = 0; i < t->n && !s; i++) {
         tparam *p = &t->params[i];
         int64_t numel = p->shape[0] * p->shape[1];
-        p->offset = wgml_adamw_used(t->opt);
-        p->p = wgml_adamw_param(t->opt, 2, p->shape);
-        wgml_tensor *gv = p->p ? wgml_adamw_grad(t->opt, p->p) : NULL;
+        wgml_tensor *gv = wgml_adamw_grad(t->opt, p->p);
         p->m = gv ? wgml_tensor_view(fm, p->offset, 2, p->shape) : NULL;
         p->v = p->m ? wgml_tensor_view(fv, p->offset, 2, p->shape) : NULL;
         /* with gradient accumulation the backward adds into the grads; the step clears them */
-        if (!p->v || wgml_tensor_set_trainable(p->p, 1) || wgml_tensor_set_grad(p->p, gv, c->grad_accum > 1)) {
+        if (!p->v || (!p->stacked && (wgml_tensor_set_trainable(p->p, 1) ||
+                                      wgml_tensor_set_grad(p->p, gv, c->grad_accum > 1)))) {
             s = wgml_last_status(t->ctx);
             break;
         }
@@ -306,8 +364,9 @@ static wgml_status build(wgml_trainer *t) {
     free(pos);
     int ste = c->mode == WGML_TRAIN_STE;
     /* the fused head: loss without the [T, V] logits; its autograd rule gives h its gradient */
-    wgml_tensor *h = decoder_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, ste ? NULL : t->lora_p,
-                                                ste ? t->latent_p : NULL);
+    decoder_adapters ad = {.lora = ste ? NULL : t->lora_p, .lora_cat = ste ? NULL : t->cat_p,
+                           .latent = ste ? t->latent_p : NULL};
+    wgml_tensor *h = decoder_forward_train_hidden(t->model, g, t->ids, t->positions, B, S, &ad);
     t->loss = h ? decoder_lmhead_ce(t->model, g, h, t->labels, NULL) : NULL;
     /* grad_accum micro-batches: each loss weighs 1 / grad_accum; the step runs on every
      * grad_accum-th run (wgml_adamw_set_apply) and clears the summed gradients */
@@ -320,8 +379,8 @@ static wgml_status build(wgml_trainer *t) {
         return wgml_last_status(t->ctx);
     /* eval graph */
     wgml_ce_options ce = {.grad_scale = NULL, .status = t->e_status};
-    wgml_tensor *eh =
-        decoder_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, ste ? NULL : t->elora_p, NULL);
+    decoder_adapters ead = {.lora = ste ? NULL : t->elora_p, .lora_cat = ste ? NULL : t->ecat_p};
+    wgml_tensor *eh = decoder_forward_train_hidden(t->model, t->ge, t->e_ids, t->e_positions, B, S, &ead);
     t->e_loss = eh ? decoder_lmhead_ce(t->model, t->ge, eh, t->e_labels, &ce) : NULL;
     if (!t->e_loss || wgml_graph_keep(t->ge, t->e_loss) || wgml_graph_compile(t->ge)) return wgml_last_status(t->ctx);
     return WGML_OK;
