@@ -5,8 +5,9 @@ speed do not depend on the weights' values.
     python3 bench/real_shapes.py MODEL TYPE OUT.gguf [--layers N]
 
 MODEL: smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-3b (the shapes and hyper-parameters
-of their Hugging Face configs, as llama.cpp's converter writes them). TYPE: Q4_0 or Q8_0 for
-every matrix (quantised with the gguf package's reference quantizers), norms in F32. K-quant
+of their Hugging Face configs, as llama.cpp's converter writes them). TYPE: Q4_0, Q4_1 or Q8_0
+for every matrix, the token embedding and head included (quantised with the gguf package's
+reference quantizers), norms in F32. K-quant
 mixes (Q4_K_M) need llama.cpp's own quantizer (llama-quantize) run on an F16 file: TYPE F16
 writes that file. --layers N keeps only the first N blocks (a quick check of the writer).
 
@@ -31,8 +32,10 @@ MODELS = {
     "llama-3.1-8b": ("llama", 32, 4096, 14336, 32, 8, 128, 128256, 500000.0, 1e-5, False, False),
     "qwen2.5-3b": ("qwen2", 36, 2048, 11008, 16, 2, 128, 151936, 1000000.0, 1e-6, True, True),
 }
-TYPES = {"Q4_0": gguf.GGMLQuantizationType.Q4_0, "Q8_0": gguf.GGMLQuantizationType.Q8_0,
-         "F16": gguf.GGMLQuantizationType.F16}
+TYPES = {"Q4_0": gguf.GGMLQuantizationType.Q4_0, "Q4_1": gguf.GGMLQuantizationType.Q4_1,
+         "Q8_0": gguf.GGMLQuantizationType.Q8_0, "F16": gguf.GGMLQuantizationType.F16}
+FILE_TYPES = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "F16": gguf.LlamaFileType.MOSTLY_F16}
 
 
 def matrix(rng, rows, cols, qtype, cache):
@@ -79,8 +82,7 @@ def write(model, tname, out, layers=None):
     w.add_rope_freq_base(base)
     w.add_layer_norm_rms_eps(eps)
     w.add_vocab_size(vocab)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if tname == "Q4_0" else
-                    gguf.LlamaFileType.MOSTLY_Q8_0 if tname == "Q8_0" else gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(FILE_TYPES[tname])
     add_vocab(w, vocab)
     cache = {}
     ones = lambda n: np.ones(n, dtype=np.float32)

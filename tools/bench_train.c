@@ -71,8 +71,10 @@ static int time_steps(wgml_trainer *t, const train_opts *o, const int32_t *tok, 
     }
     qsort(times, (size_t)o->steps, sizeof *times, bench_cmp_double);
     double med = times[o->steps / 2];
-    printf("model %s; LoRA r=%d on all projections; batch %d x %d tokens; graph build %.2f s; %llu submits per step\n",
-           o->path, cfg->lora_rank, cfg->batch, cfg->seq_len, t_build, (unsigned long long)wgml_trainer_submits_per_step(t));
+    printf("model %s; LoRA r=%d on all projections; batch %d x %d tokens; graph build %.2f s; %llu submits and %zu "
+           "dispatches per step\n",
+           o->path, cfg->lora_rank, cfg->batch, cfg->seq_len, t_build, (unsigned long long)wgml_trainer_submits_per_step(t),
+           wgml_graph_dispatch_count(wgml_trainer_graph(t)));
     printf("train_step: median %.1f ms of %d (%.1f-%.1f ms), %.1f tokens/s (median), loss %.4f\n", med * 1e3, o->steps,
            times[0] * 1e3, times[o->steps - 1] * 1e3, (double)n / med, loss);
     free(times);
