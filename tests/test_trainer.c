@@ -341,6 +341,44 @@ static float *all_state(wgml_trainer *tr, int what, int64_t *n_out) {
 
 static float *all_params(wgml_trainer *tr, int64_t *n_out) { return all_state(tr, 0, n_out); }
 
+/* The shared-input LoRA groups (WGML_LORA_SHARED=1: each layer's q/k/v and gate/up through one
+ * stacked A, lora_apply_shared) against the adapters one by one: the same losses and parameters
+ * over three steps from the same start (float32 summation order apart). */
+static void test_shared_groups(const char *path) {
+    enum { SSTEPS = 3 };
+    wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
+    wgml_train_config cfg = tiny_config(7);
+    wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL;
+    setenv("WGML_LORA_SHARED", "1", 1);
+    wgml_trainer *tb = mb ? wgml_trainer_new(mb, &cfg) : NULL;
+    unsetenv("WGML_LORA_SHARED");
+    if (th_check(ta && tb, "two trainers: %s", wgml_last_error(T.ctx))) {
+        th_check(wgml_graph_dispatch_count(wgml_trainer_graph(tb)) < wgml_graph_dispatch_count(wgml_trainer_graph(ta)),
+                 "shared groups: %zu dispatches a step against %zu", wgml_graph_dispatch_count(wgml_trainer_graph(tb)),
+                 wgml_graph_dispatch_count(wgml_trainer_graph(ta)));
+        int32_t tok[TB * TS], lab[TB * TS];
+        for (int k = 0; k < SSTEPS; k++) {
+            make_batch(k, TB, TS, V, tok, lab);
+            float la = 0, lb = 0;
+            th_check(!wgml_trainer_step(ta, tok, lab, cfg.lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg.lr, &lb) &&
+                         fabs((double)la - lb) <= 1e-5 * fabs((double)la),
+                     "shared groups: step %d loss %.7f against %.7f one by one: %s", k, (double)lb, (double)la,
+                     wgml_last_error(T.ctx));
+        }
+        int64_t na = 0, nb = 0;
+        float *pa = all_params(ta, &na), *pb = all_params(tb, &nb);
+        if (th_check(pa && pb && na == nb, "shared groups: parameters read")) {
+            double *ref = malloc(sizeof(double) * (size_t)na);
+            for (int64_t i = 0; i < na; i++) ref[i] = pa[i];
+            th_close("shared groups: parameters after 3 steps", pb, ref, (size_t)na, 1e-5, 1e-4);
+            free(ref);
+        }
+        free(pa), free(pb);
+    }
+    wgml_trainer_free(ta), wgml_trainer_free(tb);
+    wgml_model_free(ma), wgml_model_free(mb);
+}
+
 /* grad_accum 2 at batch 1 against grad_accum 1 at batch 2 on the same sequences: both sequences
  * of a batch have the same number of valid labels, so the mean of the two micro-batch means is
  * the batch mean and the steps must agree (to float32 summation order: the weight gradients
@@ -702,6 +740,9 @@ int main(int argc, char **argv) {
         double t0 = now_s();
         test_tiny(path);
         printf("  tiny model: %.2f s\n", now_s() - t0);
+        t0 = now_s();
+        test_shared_groups(path);
+        printf("  shared-input LoRA groups: %.2f s\n", now_s() - t0);
         t0 = now_s();
         test_accum(path);
         printf("  gradient accumulation: %.2f s\n", now_s() - t0);

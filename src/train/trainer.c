@@ -203,6 +203,15 @@ static wgml_status alloc_params(wgml_trainer *t) {
     return WGML_OK;
 }
 
+/* The shared-input groups below are taken with WGML_LORA_SHARED=1 and not by default: they cut
+ * the SmolLM2 step's dispatches by 15% (3,855 -> 3,289 at 8 x 512 in their first form, H
+ * transposed) but that form's step ran 1% slower on an H100 (bench/NOTES.md, 2026-12-05,
+ * eighth session), and the block-major form here has not been timed on a GPU yet. */
+static bool lora_shared_on(void) {
+    const char *e = getenv("WGML_LORA_SHARED");
+    return e && !strcmp(e, "1");
+}
+
 /* LoRA: for each layer's q/k/v and gate/up, when two or more of them are adapted and their A's
  * lie back to back, one trainable [n·r, K] view over those A's (and its gradient over theirs):
  * the train graph reads the A's through it alone (lora_apply_shared), the A's themselves are
@@ -269,7 +278,7 @@ static wgml_status make_params(wgml_trainer *t) {
     if (!ste && !h) return wgml_set_error(t->ctx, WGML_ERR_OOM, "trainer_new: out of host memory");
     uint64_t rng = c->seed;
     s = alloc_params(t);
-    if (!s && !ste) s = stack_groups(t);
+    if (!s && !ste && lora_shared_on()) s = stack_groups(t);
     for (int i = 0; i < t->n && !s; i++) {
         tparam *p = &t->params[i];
         int64_t numel = p->shape[0] * p->shape[1];

@@ -92,17 +92,20 @@ wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight
 }
 
 /* ---- adapters sharing an input ----
- * Forward: Hᵀ = A_cat·xᵀ [n·r, M] (one product; Hᵀ rather than H so that adapter i's block,
- * rows i·r .. i·r + r, is a contiguous view), then y_i = base_i + s_i·(Hᵀ_i)ᵀ·B_iᵀ, one product
- * each with base_i added in its epilogue.
- * Backward of y_i (op "lora_up"): dbase_i = dy_i; dB_i = s_i·dy_iᵀ·H_i; and s_i·B_iᵀ·dy_iᵀ, adapter
- * i's block of dHᵀ, written in place into rows i·r.. of one [n·r, M] tensor that becomes Hᵀ's
- * gradient: the first up rule to run (rules run in reverse record order, and every consumer of
- * the y's was recorded after them) creates it and returns it as its Hᵀ gradient, zero-filled
- * when some y carries no gradient; the later ones write their block into Hᵀ's running sum and
- * return none, so no [n·r, M] partial sums are added.
- * Backward of Hᵀ (op "lora_h"): dA_cat = dHᵀ·x and dx = (dHᵀ)ᵀ·A_cat, one product each where
- * separate adapters take n. */
+ * Forward: H = [x·A_0ᵀ; ..; x·A_{n-1}ᵀ] as [n, M, r], one batched product (x read by every
+ * batch, A_i at rows i·r of A_cat), so that adapter i's H_i [M, r] is a contiguous view; then
+ * y_i = base_i + s_i·H_i·B_iᵀ, one product each with base_i added in its epilogue (the
+ * orientations of wgml_lora_apply's products).
+ * Backward of y_i (op "lora_up"): dbase_i = dy_i; dB_i = s_i·dy_iᵀ·H_i; and dH_i = s_i·dy_i·B_i,
+ * written in place into block i of one [n, M, r] tensor that becomes H's gradient: the first up
+ * rule to run (rules run in reverse record order, and every consumer of the y's was recorded
+ * after them) creates it and returns it as its H gradient, zero-filled when some y carries no
+ * gradient; the later ones write their block into H's running sum and return none, so no
+ * [n, M, r] partial sums are added.
+ * Backward of H (op "lora_h"): dA_i = dH_iᵀ·x for every i as one batched product straight into
+ * A_cat's gradient ([n, r, K] is [n·r, K]), and dx = Σ_i dH_i·A_i as one batched product into
+ * n slices summed in order by the matmul family's split-K reduction: two dispatches where
+ * separate adapters take n products and n - 1 adds. */
 
 typedef struct lora_up_attrs {
     int i, n;
@@ -111,58 +114,63 @@ typedef struct lora_up_attrs {
     wgml_tensor *outs[LORA_GROUP_MAX]; /* every y of the group (is one without a gradient?) */
 } lora_up_attrs;
 
-/* Rows [i·r, i·r + r) of a [n·r, m] tensor as a [r, m] view. */
-static wgml_tensor *rows_block(wgml_graph *g, wgml_tensor *t, int64_t i, int64_t r, int64_t m) {
-    int64_t shape[2] = {r, m};
-    return graph_view(g, t, "lora_h", (uint64_t)(i * r * m) * sizeof(float), 2, shape);
+/* Block i of a [n, m, r] tensor as a [m, r] view. */
+static wgml_tensor *block(wgml_graph *g, wgml_tensor *t, int64_t i, int64_t m, int64_t r) {
+    int64_t shape[2] = {m, r};
+    return graph_view(g, t, "lora_h", (uint64_t)(i * m * r) * sizeof(float), 2, shape);
 }
 
 static wgml_status lora_up_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const lora_up_attrs *a = (const lora_up_attrs *)op->attrs;
-    wgml_tensor *ht = op->in[1], *b = op->in[2];
+    wgml_tensor *h = op->in[1], *b = op->in[2];
     int64_t r = a->r, m = a->m, nn = b->shape[0], d2[2] = {m, nn};
     wgml_tensor *dyf = wgml_reshape(g, dy, 2, d2);
     if (!dyf) return wgml_last_status(graph_ctx(g));
     if (graph_op_wants(op, 0)) dx[0] = dy;
     if (graph_op_wants(op, 2)) { /* straight into the caller's gradient tensor when it can */
         bool acc = false;
-        wgml_tensor *db = graph_grad_sink(op, 2, &acc), *hi = rows_block(g, ht, a->i, r, m);
+        wgml_tensor *db = graph_grad_sink(op, 2, &acc), *hi = block(g, h, a->i, m, r);
         if (!db) db = graph_output(g, "lora_dw", WGML_F32, 2, b->shape);
-        if (!hi || !db || !matmul_scaled(g, "lora_dw", dyf, hi, 1, 1, nn, r, m, a->scale, db, acc))
+        if (!hi || !db || !matmul_scaled(g, "lora_dw", dyf, hi, 1, 0, nn, r, m, a->scale, db, acc))
             return wgml_last_status(graph_ctx(g));
         dx[2] = db;
     }
     if (graph_op_wants(op, 1)) {
-        wgml_tensor *dht = ht->grad_sum;
-        bool first = !dht;
+        wgml_tensor *dh = h->grad_sum;
+        bool first = !dh;
         if (first) {
-            if (!(dht = graph_output(g, "lora_dx", WGML_F32, 2, ht->shape))) return wgml_last_status(graph_ctx(g));
+            if (!(dh = graph_output(g, "lora_dx", WGML_F32, 3, h->shape))) return wgml_last_status(graph_ctx(g));
             bool all = true;
             for (int j = 0; j < a->n; j++) all = all && (j == a->i || a->outs[j]->grad_sum);
-            if (!all && wgml_fill(g, dht, 0.0)) return wgml_last_status(graph_ctx(g));
+            if (!all && wgml_fill(g, dh, 0.0)) return wgml_last_status(graph_ctx(g));
         }
-        wgml_tensor *blk = rows_block(g, dht, a->i, r, m);
-        if (!blk || !matmul_scaled(g, "lora_dx", b, dyf, 1, 1, r, m, nn, a->scale, blk, false))
+        wgml_tensor *blk = block(g, dh, a->i, m, r);
+        if (!blk || !matmul_scaled(g, "lora_dx", dyf, b, 0, 0, m, r, nn, a->scale, blk, false))
             return wgml_last_status(graph_ctx(g));
-        dx[1] = first ? dht : NULL; /* later blocks land in the running sum itself */
+        dx[1] = first ? dh : NULL; /* later blocks land in the running sum itself */
     }
     return WGML_OK;
 }
 
-static wgml_status lora_h_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dht, wgml_tensor **dx) {
+static wgml_status lora_h_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dh, wgml_tensor **dx) {
     wgml_tensor *x = op->in[0], *acat = op->in[1];
-    int64_t nr = acat->shape[0], k = acat->shape[1], m = x->numel / k, x2[2] = {m, k};
+    int64_t n = dh->shape[0], m = dh->shape[1], r = dh->shape[2], k = acat->shape[1], x2[2] = {m, k};
+    wgml_ctx *ctx = graph_ctx(g);
     wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
-    if (!xf) return wgml_last_status(graph_ctx(g));
+    if (!xf) return wgml_last_status(ctx);
     if (graph_op_wants(op, 1)) {
         bool acc = false;
         wgml_tensor *da = graph_grad_sink(op, 1, &acc);
         if (!da) da = graph_output(g, "lora_dw", WGML_F32, 2, acat->shape);
-        dx[1] = da && matmul_scaled(g, "lora_dw", dht, xf, 0, 0, nr, k, m, 1.0f, da, acc) ? da : NULL;
+        dx[1] = da && matmul_batched(g, "lora_dw", dh, xf, 1, 0, n, m * r, 0, r, k, m, 1.0f, da, acc) ? da : NULL;
     }
     if (graph_op_wants(op, 0)) {
-        wgml_tensor *d = matmul_scaled(g, "lora_dx", dht, acat, 1, 0, m, k, nr, 1.0f, NULL, false);
-        dx[0] = d ? wgml_reshape(g, d, x->rank, x->shape) : NULL;
+        int64_t pn = n * m * k;
+        wgml_tensor *part = graph_output(g, "lora_dx", WGML_F32, 1, &pn);
+        wgml_tensor *d = part ? graph_output(g, "lora_dx", WGML_F32, x->rank, x->shape) : NULL;
+        bool ok = d && matmul_batched(g, "lora_dx", dh, acat, 0, 0, n, m * r, r * k, m, k, r, 1.0f, part, false) &&
+                  !matmul_splitk_record(g, "lora_dx", part, (int)n, m * k, m * k, k, NULL, 0, 0, 0, 1.0f, 0.0f, false, d);
+        dx[0] = ok ? d : NULL;
     }
     return grad_result(g, op, dx);
 }
@@ -210,24 +218,24 @@ wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat,
     wgml_ctx *ctx = graph_ctx(g);
     wgml_status s = check_shared(ctx, x, a_cat, n, base, l);
     if (s) return s;
-    int64_t r = l[0]->r, k = a_cat->shape[1], m = x->numel / k, nr = a_cat->shape[0], x2[2] = {m, k};
+    int64_t r = l[0]->r, k = a_cat->shape[1], m = x->numel / k, x2[2] = {m, k};
     const gpu_caps *caps = gpu_get_caps(ctx);
     if (n == 1 || (caps && (uint64_t)(r * m) * sizeof(float) % caps->storage_align))
         return apply_each(g, x, a_cat, n, base, l, out);
     wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
-    wgml_tensor *ht = xf ? matmul_scaled(g, "lora_h", a_cat, xf, 0, 1, nr, m, k, 1.0f, NULL, false) : NULL;
-    graph_op hop = {.name = "lora_h", .backward = lora_h_backward, .n_in = 2, .in = {xf, a_cat}, .out = ht};
-    if (!ht || !graph_record_op(g, &hop)) return wgml_last_status(ctx);
+    wgml_tensor *h = xf ? matmul_batched(g, "lora_h", xf, a_cat, 0, 1, n, 0, r * k, m, r, k, 1.0f, NULL, false) : NULL;
+    graph_op hop = {.name = "lora_h", .backward = lora_h_backward, .n_in = 2, .in = {xf, a_cat}, .out = h};
+    if (!h || !graph_record_op(g, &hop)) return wgml_last_status(ctx);
     for (int i = 0; i < n; i++) {
-        wgml_tensor *hi = rows_block(g, ht, i, r, m);
-        out[i] = hi ? matmul_add_product(g, "lora_apply", base[i], hi, l[i]->b, 1, 1, m, l[i]->n, r, l[i]->scale) : NULL;
+        wgml_tensor *hi = block(g, h, i, m, r);
+        out[i] = hi ? matmul_add_product(g, "lora_apply", base[i], hi, l[i]->b, 0, 1, m, l[i]->n, r, l[i]->scale) : NULL;
         if (!out[i]) return wgml_last_status(ctx);
     }
     /* the up rules are recorded once every y exists (each rule looks at all of them) */
     lora_up_attrs at = {.n = n, .r = r, .m = m};
     for (int i = 0; i < n; i++) at.outs[i] = out[i];
     for (int i = 0; i < n; i++) {
-        graph_op op = {.name = "lora_up", .backward = lora_up_backward, .n_in = 3, .in = {base[i], ht, l[i]->b},
+        graph_op op = {.name = "lora_up", .backward = lora_up_backward, .n_in = 3, .in = {base[i], h, l[i]->b},
                        .out = out[i]};
         at.i = i;
         at.scale = l[i]->scale;

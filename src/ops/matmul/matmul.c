@@ -617,6 +617,17 @@ wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wg
                                                                                      : wgml_last_status(graph_ctx(g));
 }
 
+wgml_tensor *matmul_batched(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
+                            int64_t batch, int64_t a_bs, int64_t b_bs, int64_t m, int64_t n, int64_t k, float alpha,
+                            wgml_tensor *into, bool accumulate) {
+    matmul_args x = {
+        .a = a, .b = b, .trans_a = trans_a, .trans_b = trans_b, .batch = batch, .m = m, .n = n, .k = k,
+        .a_bs = a_bs, .b_bs = b_bs, .alpha = alpha, .beta = accumulate ? 1.0f : 0.0f, .into = into,
+        .accumulate = into && accumulate};
+    int64_t shape[3] = {batch, m, n};
+    return matmul_record(g, op, &x, 3, into ? into->shape : shape);
+}
+
 wgml_tensor *matmul_add_product(wgml_graph *g, const char *op, wgml_tensor *c, wgml_tensor *a, wgml_tensor *b,
                                 int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha) {
     matmul_args x = {

@@ -11,6 +11,12 @@ wgml_status matmul_record_into(wgml_graph *g, const char *op, wgml_tensor *a, wg
  * backward rules that fold a scale into the product. No checks, no autograd record. */
 wgml_tensor *matmul_scaled(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
                            int64_t m, int64_t n, int64_t k, float alpha, wgml_tensor *into, bool accumulate);
+/* out[g] = alpha·op(a[g])·op(b[g]) for g < batch as [batch, m, n] (written into `into`, added
+ * to it when accumulate), operand g at element g·a_bs of a (g·b_bs of b; 0: the same matrix for
+ * every g). No checks, no autograd record. */
+wgml_tensor *matmul_batched(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
+                            int64_t batch, int64_t a_bs, int64_t b_bs, int64_t m, int64_t n, int64_t k, float alpha,
+                            wgml_tensor *into, bool accumulate);
 /* out = c + alpha·op(a)·op(b) as a new tensor of c's shape (c holds [m, n] contiguous; the
  * product's epilogue adds it). No checks, no autograd record: for rules and fused ops that
  * record their own (the LoRA up-projections of a shared-input group, lora.c). */
