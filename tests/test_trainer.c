@@ -348,10 +348,15 @@ static void test_shared_groups(const char *path) {
     enum { SSTEPS = 3 };
     wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
     wgml_train_config cfg = tiny_config(7);
+    const char *was = getenv("WGML_LORA_SHARED");
+    char keep[16] = "";
+    if (was) snprintf(keep, sizeof keep, "%s", was);
+    setenv("WGML_LORA_SHARED", "0", 1);
     wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL;
     setenv("WGML_LORA_SHARED", "1", 1);
     wgml_trainer *tb = mb ? wgml_trainer_new(mb, &cfg) : NULL;
-    unsetenv("WGML_LORA_SHARED");
+    if (was) setenv("WGML_LORA_SHARED", keep, 1);
+    else unsetenv("WGML_LORA_SHARED");
     if (th_check(ta && tb, "two trainers: %s", wgml_last_error(T.ctx))) {
         th_check(wgml_graph_dispatch_count(wgml_trainer_graph(tb)) < wgml_graph_dispatch_count(wgml_trainer_graph(ta)),
                  "shared groups: %zu dispatches a step against %zu", wgml_graph_dispatch_count(wgml_trainer_graph(tb)),
