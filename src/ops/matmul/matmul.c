@@ -654,10 +654,7 @@ wgml_tensor *matmul_add_linear(wgml_graph *g, const char *op, wgml_tensor *c, wg
                        (long long)n, tshape(x), tshape(w));
         return NULL;
     }
-    matmul_args a = {
-        .a = x, .b = w, .c = c, .trans_b = 1, .batch = 1, .m = m, .n = n, .k = k, .c_sm = n, .c_sn = 1,
-        .alpha = alpha, .beta = 1.0f};
-    return add_linear_grad_record(g, matmul_record(g, op, &a, c->rank, c->shape), c, x, w, alpha);
+    return add_linear_grad_record(g, matmul_add_product(g, op, c, x, w, 0, 1, m, n, k, alpha), c, x, w, alpha);
 }
 
 wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_tensor *b, int trans_a, int trans_b,
