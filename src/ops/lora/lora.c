@@ -6,6 +6,7 @@
 
 #include "gpu/gpu.h"
 #include "ops/matmul/matmul_into.h"
+#include "ops/qweight/qw_internal.h"
 #include "tensor/splitmix.h"
 
 #include <math.h>
@@ -87,8 +88,74 @@ wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgm
     return wgml_lora_apply(g, x, wgml_linear(g, x, w, bias), l);
 }
 
+/* ---- an adapter folded into its 4-bit base's product ($WGML_LORA_FOLD=1) ----
+ * y = x·Wᵀ + s·H·Bᵀ with H = x·Aᵀ [M, r] first: the base's tiled product adds s·H·Bᵀ as a few
+ * more steps of its reduction (qw_lora_term), so the up-projection makes no pass over y of its
+ * own. Backward (op "lora_qlinear"; inputs x, A, B and H, which takes no gradient):
+ *   dH = s·dy·B;  dB = s·dyᵀ·H;  dA = dHᵀ·x;  dx = dy·W + dH·A,
+ * the last the input gradient's tiled product with dH·A folded in alike. Off by default until
+ * a GPU has timed it against the separate products (docs/PERFORMANCE.md, train_step). */
+
+typedef struct lora_q_attrs {
+    wgml_qweight w;
+    float scale;
+} lora_q_attrs;
+_Static_assert(sizeof(lora_q_attrs) <= GRAPH_OP_ATTR_BYTES, "the folded adapter's attributes must fit");
+
+static bool lora_fold_on(void) {
+    const char *e = getenv("WGML_LORA_FOLD");
+    return e && !strcmp(e, "1");
+}
+
+static wgml_status lora_qlinear_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    lora_q_attrs at;
+    memcpy(&at, op->attrs, sizeof at);
+    wgml_tensor *x = op->in[0], *a = op->in[1], *b = op->in[2], *h = op->in[3];
+    int64_t n = at.w.n, k = at.w.k, r = h->shape[1], m = x->numel / k, dy2[2] = {m, n};
+    wgml_tensor *dyf = wgml_reshape(g, dy, 2, dy2), *dh = NULL;
+    bool want_x = graph_op_wants(op, 0), want_a = graph_op_wants(op, 1);
+    if (dyf && (want_x || want_a)) dh = matmul_scaled(g, "lora_dx", dyf, b, 0, 0, m, r, n, at.scale, NULL, false);
+    if (graph_op_wants(op, 2) && dyf) { /* straight into the caller's gradient tensors when they can */
+        bool acc = false;
+        wgml_tensor *db = graph_grad_sink(op, 2, &acc);
+        if (!db) db = graph_output(g, "lora_dw", WGML_F32, 2, b->shape);
+        dx[2] = db && matmul_scaled(g, "lora_dw", dyf, h, 1, 0, n, r, m, at.scale, db, acc) ? db : NULL;
+    }
+    if (want_a && dh) {
+        bool acc = false;
+        wgml_tensor *da = graph_grad_sink(op, 1, &acc);
+        if (!da) da = graph_output(g, "linear_dw", WGML_F32, 2, a->shape);
+        dx[1] = da && !wgml_linear_dw(g, dh, x, da, acc) ? da : NULL;
+    }
+    if (want_x && dh) {
+        qw_lora_term lt = {.l = dh, .r = a, .rank = r, .scale = 1.0f};
+        qw_mm_dest d = {.lora = &lt};
+        dx[0] = qw_record_mm(g, "qlinear_dx", dyf, &at.w, 1, m, x->rank, x->shape, &d);
+    }
+    return grad_result(g, op, dx);
+}
+
 wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w, const wgml_lora *l) {
-    return wgml_lora_apply(g, x, wgml_qlinear(g, x, w), l);
+    if (!g) return NULL;
+    if (!lora_fold_on() || !l) return wgml_lora_apply(g, x, wgml_qlinear(g, x, w), l);
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "lora_qlinear";
+    if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) || !qw_weight_valid(ctx, op, "w", w))
+        return NULL;
+    if (l->k != w->k || l->n != w->n || x->shape[x->rank - 1] != w->k) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: x %s, the weight [%lld, %lld] and the adapter (n %lld, k %lld) must agree",
+                       op, tshape(x), (long long)w->n, (long long)w->k, (long long)l->n, (long long)l->k);
+        return NULL;
+    }
+    int64_t m = x->numel / w->k;
+    wgml_tensor *h = matmul_scaled(g, "lora_h", x, l->a, 0, 1, m, l->r, w->k, 1.0f, NULL, false);
+    qw_lora_term lt = {.l = h, .r = l->b, .rank = l->r, .scale = l->scale};
+    wgml_tensor *y = h ? qw_linear_product_ex(g, "qlinear", x, w, &lt) : NULL;
+    if (!y) return NULL;
+    graph_op rec = {.name = op, .backward = lora_qlinear_backward, .n_in = 4, .in = {x, l->a, l->b, h}, .out = y};
+    lora_q_attrs at = {.w = *w, .scale = l->scale}; /* the struct's tensors belong to the graph */
+    memcpy(rec.attrs, &at, sizeof at);
+    return graph_record_op(g, &rec);
 }
 
 /* ---- adapters sharing an input ----

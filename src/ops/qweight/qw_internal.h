@@ -32,6 +32,10 @@ wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml
 /* wgml_qlinear's product with its checks (errors name op) but without its autograd record:
  * for ops whose own record covers x (the straight-through linear, qw_ste.c). */
 wgml_tensor *qw_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w);
+typedef struct qw_lora_term qw_lora_term;
+/* The same with a LoRA term added (qw_lora_term below; NULL: none): wgml_lora_qlinear's folded form. */
+wgml_tensor *qw_linear_product_ex(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w,
+                                  const qw_lora_term *lora);
 
 /* The qweight GEMM's tile variants (qw_mm.c: names as in the matmul family) and its choice of variant
  * and split-K count for out[m, c] with reduction length r, segmented or not (qw_linear_concat)
@@ -66,7 +70,19 @@ typedef struct qw_mm_dest {
     bool acc;
     const int64_t *seg;
     int *parts;
+    const qw_lora_term *lora; /* or NULL: a LoRA term added to the product (below) */
 } qw_mm_dest;
+
+/* A LoRA term of a 4-bit product, out += scale·l·rᵀ (forward: l = H [m, rank], r = B [C, rank])
+ * or out += scale·l·r (input gradient: l = dH [m, rank], r = A [rank, C]). The GPU tiles fold it
+ * into their reduction (qw_mm.wgsl's LORA: a few steps more); elsewhere (the CPU kernel, the
+ * integer-dot forward, a segmented or sliced output) it is one more product accumulated into
+ * out. Not with parts or seg. */
+struct qw_lora_term {
+    wgml_tensor *l, *r;
+    int64_t rank;
+    float scale;
+};
 
 /* The tiled product out[m, C] = a[m, R] with W (trans 0: forward, C = N, + bias; trans 1: input
  * gradient, C = K) through the planned variant and split-K, into d (NULL: a new tensor of the

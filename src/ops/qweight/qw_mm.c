@@ -170,7 +170,7 @@ void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, 
 
 /* The uniform of qw_mm_head.wgsl. */
 typedef struct qw_mm_params {
-    uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, pad[3];
+    uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, lr, lscale, pad;
 } qw_mm_params;
 
 /* One tiled product's dispatch (kernel shader with prelude, A bound as a) and its split-K
@@ -179,7 +179,7 @@ typedef struct qw_mm_params {
  * (which adds out with acc; elementwise, so a segmented output is summed alike). */
 static wgml_tensor *mm_dispatch(wgml_graph *g, const char *op, const char *shader, const char *prelude,
                                 wgml_tensor *a, const wgml_qweight *w, qw_mm_params *p, int rank, const int64_t *shape,
-                                const qw_mm_dest *d) {
+                                const qw_mm_dest *d, const qw_lora_term *lora) {
     int splits = (int)p->splits;
     int64_t m = p->m, c = p->c;
     wgml_tensor *into = d ? d->into : NULL;
@@ -196,8 +196,9 @@ static wgml_tensor *mm_dispatch(wgml_graph *g, const char *op, const char *shade
             return NULL;
         }
     }
-    wgml_tensor *ro[4] = {a, w->codes, w->ab, p->flags & 1u ? w->bias : GRAPH_UNUSED};
-    wgml_status s = graph_dispatch(g, op, shader, prelude, ro, 4, part ? &part : &out, 1, p, sizeof *p,
+    wgml_tensor *ro[6] = {a, w->codes, w->ab, p->flags & 1u ? w->bias : GRAPH_UNUSED, lora ? lora->l : NULL,
+                          lora ? lora->r : NULL};
+    wgml_status s = graph_dispatch(g, op, shader, prelude, ro, lora ? 6 : 4, part ? &part : &out, 1, p, sizeof *p,
                                    (uint64_t)p->tiles_m * p->tiles_c * (uint64_t)splits);
     if (keep_parts) {
         if (!s) return part;
@@ -281,7 +282,7 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
                       .kp = (uint32_t)w->kp, .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
                       .flags = (w->bias ? 1u : 0u) | (d && d->acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
                       .seg2 = (uint32_t)(seg ? seg[1] : c)};
-    wgml_tensor *out = mm_dispatch(g, op, "qw_mm_i8", prelude, xq, w, &p, rank, shape, d);
+    wgml_tensor *out = mm_dispatch(g, op, "qw_mm_i8", prelude, xq, w, &p, rank, shape, d, NULL);
     wgml_tensor_free(xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
     return out;
 }
@@ -289,9 +290,27 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
 /* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
  * gradient (trans = 1: C = K, reduction over N), through the integer dot product where it
  * applies (qw_x8_applies). */
+/* The product without its LoRA term, then the term as one more product accumulated into it
+ * (where the kernel cannot fold it). */
+static wgml_tensor *record_mm_then_lora(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w,
+                                        int trans, int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
+    qw_mm_dest plain = *d;
+    plain.lora = NULL;
+    const qw_lora_term *lt = d->lora;
+    wgml_tensor *out = qw_record_mm(g, op, a, w, trans, m, rank, shape, &plain);
+    if (out && !matmul_scaled(g, op, lt->l, lt->r, 0, !trans, m, trans ? w->k : w->n, lt->rank, lt->scale, out, true)) {
+        if (!d->into) wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
 wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
                           int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
-    if (qw_x8_applies(g, w, trans)) return qw_record_mm_i8(g, op, a, w, m, rank, shape, d);
+    const qw_lora_term *lora = d ? d->lora : NULL;
+    bool x8 = qw_x8_applies(g, w, trans);
+    if (lora && (x8 || d->seg || d->parts)) return record_mm_then_lora(g, op, a, w, trans, m, rank, shape, d);
+    if (x8) return qw_record_mm_i8(g, op, a, w, m, rank, shape, d);
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;
     const int64_t *seg = d ? d->seg : NULL;
@@ -299,6 +318,8 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
     int vi, splits;
     qw_mm_plan(graph_ctx(g), m, r, c, seg != NULL, &vi, &splits);
     const qw_variant *v = &QW_VARIANTS[vi];
+    bool tiles = !strcmp(v->shader, "qw_mm"); /* the kernel with the LORA steps */
+    if (lora && !tiles) return record_mm_then_lora(g, op, a, w, trans, m, rank, shape, d);
     uint32_t tile[4]; /* BM BC TM TC */
     variant_tile(v, trans, qw_kind_cpw(w->kind), tile);
     int64_t r_chunk = (r + splits - 1) / splits;
@@ -311,14 +332,22 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
                        "const RN: u32 = %uu;\nalias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
                        trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], QW_CPU_RN,
                        va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
+    if (tiles)
+        len += snprintf(prelude + len, sizeof prelude - (size_t)len, "%s",
+                        lora ? "const LORA: bool = true;\n//!include qw_mm_lora\n"
+                             : "const LORA: bool = false;\nfn lora_a(m: u32, j: u32) -> f32 { return 0.0; }\n"
+                               "fn lora_w(j: u32, c: u32) -> f32 { return 0.0; }\n");
     qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
+    float ls = lora ? lora->scale : 0.0f;
+    uint32_t lbits;
+    memcpy(&lbits, &ls, sizeof lbits);
     qw_mm_params p = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
                       .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)((c + tile[1] - 1) / tile[1]),
                       .tiles_m = (uint32_t)((m + tile[0] - 1) / tile[0]), .kp = (uint32_t)w->kp,
                       .r_chunk = (uint32_t)r_chunk, .splits = (uint32_t)splits,
                       .flags = (bias ? 1u : 0u) | (d && d->acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
-                      .seg2 = (uint32_t)(seg ? seg[1] : c)};
-    return mm_dispatch(g, op, v->shader, prelude, a, w, &p, rank, shape, d);
+                      .seg2 = (uint32_t)(seg ? seg[1] : c), .lr = (uint32_t)(lora ? lora->rank : 0), .lscale = lbits};
+    return mm_dispatch(g, op, v->shader, prelude, a, w, &p, rank, shape, d, lora);
 }
 
 wgml_status qw_mm_into(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans, int64_t m,

@@ -14,8 +14,13 @@
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).
+// LORA (prelude, qw_mm.c): slice 0 takes ceil(lr / BR) more steps after its reduction, over a
+// LoRA term's operands instead of A and W (load_lora): O += s·L·Rᵀ with L [M, lr] (H = x·Aᵀ
+// forward, dH = s·dy·B for the input gradient) and R the adapter's up matrix B [C, lr] forward
+// or its A [lr, C] with TRANS, so that the adapter's up-projection costs a few steps of the
+// base product instead of a pass over O of its own (qw_mm_lora.wgsl gives lora_a, lora_w).
 // The prelude gives KIND CPW G BPG ABT group_ab code_f deq (qweight.c), and (qw_mm.c) TRANS, VA, SEG, AV,
-// a_at and the tile constants.
+// a_at, LORA, lora_a, lora_w and the tile constants.
 //!include qw_mm_head
 
 // k-major tiles held as vec4 so that a thread reads 4 rows (or columns) in one access
@@ -52,6 +57,30 @@ fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
     }
 }
 
+// The LoRA step at rank index j0 (LORA): the A tile from lora_a (L [M, lr], scaled), the W tile
+// from lora_w (R as the product reads it); zeros past M, C or lr. Each pass reads along its
+// operand's rows: L and the forward's B [C, lr] along j, TRANS's A [lr, C] along c.
+fn load_lora(m0: u32, c0: u32, j0: u32, lid: u32) {
+    for (var e = lid; e < BM * BR; e += THREADS) {
+        let m = e / BR;
+        let j = e % BR;
+        var v = 0.0;
+        if (m0 + m < p.M && j0 + j < p.lr) { v = lora_a(m0 + m, j0 + j); }
+        put_a(j, m, v);
+    }
+    for (var e = lid; e < BC * BR; e += THREADS) {
+        var c = e / BR;
+        var j = e % BR;
+        if (TRANS) {
+            c = e % BC;
+            j = e / BC;
+        }
+        var v = 0.0;
+        if (c0 + c < p.C && j0 + j < p.lr) { v = lora_w(j0 + j, c0 + c); }
+        put_w(j, c, v);
+    }
+}
+
 //!include tile_main
 fn run_tile(t: Tile, lid: u32) {
     let m0 = t.m0;
@@ -60,11 +89,23 @@ fn run_tile(t: Tile, lid: u32) {
     let re = min(p.R, rb + p.r_chunk);
     let tx = lid % WX;
     let ty = lid / WX;
+    // with LORA, slice 0's steps past its reduction (from rl, re rounded up to a step) are the
+    // LoRA term's; without, the loop is the plain one
+    var rl = re;
+    var end = re;
+    if (LORA && t.s == 0u) {
+        rl = rb + (re - rb + BR - 1u) / BR * BR;
+        end = rl + (p.lr + BR - 1u) / BR * BR;
+    }
 
     var acc: array<array<vec4<f32>, TC4>, TM>;
-    for (var r0 = rb; r0 < re; r0 += BR) {
-        load_a(m0, r0, re, lid);
-        load_w(c0, r0, re, lid);
+    for (var r0 = rb; r0 < end; r0 += BR) {
+        if (!LORA || r0 < re) {
+            load_a(m0, r0, re, lid);
+            load_w(c0, r0, re, lid);
+        } else {
+            load_lora(m0, c0, r0 - rl, lid);
+        }
         workgroupBarrier();
         const cur = 0u; // one buffer
 //!include matmul_fma

@@ -8,7 +8,7 @@ struct Params {
     M: u32, R: u32, C: u32, wpr: u32,
     ng: u32, tiles_c: u32, tiles_m: u32, Kp: u32,
     r_chunk: u32, splits: u32, flags: u32, seg1: u32,
-    seg2: u32, pad0: u32, pad1: u32, pad2: u32,
+    seg2: u32, lr: u32, lscale: u32, pad0: u32,
 }
 
 //!bindings read(A: array<AV>, CODES: array<u32>, AB: array<ABT>, BIAS: array<f32>)

@@ -22,6 +22,7 @@
 #include "ops/qweight/qw_grad.h"
 #include "ops/qweight/qw_concat.h"
 #include "ops/qweight/qw_parts.h"
+#include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,11 @@ static bool same_graph(wgml_ctx *ctx, const char *op, const char *arg, const wgm
 }
 
 wgml_tensor *qw_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w) {
+    return qw_linear_product_ex(g, op, x, w, NULL);
+}
+
+wgml_tensor *qw_linear_product_ex(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *w,
+                                  const qw_lora_term *lora) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     if (check_tensor(ctx, op, "x", x) || !qw_weight_valid(ctx, op, "w", w) || check_dtype(ctx, op, "x", x, WGML_F32) ||
@@ -242,11 +248,16 @@ wgml_tensor *qw_linear_product(wgml_graph *g, const char *op, wgml_tensor *x, co
     if (m <= qw_gemv_max_m(ctx)) {
         wgml_tensor *out = NULL;
         qw_record_gemv(g, op, x, &w, 1, m, &out);
+        if (out && lora && !matmul_scaled(g, op, lora->l, lora->r, 0, 1, m, w->n, lora->rank, lora->scale, out, true)) {
+            wgml_tensor_free(out);
+            return NULL;
+        }
         return out;
     }
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     shape[x->rank - 1] = w->n;
-    return qw_record_mm(g, op, x, w, 0, m, x->rank, shape, NULL);
+    qw_mm_dest d = {.lora = lora};
+    return qw_record_mm(g, op, x, w, 0, m, x->rank, shape, &d);
 }
 
 wgml_tensor *wgml_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w) {

@@ -1,0 +1,159 @@
+#define _POSIX_C_SOURCE 200809L
+/* An adapter folded into its 4-bit base's product (wgml_lora_qlinear with WGML_LORA_FOLD=1,
+ * src/ops/lora/lora.c; the kernel's LORA steps in qw_mm.wgsl), in a built graph against an fp64
+ * reference written here, with the host's dequantisation of the weight: for the loss <R, y>,
+ *   y = x·Wᵀ (+ bias) + s·H·Bᵀ, H = x·Aᵀ;  dB = s·Rᵀ·H;  dH = s·R·B;  dA = dHᵀ·x;  dx = R·W + dH·A.
+ * Fresh random inputs on each of two runs of one compiled graph, NaN-poisoned outputs (the
+ * harness's context). Cases: the GPU tiles that fold the term (BR 32 and 16, a rank over one
+ * step and not a multiple of it, split-K, a bias, 4-, 8-bit and K-quant codes, x of rank 3),
+ * the forms that add it as a product of its own (the CPU kernel, the double-buffered tiles, the
+ * GEMV of few rows), fewer dispatches than the unfolded composition, and bad arguments. */
+#include "qw_host.h"
+
+typedef struct fcase {
+    const char *name, *variant; /* $WGML_QW_MM_VARIANT, NULL: automatic */
+    int kind, group;
+    int64_t m, n, k, r;
+    bool bias, rank3, fewer; /* fewer: the folded graph must take fewer dispatches */
+    const char *splitk;      /* $WGML_QW_MM_SPLITK, or NULL */
+} fcase;
+
+typedef struct built {
+    wgml_graph *g;
+    hw w;
+    wgml_lora l;
+    wgml_tensor *x, *rr, *y;
+} built;
+
+static bool build(const fcase *c, bool fold, built *b) {
+    setenv("WGML_LORA_FOLD", fold ? "1" : "0", 1);
+    wgml_graph *g = b->g = wgml_graph_new(T.ctx);
+    b->w = make_weight(g, c->kind, c->n, c->k, c->group, c->bias);
+    int64_t xs3[3] = {2, c->m / 2, c->k}, xs[2] = {c->m, c->k}, ys3[3] = {2, c->m / 2, c->n}, ys[2] = {c->m, c->n};
+    int64_t as[2] = {c->r, c->k}, bs[2] = {c->n, c->r};
+    b->x = c->rank3 ? wgml_tensor_new(g, WGML_F32, 3, xs3) : wgml_tensor_new(g, WGML_F32, 2, xs);
+    b->rr = c->rank3 ? wgml_tensor_new(g, WGML_F32, 3, ys3) : wgml_tensor_new(g, WGML_F32, 2, ys);
+    b->l = (wgml_lora){.a = wgml_tensor_new(g, WGML_F32, 2, as), .b = wgml_tensor_new(g, WGML_F32, 2, bs), .n = c->n,
+                       .k = c->k, .r = (int)c->r, .scale = 1.75f};
+    wgml_tensor_set_trainable(b->x, 1);
+    wgml_tensor_set_trainable(b->l.a, 1);
+    wgml_tensor_set_trainable(b->l.b, 1);
+    b->y = b->w.w ? wgml_lora_qlinear(g, b->x, b->w.w, &b->l) : NULL;
+    wgml_tensor *loss = b->y ? wgml_sum(g, wgml_mul(g, b->y, b->rr), NULL, 0, 0) : NULL;
+    if (b->y) wgml_graph_keep(g, b->y);
+    return th_check(loss && !wgml_backward(g, loss, 1.0f) && !wgml_graph_compile(g), "%s: build: %s", c->name,
+                    wgml_last_error(T.ctx));
+}
+
+static void free_built(built *b) {
+    free_weight(&b->w);
+    wgml_graph_free(b->g);
+}
+
+/* ref[i, j] = Σ_t p[i, t]·q[t, j] (p [ni, nt], q [nt, nj], either read transposed) */
+static void gemm(bool tp, bool tq, int64_t ni, int64_t nj, int64_t nt, const double *p, const double *q, double s,
+                 double *ref) {
+    cblas_dgemm(CblasRowMajor, tp ? CblasTrans : CblasNoTrans, tq ? CblasTrans : CblasNoTrans, (int)ni, (int)nj,
+                (int)nt, s, p, tp ? (int)ni : (int)nt, q, tq ? (int)nt : (int)nj, 0.0, ref, (int)nj);
+}
+
+static void check(const char *what, const fcase *c, int run, wgml_tensor *t, const double *ref, int64_t n) {
+    char name[160];
+    snprintf(name, sizeof name, "%s (%s) run %d: %s", c->name, KIND_NAMES[c->kind], run, what);
+    float *got = t ? th_read_f32(t) : NULL;
+    double amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs(ref[i]));
+    if (th_check(got != NULL, "%s: read: %s", name, wgml_last_error(T.ctx)))
+        th_close(name, got, ref, (size_t)n, 2e-5 * (1 + amax), 1e-5);
+    free(got);
+}
+
+static void run_once(const fcase *c, built *b, int run) {
+    int64_t m = c->m, n = c->n, k = c->k, r = c->r;
+    float *xf = th_random((size_t)(m * k), -1, 1), *af = th_random((size_t)(r * k), -0.5, 0.5);
+    float *bf = th_random((size_t)(n * r), -0.5, 0.5), *rf = th_random((size_t)(m * n), -1, 1);
+    wgml_tensor_write(b->x, xf, sizeof(float) * (size_t)(m * k));
+    wgml_tensor_write(b->l.a, af, sizeof(float) * (size_t)(r * k));
+    wgml_tensor_write(b->l.b, bf, sizeof(float) * (size_t)(n * r));
+    wgml_tensor_write(b->rr, rf, sizeof(float) * (size_t)(m * n));
+    double *x = to_double(xf, (size_t)(m * k)), *a = to_double(af, (size_t)(r * k)), *bb = to_double(bf, (size_t)(n * r));
+    double *R = to_double(rf, (size_t)(m * n)), *w = to_double(b->w.deq, (size_t)(n * k)), s = b->l.scale;
+    double *h = malloc(sizeof(double) * (size_t)(m * r)), *dh = malloc(sizeof(double) * (size_t)(m * r));
+    double *y = malloc(sizeof(double) * (size_t)(m * n)), *ly = malloc(sizeof(double) * (size_t)(m * n));
+    double *dx = malloc(sizeof(double) * (size_t)(m * k)), *ldx = malloc(sizeof(double) * (size_t)(m * k));
+    double *da = malloc(sizeof(double) * (size_t)(r * k)), *db = malloc(sizeof(double) * (size_t)(n * r));
+    gemm(false, true, m, r, k, x, a, 1, h);   /* H = x·Aᵀ */
+    gemm(false, true, m, n, k, x, w, 1, y);   /* x·Wᵀ */
+    gemm(false, true, m, n, r, h, bb, s, ly); /* s·H·Bᵀ */
+    for (int64_t i = 0; i < m * n; i++) y[i] += ly[i] + (b->w.bias ? b->w.bias[i % n] : 0.0);
+    gemm(true, false, n, r, m, R, h, s, db);  /* s·Rᵀ·H */
+    gemm(false, false, m, r, n, R, bb, s, dh); /* s·R·B */
+    gemm(true, false, r, k, m, dh, x, 1, da); /* dHᵀ·x */
+    gemm(false, false, m, k, n, R, w, 1, dx); /* R·W */
+    gemm(false, false, m, k, r, dh, a, 1, ldx); /* dH·A */
+    for (int64_t i = 0; i < m * k; i++) dx[i] += ldx[i];
+    if (th_check(!wgml_graph_run(b->g), "%s: run: %s", c->name, wgml_last_error(T.ctx))) {
+        check("y", c, run, b->y, y, m * n);
+        check("dx", c, run, wgml_tensor_grad(b->x), dx, m * k);
+        check("dA", c, run, wgml_tensor_grad(b->l.a), da, r * k);
+        check("dB", c, run, wgml_tensor_grad(b->l.b), db, n * r);
+    }
+    free(xf), free(af), free(bf), free(rf), free(x), free(a), free(bb), free(R), free(w);
+    free(h), free(dh), free(y), free(ly), free(dx), free(ldx), free(da), free(db);
+}
+
+static void run_case(const fcase *c) {
+    if (c->variant) setenv("WGML_QW_MM_VARIANT", c->variant, 1);
+    if (c->splitk) setenv("WGML_QW_MM_SPLITK", c->splitk, 1);
+    built b = {0};
+    if (build(c, true, &b))
+        for (int run = 0; run < 2; run++) run_once(c, &b, run);
+    if (c->fewer) { /* the unfolded composition: qlinear, then lora_apply's products */
+        built u = {0};
+        if (build(c, false, &u))
+            th_check(wgml_graph_dispatch_count(b.g) < wgml_graph_dispatch_count(u.g),
+                     "%s: %zu dispatches folded, %zu unfolded", c->name, wgml_graph_dispatch_count(b.g),
+                     wgml_graph_dispatch_count(u.g));
+        free_built(&u);
+    }
+    free_built(&b);
+    unsetenv("WGML_QW_MM_VARIANT");
+    unsetenv("WGML_QW_MM_SPLITK");
+}
+
+static void test_errors(void) {
+    setenv("WGML_LORA_FOLD", "1", 1);
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    hw w = make_weight(g, 0, 8, 32, 32, false);
+    int64_t xs[2] = {16, 32}, as[2] = {4, 32}, bs[2] = {8, 4};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs);
+    wgml_lora l = {.a = wgml_tensor_new(g, WGML_F32, 2, as), .b = wgml_tensor_new(g, WGML_F32, 2, bs), .n = 9, .k = 32,
+                   .r = 4, .scale = 1.0f};
+    th_expect_error("fold: adapter n", wgml_lora_qlinear(g, x, w.w, &l) == NULL, WGML_ERR_SHAPE, "must agree", NULL);
+    l.n = 8;
+    int64_t xb[2] = {16, 31};
+    wgml_tensor *x31 = wgml_tensor_new(g, WGML_F32, 2, xb);
+    th_expect_error("fold: x width", wgml_lora_qlinear(g, x31, w.w, &l) == NULL, WGML_ERR_SHAPE, "x [16, 31]", NULL);
+    th_expect_error("fold: NULL weight", wgml_lora_qlinear(g, x, NULL, &l) == NULL, WGML_ERR_ARG, "w is NULL", NULL);
+    free_weight(&w);
+    wgml_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+    th_init_args("test_lora_fold", argc, argv);
+    static const fcase cases[] = {
+        {"tile64 q4sym bias", "tile64x64_k32_r4x4", 0, 32, 70, 72, 96, 8, true, false, true, NULL},
+        {"tile128x64 q4_1 r40", "tile128x64_k16_r8x4", 1, 32, 130, 66, 64, 40, false, false, true, NULL},
+        {"tile64 q4_k split 3", "tile64x64_k32_r4x4", 5, 256, 40, 40, 512, 16, false, false, false, "3"},
+        {"tile128 q6_k", "tile128x128_k16_r8x8", 7, 16, 33, 48, 256, 4, false, false, false, NULL},
+        {"tile64 q8_0 rank 3", "tile64x64_k32_r4x4", 2, 32, 48, 40, 64, 16, false, true, false, NULL},
+        {"cpu kernel", "cpu_k32_r4x8", 0, 32, 37, 20, 64, 8, true, false, false, NULL},
+        {"double-buffered", "db64x64_k16_r4x4", 1, 32, 36, 24, 64, 8, false, false, false, NULL},
+        {"gemv", NULL, 0, 32, 1, 24, 64, 8, false, false, false, NULL},
+        {"automatic", NULL, 1, 32, 24, 40, 96, 16, false, true, false, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    test_errors();
+    unsetenv("WGML_LORA_FOLD");
+    return th_done();
+}
