@@ -341,45 +341,71 @@ static float *all_state(wgml_trainer *tr, int what, int64_t *n_out) {
 
 static float *all_params(wgml_trainer *tr, int64_t *n_out) { return all_state(tr, 0, n_out); }
 
-/* The shared-input LoRA groups (WGML_LORA_SHARED=1: each layer's q/k/v and gate/up through one
- * stacked A, lora_apply_shared) against the adapters one by one: the same losses and parameters
- * over three steps from the same start (float32 summation order apart). */
-static void test_shared_groups(const char *path) {
+/* Sets $name to val (NULL: unset) and returns its value before, copied into keep (NULL: unset). */
+static const char *env_swap(const char *name, const char *val, char *keep, size_t cap) {
+    const char *was = getenv(name);
+    if (was) snprintf(keep, cap, "%s", was);
+    if (val) setenv(name, val, 1);
+    else unsetenv(name);
+    return was ? keep : NULL;
+}
+
+/* A trainer built with $WGML_LORA_SHARED and $WGML_LORA_FOLD set as given (the graph's forms are
+ * chosen when it is built), the caller's values put back after. */
+static wgml_trainer *trainer_with(wgml_model *m, const wgml_train_config *cfg, const char *shared, const char *fold) {
+    char k1[16], k2[16];
+    const char *w1 = env_swap("WGML_LORA_SHARED", shared, k1, sizeof k1);
+    const char *w2 = env_swap("WGML_LORA_FOLD", fold, k2, sizeof k2);
+    wgml_trainer *t = m ? wgml_trainer_new(m, cfg) : NULL;
+    env_swap("WGML_LORA_SHARED", w1, k1, sizeof k1);
+    env_swap("WGML_LORA_FOLD", w2, k2, sizeof k2);
+    return t;
+}
+
+/* Two forms of the same training graph from the same start (ta the reference form): the same
+ * losses and parameters over three steps (float32 summation order apart), and tb with fewer
+ * dispatches when fewer is set. */
+static void compare_forms(const char *what, wgml_trainer *ta, wgml_trainer *tb, const wgml_train_config *cfg,
+                          bool fewer) {
     enum { SSTEPS = 3 };
+    if (!th_check(ta && tb, "%s: two trainers: %s", what, wgml_last_error(T.ctx))) return;
+    size_t da = wgml_graph_dispatch_count(wgml_trainer_graph(ta)), db = wgml_graph_dispatch_count(wgml_trainer_graph(tb));
+    printf("  %s: %zu dispatches a step against %zu\n", what, db, da);
+    if (fewer) th_check(db < da, "%s: %zu dispatches a step against %zu", what, db, da);
+    int32_t tok[TB * TS], lab[TB * TS];
+    for (int k = 0; k < SSTEPS; k++) {
+        make_batch(k, TB, TS, V, tok, lab);
+        float la = 0, lb = 0;
+        th_check(!wgml_trainer_step(ta, tok, lab, cfg->lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg->lr, &lb) &&
+                     fabs((double)la - lb) <= 1e-5 * fabs((double)la),
+                 "%s: step %d loss %.7f against %.7f: %s", what, k, (double)lb, (double)la, wgml_last_error(T.ctx));
+    }
+    int64_t na = 0, nb = 0;
+    float *pa = all_params(ta, &na), *pb = all_params(tb, &nb);
+    if (th_check(pa && pb && na == nb, "%s: parameters read", what)) {
+        double *ref = malloc(sizeof(double) * (size_t)na);
+        for (int64_t i = 0; i < na; i++) ref[i] = pa[i];
+        char name[96];
+        snprintf(name, sizeof name, "%s: parameters after 3 steps", what);
+        th_close(name, pb, ref, (size_t)na, 1e-5, 1e-4);
+        free(ref);
+    }
+    free(pa), free(pb);
+}
+
+/* The shared-input LoRA groups (WGML_LORA_SHARED=1: each layer's q/k/v and gate/up through one
+ * stacked A, lora_apply_shared) against the adapters one by one (both unfolded), with fewer
+ * dispatches; and each adapter folded into its 4-bit base's product (WGML_LORA_FOLD=1,
+ * wgml_lora_qlinear) against the same. */
+static void test_lora_forms(const char *path) {
     wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
     wgml_train_config cfg = tiny_config(7);
-    const char *was = getenv("WGML_LORA_SHARED");
-    char keep[16] = "";
-    if (was) snprintf(keep, sizeof keep, "%s", was);
-    setenv("WGML_LORA_SHARED", "0", 1);
-    wgml_trainer *ta = ma ? wgml_trainer_new(ma, &cfg) : NULL;
-    setenv("WGML_LORA_SHARED", "1", 1);
-    wgml_trainer *tb = mb ? wgml_trainer_new(mb, &cfg) : NULL;
-    if (was) setenv("WGML_LORA_SHARED", keep, 1);
-    else unsetenv("WGML_LORA_SHARED");
-    if (th_check(ta && tb, "two trainers: %s", wgml_last_error(T.ctx))) {
-        th_check(wgml_graph_dispatch_count(wgml_trainer_graph(tb)) < wgml_graph_dispatch_count(wgml_trainer_graph(ta)),
-                 "shared groups: %zu dispatches a step against %zu", wgml_graph_dispatch_count(wgml_trainer_graph(tb)),
-                 wgml_graph_dispatch_count(wgml_trainer_graph(ta)));
-        int32_t tok[TB * TS], lab[TB * TS];
-        for (int k = 0; k < SSTEPS; k++) {
-            make_batch(k, TB, TS, V, tok, lab);
-            float la = 0, lb = 0;
-            th_check(!wgml_trainer_step(ta, tok, lab, cfg.lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg.lr, &lb) &&
-                         fabs((double)la - lb) <= 1e-5 * fabs((double)la),
-                     "shared groups: step %d loss %.7f against %.7f one by one: %s", k, (double)lb, (double)la,
-                     wgml_last_error(T.ctx));
-        }
-        int64_t na = 0, nb = 0;
-        float *pa = all_params(ta, &na), *pb = all_params(tb, &nb);
-        if (th_check(pa && pb && na == nb, "shared groups: parameters read")) {
-            double *ref = malloc(sizeof(double) * (size_t)na);
-            for (int64_t i = 0; i < na; i++) ref[i] = pa[i];
-            th_close("shared groups: parameters after 3 steps", pb, ref, (size_t)na, 1e-5, 1e-4);
-            free(ref);
-        }
-        free(pa), free(pb);
-    }
+    wgml_trainer *ta = trainer_with(ma, &cfg, "0", "0"), *tb = trainer_with(mb, &cfg, "1", "0");
+    compare_forms("shared groups", ta, tb, &cfg, true);
+    wgml_trainer_free(ta), wgml_trainer_free(tb);
+    ta = trainer_with(ma, &cfg, "0", "0");
+    tb = trainer_with(mb, &cfg, "0", "1");
+    compare_forms("folded adapters", ta, tb, &cfg, true);
     wgml_trainer_free(ta), wgml_trainer_free(tb);
     wgml_model_free(ma), wgml_model_free(mb);
 }
@@ -746,8 +772,8 @@ int main(int argc, char **argv) {
         test_tiny(path);
         printf("  tiny model: %.2f s\n", now_s() - t0);
         t0 = now_s();
-        test_shared_groups(path);
-        printf("  shared-input LoRA groups: %.2f s\n", now_s() - t0);
+        test_lora_forms(path);
+        printf("  LoRA's forms: %.2f s\n", now_s() - t0);
         t0 = now_s();
         test_accum(path);
         printf("  gradient accumulation: %.2f s\n", now_s() - t0);

@@ -99,10 +99,19 @@ static wgml_tensor *target_base(const wgml_model *m, wgml_graph *g, const fwd_op
     return linear(g, x, w);
 }
 
-/* Target t of layer l applied to x: the weight, plus the target's adapter when o has one. */
+/* Target t of layer l applied to x: the weight, plus the target's adapter when o has one (a
+ * 4-bit weight's through wgml_lora_qlinear, which may fold it into the weight's product). */
 wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
                                    wgml_tensor *x) {
-    return decoder_add_lora(g, o, l * DECODER_N_TARGETS + t, x, target_base(m, g, o, l, t, x));
+    int64_t e = l * DECODER_N_TARGETS + t;
+    const lweight *w = decoder_target_weight(m, l, t);
+    const wgml_lora *lo = o->lora ? o->lora[e] : NULL;
+    if (!lo || !w->q || (o->latent && o->latent[e])) return decoder_add_lora(g, o, e, x, target_base(m, g, o, l, t, x));
+    wgml_qweight q;
+    wgml_lora sl = *lo;
+    if (qw_weight_share(g, w->q, &q)) return NULL;
+    if (o->lora_shared && (!(sl.a = decoder_share(g, lo->a)) || !(sl.b = decoder_share(g, lo->b)))) return NULL;
+    return wgml_lora_qlinear(g, x, &q, &sl);
 }
 
 /* Targets t0 .. t0 + n - 1 of layer l, which share their input x (q/k/v, gate/up), into y[]. With
