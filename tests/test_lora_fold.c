@@ -7,7 +7,8 @@
  * harness's context). Cases: the GPU tiles that fold the term (BR 32 and 16, a rank over one
  * step and not a multiple of it, split-K, a bias, 4-, 8-bit and K-quant codes, x of rank 3),
  * the forms that add it as a product of its own (the CPU kernel, the double-buffered tiles, the
- * GEMV of few rows), fewer dispatches than the unfolded composition, and bad arguments. */
+ * GEMV of few rows), fewer dispatches than the unfolded composition, the eager graph (no memory
+ * kept per call, folded or not), and bad arguments. */
 #include "qw_host.h"
 
 typedef struct fcase {
@@ -121,6 +122,54 @@ static void run_case(const fcase *c) {
     unsetenv("WGML_QW_MM_SPLITK");
 }
 
+/* The eager graph: y right (folded and not, and wgml_lora_linear's composition) and no memory
+ * kept per call: the products' intermediates (H, the base's output) are freed once read. */
+static void test_eager(void) {
+    wgml_graph *g = wgml_eager(T.ctx);
+    const int64_t m = 24, n = 40, k = 64, r = 8;
+    hw w = make_weight(g, 1, n, k, 32, false);
+    float *xf = th_random((size_t)(m * k), -1, 1), *wf = th_random((size_t)(n * k), -1, 1);
+    int64_t xs[2] = {m, k}, ws[2] = {n, k};
+    wgml_tensor *x = th_tensor_f32(2, xs, xf), *wt = th_tensor_f32(2, ws, wf);
+    wgml_lora *l = wgml_lora_new(g, n, k, (int)r, 24.0f, 5);
+    float *bf = th_random((size_t)(n * r), -0.5, 0.5), *af = malloc(sizeof(float) * (size_t)(r * k));
+    if (!th_check(w.w && x && wt && l && !wgml_tensor_write(l->b, bf, sizeof(float) * (size_t)(n * r)) &&
+                      !wgml_tensor_read(l->a, af, sizeof(float) * (size_t)(r * k)),
+                  "eager: set-up: %s", wgml_last_error(T.ctx)))
+        goto done;
+    double *xd = to_double(xf, (size_t)(m * k)), *ad = to_double(af, (size_t)(r * k)), *bd = to_double(bf, (size_t)(n * r));
+    double *h = malloc(sizeof(double) * (size_t)(m * r)), *yq = malloc(sizeof(double) * (size_t)(m * n));
+    double *yf = malloc(sizeof(double) * (size_t)(m * n)), *lo = malloc(sizeof(double) * (size_t)(m * n));
+    double *wq = to_double(w.deq, (size_t)(n * k)), *wd = to_double(wf, (size_t)(n * k));
+    gemm(false, true, m, r, k, xd, ad, 1, h);
+    gemm(false, true, m, n, r, h, bd, l->scale, lo);
+    gemm(false, true, m, n, k, xd, wq, 1, yq);
+    gemm(false, true, m, n, k, xd, wd, 1, yf);
+    for (int64_t i = 0; i < m * n; i++) yq[i] += lo[i], yf[i] += lo[i];
+    static const fcase eq = {.name = "eager", .kind = 1};
+    for (int form = 0; form < 3; form++) {
+        setenv("WGML_LORA_FOLD", form == 1 ? "1" : "0", 1);
+        wgml_memory_stats s0 = {0}, s1 = {0};
+        for (int it = 0; it < 12; it++) {
+            if (it == 2 && !wgml_sync(T.ctx)) wgml_memory_get(T.ctx, &s0);
+            wgml_tensor *y = form < 2 ? wgml_lora_qlinear(g, x, w.w, l) : wgml_lora_linear(g, x, wt, NULL, l);
+            if (it == 0) check(form == 0 ? "qlinear unfolded" : form == 1 ? "qlinear folded" : "linear", &eq, 0, y,
+                               form < 2 ? yq : yf, m * n);
+            wgml_tensor_free(y);
+        }
+        wgml_sync(T.ctx);
+        wgml_memory_get(T.ctx, &s1);
+        th_check(s1.in_use == s0.in_use, "eager form %d: memory in use %llu after 10 more calls, %llu before", form,
+                 (unsigned long long)s1.in_use, (unsigned long long)s0.in_use);
+    }
+    free(xd), free(ad), free(bd), free(h), free(yq), free(yf), free(lo), free(wq), free(wd);
+done:
+    free(xf), free(wf), free(bf), free(af);
+    wgml_lora_free(l);
+    wgml_tensor_free(x), wgml_tensor_free(wt);
+    free_weight(&w);
+}
+
 static void test_errors(void) {
     setenv("WGML_LORA_FOLD", "1", 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
@@ -153,6 +202,7 @@ int main(int argc, char **argv) {
         {"automatic", NULL, 1, 32, 24, 40, 96, 16, false, true, false, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    test_eager();
     test_errors();
     unsetenv("WGML_LORA_FOLD");
     return th_done();

@@ -81,11 +81,20 @@ wgml_tensor *wgml_lora_apply(wgml_graph *g, wgml_tensor *x, wgml_tensor *base_ou
         return NULL;
     }
     wgml_tensor *h = wgml_linear(g, x, l->a, NULL); /* [..., r] */
-    return h ? matmul_add_linear(g, "lora_apply", base_out, h, l->b, l->scale) : NULL;
+    wgml_tensor *y = h ? matmul_add_linear(g, "lora_apply", base_out, h, l->b, l->scale) : NULL;
+    wgml_tensor_free(h); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    return y;
+}
+
+/* The adapter over a base product recorded here (freed alike once the adapter has read it). */
+static wgml_tensor *apply_to_base(wgml_graph *g, wgml_tensor *x, wgml_tensor *base, const wgml_lora *l) {
+    wgml_tensor *y = wgml_lora_apply(g, x, base, l);
+    wgml_tensor_free(base);
+    return y;
 }
 
 wgml_tensor *wgml_lora_linear(wgml_graph *g, wgml_tensor *x, wgml_tensor *w, wgml_tensor *bias, const wgml_lora *l) {
-    return wgml_lora_apply(g, x, wgml_linear(g, x, w, bias), l);
+    return apply_to_base(g, x, wgml_linear(g, x, w, bias), l);
 }
 
 /* ---- an adapter folded into its 4-bit base's product ($WGML_LORA_FOLD=1) ----
@@ -137,7 +146,7 @@ static wgml_status lora_qlinear_backward(wgml_graph *g, const graph_op *op, wgml
 
 wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight *w, const wgml_lora *l) {
     if (!g) return NULL;
-    if (!lora_fold_on() || !l) return wgml_lora_apply(g, x, wgml_qlinear(g, x, w), l);
+    if (!lora_fold_on() || !l) return apply_to_base(g, x, wgml_qlinear(g, x, w), l);
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "lora_qlinear";
     if (check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK) || !qw_weight_valid(ctx, op, "w", w))
@@ -151,11 +160,12 @@ wgml_tensor *wgml_lora_qlinear(wgml_graph *g, wgml_tensor *x, const wgml_qweight
     wgml_tensor *h = matmul_scaled(g, "lora_h", x, l->a, 0, 1, m, l->r, w->k, 1.0f, NULL, false);
     qw_lora_term lt = {.l = h, .r = l->b, .rank = l->r, .scale = l->scale};
     wgml_tensor *y = h ? qw_linear_product_ex(g, "qlinear", x, w, &lt) : NULL;
-    if (!y) return NULL;
     graph_op rec = {.name = op, .backward = lora_qlinear_backward, .n_in = 4, .in = {x, l->a, l->b, h}, .out = y};
     lora_q_attrs at = {.w = *w, .scale = l->scale}; /* the struct's tensors belong to the graph */
     memcpy(rec.attrs, &at, sizeof at);
-    return graph_record_op(g, &rec);
+    y = y ? graph_record_op(g, &rec) : NULL;
+    wgml_tensor_free(h); /* eager (no rule keeps it): freed once read; built graph: no-op */
+    return y;
 }
 
 /* ---- adapters sharing an input ----
