@@ -5,7 +5,7 @@
  *   y = x·Wᵀ (+ bias) + s·H·Bᵀ, H = x·Aᵀ;  dB = s·Rᵀ·H;  dH = s·R·B;  dA = dHᵀ·x;  dx = R·W + dH·A.
  * Fresh random inputs on each of two runs of one compiled graph, NaN-poisoned outputs (the
  * harness's context). Cases: the GPU tiles that fold the term (BR 32 and 16, a rank over one
- * step and not a multiple of it, split-K, a bias, 4-, 8-bit and K-quant codes, x of rank 3),
+ * step and not a multiple of it, split-K, a bias, 4-, 8-bit, K-quant and f16 weights, x of rank 3),
  * the forms that add it as a product of its own (the CPU kernel, the double-buffered tiles, the
  * GEMV of few rows), fewer dispatches than the unfolded composition, the eager graph (no memory
  * kept per call, folded or not), and bad arguments. */
@@ -196,6 +196,7 @@ int main(int argc, char **argv) {
         {"tile64 q4_k split 3", "tile64x64_k32_r4x4", 5, 256, 40, 40, 512, 16, false, false, false, "3"},
         {"tile128 q6_k", "tile128x128_k16_r8x8", 7, 16, 33, 48, 256, 4, false, false, false, NULL},
         {"tile64 q8_0 rank 3", "tile64x64_k32_r4x4", 2, 32, 48, 40, 64, 16, false, true, false, NULL},
+        {"tile64 f16 (held as f32)", "tile64x64_k32_r4x4", 8, 32, 40, 24, 48, 8, false, false, false, NULL},
         {"cpu kernel", "cpu_k32_r4x8", 0, 32, 37, 20, 64, 8, true, false, false, NULL},
         {"double-buffered", "db64x64_k16_r4x4", 1, 32, 36, 24, 64, 8, false, false, false, NULL},
         {"gemv", NULL, 0, 32, 1, 24, 64, 8, false, false, false, NULL},
