@@ -74,16 +74,21 @@ wgml_tensor *decoder_head_logits(const wgml_model *m, wgml_graph *g, wgml_tensor
     return wgml_cat(g, y, v->n, x->rank - 1);
 }
 
+/* Adapter lo as graph g reads it (*sl): its A and B shared into g when o says they live in
+ * another graph. false when a share fails. */
+static bool lora_in_graph(wgml_graph *g, const fwd_opts *o, const wgml_lora *lo, wgml_lora *sl) {
+    *sl = *lo;
+    if (!o->lora_shared) return true;
+    sl->a = decoder_share(g, lo->a);
+    sl->b = sl->a ? decoder_share(g, lo->b) : NULL;
+    return sl->b != NULL;
+}
+
 wgml_tensor *decoder_add_lora(wgml_graph *g, const fwd_opts *o, int64_t e, wgml_tensor *x, wgml_tensor *y) {
     const wgml_lora *lo = o->lora ? o->lora[e] : NULL;
     if (!lo || !y) return y;
-    wgml_lora sl = *lo;
-    if (o->lora_shared) {
-        sl.a = decoder_share(g, lo->a);
-        sl.b = sl.a ? decoder_share(g, lo->b) : NULL;
-        if (!sl.b) return NULL;
-    }
-    return wgml_lora_apply(g, x, y, &sl);
+    wgml_lora sl;
+    return lora_in_graph(g, o, lo, &sl) ? wgml_lora_apply(g, x, y, &sl) : NULL;
 }
 
 /* Target t of layer l applied to x without its adapter: the weight (4-bit with a latent:
@@ -108,9 +113,8 @@ wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd
     const wgml_lora *lo = o->lora ? o->lora[e] : NULL;
     if (!lo || !w->q || (o->latent && o->latent[e])) return decoder_add_lora(g, o, e, x, target_base(m, g, o, l, t, x));
     wgml_qweight q;
-    wgml_lora sl = *lo;
-    if (qw_weight_share(g, w->q, &q)) return NULL;
-    if (o->lora_shared && (!(sl.a = decoder_share(g, lo->a)) || !(sl.b = decoder_share(g, lo->b)))) return NULL;
+    wgml_lora sl;
+    if (qw_weight_share(g, w->q, &q) || !lora_in_graph(g, o, lo, &sl)) return NULL;
     return wgml_lora_qlinear(g, x, &q, &sl);
 }
 

@@ -76,13 +76,16 @@ typedef struct qw_mm_dest {
 /* A LoRA term of a 4-bit product, out += scale·l·rᵀ (forward: l = H [m, rank], r = B [C, rank])
  * or out += scale·l·r (input gradient: l = dH [m, rank], r = A [rank, C]). The GPU tiles fold it
  * into their reduction (qw_mm.wgsl's LORA: a few steps more); elsewhere (the CPU kernel, the
- * integer-dot forward, a segmented or sliced output) it is one more product accumulated into
- * out. Not with parts or seg. */
+ * double-buffered tiles, the integer-dot forward, the GEMV) it is one more product accumulated
+ * into out (qw_lora_add: out [m, C] contiguous, c = C). qw_record_mm refuses it with parts or
+ * seg. */
 struct qw_lora_term {
     wgml_tensor *l, *r;
     int64_t rank;
     float scale;
 };
+wgml_status qw_lora_add(wgml_graph *g, const char *op, const qw_lora_term *lt, int trans, int64_t m, int64_t c,
+                        wgml_tensor *out);
 
 /* The tiled product out[m, C] = a[m, R] with W (trans 0: forward, C = N, + bias; trans 1: input
  * gradient, C = K) through the planned variant and split-K, into d (NULL: a new tensor of the

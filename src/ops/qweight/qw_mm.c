@@ -287,29 +287,39 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
     return out;
 }
 
-/* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
- * gradient (trans = 1: C = K, reduction over N), through the integer dot product where it
- * applies (qw_x8_applies). */
+wgml_status qw_lora_add(wgml_graph *g, const char *op, const qw_lora_term *lt, int trans, int64_t m, int64_t c,
+                        wgml_tensor *out) {
+    return matmul_scaled(g, op, lt->l, lt->r, 0, !trans, m, c, lt->rank, lt->scale, out, true)
+               ? WGML_OK
+               : wgml_last_status(graph_ctx(g));
+}
+
 /* The product without its LoRA term, then the term as one more product accumulated into it
  * (where the kernel cannot fold it). */
 static wgml_tensor *record_mm_then_lora(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w,
                                         int trans, int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
     qw_mm_dest plain = *d;
     plain.lora = NULL;
-    const qw_lora_term *lt = d->lora;
     wgml_tensor *out = qw_record_mm(g, op, a, w, trans, m, rank, shape, &plain);
-    if (out && !matmul_scaled(g, op, lt->l, lt->r, 0, !trans, m, trans ? w->k : w->n, lt->rank, lt->scale, out, true)) {
+    if (out && qw_lora_add(g, op, d->lora, trans, m, trans ? w->k : w->n, out)) {
         if (!d->into) wgml_tensor_free(out);
         return NULL;
     }
     return out;
 }
 
+/* out[M, C] through the tiled kernel: forward (trans = 0: C = N, reduction over K) or input
+ * gradient (trans = 1: C = K, reduction over N), through the integer dot product where it
+ * applies (qw_x8_applies). */
 wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int trans,
                           int64_t m, int rank, const int64_t *shape, const qw_mm_dest *d) {
     const qw_lora_term *lora = d ? d->lora : NULL;
+    if (lora && (d->seg || d->parts)) {
+        wgml_set_error(graph_ctx(g), WGML_ERR_UNSUPPORTED, "%s: a LoRA term with a segmented or sliced output", op);
+        return NULL;
+    }
     bool x8 = qw_x8_applies(g, w, trans);
-    if (lora && (x8 || d->seg || d->parts)) return record_mm_then_lora(g, op, a, w, trans, m, rank, shape, d);
+    if (lora && x8) return record_mm_then_lora(g, op, a, w, trans, m, rank, shape, d);
     if (x8) return qw_record_mm_i8(g, op, a, w, m, rank, shape, d);
     int64_t r = trans ? w->n : w->k, c = trans ? w->k : w->n;
     bool bias = !trans && w->bias;

@@ -22,7 +22,6 @@
 #include "ops/qweight/qw_grad.h"
 #include "ops/qweight/qw_concat.h"
 #include "ops/qweight/qw_parts.h"
-#include "ops/matmul/matmul_into.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,7 +247,7 @@ wgml_tensor *qw_linear_product_ex(wgml_graph *g, const char *op, wgml_tensor *x,
     if (m <= qw_gemv_max_m(ctx)) {
         wgml_tensor *out = NULL;
         qw_record_gemv(g, op, x, &w, 1, m, &out);
-        if (out && lora && !matmul_scaled(g, op, lora->l, lora->r, 0, 1, m, w->n, lora->rank, lora->scale, out, true)) {
+        if (out && lora && qw_lora_add(g, op, lora, 0, m, w->n, out)) {
             wgml_tensor_free(out);
             return NULL;
         }
