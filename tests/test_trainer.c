@@ -341,6 +341,30 @@ static float *all_state(wgml_trainer *tr, int what, int64_t *n_out) {
 
 static float *all_params(wgml_trainer *tr, int64_t *n_out) { return all_state(tr, 0, n_out); }
 
+/* The gradient norm (before clipping) of tr's last step: word 4 of its optimizer state blob
+ * (magic, version, then [t, skipped, norm, ...]); false when it cannot be read. */
+static bool last_grad_norm(wgml_trainer *tr, float *norm) {
+    uint8_t blob[64];
+    size_t bytes = sizeof blob;
+    if (wgml_trainer_read_opt_state(tr, blob, &bytes)) return false;
+    memcpy(norm, blob + 4 * sizeof(uint32_t), sizeof *norm);
+    return true;
+}
+
+/* |pb - pa| / |pa - p0| over all n parameters: how far two runs from p0 ended apart, against
+ * how far they moved (-1 when they did not move). Elementwise bounds do not fit parameters after
+ * AdamW: its m / (sqrt(v) + eps) is about sign(g) for an element whose gradient nearly cancels
+ * over the tokens, and there float32 summation order alone can move the update by a good part of
+ * lr (test_accum below says more). */
+static double update_diff(const float *p0, const float *pa, const float *pb, int64_t n) {
+    double dn = 0, un = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dn += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
+        un += ((double)pa[i] - p0[i]) * ((double)pa[i] - p0[i]);
+    }
+    return un > 0 ? sqrt(dn / un) : -1.0;
+}
+
 /* Sets $name to val (NULL: unset) and returns its value before, copied into keep (NULL: unset). */
 static const char *env_swap(const char *name, const char *val, char *keep, size_t cap) {
     const char *was = getenv(name);
@@ -362,9 +386,11 @@ static wgml_trainer *trainer_with(wgml_model *m, const wgml_train_config *cfg, c
     return t;
 }
 
-/* Two forms of the same training graph from the same start (ta the reference form): the same
- * losses and parameters over three steps (float32 summation order apart), and tb with fewer
- * dispatches when fewer is set. */
+/* Two forms of the same training graph from the same start (ta the reference form), over three
+ * steps: the same loss (1e-5 rel.) and gradient norm (1e-4 rel.) at every step, and parameters
+ * within 1e-2 of the update, test_accum's bound (update_diff; 36 runs of each form gave at most
+ * 8.6e-5; a form that drops or misweights a gradient shows as O(1)); tb with fewer dispatches
+ * when fewer is set. */
 static void compare_forms(const char *what, wgml_trainer *ta, wgml_trainer *tb, const wgml_train_config *cfg,
                           bool fewer) {
     enum { SSTEPS = 3 };
@@ -372,25 +398,26 @@ static void compare_forms(const char *what, wgml_trainer *ta, wgml_trainer *tb, 
     size_t da = wgml_graph_dispatch_count(wgml_trainer_graph(ta)), db = wgml_graph_dispatch_count(wgml_trainer_graph(tb));
     printf("  %s: %zu dispatches a step against %zu\n", what, db, da);
     if (fewer) th_check(db < da, "%s: %zu dispatches a step against %zu", what, db, da);
+    int64_t n0 = 0, na = 0, nb = 0;
+    float *p0 = all_params(ta, &n0);
     int32_t tok[TB * TS], lab[TB * TS];
     for (int k = 0; k < SSTEPS; k++) {
         make_batch(k, TB, TS, V, tok, lab);
-        float la = 0, lb = 0;
-        th_check(!wgml_trainer_step(ta, tok, lab, cfg->lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg->lr, &lb) &&
-                     fabs((double)la - lb) <= 1e-5 * fabs((double)la),
-                 "%s: step %d loss %.7f against %.7f: %s", what, k, (double)lb, (double)la, wgml_last_error(T.ctx));
+        float la = 0, lb = 0, ga = 0, gb = 0; /* set before the checks read them for their messages */
+        bool stepped = !wgml_trainer_step(ta, tok, lab, cfg->lr, &la) && !wgml_trainer_step(tb, tok, lab, cfg->lr, &lb);
+        th_check(stepped && fabs((double)la - lb) <= 1e-5 * fabs((double)la), "%s: step %d loss %.7f against %.7f: %s",
+                 what, k, (double)lb, (double)la, wgml_last_error(T.ctx));
+        bool normed = last_grad_norm(ta, &ga) && last_grad_norm(tb, &gb);
+        th_check(normed && ga > 0 && fabs((double)ga - gb) <= 1e-4 * ga, "%s: step %d gradient norm %.7g against %.7g",
+                 what, k, (double)gb, (double)ga);
     }
-    int64_t na = 0, nb = 0;
     float *pa = all_params(ta, &na), *pb = all_params(tb, &nb);
-    if (th_check(pa && pb && na == nb, "%s: parameters read", what)) {
-        double *ref = malloc(sizeof(double) * (size_t)na);
-        for (int64_t i = 0; i < na; i++) ref[i] = pa[i];
-        char name[96];
-        snprintf(name, sizeof name, "%s: parameters after 3 steps", what);
-        th_close(name, pb, ref, (size_t)na, 1e-5, 1e-4);
-        free(ref);
+    if (th_check(p0 && pa && pb && na == nb && n0 == na, "%s: parameters read", what)) {
+        double e = update_diff(p0, pa, pb, na);
+        printf("  %s: parameters after %d steps %.2e of the update apart\n", what, SSTEPS, e);
+        th_check(e >= 0 && e < 1e-2, "%s: parameters after %d steps (diff %.2e of the update)", what, SSTEPS, e);
     }
-    free(pa), free(pb);
+    free(p0), free(pa), free(pb);
 }
 
 /* The shared-input LoRA groups (WGML_LORA_SHARED=1: each layer's q/k/v and gate/up through one
@@ -486,13 +513,9 @@ static void test_accum(const char *path) {
         pb = all_params(tb, &n);
     }
     pa = all_params(ta, &n);
-    double dn = 0, un = 0;
-    for (int64_t i = 0; pa && pb && i < n; i++) {
-        dn += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
-        un += ((double)pa[i] - p0[i]) * ((double)pa[i] - p0[i]);
-    }
+    double ud = p0 && pa && pb ? update_diff(p0, pa, pb, n) : -1.0;
     printf("  accum: %d steps of 2 x 1 micro-batches vs batch 2: losses within %.2e, params %.2e of the update\n", ASTEPS,
-           loss_err, sqrt(dn / un));
+           loss_err, ud);
     th_check(held_changed == 0, "accum: the first micro-batch of a step changes no parameter");
     th_check(bad_pending == 0, "accum: wgml_trainer_pending counts the micro-batches");
     th_check(bad_count == 0, "accum: the optimizer counts one step per %d micro-batches", TB);
@@ -503,8 +526,8 @@ static void test_accum(const char *path) {
      * 32 tokens) can move the update by a good part of lr. Most seeds give ~1e-6; seed 862906324
      * gave 1.2e-3 before and after the block-builder change. A wrong 1 / grad_accum weighting, a
      * lost or stale micro-batch show as O(1) here and in the loss and norm checks above (1e-4). */
-    th_check(un > 0 && sqrt(dn / un) < 1e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
-             ASTEPS, un > 0 ? sqrt(dn / un) : 0.0);
+    th_check(ud >= 0 && ud < 1e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
+             ASTEPS, ud);
     free(p0), free(pa), free(pb);
 out:
     wgml_trainer_free(ta);
