@@ -43,12 +43,22 @@ extern "C" {
  *          u32 [N, Kp/4] for the 8-bit kinds: word j holds k = 4j+i in bits 8i..8i+7 (Q8:
  *          an int8; Q8_MIN: unsigned); padding codes are 0.
  *          u32 [N, Kp] for QF32: word j is the f32 bits of k = j (padding 0.0).
- *   ab:    f32 [N, Kp/G] (SYM: the scale; Q8: a), or f32 [N, Kp/G, 2] (MIN, Q8_MIN: (a, b)
- *          pairs), row-major, so the groups of one output row are contiguous.
+ *   ab:    ab_form WGML_AB_F32: f32 [N, Kp/G] (SYM: the scale; Q8: a), or f32 [N, Kp/G, 2]
+ *          (MIN, Q8_MIN: (a, b) pairs), row-major, so the groups of one output row are
+ *          contiguous. The K types keep their file's super-block scales instead (exact, the
+ *          file's size; Kp a multiple of 256), one entry per 256 codes of a row:
+ *          WGML_AB_K_MIN (Q4_K, Q5_K): u32 [N, Kp/256, 4]: word 0 the f16 d (bits 0..15) and
+ *            dmin (16..31), words 1..3 the block's 12 packed scale bytes as in the file
+ *            (little-endian); group j (0..7) of the super-block has a = d·scale_j, b =
+ *            -(dmin·min_j) with the 6-bit scale_j and min_j unpacked as the file defines.
+ *          WGML_AB_K6 (Q6_K): u32 [N, Kp/256, 5]: word 0 the f32 value of d, words 1..4 the 16
+ *            int8 scales (little-endian); group j (0..15) has a = d·scale_j.
+ *          $WGML_QW_KSCALES=0 makes wgml_qweight_upload_gguf write the f32 form for them too.
  *   bias:  f32 [N] or NULL.
  * A weight is only tensors of one graph; free the struct with wgml_qweight_free (before freeing a
  * built graph; in a built graph the tensors live as long as the graph). */
 typedef enum wgml_qkind { WGML_Q4_SYM = 0, WGML_Q4_MIN = 1, WGML_Q8 = 2, WGML_Q8_MIN = 3, WGML_QF32 = 4 } wgml_qkind;
+typedef enum wgml_abform { WGML_AB_F32 = 0, WGML_AB_K_MIN = 1, WGML_AB_K6 = 2 } wgml_abform;
 struct wgml_qweight { /* typedef in wgml.h */
     wgml_tensor *codes, *ab, *bias;
     int64_t n, k, kp; /* outputs, inputs, inputs padded to the group size */
@@ -56,6 +66,7 @@ struct wgml_qweight { /* typedef in wgml.h */
     int has_min;      /* kind == WGML_Q4_MIN or WGML_Q8_MIN: ab holds (a, b) pairs */
     wgml_qkind kind;
     int bits;         /* code width: 4 (SYM, MIN), 5, 6 or 8 (the 8-bit kinds), 32 (QF32) */
+    wgml_abform ab_form; /* how ab holds the (a, b) pairs (above) */
 };
 
 /* Block formats: the tensor data types of GGUF files whose layout wgml knows (numbered as in

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ops/qweight/qw_internal.h"
 #include "qw_host.h"
 
 /* Forward and (optionally) input gradient of one weight against fp64. */
@@ -310,6 +311,68 @@ static void case_requant_min(int64_t n, int64_t k) {
 static const float FRACS_WIDE[16] = {0.3f,  -0.4f, 2.7f,  -3.3f,  6.4f,   -6.4f,  13.2f, -21.7f,
                                      29.6f, 40.2f, -40.3f, 200.3f, -200.4f, 15.4f, 31.3f, 30.7f};
 
+/* A weight's (a, b) pairs, decoded here from its ab tensor in any ab form (include/wgml-quant.h's
+ * layouts), and the tensor's raw words; zero_a sets group i's a to 0 in both (the K forms: the
+ * group's scale bits, leaving its min), write_raw puts the words back. */
+typedef struct ab_view {
+    uint32_t *raw;
+    float *pair; /* [groups, 2] */
+    size_t nraw;
+} ab_view;
+
+static float half_f(uint32_t h) { return qw_half_to_float((uint16_t)h); }
+
+static void ab_decode(const wgml_qweight *w, ab_view *v) {
+    int64_t groups = w->n * (w->kp / w->group);
+    for (int64_t i = 0; i < groups; i++) {
+        float a, b = 0.0f;
+        if (w->ab_form == WGML_AB_F32) {
+            memcpy(&a, &v->raw[w->has_min ? 2 * i : i], 4);
+            if (w->has_min) memcpy(&b, &v->raw[2 * i + 1], 4);
+            else if (w->kind == WGML_Q4_SYM) b = -8.0f * a;
+        } else if (w->ab_form == WGML_AB_K_MIN) {
+            const uint32_t *e = v->raw + 4 * (i / 8);
+            const uint8_t *q = (const uint8_t *)(e + 1); /* the 12 scale bytes (little-endian host) */
+            int j = (int)(i % 8), sc, mn;
+            if (j < 4) sc = q[j] & 63, mn = q[j + 4] & 63;
+            else sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4, mn = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+            a = half_f(e[0] & 0xFFFF) * (float)sc;
+            b = -(half_f(e[0] >> 16) * (float)mn);
+        } else {
+            const uint32_t *e = v->raw + 5 * (i / 16);
+            float d;
+            memcpy(&d, &e[0], 4);
+            a = d * (float)((const int8_t *)(e + 1))[i % 16];
+        }
+        v->pair[2 * i] = a;
+        v->pair[2 * i + 1] = b;
+    }
+}
+
+static bool ab_read(const wgml_qweight *w, ab_view *v) {
+    v->nraw = wgml_tensor_nbytes(w->ab) / 4;
+    v->raw = malloc(4 * v->nraw);
+    v->pair = malloc(sizeof(float) * 2 * (size_t)(w->n * (w->kp / w->group)));
+    if (!th_check(v->raw && v->pair && wgml_tensor_read(w->ab, v->raw, 4 * v->nraw) == WGML_OK, "read ab"))
+        return false;
+    ab_decode(w, v);
+    return true;
+}
+
+static void ab_zero_a(const wgml_qweight *w, ab_view *v, int64_t i) {
+    if (w->ab_form == WGML_AB_F32) {
+        v->raw[w->has_min ? 2 * i : i] = 0; /* +0.0f */
+    } else if (w->ab_form == WGML_AB_K_MIN) {
+        uint8_t *q = (uint8_t *)(v->raw + 4 * (i / 8) + 1);
+        int j = (int)(i % 8);
+        if (j < 4) q[j] &= 0xC0; /* its top bits belong to group j + 4's scale */
+        else q[j + 4] &= 0xF0, q[j - 4] &= 0x3F;
+    } else {
+        ((uint8_t *)(v->raw + 5 * (i / 16) + 1))[i % 16] = 0;
+    }
+    ab_decode(w, v);
+}
+
 static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     hw h = make_weight(T.g, kind, n, k, 32, false);
     if (!h.w) {
@@ -322,11 +385,11 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     int hi = w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
     int64_t ng = w->kp / w->group, grp = w->group, cpw = four ? 8 : 4, width = 32 / cpw, wpr = k / cpw;
     uint32_t mask = (1u << width) - 1u;
-    size_t abn = wgml_tensor_nbytes(w->ab) / 4, nw = (size_t)(n * wpr);
-    float *ab = malloc(sizeof(float) * abn);
-    th_check(wgml_tensor_read(w->ab, ab, sizeof(float) * abn) == WGML_OK, "read ab");
-#define A_OF(r, c) ab[(pair ? 2 : 1) * ((r) * ng + (c) / grp)]
-#define B_OF(r, c) (pair ? ab[2 * ((r) * ng + (c) / grp) + 1] : 0.0f)
+    size_t nw = (size_t)(n * wpr);
+    ab_view ab = {0};
+    ab_read(w, &ab);
+#define A_OF(r, c) ab.pair[2 * ((r) * ng + (c) / grp)]
+#define B_OF(r, c) ab.pair[2 * ((r) * ng + (c) / grp) + 1]
     char name[128];
     /* the round trip */
     uint32_t *before = read_codes(w), *ref = malloc(sizeof(uint32_t) * nw);
@@ -344,8 +407,8 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     if (got && before) th_exact_u32(name, got, before, nw);
     free(got);
     /* latents around every code, clamps both ways, zero a */
-    for (int64_t r = 0; r < n; r += 5) A_OF(r, (r * 37) % k) = 0.0f;
-    th_check(wgml_tensor_write(w->ab, ab, sizeof(float) * abn) == WGML_OK, "write ab");
+    for (int64_t r = 0; r < n; r += 5) ab_zero_a(w, &ab, r * ng + ((r * 37) % k) / grp);
+    th_check(wgml_tensor_write(w->ab, ab.raw, 4 * ab.nraw) == WGML_OK, "write ab");
     float *lat = malloc(sizeof(float) * (size_t)(n * k));
     memset(ref, 0, sizeof(uint32_t) * nw);
     for (int64_t r = 0; r < n; r++)
@@ -382,7 +445,8 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     free(fr);
     free(hx);
     free(lat);
-    free(ab);
+    free(ab.raw);
+    free(ab.pair);
     free(before);
     free(ref);
     wgml_tensor_free(x);

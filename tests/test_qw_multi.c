@@ -135,7 +135,11 @@ static void test_mixed(void) {
     static const wspec gemma[3] = {{3, 40, false}, {3, 16, false}, {2, 16, false}};
     static const wspec kq[3] = {{5, 21, false}, {7, 19, false}, {1, 23, false}};
     case_multi("GGUF Q5_0, Q5_0, Q8_0", gemma, 3, 1, 256, 32, 1);
-    case_multi("GGUF Q4_K, Q6_K, Q4_1", kq, 3, 3, 512, 32, 2);
+    /* Q4_K and Q4_1 are one kind, but Q4_K keeps its super-block scales (ab forms differ): 3 */
+    case_multi("GGUF Q4_K, Q6_K, Q4_1", kq, 3, 3, 512, 32, 3);
+    /* two Q4_K weights in one GEMV, each read through its own super-block reader */
+    static const wspec kk[3] = {{5, 21, false}, {7, 19, false}, {5, 13, false}};
+    case_multi("GGUF Q4_K, Q6_K, Q4_K", kk, 3, 2, 512, 32, 2);
     /* group sizes differ: separate dispatches */
     hweight a = make_weight(T.g, 0, 9, 128, 32, false), b = make_weight(T.g, 0, 7, 128, 64, false);
     const wgml_qweight *wp[2] = {a.w, b.w};

@@ -75,14 +75,16 @@ static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *
     return ok;
 }
 
-/* Bytes one forward with W[n, k] moves on the GPU: the weight's codes and (a, b), x and out. */
+/* Bytes one forward with W[n, k] moves on the GPU: the weight's codes and (a, b) as held, x and out. */
 static double forward_bytes(int type, int64_t n, int64_t k) {
     double wb = (double)n * k / 2 + (double)n * (k / 32) * 4;
     wgml_qkind kind;
     int group;
     if (type >= 0 && qw_gguf_gpu(type, &kind, &group, NULL)) {
         bool eight = kind == WGML_Q8 || kind == WGML_Q8_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
-        wb = (double)n * k * (eight ? 1.0 : 0.5) + (double)n * (double)(k / group) * (pair ? 8 : 4);
+        wgml_abform form = qw_gguf_ab_form(type); /* the K types' super-block scales: words per 256 */
+        wb = (double)n * k * (eight ? 1.0 : 0.5) + (form == WGML_AB_F32 ? (double)n * (double)(k / group) * (pair ? 8 : 4)
+                                                                         : (double)n * (double)(k / 256) * 4 * qw_ab_form_words(form));
     }
     return wb + 4.0 * k + 4.0 * n;
 }

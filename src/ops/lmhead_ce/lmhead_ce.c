@@ -55,10 +55,12 @@ static bool chunk_take(const lm_weight *w, int64_t c0, int64_t n, lm_weight *out
     }
     const wgml_qweight *q = &w->q;
     int64_t wpr = wgml_tensor_numel(q->codes) / q->n, abr = wgml_tensor_numel(q->ab) / q->n;
-    int64_t cs[2] = {n, wpr}, as[3] = {n, q->kp / q->group, 2};
+    int64_t cs[2] = {n, wpr}, as[WGML_MAX_RANK];
+    for (int i = 0; i < q->ab->rank; i++) as[i] = q->ab->shape[i]; /* [N, ...] in any ab form */
+    as[0] = n;
     out->q.n = n;
     out->q.codes = wgml_tensor_view(q->codes, c0 * wpr, 2, cs);
-    out->q.ab = out->q.codes ? wgml_tensor_view(q->ab, c0 * abr, q->has_min ? 3 : 2, as) : NULL;
+    out->q.ab = out->q.codes ? wgml_tensor_view(q->ab, c0 * abr, q->ab->rank, as) : NULL;
     out->q.bias = q->bias && out->q.ab ? wgml_tensor_view(q->bias, c0, 1, &n) : NULL;
     if (!out->q.codes || !out->q.ab || (q->bias && !out->q.bias)) {
         wgml_tensor_free(out->q.codes);

@@ -6,6 +6,7 @@
 #include "ops/qweight/qw_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -381,13 +382,42 @@ void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
                 for (int i = 0; i < 4; i++) w |= ((uint32_t)u.code[e + i] & 0xFFu) << (8 * i);
             wb[e / cpw] = w;
         }
-        for (int64_t g = 0; g < gpb; g++) {
+        for (int64_t g = 0; ab && g < gpb; g++) {
             if (pair) {
                 ab[2 * (g0 + g)] = u.a[g];
                 ab[2 * (g0 + g) + 1] = u.b[g];
             } else {
                 ab[g0 + g] = u.a[g];
             }
+        }
+    }
+}
+
+wgml_abform qw_gguf_ab_form(int type) {
+    const char *e = getenv("WGML_QW_KSCALES");
+    if (e && !strcmp(e, "0")) return WGML_AB_F32;
+    return type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K ? WGML_AB_K_MIN
+           : type == WGML_GGML_Q6_K                         ? WGML_AB_K6
+                                                            : WGML_AB_F32;
+}
+
+int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_K_MIN ? 4 : form == WGML_AB_K6 ? 5 : 0; }
+
+/* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K copy the
+ * f16 d and dmin and the 12 scale bytes (the block's first 16 bytes, in order); Q6_K the f32
+ * value of its f16 d (exact) and its 16 int8 scales. */
+void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab) {
+    uint64_t be, bb;
+    wgml_ggml_type_size((uint32_t)type, &be, &bb);
+    int64_t blocks = n * k / (int64_t)be;
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *q = p + (size_t)b * bb;
+        if (type == WGML_GGML_Q6_K) {
+            float d = qw_half_to_float(rd16(q + 208));
+            memcpy(&kab[5 * b], &d, 4);
+            for (int i = 0; i < 4; i++) kab[5 * b + 1 + i] = rd32(q + 192 + 4 * i);
+        } else {
+            for (int i = 0; i < 4; i++) kab[4 * b + i] = rd32(q + 4 * i);
         }
     }
 }

@@ -238,9 +238,16 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
     /* readers: w is uniform across a workgroup, so these branches are too */
     EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
     for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return C%d[i]; } ", i, i);
-    EMIT("return C0[i]; }\nfn ab_at(w: u32, i: u32) -> vec2<f32> { ");
-    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return ab_of(AB%d[i]); } ", i, i);
-    EMIT("return ab_of(AB0[i]); }\nfn bias_at(w: u32, n: u32) -> f32 { ");
+    EMIT("return C0[i]; }\n");
+    for (int i = 0; i < nw; i++) {
+        char fn[16], binding[16];
+        snprintf(fn, sizeof fn, "ab_r%d", i);
+        snprintf(binding, sizeof binding, "AB%d", i);
+        len += (size_t)qw_ab_reader(prelude + len, len < cap ? cap - len : 0, ws[i], fn, binding);
+    }
+    EMIT("fn ab_at(w: u32, i: u32) -> vec2<f32> { ");
+    for (int i = nw - 1; i > 0; i--) EMIT("if (w == %du) { return ab_r%d(i); } ", i, i);
+    EMIT("return ab_r0(i); }\nfn bias_at(w: u32, n: u32) -> f32 { ");
     for (int i = 0; i < nw; i++)
         if (ws[i]->bias) EMIT("if (w == %du) { return BIAS%d[n]; } ", i, i);
     EMIT("return 0.0; }\nfn store(w: u32, i: u32, v: f32) { ");
@@ -383,7 +390,7 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
         int idx[WGML_QLINEAR_MULTI_MAX], ng = 0;
         grp[ng] = ws[i], idx[ng++] = i;
         for (int j = i + 1; j < n; j++) {
-            if (done[j] || ws[j]->kind != ws[i]->kind || ws[j]->group != ws[i]->group) continue;
+            if (done[j] || !qw_same_layout(ws[j], ws[i])) continue;
             grp[ng] = ws[j];
             if (gemv_storage_bindings(grp, ng + 1, f) > limit) continue;
             idx[ng++] = j;
@@ -600,7 +607,7 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                               "K = %lld and the %lld x %lld weight table",
                               op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
     if (pair && fused) {
-        if (ws[0]->kind == ws[1]->kind && ws[0]->group == ws[1]->group &&
+        if (qw_same_layout(ws[0], ws[1]) &&
             gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {
             gemv_cfg c;
             gemv_config(ctx, ws[0], m, f, &c);

@@ -15,6 +15,12 @@ wgml_status qw_check_q4gsw(wgml_ctx *ctx, const char *op, const void *codes, con
 void qw_pack_q4gsw(const uint8_t *codes, const float *scales, int64_t n, int64_t k, int group, uint32_t *words,
                    float *ab);
 void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *words, float *ab);
+/* How wgml_qweight_upload_gguf holds type's (a, b) pairs (include/wgml-quant.h; $WGML_QW_KSCALES=0:
+ * WGML_AB_F32 for every type), the u32 words of one super-block's entry in a K form (0 for
+ * WGML_AB_F32), and the K forms' image: kab [n, k/256, qw_ab_form_words] from n·k/256 blocks. */
+wgml_abform qw_gguf_ab_form(int type);
+int qw_ab_form_words(wgml_abform form);
+void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab);
 /* Whether the GPU runs GGUF block type `type`, and as which kind, group size and code bits
  * (any pointer may be NULL); whether the type's values carry a per-group minimum. */
 bool qw_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits);
@@ -59,6 +65,13 @@ int qw_kind_cpw(wgml_qkind kind);
 int64_t qw_words_per_row(const wgml_qweight *w);
 void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_reader);
 void qw_kind_prelude(char *buf, size_t cap, const wgml_qweight *w);
+/* WGSL `fn <fn>(i: u32) -> vec2<f32>`: the (a, b) pair of group i = n·(Kp/G) + group read from
+ * the binding named binding (array<ABT>) in w's ab form, at buf; returns snprintf's length. */
+/* Whether two weights' kernels read them alike (kind, group size, ab form): one GEMV takes both. */
+static inline bool qw_same_layout(const wgml_qweight *a, const wgml_qweight *b) {
+    return a->kind == b->kind && a->group == b->group && a->ab_form == b->ab_form;
+}
+int qw_ab_reader(char *buf, size_t cap, const wgml_qweight *w, const char *fn, const char *binding);
 
 /* Where qw_record_mm puts the product: a new tensor of the given shape, or into (into += the
  * product with acc); seg (forward only, or NULL): the column boundaries seg[0] <= seg[1] <= C of

@@ -35,8 +35,10 @@ int qw_kind_cpw(wgml_qkind kind) {
 }
 static bool kind_has_min(wgml_qkind kind) { return kind == WGML_Q4_MIN || kind == WGML_Q8_MIN; }
 
+/* ab: f32 pairs (WGML_AB_F32) or the K forms' u32 words, as include/wgml-quant.h lays them out. */
 static wgml_qweight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, int bits, int64_t n, int64_t k,
-                                int group, const uint32_t *words, const float *ab, const float *bias) {
+                                int group, const uint32_t *words, wgml_abform form, const void *ab,
+                                const float *bias) {
     wgml_ctx *ctx = graph_ctx(g);
     wgml_qweight *w = calloc(1, sizeof *w);
     if (!w) {
@@ -50,10 +52,12 @@ static wgml_qweight *weight_new(wgml_graph *g, const char *op, wgml_qkind kind, 
     w->kind = kind;
     w->bits = bits;
     w->has_min = kind_has_min(kind);
+    w->ab_form = form;
     int64_t cs[2] = {n, w->kp / qw_kind_cpw(kind)};
-    int64_t as[3] = {n, w->kp / group, 2};
+    int64_t as[3] = {n, w->kp / group, 2}, ks[3] = {n, w->kp / 256, qw_ab_form_words(form)};
     w->codes = wgml_tensor_new(g, WGML_U32, 2, cs);
-    w->ab = wgml_tensor_new(g, WGML_F32, w->has_min ? 3 : 2, as);
+    w->ab = form == WGML_AB_F32 ? wgml_tensor_new(g, WGML_F32, w->has_min ? 3 : 2, as)
+                                : wgml_tensor_new(g, WGML_U32, 3, ks);
     if (bias) w->bias = wgml_tensor_new(g, WGML_F32, 1, &n);
     if (!w->codes || !w->ab || (bias && !w->bias) || wgml_tensor_write(w->codes, words, wgml_tensor_nbytes(w->codes)) ||
         wgml_tensor_write(w->ab, ab, wgml_tensor_nbytes(w->ab)) ||
@@ -84,7 +88,7 @@ wgml_qweight *wgml_qweight_upload_q4gsw(wgml_graph *g, const uint8_t *codes, con
     if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
     else {
         qw_pack_q4gsw(codes, scales, n, k, group, words, ab);
-        w = weight_new(g, op, WGML_Q4_SYM, 4, n, k, group, words, ab, bias);
+        w = weight_new(g, op, WGML_Q4_SYM, 4, n, k, group, words, WGML_AB_F32, ab, bias);
     }
     free(words);
     free(ab);
@@ -104,13 +108,16 @@ wgml_qweight *wgml_qweight_upload_gguf(wgml_graph *g, int type, const void *data
     int group, bits;
     qw_gguf_gpu(type, &kind, &group, &bits);
     int64_t kp = (k + group - 1) / group * group; /* = k but for the plain types (QF32) */
+    wgml_abform form = qw_gguf_ab_form(type);
     uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * kp / qw_kind_cpw(kind)));
-    float *ab = malloc(sizeof(float) * (size_t)(n * kp / group * (kind_has_min(kind) ? 2 : 1)));
+    void *ab = form == WGML_AB_F32 ? malloc(sizeof(float) * (size_t)(n * kp / group * (kind_has_min(kind) ? 2 : 1)))
+                                   : malloc(sizeof(uint32_t) * (size_t)(n * kp / 256 * qw_ab_form_words(form)));
     wgml_qweight *w = NULL;
     if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
     else {
-        qw_pack_gguf(type, data, n, k, words, ab);
-        w = weight_new(g, op, kind, bits, n, k, group, words, ab, NULL);
+        qw_pack_gguf(type, data, n, k, words, form == WGML_AB_F32 ? ab : NULL);
+        if (form != WGML_AB_F32) qw_pack_kab(type, data, n, k, ab);
+        w = weight_new(g, op, kind, bits, n, k, group, words, form, ab, NULL);
     }
     free(words);
     free(ab);
@@ -144,16 +151,19 @@ wgml_qweight *wgml_qweight_quantize(wgml_graph *g, const float *wf, int64_t n, i
 
 /* WGSL lines shared by every qweight kernel: the kind, codes per u32 word (CPW) and field width
  * (FW), the group size G, 32-code blocks per group (BPG, 1 when G = 16) and groups per block
- * (GPB: 2 when G = 16, else 1), the (a, b) type and readers: ab_of(v) gives (a, b) of
- * w = c·a + b from a stored ABT value, group_ab(i) (with ab_reader) the pair at index
- * i = n·(Kp/G) + group of the binding AB; code_f(word, i) the i-th code of a word; deq(c, ab)
+ * (GPB: 2 when G = 16, else 1), the stored type ABT and what reads it (ab_of(v): (a, b) of
+ * w = c·a + b from a stored f32 value; for the K forms qw_kab.wgsl's helpers), group_ab(i)
+ * (with ab_reader, qw_ab_reader) the pair of group i = n·(Kp/G) + group of the binding AB;
+ * code_f(word, i) the i-th code of a word; deq(c, ab)
  * the exact value; quant(l, ab) the stored field of the code requant gives latent l (the
  * code range from the weight's bits) and PADC the field of a padding code. */
 void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_reader) {
     bool f32 = w->kind == WGML_QF32;
     int hi = f32 ? 0 : w->kind == WGML_Q4_SYM ? 7 : w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
     int lo = f32 ? 0 : w->kind == WGML_Q4_SYM ? -8 : w->kind == WGML_Q8 ? -(1 << (w->bits - 1)) : 0;
-    const char *ab_t = w->has_min ? "vec2<f32>" : "f32";
+    const char *ab_t = w->ab_form == WGML_AB_K_MIN ? "vec4<u32>" : w->ab_form == WGML_AB_K6 ? "u32"
+                       : w->has_min                  ? "vec2<f32>"
+                                                     : "f32";
     const char *gab = w->kind == WGML_Q4_SYM ? "return vec2<f32>(v, -8.0 * v);"
                       : w->has_min           ? "return v;"
                                              : "return vec2<f32>(v, 0.0);";
@@ -174,19 +184,36 @@ void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_re
                                        "  return u32(clamp(round((l - ab.y) / ab.x), QLO, QHI));"
                                      : "if (ab.x == 0.0) { return 0u; }\n"
                                        "  return bitcast<u32>(i32(clamp(round(l / ab.x), QLO, QHI))) & 255u;";
-    snprintf(buf, cap,
-             "const KIND: u32 = %du; const CPW: u32 = %du; const FW: u32 = %du; const G: u32 = %du;\n"
-             "const BPG: u32 = %du; const GPB: u32 = %du; const QLO: f32 = %d.0; const QHI: f32 = %d.0;\n"
-             "const PADC: u32 = %du;\n"
-             "alias ABT = %s;\n"
-             "fn ab_of(v: ABT) -> vec2<f32> { %s }\n"
-             "%s"
-             "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
-             "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n"
-             "fn quant(l: f32, ab: vec2<f32>) -> u32 {\n  %s\n}\n",
-             (int)w->kind, qw_kind_cpw(w->kind), 32 / qw_kind_cpw(w->kind), w->group, w->group >= 32 ? w->group / 32 : 1,
-             w->group >= 32 ? 1 : 32 / w->group, lo, hi, w->kind == WGML_Q4_SYM ? 8 : 0, ab_t, gab,
-             ab_reader ? "fn group_ab(i: u32) -> vec2<f32> { return ab_of(AB[i]); }\n" : "", code, deq, quant);
+    int len = snprintf(buf, cap,
+                       "const KIND: u32 = %du; const CPW: u32 = %du; const FW: u32 = %du; const G: u32 = %du;\n"
+                       "const BPG: u32 = %du; const GPB: u32 = %du; const QLO: f32 = %d.0; const QHI: f32 = %d.0;\n"
+                       "const PADC: u32 = %du;\n"
+                       "alias ABT = %s;\n"
+                       "%s%s%s"
+                       "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
+                       "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n"
+                       "fn quant(l: f32, ab: vec2<f32>) -> u32 {\n  %s\n}\n",
+                       (int)w->kind, qw_kind_cpw(w->kind), 32 / qw_kind_cpw(w->kind), w->group,
+                       w->group >= 32 ? w->group / 32 : 1, w->group >= 32 ? 1 : 32 / w->group, lo, hi,
+                       w->kind == WGML_Q4_SYM ? 8 : 0, ab_t,
+                       w->ab_form == WGML_AB_F32 ? "fn ab_of(v: ABT) -> vec2<f32> { " : "//!include qw_kab\n",
+                       w->ab_form == WGML_AB_F32 ? gab : "", w->ab_form == WGML_AB_F32 ? " }\n" : "", code, deq, quant);
+    if (ab_reader && len >= 0 && (size_t)len < cap) qw_ab_reader(buf + len, cap - (size_t)len, w, "group_ab", "AB");
+}
+
+int qw_ab_reader(char *buf, size_t cap, const wgml_qweight *w, const char *fn, const char *binding) {
+    const char *head = "fn %s(i: u32) -> vec2<f32> { ";
+    int len = snprintf(buf, cap, head, fn);
+    if (len < 0 || (size_t)len >= cap) return len;
+    buf += len, cap -= (size_t)len;
+    switch (w->ab_form) {
+    case WGML_AB_K_MIN: /* 8 groups of 32 a super-block */
+        return len + snprintf(buf, cap, "return kab_min_pair(%s[i >> 3u], i & 7u); }\n", binding);
+    case WGML_AB_K6: /* 16 groups of 16 a super-block, entries of 5 words */
+        return len + snprintf(buf, cap, "let e = (i >> 4u) * 5u; return kab6_pair(%s[e], %s[e + 1u + ((i >> 2u) & 3u)], i); }\n",
+                              binding, binding);
+    default: return len + snprintf(buf, cap, "return ab_of(%s[i]); }\n", binding);
+    }
 }
 
 void qw_kind_prelude(char *buf, size_t cap, const wgml_qweight *w) { qw_kind_prelude_ex(buf, cap, w, true); }
@@ -208,9 +235,17 @@ bool qw_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_
     bool eight = qw_kind_cpw(w->kind) == 4;
     bool kind_ok = w->kind >= WGML_Q4_SYM && w->kind <= WGML_QF32 && w->has_min == kind_has_min(w->kind) &&
                    (w->kind == WGML_QF32 ? w->bits == 32 : eight ? w->bits >= 2 && w->bits <= 8 : w->bits == 4);
-    if (!kind_ok || w->group <= 0 || (w->group % 32 && !(eight && w->group == 16)) || w->n <= 0 || w->k <= 0 ||
-        w->kp % w->group || w->kp % 32 || w->kp < w->k || wgml_tensor_numel(w->codes) != w->n * qw_words_per_row(w) ||
-        wgml_tensor_numel(w->ab) != w->n * (w->kp / w->group) * (w->has_min ? 2 : 1)) {
+    /* the K forms: Q4_K / Q5_K (4-bit or 8-bit codes with a minimum, G = 32), Q6_K (Q8, G = 16) */
+    bool form_ok = w->ab_form == WGML_AB_F32 ? w->ab->dtype == WGML_F32 &&
+                                                   wgml_tensor_numel(w->ab) == w->n * (w->kp / w->group) * (w->has_min ? 2 : 1)
+                   : w->ab_form == WGML_AB_K_MIN || w->ab_form == WGML_AB_K6
+                       ? w->ab->dtype == WGML_U32 && w->kp % 256 == 0 &&
+                             w->has_min == (w->ab_form == WGML_AB_K_MIN) && w->group == (w->has_min ? 32 : 16) &&
+                             wgml_tensor_numel(w->ab) == w->n * (w->kp / 256) * qw_ab_form_words(w->ab_form)
+                       : false;
+    if (!kind_ok || !form_ok || w->group <= 0 || (w->group % 32 && !(eight && w->group == 16)) || w->n <= 0 ||
+        w->k <= 0 || w->kp % w->group || w->kp % 32 || w->kp < w->k ||
+        wgml_tensor_numel(w->codes) != w->n * qw_words_per_row(w)) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is not a valid 4-bit/8-bit weight", op, arg);
         return false;
     }
