@@ -10,6 +10,8 @@
 #      Q4_K_M and the SmolLM2-135M shape in Q4_1 (bench/real_shapes.sh, AB_INT8=1);
 #   2: Llama-3.1-8B Q4_K_M (bench/real_shapes.sh, AB_INT8=1);
 #   3: the training step at SmolLM2's shape, then at Llama-3.2-1B's (bench/train_shapes.sh).
+# AB_ENV="VAR=VALUE ..." times calls 1 and 2 once more per setting (the GEMV kinds and the models'
+# pairs: bench/real_shapes.sh's AB_ENV) in place of the f32-activation pass (AB_INT8=1 without it).
 # Each call writes one log, $OUT/issue29_<call>.log (the device tool brings back only a few
 # files a call); `python3 bench/real_table.py` on the three logs prints the table.
 set -uo pipefail
@@ -19,6 +21,8 @@ CALL=${1:?usage: bench/issue29_lease.sh 1|2|3}
 LOG=$OUT/issue29_$CALL.log
 S=$(date +%s)
 stamp() { echo "-- $1 at $(($(date +%s) - S)) s"; }
+ab_int8=1
+[ -n "${AB_ENV:-}" ] && ab_int8=0
 scratch=/tmp/issue29_out # the scripts' own files stay here; their output goes to the log
 mkdir -p "$scratch"
 {
@@ -34,7 +38,10 @@ mkdir -p "$scratch"
     kinds() { # round, then the types
       local r=$1
       shift
-      for t in "$@"; do echo "== GEMV round $r, $t"; ./build-gpu/wgml bench qw --gemv --type $t; done
+      for t in "$@"; do
+        echo "== GEMV round $r, $t"; ./build-gpu/wgml bench qw --gemv --type $t
+        for e in ${AB_ENV:-}; do echo "== GEMV round $r, $t, $e"; env "$e" ./build-gpu/wgml bench qw --gemv --type $t; done
+      done
       echo "== GEMV round $r, Q4_K, WGML_QW_GEMV=32,4,64,1"
       WGML_QW_GEMV=32,4,64,1 ./build-gpu/wgml bench qw --gemv --type Q4_K
     }
@@ -43,9 +50,9 @@ mkdir -p "$scratch"
     tail -2 "$scratch/llbuild.log"
     stamp "llama.cpp built"
     kinds 2 Q4_0 Q4_K # the second round short: the call's 10 minutes
-    OUT=$scratch AB_INT8=1 MODELS="llama-3.2-1b:Q4_K_M smollm2-135m:Q4_1" bash bench/real_shapes.sh
+    OUT=$scratch AB_INT8=$ab_int8 MODELS="llama-3.2-1b:Q4_K_M smollm2-135m:Q4_1" bash bench/real_shapes.sh
     ;;
-  2) OUT=$scratch AB_INT8=1 MODELS="llama-3.1-8b:Q4_K_M" bash bench/real_shapes.sh ;;
+  2) OUT=$scratch AB_INT8=$ab_int8 MODELS="llama-3.1-8b:Q4_K_M" bash bench/real_shapes.sh ;;
   3) OUT=$scratch MODELS="smollm2-135m:Q4_1 llama-3.2-1b:Q4_K_M" bash bench/train_shapes.sh ;;
   *) echo "call $CALL: 1, 2 or 3" ;;
   esac

@@ -22,7 +22,8 @@
 # (`bench generate --profile`) in $OUT. PD="512 128,2048 32" overrides the (prompt, decode)
 # pairs timed. AB_FLUSH=1 also runs each pair with WGML_UPLOAD_FLUSH=0 (memory A/B).
 # AB_ENV="VAR=VALUE ..." also times each pair once per setting, with that variable set (any switch:
-# WGML_QW_GEMV_I8=1, every GEMV in the integer form, say).
+# WGML_QW_GEMV_I8=1, every GEMV in the integer form, say; WGML_QW_KSCALES=0, the K types' scales
+# as f32 pairs), with wgml's memory line.
 # WGML_MEMORY_TRACE=64M (say) in the environment lists wgml's large buffers in the logs.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -112,7 +113,7 @@ for mt in $MODELS; do
     for e in $ab_env; do
       echo "-- $m $t prompt $1 decode $2, $e" | tee -a "$R"
       env "$e" $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
-        grep -E "^prefill |^decode " | tee -a "$R"
+        grep -E "^prefill |^decode |^device memory" | tee -a "$R"
     done
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
       for b in 0 1000000000000; do
