@@ -6,7 +6,7 @@
 # builds wgml (no tests) from SRC into DIR; gpu_wgml LOG builds ./build-gpu when it is absent,
 # brings it up to date and unpacks the carried llama.cpp tools (.llcpp) into /tmp;
 # real_shape_file MODEL TYPE OUT LOG writes bench/real_shapes.py's random-weight file (Q4_0, Q4_1,
-# Q8_0 and F16 directly, other types through llama-quantize from an F16 file, as people's files are made).
+# Q8_0, F16 and the Q4_K_M mix directly, other types through llama-quantize from an F16 file).
 gpu_env() {
   if [ -d .gl ]; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -37,7 +37,7 @@ gpu_wgml() {
 
 real_shape_file() {
   case $2 in
-  Q4_0 | Q4_1 | Q8_0 | F16) python3 bench/real_shapes.py "$1" "$2" "$3" ;;
+  Q4_0 | Q4_1 | Q8_0 | F16 | Q4_K_M) python3 bench/real_shapes.py "$1" "$2" "$3" ;;
   *)
     [ -x /tmp/llama-quantize ] || { echo "no llama-quantize: $1 $2 skipped"; return 1; }
     python3 bench/real_shapes.py "$1" F16 /tmp/real_f16.gguf &&

@@ -8,8 +8,9 @@ MODEL: smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-3b (the s
 of their Hugging Face configs, as llama.cpp's converter writes them). TYPE: Q4_0, Q4_1 or Q8_0
 for every matrix, the token embedding and head included (quantised with the gguf package's
 reference quantizers), norms in F32. K-quant
-mixes (Q4_K_M) need llama.cpp's own quantizer (llama-quantize) run on an F16 file: TYPE F16
-writes that file. --layers N keeps only the first N blocks (a quick check of the writer).
+mixes (Q4_K_M) are made by llama.cpp's own quantizer (llama-quantize) from an F16 file (TYPE F16
+writes that file) where it is at hand; TYPE Q4_K_M writes the same mix of types directly
+(llama.cpp's rule, kmix below) from random K blocks, without the quantizer. --layers N keeps only the first N blocks (a quick check of the writer).
 
 One random tensor is made per distinct shape and its bytes are reused for every layer (the
 GPU reads each layer's copy all the same), so an 8B file takes seconds, not minutes. The
@@ -32,15 +33,45 @@ MODELS = {
     "llama-3.1-8b": ("llama", 32, 4096, 14336, 32, 8, 128, 128256, 500000.0, 1e-5, False, False),
     "qwen2.5-3b": ("qwen2", 36, 2048, 11008, 16, 2, 128, 151936, 1000000.0, 1e-6, True, True),
 }
-TYPES = {"Q4_0": gguf.GGMLQuantizationType.Q4_0, "Q4_1": gguf.GGMLQuantizationType.Q4_1,
-         "Q8_0": gguf.GGMLQuantizationType.Q8_0, "F16": gguf.GGMLQuantizationType.F16}
+QT = gguf.GGMLQuantizationType
+TYPES = {"Q4_0": QT.Q4_0, "Q4_1": QT.Q4_1, "Q8_0": QT.Q8_0, "F16": QT.F16, "Q4_K_M": QT.Q4_K}
 FILE_TYPES = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
-              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "F16": gguf.LlamaFileType.MOSTLY_F16}
+              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "F16": gguf.LlamaFileType.MOSTLY_F16,
+              "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M}
+# the K types' block bytes and the offsets of their f16 d fields
+K_BLOCKS = {QT.Q4_K: (144, (0, 2)), QT.Q6_K: (210, (208,))}
+
+
+def use_more_bits(i, n):
+    """llama.cpp's Q4_K_M rule (llama_tensor_get_type): the layers whose attn_v and ffn_down
+    take Q6_K: the first and last eighth, and every third in between."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def kmix(name, layer, n_layer, tied):
+    """The type llama-quantize gives tensor `name` of layer `layer` in a Q4_K_M file of a llama
+    architecture: Q6_K for the head (the token embedding when tied), and for attn_v and ffn_down
+    where use_more_bits says so; Q4_K for every other matrix."""
+    if name == "output" or (name == "token_embd" and tied):
+        return QT.Q6_K
+    if name in ("attn_v", "ffn_down") and use_more_bits(layer, n_layer):
+        return QT.Q6_K
+    return QT.Q4_K
 
 
 def matrix(rng, rows, cols, qtype, cache):
-    """A random [rows, cols] matrix in qtype (N(0, 0.02), as initialised models are), one per shape."""
-    key = (rows, cols)
+    """A random [rows, cols] matrix in qtype (N(0, 0.02), as initialised models are), one per shape
+    and type. The K types are random blocks instead (random codes and packed scales, small
+    positive f16 d's: finite values near the same scale), since the gguf package cannot quantise
+    them; llama-quantize's Q4_K_M files differ only in the values, which speed does not see."""
+    key = (rows, cols, qtype)
+    if key not in cache and qtype in K_BLOCKS:
+        bb, offs = K_BLOCKS[qtype]
+        nb = rows * cols // 256
+        b = rng.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+        for o in offs:
+            b[:, o:o + 2] = rng.uniform(2.0**-14, 2.0**-11, size=nb).astype(np.float16).view(np.uint8).reshape(nb, 2)
+        cache[key] = b.reshape(rows, cols // 256 * bb)
     if key not in cache:
         w = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
         cache[key] = w.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else gguf.quants.quantize(w, qtype)
@@ -67,6 +98,9 @@ def write(model, tname, out, layers=None):
     arch, n_layer, d, ff, h, hk, hd, vocab, base, eps, tied, bias = MODELS[model]
     n_layer = layers or n_layer
     qtype = TYPES[tname]
+    if tname == "Q4_K_M" and (d % 256 or ff % 256):
+        sys.exit(f"{model}: d_model {d} / d_ff {ff} are not whole 256-element K blocks (llama-quantize "
+                 "falls back to other types there; use its F16 route)")
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(out, arch)
     w.add_name(f"{model} (random weights, {tname})")
@@ -86,24 +120,31 @@ def write(model, tname, out, layers=None):
     add_vocab(w, vocab)
     cache = {}
     ones = lambda n: np.ones(n, dtype=np.float32)
-    w.add_tensor("token_embd.weight", matrix(rng, vocab, d, qtype, cache), raw_dtype=qtype)
+    def add(name, layer, rows, cols):
+        t = kmix(name, layer, n_layer, tied) if tname == "Q4_K_M" else qtype
+        full = name + ".weight" if layer is None else f"blk.{layer}.{name}.weight"
+        m = matrix(rng, rows, cols, t, cache)
+        # the head, a second vocabulary matrix of the embedding's shape, gets its own copy
+        w.add_tensor(full, m.copy() if name == "output" else m, raw_dtype=t)
+
+    add("token_embd", None, vocab, d)
     for l in range(n_layer):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", ones(d))
-        w.add_tensor(p + "attn_q.weight", matrix(rng, h * hd, d, qtype, cache), raw_dtype=qtype)
-        w.add_tensor(p + "attn_k.weight", matrix(rng, hk * hd, d, qtype, cache), raw_dtype=qtype)
-        w.add_tensor(p + "attn_v.weight", matrix(rng, hk * hd, d, qtype, cache), raw_dtype=qtype)
+        add("attn_q", l, h * hd, d)
+        add("attn_k", l, hk * hd, d)
+        add("attn_v", l, hk * hd, d)
         if bias:
             for t, n in (("attn_q", h * hd), ("attn_k", hk * hd), ("attn_v", hk * hd)):
                 w.add_tensor(p + t + ".bias", np.zeros(n, dtype=np.float32))
-        w.add_tensor(p + "attn_output.weight", matrix(rng, d, h * hd, qtype, cache), raw_dtype=qtype)
+        add("attn_output", l, d, h * hd)
         w.add_tensor(p + "ffn_norm.weight", ones(d))
-        w.add_tensor(p + "ffn_gate.weight", matrix(rng, ff, d, qtype, cache), raw_dtype=qtype)
-        w.add_tensor(p + "ffn_up.weight", matrix(rng, ff, d, qtype, cache), raw_dtype=qtype)
-        w.add_tensor(p + "ffn_down.weight", matrix(rng, d, ff, qtype, cache), raw_dtype=qtype)
+        add("ffn_gate", l, ff, d)
+        add("ffn_up", l, ff, d)
+        add("ffn_down", l, d, ff)
     w.add_tensor("output_norm.weight", ones(d))
-    if not tied:  # a second vocabulary matrix of the same shape: its own copy of the bytes
-        w.add_tensor("output.weight", matrix(rng, vocab, d, qtype, cache).copy(), raw_dtype=qtype)
+    if not tied:
+        add("output", None, vocab, d)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -2,8 +2,9 @@
 # Decode and prefill of real model sizes on the GPU machine (issue 29's keys), wgml beside
 # llama.cpp's Vulkan backend on the same files: writes GGUF files with random weights at real
 # architectures' shapes (bench/real_shapes.py: SmolLM2-135M, Llama-3.2-1B, Qwen2.5-3B,
-# Llama-3.1-8B; Q4_0, Q8_0, and Q4_K_M through llama.cpp's own quantizer from an F16 file, the way
-# the files people download are made), then times each:
+# Llama-3.1-8B; Q4_0, Q8_0, and Q4_K_M: llama.cpp's mix of Q4_K and Q6_K written directly from
+# random K blocks, bench/real_shapes.py's kmix; other K mixes through llama.cpp's own quantizer from
+# an F16 file), then times each:
 #  - wgml: `wgml bench generate` (prefill of 512 and 2,048 tokens; decode at 512, 2,048 and 4,096
 #    tokens of context), next to the WGSL copy's bandwidth (`wgml bench ops`), with the decode
 #    step's weight bytes / time against it (the copy roofline);
