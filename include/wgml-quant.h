@@ -46,11 +46,11 @@ extern "C" {
  *   ab:    ab_form WGML_AB_F32: f32 [N, Kp/G] (SYM: the scale; Q8: a), or f32 [N, Kp/G, 2]
  *          (MIN, Q8_MIN: (a, b) pairs), row-major, so the groups of one output row are
  *          contiguous. The K types keep their file's super-block scales instead (exact, the
- *          file's size; Kp a multiple of 256), one entry per 256 codes of a row:
- *          WGML_AB_K_MIN (Q4_K, Q5_K): u32 [N, Kp/256, 4]: word 0 the f16 d (bits 0..15) and
- *            dmin (16..31), words 1..3 the block's 12 packed scale bytes as in the file
- *            (little-endian); group j (0..7) of the super-block has a = d·scale_j, b =
- *            -(dmin·min_j) with the 6-bit scale_j and min_j unpacked as the file defines.
+ *          file's size or near it; Kp a multiple of 256), one entry per 256 codes of a row:
+ *          WGML_AB_K_MIN (Q4_K, Q5_K): u32 [N, Kp/256, 6]: words 0 and 1 the f32 values of d
+ *            and dmin, word 2 + j/2 bits 16(j%2).. group j's 6-bit scale (bits 0..5 of the half
+ *            word) and min (bits 8..13), unpacked from the file's 12 bytes; group j (0..7)
+ *            has a = d·scale_j, b = -(dmin·min_j). 0.75 bits a weight (the file: 0.5).
  *          WGML_AB_K6 (Q6_K): u32 [N, Kp/256, 5]: word 0 the f32 value of d, words 1..4 the 16
  *            int8 scales (little-endian); group j (0..15) has a = d·scale_j.
  *          $WGML_QW_KSCALES=0 makes wgml_qweight_upload_gguf write the f32 form for them too.

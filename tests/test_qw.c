@@ -27,7 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/qweight/qw_internal.h"
 #include "qw_host.h"
 
 /* Forward and (optionally) input gradient of one weight against fp64. */
@@ -320,8 +319,6 @@ typedef struct ab_view {
     size_t nraw;
 } ab_view;
 
-static float half_f(uint32_t h) { return qw_half_to_float((uint16_t)h); }
-
 static void ab_decode(const wgml_qweight *w, ab_view *v) {
     int64_t groups = w->n * (w->kp / w->group);
     for (int64_t i = 0; i < groups; i++) {
@@ -331,13 +328,13 @@ static void ab_decode(const wgml_qweight *w, ab_view *v) {
             if (w->has_min) memcpy(&b, &v->raw[2 * i + 1], 4);
             else if (w->kind == WGML_Q4_SYM) b = -8.0f * a;
         } else if (w->ab_form == WGML_AB_K_MIN) {
-            const uint32_t *e = v->raw + 4 * (i / 8);
-            const uint8_t *q = (const uint8_t *)(e + 1); /* the 12 scale bytes (little-endian host) */
-            int j = (int)(i % 8), sc, mn;
-            if (j < 4) sc = q[j] & 63, mn = q[j + 4] & 63;
-            else sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4, mn = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-            a = half_f(e[0] & 0xFFFF) * (float)sc;
-            b = -(half_f(e[0] >> 16) * (float)mn);
+            const uint32_t *e = v->raw + 6 * (i / 8);
+            uint32_t h = e[2 + (i % 8) / 2] >> (16 * (i % 2));
+            float d, dmin;
+            memcpy(&d, &e[0], 4);
+            memcpy(&dmin, &e[1], 4);
+            a = d * (float)(h & 63);
+            b = -(dmin * (float)((h >> 8) & 63));
         } else {
             const uint32_t *e = v->raw + 5 * (i / 16);
             float d;
@@ -363,10 +360,7 @@ static void ab_zero_a(const wgml_qweight *w, ab_view *v, int64_t i) {
     if (w->ab_form == WGML_AB_F32) {
         v->raw[w->has_min ? 2 * i : i] = 0; /* +0.0f */
     } else if (w->ab_form == WGML_AB_K_MIN) {
-        uint8_t *q = (uint8_t *)(v->raw + 4 * (i / 8) + 1);
-        int j = (int)(i % 8);
-        if (j < 4) q[j] &= 0xC0; /* its top bits belong to group j + 4's scale */
-        else q[j + 4] &= 0xF0, q[j - 4] &= 0x3F;
+        v->raw[6 * (i / 8) + 2 + (i % 8) / 2] &= ~(63u << (16 * (i % 2))); /* the scale, not the min */
     } else {
         ((uint8_t *)(v->raw + 5 * (i / 16) + 1))[i % 16] = 0;
     }

@@ -401,11 +401,11 @@ wgml_abform qw_gguf_ab_form(int type) {
                                                             : WGML_AB_F32;
 }
 
-int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_K_MIN ? 4 : form == WGML_AB_K6 ? 5 : 0; }
+int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_K_MIN ? 6 : form == WGML_AB_K6 ? 5 : 0; }
 
-/* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K copy the
- * f16 d and dmin and the 12 scale bytes (the block's first 16 bytes, in order); Q6_K the f32
- * value of its f16 d (exact) and its 16 int8 scales. */
+/* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K the f32
+ * values of d and dmin (exact) and each group's 6-bit scale and min unpacked into a half word;
+ * Q6_K the f32 value of d and its 16 int8 scales. */
 void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab) {
     uint64_t be, bb;
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
@@ -417,7 +417,16 @@ void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab
             memcpy(&kab[5 * b], &d, 4);
             for (int i = 0; i < 4; i++) kab[5 * b + 1 + i] = rd32(q + 192 + 4 * i);
         } else {
-            for (int i = 0; i < 4; i++) kab[4 * b + i] = rd32(q + 4 * i);
+            uint32_t *e = kab + 6 * b;
+            float d = qw_half_to_float(rd16(q)), dmin = qw_half_to_float(rd16(q + 2));
+            memcpy(&e[0], &d, 4);
+            memcpy(&e[1], &dmin, 4);
+            for (int j = 0; j < 8; j++) {
+                int sc, mn;
+                k_scale_min(q + 4, j, &sc, &mn);
+                if (j % 2 == 0) e[2 + j / 2] = 0;
+                e[2 + j / 2] |= (uint32_t)(sc | mn << 8) << (16 * (j % 2));
+            }
         }
     }
 }

@@ -161,9 +161,7 @@ void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_re
     bool f32 = w->kind == WGML_QF32;
     int hi = f32 ? 0 : w->kind == WGML_Q4_SYM ? 7 : w->kind == WGML_Q8 ? (1 << (w->bits - 1)) - 1 : (1 << w->bits) - 1;
     int lo = f32 ? 0 : w->kind == WGML_Q4_SYM ? -8 : w->kind == WGML_Q8 ? -(1 << (w->bits - 1)) : 0;
-    const char *ab_t = w->ab_form == WGML_AB_K_MIN ? "vec4<u32>" : w->ab_form == WGML_AB_K6 ? "u32"
-                       : w->has_min                  ? "vec2<f32>"
-                                                     : "f32";
+    const char *ab_t = w->ab_form != WGML_AB_F32 ? "u32" : w->has_min ? "vec2<f32>" : "f32";
     const char *gab = w->kind == WGML_Q4_SYM ? "return vec2<f32>(v, -8.0 * v);"
                       : w->has_min           ? "return v;"
                                              : "return vec2<f32>(v, 0.0);";
@@ -207,8 +205,9 @@ int qw_ab_reader(char *buf, size_t cap, const wgml_qweight *w, const char *fn, c
     if (len < 0 || (size_t)len >= cap) return len;
     buf += len, cap -= (size_t)len;
     switch (w->ab_form) {
-    case WGML_AB_K_MIN: /* 8 groups of 32 a super-block */
-        return len + snprintf(buf, cap, "return kab_min_pair(%s[i >> 3u], i & 7u); }\n", binding);
+    case WGML_AB_K_MIN: /* 8 groups of 32 a super-block, entries of 6 words */
+        return len + snprintf(buf, cap, "let e = (i >> 3u) * 6u; return kab_min_pair(%s[e], %s[e + 1u], %s[e + 2u + ((i >> 1u) & 3u)], i); }\n",
+                              binding, binding, binding);
     case WGML_AB_K6: /* 16 groups of 16 a super-block, entries of 5 words */
         return len + snprintf(buf, cap, "let e = (i >> 4u) * 5u; return kab6_pair(%s[e], %s[e + 1u + ((i >> 2u) & 3u)], i); }\n",
                               binding, binding);
