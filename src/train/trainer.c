@@ -203,10 +203,10 @@ static wgml_status alloc_params(wgml_trainer *t) {
     return WGML_OK;
 }
 
-/* The shared-input groups below are taken with WGML_LORA_SHARED=1 and not by default: they cut
- * the SmolLM2 step's dispatches by 15% (3,855 -> 3,289 at 8 x 512 in their first form, H
- * transposed) but that form's step ran 1% slower on an H100 (bench/NOTES.md, 2026-12-05,
- * eighth session), and the block-major form here has not been timed on a GPU yet. */
+/* The shared-input groups below are taken with WGML_LORA_SHARED=1 and not by default: the
+ * block-major form here made the SmolLM2 8 x 512 step 157.1 -> 153.8 ms on an H100, but a group
+ * taken this way is not folded into its 4-bit bases' products (wgml_lora_qlinear, the default),
+ * which made it 149.5 ms (bench/NOTES.md, 2026-12-06, tenth session). */
 static bool lora_shared_on(void) {
     const char *e = getenv("WGML_LORA_SHARED");
     return e && !strcmp(e, "1");
