@@ -51,8 +51,10 @@ extern "C" {
  *            and dmin, word 2 + j/2 bits 16(j%2).. group j's 6-bit scale (bits 0..5 of the half
  *            word) and min (bits 8..13), unpacked from the file's 12 bytes; group j (0..7)
  *            has a = d·scale_j, b = -(dmin·min_j). 0.75 bits a weight (the file: 0.5).
- *          WGML_AB_K6 (Q6_K): u32 [N, Kp/256, 5]: word 0 the f32 value of d, words 1..4 the 16
- *            int8 scales (little-endian); group j (0..15) has a = d·scale_j.
+ *          WGML_AB_K6 (Q6_K): u32 [N, Kp/256, 6]: word 0 the f32 value of d, words 1..4 the 16
+ *            int8 scales (little-endian), word 5 zero; group j (0..15) has a = d·scale_j.
+ *          (Both K forms take 6 words, 24 bytes a row of 256 codes, so that rows split at
+ *          multiples of 32 start at aligned offsets.)
  *          $WGML_QW_KSCALES=0 makes wgml_qweight_upload_gguf write the f32 form for them too.
  *   bias:  f32 [N] or NULL.
  * A weight is only tensors of one graph; free the struct with wgml_qweight_free (before freeing a

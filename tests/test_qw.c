@@ -336,7 +336,7 @@ static void ab_decode(const wgml_qweight *w, ab_view *v) {
             a = d * (float)(h & 63);
             b = -(dmin * (float)((h >> 8) & 63));
         } else {
-            const uint32_t *e = v->raw + 5 * (i / 16);
+            const uint32_t *e = v->raw + 6 * (i / 16);
             float d;
             memcpy(&d, &e[0], 4);
             a = d * (float)((const int8_t *)(e + 1))[i % 16];
@@ -362,7 +362,7 @@ static void ab_zero_a(const wgml_qweight *w, ab_view *v, int64_t i) {
     } else if (w->ab_form == WGML_AB_K_MIN) {
         v->raw[6 * (i / 8) + 2 + (i % 8) / 2] &= ~(63u << (16 * (i % 2))); /* the scale, not the min */
     } else {
-        ((uint8_t *)(v->raw + 5 * (i / 16) + 1))[i % 16] = 0;
+        ((uint8_t *)(v->raw + 6 * (i / 16) + 1))[i % 16] = 0;
     }
     ab_decode(w, v);
 }

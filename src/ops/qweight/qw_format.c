@@ -401,7 +401,9 @@ wgml_abform qw_gguf_ab_form(int type) {
                                                             : WGML_AB_F32;
 }
 
-int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_K_MIN ? 6 : form == WGML_AB_K6 ? 5 : 0; }
+/* 6 words a super-block in both K forms: 24 bytes a row of 256, so that a row split at a multiple
+ * of 32 rows starts at a 256-byte-aligned offset (qw_weight_rows), as the f32 pairs' do at 4. */
+int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_F32 ? 0 : 6; }
 
 /* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K the f32
  * values of d and dmin (exact) and each group's 6-bit scale and min unpacked into a half word;
@@ -414,8 +416,9 @@ void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab
         const uint8_t *q = p + (size_t)b * bb;
         if (type == WGML_GGML_Q6_K) {
             float d = qw_half_to_float(rd16(q + 208));
-            memcpy(&kab[5 * b], &d, 4);
-            for (int i = 0; i < 4; i++) kab[5 * b + 1 + i] = rd32(q + 192 + 4 * i);
+            memcpy(&kab[6 * b], &d, 4);
+            for (int i = 0; i < 4; i++) kab[6 * b + 1 + i] = rd32(q + 192 + 4 * i);
+            kab[6 * b + 5] = 0;
         } else {
             uint32_t *e = kab + 6 * b;
             float d = qw_half_to_float(rd16(q)), dmin = qw_half_to_float(rd16(q + 2));

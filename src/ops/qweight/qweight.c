@@ -208,8 +208,8 @@ int qw_ab_reader(char *buf, size_t cap, const wgml_qweight *w, const char *fn, c
     case WGML_AB_K_MIN: /* 8 groups of 32 a super-block, entries of 6 words */
         return len + snprintf(buf, cap, "let e = (i >> 3u) * 6u; return kab_min_pair(%s[e], %s[e + 1u], %s[e + 2u + ((i >> 1u) & 3u)], i); }\n",
                               binding, binding, binding);
-    case WGML_AB_K6: /* 16 groups of 16 a super-block, entries of 5 words */
-        return len + snprintf(buf, cap, "let e = (i >> 4u) * 5u; return kab6_pair(%s[e], %s[e + 1u + ((i >> 2u) & 3u)], i); }\n",
+    case WGML_AB_K6: /* 16 groups of 16 a super-block, entries of 6 words */
+        return len + snprintf(buf, cap, "let e = (i >> 4u) * 6u; return kab6_pair(%s[e], %s[e + 1u + ((i >> 2u) & 3u)], i); }\n",
                               binding, binding);
     default: return len + snprintf(buf, cap, "return ab_of(%s[i]); }\n", binding);
     }
