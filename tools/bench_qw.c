@@ -81,10 +81,9 @@ static double forward_bytes(int type, int64_t n, int64_t k) {
     wgml_qkind kind;
     int group;
     if (type >= 0 && qw_gguf_gpu(type, &kind, &group, NULL)) {
-        bool eight = kind == WGML_Q8 || kind == WGML_Q8_MIN, pair = kind == WGML_Q4_MIN || kind == WGML_Q8_MIN;
-        wgml_abform form = qw_gguf_ab_form(type); /* the K types' super-block scales: words per 256 */
-        wb = (double)n * k * (eight ? 1.0 : 0.5) + (form == WGML_AB_F32 ? (double)n * (double)(k / group) * (pair ? 8 : 4)
-                                                                         : (double)n * (double)(k / 256) * 4 * qw_ab_form_words(form));
+        bool eight = kind == WGML_Q8 || kind == WGML_Q8_MIN;
+        wb = (double)n * k * (eight ? 1.0 : 0.5) +
+             (double)n * 4.0 * (double)qw_ab_row_words(qw_gguf_ab_form(type), k, group, qw_gguf_has_min(type));
     }
     return wb + 4.0 * k + 4.0 * n;
 }

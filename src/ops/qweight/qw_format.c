@@ -405,6 +405,10 @@ wgml_abform qw_gguf_ab_form(int type) {
  * of 32 rows starts at a 256-byte-aligned offset (qw_weight_rows), as the f32 pairs' do at 4. */
 int qw_ab_form_words(wgml_abform form) { return form == WGML_AB_F32 ? 0 : 6; }
 
+int64_t qw_ab_row_words(wgml_abform form, int64_t kp, int group, bool has_min) {
+    return form == WGML_AB_F32 ? kp / group * (has_min ? 2 : 1) : kp / 256 * qw_ab_form_words(form);
+}
+
 /* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K the f32
  * values of d and dmin (exact) and each group's 6-bit scale and min unpacked into a half word;
  * Q6_K the f32 value of d and its 16 int8 scales. */

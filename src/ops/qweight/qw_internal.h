@@ -20,6 +20,10 @@ void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
  * WGML_AB_F32), and the K forms' image: kab [n, k/256, qw_ab_form_words] from n·k/256 blocks. */
 wgml_abform qw_gguf_ab_form(int type);
 int qw_ab_form_words(wgml_abform form);
+/* The 4-byte words of ab in one row of kp codes (group size G): an f32, or an (a, b) pair with
+ * has_min, per group in WGML_AB_F32; qw_ab_form_words per 256 codes in the K forms. Every size
+ * of ab (upload, checks, row views, the benchmark's bytes) comes from here. */
+int64_t qw_ab_row_words(wgml_abform form, int64_t kp, int group, bool has_min);
 void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab);
 /* Whether the GPU runs GGUF block type `type`, and as which kind, group size and code bits
  * (any pointer may be NULL); whether the type's values carry a per-group minimum. */
@@ -65,12 +69,12 @@ int qw_kind_cpw(wgml_qkind kind);
 int64_t qw_words_per_row(const wgml_qweight *w);
 void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_reader);
 void qw_kind_prelude(char *buf, size_t cap, const wgml_qweight *w);
-/* WGSL `fn <fn>(i: u32) -> vec2<f32>`: the (a, b) pair of group i = n·(Kp/G) + group read from
- * the binding named binding (array<ABT>) in w's ab form, at buf; returns snprintf's length. */
 /* Whether two weights' kernels read them alike (kind, group size, ab form): one GEMV takes both. */
 static inline bool qw_same_layout(const wgml_qweight *a, const wgml_qweight *b) {
     return a->kind == b->kind && a->group == b->group && a->ab_form == b->ab_form;
 }
+/* WGSL `fn <fn>(i: u32) -> vec2<f32>`: the (a, b) pair of group i = n·(Kp/G) + group read from
+ * the binding named binding (array<ABT>) in w's ab form, at buf; returns snprintf's length. */
 int qw_ab_reader(char *buf, size_t cap, const wgml_qweight *w, const char *fn, const char *binding);
 
 /* Where qw_record_mm puts the product: a new tensor of the given shape, or into (into += the

@@ -49,9 +49,8 @@ bool qw_gguf_rows_fit(wgml_ctx *ctx, int type, int64_t k, int64_t r0) {
      * (wider codes, held as bytes) or 1 (f32 values), and per group a scale (and a minimum) in f32,
      * or per 256 codes the K types' super-block entry */
     int64_t kp = (k + group - 1) / group * group, cpw = bits == 4 ? 8 : bits == 32 ? 1 : 4;
-    wgml_abform form = qw_gguf_ab_form(type);
-    uint64_t rb[2] = {(uint64_t)(kp / cpw) * 4, form != WGML_AB_F32 ? (uint64_t)(kp / 256 * qw_ab_form_words(form)) * 4
-                                                                    : (uint64_t)(kp / group) * (qw_gguf_has_min(type) ? 8 : 4)};
+    uint64_t rb[2] = {(uint64_t)(kp / cpw) * 4,
+                      (uint64_t)qw_ab_row_words(qw_gguf_ab_form(type), kp, group, qw_gguf_has_min(type)) * 4};
     return rows_aligned(ctx, r0, rb, 2);
 }
 

@@ -110,8 +110,7 @@ wgml_qweight *wgml_qweight_upload_gguf(wgml_graph *g, int type, const void *data
     int64_t kp = (k + group - 1) / group * group; /* = k but for the plain types (QF32) */
     wgml_abform form = qw_gguf_ab_form(type);
     uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(n * kp / qw_kind_cpw(kind)));
-    void *ab = form == WGML_AB_F32 ? malloc(sizeof(float) * (size_t)(n * kp / group * (kind_has_min(kind) ? 2 : 1)))
-                                   : malloc(sizeof(uint32_t) * (size_t)(n * kp / 256 * qw_ab_form_words(form)));
+    void *ab = malloc(4 * (size_t)(n * qw_ab_row_words(form, kp, group, kind_has_min(kind)))); /* f32 or u32 */
     wgml_qweight *w = NULL;
     if (!words || !ab) wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
     else {
@@ -235,13 +234,13 @@ bool qw_weight_valid(wgml_ctx *ctx, const char *op, const char *arg, const wgml_
     bool kind_ok = w->kind >= WGML_Q4_SYM && w->kind <= WGML_QF32 && w->has_min == kind_has_min(w->kind) &&
                    (w->kind == WGML_QF32 ? w->bits == 32 : eight ? w->bits >= 2 && w->bits <= 8 : w->bits == 4);
     /* the K forms: Q4_K / Q5_K (4-bit or 8-bit codes with a minimum, G = 32), Q6_K (Q8, G = 16) */
-    bool form_ok = w->ab_form == WGML_AB_F32 ? w->ab->dtype == WGML_F32 &&
-                                                   wgml_tensor_numel(w->ab) == w->n * (w->kp / w->group) * (w->has_min ? 2 : 1)
+    bool form_ok = w->ab_form == WGML_AB_F32 ? w->ab->dtype == WGML_F32
                    : w->ab_form == WGML_AB_K_MIN || w->ab_form == WGML_AB_K6
                        ? w->ab->dtype == WGML_U32 && w->kp % 256 == 0 &&
-                             w->has_min == (w->ab_form == WGML_AB_K_MIN) && w->group == (w->has_min ? 32 : 16) &&
-                             wgml_tensor_numel(w->ab) == w->n * (w->kp / 256) * qw_ab_form_words(w->ab_form)
+                             w->has_min == (w->ab_form == WGML_AB_K_MIN) && w->group == (w->has_min ? 32 : 16)
                        : false;
+    form_ok = form_ok && w->group > 0 &&
+              wgml_tensor_numel(w->ab) == w->n * qw_ab_row_words(w->ab_form, w->kp, w->group, w->has_min);
     if (!kind_ok || !form_ok || w->group <= 0 || (w->group % 32 && !(eight && w->group == 16)) || w->n <= 0 ||
         w->k <= 0 || w->kp % w->group || w->kp % 32 || w->kp < w->k ||
         wgml_tensor_numel(w->codes) != w->n * qw_words_per_row(w)) {
