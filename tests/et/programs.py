@@ -101,8 +101,8 @@ def _mobilenet_v2():
     100 classes (every layer kind of the full model; 0.8M parameters instead of 3.5M keep the
     fixture small), with batch-norm statistics from a few random batches (the initial ones, mean
     0 and variance 1, let the activations vanish through the net: logits ~1e-9). The statistics
-    are computed in float64 and rounded to 1/256, so that the weights are the same bytes on
-    every machine."""
+    are computed in float64 and rounded to 1/256 (a zero made positive), so that the weights are
+    the same bytes on every machine."""
     import torchvision
     model = torchvision.models.mobilenet_v2(width_mult=0.5, num_classes=100)
     for m in model.modules():
@@ -115,7 +115,9 @@ def _mobilenet_v2():
             model(torch.randn(8, 3, 64, 64, generator=gen, dtype=torch.float64))
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.round(m.running_mean * 256) / 256)
+                # + 0.0: a mean that rounds to zero keeps the sign of its float noise (-0.0 on
+                # one CPU's MKL path, 0.0 on another's), and the key hashes the bytes
+                m.running_mean.copy_(torch.round(m.running_mean * 256) / 256 + 0.0)
                 m.running_var.copy_(torch.round(m.running_var * 256).clamp_min(1) / 256)
     model.float().eval()
     model.example = lambda g: (torch.randn(1, 3, 64, 64, generator=g),)
