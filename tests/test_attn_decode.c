@@ -186,6 +186,7 @@ static const dcase cases[] = {
     {"chunks, window wider than the keys", 6, 2, 32, 300, 50, 0, 100, WGML_ROPE_INTERLEAVED, 10000.0f, false},
     {"chunks, len past pos", 6, 2, 32, 300, 130, 20, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
     {"long cache, two passes of keys", 2, 1, 8, 9000, 8500, 0, 0, WGML_ROPE_HALF, 10000.0f, false},
+    {"8 kv heads: 128 keys a chunk (DECODE_SPREAD)", 8, 8, 8, 4200, 4100, 0, 0, WGML_ROPE_INTERLEAVED, 10000.0f, false},
     {"D 128, GQA 4", 8, 2, 128, 200, 199, 0, 0, WGML_ROPE_INTERLEAVED, 500000.0f, false},
     {"q/k norms, window (Gemma-like)", 4, 1, 256, 300, 260, 0, 128, WGML_ROPE_HALF, 10000.0f, true},
     {"q/k norms, one chunk", 6, 2, 64, 50, 30, 0, 0, WGML_ROPE_HALF, 1000000.0f, true},

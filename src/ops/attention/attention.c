@@ -247,9 +247,7 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, 4, split ? &part : &out, 1, &params,
                                    sizeof params, groups * (uint64_t)n_split);
     if (!s && split) {
-        uint32_t cp[8] = {(uint32_t)q->numel, (uint32_t)D, (uint32_t)n_split, row_layout ? 1u : 0u,
-                          (uint32_t)Hkv,       (uint32_t)G, (uint32_t)Sq,      0};
-        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)q->numel + 63) / 64);
+        s = attn_combine(g, op, part, out, q->numel, D, n_split, row_layout, Hkv, G, Sq);
     }
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s) {
@@ -347,4 +345,12 @@ wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_r
     wgml_tensor *ro[2] = {new_rows, pos};
     return graph_dispatch(g, op, "attn_kv_append", NULL, ro, 2, &cache, 1, &params, sizeof params,
                           ((uint64_t)new_rows->numel + 255) / 256);
+}
+
+wgml_status attn_combine(wgml_graph *g, const char *op, wgml_tensor *part, wgml_tensor *out, int64_t n, int64_t D,
+                         int64_t n_split, bool row_layout, int64_t Hkv, int64_t G, int64_t Sq) {
+    uint32_t cp[8] = {(uint32_t)n,   (uint32_t)D, (uint32_t)n_split, row_layout ? 1u : 0u,
+                      (uint32_t)Hkv, (uint32_t)G, (uint32_t)Sq,      0};
+    /* 32 output elements a workgroup (attn_combine.wgsl's EW) */
+    return graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)n + 31) / 32);
 }

@@ -1,31 +1,53 @@
 /* One decode step's attention in one dispatch (attn_decode.wgsl) and the merge of its key
  * chunks (attn_combine.wgsl): see attn_decode.h. */
 #include "ops/attention/attn_decode.h"
+#include "ops/attention/sdpa_rows.h"
 
 #include "gpu/gpu.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define DECODE_WG 256
 /* Most chunks: attn_combine reads every chunk of a row for each output element. */
 #define DECODE_MAX_CHUNKS 128
+/* Workgroups (kv heads x chunks) the keys per thread grow down to: each workgroup repeats the
+ * step's fixed work (q's rotation, the trees), so fewer and longer chunks pay while the grid
+ * still fills the GPU. H100, Llama-3.1-8B Q4_K_M (8 kv heads) decode at 4,096 positions: 64
+ * keys a workgroup (520 workgroups) 177.7 tok/s, 128 (264) 187.9, 256 (136) 185.9, 512 (72)
+ * 182.2 (bench/NOTES.md, 2026-12-06). */
+#define DECODE_SPREAD 256
 
-/* The kernel's keys per thread (the fewest that keep the chunks at most DECODE_MAX_CHUNKS),
- * chunk length and count; false when the shapes do not fit it. */
+static int64_t decode_chunks(int64_t smax, int64_t kpt) { return (smax + 64 * kpt - 1) / (64 * kpt); }
+
+static uint64_t decode_wg_bytes(int64_t G, int64_t D, int64_t ch) {
+    return 4ull * (uint64_t)(G * D + G * ch + (G + 1) * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) + 8;
+}
+
+/* The kernel's keys per thread, chunk length and count; false when the shapes do not fit it.
+ * Keys per thread: the fewest that keep the chunks at most DECODE_MAX_CHUNKS, doubled while the
+ * workgroups stay at least DECODE_SPREAD and the workgroup memory fits ($WGML_DECODE_KPT=N
+ * forces N, at least that fewest: sweeps). */
 static bool decode_plan(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax, int64_t *kpt, int64_t *ch,
                         int64_t *n_chunk) {
     int64_t d4 = D / 4;
     if (Hk <= 0 || Hq % Hk || D <= 0 || D % 4 || d4 > DECODE_WG || (d4 & (d4 - 1)) || smax <= 0 || Hq / Hk > 16 ||
         smax * Hk * D > 0xFFFFFFFFll)
         return false;
-    int64_t G = Hq / Hk;
-    *kpt = 1; /* 64 keys a pass */
-    while (*kpt < 64 && (smax + 64 * *kpt - 1) / (64 * *kpt) > DECODE_MAX_CHUNKS) *kpt *= 2;
+    int64_t G = Hq / Hk, least = 1; /* 64 keys a pass */
+    uint64_t storage = gpu_get_caps(ctx)->max_workgroup_storage;
+    while (least < 64 && decode_chunks(smax, least) > DECODE_MAX_CHUNKS) least *= 2;
+    *kpt = least;
+    while (*kpt < 64 && Hk * decode_chunks(smax, 2 * *kpt) >= DECODE_SPREAD &&
+           decode_wg_bytes(G, D, 128 * *kpt) <= storage)
+        *kpt *= 2;
+    const char *e = getenv("WGML_DECODE_KPT");
+    long forced = e && *e ? strtol(e, NULL, 10) : 0;
+    if (forced >= least && forced <= 64) *kpt = forced;
     *ch = 64 * *kpt;
-    *n_chunk = (smax + *ch - 1) / *ch;
-    uint64_t wg_bytes = 4ull * (uint64_t)(G * D + G * *ch + (G + 1) * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) + 8;
-    return *n_chunk <= DECODE_MAX_CHUNKS && wg_bytes <= gpu_get_caps(ctx)->max_workgroup_storage;
+    *n_chunk = decode_chunks(smax, *kpt);
+    return *n_chunk <= DECODE_MAX_CHUNKS && decode_wg_bytes(G, D, *ch) <= storage;
 }
 
 bool attn_decode_fits(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_t smax) {
@@ -170,8 +192,7 @@ static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, w
                                                                     sizeof p, (uint64_t)(Hk * n_chunk))
                                                   : wgml_last_status(ctx);
     if (!s && n_chunk > 1) {
-        uint32_t cp[8] = {(uint32_t)(Hq * D), (uint32_t)D, (uint32_t)n_chunk, 0, 1, 1, 1, 0};
-        s = graph_dispatch(g, op, "attn_combine", NULL, &part, 1, &out, 1, cp, sizeof cp, ((uint64_t)(Hq * D) + 63) / 64);
+        s = attn_combine(g, op, part, out, Hq * D, D, n_chunk, false, 1, 1, 1);
     }
     wgml_tensor_free(part); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s) {
