@@ -32,6 +32,9 @@ struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale
 
 //!include rope_angle
 
+const KL: u32 = (D4 + LPK - 1u) / LPK; // vec4s of a key a lane of the scores
+const VB: u32 = 4u; // values loaded together by a thread of the weighted sums
+
 var<workgroup> qs: array<vec4<f32>, G * D4>; // the G heads' rotated q
 var<workgroup> ss: array<f32, G * CH>;      // the chunk's scores, then 2^(s - m) (0 outside [lo, L))
 var<workgroup> red: array<f32, (G + 1u) * WG>; // the lanes' partial dot products; the trees
@@ -146,10 +149,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // function's start by the compiler (naga), so its zero initialisation happens once
         for (var g = 0u; g < G; g++) { acc[g] = 0.0; }
         if (valid) {
+            // the lane's KL vec4s of the key (i4 = lane + t * LPK; zeros past D4) loaded before
+            // any is used: a count known at compile time, so the loads are issued together
+            // instead of one latency each
             let kb = (kh * p.smax + u32(j)) * D4;
-            for (var i4 = ln; i4 < D4; i4 += LPK) {
-                let kv = k_cache[kb + i4];
-                for (var g = 0u; g < G; g++) { acc[g] += dot(kv, qs[g * D4 + i4]); }
+            var kv: array<vec4<f32>, KL>;
+            for (var t = 0u; t < KL; t++) {
+                let i4 = ln + t * LPK;
+                kv[t] = select(vec4<f32>(0.0), k_cache[kb + min(i4, D4 - 1u)], i4 < D4);
+            }
+            for (var t = 0u; t < KL; t++) {
+                let i4 = min(ln + t * LPK, D4 - 1u);
+                for (var g = 0u; g < G; g++) { acc[g] += dot(kv[t], qs[g * D4 + i4]); }
             }
         }
         for (var g = 0u; g < G; g++) { red[g * WG + lid] = acc[g]; }
@@ -195,8 +206,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let jhi = max(k1 - c0, 0);
     var o: array<vec4<f32>, G>;
     for (var g = 0u; g < G; g++) { o[g] = vec4<f32>(0.0); }
-    for (var jj = jlo + i32(sl); jj < jhi; jj += i32(NS)) {
-        let val = v_cache[(kh * p.smax + u32(c0 + jj)) * D4 + d4];
+    // VB keys' values loaded before they are used, then the rest one at a time
+    let vrow = kh * p.smax + u32(c0);
+    var jj = jlo + i32(sl);
+    for (; jj + i32((VB - 1u) * NS) < jhi; jj += i32(VB * NS)) {
+        var val: array<vec4<f32>, VB>;
+        for (var b = 0u; b < VB; b++) { val[b] = v_cache[(vrow + u32(jj) + b * NS) * D4 + d4]; }
+        for (var b = 0u; b < VB; b++) {
+            for (var g = 0u; g < G; g++) { o[g] += ss[g * CH + u32(jj) + b * NS] * val[b]; }
+        }
+    }
+    for (; jj < jhi; jj += i32(NS)) {
+        let val = v_cache[(vrow + u32(jj)) * D4 + d4];
         for (var g = 0u; g < G; g++) { o[g] += ss[g * CH + u32(jj)] * val; }
     }
     for (var g = 0u; g < G; g++) { ov[g * WG + lid] = o[g]; }
