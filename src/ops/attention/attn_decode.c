@@ -13,7 +13,7 @@
 /* Most chunks: attn_combine reads every chunk of a row for each output element. */
 #define DECODE_MAX_CHUNKS 128
 /* Workgroups (kv heads x chunks) the keys per thread grow down to: each workgroup repeats the
- * step's fixed work (q's rotation, the trees), so fewer and longer chunks pay while the grid
+ * step's fixed work (q's rotation, the barriers), so fewer and longer chunks pay while the grid
  * still fills the GPU. H100, Llama-3.1-8B Q4_K_M (8 kv heads) decode at 4,096 positions: 64
  * keys a workgroup (520 workgroups) 177.7 tok/s, 128 (264) 187.9, 256 (136) 185.9, 512 (72)
  * 182.2 (bench/NOTES.md, 2026-12-06). */
@@ -42,7 +42,7 @@ static bool decode_plan(wgml_ctx *ctx, int64_t Hq, int64_t Hk, int64_t D, int64_
     while (least < 64 && decode_chunks(smax, least) > DECODE_MAX_CHUNKS) least *= 2;
     *kpt = least;
     while (*kpt < 64 && Hk * decode_chunks(smax, 2 * *kpt) >= DECODE_SPREAD &&
-           decode_wg_bytes(G, D, 128 * *kpt) <= storage)
+           decode_wg_bytes(G, D, 64 * (2 * *kpt)) <= storage) /* the chunk at twice the keys */
         *kpt *= 2;
     const char *e = getenv("WGML_DECODE_KPT");
     long forced = e && *e ? strtol(e, NULL, 10) : 0;

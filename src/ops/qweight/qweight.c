@@ -181,20 +181,22 @@ void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_re
                                        "  return u32(clamp(round((l - ab.y) / ab.x), QLO, QHI));"
                                      : "if (ab.x == 0.0) { return 0u; }\n"
                                        "  return bitcast<u32>(i32(clamp(round(l / ab.x), QLO, QHI))) & 255u;";
+    /* what reads a stored ABT value: ab_of for the f32 pairs, qw_kab.wgsl's helpers for the K forms */
+    char ab_fns[96];
+    if (w->ab_form == WGML_AB_F32) snprintf(ab_fns, sizeof ab_fns, "fn ab_of(v: ABT) -> vec2<f32> { %s }\n", gab);
+    else snprintf(ab_fns, sizeof ab_fns, "//!include qw_kab\n");
     int len = snprintf(buf, cap,
                        "const KIND: u32 = %du; const CPW: u32 = %du; const FW: u32 = %du; const G: u32 = %du;\n"
                        "const BPG: u32 = %du; const GPB: u32 = %du; const QLO: f32 = %d.0; const QHI: f32 = %d.0;\n"
                        "const PADC: u32 = %du;\n"
                        "alias ABT = %s;\n"
-                       "%s%s%s"
+                       "%s"
                        "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
                        "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n"
                        "fn quant(l: f32, ab: vec2<f32>) -> u32 {\n  %s\n}\n",
                        (int)w->kind, qw_kind_cpw(w->kind), 32 / qw_kind_cpw(w->kind), w->group,
                        w->group >= 32 ? w->group / 32 : 1, w->group >= 32 ? 1 : 32 / w->group, lo, hi,
-                       w->kind == WGML_Q4_SYM ? 8 : 0, ab_t,
-                       w->ab_form == WGML_AB_F32 ? "fn ab_of(v: ABT) -> vec2<f32> { " : "//!include qw_kab\n",
-                       w->ab_form == WGML_AB_F32 ? gab : "", w->ab_form == WGML_AB_F32 ? " }\n" : "", code, deq, quant);
+                       w->kind == WGML_Q4_SYM ? 8 : 0, ab_t, ab_fns, code, deq, quant);
     if (ab_reader && len >= 0 && (size_t)len < cap) qw_ab_reader(buf + len, cap - (size_t)len, w, "group_ab", "AB");
 }
 
