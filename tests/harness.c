@@ -166,6 +166,66 @@ float *th_read_f32(wgml_tensor *t) {
     return h;
 }
 
+double th_half(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+uint16_t th_to_half(double x) {
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs(x);
+    if (isnan(x)) return 0x7e00;
+    if (a == 0) return sign;
+    int E;
+    frexp(a, &E); /* a = m 2^E, m in [0.5, 1): the leading bit is 2^(E - 1) */
+    /* the units of the last place: 2^-24 below the normal range, else 2^(E - 11); the count of
+     * them (rint: ties to even) carries into the exponent field when it reaches 2048 */
+    uint32_t bits = E - 1 < -14 ? (uint32_t)rint(ldexp(a, 24))
+                                : (uint32_t)((E - 1 + 15) << 10) + (uint32_t)rint(ldexp(a, 11 - E)) - 1024u;
+    return (uint16_t)(sign | (bits >= 0x7c00u ? 0x7c00u : bits));
+}
+
+double th_half_ulp(double x) {
+    double a = fabs(x);
+    if (a < ldexp(1, -14)) return ldexp(1, -24);
+    int E;
+    frexp(a, &E);
+    return ldexp(1, E - 11);
+}
+
+wgml_tensor *th_tensor_half(int rank, const int64_t *shape, const float *data) {
+    wgml_tensor *t = wgml_tensor_new(T.g, WGML_U32, rank, shape);
+    if (!t) {
+        th_check(false, "th_tensor_half: %s", wgml_last_error(T.ctx));
+        return NULL;
+    }
+    size_t words = wgml_tensor_nbytes(t) / 4;
+    uint32_t *w = th_pack_half(data, words);
+    if (wgml_tensor_write(t, w, 4 * words)) th_check(false, "th_tensor_half: %s", wgml_last_error(T.ctx));
+    free(w);
+    return t;
+}
+
+uint32_t *th_pack_half(const float *data, size_t words) {
+    uint32_t *w = malloc(4 * words);
+    for (size_t i = 0; i < words; i++) w[i] = th_to_half(data[2 * i]) | (uint32_t)th_to_half(data[2 * i + 1]) << 16;
+    return w;
+}
+
+float *th_read_half(wgml_tensor *t) {
+    uint32_t *w = (uint32_t *)th_read_f32(t);
+    if (!w) return NULL;
+    size_t words = wgml_tensor_nbytes(t) / 4;
+    float *f = malloc(sizeof(float) * 2 * words);
+    for (size_t i = 0; i < words; i++) {
+        f[2 * i] = (float)th_half((uint16_t)(w[i] & 0xffff));
+        f[2 * i + 1] = (float)th_half((uint16_t)(w[i] >> 16));
+    }
+    free(w);
+    return f;
+}
+
 bool th_check(bool ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -34,6 +34,20 @@ wgml_tensor *th_tensor_i32(int rank, const int64_t *shape, const int32_t *data);
 /* Reads a tensor back into a malloc'ed buffer (NULL and a failure on error). */
 float *th_read_f32(wgml_tensor *t);
 
+/* The f16 form of a KV cache (src/ops/attention/kv_cache.h: u32 words of two binary16 elements,
+ * element 2i in the low half), from the test's side: th_half(h) is the value of binary16 bits h;
+ * th_to_half(x) rounds x to the nearest binary16 (ties to even; inf beyond its range);
+ * th_half_ulp(x) is the spacing of binary16 values at |x|, the most a conversion rounding either
+ * way may move x. th_tensor_half uploads the 2 * words floats of data, rounded, as a u32 tensor
+ * of shape (the words; the last dim halved); th_read_half reads such a tensor back as floats
+ * (exact: every binary16 value is a float). */
+double th_half(uint16_t h);
+uint16_t th_to_half(double x);
+double th_half_ulp(double x);
+wgml_tensor *th_tensor_half(int rank, const int64_t *shape, const float *data);
+uint32_t *th_pack_half(const float *data, size_t words); /* malloc'ed words of th_to_half pairs */
+float *th_read_half(wgml_tensor *t);
+
 /* The larger of two errors, a NaN counted as +inf: once a NaN is seen no later finite error can
  * hide it (a plain `err > worst` never takes a NaN, and `!(err <= worst)` lets the next finite
  * error overwrite it). Header-only: the ExecuTorch program tests use it without the harness. */

@@ -1,7 +1,7 @@
 /* Attention: sdpa (multi-head and grouped-query, causal end-aligned and not, prefill and
  * decode, key counts that are not multiples of the key block), the KV cache (append with
  * bounds, attention over the filled prefix, a built decode graph replayed over six steps with
- * rope and new positions), more than 65,535 workgroups, and bad input. References in double. */
+ * rope and new positions; the f16 form), more than 65,535 workgroups, and bad input. References in double. */
 #define _POSIX_C_SOURCE 200112L
 #include "harness.h"
 #include "ops/attention/sdpa_rows.h"
@@ -201,6 +201,84 @@ static void test_append_bounds(void) {
     case_append_bounds(100, 2);
     case_append_bounds(2147483647, 2);   /* no wrap-around */
     case_append_bounds(-2147483647, 2);
+}
+
+/* The f16 form (src/ops/attention/kv_cache.h): kv_append into a u32 cache, each element written
+ * within one binary16 spacing of its value (the rounding is the implementation's), values in
+ * +-300 so that the exponent matters, and every other word untouched (rows outside
+ * 0 .. Smax - 1 skipped, no spill into the next head). */
+static void case_append_f16(int32_t pos, int64_t snew) {
+    int64_t B = 2, H = 2, Smax = 4, D = 8, cw[4] = {B, H, Smax, D / 2}, ns[4] = {B, H, snew, D}, ps[1] = {1};
+    int64_t nc = B * H * Smax * D, nn = B * H * snew * D;
+    float *hc = th_random((size_t)nc, -1, 1), *hn = th_random((size_t)nn, -300, 300);
+    wgml_tensor *c = th_tensor_half(4, cw, hc), *n = th_tensor_f32(4, ns, hn), *p = th_tensor_i32(1, ps, &pos);
+    th_check(!wgml_kv_append(T.g, c, n, p), "kv_append f16: %s", wgml_last_error(T.ctx));
+    float *got = th_read_half(c);
+    double *want = malloc(sizeof(double) * (size_t)nc), *tol = malloc(sizeof(double) * (size_t)nc);
+    for (int64_t i = 0; i < nc; i++) want[i] = th_half(th_to_half(hc[i])), tol[i] = 0;
+    for (int64_t bh = 0; bh < B * H; bh++)
+        for (int64_t s = 0; s < snew; s++) {
+            int64_t row = (int64_t)pos + s;
+            for (int64_t e = 0; row >= 0 && row < Smax && e < D; e++) {
+                double x = hn[(bh * snew + s) * D + e];
+                want[(bh * Smax + row) * D + e] = x, tol[(bh * Smax + row) * D + e] = th_half_ulp(x);
+            }
+        }
+    char name[96];
+    snprintf(name, sizeof name, "kv_append f16: %lld rows at pos %d into Smax 4", (long long)snew, (int)pos);
+    th_close_each(name, got, want, (size_t)nc, tol, 0);
+    free(hc); free(hn); free(got); free(want); free(tol);
+    wgml_tensor_free(c); wgml_tensor_free(n); wgml_tensor_free(p);
+}
+
+/* sdpa_cached (window 0) or sdpa_cached_window over f16 caches against fp64 over the values the
+ * caches hold (the inputs rounded by th_to_half, exact on the host): keys split or whole by the
+ * shape, D 64 (q and k tiles whole) and 256 (in chunks of dims). */
+static void case_cached_f16(int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Smax, int64_t D, int32_t len, int64_t window) {
+    int64_t B = 2, qs[4] = {B, Hq, Sq, D}, cw[4] = {B, Hkv, Smax, D / 2}, ls[1] = {1};
+    int64_t nq = B * Hq * Sq * D, nc = B * Hkv * Smax * D;
+    float *hq = th_random((size_t)nq, -1, 1), *hk = th_random((size_t)nc, -1, 1), *hv = th_random((size_t)nc, -1, 1);
+    wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_half(4, cw, hk), *v = th_tensor_half(4, cw, hv);
+    wgml_tensor *l = th_tensor_i32(1, ls, &len);
+    for (int64_t i = 0; i < nc; i++) hk[i] = (float)th_half(th_to_half(hk[i])), hv[i] = (float)th_half(th_to_half(hv[i]));
+    double sc = 1.0 / sqrt((double)D);
+    wgml_tensor *o = window ? wgml_sdpa_cached_window(T.g, q, k, v, l, window, 0) : wgml_sdpa_cached(T.g, q, k, v, l, 1, 0);
+    float *got = th_read_f32(o);
+    double *ref = malloc(sizeof(double) * (size_t)nq);
+    ref_sdpa_w(hq, hk, hv, B, Hq, Hkv, Sq, len, Smax, D, 1, sc, window, ref);
+    char name[160];
+    snprintf(name, sizeof name, "sdpa_cached f16 caches Hq%lld Hkv%lld Sq%lld Smax%lld D%lld len %d window %lld",
+             (long long)Hq, (long long)Hkv, (long long)Sq, (long long)Smax, (long long)D, (int)len, (long long)window);
+    th_close(name, got, ref, (size_t)nq, ATOL, RTOL);
+    free(hq); free(hk); free(hv); free(got); free(ref);
+    wgml_tensor_free(o); wgml_tensor_free(q); wgml_tensor_free(k); wgml_tensor_free(v); wgml_tensor_free(l);
+}
+
+static void test_f16_cache(void) {
+    case_append_f16(0, 2);
+    case_append_f16(2, 3);          /* last row would be 4: skipped */
+    case_append_f16(-1, 3);         /* row -1 skipped */
+    case_append_f16(2147483647, 2); /* no wrap-around */
+    case_cached_f16(9, 3, 1, 200, 64, 170, 0);  /* decode: keys split */
+    case_cached_f16(9, 3, 64, 80, 64, 70, 16);  /* a prefill chunk after 6 keys, through a window */
+    case_cached_f16(4, 1, 5, 40, 256, 33, 0);   /* D 256 */
+    int64_t q6[4] = {1, 3, 2, 6}, w3[4] = {1, 3, 4, 3}, q8[4] = {1, 3, 2, 8}, w8[4] = {1, 3, 4, 8}, f8[4] = {1, 3, 4, 8};
+    int64_t one[1] = {1}, n16[4] = {1, 3, 1, 8};
+    static float z[256];
+    static int32_t zi[1];
+    wgml_tensor *qa = th_tensor_f32(4, q6, z), *ka = th_tensor_half(4, w3, z), *qb = th_tensor_f32(4, q8, z);
+    wgml_tensor *kb = th_tensor_half(4, w8, z), *fb = th_tensor_f32(4, f8, z), *li = th_tensor_i32(1, one, zi);
+    wgml_tensor *nr = th_tensor_f32(4, n16, z);
+    th_expect_error("sdpa_cached f16 cache, D 6", wgml_sdpa_cached(T.g, qa, ka, ka, li, 1, 0) == NULL, WGML_ERR_UNSUPPORTED,
+                    "sdpa_cached", "multiple of 4", NULL);
+    th_expect_error("sdpa_cached f16 k, f32 v", wgml_sdpa_cached(T.g, qb, kb, fb, li, 1, 0) == NULL, WGML_ERR_DTYPE,
+                    "sdpa_cached", "same form", NULL);
+    th_expect_error("sdpa_cached q D 8, f16 cache of D 16", wgml_sdpa_cached(T.g, qb, kb, kb, li, 1, 0) == NULL,
+                    WGML_ERR_SHAPE, "sdpa_cached", "head dimensions", "D / 2 words", NULL);
+    th_expect_error("kv_append 8 into an f16 cache of D 16", wgml_kv_append(T.g, kb, nr, li) != 0, WGML_ERR_SHAPE,
+                    "kv_append", "f16 form", NULL);
+    wgml_tensor *all[] = {qa, ka, qb, kb, fb, li, nr};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_free(all[i]);
 }
 
 /* sdpa_cached over a cache with garbage (NaN) past len: prefill chunk, clamped len, len 0,
@@ -466,6 +544,7 @@ static void part_sdpa(void) {
 
 static void part_cache(void) {
     test_append_bounds();
+    test_f16_cache();
     test_cached();
     test_prefill_then_decode();
     test_decode_graph();

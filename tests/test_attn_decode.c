@@ -5,7 +5,8 @@
  * pos * theta^(-2i/D) in double, softmax and weighted sum in double), random cache contents,
  * grouped heads, both pair styles, q/k norms, the sliding window, one chunk (the kernel's own output) and
  * many (the chunks merged), long caches (several passes of keys); the cache row written (k
- * rotated, v copied bit for bit) and every other row untouched; bad shapes refused. */
+ * rotated, v copied bit for bit) and every other row untouched; the caches' f16 form; bad shapes
+ * refused. */
 #include "harness.h"
 
 #include "ops/attention/attn_decode.h"
@@ -46,15 +47,51 @@ static void rope_d(double *x, int64_t D, int32_t pos, float theta, wgml_rope_sty
     }
 }
 
-static void run_case(const dcase *c) {
-    int64_t Hq = c->Hq, Hk = c->Hk, D = c->D, smax = c->smax, G = Hq / Hk;
+/* ref [Hq, D]: each query head (normed, rotated at pos) attending in double over the cache rows
+ * [lo, L) of kc, vc [Hk, smax, D] */
+static void ref_attend(const dcase *c, const float *hq, const float *hqn, float eps, float scale, int32_t len,
+                       const double *kc, const float *vc, double *ref) {
+    int64_t Hq = c->Hq, G = c->Hq / c->Hk, D = c->D, smax = c->smax;
+    int64_t L = len < smax ? len : smax, lo = c->window > 0 && L - c->window > 0 ? L - c->window : 0;
+    double *sc = malloc(sizeof(double) * (size_t)smax);
+    for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
+        int64_t h = hq_i / G;
+        double qr[1024], mx = -INFINITY, sum = 0;
+        for (int64_t d = 0; d < D; d++) qr[d] = hq[hq_i * D + d];
+        if (c->qkn) norm_d(qr, hqn, D, eps);
+        rope_d(qr, D, c->pos, c->theta, c->style);
+        for (int64_t j = lo; j < L; j++) {
+            double s = 0;
+            for (int64_t d = 0; d < D; d++) s += qr[d] * kc[(h * smax + j) * D + d];
+            sc[j] = s * scale;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int64_t j = lo; j < L; j++) sum += (sc[j] = exp(sc[j] - mx));
+        for (int64_t d = 0; d < D; d++) {
+            double o = 0;
+            for (int64_t j = lo; j < L; j++) o += sc[j] * (double)vc[(h * smax + j) * D + d];
+            ref[hq_i * D + d] = o / sum;
+        }
+    }
+    free(sc);
+}
+
+/* f16: the caches in the f16 form (kv_cache.h): the written row checked within one binary16
+ * spacing, attention against the reference over the caches as read back (the values the kernel
+ * used), every other word untouched */
+static void run_case(const dcase *c, bool f16) {
+    int64_t Hq = c->Hq, Hk = c->Hk, D = c->D, smax = c->smax;
     int32_t pos = c->pos, len = c->pos + 1 + c->len_off;
     float *hq = th_random((size_t)(Hq * D), -1, 1), *hk = th_random((size_t)(Hk * D), -1, 1),
           *hv = th_random((size_t)(Hk * D), -1, 1);
     float *hkc = th_random((size_t)(Hk * smax * D), -1, 1), *hvc = th_random((size_t)(Hk * smax * D), -1, 1);
     int64_t qs[4] = {1, 1, Hq, D}, ks[4] = {1, 1, Hk, D}, cs[4] = {1, Hk, smax, D}, one[1] = {1};
     wgml_tensor *q = th_tensor_f32(4, qs, hq), *k = th_tensor_f32(4, ks, hk), *v = th_tensor_f32(4, ks, hv);
-    wgml_tensor *kc = th_tensor_f32(4, cs, hkc), *vc = th_tensor_f32(4, cs, hvc);
+    int64_t cw[4] = {1, Hk, smax, D / 2};
+    wgml_tensor *kc = f16 ? th_tensor_half(4, cw, hkc) : th_tensor_f32(4, cs, hkc);
+    wgml_tensor *vc = f16 ? th_tensor_half(4, cw, hvc) : th_tensor_f32(4, cs, hvc);
+    for (int64_t i = 0; f16 && i < Hk * smax * D; i++) /* the values the f16 caches hold */
+        hkc[i] = (float)th_half(th_to_half(hkc[i])), hvc[i] = (float)th_half(th_to_half(hvc[i]));
     wgml_tensor *tp = th_tensor_i32(1, one, &pos), *tl = th_tensor_i32(1, one, &len);
     wgml_tensor *tab = rope_freq_table(T.g, "test", D, c->theta);
     float scale = 1.0f / sqrtf((float)D) * 1.25f, eps = 1e-6f;
@@ -63,12 +100,12 @@ static void run_case(const dcase *c) {
     wgml_tensor *qn = c->qkn ? th_tensor_f32(1, ds, hqn) : NULL, *kn = c->qkn ? th_tensor_f32(1, ds, hkn) : NULL;
     wgml_tensor *out = attn_decode_step(T.g, q, k, v, tp, tl, tab, kc, vc, c->style, c->window, scale, qn, kn, eps);
     char name[160];
-    snprintf(name, sizeof name, "%s (Hq %lld, Hk %lld, D %lld, smax %lld, pos %d, len %d, window %lld%s)", c->what,
+    snprintf(name, sizeof name, "%s (Hq %lld, Hk %lld, D %lld, smax %lld, pos %d, len %d, window %lld%s%s)", c->what,
              (long long)Hq, (long long)Hk, (long long)D, (long long)smax, pos, len, (long long)c->window,
-             c->qkn ? ", q/k norms" : "");
+             c->qkn ? ", q/k norms" : "", f16 ? ", f16 caches" : "");
     if (!th_check(out != NULL, "%s: %s", name, wgml_last_error(T.ctx))) goto done;
     /* the reference: the caches as the step leaves them, then attention over [lo, L) */
-    double *kcd = malloc(sizeof(double) * (size_t)(Hk * smax * D)), *ref = malloc(sizeof(double) * (size_t)(Hq * D));
+    double *kcd = malloc(sizeof(double) * (size_t)(Hk * smax * D)), *ref = calloc((size_t)(Hq * D), sizeof(double));
     for (int64_t i = 0; i < Hk * smax * D; i++) kcd[i] = hkc[i];
     float *want_vc = malloc(sizeof(float) * (size_t)(Hk * smax * D));
     memcpy(want_vc, hvc, sizeof(float) * (size_t)(Hk * smax * D));
@@ -82,40 +119,39 @@ static void run_case(const dcase *c) {
             want_vc[(h * smax + pos) * D + d] = hv[h * D + d];
         }
     }
-    int64_t L = len < smax ? len : smax, lo = c->window > 0 && L - c->window > 0 ? L - c->window : 0;
-    for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
-        int64_t h = hq_i / G;
-        double qr[1024], *sc = malloc(sizeof(double) * (size_t)smax), mx = -INFINITY, sum = 0;
-        for (int64_t d = 0; d < D; d++) qr[d] = hq[hq_i * D + d];
-        if (c->qkn) norm_d(qr, hqn, D, eps);
-        rope_d(qr, D, pos, c->theta, c->style);
-        for (int64_t j = lo; j < L; j++) {
-            double s = 0;
-            for (int64_t d = 0; d < D; d++) s += qr[d] * kcd[(h * smax + j) * D + d];
-            sc[j] = s * scale;
-            if (sc[j] > mx) mx = sc[j];
-        }
-        for (int64_t j = lo; j < L; j++) sum += (sc[j] = exp(sc[j] - mx));
-        for (int64_t d = 0; d < D; d++) {
-            double o = 0;
-            for (int64_t j = lo; j < L; j++) o += sc[j] * (double)want_vc[(h * smax + j) * D + d];
-            ref[hq_i * D + d] = o / sum;
-        }
-        free(sc);
-    }
-    float *got = th_read_f32(out), *got_kc = th_read_f32(kc), *got_vc = th_read_f32(vc);
-    if (got) th_close(name, got, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+    float *got = th_read_f32(out), *got_kc = f16 ? th_read_half(kc) : th_read_f32(kc);
+    float *got_vc = f16 ? th_read_half(vc) : th_read_f32(vc);
     if (got_kc && got_vc) {
-        snprintf(name, sizeof name, "%s: k cache (row %d rotated)", c->what, pos);
-        th_close(name, got_kc, kcd, (size_t)(Hk * smax * D), 2e-6, 1e-5);
-        /* every row but pos untouched, bit for bit; v's row pos a copy */
+        double *katt = kcd, *tk = malloc(sizeof(double) * (size_t)(Hk * D)), *tv = malloc(sizeof(double) * (size_t)(Hk * D));
+        double *wk = malloc(sizeof(double) * (size_t)(Hk * D)), *wv = malloc(sizeof(double) * (size_t)(Hk * D));
+        float *gk = malloc(sizeof(float) * (size_t)(Hk * D)), *gv = malloc(sizeof(float) * (size_t)(Hk * D));
+        for (int64_t h = 0; h < Hk; h++) /* row pos: k rotated (f32 rounding; f16: a spacing more), v copied */
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = h * D + d, at = (h * smax + pos) * D + d;
+                wk[i] = kcd[at], wv[i] = want_vc[at], gk[i] = got_kc[at], gv[i] = got_vc[at];
+                tk[i] = 2e-6 + 1e-5 * fabs(wk[i]) + (f16 ? th_half_ulp(wk[i]) : 0), tv[i] = f16 ? th_half_ulp(wv[i]) : 0;
+            }
+        snprintf(name, sizeof name, "%s: k cache row %d rotated%s", c->what, pos, f16 ? ", f16" : "");
+        th_close_each(name, gk, wk, (size_t)(Hk * D), tk, 0);
+        snprintf(name, sizeof name, "%s: v cache row %d copied%s", c->what, pos, f16 ? ", f16" : "");
+        th_close_each(name, gv, wv, (size_t)(Hk * D), tv, 0);
+        /* every row but pos untouched, bit for bit */
         bool same = true;
         for (int64_t h = 0; h < Hk; h++)
-            for (int64_t j = 0; j < smax; j++)
-                if (j != pos) same = same && !memcmp(got_kc + (h * smax + j) * D, hkc + (h * smax + j) * D, 4 * (size_t)D);
-        th_check(same, "%s: other k cache rows untouched", c->what);
-        th_check(!memcmp(got_vc, want_vc, sizeof(float) * (size_t)(Hk * smax * D)), "%s: v cache (row %d copied)", c->what,
-                 pos);
+            for (int64_t j = 0; j < smax; j++) {
+                size_t o = (size_t)((h * smax + j) * D);
+                if (j != pos) same = same && !memcmp(got_kc + o, hkc + o, 4 * (size_t)D) && !memcmp(got_vc + o, hvc + o, 4 * (size_t)D);
+            }
+        th_check(same, "%s: other cache rows untouched", c->what);
+        if (f16) { /* attention over the caches as the kernel left them */
+            katt = malloc(sizeof(double) * (size_t)(Hk * smax * D));
+            for (int64_t i = 0; i < Hk * smax * D; i++) katt[i] = got_kc[i];
+        }
+        ref_attend(c, hq, hqn, eps, scale, len, katt, f16 ? got_vc : want_vc, ref);
+        if (katt != kcd) free(katt);
+        free(tk), free(tv), free(wk), free(wv), free(gk), free(gv);
+        snprintf(name, sizeof name, "%s: output%s", c->what, f16 ? ", f16 caches" : "");
+        if (got) th_close(name, got, ref, (size_t)(Hq * D), 2e-5, 1e-4);
     }
     /* the same step with its chunks left unmerged (attn_decode_step_parts; the step again writes
      * the same row): merged here in double, as attn_combine.wgsl defines it, it is the output */
@@ -196,10 +232,13 @@ static const dcase cases[] = {
 /* two parts of about equal compile time (tests/CMakeLists.txt runs them as two CTests) */
 static void part_one(void) {
     test_errors();
-    for (size_t i = 0; i < 5; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < 5; i++) run_case(&cases[i], false);
+    run_case(&cases[3], true); /* chunks merged, D 256, half pairs */
 }
 static void part_two(void) {
-    for (size_t i = 5; i < N_CASES; i++) run_case(&cases[i]);
+    for (size_t i = 5; i < N_CASES; i++) run_case(&cases[i], false);
+    run_case(&cases[9], true);  /* D 128, GQA 4, interleaved */
+    run_case(&cases[11], true); /* q/k norms, one chunk */
 }
 
 int main(int argc, char **argv) {

@@ -182,9 +182,11 @@ static void ref_rope(const float *x, int64_t heads, int64_t hd, int32_t pos, dou
         }
 }
 
-/* S rows at positions pos0, pos0 + 1, ... (a decode step when S = 1, a prefill chunk else). */
-static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos0, float theta,
-                               wgml_rope_style style) {
+/* S rows at positions pos0, pos0 + 1, ... (a decode step when S = 1, a prefill chunk else).
+ * f16: the caches in their f16 form (src/ops/attention/kv_cache.h), the rows written within one
+ * binary16 spacing more and every other word untouched. */
+static void case_rope_kv_f16(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos0, float theta,
+                             wgml_rope_style style, bool f16) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t qs[4] = {1, S, H, hd}, ks[4] = {1, S, Hk, hd}, cs[4] = {1, Hk, smax, hd};
     int64_t nq = S * H * hd, nk = S * Hk * hd, nc = Hk * smax * hd;
@@ -194,15 +196,21 @@ static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int
     for (int64_t r = 0; r < S; r++) hp[r] = pos0 + (int32_t)r;
     wgml_tensor *q = upload(g, WGML_F32, 4, qs, hq), *k = upload(g, WGML_F32, 4, ks, hk);
     wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &S, hp);
-    wgml_tensor *kc = upload(g, WGML_F32, 4, cs, hkc), *vc = upload(g, WGML_F32, 4, cs, hvc);
+    int64_t cw[4] = {1, Hk, smax, hd / 2};
+    uint32_t *wk = th_pack_half(hkc, (size_t)nc / 2), *wv = th_pack_half(hvc, (size_t)nc / 2);
+    wgml_tensor *kc = f16 ? upload(g, WGML_U32, 4, cw, wk) : upload(g, WGML_F32, 4, cs, hkc);
+    wgml_tensor *vc = f16 ? upload(g, WGML_U32, 4, cw, wv) : upload(g, WGML_F32, 4, cs, hvc);
+    for (int64_t i = 0; f16 && i < nc; i++) /* the values the f16 caches hold */
+        hkc[i] = (float)th_half(th_to_half(hkc[i])), hvc[i] = (float)th_half(th_to_half(hvc[i]));
+    free(wk), free(wv);
     wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta);
     wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc, style);
     /* the plain rope of q at the same positions: the fused step must match it bit for bit */
     wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, style, WGML_ROPE_BSHD, 0);
     char name[160];
-    snprintf(name, sizeof name, "rope_kv S=%lld H=%lld Hk=%lld hd=%lld smax=%lld pos=%d %s", (long long)S, (long long)H,
+    snprintf(name, sizeof name, "rope_kv S=%lld H=%lld Hk=%lld hd=%lld smax=%lld pos=%d %s%s", (long long)S, (long long)H,
              (long long)Hk, (long long)hd, (long long)smax, (int)pos0,
-             style == WGML_ROPE_INTERLEAVED ? "interleaved" : "half");
+             style == WGML_ROPE_INTERLEAVED ? "interleaved" : "half", f16 ? " f16 caches" : "");
     bool ok = out && plain && wgml_tensor_rank(out) == 4 && wgml_tensor_dim(out, 1) == H &&
               wgml_tensor_dim(out, 2) == S && !wgml_graph_keep(g, out) && !wgml_graph_keep(g, plain);
     if (th_check(ok, "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
@@ -212,9 +220,11 @@ static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int
         double *rq = malloc(sizeof(double) * (size_t)nq), *rk = malloc(sizeof(double) * (size_t)nk);
         double *row = malloc(sizeof(double) * (size_t)(H * hd));
         double *rkc = malloc(sizeof(double) * (size_t)nc), *rvc = malloc(sizeof(double) * (size_t)nc);
-        float *gq = th_read_f32(out), *gp = th_read_f32(plain), *gkc = th_read_f32(kc), *gvc = th_read_f32(vc);
+        float *gq = th_read_f32(out), *gp = th_read_f32(plain);
+        float *gkc = f16 ? th_read_half(kc) : th_read_f32(kc), *gvc = f16 ? th_read_half(vc) : th_read_f32(vc);
+        double *tk = malloc(sizeof(double) * (size_t)nc), *tv = malloc(sizeof(double) * (size_t)nc);
         float *gpt = malloc(sizeof(float) * (size_t)nq);
-        for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i];
+        for (int64_t i = 0; i < nc; i++) rkc[i] = hkc[i], rvc[i] = hvc[i], tk[i] = tv[i] = 0;
         for (int64_t r = 0; r < S; r++) {
             ref_rope(hq + r * H * hd, H, hd, hp[r], theta, style, row);
             for (int64_t h = 0; h < H; h++)
@@ -226,8 +236,11 @@ static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int
             if (hp[r] >= 0 && hp[r] < smax) /* row pos[r] of each head; other rows as they were */
                 for (int64_t h = 0; h < Hk; h++)
                     for (int64_t j = 0; j < hd; j++) {
-                        rkc[(h * smax + hp[r]) * hd + j] = rk[(r * Hk + h) * hd + j];
-                        rvc[(h * smax + hp[r]) * hd + j] = hv[(r * Hk + h) * hd + j];
+                        int64_t at = (h * smax + hp[r]) * hd + j;
+                        rkc[at] = rk[(r * Hk + h) * hd + j];
+                        rvc[at] = hv[(r * Hk + h) * hd + j];
+                        tk[at] = 2e-5 + 1e-4 * fabs(rkc[at]) + (f16 ? th_half_ulp(rkc[at]) : 0);
+                        tv[at] = f16 ? th_half_ulp(rvc[at]) : 0;
                     }
         }
         char what[224];
@@ -235,10 +248,12 @@ static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int
         if (gq) th_close(what, gq, rq, (size_t)nq, 2e-5, 1e-4);
         snprintf(what, sizeof what, "%s q = plain rope", name);
         if (gq && gp) th_exact_u32(what, (const uint32_t *)gq, (const uint32_t *)gpt, (size_t)nq);
-        snprintf(what, sizeof what, "%s k cache", name);
-        if (gkc) th_close(what, gkc, rkc, (size_t)nc, 2e-5, 1e-4);
+        snprintf(what, sizeof what, "%s k cache", name); /* other rows: exact */
+        if (gkc) th_close_each(what, gkc, rkc, (size_t)nc, tk, 0);
         snprintf(what, sizeof what, "%s v cache", name);
-        if (gvc) th_close(what, gvc, rvc, (size_t)nc, 0, 0);
+        if (gvc) th_close_each(what, gvc, rvc, (size_t)nc, tv, 0);
+        free(tk);
+        free(tv);
         free(gq);
         free(gp);
         free(gpt);
@@ -259,6 +274,11 @@ static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int
     wgml_graph_free(g);
 }
 
+static void case_rope_kv_style(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos0, float theta,
+                               wgml_rope_style style) {
+    case_rope_kv_f16(S, H, Hk, hd, smax, pos0, theta, style, false);
+}
+
 static void case_rope_kv(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64_t smax, int32_t pos, float theta) {
     case_rope_kv_style(S, H, Hk, hd, smax, pos, theta, WGML_ROPE_INTERLEAVED);
 }
@@ -274,6 +294,10 @@ static void test_rope_kv(void) {
     case_rope_kv_style(37, 4, 1, 256, 64, 3, 10000.0f, WGML_ROPE_HALF); /* Gemma 3 */
     case_rope_kv(48, 9, 3, 64, 80, 20, 100000.0f);                    /* SmolLM2's heads */
     case_rope_kv(12, 6, 2, 32, 16, 9, 10000.0f);                      /* the last 5 rows past the cache */
+    /* the f16 form: both pair styles, a decode step and a prefill chunk running past the cache */
+    case_rope_kv_f16(1, 4, 1, 256, 16, 9, 10000.0f, WGML_ROPE_HALF, true);
+    case_rope_kv_f16(12, 6, 2, 32, 16, 9, 10000.0f, WGML_ROPE_INTERLEAVED, true);
+    case_rope_kv_f16(37, 4, 1, 256, 64, 3, 10000.0f, WGML_ROPE_HALF, true);
 }
 
 static void test_bad_input(void) {

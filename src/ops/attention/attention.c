@@ -4,6 +4,7 @@
  * Kernels: attn_sdpa.wgsl (flash-attention style, online softmax), attn_kv_append.wgsl. */
 #include "graph/graph.h"
 #include "ops/attention/attention_grad.h"
+#include "ops/attention/kv_cache.h"
 #include "ops/attention/sdpa_rows.h"
 
 #include <math.h>
@@ -20,22 +21,29 @@ static wgml_status check_scalar_i32(wgml_ctx *ctx, wgml_graph *g, const char *op
 }
 
 /* q [B, Hq, Sq, D] against k, v [B, Hkv, Skv, D]: same B and D, k and v the same shape,
- * Hq a multiple of Hkv. */
+ * Hq a multiple of Hkv. cache: k and v are caches, either form (kv_cache.h; the f16 form with D a
+ * multiple of 4, read as vec4s), both alike. */
 static wgml_status check_qkv(wgml_ctx *ctx, wgml_graph *g, const char *op, const wgml_tensor *q, const char *kn,
-                             const wgml_tensor *k, const char *vn, const wgml_tensor *v) {
+                             const wgml_tensor *k, const char *vn, const wgml_tensor *v, bool cache) {
     wgml_status s;
     if ((s = check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4)) ||
-        (s = check_operand(ctx, g, op, kn, k, WGML_F32, 4, 4)) ||
-        (s = check_operand(ctx, g, op, vn, v, WGML_F32, 4, 4)))
+        (s = cache ? check_kv_cache(ctx, g, op, kn, k) : check_operand(ctx, g, op, kn, k, WGML_F32, 4, 4)) ||
+        (s = cache ? check_kv_cache(ctx, g, op, vn, v) : check_operand(ctx, g, op, vn, v, WGML_F32, 4, 4)))
         return s;
+    if (k->dtype != v->dtype)
+        return wgml_set_error(ctx, WGML_ERR_DTYPE, "%s: %s %s %s and %s %s %s must be the same form", op, kn,
+                              wgml_dtype_name(k->dtype), tshape(k), vn, wgml_dtype_name(v->dtype), tshape(v));
     if (memcmp(k->shape, v->shape, sizeof(int64_t) * 4) != 0)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: %s %s and %s %s must have the same shape", op, kn, tshape(k), vn,
                               tshape(v));
     if (q->shape[0] != k->shape[0])
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: batch sizes differ", op, tshape(q), kn, tshape(k));
-    if (q->shape[3] != k->shape[3])
-        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: head dimensions D differ", op, tshape(q), kn,
-                              tshape(k));
+    if (q->shape[3] != kv_cache_dim(k))
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: q %s and %s %s: head dimensions D differ%s", op, tshape(q), kn,
+                              tshape(k), kv_cache_f16(k) ? " (an f16 cache holds D / 2 words a row)" : "");
+    if (kv_cache_f16(k) && q->shape[3] % 4)
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "%s: %s %s: an f16 cache needs D (%lld) a multiple of 4", op,
+                              kn, tshape(k), (long long)q->shape[3]);
     if (q->shape[1] % k->shape[1] != 0)
         return wgml_set_error(ctx, WGML_ERR_SHAPE,
                               "%s: q %s has %lld heads, not a multiple of the %lld kv heads of %s %s", op, tshape(q),
@@ -185,15 +193,18 @@ static void sdpa_key_split(uint64_t groups, int64_t rows, int64_t Skv, uint32_t 
     *n_split = (Skv + *chunk - 1) / *chunk;
 }
 
-/* The attn_sdpa prelude: the tile's constants and the K/V read width (vec4 when D allows). */
-static void sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int64_t D) {
+/* The attn_sdpa prelude: the tile's constants, q's read width (vec4 when D allows) and k and v's
+ * bindings in their form (kv_cache.h; plain k and v are the f32 form), read in the same width. */
+static bool sdpa_prelude(char *prelude, size_t size, const sdpa_tile *tile, int64_t D, bool f16) {
     uint32_t td = (uint32_t)((D + tile->wx - 1) / tile->wx);
-    snprintf(prelude, size,
-             "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
-             "const D: u32 = %lldu; const DC: u32 = %uu; const TD: u32 = %uu;\n%s",
-             tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, tile->dc, td,
-             D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
-                        : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n");
+    int n = snprintf(prelude, size,
+                     "const WX: u32 = %uu; const WY: u32 = %uu; const TM: u32 = %uu; const TN: u32 = %uu;\n"
+                     "const D: u32 = %lldu; const DC: u32 = %uu; const TD: u32 = %uu;\n%s",
+                     tile->wx, tile->wy, tile->tm, tile->tn, (long long)D, tile->dc, td,
+                     D % 4 == 0 ? "const KW: u32 = 4u; alias VT = vec4<f32>; fn vt_at(x: VT, c: u32) -> f32 { return x[c]; }\n"
+                                : "const KW: u32 = 1u; alias VT = f32; fn vt_at(x: VT, c: u32) -> f32 { return x; }\n");
+    n = n < 0 || (size_t)n >= size ? -1 : kv_cache_wgsl(prelude, size, n, "k", f16, false, D % 4 == 0 ? 4 : 1);
+    return n >= 0 && kv_cache_wgsl(prelude, size, n, "v", f16, false, D % 4 == 0 ? 4 : 1) >= 0;
 }
 
 /* Records the attention kernel; len may be NULL (all Skv keys). window > 0 (causal only): a
@@ -222,8 +233,11 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     int64_t n_split, chunk;
     sdpa_key_split(groups, rows, Skv, tile.wx * tile.tn, len != NULL, &n_split, &chunk);
     bool split = n_split > 1;
-    char prelude[1024];
-    sdpa_prelude(prelude, sizeof prelude, &tile, D);
+    char prelude[2048];
+    if (!sdpa_prelude(prelude, sizeof prelude, &tile, D, kv_cache_f16(k))) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the kernel's prelude does not fit", op);
+        return NULL;
+    }
     struct {
         uint32_t B, Hkv, G, Sq, Skv, n_blocks;
         float scale_log2;
@@ -243,7 +257,7 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
             return NULL;
         }
     }
-    wgml_tensor *ro[4] = {q, k, v, len ? len : GRAPH_UNUSED};
+    wgml_tensor *ro[4] = {q, len ? len : GRAPH_UNUSED, k, v}; /* the kernel's order, then the prelude's */
     wgml_status s = graph_dispatch(g, op, "attn_sdpa", prelude, ro, 4, split ? &part : &out, 1, &params,
                                    sizeof params, groups * (uint64_t)n_split);
     if (!s && split) {
@@ -268,7 +282,7 @@ static wgml_status check_window(wgml_ctx *ctx, const char *op, int64_t window) {
 static wgml_tensor *sdpa_impl(wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v,
                               int causal, float scale, int64_t window) {
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_qkv(ctx, g, op, q, "k", k, "v", v)) return NULL;
+    if (check_qkv(ctx, g, op, q, "k", k, "v", v, false)) return NULL;
     if (causal && q->shape[2] > k->shape[2]) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", op,
@@ -293,7 +307,7 @@ static wgml_tensor *sdpa_cached_impl(wgml_graph *g, const char *op, wgml_tensor 
                                      wgml_tensor *v_cache, wgml_tensor *len, int causal, float scale, int64_t window,
                                      bool rows) {
     wgml_ctx *ctx = graph_ctx(g);
-    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache) || check_scalar_i32(ctx, g, op, "len", len))
+    if (check_qkv(ctx, g, op, q, "k_cache", k_cache, "v_cache", v_cache, true) || check_scalar_i32(ctx, g, op, "len", len))
         return NULL;
     return sdpa_record(g, op, q, k_cache, v_cache, len, causal, scale, window, rows);
 }
@@ -324,27 +338,33 @@ wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_r
     wgml_ctx *ctx = graph_ctx(g);
     const char *op = "kv_append";
     wgml_status s;
-    if ((s = check_operand(ctx, g, op, "cache", cache, WGML_F32, 4, 4)) ||
+    if ((s = check_kv_cache(ctx, g, op, "cache", cache)) ||
         (s = check_operand(ctx, g, op, "new_rows", new_rows, WGML_F32, 4, 4)) ||
         (s = check_scalar_i32(ctx, g, op, "pos", pos)))
         return s;
     if (cache == new_rows)
         return wgml_set_error(ctx, WGML_ERR_ARG, "kv_append: cache and new_rows are the same tensor");
-    if (cache->shape[0] != new_rows->shape[0] || cache->shape[1] != new_rows->shape[1] ||
-        cache->shape[3] != new_rows->shape[3])
+    int64_t D = kv_cache_dim(cache);
+    if (cache->shape[0] != new_rows->shape[0] || cache->shape[1] != new_rows->shape[1] || D != new_rows->shape[3])
         return wgml_set_error(ctx, WGML_ERR_SHAPE,
-                              "kv_append: new_rows %s must be [%lld, %lld, Snew, %lld] for cache %s ([B, Hkv, Smax, D])",
-                              tshape(new_rows), (long long)cache->shape[0], (long long)cache->shape[1],
-                              (long long)cache->shape[3], tshape(cache));
-    if ((uint64_t)cache->numel > 0xFFFFFFFFull)
-        return wgml_set_error(ctx, WGML_ERR_LIMIT, "kv_append: cache %s is too large", tshape(cache));
+                              "kv_append: new_rows %s must be [%lld, %lld, Snew, %lld] for cache %s ([B, Hkv, Smax, D]%s)",
+                              tshape(new_rows), (long long)cache->shape[0], (long long)cache->shape[1], (long long)D,
+                              tshape(cache), kv_cache_f16(cache) ? "; f16 form: D / 2 words a row" : "");
+    if ((uint64_t)cache->numel > 0xFFFFFFFFull || (uint64_t)new_rows->numel > 0xFFFFFFFFull)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "kv_append: cache %s or new_rows %s is too large", tshape(cache),
+                              tshape(new_rows));
+    /* one thread a unit: an element, or a word of two in the f16 form */
+    int w = kv_cache_f16(cache) ? 2 : 1;
+    char prelude[512];
+    int n = snprintf(prelude, sizeof prelude, "const W: u32 = %du;\n", w);
+    if (kv_cache_wgsl(prelude, sizeof prelude, n, "cache", w == 2, true, w) < 0)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "kv_append: the kernel's prelude does not fit");
+    uint64_t units = (uint64_t)new_rows->numel / (uint64_t)w;
     struct {
         uint32_t n, D, Snew, Smax;
-    } params = {(uint32_t)new_rows->numel, (uint32_t)cache->shape[3], (uint32_t)new_rows->shape[2],
-                (uint32_t)cache->shape[2]};
+    } params = {(uint32_t)units, (uint32_t)(D / w), (uint32_t)new_rows->shape[2], (uint32_t)cache->shape[2]};
     wgml_tensor *ro[2] = {new_rows, pos};
-    return graph_dispatch(g, op, "attn_kv_append", NULL, ro, 2, &cache, 1, &params, sizeof params,
-                          ((uint64_t)new_rows->numel + 255) / 256);
+    return graph_dispatch(g, op, "attn_kv_append", prelude, ro, 2, &cache, 1, &params, sizeof params, (units + 255) / 256);
 }
 
 wgml_status attn_combine(wgml_graph *g, const char *op, wgml_tensor *part, wgml_tensor *out, int64_t n, int64_t D,

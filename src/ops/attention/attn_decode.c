@@ -1,6 +1,7 @@
 /* One decode step's attention in one dispatch (attn_decode.wgsl) and the merge of its key
  * chunks (attn_combine.wgsl): see attn_decode.h. */
 #include "ops/attention/attn_decode.h"
+#include "ops/attention/kv_cache.h"
 #include "ops/attention/sdpa_rows.h"
 
 #include "gpu/gpu.h"
@@ -80,8 +81,7 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
     if (check_operand(ctx, g, op, "q", t->q, WGML_F32, 4, 4) || check_operand(ctx, g, op, "k", t->k, WGML_F32, 4, 4) ||
         check_operand(ctx, g, op, "v", t->v, WGML_F32, 4, 4) || check_operand(ctx, g, op, "pos", t->pos, WGML_I32, 1, 1) ||
         check_operand(ctx, g, op, "len", t->len, WGML_I32, 1, 1) || check_operand(ctx, g, op, "tab", t->tab, WGML_F32, 2, 2) ||
-        check_operand(ctx, g, op, "k_cache", t->k_cache, WGML_F32, 4, 4) ||
-        check_operand(ctx, g, op, "v_cache", t->v_cache, WGML_F32, 4, 4))
+        check_kv_cache(ctx, g, op, "k_cache", t->k_cache) || check_kv_cache(ctx, g, op, "v_cache", t->v_cache))
         return false;
     if (!t->q_norm != !t->k_norm) {
         wgml_set_error(ctx, WGML_ERR_ARG, "%s: q_norm and k_norm come together (one is NULL)", op);
@@ -94,13 +94,15 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
     int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3];
     bool ok = q->shape[0] == 1 && q->shape[1] == 1 && t->pos->numel == 1 && t->len->numel == 1 && Hk > 0 && Hq % Hk == 0;
     for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
-    ok = ok && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D && k_cache->shape[0] == 1 &&
-         k_cache->shape[1] == Hk && k_cache->shape[3] == D && t->tab->shape[0] == D / 2 && t->tab->shape[1] == 4 &&
+    ok = ok && k_cache->dtype == v_cache->dtype && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D &&
+         k_cache->shape[0] == 1 && k_cache->shape[1] == Hk && kv_cache_dim(k_cache) == D &&
+         t->tab->shape[0] == D / 2 && t->tab->shape[1] == 4 &&
          (!t->q_norm || (t->q_norm->shape[0] == D && t->k_norm->shape[0] == D));
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, 1, heads, D] (k and v alike, q's heads a multiple of k's), "
-                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D], norms [D]",
+                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D] (f16 form: u32 "
+                       "[1, Hk, smax, D / 2], both alike), norms [D]",
                        op, tshape(q), tshape(k), tshape(v), tshape(t->pos), tshape(t->len), tshape(t->tab), tshape(k_cache),
                        tshape(v_cache));
         return false;
@@ -114,9 +116,9 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
 }
 
 /* The decode kernel's prelude: its constants and bindings; with qkn the norms' weights are read
- * after tab, else the weights read as 1. */
+ * after tab, else the weights read as 1; the caches in their form f16 or f32 (kv_cache.h). */
 static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int64_t kpt, int64_t ch, int64_t n_chunk,
-                           bool qkn) {
+                           bool qkn, bool f16) {
     int pl = snprintf(prelude, size,
                       "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
                       "const G: u32 = %lldu; const KPT: u32 = %lldu; const CH: u32 = %lldu; const LPK: u32 = %du;\n"
@@ -134,9 +136,9 @@ static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int
         pl += snprintf(prelude + pl, size - (size_t)pl,
                        "fn qn_at(e: u32) -> f32 { return 1.0; }\nfn kn_at(e: u32) -> f32 { return 1.0; }\n");
     }
-    snprintf(prelude + pl, size - (size_t)pl,
-             "//!bindings write(k_cache: array<vec4<f32>>, v_cache: array<vec4<f32>>, part: array<f32>)\n"
-             "//!bindings uniform(p: Params)\n");
+    pl = kv_cache_wgsl(prelude, size, pl, "k_cache", f16, true, 4);
+    pl = pl < 0 ? pl : kv_cache_wgsl(prelude, size, pl, "v_cache", f16, true, 4);
+    if (pl >= 0) snprintf(prelude + pl, size - (size_t)pl, "//!bindings write(part: array<f32>) uniform(p: Params)\n");
 }
 
 /* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the
@@ -163,7 +165,7 @@ static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, w
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     bool qkn = q_norm != NULL;
     char prelude[2048];
-    decode_prelude(prelude, sizeof prelude, D, G, kpt, ch, n_chunk, qkn);
+    decode_prelude(prelude, sizeof prelude, D, G, kpt, ch, n_chunk, qkn, kv_cache_f16(k_cache));
     struct {
         uint32_t Hk, smax, n_chunk, window, style;
         float scale2, eps;

@@ -9,8 +9,8 @@
 
 /* q f32 [1, 1, Hq, D] and k, v [1, 1, Hk, D] (Hq a multiple of Hk, D / 4 a power of two <= 256): q and k
  * rotated at position pos (i32 [1]) with tab = rope_freq_table(.., D, theta) and the pair style;
- * rotated k and v written to row pos of k_cache, v_cache f32 [1, Hk, smax, D] (nothing when pos
- * is outside 0..smax-1); each query head attends to the cache rows [lo, min(len, smax)) (len
+ * rotated k and v written to row pos of k_cache, v_cache f32 [1, Hk, smax, D] or both in the f16
+ * form (kv_cache.h) (nothing when pos is outside 0..smax-1); each query head attends to the cache rows [lo, min(len, smax)) (len
  * i32 [1]; lo = that minus window when window > 0, else 0), scores scaled by scale (<= 0:
  * 1/sqrt(D)). With q_norm and k_norm (f32 [D], both or neither) each head of q and k is first
  * RMSNormed with them (eps), as the q/k norms of an architecture that has them. Returns the

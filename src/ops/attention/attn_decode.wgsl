@@ -28,8 +28,9 @@
 // heads' sums of squares go through one tree.
 // The prelude gives WG, D, D4 (D / 4, a power of two dividing WG), HALF, G, KPT, CH, LPK, NS,
 // FINAL, QKN, and the bindings: q [Hk * G * D], k and v [Hk * D], pos and len [1], tab, (qn, kn
-// [D] with QKN,) k_cache and v_cache (vec4), part [Hk * G, n_chunk, D + 2] (FINAL: [Hk * G, D]),
-// the uniform p; qn_at(e), kn_at(e) (1 without QKN).
+// [D] with QKN,) part [Hk * G, n_chunk, D + 2] (FINAL: [Hk * G, D]), the uniform p, the caches
+// k_cache and v_cache (either form, kv_cache.h) with their accessors over vec4s (k_cache_get(i),
+// k_cache_put(i, x), ...); qn_at(e), kn_at(e) (1 without QKN).
 struct Params { Hk: u32, smax: u32, n_chunk: u32, window: u32, style: u32, scale2: f32, eps: f32, _p1: u32 }
 
 //!include rope_angle
@@ -45,19 +46,11 @@ var<workgroup> sml: array<vec2<f32>, G * NS>; // the slices' max score and sum o
 var<workgroup> len_wg: i32;
 var<workgroup> pos_wg: i32;
 
-// element e of a head rotated at angle ang, from the head's values x_e (e itself) and x_o (its
-// pair partner): the pair (e0, e1) becomes (x0 c - x1 s, x0 s + x1 c)
-fn partner(e: u32) -> u32 {
-    if (p.style == 1u) { return e ^ 1u; }
-    return select(e - HALF, e + HALF, e < HALF);
-}
-fn pair_index(e: u32) -> u32 { return select(e % HALF, e / 2u, p.style == 1u); }
-fn is_first(e: u32) -> bool { return select(e < HALF, e % 2u == 0u, p.style == 1u); }
+// element e of a head rotated at position (rope_angle.wgsl's rope_rotated, the pair style p.style)
+fn partner(e: u32) -> u32 { return rope_partner(e, HALF, p.style == 1u); }
 fn rotated(x_e: f32, x_o: f32, e: u32, position: i32) -> f32 {
-    let ang = rope_angle(position, tab[pair_index(e)]);
-    let c = sc_cos(ang);
-    let s = sc_sin(ang);
-    return select(x_o * s + x_e * c, x_e * c - x_o * s, is_first(e));
+    let il = p.style == 1u;
+    return rope_rotated(x_e, x_o, e, HALF, il, position, tab[rope_pair_index(e, HALF, il)]);
 }
 
 // the sum over red[g * WG ..] for each head g < ng by a tree, result in red[g * WG]
@@ -130,9 +123,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let o = partner(e);
                 r[cc] = rotated(k[kh * D + e] * rn[G] * kn_at(e), k[kh * D + o] * rn[G] * kn_at(o), e, position);
             }
-            k_cache[row4 + i4] = r;
+            k_cache_put(row4 + i4, r);
             let vb = kh * D + i4 * 4u;
-            v_cache[row4 + i4] = vec4<f32>(v[vb], v[vb + 1u], v[vb + 2u], v[vb + 3u]);
+            v_cache_put(row4 + i4, vec4<f32>(v[vb], v[vb + 1u], v[vb + 2u], v[vb + 3u]));
         }
         storageBarrier();
     }
@@ -155,7 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var kv: array<vec4<f32>, KL>;
             for (var t = 0u; t < KL; t++) {
                 let i4 = ln + t * LPK;
-                kv[t] = select(vec4<f32>(0.0), k_cache[kb + min(i4, D4 - 1u)], i4 < D4);
+                kv[t] = select(vec4<f32>(0.0), k_cache_get(kb + min(i4, D4 - 1u)), i4 < D4);
             }
             for (var t = 0u; t < KL; t++) {
                 let i4 = min(ln + t * LPK, D4 - 1u);
@@ -192,7 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var jj = jlo + i32(sl);
     for (; jj + i32((VB - 1u) * NS) < jhi; jj += i32(VB * NS)) {
         var val: array<vec4<f32>, VB>;
-        for (var b = 0u; b < VB; b++) { val[b] = v_cache[(vrow + u32(jj) + b * NS) * D4 + d4]; }
+        for (var b = 0u; b < VB; b++) { val[b] = v_cache_get((vrow + u32(jj) + b * NS) * D4 + d4); }
         for (var b = 0u; b < VB; b++) {
             for (var g = 0u; g < G; g++) {
                 let e = exp2(ss[g * CH + u32(jj) + b * NS] - m[g]);
@@ -202,7 +195,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     for (; jj < jhi; jj += i32(NS)) {
-        let val = v_cache[(vrow + u32(jj)) * D4 + d4];
+        let val = v_cache_get((vrow + u32(jj)) * D4 + d4);
         for (var g = 0u; g < G; g++) {
             let e = exp2(ss[g * CH + u32(jj)] - m[g]);
             l[g] += e;

@@ -30,7 +30,7 @@
 // The filled length is a uniform flag too: with p.has_len, len_buf[0] (a tensor: the KV cache's
 // length), else p.Skv; len_buf is bound either way (to a spare range without a length), so
 // prefill and the cached forms share one kernel (on lavapipe each form is seconds of compile).
-// The prelude supplies WX WY TM TN D DC TD KW VT vt_at.
+// The prelude supplies WX WY TM TN D DC TD KW VT vt_at and k, v with k_get, v_get.
 struct Params {
     B: u32, Hkv: u32, G: u32, Sq: u32,
     Skv: u32, n_blocks: u32, scale_log2: f32, n_split: u32,
@@ -39,8 +39,10 @@ struct Params {
 }
 
 // q, k, v are read as vec4 (KW = 4) when D % 4 == 0, else as f32 (KW = 1); the prelude
-// supplies the element type VT and its component reader vt_at.
-//!bindings read(q: array<VT>, k: array<VT>, v: array<VT>) write(out: array<f32>) uniform(p: Params)
+// supplies q's element type VT and its component reader vt_at, and k and v's bindings with their
+// readers k_get(i), v_get(i) (unit i of KW elements in a vec4; k and v a KV cache in either form,
+// kv_cache.h, or plain f32 tensors, the f32 form).
+//!bindings read(q: array<VT>) write(out: array<f32>) uniform(p: Params)
 //!bindings read(len_buf: array<i32>)
 
 fn read_len() -> i32 {
@@ -139,16 +141,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // the V block, and with DC = D the K block in the same pass
         for (var e = lid; e < BK * D / KW; e += NT) {
             let j = e / (D / KW);
-            var vx = VT();
-            var kx = VT();
+            var vx = vec4<f32>();
+            var kx = vec4<f32>();
             if (kb + j < kend) {
-                vx = v[(kv_base + kb * D) / KW + e];
-                if (DC == D) { kx = k[(kv_base + kb * D) / KW + e]; }
+                vx = v_get((kv_base + kb * D) / KW + e);
+                if (DC == D) { kx = k_get((kv_base + kb * D) / KW + e); }
             }
-            for (var c = 0u; c < KW; c++) { Vs[e * KW + c] = vt_at(vx, c); }
+            for (var c = 0u; c < KW; c++) { Vs[e * KW + c] = vx[c]; }
             if (DC == D) {
                 let dd = (e % (D / KW)) * KW;
-                for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+                for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = kx[c]; }
             }
         }
         var s: array<f32, TM * TN>;
@@ -160,9 +162,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 for (var e = lid; e < BK * DC / KW; e += NT) {
                     let j = e / (DC / KW);
                     let dd = (e % (DC / KW)) * KW;
-                    var kx = VT();
-                    if (kb + j < kend) { kx = k[(kv_base + (kb + j) * D + d0 + dd) / KW]; }
-                    for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = vt_at(kx, c); }
+                    var kx = vec4<f32>();
+                    if (kb + j < kend) { kx = k_get((kv_base + (kb + j) * D + d0 + dd) / KW); }
+                    for (var c = 0u; c < KW; c++) { Ks[(dd + c) * BK + j] = kx[c]; }
                 }
             }
             workgroupBarrier();

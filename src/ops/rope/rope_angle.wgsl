@@ -1,5 +1,5 @@
-// rope_angle: the rotary angle of one pair, shared by rope_apply.wgsl and rope_kv.wgsl
-// ("//!include rope_angle"). Not a kernel.
+// rope_angle: the rotary angle of one pair and the rotation of one element, shared by
+// rope_apply.wgsl, rope_kv.wgsl and attn_decode.wgsl ("//!include rope_angle"). Not a kernel.
 //
 // Precision: the angle is reduced modulo one turn exactly. The table (rope_freq_table in
 // rope.c) holds, per pair, the frequency in turns g = theta^(-2i/D) / 2pi split into g1 + g2
@@ -16,6 +16,23 @@ fn rope_angle(position: i32, g: vec4<f32>) -> f32 {
     var t = turn_frac(ph * g.x) + turn_frac(ph * g.y) + turn_frac(pl * g.x) + turn_frac(pl * g.y);
     t = t + turn_frac(ph * g.z) + pl * g.z;
     return turn_frac(t) * 6.283185307179586;
+}
+
+// Element e of a head of 2 * half elements: its pair partner (interleaved pairs (2i, 2i+1), else
+// (i, i + half)), its pair's index, and its value rotated from x_e (e itself) and x_o (the
+// partner) with the pair's table entry g: the pair (e0, e1) becomes (x0 c - x1 s, x0 s + x1 c),
+// rope_apply.wgsl's expressions, so a thread that owns one element matches it bit for bit.
+fn rope_partner(e: u32, half: u32, interleaved: bool) -> u32 {
+    if (interleaved) { return e ^ 1u; }
+    return select(e - half, e + half, e < half);
+}
+fn rope_pair_index(e: u32, half: u32, interleaved: bool) -> u32 { return select(e % half, e / 2u, interleaved); }
+fn rope_rotated(x_e: f32, x_o: f32, e: u32, half: u32, interleaved: bool, position: i32, g: vec4<f32>) -> f32 {
+    let ang = rope_angle(position, g);
+    let c = sc_cos(ang);
+    let s = sc_sin(ang);
+    let first = select(e < half, e % 2u == 0u, interleaved);
+    return select(x_o * s + x_e * c, x_e * c - x_o * s, first);
 }
 
 // sin and cos of such an angle: sincos.wgsl's (WGSL's builtins may be off by 2^-11)

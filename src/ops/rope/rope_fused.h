@@ -11,7 +11,8 @@ wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float the
 /* The attention inputs of S rows in one dispatch (no autograd rule; inference graphs): q f32
  * [1, S, H, hd] and k [1, S, Hk, hd] rotated (the pairs of style, as wgml_rope) at the positions
  * pos (i32 [S]) with tab = rope_freq_table(.., hd, theta); rotated k and v [1, S, Hk, hd] written
- * to rows pos[s] of the caches k_cache, v_cache f32 [1, Hk, smax, hd] (nothing for a position
+ * to rows pos[s] of the caches k_cache, v_cache f32 [1, Hk, smax, hd] or both in the f16 form
+ * (ops/attention/kv_cache.h) (nothing for a position
  * outside 0..smax-1). Returns rotated q as [1, H, S, hd], the layout attention takes. */
 wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                           wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache, wgml_rope_style style);

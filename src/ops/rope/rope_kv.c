@@ -4,6 +4,8 @@
  * and the caches are written in place. */
 #include "ops/rope/rope_fused.h"
 
+#include "ops/attention/kv_cache.h"
+
 wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *pos,
                           wgml_tensor *tab, wgml_tensor *k_cache, wgml_tensor *v_cache, wgml_rope_style style) {
     if (!g) return NULL;
@@ -12,18 +14,18 @@ wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_te
     if (check_operand(ctx, g, op, "q", q, WGML_F32, 4, 4) || check_operand(ctx, g, op, "k", k, WGML_F32, 4, 4) ||
         check_operand(ctx, g, op, "v", v, WGML_F32, 4, 4) || check_operand(ctx, g, op, "pos", pos, WGML_I32, 1, 1) ||
         check_operand(ctx, g, op, "tab", tab, WGML_F32, 2, 2) ||
-        check_operand(ctx, g, op, "k_cache", k_cache, WGML_F32, 4, 4) ||
-        check_operand(ctx, g, op, "v_cache", v_cache, WGML_F32, 4, 4))
+        check_kv_cache(ctx, g, op, "k_cache", k_cache) || check_kv_cache(ctx, g, op, "v_cache", v_cache))
         return NULL;
     int64_t S = q->shape[1], H = q->shape[2], Hk = k->shape[2], hd = q->shape[3];
     bool ok = q->shape[0] == 1 && hd % 2 == 0 && pos->shape[0] == S;
     for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
-    ok = ok && k->shape[0] == 1 && k->shape[1] == S && k->shape[3] == hd && k_cache->shape[0] == 1 &&
-         k_cache->shape[1] == Hk && k_cache->shape[3] == hd && tab->shape[0] == hd / 2 && tab->shape[1] == 4;
+    ok = ok && k_cache->dtype == v_cache->dtype && k->shape[0] == 1 && k->shape[1] == S && k->shape[3] == hd &&
+         k_cache->shape[0] == 1 && k_cache->shape[1] == Hk && kv_cache_dim(k_cache) == hd && tab->shape[0] == hd / 2 &&
+         tab->shape[1] == 4;
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, S, heads, hd] (hd even, k and v alike), pos %s [S], tab %s "
-                       "[hd/2, 4], caches %s %s [1, Hk, smax, hd]",
+                       "[hd/2, 4], caches %s %s [1, Hk, smax, hd] (f16 form: u32 [1, Hk, smax, hd / 2], both alike)",
                        op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(tab), tshape(k_cache), tshape(v_cache));
         return NULL;
     }
@@ -38,8 +40,17 @@ wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_te
     struct { uint32_t nq, nk, half, smax, style, S, pad[2]; } p = {
         .nq = (uint32_t)(H * hd / 2), .nk = (uint32_t)(Hk * hd / 2), .half = (uint32_t)(hd / 2),
         .smax = (uint32_t)k_cache->shape[2], .style = style == WGML_ROPE_INTERLEAVED ? 1u : 0u, .S = (uint32_t)S};
+    /* the caches through accessors over units of two elements (kv_cache.h) */
+    char prelude[1024];
+    bool f16 = kv_cache_f16(k_cache);
+    int n = kv_cache_wgsl(prelude, sizeof prelude, 0, "k_cache", f16, true, 2);
+    if (n < 0 || kv_cache_wgsl(prelude, sizeof prelude, n, "v_cache", f16, true, 2) < 0) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the kernel's prelude does not fit", op);
+        wgml_tensor_free(out);
+        return NULL;
+    }
     wgml_tensor *ro[5] = {q, k, v, pos, tab}, *rw[3] = {out, k_cache, v_cache};
-    if (graph_dispatch(g, op, "rope_kv", NULL, ro, 5, rw, 3, &p, sizeof p, (pairs + 63) / 64)) {
+    if (graph_dispatch(g, op, "rope_kv", prelude, ro, 5, rw, 3, &p, sizeof p, (pairs + 63) / 64)) {
         wgml_tensor_free(out);
         return NULL;
     }
