@@ -2,7 +2,7 @@
 # Decode attention at long context on the GPU machine: the decode step of real model shapes
 # (bench/real_shapes.py's random-weight files) at each (prompt, decode) pair of PD, once per
 # setting of VARIANTS (environment assignments, "-" for none: WGML_DECODE_KPT=4, say, the keys a
-# thread of attn_decode.wgsl) and, with BASE=<source tree>, for that tree's build too (first in
+# thread of attn_decode.wgsl, or WGML_KV=f16, the cache's f16 form) and, with BASE=<source tree>, for that tree's build too (first in
 # each round, ROUNDS rounds); then the decode step's profile at the first pair for the settings
 # of PROFILE (the attention kernels' lines); and llama.cpp's decode at the same depths when
 # .llcpp is carried. Run from the repository root with .deps/wgpu, .gl and .whl carried (and BASE's
@@ -29,7 +29,7 @@ gen() { # label, wgml, prompt, decode, then env settings
   shift 4
   echo "-- $label, prompt $p decode $d" | tee -a "$R"
   env "$@" "$w" bench generate --model "$F" --prompt-tokens "$p" --decode-tokens "$d" 2>&1 |
-    grep -E "^decode |^decode-step |^prefill " | tee -a "$R"
+    grep -E "^decode |^decode-step |^prefill |^KV cache|^device memory" | tee -a "$R"
 }
 for mt in ${MODELS:-llama-3.1-8b:Q4_K_M}; do
   m=${mt%%:*} t=${mt#*:}

@@ -121,10 +121,19 @@ typedef struct wgml_llama_config {
     float rope_base, rms_eps;
     int tied_output;         /* 1 when the output head is the token embedding */
     uint32_t tok_embd_type;  /* wgml_ggml_type of token_embd.weight */
+    int kv_f16;              /* 1 when the KV cache holds f16 (wgml_model_options.kv_type) */
 } wgml_llama_config;
 
+/* The KV cache's element type. F32 keeps k and v as computed (the parity checks against
+ * transformers run so). F16 rounds each k (after RoPE) and v element to f16 as it is written:
+ * half the cache's memory and half the bytes attention reads per step (llama.cpp's default
+ * cache type); it needs head_dim a multiple of 4, and a value beyond f16's range (65504) is
+ * not representable. AUTO: $WGML_KV ("f16" or "f32"), else F32. */
+typedef enum wgml_kv_type { WGML_KV_AUTO = 0, WGML_KV_F32 = 1, WGML_KV_F16 = 2 } wgml_kv_type;
+
 typedef struct wgml_model_options {
-    int64_t n_ctx; /* KV cache length; 0: min(llama.context_length, 2048) */
+    int64_t n_ctx;         /* KV cache length; 0: min(llama.context_length, 2048) */
+    wgml_kv_type kv_type;  /* the KV cache's element type (above) */
 } wgml_model_options;
 
 /* Loads path (options may be NULL). NULL on error, with the message on ctx: a missing file

@@ -412,6 +412,58 @@ static void case_int8_prefill(const char *unfused) {
  * test_qw_i8 covers (the checked build's compiles bound this test's time) */
 static void test_int8_prefill(void) { case_int8_prefill("0"); }
 
+/* The KV cache's f16 form (wgml_model_options.kv_type; the kernels are checked against fp64 in
+ * test_attention, test_attn_decode and test_fused): the same model with an f32 and an f16 cache,
+ * a prefill of 11 then decode steps over 200 positions (the decode attention in key chunks),
+ * with the fused graphs and with the plain ops (kv_append and sdpa_cached): the logits differ
+ * from f32's by more than nothing (the f16 cache is in use) and by at most 1% of their RMS
+ * (k and v rounded to 11 significant bits). Then $WGML_KV's values and a bad kv_type. */
+static void case_kv_f16(const char *unfused) {
+    synth s;
+    synth_make_q(&s, 0, 1);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = 200, .kv_type = WGML_KV_F32}, mh = {.n_ctx = 200, .kv_type = WGML_KV_F16};
+    setenv("WGML_LLAMA_UNFUSED", unfused, 1);
+    wgml_model *f = wgml_model_load(T.ctx, g_path, &mo), *h = wgml_model_load(T.ctx, g_path, &mh);
+    unsetenv("WGML_LLAMA_UNFUSED");
+    th_check(f && h && !wgml_model_config(f)->kv_f16 && wgml_model_config(h)->kv_f16, "load f32 and f16 caches: %s",
+             wgml_last_error(T.ctx));
+    int32_t ids[14];
+    for (int i = 0; i < 14; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    float lf[V], lh[V];
+    wgml_status st = f && h ? wgml_model_prefill(f, ids, 11, lf, NULL) : WGML_ERR_ARG;
+    if (!st) st = wgml_model_prefill(h, ids, 11, lh, NULL);
+    for (int p = 11; p <= 14 && th_check(!st, "f16 cache: %s", wgml_last_error(T.ctx)); p++) {
+        double d2 = 0, r2 = 0;
+        for (int j = 0; j < V; j++) d2 += (lh[j] - lf[j]) * (double)(lh[j] - lf[j]), r2 += (double)lf[j] * lf[j];
+        double rel = sqrt(d2 / fmax(r2, 1e-30));
+        th_check(rel > 0 && rel <= 0.01, "f16 KV cache (unfused %s) at %d positions: logits' error %.3g of their RMS",
+                 unfused, p, rel);
+        printf("  f16 KV cache (unfused %s) at %d positions: logits' error %.2e of their RMS\n", unfused, p, rel);
+        if (p < 14) st = wgml_model_decode(f, ids[p], lf, NULL);
+        if (!st && p < 14) st = wgml_model_decode(h, ids[p], lh, NULL);
+    }
+    wgml_model_free(f), wgml_model_free(h);
+    if (unfused[0] == '0') {
+        wgml_model_options bad = {.kv_type = (wgml_kv_type)7};
+        th_expect_error("kv_type 7", !wgml_model_load(T.ctx, g_path, &bad), WGML_ERR_ARG, "kv_type 7", NULL);
+        setenv("WGML_KV", "bf16", 1);
+        th_expect_error("$WGML_KV=bf16", !wgml_model_load(T.ctx, g_path, NULL), WGML_ERR_ARG, "WGML_KV", "bf16", NULL);
+        setenv("WGML_KV", "f16", 1);
+        wgml_model *e = wgml_model_load(T.ctx, g_path, NULL);
+        th_check(e && wgml_model_config(e)->kv_f16, "$WGML_KV=f16: an f16 cache: %s", wgml_last_error(T.ctx));
+        wgml_model_free(e);
+        unsetenv("WGML_KV");
+    }
+    remove(g_path);
+    synth_free(&s);
+}
+
+static void test_kv_f16(void) {
+    case_kv_f16("0");
+    case_kv_f16("1");
+}
+
 void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
 
 static int lose_device(void *user, int32_t id) {
@@ -449,11 +501,13 @@ int main(int argc, char **argv) {
     th_init_args("test_generate", argc, argv);
     unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
     unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
+    unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
     snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();
     test_fused();
     test_int8_prefill();
+    test_kv_f16();
     test_device_lost();
     printf("  total %.2f s\n", now_s() - t0);
     return th_done();

@@ -411,6 +411,8 @@ static int bench_generate(wgml_ctx *ctx, int argc, char **argv) {
         return 1;
     }
     tm.load = bench_wall_now() - t0;
+    const wgml_llama_config *cfg = wgml_model_config(m);
+    printf("KV cache: %s, %lld positions ($WGML_KV)\n", cfg->kv_f16 ? "f16" : "f32", (long long)cfg->n_ctx);
     wgml_memory_stats ms;
     wgml_memory_get(ctx, &ms);
     tm.mem_load = ms.in_use;

@@ -69,6 +69,8 @@ static int parse_generate_opts(int argc, char **argv, generate_opts *g) {
         else if (!strcmp(a, "--seed")) opt->seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--decode-batch")) opt->decode_batch = atoi(v), i++;
         else if (!strcmp(a, "--ctx")) g->mo.n_ctx = atoll(v), i++;
+        else if (!strcmp(a, "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32")))
+            g->mo.kv_type = strcmp(v, "f16") ? WGML_KV_F32 : WGML_KV_F16, i++;
         else {
             fprintf(stderr, "wgml generate: unknown option '%s'\n", a);
             return 2;
@@ -77,7 +79,8 @@ static int parse_generate_opts(int argc, char **argv, generate_opts *g) {
     if (!g->model || !g->prompt == !g->prompt_ids || (g->prompt_ids && g->chat) || opt->max_tokens < 1 || opt->sampler.temperature < 0) {
         fprintf(stderr, "usage: wgml generate --model FILE (--prompt TEXT [--chat] [--system TEXT] | --prompt-ids \"ID ...\")\n"
                         "                     [--lora DIR] [--max-tokens N]\n"
-                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--decode-batch B]\n");
+                        "                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--kv f16|f32]\n"
+                        "                     [--decode-batch B]\n");
         return 2;
     }
     return 0;
@@ -143,7 +146,8 @@ static void print_gen_stats(const wgml_gen_stats *st, int max_tokens) {
 
 /* wgml generate --model FILE (--prompt TEXT | --prompt-ids "ID ID ...") [--chat] [--lora DIR]
  *                [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]
- *                [--decode-batch B]
+ *                [--kv f16|f32] [--decode-batch B]
+ * --kv: the KV cache's element type (wgml_kv_type; default $WGML_KV, else f32).
  * --decode-batch: greedy decode steps per submit (default 16; -1: one submit per token).
  * --prompt-ids: the prompt as token ids (a model whose tokenizer wgml does not build runs this
  * way, and prints the generated ids) */
@@ -192,7 +196,7 @@ static void usage(FILE *f) {
             "                       --shapes MxNxK[,..]  --reps N  --variant auto|NAME  --check\n"
             "  bench generate --model FILE  prefill tokens/s (128-token prompt), decode tokens/s (64 steps)\n"
             "  generate --model FILE --prompt TEXT|--prompt-ids \"ID ...\" [--chat] [--system TEXT] [--lora DIR] [--max-tokens N]\n"
-            "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N]\n"
+            "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--kv f16|f32]\n"
             "                       text generation (greedy at temperature 0, the default); --lora DIR\n"
             "                       applies an adapter written by wgml finetune\n"
             "  finetune --model FILE --data TEXT|JSONL --out DIR [options]\n"

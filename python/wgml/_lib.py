@@ -70,11 +70,11 @@ class LlamaConfig(Structure):
     _fields_ = [("n_vocab", c_int64), ("n_embd", c_int64), ("n_layer", c_int64), ("n_ff", c_int64),
                 ("n_head", c_int64), ("n_head_kv", c_int64), ("head_dim", c_int64), ("n_ctx_train", c_int64),
                 ("n_ctx", c_int64), ("rope_base", c_float), ("rms_eps", c_float), ("tied_output", c_int),
-                ("tok_embd_type", c_uint32)]
+                ("tok_embd_type", c_uint32), ("kv_f16", c_int)]
 
 
 class ModelOptions(Structure):
-    _fields_ = [("n_ctx", c_int64)]
+    _fields_ = [("n_ctx", c_int64), ("kv_type", c_int)]
 
 
 class Sampler(Structure):

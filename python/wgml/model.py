@@ -44,6 +44,7 @@ class ModelConfig:
     rope_base: float
     rms_eps: float
     tied_output: bool
+    kv_f16: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,18 @@ class Model(_Closable):
         ctx._adopt(self)
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike], ctx: Optional[Context] = None, n_ctx: int = 0) -> "Model":
+    def load(cls, path: Union[str, os.PathLike], ctx: Optional[Context] = None, n_ctx: int = 0,
+             kv: str = "auto") -> "Model":
         """Loads a GGUF model (``n_ctx``: KV cache positions; 0: min(context length, 2048)).
-        Without ``ctx`` a new :class:`Context` is made and owned by the model."""
+        ``kv``: the KV cache's element type, "f32", "f16" (half the memory; k and v rounded to
+        f16) or "auto" ($WGML_KV, else f32). Without ``ctx`` a new :class:`Context` is made and
+        owned by the model."""
+        kinds = {"auto": 0, "f32": 1, "f16": 2}
+        if kv not in kinds:
+            raise ValueError(f"Model.load: kv is {kv!r}; it takes one of {sorted(kinds)}")
         own = ctx is None
         ctx = ctx or Context()
-        opts = _lib.ModelOptions(n_ctx)
+        opts = _lib.ModelOptions(n_ctx, kinds[kv])
         p = lib.wgml_model_load(ctx.ptr, os.fspath(path).encode(), byref(opts))
         if not p:
             try:
@@ -113,7 +120,7 @@ class Model(_Closable):
     def config(self) -> ModelConfig:
         c = lib.wgml_model_config(self.ptr).contents
         return ModelConfig(c.n_vocab, c.n_embd, c.n_layer, c.n_ff, c.n_head, c.n_head_kv, c.head_dim, c.n_ctx_train,
-                           c.n_ctx, c.rope_base, c.rms_eps, bool(c.tied_output))
+                           c.n_ctx, c.rope_base, c.rms_eps, bool(c.tied_output), bool(c.kv_f16))
 
     # -- tokenizer --
     def _tok(self) -> int:

@@ -30,7 +30,7 @@ typedef struct layer {
     /* q, k and v (gate and up) as one weight, their rows concatenated, whose rows wq.q, wk.q and
      * wv.q (gate.q, up.q) are; NULL where they were loaded apart (load_group) */
     wgml_qweight *qkv, *gate_up;
-    wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim] */
+    wgml_tensor *k_cache, *v_cache; /* f32 [1, Hkv, n_ctx, head_dim], or u32 [.., head_dim / 2] (f16) */
 } layer;
 
 /* A vocabulary matrix [V, D] in row parts (load_vocab): part p holds rows row0[p] ..

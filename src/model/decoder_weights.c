@@ -218,6 +218,25 @@ static wgml_status load_vocab(wgml_model *m, const char *path, const char *name,
     return load_rows(m, path, name, V, D, per, w->part, optional);
 }
 
+/* The KV cache's element type into cfg.kv_f16: the option, else $WGML_KV, else f32. */
+static wgml_status kv_type(wgml_model *m, const wgml_model_options *opt) {
+    wgml_kv_type t = opt ? opt->kv_type : WGML_KV_AUTO;
+    const char *e = getenv("WGML_KV");
+    if (t == WGML_KV_AUTO && e && *e) {
+        if (strcmp(e, "f16") && strcmp(e, "f32"))
+            return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_load: $WGML_KV is '%s'; it takes f16 or f32", e);
+        t = strcmp(e, "f16") ? WGML_KV_F32 : WGML_KV_F16;
+    }
+    if (t != WGML_KV_AUTO && t != WGML_KV_F32 && t != WGML_KV_F16)
+        return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_load: kv_type %d is not a wgml_kv_type", (int)t);
+    if (t == WGML_KV_F16 && m->cfg.head_dim % 4)
+        return wgml_set_error(m->ctx, WGML_ERR_UNSUPPORTED,
+                              "model_load: an f16 KV cache needs head_dim a multiple of 4; this model's is %lld",
+                              (long long)m->cfg.head_dim);
+    m->cfg.kv_f16 = t == WGML_KV_F16;
+    return WGML_OK;
+}
+
 wgml_status decoder_load_config(wgml_model *m, const char *path, const wgml_model_options *opt) {
     wgml_llama_config *c = &m->cfg;
     char err[512];
@@ -227,7 +246,7 @@ wgml_status decoder_load_config(wgml_model *m, const char *path, const wgml_mode
         return wgml_set_error(m->ctx, WGML_ERR_ARG, "model_load: n_ctx %lld is outside 1..%lld (0: the default)",
                               (long long)opt->n_ctx, (long long)1 << 24);
     c->n_ctx = opt && opt->n_ctx > 0 ? opt->n_ctx : (c->n_ctx_train < 2048 ? c->n_ctx_train : 2048);
-    return WGML_OK;
+    return kv_type(m, opt);
 }
 
 /* The bias [n] of a loaded W[n, k] (4-bit weights add it in their own kernels). */
@@ -249,7 +268,8 @@ wgml_status decoder_load_weights(wgml_model *m, const char *path) {
         return s;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");
-    int64_t cshape[4] = {1, c->n_head_kv, c->n_ctx, hd};
+    /* the KV cache: f32, or its f16 form (src/ops/attention/kv_cache.h) */
+    int64_t cshape[4] = {1, c->n_head_kv, c->n_ctx, c->kv_f16 ? hd / 2 : hd};
     for (int64_t l = 0; l < c->n_layer; l++) {
         layer *L = &m->layers[l];
         char n[96];
@@ -283,8 +303,8 @@ wgml_status decoder_load_weights(wgml_model *m, const char *path) {
                             (s = load_bias(m, path, BIAS("attn_v"), &L->wv))))
             return s;
 #undef BIAS
-        L->k_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
-        L->v_cache = wgml_tensor_new(m->wg, WGML_F32, 4, cshape);
+        L->k_cache = wgml_tensor_new(m->wg, c->kv_f16 ? WGML_U32 : WGML_F32, 4, cshape);
+        L->v_cache = wgml_tensor_new(m->wg, c->kv_f16 ? WGML_U32 : WGML_F32, 4, cshape);
         if (!L->k_cache || !L->v_cache) return wgml_last_status(m->ctx);
     }
     return WGML_OK;
