@@ -585,13 +585,16 @@ wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions,
 wgml_tensor *wgml_sdpa(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, int causal, float scale);
 
 /* KV cache for generation. A cache is an f32 tensor [B, Hkv, Smax, D] (made with
- * wgml_tensor_new). wgml_kv_append writes new [B, Hkv, Snew, D] into cache rows pos .. pos +
+ * wgml_tensor_new), or its f16 form: a u32 tensor [B, Hkv, Smax, D / 2] whose words each hold
+ * two f16 elements, element 2i in the low half (WGSL's pack2x16float; half the memory and the
+ * bytes attention reads; D a multiple of 4 for attention; values are rounded to f16 as they are
+ * written). wgml_kv_append writes new [B, Hkv, Snew, D] into cache rows pos .. pos +
  * Snew - 1, where pos is read on the GPU from the i32 tensor pos (one element), so a built
  * graph can be replayed with a new position each step. Rows outside 0 .. Smax - 1 are skipped,
  * never written. */
 wgml_status wgml_kv_append(wgml_graph *g, wgml_tensor *cache, wgml_tensor *new_rows, wgml_tensor *pos);
 /* Attention of q [B, Hq, Sq, D] over the first len rows of the caches k_cache, v_cache
- * [B, Hkv, Smax, D], len read on the GPU from the i32 tensor len (one element, clamped to
+ * [B, Hkv, Smax, D] (both f32 or both the f16 form), len read on the GPU from the i32 tensor len (one element, clamped to
  * 0 .. Smax). As wgml_sdpa with Skv = len (causal: query i sits at position len - Sq + i); a
  * query that sees no key (len - Sq + i < 0, or len = 0) gets zeros. */
 wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cache, wgml_tensor *v_cache,
