@@ -89,14 +89,15 @@ int EXPORT(wgmlw_device)(void) {
     return 0;
 }
 
-/* Loads the GGUF at path (in the worker's file store); NULL with wgmlw_error on failure. */
-wgml_model *EXPORT(wgmlw_model_load)(const char *path, int n_ctx) {
+/* Loads the GGUF at path (in the worker's file store) with an n_ctx-row KV cache of kv_type
+ * (wgml_kv_type: 0 the default f32, 1 f32, 2 f16); NULL with wgmlw_error on failure. */
+wgml_model *EXPORT(wgmlw_model_load)(const char *path, int n_ctx, int kv_type) {
     if (!g_ctx) {
         fail(WGML_ERR_STATE, "load");
         return NULL;
     }
     wgml_clear_error(g_ctx);
-    wgml_model_options o = {.n_ctx = n_ctx};
+    wgml_model_options o = {.n_ctx = n_ctx, .kv_type = (wgml_kv_type)kv_type};
     wgml_model *m = wgml_model_load(g_ctx, path, &o);
     if (!m) fail(wgml_last_status(g_ctx), NULL); /* the message names the file */
     return m;
@@ -121,9 +122,9 @@ int EXPORT(wgmlw_model_info)(wgml_model *m, const char *path) {
     }
     fprintf(f, "{\"n_vocab\":%" PRId64 ",\"n_embd\":%" PRId64 ",\"n_layer\":%" PRId64 ",\"n_ff\":%" PRId64
                ",\"n_head\":%" PRId64 ",\"n_head_kv\":%" PRId64 ",\"head_dim\":%" PRId64 ",\"n_ctx\":%" PRId64
-               ",\"tokenizer\":%s,\"text\":\"",
+               ",\"kv_f16\":%s,\"tokenizer\":%s,\"text\":\"",
             c->n_vocab, c->n_embd, c->n_layer, c->n_ff, c->n_head, c->n_head_kv, c->head_dim, c->n_ctx,
-            wgml_model_tokenizer(m) ? "true" : "false");
+            c->kv_f16 ? "true" : "false", wgml_model_tokenizer(m) ? "true" : "false");
     for (const char *p = text; p && *p; p++) { /* a JSON string of the report */
         if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p == '\n') fputs("\\n", f);

@@ -134,12 +134,15 @@ export class Wgml {
 
   // ---- models
   // Loads the GGUF at path (bytes or url, when given, are put there first); its facts as
-  // loadModel's value: {model, path, n_vocab, n_embd, n_layer, ..., text}.
-  async loadModel(path, { bytes, url, nCtx = 0 } = {}) {
+  // loadModel's value: {model, path, n_vocab, n_embd, n_layer, ..., kv_f16, text}. kv: the KV
+  // cache's element type, "f32" (the default) or "f16" (half the memory; k and v rounded to f16).
+  async loadModel(path, { bytes, url, nCtx = 0, kv = "f32" } = {}) {
+    const kvType = { f32: 1, f16: 2 }[kv];
+    if (!kvType) throw new WgmlError(`loadModel: kv is ${JSON.stringify(kv)}; it takes "f32" or "f16"`, "WGML_ERR_ARG");
     await this.open();
     if (bytes) this.putFile(path, bytes);
     if (url) await this.fetchFile(path, url);
-    const m = await this.scratch(async (take) => this.x.wgmlw_model_load(take(this.allocStr(path)[0]), nCtx));
+    const m = await this.scratch(async (take) => this.x.wgmlw_model_load(take(this.allocStr(path)[0]), nCtx, kvType));
     if (!m) this.check(this.raw.wgmlw_status(), "load");
     const info = await this.scratch(async (take) => {
       this.check(await this.x.wgmlw_model_info(m, take(this.allocStr(path)[0])), "info");

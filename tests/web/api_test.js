@@ -24,6 +24,11 @@ async function tiny() {
   const m = await w.loadModel("/tiny.gguf", { url: files.tiny });
   log(`loaded: ${m.n_layer} layers, width ${m.n_embd}, vocab ${m.n_vocab}`);
   const gen0 = await w.generate(m.model, P.prompt, { maxTokens: P.maxTokens });
+  // the KV cache's f16 form: the same file loaded again with it, greedy from the same prompt
+  const m16 = await w.loadModel("/tiny.gguf", { kv: "f16" });
+  const gen16 = await w.generate(m16.model, P.prompt, { maxTokens: P.maxTokens });
+  await w.freeModel(m16.model);
+  const bad_kv = await outcome(w.loadModel("/tiny.gguf", { kv: "bf16" }));
   const t = await w.trainer(m.model, { rank: P.rank, alpha: P.alpha, targets: "all", batch: P.batch, seqLen: P.seqLen, lr: P.lr });
   const rows = rowsOf(await w.tokenize(m.model, P.text), P.seqLen);
   const before = await w.evaluate(t, P.text);
@@ -48,6 +53,7 @@ async function tiny() {
   const gen2 = await w.generate(m.model, P.prompt, { maxTokens: P.maxTokens });
   return {
     info: m, errors, gen0: Array.from(gen0.ids), losses, before, after,
+    kv16: { kv_f16: m16.kv_f16, gen: Array.from(gen16.ids), bad: bad_kv },
     adapter: Object.fromEntries(Object.entries(adapter).map(([k, v]) => [k, Array.from(v)])),
     files: Object.fromEntries(Object.entries(saved).map(([k, v]) => [k, b64(v)])),
     gen1: Array.from(gen1.ids), plain: Array.from(plain.ids), gen2: Array.from(gen2.ids),

@@ -5,7 +5,7 @@ the native side is the Python package over NATIVE_BUILD/libwgml.so and the nativ
 
     test_api.py NATIVE_BUILD PART [--limit NAME=VALUE ...]
 
-PART tiny: the tiny test model: greedy tokens, text shorter than one row and unknown targets (clear
+PART tiny: the tiny test model: greedy tokens (with the KV cache f32 and f16, and a bad kv refused), text shorter than one row and unknown targets (clear
   errors), the losses of LoRA training steps (all seven
   projections), the perplexity before and after, every adapter tensor after the steps, the
   adapter's files (written in the browser, loaded by the native CLI: the same tokens), and
@@ -80,6 +80,10 @@ def page(part, files, params, limits):
 def native_tiny(path, P, wgml):
     m = wgml.Model.load(path)
     gen0 = m.generate_text(P["prompt"], max_tokens=P["maxTokens"])
+    m16 = wgml.Model.load(path, kv="f16")
+    gen16 = m16.generate_text(P["prompt"], max_tokens=P["maxTokens"])
+    kv16 = m16.config.kv_f16
+    m16.close()
     tr = wgml.Trainer(m, rank=P["rank"], alpha=P["alpha"], targets="all", batch=P["batch"], seq_len=P["seqLen"],
                       lr=P["lr"])
     rows = wgml.model.rows_of(m.tokenize(P["text"]), P["seqLen"])
@@ -89,7 +93,7 @@ def native_tiny(path, P, wgml):
         losses.append(tr.step(np.stack([rows[(s * P["batch"] + i) % len(rows)] for i in range(P["batch"])])))
     after = tr.evaluate(P["text"])
     adapter = tr.get_adapter()
-    return m, dict(gen0=gen0, losses=losses, before=before, after=after, adapter=adapter)
+    return m, dict(gen0=gen0, gen16=gen16, kv16=kv16, losses=losses, before=before, after=after, adapter=adapter)
 
 
 def part_tiny(native, limits):
@@ -107,6 +111,12 @@ def part_tiny(native, limits):
           "model facts: %d layers, vocab %d" % (got["info"]["n_layer"], got["info"]["n_vocab"]))
     check(m.detokenize(got["gen0"]) == want["gen0"] and len(got["gen0"]) == TINY["maxTokens"],
           "greedy %r, native %r" % (m.detokenize(got["gen0"]), want["gen0"]))
+    k = got["kv16"]
+    check(not got["info"]["kv_f16"] and k["kv_f16"] and want["kv16"] and m.detokenize(k["gen"]) == want["gen16"]
+          and len(k["gen"]) == TINY["maxTokens"],
+          "the f16 KV cache: greedy %r, native %r" % (m.detokenize(k["gen"]), want["gen16"]))
+    check(k["bad"]["status"] == "WGML_ERR_ARG" and "bf16" in k["bad"].get("message", ""),
+          "kv bf16: %s %r" % (k["bad"]["status"], k["bad"].get("message")))
     check(close(got["losses"], want["losses"], LOSS_RTOL),
           "training losses %s, native %s" % (np.round(got["losses"], 6), np.round(want["losses"], 6)))
     check(got["losses"][-1] < got["losses"][0], "the loss falls: %.4f -> %.4f" % (got["losses"][0], got["losses"][-1]))
