@@ -76,6 +76,63 @@ static void ref_attend(const dcase *c, const float *hq, const float *hqn, float 
     free(sc);
 }
 
+/* The caches after the step: row pos of k rotated (kcd; f32 rounding, and with f16 one binary16
+ * spacing more) and of v copied (want_vc; f16: within a spacing), every other row untouched bit
+ * for bit (hkc, hvc as uploaded). */
+static void check_written(const dcase *c, bool f16, const double *kcd, const float *want_vc, const float *got_kc,
+                          const float *got_vc, const float *hkc, const float *hvc) {
+    int64_t Hk = c->Hk, D = c->D, smax = c->smax, n = Hk * D;
+    int32_t pos = c->pos;
+    double *tk = malloc(sizeof(double) * (size_t)n), *tv = malloc(sizeof(double) * (size_t)n);
+    double *wk = malloc(sizeof(double) * (size_t)n), *wv = malloc(sizeof(double) * (size_t)n);
+    float *gk = malloc(sizeof(float) * (size_t)n), *gv = malloc(sizeof(float) * (size_t)n);
+    for (int64_t h = 0; h < Hk; h++)
+        for (int64_t d = 0; d < D; d++) {
+            int64_t i = h * D + d, at = (h * smax + pos) * D + d;
+            wk[i] = kcd[at], wv[i] = want_vc[at], gk[i] = got_kc[at], gv[i] = got_vc[at];
+            tk[i] = 2e-6 + 1e-5 * fabs(wk[i]) + (f16 ? th_half_ulp(wk[i]) : 0), tv[i] = f16 ? th_half_ulp(wv[i]) : 0;
+        }
+    char name[160];
+    snprintf(name, sizeof name, "%s: k cache row %d rotated%s", c->what, pos, f16 ? ", f16" : "");
+    th_close_each(name, gk, wk, (size_t)n, tk, 0);
+    snprintf(name, sizeof name, "%s: v cache row %d copied%s", c->what, pos, f16 ? ", f16" : "");
+    th_close_each(name, gv, wv, (size_t)n, tv, 0);
+    bool same = true;
+    for (int64_t h = 0; h < Hk; h++)
+        for (int64_t j = 0; j < smax; j++) {
+            size_t o = (size_t)((h * smax + j) * D);
+            if (j != pos) same = same && !memcmp(got_kc + o, hkc + o, 4 * (size_t)D) && !memcmp(got_vc + o, hvc + o, 4 * (size_t)D);
+        }
+    th_check(same, "%s: other cache rows untouched", c->what);
+    free(tk), free(tv), free(wk), free(wv), free(gk), free(gv);
+}
+
+/* The step's partials gp [Hq, chunks, D + 2] merged here in double, as attn_combine.wgsl defines
+ * the merge, against the reference output (one chunk: gp is the output itself). */
+static void check_parts(const char *what, const float *gp, int64_t chunks, int64_t Hq, int64_t D, const double *ref) {
+    char name[160];
+    if (chunks <= 1) {
+        snprintf(name, sizeof name, "%s: one chunk, the output itself", what);
+        th_close(name, gp, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+        return;
+    }
+    float *mf = malloc(sizeof(float) * (size_t)(Hq * D));
+    for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
+        const float *pr = gp + hq_i * chunks * (D + 2);
+        double mx = -INFINITY, den = 0;
+        for (int64_t ch = 0; ch < chunks; ch++) mx = fmax(mx, pr[ch * (D + 2) + D]);
+        for (int64_t ch = 0; ch < chunks; ch++) den += pr[ch * (D + 2) + D + 1] * exp2(pr[ch * (D + 2) + D] - mx);
+        for (int64_t d = 0; d < D; d++) {
+            double num = 0;
+            for (int64_t ch = 0; ch < chunks; ch++) num += pr[ch * (D + 2) + d] * exp2(pr[ch * (D + 2) + D] - mx);
+            mf[hq_i * D + d] = (float)(den > 0 ? num / den : 0.0);
+        }
+    }
+    snprintf(name, sizeof name, "%s: its %lld chunks' partials merged", what, (long long)chunks);
+    th_close(name, mf, ref, (size_t)(Hq * D), 2e-5, 1e-4);
+    free(mf);
+}
+
 /* f16: the caches in the f16 form (kv_cache.h): the written row checked within one binary16
  * spacing, attention against the reference over the caches as read back (the values the kernel
  * used), every other word untouched */
@@ -122,34 +179,14 @@ static void run_case(const dcase *c, bool f16) {
     float *got = th_read_f32(out), *got_kc = f16 ? th_read_half(kc) : th_read_f32(kc);
     float *got_vc = f16 ? th_read_half(vc) : th_read_f32(vc);
     if (got_kc && got_vc) {
-        double *katt = kcd, *tk = malloc(sizeof(double) * (size_t)(Hk * D)), *tv = malloc(sizeof(double) * (size_t)(Hk * D));
-        double *wk = malloc(sizeof(double) * (size_t)(Hk * D)), *wv = malloc(sizeof(double) * (size_t)(Hk * D));
-        float *gk = malloc(sizeof(float) * (size_t)(Hk * D)), *gv = malloc(sizeof(float) * (size_t)(Hk * D));
-        for (int64_t h = 0; h < Hk; h++) /* row pos: k rotated (f32 rounding; f16: a spacing more), v copied */
-            for (int64_t d = 0; d < D; d++) {
-                int64_t i = h * D + d, at = (h * smax + pos) * D + d;
-                wk[i] = kcd[at], wv[i] = want_vc[at], gk[i] = got_kc[at], gv[i] = got_vc[at];
-                tk[i] = 2e-6 + 1e-5 * fabs(wk[i]) + (f16 ? th_half_ulp(wk[i]) : 0), tv[i] = f16 ? th_half_ulp(wv[i]) : 0;
-            }
-        snprintf(name, sizeof name, "%s: k cache row %d rotated%s", c->what, pos, f16 ? ", f16" : "");
-        th_close_each(name, gk, wk, (size_t)(Hk * D), tk, 0);
-        snprintf(name, sizeof name, "%s: v cache row %d copied%s", c->what, pos, f16 ? ", f16" : "");
-        th_close_each(name, gv, wv, (size_t)(Hk * D), tv, 0);
-        /* every row but pos untouched, bit for bit */
-        bool same = true;
-        for (int64_t h = 0; h < Hk; h++)
-            for (int64_t j = 0; j < smax; j++) {
-                size_t o = (size_t)((h * smax + j) * D);
-                if (j != pos) same = same && !memcmp(got_kc + o, hkc + o, 4 * (size_t)D) && !memcmp(got_vc + o, hvc + o, 4 * (size_t)D);
-            }
-        th_check(same, "%s: other cache rows untouched", c->what);
+        check_written(c, f16, kcd, want_vc, got_kc, got_vc, hkc, hvc);
+        double *katt = kcd;
         if (f16) { /* attention over the caches as the kernel left them */
             katt = malloc(sizeof(double) * (size_t)(Hk * smax * D));
             for (int64_t i = 0; i < Hk * smax * D; i++) katt[i] = got_kc[i];
         }
         ref_attend(c, hq, hqn, eps, scale, len, katt, f16 ? got_vc : want_vc, ref);
         if (katt != kcd) free(katt);
-        free(tk), free(tv), free(wk), free(wv), free(gk), free(gv);
         snprintf(name, sizeof name, "%s: output%s", c->what, f16 ? ", f16 caches" : "");
         if (got) th_close(name, got, ref, (size_t)(Hq * D), 2e-5, 1e-4);
     }
@@ -161,28 +198,7 @@ static void run_case(const dcase *c, bool f16) {
     th_check(parts && chunks == attn_decode_chunks(T.ctx, Hq, Hk, D, smax), "%s: parts (%lld chunks): %s", c->what,
              (long long)chunks, wgml_last_error(T.ctx));
     float *gp = parts ? th_read_f32(parts) : NULL;
-    if (gp && chunks > 1) {
-        double *mg = malloc(sizeof(double) * (size_t)(Hq * D));
-        for (int64_t hq_i = 0; hq_i < Hq; hq_i++) {
-            const float *pr = gp + hq_i * chunks * (D + 2);
-            double mx = -INFINITY, den = 0;
-            for (int64_t ch = 0; ch < chunks; ch++) mx = fmax(mx, pr[ch * (D + 2) + D]);
-            for (int64_t ch = 0; ch < chunks; ch++) den += pr[ch * (D + 2) + D + 1] * exp2(pr[ch * (D + 2) + D] - mx);
-            for (int64_t d = 0; d < D; d++) {
-                double num = 0;
-                for (int64_t ch = 0; ch < chunks; ch++) num += pr[ch * (D + 2) + d] * exp2(pr[ch * (D + 2) + D] - mx);
-                mg[hq_i * D + d] = den > 0 ? num / den : 0.0;
-            }
-        }
-        float *mf = malloc(sizeof(float) * (size_t)(Hq * D));
-        for (int64_t i = 0; i < Hq * D; i++) mf[i] = (float)mg[i];
-        snprintf(name, sizeof name, "%s: its %lld chunks' partials merged", c->what, (long long)chunks);
-        th_close(name, mf, ref, (size_t)(Hq * D), 2e-5, 1e-4);
-        free(mg), free(mf);
-    } else if (gp) {
-        snprintf(name, sizeof name, "%s: one chunk, the output itself", c->what);
-        th_close(name, gp, ref, (size_t)(Hq * D), 2e-5, 1e-4);
-    }
+    if (gp) check_parts(c->what, gp, chunks, Hq, D, ref);
     free(gp);
     wgml_tensor_free(parts);
     free(got), free(got_kc), free(got_vc), free(kcd), free(ref), free(want_vc);
