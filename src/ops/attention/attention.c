@@ -226,7 +226,9 @@ static wgml_tensor *sdpa_record(wgml_graph *g, const char *op, wgml_tensor *q, w
     uint32_t bq = tile.wy * tile.tm;
     int64_t n_blocks = (rows + bq - 1) / bq;
     uint64_t groups = (uint64_t)(B * Hkv * n_blocks);
-    if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull || (uint64_t)k->numel > 0xFFFFFFFFull) {
+    /* the kernel indexes k and v by element (two a word in the f16 form) */
+    if (rows > 0xFFFFFFFFll || (uint64_t)q->numel > 0xFFFFFFFFull ||
+        (uint64_t)k->numel * (kv_cache_f16(k) ? 2 : 1) > 0xFFFFFFFFull) {
         wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s or k %s is too large", op, tshape(q), tshape(k));
         return NULL;
     }
