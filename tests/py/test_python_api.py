@@ -270,6 +270,11 @@ def test_model_and_trainer(ctx, tmp):
     check(m.tokenize("x", bos=True)[0] == 0, "BOS")
     ok, msg = raises(lambda: m.detokenize([100000]), "WGML_ERR_ARG")
     check(ok, "detokenize out of range: " + msg)
+    # the KV cache's element type: f32 by default, f16 on request, anything else refused
+    with wgml.Model.load(path, ctx, kv="f16") as m16:
+        check(not cfg.kv_f16 and m16.config.kv_f16, "kv: %s by default, %s with kv='f16'" % (cfg.kv_f16, m16.config.kv_f16))
+    ok, msg = raises(lambda: wgml.Model.load(path, ctx, kv="bf16"), exc=ValueError, text="bf16")
+    check(ok, "kv='bf16': " + msg)
 
     # streaming generation: pieces arrive one by one; stopping early works; greedy is reproducible
     pieces = list(m.generate("the theme", max_tokens=12))
