@@ -77,8 +77,8 @@ static void ref_attend(const dcase *c, const float *hq, const float *hqn, float 
 }
 
 /* The caches after the step: row pos of k rotated (kcd; f32 rounding, and with f16 one binary16
- * spacing more) and of v copied (want_vc; f16: within a spacing), every other row untouched bit
- * for bit (hkc, hvc as uploaded). */
+ * spacing more) and of v copied (want_vc: bit for bit; f16: within a spacing), every other row
+ * untouched bit for bit (hkc, hvc as uploaded). */
 static void check_written(const dcase *c, bool f16, const double *kcd, const float *want_vc, const float *got_kc,
                           const float *got_vc, const float *hkc, const float *hvc) {
     int64_t Hk = c->Hk, D = c->D, smax = c->smax, n = Hk * D;
@@ -90,13 +90,17 @@ static void check_written(const dcase *c, bool f16, const double *kcd, const flo
         for (int64_t d = 0; d < D; d++) {
             int64_t i = h * D + d, at = (h * smax + pos) * D + d;
             wk[i] = kcd[at], wv[i] = want_vc[at], gk[i] = got_kc[at], gv[i] = got_vc[at];
-            tk[i] = 2e-6 + 1e-5 * fabs(wk[i]) + (f16 ? th_half_ulp(wk[i]) : 0), tv[i] = f16 ? th_half_ulp(wv[i]) : 0;
+            tk[i] = fmax(2e-6, 1e-5 * fabs(wk[i])) + (f16 ? th_half_ulp(wk[i]) : 0), tv[i] = f16 ? th_half_ulp(wv[i]) : 0;
         }
     char name[160];
     snprintf(name, sizeof name, "%s: k cache row %d rotated%s", c->what, pos, f16 ? ", f16" : "");
     th_close_each(name, gk, wk, (size_t)n, tk, 0);
     snprintf(name, sizeof name, "%s: v cache row %d copied%s", c->what, pos, f16 ? ", f16" : "");
     th_close_each(name, gv, wv, (size_t)n, tv, 0);
+    bool copied = true; /* f32: v's row a copy bit for bit */
+    for (int64_t h = 0; h < Hk && !f16; h++)
+        copied = copied && !memcmp(got_vc + (h * smax + pos) * D, want_vc + (h * smax + pos) * D, 4 * (size_t)D);
+    th_check(copied, "%s: v cache row %d copied bit for bit", c->what, pos);
     bool same = true;
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t j = 0; j < smax; j++) {

@@ -197,7 +197,7 @@ static void case_rope_kv_f16(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64
     wgml_tensor *q = upload(g, WGML_F32, 4, qs, hq), *k = upload(g, WGML_F32, 4, ks, hk);
     wgml_tensor *v = upload(g, WGML_F32, 4, ks, hv), *p = upload(g, WGML_I32, 1, &S, hp);
     int64_t cw[4] = {1, Hk, smax, hd / 2};
-    uint32_t *wk = th_pack_half(hkc, (size_t)nc / 2), *wv = th_pack_half(hvc, (size_t)nc / 2);
+    uint32_t *wk = f16 ? th_pack_half(hkc, (size_t)nc / 2) : NULL, *wv = f16 ? th_pack_half(hvc, (size_t)nc / 2) : NULL;
     wgml_tensor *kc = f16 ? upload(g, WGML_U32, 4, cw, wk) : upload(g, WGML_F32, 4, cs, hkc);
     wgml_tensor *vc = f16 ? upload(g, WGML_U32, 4, cw, wv) : upload(g, WGML_F32, 4, cs, hvc);
     for (int64_t i = 0; f16 && i < nc; i++) /* the values the f16 caches hold */
@@ -239,7 +239,7 @@ static void case_rope_kv_f16(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64
                         int64_t at = (h * smax + hp[r]) * hd + j;
                         rkc[at] = rk[(r * Hk + h) * hd + j];
                         rvc[at] = hv[(r * Hk + h) * hd + j];
-                        tk[at] = 2e-5 + 1e-4 * fabs(rkc[at]) + (f16 ? th_half_ulp(rkc[at]) : 0);
+                        tk[at] = fmax(2e-5, 1e-4 * fabs(rkc[at])) + (f16 ? th_half_ulp(rkc[at]) : 0);
                         tv[at] = f16 ? th_half_ulp(rvc[at]) : 0;
                     }
         }

@@ -117,7 +117,7 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
 
 /* The decode kernel's prelude: its constants and bindings; with qkn the norms' weights are read
  * after tab, else the weights read as 1; the caches in their form f16 or f32 (kv_cache.h). */
-static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int64_t kpt, int64_t ch, int64_t n_chunk,
+static bool decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int64_t kpt, int64_t ch, int64_t n_chunk,
                            bool qkn, bool f16) {
     int pl = snprintf(prelude, size,
                       "const WG: u32 = %du; const D: u32 = %lldu; const D4: u32 = %lldu; const HALF: u32 = %lldu;\n"
@@ -136,9 +136,11 @@ static void decode_prelude(char *prelude, size_t size, int64_t D, int64_t G, int
         pl += snprintf(prelude + pl, size - (size_t)pl,
                        "fn qn_at(e: u32) -> f32 { return 1.0; }\nfn kn_at(e: u32) -> f32 { return 1.0; }\n");
     }
-    pl = kv_cache_wgsl(prelude, size, pl, "k_cache", f16, true, 4);
+    pl = pl < 0 || (size_t)pl >= size ? -1 : kv_cache_wgsl(prelude, size, pl, "k_cache", f16, true, 4);
     pl = pl < 0 ? pl : kv_cache_wgsl(prelude, size, pl, "v_cache", f16, true, 4);
-    if (pl >= 0) snprintf(prelude + pl, size - (size_t)pl, "//!bindings write(part: array<f32>) uniform(p: Params)\n");
+    if (pl < 0) return false;
+    int n = snprintf(prelude + pl, size - (size_t)pl, "//!bindings write(part: array<f32>) uniform(p: Params)\n");
+    return n >= 0 && (size_t)n < size - (size_t)pl;
 }
 
 /* attn_decode_step, and with parts the partials of a split step left unmerged (*parts the
@@ -165,7 +167,10 @@ static wgml_tensor *decode_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, w
     double sc = scale > 0 ? (double)scale : 1.0 / sqrt((double)D);
     bool qkn = q_norm != NULL;
     char prelude[2048];
-    decode_prelude(prelude, sizeof prelude, D, G, kpt, ch, n_chunk, qkn, kv_cache_f16(k_cache));
+    if (!decode_prelude(prelude, sizeof prelude, D, G, kpt, ch, n_chunk, qkn, kv_cache_f16(k_cache))) {
+        wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the kernel's prelude does not fit", op);
+        return NULL;
+    }
     struct {
         uint32_t Hk, smax, n_chunk, window, style;
         float scale2, eps;
