@@ -289,6 +289,15 @@ static void test_permute(void) {
     run_permute(WGML_I32, 3, s3, p3b, false, 0, 0);
     run_permute(WGML_BOOL, 3, s3, NULL, true, -1, 0);
     run_permute(WGML_U32, 4, s4, id4, false, 0, 0); /* identity: a clone */
+    /* the last dim kept: moved in vec4 units where it is a multiple of 4 (attention's heads-first
+     * layout, [B, S, H, D] -> [B, H, S, D]), element by element where it is not */
+    int64_t h4[4] = {2, 7, 3, 8}, h4odd[4] = {2, 7, 3, 6}, h3[3] = {5, 9, 4};
+    int ph4[4] = {0, 2, 1, 3}, ph3[3] = {1, 0, 2};
+    for (int t = 0; t < 4; t++) {
+        run_permute(CU_DTYPES[t], 4, h4, ph4, false, 0, 0);
+        run_permute(CU_DTYPES[t], 4, h4odd, ph4, false, 0, 0);
+        run_permute(CU_DTYPES[t], 3, h3, ph3, false, 0, 0);
+    }
     /* tiled path (4-byte data, both tile dims >= 16), partial tiles, batch dims around */
     int64_t t4[4] = {2, 64, 3, 48}, t5[5] = {3, 17, 2, 33, 20};
     int pt4[4] = {0, 3, 2, 1}, pt4b[4] = {3, 1, 0, 2}, pt5[5] = {0, 4, 2, 3, 1};
@@ -345,6 +354,7 @@ static void test_expand(void) {
     int64_t d[2] = {3, 4}, dw[2] = {-1, -1};
     int64_t e[1] = {1}, ew[4] = {2, 3, 1, 9};
     int64_t rw1[1] = {16}, rw3[3] = {3, 37, 16}, rx2[2] = {1, 12}, rx3[3] = {7, 5, 12};
+    int64_t v3[3] = {4, 1, 8}, v3w[3] = {4, 5, 8};
     for (int t = 0; t < 4; t++) {
         wgml_dtype dt = CU_DTYPES[t];
         run_expand(dt, 2, a, 3, aw, aw);
@@ -355,6 +365,7 @@ static void test_expand(void) {
         run_expand(dt, 0, NULL, 2, cw, cw); /* rank 0 to [7, 5] */
         run_expand(dt, 1, rw1, 3, rw3, rw3); /* whole rows repeated: block path (vec4) */
         run_expand(dt, 2, rx2, 3, rx3, rx3); /* [1, 12] rows (words for every dtype) */
+        run_expand(dt, 3, v3, 3, v3w, v3w);  /* a middle dim repeated, the last moved in vec4s */
     }
     wgml_tensor *x = cu_upload(T.g, WGML_F32, 2, a, NULL);
     int64_t bad[2] = {37, 0}, bad2[2] = {36, 4}, lead[3] = {-1, 37, 4};

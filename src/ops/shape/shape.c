@@ -96,6 +96,27 @@ static wgml_status copy_block(wgml_graph *g, const char *op, wgml_tensor *in, wg
     return graph_dispatch(g, op, "shape_block", prelude, &in, 1, &out, 1, &p, sizeof p, groups);
 }
 
+/* Whether the walk p (4-byte elements) moves whole runs of 4 along its last dim: both last
+ * strides 1 and every other stride, both bases and the last extent multiples of 4. If so, p is
+ * rewritten in vec4 units (shape_strided.wgsl with UNIT = vec4<u32>): the last extent, the other
+ * strides, the bases and n divided by 4. */
+static bool vec4_walk(strided_params *p) {
+    if (p->rank == 0) return false;
+    uint32_t last = p->rank - 1, all = p->w.shape[last] | p->in_base | p->out_base;
+    if (p->w.istr[last] != 1 || p->w.ostr[last] != 1) return false;
+    for (uint32_t i = 0; i < last; i++) all |= p->w.istr[i] | p->w.ostr[i];
+    if (all % 4 != 0) return false;
+    p->w.shape[last] /= 4;
+    for (uint32_t i = 0; i < last; i++) {
+        p->w.istr[i] /= 4;
+        p->w.ostr[i] /= 4;
+    }
+    p->in_base /= 4;
+    p->out_base /= 4;
+    p->n /= 4;
+    return true;
+}
+
 /* Writes a strided view of `in` into out. The part of out written is the box whose
  * coordinate along rdim is in [lo, lo + len) (the whole tensor when lo = 0 and len is the
  * full size; only cat passes less). The element at output coordinate c comes from
@@ -125,8 +146,10 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
         n = n / out->shape[rdim] * len;
     }
     p.n = (uint32_t)n;
-    uint64_t threads = ((uint64_t)n + STRIDED_PER - 1) / STRIDED_PER;
-    return graph_dispatch(g, op, "shape_strided", NULL, &in, 1, &out, 1, &p, sizeof p, (threads + 255) / 256);
+    bool v4 = vec4_walk(&p);
+    const char *prelude = v4 ? "alias UNIT = vec4<u32>;\nconst PER: u32 = 1u;\n" : "alias UNIT = u32;\nconst PER: u32 = 4u;\n";
+    uint64_t per = v4 ? 1 : STRIDED_PER, threads = ((uint64_t)p.n + per - 1) / per;
+    return graph_dispatch(g, op, "shape_strided", prelude, &in, 1, &out, 1, &p, sizeof p, (threads + 255) / 256);
 }
 
 /* A permute of 4-byte elements that moves the input's last dim to output dim a (a is not the

@@ -6,6 +6,7 @@
 // Workgroup: 256 threads; each thread owns one u32 word of the output (4 elements): it reads
 // the word, replaces the bytes of its box, clears bytes past n, and writes the word once.
 //!include shape_strided_head
+alias UNIT = u32;
 
 //!include flat_main
 const FLAT_WG: u32 = 256u;

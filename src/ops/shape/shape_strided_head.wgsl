@@ -3,7 +3,7 @@
 // (strided_params): the index space `shape` with the input's and output's strides (elements for
 // 4-byte data, bytes for bool) in rank <= 8 dims, n elements, the bases, and the box
 // [rlo, rlo + rlen) along rdim (read by the bool copy). With shape_walk for the coordinates.
-// Not a kernel.
+// The includer (or its prelude) defines UNIT, the type of the bound arrays' elements. Not a kernel.
 //!include shape_walk
 struct Params {
     shape: array<vec4<u32>, 2>,
@@ -13,4 +13,4 @@ struct Params {
     rdim: u32, rlo: u32, rlen: u32, pad: u32,
 }
 
-//!bindings read(inp: array<u32>) write(out: array<u32>) uniform(p: Params)
+//!bindings read(inp: array<UNIT>) write(out: array<UNIT>) uniform(p: Params)
