@@ -239,8 +239,9 @@ const char *wgml_matmul_variant_name(int variant);
 /* The kernel variant and split-K factor a product out[batch, m, n] over k would use now (the
  * forced variant, $WGML_MATMUL_VARIANT, $WGML_MATMUL_SPLITK, else the automatic rules), for
  * benchmark reports: *variant indexes the variant table, *splits is the number of K slices
- * (1: none). */
-void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits);
+ * (1: none). trans_a / trans_b as wgml_matmul's (the skinny kernel's choice depends on them). */
+void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                      int *variant, int *splits);
 
 /* ---- elementwise ------------------------------------------------------------------------- */
 /* Binary, unary, comparison and logical ops, clamp and where, with their gradients. */

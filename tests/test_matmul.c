@@ -349,26 +349,31 @@ static void test_huge_grid(void) {
 static void test_auto_plan(void) {
     static const struct {
         int64_t batch, m, n, k;
+        bool tb; /* B stored [N, K] */
         const char *want;
         int splits; /* 0: any */
     } cases[] = {
-        {1, 4096, 4096, 4096, "db128x128_k8_r8x8", 1},   /* 1,024 tiles of 128x128, K >= 256: unsplit */
-        {1, 8192, 8192, 8192, "db128x128_k8_r8x8", 1},
-        {1, 2048, 2048, 2048, "db128x128_k8_r8x8", 1},   /* 256 tiles */
-        {1, 4096, 576, 576, "tile128x64_k16_r8x4", 0},   /* 160 tiles of 128x128: under 256 */
-        {1, 576, 576, 4096, "tile128x64_k16_r8x4", 0},   /* K >= 1024 */
-        {1, 4096, 192, 576, "tile64x64_k16_r4x4", 0},
-        {1, 4096, 1024, 16, "outer_r8", 0},              /* K <= 32 from 2^22 multiply-adds */
-        {1, 16, 1536, 4096, "skinny_r2_kt16", 0},        /* an output side <= 32, K >= 2048 */
-        {1, 64, 16, 64, "tile32x32_k16_r4x4", 0},        /* small and skinny */
+        {1, 4096, 4096, 4096, false, "db128x128_k8_r8x8", 1},   /* 1,024 tiles of 128x128, K >= 256: unsplit */
+        {1, 8192, 8192, 8192, false, "db128x128_k8_r8x8", 1},
+        {1, 2048, 2048, 2048, false, "db128x128_k8_r8x8", 1},   /* 256 tiles */
+        {1, 4096, 576, 576, false, "tile128x64_k16_r8x4", 0},   /* 160 tiles of 128x128: under 256 */
+        {1, 576, 576, 4096, false, "tile128x64_k16_r8x4", 0},   /* K >= 1024 */
+        {1, 4096, 192, 576, false, "tile64x64_k16_r4x4", 0},
+        {1, 4096, 1024, 16, false, "outer_r8", 0},              /* K <= 32 from 2^22 multiply-adds */
+        {1, 16, 1536, 4096, false, "skinny_r2_kt16", 0},        /* an output side <= 32, K >= 2048 */
+        {1, 4096, 16, 576, false, "skinny_r2_kt16", 1},  /* dy·B: a side <= 16, K >= 128, 9 steps: unsplit */
+        {1, 4096, 16, 1536, false, "skinny_r2_kt16", 4}, /* 24 steps of 4·16: 4 slices of 6 */
+        {1, 4096, 16, 576, true, "tile32x32_k16_r4x4", 0}, /* x·Aᵀ (B read along K): the tiled kernel */
+        {1, 4096, 32, 576, false, "tile32x32_k16_r4x4", 0}, /* a side of 17-32 with a moderate K */
+        {1, 64, 16, 64, false, "tile32x32_k16_r4x4", 0},        /* small and skinny */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int v = -1, s = 0;
-        wgml_matmul_plan(T.ctx, cases[i].batch, cases[i].m, cases[i].n, cases[i].k, &v, &s);
+        wgml_matmul_plan(T.ctx, cases[i].batch, cases[i].m, cases[i].n, cases[i].k, false, cases[i].tb, &v, &s);
         const char *got = v >= 0 ? wgml_matmul_variant_name(v) : NULL;
         th_check(got && !strcmp(got, cases[i].want) && (!cases[i].splits || s == cases[i].splits),
                  "auto plan %lldx%lldx%lld: %s split %d (want %s%s)", (long long)cases[i].m, (long long)cases[i].n,
-                 (long long)cases[i].k, got ? got : "(none)", s, cases[i].want, cases[i].splits ? " split 1" : "");
+                 (long long)cases[i].k, got ? got : "(none)", s, cases[i].want, cases[i].splits ? " and its split" : "");
     }
 }
 

@@ -7,14 +7,17 @@
 #include "matmul_skinny_cases.h"
 
 /* The automatic choice: from 2^22 multiply-adds on, the outer kernel for K <= 32 and the
- * skinny one for a short side with K >= 2048 (LoRA's shapes scaled to this machine), the
- * tiled ones otherwise; the skinny split only where blocks are few. */
-static void expect_plan(int64_t m, int64_t n, int64_t k, const char *want, int split_min, int split_max) {
+ * skinny one for a short side with K >= 2048, or a side <= 16 with K >= 128 whose operand is
+ * read a k at a time (LoRA's dy·B; shapes scaled to this machine), the tiled ones otherwise;
+ * the skinny split only where blocks are few, each slice of a K-contiguous long operand at
+ * least 6 steps deep. */
+static void expect_plan(int64_t m, int64_t n, int64_t k, int ta, int tb, const char *want, int split_min,
+                        int split_max) {
     int v = -1, s = 0;
-    matmul_plan(T.ctx, 1, m, n, k, &v, &s);
+    matmul_plan(T.ctx, 1, m, n, k, ta, tb, &v, &s);
     th_check(!strcmp(wgml_matmul_variant_name(v), want) && s >= split_min && s <= split_max,
-             "auto %lldx%lldx%lld: %s split %d (want %s, split %d..%d)", (long long)m, (long long)n, (long long)k,
-             wgml_matmul_variant_name(v), s, want, split_min, split_max);
+             "auto %lldx%lldx%lld (%c%c): %s split %d (want %s, split %d..%d)", (long long)m, (long long)n,
+             (long long)k, ta ? 'T' : 'N', tb ? 'T' : 'N', wgml_matmul_variant_name(v), s, want, split_min, split_max);
 }
 
 /* A LoRA adapter's four products at 2^22-2^23 multiply-adds in a built graph, with the
@@ -23,16 +26,19 @@ static void expect_plan(int64_t m, int64_t n, int64_t k, const char *want, int s
 static void test_skinny_graph(void) {
     double t0 = now_s();
     const int64_t M = 2048, K = 128, R = 16, N = 256;
-    expect_plan(M, R, K, "tile32x32_k16_r4x4", 1, 2); /* short side, K < 2048: the tiled kernel */
-    expect_plan(M, N, R, "outer_r8", 1, 1);
-    expect_plan(N, R, M, "skinny_r2_kt16", 2, 64);
-    expect_plan(R, K, M, "skinny_r2_kt16", 2, 64);
-    expect_plan(M, 24, K, "tile32x32_k16_r4x4", 1, 2);
-    expect_plan(1024, R, K, "tile32x32_k16_r4x4", 1, 1); /* 2^21: the tiled kernels */
-    expect_plan(4096, 1536, 16, "outer_r8", 1, 1);      /* LoRA's H200 shapes */
-    expect_plan(4096, 16, 576, "tile32x32_k16_r4x4", 2, 16);
-    expect_plan(1536, 16, 4096, "skinny_r2_kt16", 2, 64);
-    expect_plan(16, 576, 4096, "skinny_r2_kt16", 2, 64);
+    expect_plan(M, R, K, 0, 1, "tile32x32_k16_r4x4", 1, 2); /* x·Aᵀ, K < 2048: the tiled kernel */
+    expect_plan(M, R, K, 0, 0, "skinny_r2_kt16", 1, 1);     /* dy·B: skinny, 2 steps, unsplit */
+    expect_plan(M, N, R, 0, 1, "outer_r8", 1, 1);
+    expect_plan(N, R, M, 1, 0, "skinny_r2_kt16", 2, 64);
+    expect_plan(R, K, M, 1, 0, "skinny_r2_kt16", 2, 64);
+    expect_plan(M, 24, K, 0, 0, "tile32x32_k16_r4x4", 1, 2);  /* a side of 24, K < 2048: the tiled kernel */
+    expect_plan(1024, R, K, 0, 0, "tile32x32_k16_r4x4", 1, 1); /* 2^21: the tiled kernels */
+    expect_plan(4096, 1536, 16, 0, 1, "outer_r8", 1, 1);      /* LoRA's H100 shapes */
+    expect_plan(4096, 16, 576, 0, 1, "tile32x32_k16_r4x4", 2, 16);
+    expect_plan(4096, 16, 576, 0, 0, "skinny_r2_kt16", 1, 1);
+    expect_plan(4096, 16, 1536, 0, 0, "skinny_r2_kt16", 4, 4);
+    expect_plan(1536, 16, 4096, 1, 0, "skinny_r2_kt16", 2, 64);
+    expect_plan(16, 576, 4096, 1, 0, "skinny_r2_kt16", 2, 64);
     wgml_graph *g = wgml_graph_new(T.ctx);
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){M, K});
     wgml_tensor *A = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){R, K});

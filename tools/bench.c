@@ -91,11 +91,25 @@ typedef struct matmul_sweep {
     int trans[4], n_trans;        /* bit 0: a transposed, bit 1: b transposed */
 } matmul_sweep;
 
+/* One product's time with each of its dispatches alone (wgml_graph_profile over the graph of
+ * `reps` products, divided by reps): what a chain of dependent products sees, where the "ms"
+ * column (the graph's run / reps) lets the independent products overlap, so that a kernel that
+ * fills a fraction of the GPU reads faster there than in a model's graph (bench/NOTES.md,
+ * thirteenth session). 0 without timestamp queries. */
+static double matmul_alone(wgml_graph *g, int reps) {
+    size_t n = wgml_graph_dispatch_count(g);
+    double *t = calloc(n ? n : 1, sizeof(double)), sum = 0;
+    if (t && !wgml_graph_profile(g, t))
+        for (size_t i = 0; i < n; i++) sum += t[i];
+    free(t);
+    return sum / reps;
+}
+
 /* Times every (shape, orientation, variant, split) of the sweep: a built graph of `reps`
  * products per configuration; with check, each configuration's output is spot-checked. */
 static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int reps, int check, const matmul_sweep *sw) {
-    printf("%-20s %-3s %-26s %5s %10s %9s %s\n", "shape MxNxK", "op", "variant", "split", "ms", "TFLOP/s",
-           check ? "check" : "");
+    printf("%-20s %-3s %-26s %5s %10s %9s %9s %s\n", "shape MxNxK", "op", "variant", "split", "ms", "TFLOP/s",
+           "alone ms", check ? "check" : "");
     int failed = 0, first = 0; /* 1 + the shape last timed */
     for (int i = 0; i < n_shapes; i++)
         for (int ti = 0; ti < (shapes[i].trans ? 1 : sw->n_trans); ti++)
@@ -110,7 +124,7 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     if (sw->splits[si] > 0) setenv("WGML_MATMUL_SPLITK", sk, 1);
                     else unsetenv("WGML_MATMUL_SPLITK");
                     int used_v = 0, used_s = 1;
-                    wgml_matmul_plan(ctx, 1, s.m, s.n, s.k, &used_v, &used_s);
+                    wgml_matmul_plan(ctx, 1, s.m, s.n, s.k, ta, tb, &used_v, &used_s);
                     wgml_graph *g = wgml_graph_new(ctx);
                     float *ha = NULL, *hb = NULL;
                     wgml_tensor *a = random_tensor(g, ta ? s.k : s.m, ta ? s.m : s.k, check ? &ha : NULL);
@@ -132,7 +146,7 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     double warm = bench_cpu_adapter(ctx) ? 0.0 : first != i + 1 || long_setup ? 0.3 : 0.05;
                     first = i + 1;
                     if (wgml_graph_benchmark(g, warm, 3, &best, NULL)) fprintf(stderr, "bench: %s\n", wgml_last_error(ctx));
-                    double per = best / reps;
+                    double per = best / reps, alone = matmul_alone(g, reps);
                     double tflops = 2.0 * (double)s.m * (double)s.n * (double)s.k / per * 1e-12;
                     char name[64];
                     snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m, (long long)s.n, (long long)s.k);
@@ -152,8 +166,8 @@ static int bench_matmul(wgml_ctx *ctx, const shape3 *shapes, int n_shapes, int r
                     snprintf(vname, sizeof vname, "%s%s", sw->variants[vi] < 0 ? "auto:" : "",
                              wgml_matmul_variant_name(used_v));
                     snprintf(sname, sizeof sname, "%s%d", sw->splits[si] > 0 ? "" : "a", used_s);
-                    printf("%-20s %-3s %-26s %5s %10.3f %9.3f %s\n", name, ops[tr], vname, sname, per * 1e3,
-                           tflops, verdict);
+                    printf("%-20s %-3s %-26s %5s %10.3f %9.3f %9.3f %s\n", name, ops[tr], vname, sname, per * 1e3,
+                           tflops, alone * 1e3, verdict);
                     fflush(stdout);
                     free(ha);
                     free(hb);

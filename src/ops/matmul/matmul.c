@@ -122,23 +122,29 @@ static bool variant_fits(wgml_ctx *ctx, int v) {
  * device. Otherwise, in order:
  * - products of at least SKINNY_MIN_MACS multiply-adds with a short K (<= 32) and an output
  *   wider than 32 take the outer-product kernel (outer_r8), and those with an output side
- *   <= 32 and a long K (>= 2048: weight gradients) the skinny kernel (skinny_r2_kt16): the
- *   tiled kernels leave most of such a tile idle. Smaller products are over in microseconds
- *   either way, and the small models of the parity tests keep the tiled kernels' summation.
+ *   <= 32 and a long K (>= 2048: weight gradients), or a side <= 16 and K >= 128 whose short
+ *   operand is read a k at a time (ty false: LoRA's dy·B at rank 16), the skinny kernel
+ *   (skinny_r2_kt16): the tiled kernels leave most of such a tile idle. In SmolLM2's training
+ *   step on an H100 (each product timed alone) dy·B took 28.6 us this way against 32.0 + 6.7
+ *   on the 32 x 32 tile split; x·Aᵀ (ty) took 59.4 unsplit and 34.2 + 6.1 in 5 slices against
+ *   23.1 + 6.4 tiled, so it stays tiled (bench/NOTES.md, thirteenth session). Smaller products
+ *   are over in microseconds either way, and the small models of the parity tests keep the
+ *   tiled kernels' summation.
  * - the double-buffered 128 x 128 tile where it gives at least 256 tiles and K >= 256: the
  *   most work per byte once the GPU is full;
  * - 128 x 64 where that gives 256 tiles, or K is long (>= 1024, split-K then fills the GPU);
  * - 32 x 32 for an output side <= 32 (LoRA's rank), with split-K for a moderate K;
  * - else 64 x 64, or 32 x 32 when even 64 x 64 gives too few tiles. */
 #define SKINNY_MIN_MACS (1ll << 22)
-static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k) {
+static int choose_variant(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, bool ty) {
     int forced = graph_ctx_matmul_variant(ctx);
     if (forced < 0 || forced >= N_VARIANTS) forced = env_variant();
     if (forced >= 0 && variant_fits(ctx, forced)) return forced; /* else the automatic choice */
     int64_t small = m < n ? m : n;
     if (batch * m * n * k >= SKINNY_MIN_MACS) {
         if (k <= 32 && n > 32 && variant_fits(ctx, V_OUTER_R8)) return V_OUTER_R8;
-        if (small <= 32 && k >= 2048 && variant_fits(ctx, V_SKINNY_R2)) return V_SKINNY_R2;
+        if ((small <= 32 && k >= 2048) || (small <= 16 && k >= 128 && !ty))
+            if (variant_fits(ctx, V_SKINNY_R2)) return V_SKINNY_R2;
     }
     int64_t tiles_128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
     int64_t tiles_128x64 = batch * ((m + 127) / 128) * ((n + 63) / 64);
@@ -174,16 +180,20 @@ static int choose_splits(int64_t tiles, int64_t k, bool skinny, int64_t macs) {
 
 /* The skinny kernel's K slices: none when its blocks already give two workgroups per SM of a
  * 132-SM GPU (264); else enough for about four per SM (528), each slice at least one 4-deep
- * step per k-thread (K / (4·KT)), at most MAX_SPLITS; none under 2^22 multiply-adds. The
- * outer kernel is never split automatically (its K is short). $WGML_MATMUL_SPLITK forces. */
+ * step per k-thread (K / (4·KT)) where the long operand is stored [K, P] (the weight
+ * gradients) and SKINNY_MIN_STEPS where it is stored [P, K] (dy·B: 150 fewer dispatches in
+ * SmolLM2's training step, which took 147.0 ms against 147.1 with one step a slice on an
+ * H100), at most MAX_SPLITS; none under 2^22 multiply-adds. The outer kernel is never split
+ * automatically (its K is short). $WGML_MATMUL_SPLITK forces. */
 #define SKINNY_MIN_WGS 264
 #define SKINNY_TARGET_WGS 528
-static int choose_splits_skinny(int64_t blocks, int64_t k, uint32_t kt, int64_t macs) {
+#define SKINNY_MIN_STEPS 6
+static int choose_splits_skinny(int64_t blocks, int64_t k, uint32_t kt, int64_t macs, bool tx) {
     int forced = env_splits();
     if (forced > 0) return forced;
     if (macs < SKINNY_MIN_MACS || blocks >= SKINNY_MIN_WGS) return 1;
     int64_t s = (SKINNY_TARGET_WGS + blocks - 1) / blocks;
-    int64_t by_depth = k / (4 * (int64_t)kt);
+    int64_t by_depth = k / (4 * (int64_t)kt * (tx ? 1 : SKINNY_MIN_STEPS));
     if (s > by_depth) s = by_depth;
     if (s > MAX_SPLITS) s = MAX_SPLITS;
     return s < 2 ? 1 : (int)s;
@@ -218,12 +228,16 @@ static int64_t variant_tiles(const matmul_variant *v, int64_t batch, int64_t m, 
     return batch * ((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
 }
 
-void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
-    int vi = choose_variant(ctx, batch, m, n, k);
+void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                 int *variant, int *splits) {
+    /* the skinny kernel's view (skinny_shape): X the long side's operand, Y the short side's;
+     * tx: X stored [K, P]; ty: Y stored [Q, K] */
+    bool swap = n > m, tx = swap ? !trans_b : trans_a, ty = swap ? !trans_a : trans_b;
+    int vi = choose_variant(ctx, batch, m, n, k, ty);
     const matmul_variant *v = &VARIANTS[vi];
     int64_t tiles = variant_tiles(v, batch, m, n), macs = batch * m * n * k;
     int s;
-    if (v->kind == K_SKINNY) s = choose_splits_skinny(tiles, k, v->tn, macs);
+    if (v->kind == K_SKINNY) s = choose_splits_skinny(tiles, k, v->tn, macs, tx);
     else if (v->kind == K_OUTER) s = env_splits() > 0 ? env_splits() : 1;
     /* the 128 x 128 tile is chosen only where it fills the GPU; split, it ran slower (2048³:
      * 31.8 TFLOP/s at split 5 against 33.6 unsplit) */
@@ -242,7 +256,7 @@ void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, 
  * pipeline serves them all. The kernels test them only in branches without a barrier (the
  * uniformity analysis counts a private variable as non-uniform), never in a const-expression;
  * the flags that shape loops around barriers or types (VA/VB, the skinny kernel's
- * TX/TY/KT_FAST/SWAP) stay constants, except the tiled kernel's causal band (BAND), which on
+ * TX/TY/U/SWAP) stay constants, except the tiled kernel's causal band (BAND), which on
  * CPU adapters band_mode() reads from p.flags >> F_BAND_SHIFT directly: a uniform value. */
 static const char *const RT_FLAGS[] = {"TRANS_A", "TRANS_B", "HAS_C", "C_IS_OUT", "SPLITK"};
 enum { F_TRANS_A = 1, F_TRANS_B = 2, F_HAS_C = 4, F_C_IS_OUT = 8, F_SPLITK = 16, F_ALL = 31, F_BAND_SHIFT = 5 };
@@ -336,15 +350,20 @@ static void skinny_setup(const matmul_variant *v, const matmul_args *x, matmul_p
     int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
     int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;
     uint32_t jr = (r * qp) % 8 == 0 && kt >= 8 ? 8 : 4;
+    /* two steps a pass where Y is read a q at a time ([65536, 576] x [16, 576]ᵀ on an H100: 135
+     * us against 216 with one), one where it is read a k at a time (two took 3x as long in the
+     * benchmark's overlapped products at [4096, 576] x [576, 16]; bench/NOTES.md, thirteenth
+     * session) */
+    uint32_t u = ty ? 2 : 1;
     snprintf(prelude, cap,
              "const R: u32 = %uu; const KT: u32 = %uu; const QP: u32 = %uu; const JR: u32 = %uu;\n"
              "const VX: u32 = %du; const VY: u32 = %du; const TX: bool = %s; const TY: bool = %s;\n"
-             "const SWAP: bool = %s; const KT_FAST: bool = %s;\n"
+             "const SWAP: bool = %s; const U: u32 = %uu;\n"
              "alias XV = %s; alias YV = %s;\n"
              "fn x_at(v: XV, c: u32) -> f32 { return %s; }\n"
              "fn y_at(v: YV, c: u32) -> f32 { return %s; }\n"
              "fn y_vec(v: YV) -> vec4<f32> { return vec4<f32>(v); }\n",
-             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], TF[!tx], vx == 4 ? "vec4<f32>" : "f32",
+             r, kt, qp, jr, vx, vy, TF[tx], TF[ty], TF[*swap], u, vx == 4 ? "vec4<f32>" : "f32",
              vy == 4 ? "vec4<f32>" : "f32", vx == 4 ? "v[c]" : "v",
              vy == 4 ? "v[c]" : "v");
     pr->m = (uint32_t)sg.p;
@@ -401,7 +420,7 @@ static wgml_tensor *matmul_record(wgml_graph *g, const char *op, const matmul_ar
                                   const int64_t *out_shape) {
     wgml_ctx *ctx = graph_ctx(g);
     int vi, splits;
-    matmul_plan(ctx, x->batch, x->m, x->n, x->k, &vi, &splits);
+    matmul_plan(ctx, x->batch, x->m, x->n, x->k, x->trans_a, x->trans_b, &vi, &splits);
     /* a banded product runs on the single-buffered tile kernel, the one that skips by band */
     if (x->band && x->band->mode && strcmp(VARIANTS[vi].shader, "matmul"))
         vi = variant_fits(ctx, V_TILE128X64) ? V_TILE128X64 : V_TILE32;
@@ -670,6 +689,7 @@ wgml_tensor *matmul_banded(wgml_graph *g, const char *op, wgml_tensor *a, wgml_t
 }
 
 /* ---- public: the plan, for benchmark reports (tools/ see only include/) ---- */
-void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits) {
-    matmul_plan(ctx, batch, m, n, k, variant, splits);
+void wgml_matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                      int *variant, int *splits) {
+    matmul_plan(ctx, batch, m, n, k, trans_a, trans_b, variant, splits);
 }

@@ -8,7 +8,10 @@
 
 #include <stdint.h>
 
-/* *variant: index into the variant table (wgml_matmul_variant_name); *splits: K slices (1: none). */
-void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int *variant, int *splits);
+/* *variant: index into the variant table (wgml_matmul_variant_name); *splits: K slices (1: none).
+ * trans_a / trans_b: the operands' storage (A stored [K, M], B stored [N, K]), which the skinny
+ * kernel's choice reads (nonzero: transposed). */
+void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                 int *variant, int *splits);
 
 #endif

@@ -12,18 +12,23 @@
 // R x 4 values of X (one vec4 per row when X is stored [P, K]; one vec4 over four rows per k
 // when stored [K, P]) meet 4 x QP values of Y (vec4 loads; Y is small and stays in the
 // caches), loaded one q (Y stored [Q, K]: a dot over the four k) or one k (Y stored [K, Q]: a
-// row of QP, vec4 FMAs) at a time to keep registers for the R * QP accumulators. Consecutive threads differ in k when X is stored
-// [P, K] (KT_FAST: a row's k-threads read one contiguous run) and in the slot when X is
-// stored [K, P] (the slots read contiguous rows of one k): X is read once, coalesced.
+// row of QP, vec4 FMAs) at a time to keep registers for the R * QP accumulators; U such steps
+// (k, k + 4 KT, ...) a pass, their X loads issued together. Consecutive threads differ in the
+// slot (at one k): where X is stored [K, P] the slots read contiguous rows of one k; stored
+// [P, K], a lane reads 16 bytes of its own rows and the k-threads of the same slots (other
+// warps of the workgroup, the same L1) the rest of each line, and the lanes of a warp read Y
+// at one address per k-thread among them. Consecutive threads along k instead (a row's k-threads reading one
+// run) took 3x as long at [65536, 576] x [576, 16] with Y read a k at a time (347 against 118
+// us on an H100) and as long with Y read a q at a time (bench/NOTES.md, thirteenth session).
 // The KT partial sums of each output are then added in a fixed order (k-thread 0, 1, ...)
 // through workgroup memory, JR outputs per slot per pass. With SPLITK, slice s covers K range
 // [s * k_chunk, min(K, (s + 1) * k_chunk)) and its raw sums go to P[s, b, m, n] (bound as O),
 // summed in a fixed order by matmul_splitk: deterministic, no atomics.
-// The prelude supplies R KT QP JR VX VY TX TY SWAP HAS_C C_IS_OUT SPLITK KT_FAST, the aliases
+// The prelude supplies R KT QP JR U VX VY TX TY SWAP HAS_C C_IS_OUT SPLITK, the aliases
 // XV / YV, their component readers x_at / y_at, y_vec (a YV as a vec4) and matmul_flags_init(),
 // called first: on CPU adapters HAS_C C_IS_OUT SPLITK are private variables it sets from
 // p.flags (bits 2-4, as matmul_params.wgsl's; only the epilogue reads them, under no barrier),
-// on GPUs constants and it is empty. TX TY SWAP KT_FAST shape the k loop and stay constants.
+// on GPUs constants and it is empty. TX TY SWAP U shape the k loop and stay constants.
 // TX: X stored [K, P]; TY: Y stored [Q, K].
 // VX = 4: X read as vec4 (along k without TX, along p with TX, then R = 4 and P % 4 = 0);
 // VY = 4: Y read as vec4 (along k with TY, along q without).
@@ -122,9 +127,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = bt % tiles;
     let pblk = t / p.tiles_q;
     let q0 = (t % p.tiles_q) * QP;
-    var slot: u32;
-    var kt: u32;
-    if (KT_FAST) { kt = lid % KT; slot = lid / KT; } else { slot = lid % S; kt = lid / S; }
+    let slot = lid % S;
+    let kt = lid / S;
     let p0 = pblk * ROWS + slot * R;
     let xb = b * p.x_bs;
     let yb = b * p.y_bs;
@@ -132,20 +136,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ke = min(p.K, kb + p.k_chunk);
 
     var acc: array<array<vec4<f32>, Q4>, R>;
-    for (var k = kb + kt * 4u; k < ke; k += KT * 4u) {
-        let a = load_x(xb, p0, k, ke);
-        if (TY) { // one q at a time: four k of Y in one vec4, dotted with each row's four k
-            for (var j = 0u; j < QP; j++) {
-                let y = load_y_q(yb, q0 + j, k, ke);
-                for (var r = 0u; r < R; r++) { acc[r][j / 4u][j % 4u] += dot(a[r], y); }
-            }
-        } else { // one k at a time: a row of Y (QP values) times each row's X at that k
-            for (var c = 0u; c < 4u; c++) {
-                if (k + c >= ke) { break; }
-                let y = load_y_k(yb, q0, k + c);
-                for (var r = 0u; r < R; r++) {
-                    let av = vec4<f32>(a[r][c]);
-                    for (var j = 0u; j < Q4; j++) { acc[r][j] = fma(av, y[j], acc[r][j]); }
+    // U steps a pass: their X loads first (zero past the slice), then their products
+    for (var k0 = kb + kt * 4u; k0 < ke; k0 += KT * 4u * U) {
+        var au: array<array<vec4<f32>, R>, U>;
+        for (var u = 0u; u < U; u++) {
+            let k = k0 + u * KT * 4u;
+            if (k < ke) { au[u] = load_x(xb, p0, k, ke); }
+        }
+        for (var u = 0u; u < U; u++) {
+            let k = k0 + u * KT * 4u;
+            if (k >= ke) { break; }
+            let a = au[u];
+            if (TY) { // one q at a time: four k of Y in one vec4, dotted with each row's four k
+                for (var j = 0u; j < QP; j++) {
+                    let y = load_y_q(yb, q0 + j, k, ke);
+                    for (var r = 0u; r < R; r++) { acc[r][j / 4u][j % 4u] += dot(a[r], y); }
+                }
+            } else { // one k at a time: a row of Y (QP values) times each row's X at that k
+                for (var c = 0u; c < 4u; c++) {
+                    if (k + c >= ke) { break; }
+                    let y = load_y_k(yb, q0, k + c);
+                    for (var r = 0u; r < R; r++) {
+                        let av = vec4<f32>(a[r][c]);
+                        for (var j = 0u; j < Q4; j++) { acc[r][j] = fma(av, y[j], acc[r][j]); }
+                    }
                 }
             }
         }
