@@ -227,6 +227,15 @@ static void test_errors(void) {
     wgml_tensor *q2 = wgml_tensor_new(T.g, WGML_F32, 4, qs2);
     th_expect_error("D % 4", !attn_decode_step(T.g, q2, k, k, p, p, tab, kc, kc, 0, 0, 0, NULL, NULL, 1e-6f), WGML_ERR_UNSUPPORTED,
                     "attn_decode_step", NULL);
+    /* k's cache f32, v's u32 words of the same shape (the f16 form): everything else fits, so
+     * only the forms' check can refuse it */
+    int64_t qs8[4] = {1, 1, 3, 8}, ks8[4] = {1, 1, 3, 8}, cf[4] = {1, 3, 8, 8}, ts8[2] = {4, 4};
+    wgml_tensor *q8 = wgml_tensor_new(T.g, WGML_F32, 4, qs8), *k8 = wgml_tensor_new(T.g, WGML_F32, 4, ks8),
+                *kc8 = wgml_tensor_new(T.g, WGML_F32, 4, cf), *vc16 = wgml_tensor_new(T.g, WGML_U32, 4, cf),
+                *tab8 = wgml_tensor_new(T.g, WGML_F32, 2, ts8);
+    th_expect_error("caches of two forms", !attn_decode_step(T.g, q8, k8, k8, p, p, tab8, kc8, vc16, 0, 0, 0, NULL, NULL, 1e-6f),
+                    WGML_ERR_SHAPE, "attn_decode_step", "both alike", NULL);
+    wgml_tensor_free(q8), wgml_tensor_free(k8), wgml_tensor_free(kc8), wgml_tensor_free(vc16), wgml_tensor_free(tab8);
     th_check(!attn_decode_fits(T.ctx, 3, 3, 6, 8) && attn_decode_fits(T.ctx, 9, 3, 64, 2048),
              "attn_decode_fits: D 6 no, SmolLM2's shape yes");
     wgml_tensor_free(q), wgml_tensor_free(q2), wgml_tensor_free(k), wgml_tensor_free(kc), wgml_tensor_free(p),

@@ -320,6 +320,10 @@ static void test_bad_input(void) {
                     WGML_ERR_SHAPE, "rope_kv_step", "pos", "[S]", NULL);
     th_expect_error("rope_kv_step: caches with 2 heads for k with 4", !rope_kv_step(g, q, q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", NULL);
+    /* k's cache f32, v's u32 words of the same shape: only the forms' check can refuse it */
+    th_expect_error("rope_kv_step: caches of two forms",
+                    !rope_kv_step(g, q, q, q, p, tab, c4, wgml_tensor_new(g, WGML_U32, 4, cs4), WGML_ROPE_INTERLEAVED),
+                    WGML_ERR_SHAPE, "rope_kv_step", "both alike", NULL);
     wgml_graph_free(g);
 }
 

@@ -93,18 +93,18 @@ static bool decode_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const dec
     const wgml_tensor *q = t->q, *k = t->k, *v = t->v, *k_cache = t->k_cache, *v_cache = t->v_cache;
     int64_t Hq = q->shape[2], Hk = k->shape[2], D = q->shape[3];
     bool ok = q->shape[0] == 1 && q->shape[1] == 1 && t->pos->numel == 1 && t->len->numel == 1 && Hk > 0 && Hq % Hk == 0;
-    for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
-    ok = ok && k_cache->dtype == v_cache->dtype && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D &&
+    for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i];
+    ok = ok && kv_cache_alike(k_cache, v_cache) && k->shape[0] == 1 && k->shape[1] == 1 && k->shape[3] == D &&
          k_cache->shape[0] == 1 && k_cache->shape[1] == Hk && kv_cache_dim(k_cache) == D &&
          t->tab->shape[0] == D / 2 && t->tab->shape[1] == 4 &&
          (!t->q_norm || (t->q_norm->shape[0] == D && t->k_norm->shape[0] == D));
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, 1, heads, D] (k and v alike, q's heads a multiple of k's), "
-                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s [1, Hk, smax, D] (f16 form: u32 "
+                       "pos %s and len %s [1], tab %s [D/2, 4], caches %s %s and %s %s [1, Hk, smax, D] (f16 form: u32 "
                        "[1, Hk, smax, D / 2], both alike), norms [D]",
-                       op, tshape(q), tshape(k), tshape(v), tshape(t->pos), tshape(t->len), tshape(t->tab), tshape(k_cache),
-                       tshape(v_cache));
+                       op, tshape(q), tshape(k), tshape(v), tshape(t->pos), tshape(t->len), tshape(t->tab),
+                       wgml_dtype_name(k_cache->dtype), tshape(k_cache), wgml_dtype_name(v_cache->dtype), tshape(v_cache));
         return false;
     }
     if (!isfinite(scale) || window < 0 || !(eps >= 0.0f)) {

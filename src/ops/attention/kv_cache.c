@@ -2,8 +2,13 @@
 #include "ops/attention/kv_cache.h"
 
 #include <stdio.h>
+#include <string.h>
 
 bool kv_cache_f16(const wgml_tensor *t) { return t && t->dtype == WGML_U32; }
+
+bool kv_cache_alike(const wgml_tensor *a, const wgml_tensor *b) {
+    return a->dtype == b->dtype && a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
+}
 
 int64_t kv_cache_dim(const wgml_tensor *t) { return t->shape[t->rank - 1] * (kv_cache_f16(t) ? 2 : 1); }
 

@@ -18,6 +18,8 @@
 bool kv_cache_f16(const wgml_tensor *t);
 /* The cache's head dimension D: its last dim, doubled in the f16 form. */
 int64_t kv_cache_dim(const wgml_tensor *t);
+/* Whether caches a and b (k's and v's) are the same form and shape. */
+bool kv_cache_alike(const wgml_tensor *a, const wgml_tensor *b);
 /* check_operand for a cache: rank 4, f32 or u32, in graph g; the error names both forms. */
 wgml_status check_kv_cache(wgml_ctx *ctx, const wgml_graph *g, const char *op, const char *arg, const wgml_tensor *t);
 /* Appends to buf (its first len characters kept) the binding of cache `name` (write: read-write,

@@ -18,15 +18,16 @@ wgml_tensor *rope_kv_step(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_te
         return NULL;
     int64_t S = q->shape[1], H = q->shape[2], Hk = k->shape[2], hd = q->shape[3];
     bool ok = q->shape[0] == 1 && hd % 2 == 0 && pos->shape[0] == S;
-    for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i] && k_cache->shape[i] == v_cache->shape[i];
-    ok = ok && k_cache->dtype == v_cache->dtype && k->shape[0] == 1 && k->shape[1] == S && k->shape[3] == hd &&
+    for (int i = 0; i < 4 && ok; i++) ok = k->shape[i] == v->shape[i];
+    ok = ok && kv_cache_alike(k_cache, v_cache) && k->shape[0] == 1 && k->shape[1] == S && k->shape[3] == hd &&
          k_cache->shape[0] == 1 && k_cache->shape[1] == Hk && kv_cache_dim(k_cache) == hd && tab->shape[0] == hd / 2 &&
          tab->shape[1] == 4;
     if (!ok) {
         wgml_set_error(ctx, WGML_ERR_SHAPE,
                        "%s: q %s, k %s, v %s must be [1, S, heads, hd] (hd even, k and v alike), pos %s [S], tab %s "
-                       "[hd/2, 4], caches %s %s [1, Hk, smax, hd] (f16 form: u32 [1, Hk, smax, hd / 2], both alike)",
-                       op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(tab), tshape(k_cache), tshape(v_cache));
+                       "[hd/2, 4], caches %s %s and %s %s [1, Hk, smax, hd] (f16 form: u32 [1, Hk, smax, hd / 2], both alike)",
+                       op, tshape(q), tshape(k), tshape(v), tshape(pos), tshape(tab), wgml_dtype_name(k_cache->dtype),
+                       tshape(k_cache), wgml_dtype_name(v_cache->dtype), tshape(v_cache));
         return NULL;
     }
     uint64_t pairs = (uint64_t)S * (uint64_t)(H + 2 * Hk) * (uint64_t)(hd / 2);
