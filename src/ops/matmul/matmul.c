@@ -199,6 +199,19 @@ static int choose_splits_skinny(int64_t blocks, int64_t k, uint32_t kt, int64_t 
     return s < 2 ? 1 : (int)s;
 }
 
+/* The skinny kernel's view of a product out[m, n] with A and B stored as trans_a, trans_b say:
+ * X the long side's operand, Y the short side's (swap when the short side is M, as
+ * skinny_shape); tx: X stored [K, P]; ty: Y stored [Q, K]. The plan reads it (the choice and
+ * the split depend on tx and ty) and so does the kernel's set-up. */
+typedef struct skinny_orient {
+    bool swap, tx, ty;
+} skinny_orient;
+
+static skinny_orient skinny_orientation(int64_t m, int64_t n, int trans_a, int trans_b) {
+    bool swap = n > m;
+    return (skinny_orient){.swap = swap, .tx = swap ? !trans_b : trans_a, .ty = swap ? !trans_a : trans_b};
+}
+
 /* The skinny kernel's geometry: P the long output side, Q <= QP the short one (SWAP when the
  * short side is M), blocks of ROWS = (256 / KT)·R rows of P by QP columns of Q. */
 typedef struct skinny_geom {
@@ -230,14 +243,12 @@ static int64_t variant_tiles(const matmul_variant *v, int64_t batch, int64_t m, 
 
 void matmul_plan(wgml_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
                  int *variant, int *splits) {
-    /* the skinny kernel's view (skinny_shape): X the long side's operand, Y the short side's;
-     * tx: X stored [K, P]; ty: Y stored [Q, K] */
-    bool swap = n > m, tx = swap ? !trans_b : trans_a, ty = swap ? !trans_a : trans_b;
-    int vi = choose_variant(ctx, batch, m, n, k, ty);
+    skinny_orient o = skinny_orientation(m, n, trans_a, trans_b);
+    int vi = choose_variant(ctx, batch, m, n, k, o.ty);
     const matmul_variant *v = &VARIANTS[vi];
     int64_t tiles = variant_tiles(v, batch, m, n), macs = batch * m * n * k;
     int s;
-    if (v->kind == K_SKINNY) s = choose_splits_skinny(tiles, k, v->tn, macs, tx);
+    if (v->kind == K_SKINNY) s = choose_splits_skinny(tiles, k, v->tn, macs, o.tx);
     else if (v->kind == K_OUTER) s = env_splits() > 0 ? env_splits() : 1;
     /* the 128 x 128 tile is chosen only where it fills the GPU; split, it ran slower (2048³:
      * 31.8 TFLOP/s at split 5 against 33.6 unsplit) */
@@ -344,8 +355,9 @@ static uint32_t flags_word(const matmul_args *x, int splits, uint32_t band) {
 static void skinny_setup(const matmul_variant *v, const matmul_args *x, matmul_params *pr, char *prelude, size_t cap,
                          bool *swap) {
     skinny_geom sg = skinny_shape(v, x->m, x->n);
+    skinny_orient o = skinny_orientation(x->m, x->n, x->trans_a, x->trans_b);
     *swap = sg.swap;
-    bool tx = *swap ? !x->trans_b : x->trans_a, ty = *swap ? !x->trans_a : x->trans_b;
+    bool tx = o.tx, ty = o.ty;
     uint32_t r = v->tm, kt = v->tn, qp = (uint32_t)sg.qp;
     int vx = (tx ? r == 4 && sg.p % 4 == 0 : x->k % 4 == 0) ? 4 : 1;
     int vy = (ty ? x->k % 4 == 0 : sg.q % 4 == 0) ? 4 : 1;

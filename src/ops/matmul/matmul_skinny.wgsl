@@ -17,8 +17,8 @@
 // slot (at one k): where X is stored [K, P] the slots read contiguous rows of one k; stored
 // [P, K], a lane reads 16 bytes of its own rows and the k-threads of the same slots (other
 // warps of the workgroup, the same L1) the rest of each line, and the lanes of a warp read Y
-// at one address per k-thread among them. Consecutive threads along k instead (a row's k-threads reading one
-// run) took 3x as long at [65536, 576] x [576, 16] with Y read a k at a time (347 against 118
+// at one address per k-thread among them. Consecutive threads along k instead (a row's
+// k-threads reading one run) took 3x as long at [65536, 576] x [576, 16] with Y read a k at a time (347 against 118
 // us on an H100) and as long with Y read a q at a time (bench/NOTES.md, thirteenth session).
 // The KT partial sums of each output are then added in a fixed order (k-thread 0, 1, ...)
 // through workgroup memory, JR outputs per slot per pass. With SPLITK, slice s covers K range

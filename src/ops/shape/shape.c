@@ -47,7 +47,7 @@ typedef struct block_params {
     uint32_t n, row_len, in_stride, out_stride, in_base, out_base, p0, p1;
 } block_params;
 
-#define STRIDED_PER 4 /* elements per thread in shape_strided.wgsl */
+#define STRIDED_PER 4 /* elements per thread in shape_strided.wgsl (PER, its prelude's), 4-byte units */
 #define BLOCK_PER 4   /* units per thread in shape_block.wgsl */
 #define U32_LIMIT ((int64_t)1 << 31)
 
@@ -147,8 +147,10 @@ static wgml_status copy_view(wgml_graph *g, const char *op, wgml_tensor *in, con
     }
     p.n = (uint32_t)n;
     bool v4 = vec4_walk(&p);
-    const char *prelude = v4 ? "alias UNIT = vec4<u32>;\nconst PER: u32 = 1u;\n" : "alias UNIT = u32;\nconst PER: u32 = 4u;\n";
-    uint64_t per = v4 ? 1 : STRIDED_PER, threads = ((uint64_t)p.n + per - 1) / per;
+    int per = v4 ? 1 : STRIDED_PER;
+    char prelude[64];
+    snprintf(prelude, sizeof prelude, "alias UNIT = %s;\nconst PER: u32 = %du;\n", v4 ? "vec4<u32>" : "u32", per);
+    uint64_t threads = ((uint64_t)p.n + (uint64_t)per - 1) / (uint64_t)per;
     return graph_dispatch(g, op, "shape_strided", prelude, &in, 1, &out, 1, &p, sizeof p, (threads + 255) / 256);
 }
 
