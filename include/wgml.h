@@ -186,6 +186,10 @@ size_t wgml_graph_dispatch_count(const wgml_graph *g);
 wgml_status wgml_graph_profile(wgml_graph *g, double *seconds);
 /* The op that recorded dispatch i and (shader may be NULL) its kernel's name; NULL past the end. */
 const char *wgml_graph_dispatch_name(const wgml_graph *g, size_t i, const char **shader);
+/* Dispatch i's workgroup count (0 past the end) and, in words[0..n), the first n 32-bit words
+ * of its uniform block (zeros past its size): a GEMM's sizes come first in its parameters, so
+ * a profile can tell the products of one op apart. */
+uint64_t wgml_graph_dispatch_detail(const wgml_graph *g, size_t i, uint32_t *words, size_t n);
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g); /* all arenas together */
 /* Intermediates go to arenas of at most the device's buffer size ($WGML_ARENA_BYTES lowers the
  * cap); no tensor straddles two. */

@@ -167,6 +167,20 @@ static void test_graph(const char *arena_cap) {
         }
     }
     th_check(wgml_graph_dispatch_name(g, nd, NULL) == NULL, "no name past the last dispatch");
+    /* the detail: each dispatch's grid, and the products' sizes leading their parameters (every
+     * product of this chain has m rows) */
+    for (size_t i = 0; i < nd; i++) {
+        uint32_t w[3];
+        const char *shader = NULL;
+        wgml_graph_dispatch_name(g, i, &shader);
+        uint64_t wgs = wgml_graph_dispatch_detail(g, i, w, 3);
+        th_check(wgs >= 1, "dispatch %zu: %llu workgroups", i, (unsigned long long)wgs);
+        if (shader && !strncmp(shader, "matmul", 6) && strcmp(shader, "matmul_splitk"))
+            th_check(w[0] == (uint32_t)m, "dispatch %zu (%s): M %u in its parameters, want %lld", i, shader, w[0], (long long)m);
+    }
+    uint32_t past[2] = {7, 7};
+    th_check(wgml_graph_dispatch_detail(g, nd, past, 2) == 0 && past[0] == 0 && past[1] == 0,
+             "no detail past the last dispatch");
     th_expect_error("profile without an output array", wgml_graph_profile(g, NULL) != 0, WGML_ERR_ARG, "wgml_graph_profile", NULL);
     free(per);
     float *buf = malloc(wgml_tensor_nbytes(h1));

@@ -6,6 +6,7 @@
 #include "wgml-model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,8 +187,13 @@ double bench_wall_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A profile row: an (op, kernel) pair, or with $WGML_PROFILE_SHAPES=1 an (op, kernel,
+ * workgroups, first three uniform words) group, so that a GEMM's products of different sizes
+ * (their sizes lead their parameters) and plans (the grid) get rows of their own. */
 typedef struct prof_row {
     const char *op, *shader;
+    uint64_t wgs;
+    uint32_t words[3];
     double s;
     int count;
 } prof_row;
@@ -197,10 +203,17 @@ static int prof_cmp(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static bool prof_same(const prof_row *r, const prof_row *k) {
+    return !strcmp(r->op, k->op) && !strcmp(r->shader, k->shader) && r->wgs == k->wgs &&
+           !memcmp(r->words, k->words, sizeof r->words);
+}
+
 int bench_profile_print(wgml_graph *g, const char *title, int top) {
     size_t n = wgml_graph_dispatch_count(g);
     double *per = calloc(n ? n : 1, sizeof(double));
     prof_row *rows = calloc(n ? n : 1, sizeof(prof_row));
+    const char *e = getenv("WGML_PROFILE_SHAPES");
+    bool shapes = e && !strcmp(e, "1");
     int nr = 0, rc = 0;
     if (!per || !rows) {
         free(per);
@@ -210,21 +223,29 @@ int bench_profile_print(wgml_graph *g, const char *title, int top) {
     if ((rc = (int)wgml_graph_profile(g, per))) goto done;
     double total = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *shader = NULL, *op = wgml_graph_dispatch_name(g, i, &shader);
+        prof_row k = {0};
+        k.op = wgml_graph_dispatch_name(g, i, &k.shader);
+        if (shapes) k.wgs = wgml_graph_dispatch_detail(g, i, k.words, 3);
         total += per[i];
         int r = 0;
-        while (r < nr && !(strcmp(rows[r].op, op) == 0 && strcmp(rows[r].shader, shader) == 0)) r++;
-        if (r == nr) rows[nr++] = (prof_row){op, shader, 0, 0};
+        while (r < nr && !prof_same(&rows[r], &k)) r++;
+        if (r == nr) rows[nr++] = k;
         rows[r].s += per[i];
         rows[r].count++;
     }
     qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
     printf("profile %s: %zu dispatches, %.3f ms GPU in separate passes (each dispatch timed alone)\n", title, n,
            total * 1e3);
-    printf("  %-28s %-22s %6s %10s %9s %6s\n", "op", "kernel", "count", "ms", "us/each", "share");
-    for (int r = 0; r < nr && r < top; r++)
-        printf("  %-28s %-22s %6d %10.3f %9.1f %5.1f%%\n", rows[r].op, rows[r].shader, rows[r].count, rows[r].s * 1e3,
+    printf("  %-28s %-22s %6s %10s %9s %6s%s\n", "op", "kernel", "count", "ms", "us/each", "share",
+           shapes ? "  workgroups  uniform[0..3)" : "");
+    for (int r = 0; r < nr && r < (shapes ? 4 * top : top); r++) {
+        printf("  %-28s %-22s %6d %10.3f %9.1f %5.1f%%", rows[r].op, rows[r].shader, rows[r].count, rows[r].s * 1e3,
                rows[r].s / rows[r].count * 1e6, total > 0 ? 100 * rows[r].s / total : 0);
+        if (shapes)
+            printf("  %10llu  %u %u %u", (unsigned long long)rows[r].wgs, rows[r].words[0], rows[r].words[1],
+                   rows[r].words[2]);
+        printf("\n");
+    }
 done:
     free(per);
     free(rows);

@@ -434,6 +434,14 @@ const char *wgml_graph_dispatch_name(const wgml_graph *g, size_t i, const char *
     return g->nodes[i].op;
 }
 
+uint64_t wgml_graph_dispatch_detail(const wgml_graph *g, size_t i, uint32_t *words, size_t n) {
+    for (size_t w = 0; words && w < n; w++) {
+        words[w] = 0;
+        if (g && i < g->n_nodes && (w + 1) * 4 <= g->nodes[i].ubytes) memcpy(&words[w], g->nodes[i].uniform + w * 4, 4);
+    }
+    return g && i < g->n_nodes ? (uint64_t)g->nodes[i].x * g->nodes[i].y : 0;
+}
+
 size_t wgml_graph_dispatch_count(const wgml_graph *g) { return g ? g->n_nodes : 0; }
 uint64_t wgml_graph_arena_bytes(const wgml_graph *g) { return g ? g->arena_bytes : 0; }
 int wgml_graph_arena_count(const wgml_graph *g) { return g ? g->n_arenas : 0; }
