@@ -188,12 +188,12 @@ double bench_wall_now(void) {
 }
 
 /* A profile row: an (op, kernel) pair, or with $WGML_PROFILE_SHAPES=1 an (op, kernel,
- * workgroups, first three uniform words) group, so that a GEMM's products of different sizes
+ * workgroups, first four uniform words) group, so that a GEMM's products of different sizes
  * (their sizes lead their parameters) and plans (the grid) get rows of their own. */
 typedef struct prof_row {
     const char *op, *shader;
     uint64_t wgs;
-    uint32_t words[3];
+    uint32_t words[4];
     double s;
     int count;
 } prof_row;
@@ -225,7 +225,7 @@ int bench_profile_print(wgml_graph *g, const char *title, int top) {
     for (size_t i = 0; i < n; i++) {
         prof_row k = {0};
         k.op = wgml_graph_dispatch_name(g, i, &k.shader);
-        if (shapes) k.wgs = wgml_graph_dispatch_detail(g, i, k.words, 3);
+        if (shapes) k.wgs = wgml_graph_dispatch_detail(g, i, k.words, 4);
         total += per[i];
         int r = 0;
         while (r < nr && !prof_same(&rows[r], &k)) r++;
@@ -237,13 +237,13 @@ int bench_profile_print(wgml_graph *g, const char *title, int top) {
     printf("profile %s: %zu dispatches, %.3f ms GPU in separate passes (each dispatch timed alone)\n", title, n,
            total * 1e3);
     printf("  %-28s %-22s %6s %10s %9s %6s%s\n", "op", "kernel", "count", "ms", "us/each", "share",
-           shapes ? "  workgroups  uniform[0..3)" : "");
+           shapes ? "  workgroups  uniform[0..4)" : "");
     for (int r = 0; r < nr && r < (shapes ? 4 * top : top); r++) {
         printf("  %-28s %-22s %6d %10.3f %9.1f %5.1f%%", rows[r].op, rows[r].shader, rows[r].count, rows[r].s * 1e3,
                rows[r].s / rows[r].count * 1e6, total > 0 ? 100 * rows[r].s / total : 0);
         if (shapes)
-            printf("  %10llu  %u %u %u", (unsigned long long)rows[r].wgs, rows[r].words[0], rows[r].words[1],
-                   rows[r].words[2]);
+            printf("  %10llu  %u %u %u %u", (unsigned long long)rows[r].wgs, rows[r].words[0], rows[r].words[1],
+                   rows[r].words[2], rows[r].words[3]);
         printf("\n");
     }
 done:

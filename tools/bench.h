@@ -21,7 +21,7 @@ float bench_frand(uint64_t *s);                             /* xorshift64 step: 
 int bench_cmp_double(const void *a, const void *b);         /* qsort order of doubles, ascending */
 /* Profiles one run of compiled graph g (wgml_graph_profile) and prints the GPU time per
  * (op, kernel), largest first, with counts and shares; with $WGML_PROFILE_SHAPES=1 per (op,
- * kernel, workgroups, first three uniform words: a GEMM's sizes), 4 x top rows. Returns 0 or a
+ * kernel, workgroups, first four uniform words: a GEMM's sizes), 4 x top rows. Returns 0 or a
  * wgml status. */
 int bench_profile_print(wgml_graph *g, const char *title, int top);
 #endif
