@@ -422,8 +422,9 @@ static void compare_forms(const char *what, wgml_trainer *ta, wgml_trainer *tb, 
 
 /* The shared-input LoRA groups (WGML_LORA_SHARED=1: each layer's q/k/v and gate/up through one
  * stacked A, lora_apply_shared) against the adapters one by one (both unfolded), with fewer
- * dispatches; and each adapter folded into its 4-bit base's product (WGML_LORA_FOLD=1,
- * wgml_lora_qlinear) against the same. */
+ * dispatches; each adapter folded into its 4-bit base's product (WGML_LORA_FOLD=1,
+ * wgml_lora_qlinear) against the same; and the shared groups folded (lora_qlinear_shared, the
+ * default) against the folded adapters one by one. */
 static void test_lora_forms(const char *path) {
     wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
     wgml_train_config cfg = tiny_config(7);
@@ -433,6 +434,10 @@ static void test_lora_forms(const char *path) {
     ta = trainer_with(ma, &cfg, "0", "0");
     tb = trainer_with(mb, &cfg, "0", "1");
     compare_forms("folded adapters", ta, tb, &cfg, true);
+    wgml_trainer_free(ta), wgml_trainer_free(tb);
+    ta = trainer_with(ma, &cfg, "0", "1");
+    tb = trainer_with(mb, &cfg, "1", "1");
+    compare_forms("shared groups, folded", ta, tb, &cfg, true);
     wgml_trainer_free(ta), wgml_trainer_free(tb);
     wgml_model_free(ma), wgml_model_free(mb);
 }

@@ -120,7 +120,9 @@ wgml_tensor *decoder_target_linear(const wgml_model *m, wgml_graph *g, const fwd
 
 /* Targets t0 .. t0 + n - 1 of layer l, which share their input x (q/k/v, gate/up), into y[]. With
  * the group's stacked A (o->lora_cat at entry t0) the adapted ones go through one shared
- * down-projection (lora_apply_shared); else each target alone. */
+ * down-projection: with their up-projections folded into their 4-bit bases' products when every
+ * adapted target is a plain 4-bit weight (lora_qlinear_shared), else after the bases
+ * (lora_apply_shared); without it each target alone. */
 static void targets_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t0, int n,
                            wgml_tensor *x, wgml_tensor **y) {
     int64_t e0 = l * DECODER_N_TARGETS + t0;
@@ -132,19 +134,27 @@ static void targets_linear(const wgml_model *m, wgml_graph *g, const fwd_opts *o
     wgml_lora sl[LORA_GROUP_MAX];
     const wgml_lora *ls[LORA_GROUP_MAX];
     wgml_tensor *base[LORA_GROUP_MAX], *out[LORA_GROUP_MAX];
+    wgml_qweight qs[LORA_GROUP_MAX];
+    const wgml_qweight *qp[LORA_GROUP_MAX];
     int idx[LORA_GROUP_MAX], k = 0;
-    bool ok = !o->lora_shared || (acat = decoder_share(g, acat));
+    bool ok = !o->lora_shared || (acat = decoder_share(g, acat)), folded = true;
+    for (int i = 0; i < n; i++) { /* folded when every adapted target is a plain 4-bit weight */
+        const lweight *w = decoder_target_weight(m, l, t0 + i);
+        folded = folded && (!o->lora[e0 + i] || (w->q && !(o->latent && o->latent[e0 + i])));
+    }
     for (int i = 0; i < n && ok; i++) {
         const wgml_lora *lo = o->lora[e0 + i];
-        ok = (y[i] = target_base(m, g, o, l, t0 + i, x)) != NULL;
+        if (!lo || !folded) ok = (y[i] = target_base(m, g, o, l, t0 + i, x)) != NULL;
         if (!lo || !ok) continue;
         sl[k] = *lo;
         if (o->lora_shared) ok = (sl[k].b = decoder_share(g, lo->b)) != NULL;
+        if (ok && folded) ok = !qw_weight_share(g, decoder_target_weight(m, l, t0 + i)->q, &qs[k]);
+        qp[k] = &qs[k];
         ls[k] = &sl[k];
-        base[k] = y[i];
+        base[k] = folded ? NULL : y[i];
         idx[k++] = i;
     }
-    if (ok && !lora_apply_shared(g, x, acat, k, base, ls, out))
+    if (ok && !(folded ? lora_qlinear_shared(g, x, acat, k, qp, ls, out) : lora_apply_shared(g, x, acat, k, base, ls, out)))
         for (int j = 0; j < k; j++) y[idx[j]] = out[j];
     else
         for (int i = 0; i < n; i++) y[i] = NULL;

@@ -203,10 +203,9 @@ static wgml_status alloc_params(wgml_trainer *t) {
     return WGML_OK;
 }
 
-/* The shared-input groups below are taken with WGML_LORA_SHARED=1 and not by default: the
- * block-major form here made the SmolLM2 8 x 512 step 157.1 -> 153.8 ms on an H100, but a group
- * taken this way is not folded into its 4-bit bases' products (wgml_lora_qlinear, the default),
- * which made it 149.5 ms (bench/NOTES.md, 2026-12-06, tenth session). */
+/* The shared-input groups below are taken with WGML_LORA_SHARED=1: their down-projections and
+ * A gradients are one product a group, and over 4-bit bases the up-projections stay folded into
+ * the bases' products (lora_qlinear_shared). */
 static bool lora_shared_on(void) {
     const char *e = getenv("WGML_LORA_SHARED");
     return e && !strcmp(e, "1");

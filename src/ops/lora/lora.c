@@ -198,6 +198,24 @@ static wgml_tensor *block(wgml_graph *g, wgml_tensor *t, int64_t i, int64_t m, i
     return graph_view(g, t, "lora_h", (uint64_t)(i * m * r) * sizeof(float), 2, shape);
 }
 
+/* Block i of H's gradient [n, M, r] for the rule of the group's output i (outs: every output
+ * of the group): the first rule to run creates the gradient (zero-filled when some output carries
+ * none) and gets it in *first_dh, to return as H's; a later one gets NULL there and writes its
+ * block into the running sum. NULL on failure. */
+static wgml_tensor *h_grad_block(wgml_graph *g, wgml_tensor *h, wgml_tensor *const *outs, int n, int i,
+                                 wgml_tensor **first_dh) {
+    wgml_tensor *dh = h->grad_sum;
+    *first_dh = NULL;
+    if (!dh) {
+        if (!(dh = graph_output(g, "lora_dx", WGML_F32, 3, h->shape))) return NULL;
+        bool all = true;
+        for (int j = 0; j < n; j++) all = all && (j == i || outs[j]->grad_sum);
+        if (!all && wgml_fill(g, dh, 0.0)) return NULL;
+        *first_dh = dh;
+    }
+    return block(g, dh, i, h->shape[1], h->shape[2]);
+}
+
 static wgml_status lora_up_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const lora_up_attrs *a = (const lora_up_attrs *)op->attrs;
     wgml_tensor *h = op->in[1], *b = op->in[2];
@@ -214,33 +232,31 @@ static wgml_status lora_up_backward(wgml_graph *g, const graph_op *op, wgml_tens
         dx[2] = db;
     }
     if (graph_op_wants(op, 1)) {
-        wgml_tensor *dh = h->grad_sum;
-        bool first = !dh;
-        if (first) {
-            if (!(dh = graph_output(g, "lora_dx", WGML_F32, 3, h->shape))) return wgml_last_status(graph_ctx(g));
-            bool all = true;
-            for (int j = 0; j < a->n; j++) all = all && (j == a->i || a->outs[j]->grad_sum);
-            if (!all && wgml_fill(g, dh, 0.0)) return wgml_last_status(graph_ctx(g));
-        }
-        wgml_tensor *blk = block(g, dh, a->i, m, r);
+        wgml_tensor *dh = NULL, *blk = h_grad_block(g, h, a->outs, a->n, a->i, &dh);
         if (!blk || !matmul_scaled(g, "lora_dx", dyf, b, 0, 0, m, r, nn, a->scale, blk, false))
             return wgml_last_status(graph_ctx(g));
-        dx[1] = first ? dh : NULL; /* later blocks land in the running sum itself */
+        dx[1] = dh; /* later blocks land in the running sum itself */
     }
     return WGML_OK;
 }
 
+/* Op "lora_h": its attributes hold x flattened [M, K]; in[0] is x too unless the group is
+ * folded (lora_qlinear_shared), where each adapter's dH_i·A_i is in its 4-bit input gradient's
+ * product and this rule gives dA alone. */
+typedef struct lora_h_attrs {
+    wgml_tensor *xf;
+} lora_h_attrs;
+
 static wgml_status lora_h_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dh, wgml_tensor **dx) {
-    wgml_tensor *x = op->in[0], *acat = op->in[1];
-    int64_t n = dh->shape[0], m = dh->shape[1], r = dh->shape[2], k = acat->shape[1], x2[2] = {m, k};
-    wgml_ctx *ctx = graph_ctx(g);
-    wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
-    if (!xf) return wgml_last_status(ctx);
+    lora_h_attrs at;
+    memcpy(&at, op->attrs, sizeof at);
+    wgml_tensor *x = at.xf, *acat = op->in[1];
+    int64_t n = dh->shape[0], m = dh->shape[1], r = dh->shape[2], k = acat->shape[1];
     if (graph_op_wants(op, 1)) {
         bool acc = false;
         wgml_tensor *da = graph_grad_sink(op, 1, &acc);
         if (!da) da = graph_output(g, "lora_dw", WGML_F32, 2, acat->shape);
-        dx[1] = da && matmul_batched(g, "lora_dw", dh, xf, 1, 0, n, m * r, 0, r, k, m, 1.0f, da, acc) ? da : NULL;
+        dx[1] = da && matmul_batched(g, "lora_dw", dh, x, 1, 0, n, m * r, 0, r, k, m, 1.0f, da, acc) ? da : NULL;
     }
     if (graph_op_wants(op, 0)) {
         int64_t pn = n * m * k;
@@ -251,6 +267,17 @@ static wgml_status lora_h_backward(wgml_graph *g, const graph_op *op, wgml_tenso
         dx[0] = ok ? d : NULL;
     }
     return grad_result(g, op, dx);
+}
+
+/* H = [x·A_0ᵀ; ..; x·A_{n-1}ᵀ] as [n, M, r] (one batched product, x read by every batch), recorded
+ * as op "lora_h"; x_grad: whether its rule gives x's gradient too. */
+static wgml_tensor *shared_h(wgml_graph *g, wgml_tensor *xf, wgml_tensor *a_cat, int64_t n, int64_t r, bool x_grad) {
+    int64_t m = xf->shape[0], k = xf->shape[1];
+    wgml_tensor *h = matmul_batched(g, "lora_h", xf, a_cat, 0, 1, n, 0, r * k, m, r, k, 1.0f, NULL, false);
+    graph_op hop = {.name = "lora_h", .backward = lora_h_backward, .n_in = 2, .in = {x_grad ? xf : NULL, a_cat}, .out = h};
+    lora_h_attrs at = {.xf = xf};
+    memcpy(hop.attrs, &at, sizeof at);
+    return h && graph_record_op(g, &hop) ? h : NULL;
 }
 
 static wgml_status check_shared(wgml_ctx *ctx, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
@@ -301,9 +328,8 @@ wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat,
     if (n == 1 || (caps && (uint64_t)(r * m) * sizeof(float) % caps->storage_align))
         return apply_each(g, x, a_cat, n, base, l, out);
     wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
-    wgml_tensor *h = xf ? matmul_batched(g, "lora_h", xf, a_cat, 0, 1, n, 0, r * k, m, r, k, 1.0f, NULL, false) : NULL;
-    graph_op hop = {.name = "lora_h", .backward = lora_h_backward, .n_in = 2, .in = {xf, a_cat}, .out = h};
-    if (!h || !graph_record_op(g, &hop)) return wgml_last_status(ctx);
+    wgml_tensor *h = xf ? shared_h(g, xf, a_cat, n, r, true) : NULL;
+    if (!h) return wgml_last_status(ctx);
     for (int i = 0; i < n; i++) {
         wgml_tensor *hi = block(g, h, i, m, r);
         out[i] = hi ? matmul_add_product(g, "lora_apply", base[i], hi, l[i]->b, 0, 1, m, l[i]->n, r, l[i]->scale) : NULL;
@@ -319,6 +345,126 @@ wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat,
         at.scale = l[i]->scale;
         memcpy(op.attrs, &at, sizeof at);
         if (!graph_record_op(g, &op)) return wgml_last_status(ctx);
+    }
+    return WGML_OK;
+}
+
+/* ---- adapters sharing an input, folded into their 4-bit bases' products ----
+ * Forward: H [n, M, r] as in the shared form (op "lora_h", whose rule gives dA only), then
+ * y_i = x·W_iᵀ + s_i·H_i·Bᵀ_i, the base's 4-bit product with the up-projection folded in (as
+ * wgml_lora_qlinear). Backward of y_i (op "lora_qup"; inputs x, H, B_i):
+ *   dH_i = s_i·dy_i·B_i (into block i of H's gradient, as lora_up);  dB_i = s_i·dy_iᵀ·H_i;
+ *   dx_i = dy_i·W_i + dH_i·A_i, the input gradient's product with dH_i·A_i folded in (A_i: rows
+ *   i·r of A_cat, bound as a view).
+ * So the group's down-projections and A gradients are one product each, and the up-projections
+ * and dH·A products make no pass of their own. */
+typedef struct lora_qup_attrs {
+    wgml_qweight w;
+    wgml_tensor *a; /* A_i */
+    wgml_tensor *outs[LORA_GROUP_MAX];
+    int i, n;
+    float scale;
+} lora_qup_attrs;
+_Static_assert(sizeof(lora_qup_attrs) <= GRAPH_OP_ATTR_BYTES, "the folded group's attributes must fit");
+
+static wgml_status lora_qup_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
+    lora_qup_attrs at;
+    memcpy(&at, op->attrs, sizeof at);
+    wgml_tensor *x = op->in[0], *h = op->in[1], *b = op->in[2];
+    int64_t n = at.w.n, m = h->shape[1], r = h->shape[2], dy2[2] = {m, n}, hs[2] = {m, r};
+    wgml_ctx *ctx = graph_ctx(g);
+    wgml_tensor *dyf = wgml_reshape(g, dy, 2, dy2), *dh = NULL, *first = NULL;
+    bool want_x = graph_op_wants(op, 0), want_h = graph_op_wants(op, 1);
+    if (!dyf) return wgml_last_status(ctx);
+    if (want_h) dh = h_grad_block(g, h, at.outs, at.n, at.i, &first);
+    else if (want_x) dh = graph_output(g, "lora_dx", WGML_F32, 2, hs);
+    if ((want_h || want_x) && (!dh || !matmul_scaled(g, "lora_dx", dyf, b, 0, 0, m, r, n, at.scale, dh, false)))
+        return wgml_last_status(ctx);
+    if (graph_op_wants(op, 2)) {
+        bool acc = false;
+        wgml_tensor *db = graph_grad_sink(op, 2, &acc), *hi = block(g, h, at.i, m, r);
+        if (!db) db = graph_output(g, "lora_dw", WGML_F32, 2, b->shape);
+        if (!hi || !db || !matmul_scaled(g, "lora_dw", dyf, hi, 1, 0, n, r, m, at.scale, db, acc))
+            return wgml_last_status(ctx);
+        dx[2] = db;
+    }
+    if (want_x) {
+        qw_lora_term lt = {.l = dh, .r = at.a, .rank = r, .scale = 1.0f};
+        qw_mm_dest d = {.lora = &lt};
+        if (!(dx[0] = qw_record_mm(g, "qlinear_dx", dyf, &at.w, 1, m, x->rank, x->shape, &d)))
+            return wgml_last_status(ctx);
+    }
+    dx[1] = first; /* a later block lands in the running sum itself */
+    return WGML_OK;
+}
+
+/* Whether the group's blocks can be bound apart: H_i at i·M·r floats and A_i at i·r·K. */
+static bool blocks_bindable(wgml_ctx *ctx, int64_t m, int64_t r, int64_t k) {
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint64_t al = caps ? caps->storage_align : 1;
+    return (uint64_t)(r * m) * sizeof(float) % al == 0 && (uint64_t)(r * k) * sizeof(float) % al == 0;
+}
+
+wgml_status lora_qlinear_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, const wgml_qweight *const *w,
+                                const wgml_lora *const *l, wgml_tensor **out) {
+    if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "lora_qlinear_shared: graph is NULL");
+    wgml_ctx *ctx = graph_ctx(g);
+    const char *op = "lora_qlinear_shared";
+    if (n < 1 || n > LORA_GROUP_MAX || !w || !l || !a_cat)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "%s: n %d must be 1 .. %d with w, l and a_cat given", op, n,
+                              LORA_GROUP_MAX);
+    wgml_status s = check_operand(ctx, g, op, "x", x, WGML_F32, 1, WGML_MAX_RANK);
+    if (!s) s = check_tensor(ctx, op, "a_cat", a_cat);
+    if (s) return s;
+    int64_t k = x->shape[x->rank - 1], m = x->numel / k, r = l[0] ? l[0]->r : 0, x2[2] = {m, k};
+    for (int i = 0; i < n; i++) {
+        if (!l[i] || !w[i]) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: adapter or weight %d is NULL", op, i);
+        if (!qw_weight_valid(ctx, op, "w", w[i])) return wgml_last_status(ctx);
+        if (l[i]->r != r || l[i]->k != k || w[i]->k != k || l[i]->n != w[i]->n)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE,
+                                  "%s: x %s, weight %d [%lld, %lld] and its adapter (n %lld, k %lld, r %lld) must agree "
+                                  "with adapter 0's r %lld",
+                                  op, tshape(x), i, (long long)w[i]->n, (long long)w[i]->k, (long long)l[i]->n,
+                                  (long long)l[i]->k, (long long)l[i]->r, (long long)r);
+    }
+    if (a_cat->rank != 2 || a_cat->shape[0] != n * r || a_cat->shape[1] != k)
+        return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a_cat %s must be [%lld, %lld] (%d adapters of rank %lld)", op,
+                              tshape(a_cat), (long long)(n * r), (long long)k, n, (long long)r);
+    if (!lora_fold_on()) { /* the bases' products, then the shared form over them */
+        wgml_tensor *base[LORA_GROUP_MAX] = {0};
+        for (int i = 0; i < n; i++)
+            if (!(base[i] = wgml_qlinear(g, x, w[i]))) return wgml_last_status(ctx);
+        return lora_apply_shared(g, x, a_cat, n, base, l, out);
+    }
+    if (n == 1 || !blocks_bindable(ctx, m, r, k)) { /* each adapter alone on its rows */
+        for (int i = 0; i < n; i++) {
+            wgml_lora li = *l[i];
+            li.a = n == 1 ? a_cat : wgml_slice(g, a_cat, 0, i * r, (i + 1) * r, 1);
+            if (!li.a || !(out[i] = wgml_lora_qlinear(g, x, w[i], &li))) return wgml_last_status(ctx);
+        }
+        return WGML_OK;
+    }
+    wgml_tensor *xf = wgml_reshape(g, x, 2, x2), *h = xf ? shared_h(g, xf, a_cat, n, r, false) : NULL;
+    if (!h) return wgml_last_status(ctx);
+    lora_qup_attrs at = {.n = n};
+    wgml_tensor *hi[LORA_GROUP_MAX];
+    for (int i = 0; i < n; i++) {
+        hi[i] = block(g, h, i, m, r);
+        qw_lora_term lt = {.l = hi[i], .r = l[i]->b, .rank = r, .scale = l[i]->scale};
+        if (!hi[i] || !(out[i] = qw_linear_product_ex(g, "qlinear", x, w[i], &lt))) return wgml_last_status(ctx);
+        at.outs[i] = out[i];
+    }
+    /* the rules are recorded once every y exists (each looks at all of them) */
+    for (int i = 0; i < n; i++) {
+        int64_t as[2] = {r, k};
+        at.w = *w[i];
+        at.i = i;
+        at.scale = l[i]->scale;
+        at.a = graph_view(g, a_cat, "lora_qup", (uint64_t)(i * r * k) * sizeof(float), 2, as);
+        graph_op rec = {.name = "lora_qup", .backward = lora_qup_backward, .n_in = 3, .in = {x, h, l[i]->b},
+                        .out = out[i]};
+        memcpy(rec.attrs, &at, sizeof at);
+        if (!at.a || !(out[i] = graph_record_op(g, &rec))) return wgml_last_status(ctx);
     }
     return WGML_OK;
 }

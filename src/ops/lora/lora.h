@@ -14,4 +14,11 @@
  * storage offset alignment), each adapter runs alone on its rows of a_cat (a slice). */
 wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
                               const wgml_lora *const *l, wgml_tensor **out);
+/* out[i] = x·W_iᵀ + l[i]->scale·(x·A_iᵀ)·B_iᵀ for i < n over 4-bit weights w[i], a_cat as above:
+ * the shared down-projection with each up-projection folded into its base's product (as
+ * wgml_lora_qlinear; each adapter alone through it when the blocks cannot be bound apart; with
+ * $WGML_LORA_FOLD=0 the bases' products and lora_apply_shared over them). Differentiable in x,
+ * a_cat and l[i]->b. */
+wgml_status lora_qlinear_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, const wgml_qweight *const *w,
+                                const wgml_lora *const *l, wgml_tensor **out);
 #endif
