@@ -306,15 +306,24 @@ static wgml_status check_shared(wgml_ctx *ctx, wgml_tensor *x, wgml_tensor *a_ca
 }
 
 /* Each adapter alone on its rows of a_cat (a differentiable slice: a view's offset may not
- * meet the storage alignment). */
+ * meet the storage alignment): after its base base[i] (wgml_lora_apply), or with base NULL
+ * folded into 4-bit weight w[i]'s product (wgml_lora_qlinear). */
 static wgml_status apply_each(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
-                              const wgml_lora *const *l, wgml_tensor **out) {
+                              const wgml_qweight *const *w, const wgml_lora *const *l, wgml_tensor **out) {
     for (int i = 0; i < n; i++) {
         wgml_lora li = *l[i];
         li.a = n == 1 ? a_cat : wgml_slice(g, a_cat, 0, i * l[i]->r, (i + 1) * l[i]->r, 1);
-        if (!li.a || !(out[i] = wgml_lora_apply(g, x, base[i], &li))) return wgml_last_status(graph_ctx(g));
+        if (li.a) out[i] = base ? wgml_lora_apply(g, x, base[i], &li) : wgml_lora_qlinear(g, x, w[i], &li);
+        if (!li.a || !out[i]) return wgml_last_status(graph_ctx(g));
     }
     return WGML_OK;
+}
+
+/* Whether a view at an offset of `floats` f32 elements can be bound (the device's storage
+ * offset alignment): the group's blocks of H (r·M) and of A_cat (r·K). */
+static bool floats_bindable(wgml_ctx *ctx, int64_t floats) {
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return !caps || (uint64_t)floats * sizeof(float) % caps->storage_align == 0;
 }
 
 wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, wgml_tensor *const *base,
@@ -324,9 +333,7 @@ wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat,
     wgml_status s = check_shared(ctx, x, a_cat, n, base, l);
     if (s) return s;
     int64_t r = l[0]->r, k = a_cat->shape[1], m = x->numel / k, x2[2] = {m, k};
-    const gpu_caps *caps = gpu_get_caps(ctx);
-    if (n == 1 || (caps && (uint64_t)(r * m) * sizeof(float) % caps->storage_align))
-        return apply_each(g, x, a_cat, n, base, l, out);
+    if (n == 1 || !floats_bindable(ctx, r * m)) return apply_each(g, x, a_cat, n, base, NULL, l, out);
     wgml_tensor *xf = wgml_reshape(g, x, 2, x2);
     wgml_tensor *h = xf ? shared_h(g, xf, a_cat, n, r, true) : NULL;
     if (!h) return wgml_last_status(ctx);
@@ -398,13 +405,6 @@ static wgml_status lora_qup_backward(wgml_graph *g, const graph_op *op, wgml_ten
     return WGML_OK;
 }
 
-/* Whether the group's blocks can be bound apart: H_i at i·M·r floats and A_i at i·r·K. */
-static bool blocks_bindable(wgml_ctx *ctx, int64_t m, int64_t r, int64_t k) {
-    const gpu_caps *caps = gpu_get_caps(ctx);
-    uint64_t al = caps ? caps->storage_align : 1;
-    return (uint64_t)(r * m) * sizeof(float) % al == 0 && (uint64_t)(r * k) * sizeof(float) % al == 0;
-}
-
 wgml_status lora_qlinear_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat, int n, const wgml_qweight *const *w,
                                 const wgml_lora *const *l, wgml_tensor **out) {
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "lora_qlinear_shared: graph is NULL");
@@ -436,22 +436,15 @@ wgml_status lora_qlinear_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_ca
             if (!(base[i] = wgml_qlinear(g, x, w[i]))) return wgml_last_status(ctx);
         return lora_apply_shared(g, x, a_cat, n, base, l, out);
     }
-    if (n == 1 || !blocks_bindable(ctx, m, r, k)) { /* each adapter alone on its rows */
-        for (int i = 0; i < n; i++) {
-            wgml_lora li = *l[i];
-            li.a = n == 1 ? a_cat : wgml_slice(g, a_cat, 0, i * r, (i + 1) * r, 1);
-            if (!li.a || !(out[i] = wgml_lora_qlinear(g, x, w[i], &li))) return wgml_last_status(ctx);
-        }
-        return WGML_OK;
-    }
+    if (n == 1 || !floats_bindable(ctx, r * m) || !floats_bindable(ctx, r * k))
+        return apply_each(g, x, a_cat, n, NULL, w, l, out);
     wgml_tensor *xf = wgml_reshape(g, x, 2, x2), *h = xf ? shared_h(g, xf, a_cat, n, r, false) : NULL;
     if (!h) return wgml_last_status(ctx);
     lora_qup_attrs at = {.n = n};
-    wgml_tensor *hi[LORA_GROUP_MAX];
     for (int i = 0; i < n; i++) {
-        hi[i] = block(g, h, i, m, r);
-        qw_lora_term lt = {.l = hi[i], .r = l[i]->b, .rank = r, .scale = l[i]->scale};
-        if (!hi[i] || !(out[i] = qw_linear_product_ex(g, "qlinear", x, w[i], &lt))) return wgml_last_status(ctx);
+        wgml_tensor *hi = block(g, h, i, m, r);
+        qw_lora_term lt = {.l = hi, .r = l[i]->b, .rank = r, .scale = l[i]->scale};
+        if (!hi || !(out[i] = qw_linear_product_ex(g, "qlinear", x, w[i], &lt))) return wgml_last_status(ctx);
         at.outs[i] = out[i];
     }
     /* the rules are recorded once every y exists (each looks at all of them) */
