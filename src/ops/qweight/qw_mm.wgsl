@@ -42,8 +42,9 @@ fn load_a(m0: u32, r0: u32, re: u32, lid: u32) {
 }
 
 // The W tile dequantised: one code word per thread per pass. Forward: W rows are the output
-// columns (tile row = a column of O), a word holds CPW consecutive k; TRANS: W rows are the
-// reduction index (tile row = a step of r), a word holds CPW consecutive output columns.
+// columns (tile row = a column of O), a word holds CPW consecutive k (scalar stores down a
+// column); TRANS: W rows are the reduction index (tile row = a step of r), a word holds CPW
+// consecutive output columns, stored as whole vec4 slots (as qw_mm_db.wgsl does).
 fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
     for (var e = lid; e < BC * BR / CPW; e += THREADS) {
         let rowi = e / WPT;
@@ -51,8 +52,15 @@ fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
         let x = word_at(c0, r0, re, rowi, wi);
         if (!TRANS) {
             for (var i = 0u; i < CPW; i++) { put_w(wi * CPW + i, rowi, deq(code_f(x.w, i), x.ab)); }
-        } else {
+        } else if (CPW < 4u) { // the float kind: one value per word
             for (var i = 0u; i < CPW; i++) { put_w(rowi, wi * CPW + i, deq(code_f(x.w, i), x.ab)); }
+        } else { // CPW consecutive columns of one row: CPW / 4 whole vec4 slots
+            let base = (rowi * BC + wi * CPW) / 4u;
+            for (var q = 0u; q < CPW / 4u; q++) {
+                let j = q * 4u;
+                Bs[base + q] = vec4<f32>(deq(code_f(x.w, j), x.ab), deq(code_f(x.w, j + 1u), x.ab),
+                                         deq(code_f(x.w, j + 2u), x.ab), deq(code_f(x.w, j + 3u), x.ab));
+            }
         }
     }
 }
