@@ -137,9 +137,11 @@ static void test_auto(void) {
         {4096, 576, 1536, "tile128x64_k16_r8x4", 1, false},  /* training forward: 768 tiles */
         {4096, 1536, 576, "tile128x64_k16_r8x4", 4, false},  /* 288 tiles, R = 1536: ceil(1056 / 288) */
         {4096, 576, 49152, "tile128x64_k16_r8x4", 1, false}, /* the LM head */
-        {512, 1536, 576, "tile64x64_k32_r4x4", 6, false},    /* 36 tiles of 128 x 64; 72 of 64 x 64: min(15, 1536/256) */
-        {512, 576, 1536, "tile64x64_k32_r4x4", 1, false},    /* R < 1024 and 192 tiles */
-        {512, 576, 192, "tile64x64_k32_r4x4", 4, false},     /* 24 tiles, R = 576: min(44, 576/128) */
+        {512, 1536, 576, "tile128x64_k16_r8x4", 6, false},   /* 36 tiles of 128 x 64, split: min(30, 1536/256) */
+        {512, 576, 1536, "tile128x64_k16_r8x4", 4, false},   /* 96 tiles, R = 576 split: min(11, 576/128) */
+        {512, 576, 192, "tile128x64_k16_r8x4", 4, false},    /* 12 tiles, R = 576: min(88, 576/128) */
+        {4096, 576, 192, "tile128x64_k16_r8x4", 4, false},   /* SmolLM2's k/v forward: 96 tiles, split */
+        {1024, 576, 1536, "tile64x64_k32_r4x4", 1, false},   /* 192 tiles of 128 x 64, not split: 64 x 64 */
         {70, 4096, 37, "tile64x64_k32_r4x4", 1, false},      /* too small a product to split */
         {4096, 576, 1536, "tile64x64_k32_r4x4", 1, true}, /* segmented: never 128 x 64 */
         {512, 640, 4096, "tile64x64_k32_r4x4", 1, true}, /* Gemma-3-270M's gate and up as one */

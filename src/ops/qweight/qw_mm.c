@@ -94,7 +94,9 @@ static bool qw_variant_fits(wgml_ctx *ctx, int v) {
  * tile for matmul's tile128x128_k8_r8x8 (which has no qweight form) and 64 x 64 for the others;
  * else automatic (below). A forced variant that does not fit the device falls back to the
  * automatic choice. */
-static int qw_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool segmented) {
+static int qw_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64_t c);
+
+static int qw_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented) {
     int forced = -1;
     const char *e = getenv("WGML_QW_MM_VARIANT");
     if (e && *e && strcmp(e, "auto")) {
@@ -113,11 +115,18 @@ static int qw_choose_variant(wgml_ctx *ctx, bool cpu, int64_t m, int64_t c, bool
      * lavapipe, bench/NOTES.md); on a GPU the single-buffered 128 x 64 tile where it gives at least 256 tiles (the best,
      * or within 3% of it, on every training shape measured on an H200, 4-bit and 8-bit codes:
      * bench/NOTES.md), else 64 x 64 (more tiles to fill the GPU; split-K covers long
-     * reductions). A segmented output (qw_linear_concat) always 64 x 64: with the segments'
-     * index in its store the 128 x 64 tile ran 7-14x slower on the H200. */
+     * reductions); but where even 64 x 64 gives fewer tiles than 128 x 64 would need and split-K
+     * fills the GPU anyway (under 132 tiles of 128 x 64 and a reduction split-K takes), the larger
+     * tile (SmolLM2's k/v forward, 4096 x 576 -> 192: 96 tiles in 4 slices 48.1 + 8.4 us against
+     * 192 tiles of 64 x 64 unsplit 68.7, H100, bench/NOTES.md 2026-12-06). A segmented output
+     * (qw_linear_concat) always 64 x 64: with the segments' index in its store the 128 x 64 tile
+     * ran 7-14x slower on the H200. */
     if (cpu) return QWV_CPU;
     int64_t tiles_128x64 = ((m + 127) / 128) * ((c + 63) / 64);
-    return tiles_128x64 >= 256 && !segmented ? QWV_TILE128X64 : QWV_TILE64;
+    if (segmented) return QWV_TILE64;
+    if (tiles_128x64 >= 256 || (tiles_128x64 < 132 && qw_choose_splits(false, tiles_128x64, m, r, c) > 1))
+        return QWV_TILE128X64;
+    return QWV_TILE64;
 }
 
 /* Split-K: $WGML_QW_MM_SPLITK forces a count (1: never split); else split when the tiles fill
@@ -153,7 +162,7 @@ static int qw_choose_splits(bool cpu, int64_t tiles, int64_t m, int64_t r, int64
 
 void qw_mm_plan_for(wgml_ctx *ctx, bool cpu, int64_t m, int64_t r, int64_t c, bool segmented, int *variant,
                     int *splits) {
-    int vi = qw_choose_variant(ctx, cpu, m, c, segmented);
+    int vi = qw_choose_variant(ctx, cpu, m, r, c, segmented);
     const qw_variant *v = &QW_VARIANTS[vi];
     int64_t tiles = ((m + v->bm - 1) / v->bm) * ((c + v->bc - 1) / v->bc);
     int s = qw_choose_splits(cpu, tiles, m, r, c);
