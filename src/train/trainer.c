@@ -203,12 +203,14 @@ static wgml_status alloc_params(wgml_trainer *t) {
     return WGML_OK;
 }
 
-/* The shared-input groups below are taken with WGML_LORA_SHARED=1: their down-projections and
- * A gradients are one product a group, and over 4-bit bases the up-projections stay folded into
- * the bases' products (lora_qlinear_shared). */
+/* The shared-input groups below are the default ($WGML_LORA_SHARED=0 keeps the adapters one by
+ * one): their down-projections and A gradients are one product a group, and over 4-bit bases
+ * the up-projections stay folded into the bases' products (lora_qlinear_shared). H100, 8 x 512,
+ * r16 on all seven: SmolLM2's step 147.4 -> 145.1 ms, Llama-3.2-1B's shape 763.1 -> 759.1
+ * (bench/NOTES.md, 2026-12-06 fifteenth session); lavapipe 8-17% a step. */
 static bool lora_shared_on(void) {
     const char *e = getenv("WGML_LORA_SHARED");
-    return e && !strcmp(e, "1");
+    return !e || strcmp(e, "0");
 }
 
 /* LoRA: for each layer's q/k/v and gate/up, when two or more of them are adapted and their A's
