@@ -3,7 +3,8 @@
  * reference (random inputs, NaN-poisoned outputs) and with its dispatch count:
  *   norm_add_rms   (src/ops/norm/norm_fused.c)              residual add + RMSNorm
  *   norm_add_rms_post (the same)                            RMSNorm + residual add + RMSNorm
- *   ew_glu         (src/ops/elementwise/elementwise_fused.c) silu(gate) * up, gelu_tanh(gate) * up
+ *   ew_glu         (src/ops/elementwise/elementwise_fused.c) silu(gate) * up, gelu_tanh(gate) * up,
+ *                  and its backward (d_gate, d_up in one dispatch)
  *   rope_kv_step   (src/ops/rope/rope_kv.c)                  RoPE of q and k + KV-cache writes, S rows
  * and their fallback to the plain ops (shapes the kernel does not take, inputs that need a
  * gradient). */
@@ -123,34 +124,59 @@ static void test_add_rms(void) {
 
 /* ------------------------------------------------------------------ ew_glu */
 
+/* train: gate and up trainable, loss = sum(out · R) for a random R, and d_gate = act'(gate)·R·up,
+ * d_up = act(gate)·R against fp64 (the fused rule: one backward dispatch; the plain ops' rules
+ * where the kernel does not take the shape). want_dispatches counts the forward. */
 static void case_glu(int rank, const int64_t *shape, bool train, ew_glu_act act, size_t want_dispatches) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= shape[i];
-    float *hg = th_random((size_t)n, -8, 8), *hu = th_random((size_t)n, -2, 2);
+    float *hg = th_random((size_t)n, -8, 8), *hu = th_random((size_t)n, -2, 2), *hr = th_random((size_t)n, -1, 1);
     wgml_tensor *gate = upload(g, WGML_F32, rank, shape, hg), *up = upload(g, WGML_F32, rank, shape, hu);
-    if (train) wgml_tensor_set_trainable(up, 1);
+    if (train) wgml_tensor_set_trainable(gate, 1), wgml_tensor_set_trainable(up, 1);
     wgml_tensor *out = ew_glu(g, gate, up, act);
+    size_t fwd = wgml_graph_dispatch_count(g);
     char name[128];
     snprintf(name, sizeof name, "%s n=%lld rank %d%s", act == EW_GLU_SILU ? "swiglu" : "geglu", (long long)n, rank,
-             train ? " (up trainable)" : "");
-    if (th_check(out && !wgml_graph_keep(g, out), "%s: record: %s", name, wgml_last_error(T.ctx)) && run(g, name)) {
-        th_check(wgml_graph_dispatch_count(g) == want_dispatches, "%s: %zu dispatches (want %zu)", name,
-                 wgml_graph_dispatch_count(g), want_dispatches);
-        double *ref = malloc(sizeof(double) * (size_t)n);
+             train ? " (trained)" : "");
+    bool ok = th_check(out && !wgml_graph_keep(g, out), "%s: record: %s", name, wgml_last_error(T.ctx));
+    if (ok && train) {
+        wgml_tensor *r = upload(g, WGML_F32, rank, shape, hr);
+        wgml_tensor *loss = r ? wgml_sum(g, wgml_mul(g, out, r), NULL, 0, 0) : NULL;
+        ok = th_check(loss && !wgml_backward(g, loss, 1.0f), "%s: backward: %s", name, wgml_last_error(T.ctx));
+    }
+    if (ok && run(g, name)) {
+        th_check(fwd == want_dispatches, "%s: %zu forward dispatches (want %zu)", name, fwd, want_dispatches);
+        double *ref = malloc(sizeof(double) * (size_t)n), *rg = malloc(sizeof(double) * (size_t)n),
+               *ru = malloc(sizeof(double) * (size_t)n);
+        const double c = sqrt(2.0 / 3.14159265358979323846);
         for (int64_t i = 0; i < n; i++) {
-            double v = hg[i];
-            double a = act == EW_GLU_SILU ? v / (1.0 + exp(-v))
-                                          : 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+            double v = hg[i], a, da;
+            if (act == EW_GLU_SILU) {
+                double s = 1.0 / (1.0 + exp(-v));
+                a = v * s, da = s * (1.0 + v * (1.0 - s));
+            } else {
+                double u = c * (v + 0.044715 * v * v * v), t = tanh(u);
+                a = 0.5 * v * (1.0 + t), da = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * v * v);
+            }
             ref[i] = a * (double)hu[i];
+            rg[i] = da * (double)hr[i] * (double)hu[i];
+            ru[i] = a * (double)hr[i];
         }
         float *got = th_read_f32(out);
         if (got) th_close(name, got, ref, (size_t)n, 1e-6, 1e-5);
         free(got);
-        free(ref);
+        for (int w = 0; train && w < 2; w++) {
+            wgml_tensor *gt = wgml_tensor_grad(w ? up : gate);
+            float *gv = gt ? th_read_f32(gt) : NULL;
+            char gn[160];
+            snprintf(gn, sizeof gn, "%s: d_%s", name, w ? "up" : "gate");
+            if (th_check(gv != NULL, "%s: read", gn)) th_close(gn, gv, w ? ru : rg, (size_t)n, 1e-6, 1e-5);
+            free(gv);
+        }
+        free(ref), free(rg), free(ru);
     }
-    free(hg);
-    free(hu);
+    free(hg), free(hu), free(hr);
     wgml_graph_free(g);
 }
 
@@ -162,7 +188,9 @@ static void test_glu(void) {
         case_glu(1, s2, false, act, 1);
         case_glu(3, s3, false, act, 1);
         case_glu(2, s4, false, act, 2); /* 6 elements: the plain activation and mul */
-        case_glu(2, s1, true, act, 2);
+        case_glu(2, s1, true, act, 1);  /* the fused rule */
+        case_glu(3, s3, true, act, 1);
+        case_glu(2, s4, true, act, 2);  /* the plain ops' rules */
     }
 }
 

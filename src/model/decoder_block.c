@@ -10,6 +10,7 @@
 #include "model/decoder_internal.h"
 
 #include "ops/attention/sdpa_rows.h"
+#include "ops/elementwise/elementwise_fused.h"
 #include "ops/lora/lora.h"
 #include "ops/qweight/qw_share.h"
 #include "ops/qweight/qw_ste.h"
@@ -242,7 +243,7 @@ wgml_tensor *decoder_forward_plain(const wgml_model *m, wgml_graph *g, const fwd
         h = x ? wgml_rms_norm(g, x, decoder_share(g, L->ffn_norm), eps) : NULL;
         targets_linear(m, g, o, l, T_GATE, 2, h, gu);
         wgml_tensor *gate = gu[0], *up = gu[1];
-        wgml_tensor *act = up ? wgml_mul(g, gelu ? wgml_gelu(g, gate, 1) : wgml_silu(g, gate), up) : NULL;
+        wgml_tensor *act = up ? ew_glu(g, gate, up, gelu ? EW_GLU_GELU_TANH : EW_GLU_SILU) : NULL;
         wgml_tensor *f = act ? decoder_target_linear(m, g, o, l, T_DOWN, act) : NULL;
         x = add_back(g, x, f, ar->post_norms ? decoder_share(g, L->post_ffn_norm) : NULL, eps);
     }

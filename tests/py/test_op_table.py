@@ -100,8 +100,9 @@ def kernel_wants(rows):
     un = ["UN_" + r[1] for r in rows if r[0] in ("U", "UK")]
     return {
         "ew_unary": un,
-        # round to decimals has round's zero gradient: its rule asks for UN_ROUND (elementwise_grad.c)
-        "ew_unary_bwd": [n for n in un if n != "UN_ROUND_DEC"],
+        # the derivatives (ew_unary_bwd's and ew_glu_bwd's): round to decimals has round's zero
+        # gradient, its rule asks for UN_ROUND (elementwise_grad.c)
+        "ew_unary_df": [n for n in un if n != "UN_ROUND_DEC"],
         "ew_binary": ["BIN_" + r[1] for r in rows if r[0] == "B"],
         "ew_binary_int": ["BIN_" + r[1] for r in rows if r[0] == "B" and r[4]],
         "ew_bool": ["CMP_" + r[1] for r in rows if r[0] == "C"] + ["BOOL_" + r[1] for r in rows if r[0] == "CK"],
