@@ -30,8 +30,14 @@ static wgml_status store_grad(wgml_graph *g, wgml_tensor *src, wgml_tensor *dst,
     return graph_dispatch(g, "grad_store", "autograd_store", NULL, &src, 1, &dst, 1, &p, sizeof p, (threads + 255) / 256);
 }
 
+/* Adds gi to t's running sum: the first term is the sum; a term the rule added into the sum in
+ * place (graph_grad_accum) is already in it; else one wgml_add. The sum is owned (a rule may
+ * add into it) when it is a term marked fresh or the engine's add. */
 static wgml_status add_grad(wgml_graph *g, const graph_op *op, wgml_tensor *t, wgml_tensor *gi) {
     wgml_ctx *ctx = graph_ctx(g);
+    if (gi == t->grad_sum) return WGML_OK;
+    bool fresh = gi->grad_fresh;
+    gi->grad_fresh = false;
     if (gi->numel != t->numel)
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "backward of %s: gradient %s for an input %s", op->name, tshape(gi),
                               tshape(t));
@@ -41,9 +47,11 @@ static wgml_status add_grad(wgml_graph *g, const graph_op *op, wgml_tensor *t, w
     }
     if (!t->grad_sum) {
         t->grad_sum = gi;
+        t->grad_sum_owned = fresh;
         return WGML_OK;
     }
     t->grad_sum = wgml_add(g, t->grad_sum, gi, 1.0f);
+    t->grad_sum_owned = true;
     return t->grad_sum ? WGML_OK : wgml_last_status(ctx);
 }
 
@@ -110,6 +118,7 @@ wgml_status wgml_backward(wgml_graph *g, wgml_tensor *loss, float loss_scale) {
         for (int j = 0; j < st->ops[i].n_in; j++)
             if (st->ops[i].in[j]) {
                 st->ops[i].in[j]->grad_sum = NULL;
+                st->ops[i].in[j]->grad_sum_owned = false;
                 st->ops[i].in[j]->grad_uses = 0;
             }
     }

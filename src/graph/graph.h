@@ -117,6 +117,14 @@ static inline bool graph_op_wants(const graph_op *op, int i) {
  * write the gradient straight into it (e.g. wgml_linear_dw with accumulate) and return it as
  * dx[i], saving a copy. NULL otherwise. */
 wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate);
+/* The running sum of input i's gradient when a rule may add its own term into it in place
+ * (a product with an accumulating epilogue, qw_mm_into's acc) and return it as dx[i], which
+ * saves the engine's add: the sum is a contiguous f32 tensor of input i's shape that aliases
+ * nothing else (a term marked with graph_grad_fresh, or an add of the engine's). NULL otherwise. */
+wgml_tensor *graph_grad_accum(const graph_op *op, int i);
+/* Marks d, a new tensor a rule returns as the gradient of one input only (no other reference
+ * to its memory), so that later rules may add into it (graph_grad_accum). */
+void graph_grad_fresh(wgml_tensor *d);
 /* The status a backward function returns: WGML_OK when every wanted input got a gradient,
  * else the context's last error. */
 wgml_status grad_result(wgml_graph *g, const graph_op *op, wgml_tensor *const *dx);

@@ -68,6 +68,18 @@ wgml_tensor *graph_grad_sink(const graph_op *op, int i, bool *accumulate) {
     return t->grad_dest;
 }
 
+wgml_tensor *graph_grad_accum(const graph_op *op, int i) {
+    wgml_tensor *t = op->in[i], *gs = t ? t->grad_sum : NULL;
+    if (!gs || !t->grad_sum_owned || gs->dtype != WGML_F32 || gs->rank != t->rank ||
+        memcmp(gs->shape, t->shape, sizeof(int64_t) * (size_t)t->rank))
+        return NULL;
+    return gs;
+}
+
+void graph_grad_fresh(wgml_tensor *d) {
+    if (d) d->grad_fresh = true;
+}
+
 /* ------------------------------------------------------------------ public API */
 
 wgml_status graph_tape_check(const char *fn, wgml_tensor *t) {

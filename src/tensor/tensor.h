@@ -29,6 +29,8 @@ struct wgml_tensor {
     wgml_tensor *grad;   /* the delivered gradient (grad_dest when set) */
     wgml_tensor *grad_dest; /* caller-provided persistent gradient tensor, or NULL */
     wgml_tensor *grad_sum; /* during wgml_backward: the gradient summed so far */
+    bool grad_sum_owned; /* during wgml_backward: grad_sum aliases nothing else (a rule may add into it) */
+    bool grad_fresh;     /* during wgml_backward: a rule's new gradient, returned for one input only */
     int grad_uses;       /* during wgml_backward: op records that take this tensor */
 };
 

@@ -362,7 +362,8 @@ wgml_status lora_apply_shared(wgml_graph *g, wgml_tensor *x, wgml_tensor *a_cat,
  * wgml_lora_qlinear). Backward of y_i (op "lora_qup"; inputs x, H, B_i):
  *   dH_i = s_i·dy_i·B_i (into block i of H's gradient, as lora_up);  dB_i = s_i·dy_iᵀ·H_i;
  *   dx_i = dy_i·W_i + dH_i·A_i, the input gradient's product with dH_i·A_i folded in (A_i: rows
- *   i·r of A_cat, bound as a view).
+ *   i·r of A_cat, bound as a view), added in its epilogue into x's running gradient where the
+ *   engine allows it (graph_grad_accum: the group's terms make no adds of their own).
  * So the group's down-projections and A gradients are one product each, and the up-projections
  * and dH·A products make no pass of their own. */
 typedef struct lora_qup_attrs {
@@ -395,11 +396,13 @@ static wgml_status lora_qup_backward(wgml_graph *g, const graph_op *op, wgml_ten
             return wgml_last_status(ctx);
         dx[2] = db;
     }
-    if (want_x) {
+    if (want_x) { /* into x's running sum when the engine allows it (the group's other dx terms) */
+        wgml_tensor *into = graph_grad_accum(op, 0);
         qw_lora_term lt = {.l = dh, .r = at.a, .rank = r, .scale = 1.0f};
-        qw_mm_dest d = {.lora = &lt};
+        qw_mm_dest d = {.lora = &lt, .into = into, .acc = into != NULL};
         if (!(dx[0] = qw_record_mm(g, "qlinear_dx", dyf, &at.w, 1, m, x->rank, x->shape, &d)))
             return wgml_last_status(ctx);
+        if (!into) graph_grad_fresh(dx[0]);
     }
     dx[1] = first; /* a later block lands in the running sum itself */
     return WGML_OK;
