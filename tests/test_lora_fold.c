@@ -8,8 +8,11 @@
  * step and not a multiple of it, split-K, a bias, 4-, 8-bit, K-quant and f16 weights, x of rank 3),
  * the forms that add it as a product of its own (the CPU kernel, the double-buffered tiles, the
  * GEMV of few rows), fewer dispatches than the unfolded composition, the eager graph (no memory
- * kept per call, folded or not), and bad arguments. */
+ * kept per call, folded or not), a shared-input group folded (lora_qlinear_shared, x's gradient
+ * summed in place and by the engine), and bad arguments. */
 #include "qw_host.h"
+
+#include "ops/lora/lora.h"
 
 typedef struct fcase {
     const char *name, *variant; /* $WGML_QW_MM_VARIANT, NULL: automatic */
@@ -170,6 +173,104 @@ done:
     free_weight(&w);
 }
 
+/* The shared-input group folded (lora_qlinear_shared: q/k/v-like, three 4-bit weights of one
+ * x, their A's stacked in a_cat) with one more use of x, the term <Rx, x>, recorded before or
+ * after the group, so that x's gradient sums the group's terms in both orders the engine meets
+ * them (a rule adding its dx into the running sum in place, graph_grad_accum, or the engine's
+ * add): y_i = x·W_iᵀ + s_i·H_i·B_iᵀ, H_i = x·A_iᵀ; dB_i = s_i·R_iᵀ·H_i, dA_i = dH_iᵀ·x with
+ * dH_i = s_i·R_i·B_i, dx = Σ_i (R_i·W_i + dH_i·A_i) + Rx. */
+static void test_shared(bool x_use_first) {
+    setenv("WGML_LORA_FOLD", "1", 1);
+    enum { NG = 3 };
+    const int64_t m = 48, k = 64, r = 8, ns[NG] = {40, 24, 24};
+    const char *name = x_use_first ? "shared group, x's other use first" : "shared group, x's other use last";
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t xs[2] = {m, k}, acs[2] = {NG * r, k};
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *ac = wgml_tensor_new(g, WGML_F32, 2, acs);
+    wgml_tensor *rx = wgml_tensor_new(g, WGML_F32, 2, xs), *rr[NG], *y[NG] = {0};
+    hw w[NG];
+    wgml_lora l[NG];
+    const wgml_qweight *wp[NG];
+    const wgml_lora *lp[NG];
+    for (int i = 0; i < NG; i++) {
+        int64_t bs[2] = {ns[i], r}, ys[2] = {m, ns[i]};
+        w[i] = make_weight(g, 1, ns[i], k, 32, false);
+        rr[i] = wgml_tensor_new(g, WGML_F32, 2, ys);
+        l[i] = (wgml_lora){.b = wgml_tensor_new(g, WGML_F32, 2, bs), .n = ns[i], .k = k, .r = (int)r,
+                           .scale = 0.5f + (float)i};
+        wgml_tensor_set_trainable(l[i].b, 1);
+        wp[i] = w[i].w, lp[i] = &l[i];
+    }
+    wgml_tensor_set_trainable(x, 1);
+    wgml_tensor_set_trainable(ac, 1);
+    wgml_tensor *other = x_use_first ? wgml_sum(g, wgml_mul(g, x, rx), NULL, 0, 0) : NULL;
+    bool ok = !lora_qlinear_shared(g, x, ac, NG, wp, lp, y);
+    if (!x_use_first) other = wgml_sum(g, wgml_mul(g, x, rx), NULL, 0, 0);
+    wgml_tensor *loss = other;
+    for (int i = 0; i < NG && ok; i++) {
+        loss = wgml_add(g, loss, wgml_sum(g, wgml_mul(g, y[i], rr[i]), NULL, 0, 0), 1.0f);
+        ok = !wgml_graph_keep(g, y[i]);
+    }
+    if (!th_check(ok && loss && !wgml_backward(g, loss, 1.0f) && !wgml_graph_compile(g), "%s: build: %s", name,
+                  wgml_last_error(T.ctx)))
+        goto done;
+    static const fcase sc = {.name = "shared", .kind = 1};
+    for (int run = 0; run < 2; run++) {
+        float *xf = th_random((size_t)(m * k), -1, 1), *af = th_random((size_t)(NG * r * k), -0.5, 0.5);
+        float *rxf = th_random((size_t)(m * k), -1, 1);
+        wgml_tensor_write(x, xf, sizeof(float) * (size_t)(m * k));
+        wgml_tensor_write(ac, af, sizeof(float) * (size_t)(NG * r * k));
+        wgml_tensor_write(rx, rxf, sizeof(float) * (size_t)(m * k));
+        double *xd = to_double(xf, (size_t)(m * k)), *ad = to_double(af, (size_t)(NG * r * k));
+        double *dx = to_double(rxf, (size_t)(m * k)), *da = malloc(sizeof(double) * (size_t)(NG * r * k));
+        double *t = malloc(sizeof(double) * (size_t)(m * k)), *h = malloc(sizeof(double) * (size_t)(m * r));
+        double *dh = malloc(sizeof(double) * (size_t)(m * r));
+        double *ref[NG][2]; /* dB_i, y_i */
+        float *keep[NG][2];
+        for (int i = 0; i < NG; i++) {
+            int64_t n = ns[i];
+            float *bf = th_random((size_t)(n * r), -0.5, 0.5), *rf = th_random((size_t)(m * n), -1, 1);
+            wgml_tensor_write(l[i].b, bf, sizeof(float) * (size_t)(n * r));
+            wgml_tensor_write(rr[i], rf, sizeof(float) * (size_t)(m * n));
+            keep[i][0] = bf, keep[i][1] = rf;
+            double *bd = to_double(bf, (size_t)(n * r)), *R = to_double(rf, (size_t)(m * n));
+            double *wd = to_double(w[i].deq, (size_t)(n * k)), s = l[i].scale, *ai = ad + i * r * k;
+            double *yy = malloc(sizeof(double) * (size_t)(m * n)), *ly = malloc(sizeof(double) * (size_t)(m * n));
+            ref[i][0] = malloc(sizeof(double) * (size_t)(n * r)), ref[i][1] = yy;
+            gemm(false, true, m, r, k, xd, ai, 1, h);            /* H_i = x·A_iᵀ */
+            gemm(false, true, m, n, k, xd, wd, 1, yy);           /* x·W_iᵀ */
+            gemm(false, true, m, n, r, h, bd, s, ly);            /* s·H_i·B_iᵀ */
+            for (int64_t j = 0; j < m * n; j++) yy[j] += ly[j];
+            gemm(true, false, n, r, m, R, h, s, ref[i][0]);      /* dB_i = s·R_iᵀ·H_i */
+            gemm(false, false, m, r, n, R, bd, s, dh);           /* dH_i = s·R_i·B_i */
+            gemm(true, false, r, k, m, dh, xd, 1, da + i * r * k); /* dA_i = dH_iᵀ·x */
+            gemm(false, false, m, k, n, R, wd, 1, t);            /* R_i·W_i */
+            for (int64_t j = 0; j < m * k; j++) dx[j] += t[j];
+            gemm(false, false, m, k, r, dh, ai, 1, t);           /* dH_i·A_i */
+            for (int64_t j = 0; j < m * k; j++) dx[j] += t[j];
+            free(bd), free(R), free(wd), free(ly);
+        }
+        if (th_check(!wgml_graph_run(g), "%s: run: %s", name, wgml_last_error(T.ctx))) {
+            char what[96];
+            for (int i = 0; i < NG; i++) {
+                snprintf(what, sizeof what, "%s y%d", name, i);
+                check(what, &sc, run, y[i], ref[i][1], m * ns[i]);
+                snprintf(what, sizeof what, "%s dB%d", name, i);
+                check(what, &sc, run, wgml_tensor_grad(l[i].b), ref[i][0], ns[i] * r);
+            }
+            snprintf(what, sizeof what, "%s dx", name);
+            check(what, &sc, run, wgml_tensor_grad(x), dx, m * k);
+            snprintf(what, sizeof what, "%s dA_cat", name);
+            check(what, &sc, run, wgml_tensor_grad(ac), da, NG * r * k);
+        }
+        for (int i = 0; i < NG; i++) free(ref[i][0]), free(ref[i][1]), free(keep[i][0]), free(keep[i][1]);
+        free(xf), free(af), free(rxf), free(xd), free(ad), free(dx), free(da), free(t), free(h), free(dh);
+    }
+done:
+    for (int i = 0; i < NG; i++) free_weight(&w[i]);
+    wgml_graph_free(g);
+}
+
 static void test_errors(void) {
     setenv("WGML_LORA_FOLD", "1", 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
@@ -204,6 +305,8 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     test_eager();
+    test_shared(false);
+    test_shared(true);
     test_errors();
     unsetenv("WGML_LORA_FOLD");
     return th_done();
