@@ -20,6 +20,9 @@ static const char *glu_name(ew_glu_act act) { return act == EW_GLU_SILU ? "swigl
 static wgml_status glu_backward(wgml_graph *g, const graph_op *op, wgml_tensor *dy, wgml_tensor **dx) {
     const glu_attrs *at = (const glu_attrs *)op->attrs;
     wgml_tensor *gate = op->in[0], *up = op->in[1];
+    if (dy->numel != gate->numel)
+        return wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "glu_backward: dy %s must have gate's shape %s", tshape(dy),
+                              tshape(gate));
     wgml_tensor *out[2] = {graph_output(g, "glu_backward", WGML_F32, gate->rank, gate->shape),
                            graph_output(g, "glu_backward", WGML_F32, gate->rank, gate->shape)};
     char prelude[2048];
@@ -27,16 +30,13 @@ static wgml_status glu_backward(wgml_graph *g, const graph_op *op, wgml_tensor *
              at->act == EW_GLU_SILU ? (int)WGML_UN_SILU : (int)WGML_UN_GELU_TANH, EW_WGSL_UNARY);
     struct { uint32_t n4, pad; float lo, hi; } p = {(uint32_t)(gate->numel / 4), 0, 0.0f, 0.0f};
     wgml_tensor *ro[3] = {gate, up, dy};
-    bool ok = out[0] && out[1] && dy->numel == gate->numel &&
+    bool ok = out[0] && out[1] &&
               !graph_dispatch(g, "glu_backward", "ew_glu_bwd", prelude, ro, 3, out, 2, &p, sizeof p,
                               ((uint64_t)p.n4 + 63) / 64);
     for (int i = 0; i < 2; i++) {
         if (ok && graph_op_wants(op, i)) dx[i] = out[i];
         else wgml_tensor_free(out[i]);
     }
-    if (!ok && dy->numel != gate->numel)
-        return wgml_set_error(graph_ctx(g), WGML_ERR_SHAPE, "glu_backward: dy %s must have gate's shape %s", tshape(dy),
-                              tshape(gate));
     return grad_result(g, op, dx);
 }
 
