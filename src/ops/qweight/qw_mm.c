@@ -177,6 +177,22 @@ void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, 
     qw_mm_plan_for(ctx, gpu_get_caps(ctx)->is_cpu, m, r, c, segmented, variant, splits);
 }
 
+/* The epilogue's flags as prelude constants (qw_mm_head.wgsl's store_tile): the bias (added by
+ * slice 0) and ACC (O += the product when unsplit). Constants, not the Params' flag bits, so that
+ * each combination compiles its own store: read at run time they cost the 128 x 64 tile 1-4% and
+ * the 128 x 128 tiles 15x (H100, bench/NOTES.md 2026-12-06). The CPU kernel (qw_mm_cpu.wgsl)
+ * reads the bits, so that one pipeline serves every combination where compiling is what costs;
+ * it is given the false form (store_tile, unused there, names the constants). */
+static const char *qw_flag_consts(bool bias, bool acc) {
+    static const char *const forms[4] = {
+        "const QW_BIAS: bool = false; const QW_ACC: bool = false;\n",
+        "const QW_BIAS: bool = true; const QW_ACC: bool = false;\n",
+        "const QW_BIAS: bool = false; const QW_ACC: bool = true;\n",
+        "const QW_BIAS: bool = true; const QW_ACC: bool = true;\n",
+    };
+    return forms[(bias ? 1 : 0) | (acc ? 2 : 0)];
+}
+
 /* The uniform of qw_mm_head.wgsl. */
 typedef struct qw_mm_params {
     uint32_t m, r, c, wpr, ng, tiles_c, tiles_m, kp, r_chunk, splits, flags, seg1, seg2, lr, lscale, pad;
@@ -283,8 +299,8 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
     int len = snprintf(prelude, sizeof prelude,
                        "const TRANS: bool = false; const VA: u32 = 1u; const SEG: bool = %s; const QB: u32 = %uu;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = 32u; const TM: u32 = %uu; "
-                       "const TC: u32 = %uu;\nalias AV = u32;\n",
-                       seg ? "true" : "false", qb, bm, bc, tm, tc);
+                       "const TC: u32 = %uu;\nalias AV = u32;\n%s",
+                       seg ? "true" : "false", qb, bm, bc, tm, tc, qw_flag_consts(w->bias != NULL, d && d->acc));
     qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     qw_mm_params p = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
                       .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,
@@ -348,9 +364,10 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
                        "const TRANS: bool = %s; const VA: u32 = %du; const SEG: bool = %s;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = %uu; const TM: u32 = %uu; "
                        "const TC: u32 = %uu;\n"
-                       "const RN: u32 = %uu;\nalias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n",
+                       "const RN: u32 = %uu;\nalias AV = %s;\nfn a_at(v: AV, c: u32) -> f32 { return %s; }\n%s",
                        trans ? "true" : "false", va, seg ? "true" : "false", tile[0], tile[1], v->br, tile[2], tile[3], QW_CPU_RN,
-                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v");
+                       va == 4 ? "vec4<f32>" : "f32", va == 4 ? "v[c]" : "v",
+                       vi == QWV_CPU ? qw_flag_consts(false, false) : qw_flag_consts(bias, d && d->acc));
     if (tiles)
         len += snprintf(prelude + len, sizeof prelude - (size_t)len, "%s",
                         lora ? "const LORA: bool = true;\n//!include qw_mm_lora\n"

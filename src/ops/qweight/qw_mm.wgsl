@@ -9,8 +9,8 @@
 // of 4 rows and 4 columns strided by the thread grid, read from vec4 workgroup tiles (as in
 // matmul.wgsl: conflict-free vec4 reads, coalesced stores). Per step the threads load the A tile (vec4 when R % 4 == 0) and dequantise the W
 // tile: one u32 code word (8 or 4 codes) per thread per pass, with its group's (a, b).
-// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
-// reads the output and adds to it (O += the product; qw_mm_into).
+// The epilogue's flags are prelude constants (each combination its own pipeline): QW_BIAS adds
+// the bias, QW_ACC reads the output and adds to it (O += the product; qw_mm_into).
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // (and adds O with ACC). r_chunk is a multiple of BR (R when not split).

@@ -1,8 +1,8 @@
 // qw_mm, double-buffered: the products of qw_mm.wgsl with two k-steps in workgroup memory.
 //   forward (TRANS = false): O[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]); R = K, C = N.
 //   input gradient (TRANS = true): O[m, k] = sum_n A[m, n] * W[n, k];          R = N, C = K.
-// flags (a uniform, so that these cases share one pipeline): bit 0 adds the bias, bit 1 (ACC)
-// reads the output and adds to it (O += the product; qw_mm_into).
+// The epilogue's flags are prelude constants (each combination its own pipeline): QW_BIAS adds
+// the bias, QW_ACC reads the output and adds to it (O += the product; qw_mm_into).
 // With splits > 1, workgroup slice s covers R in [s*r_chunk, min(R, (s+1)*r_chunk)) and writes
 // its raw partial into P[s, M, C] (slice 0 adds the bias); matmul_splitk.wgsl sums the slices
 // in order (and adds O with ACC). r_chunk is a multiple of BR (R when not split).

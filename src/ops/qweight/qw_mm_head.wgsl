@@ -101,14 +101,17 @@ fn o_index(m: u32, c: u32) -> u32 {
 
 // The epilogue: the register tile of thread lid into O. Register row i is O's row
 // m0 + ((i/4)*WY + ty)*4 + i%4, column (h, c) is c0 + (h*WX + tx)*4 + c, stored at o_index.
-// The bias (flags bit 0) is added by slice 0 only; with ACC (flags bit 1, unsplit) O's value is
-// added; a split product writes slice s's raw partial into P[s] in O's layout.
+// The bias (QW_BIAS) is added by slice 0 only; with ACC (QW_ACC, unsplit) O's value is added; a
+// split product writes slice s's raw partial into P[s] in O's layout. QW_BIAS and QW_ACC are
+// prelude constants (qw_mm.c): with them read from the Params at run time the 128 x 128 tiles
+// (64 accumulators a thread) ran at 1.3-2 TFLOP/s, 15x below their speed with constants, and
+// the others lost 1-4% (H100, bench/NOTES.md 2026-12-06). With ACC, whose store reads O, the
+// 128 x 128 tiles still collapse; the rules never take them.
 fn store_tile(t: Tile, lid: u32, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
     let tx = lid % WX;
     let ty = lid / WX;
     let o_base = t.s * p.M * p.C;
-    let has_bias = (p.flags & 1u) != 0u;
-    let acc_out = (p.flags & 2u) != 0u && p.splits == 1u;
+    let acc_out = QW_ACC && p.splits == 1u;
     for (var i = 0u; i < TM; i++) {
         let gm = t.m0 + ((i / 4u) * WY + ty) * 4u + i % 4u;
         if (gm >= p.M) { continue; }
@@ -118,7 +121,7 @@ fn store_tile(t: Tile, lid: u32, acc: ptr<function, array<array<vec4<f32>, TC4>,
                 let gc = gc0 + c;
                 if (gc >= p.C) { break; }
                 var v = (*acc)[i][h][c];
-                if (has_bias && t.s == 0u) { v += BIAS[gc]; }
+                if (QW_BIAS && t.s == 0u) { v += BIAS[gc]; }
                 // SEG (prelude): a segmented output; a constant, so the plain products keep
                 // the plain index (the segment's selects in the store made the 128 x 64 tile
                 // 14x slower on the H200)
