@@ -179,7 +179,7 @@ void qw_mm_plan(wgml_ctx *ctx, int64_t m, int64_t r, int64_t c, bool segmented, 
 
 /* The epilogue's flags as prelude constants (qw_mm_head.wgsl's store_tile): the bias (added by
  * slice 0) and ACC (O += the product when unsplit). Constants, not the Params' flag bits, so that
- * each combination compiles its own store: read at run time they cost the 128 x 64 tile 1-4% and
+ * each combination compiles its own store: read at run time they cost the 128 x 64 tile up to 4% and
  * the 128 x 128 tiles 15x (H100, bench/NOTES.md 2026-12-06). The CPU kernel (qw_mm_cpu.wgsl)
  * reads the bits, so that one pipeline serves every combination where compiling is what costs;
  * it is given the false form (store_tile, unused there, names the constants). */

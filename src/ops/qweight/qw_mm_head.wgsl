@@ -105,7 +105,7 @@ fn o_index(m: u32, c: u32) -> u32 {
 // split product writes slice s's raw partial into P[s] in O's layout. QW_BIAS and QW_ACC are
 // prelude constants (qw_mm.c): with them read from the Params at run time the 128 x 128 tiles
 // (64 accumulators a thread) ran at 1.3-2 TFLOP/s, 15x below their speed with constants, and
-// the others lost 1-4% (H100, bench/NOTES.md 2026-12-06). With ACC, whose store reads O, the
+// the others lost up to 4% (H100, bench/NOTES.md 2026-12-06). With ACC, whose store reads O, the
 // 128 x 128 tiles still collapse; the rules never take them.
 fn store_tile(t: Tile, lid: u32, acc: ptr<function, array<array<vec4<f32>, TC4>, TM>>) {
     let tx = lid % WX;
