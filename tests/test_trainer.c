@@ -463,7 +463,7 @@ static void test_accum(const char *path) {
              "wgml_trainer_config: the configuration the trainer was made with (NULL: the defaults)");
     int64_t n = 0;
     float *p0 = all_params(ta, &n), *pa = NULL, *pb = NULL;
-    double loss_err = 0, norm_err = 0;
+    double loss_err = 0, norm_err0 = -1, norm_err = 0;
     int held_changed = 0, bad_pending = 0, bad_count = 0;
     for (int s = 0; s < ASTEPS; s++) {
         int32_t tok[TB * TS], lab[TB * TS];
@@ -508,7 +508,8 @@ static void test_accum(const char *path) {
             memcpy(&nb, &w[4], sizeof nb);
             memcpy(&na, &wa[4], sizeof na);
             double e = fabs((double)nb - na) / na;
-            norm_err = th_max_err(norm_err, e);
+            if (s == 0) norm_err0 = e;
+            else norm_err = th_max_err(norm_err, e);
         }
         double mean = 0;
         for (int j = 0; j < TB; j++) mean += lb[j] / (double)TB;
@@ -525,13 +526,22 @@ static void test_accum(const char *path) {
     th_check(bad_pending == 0, "accum: wgml_trainer_pending counts the micro-batches");
     th_check(bad_count == 0, "accum: the optimizer counts one step per %d micro-batches", TB);
     th_check(loss_err < 1e-4, "accum: batch loss = mean of its micro-batch losses (max rel. diff %.2e)", loss_err);
-    th_check(norm_err < 1e-4, "accum: the summed gradient's norm = the full batch's (max rel. diff %.2e)", norm_err);
-    /* 1e-2 of the update, not tighter: Adam's m / (sqrt(v) + eps) is about sign(g) for an element
+    /* The first step starts both forms from the same parameters, so its gradient norms agree to
+     * float32 summation order (1e-4; seed 627427693: 6.4e-8). The later steps start from
+     * parameters the first update already set apart (below), and AdamW amplifies that: the same
+     * seed's norms then differed by 1.6e-6 and 3.2e-4, so they are held to 1e-2, which a wrong
+     * 1 / grad_accum weighting or a lost or stale micro-batch (O(1)) still fails. */
+    th_check(norm_err0 >= 0 && norm_err0 < 1e-4,
+             "accum: the first step's summed gradient norm = the full batch's (rel. diff %.2e)", norm_err0);
+    th_check(norm_err < 1e-2, "accum: the later steps' gradient norms (max rel. diff %.2e)", norm_err);
+    /* 5e-2 of the update, not tighter: Adam's m / (sqrt(v) + eps) is about sign(g) for an element
      * whose gradient nearly cancels over the tokens, and there the summation order (16 + 16 vs
-     * 32 tokens) can move the update by a good part of lr. Most seeds give ~1e-6; seed 862906324
-     * gave 1.2e-3 before and after the block-builder change. A wrong 1 / grad_accum weighting, a
-     * lost or stale micro-batch show as O(1) here and in the loss and norm checks above (1e-4). */
-    th_check(ud >= 0 && ud < 1e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
+     * 32 tokens) can flip the element's update (2 lr of it), so the difference is about 2 sqrt(f)
+     * for a fraction f of such elements. Most seeds give ~1e-6; seed 862906324 gave 1.2e-3 and
+     * seed 627427693 1.07e-2 (about 3e-5 of the elements flipped). A lost or stale micro-batch
+     * changes the sign of a large fraction of the gradient (O(1) here) and fails the loss and
+     * first-step norm checks above as well. */
+    th_check(ud >= 0 && ud < 5e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
              ASTEPS, ud);
     free(p0), free(pa), free(pb);
 out:
