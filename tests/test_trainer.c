@@ -571,7 +571,7 @@ static void test_accum(const char *path) {
      * whose gradient nearly cancels over the tokens, and there the summation order (16 + 16 vs
      * 32 tokens) can move the update by a good part of lr. With the state copied each step, seeds
      * 627427693, 862906324, 5, 6 and 7 gave 6.1e-8 to 6.6e-8; without the copy the first two gave
-     * 1.07e-2 and 1.2e-3 (the first step's flips carried on). A wrong 1 / grad_accum weighting
+     * 1.07e-2 and 3.8e-4 (the first step's flips carried on). A wrong 1 / grad_accum weighting
      * fails the norm check (a weight of 1/3 for 1/2: 3.3e-1), a lost or stale micro-batch shows
      * as O(1) here and in the loss, norm and m checks. */
     th_check(ud >= 0 && ud < 1e-2, "accum: params after %d steps equal the full batch's (diff %.2e of the update)",
