@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 th T;
 
@@ -308,4 +311,24 @@ bool th_expect_error(const char *name, bool failed, wgml_status want, ...) {
              failed ? wgml_status_name(got) : "success", msg);
     wgml_clear_error(T.ctx);
     return ok;
+}
+
+int th_remove_tree(const char *dir) {
+    struct stat st;
+    if (lstat(dir, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) return unlink(dir);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(n);
+        if (!p) { rc = -1; break; }
+        snprintf(p, n, "%s/%s", dir, e->d_name);
+        rc |= th_remove_tree(p);
+        free(p);
+    }
+    closedir(d);
+    return rmdir(dir) | rc;
 }

@@ -69,6 +69,9 @@ bool th_read_equals(const char *name, wgml_tensor *t, const float *want, size_t 
 /* Expects the last call to have failed with status `want` and a message containing each of
  * the NULL-terminated substrings; then clears the error. */
 bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
+/* Removes a folder a test wrote and everything under it (links are removed, never followed), so
+ * a test leaves nothing in /tmp whatever the code under test put there. Returns 0 or -1. */
+int th_remove_tree(const char *dir);
 
 /* A test in parts. On lavapipe a test's time is mostly its kernels' compilation, so a long test is
  * split into parts that CTest runs one per test (tests/CMakeLists.txt's WGML_TEST_PARTS: each

@@ -17,12 +17,6 @@
 
 static char TMP[256];
 
-static void rm_rf(const char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 /* The sample the Python test checks: values follow a fixed pattern. */
 static void sample_tensors(st_write_tensor t[3], float *a, int32_t *b, uint8_t *c) {
     for (int i = 0; i < 6; i++) a[i] = 0.5f * (float)i - 1.0f;
@@ -311,7 +305,7 @@ int main(int argc, char **argv) {
         test_checkpoint();
         test_hashes();
     }
-    rm_rf(TMP);
+    th_check(th_remove_tree(TMP) == 0, "the test's folder %s removed", TMP);
     printf("test_checkpoint: %.2f s CPU\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     return th_done();
 }

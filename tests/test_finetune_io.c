@@ -360,13 +360,7 @@ static void test_adapter(void) {
     th_check(s == WGML_ERR_FORMAT && !ad && strstr(err, "is I32, not F32"), "adapter: a tensor that is not F32 is refused (%s)", err);
     th_check(adapter_write(dir, &cfg, &(wgml_adapter_info){0}, 0, NULL, err, sizeof err) == WGML_ERR_ARG,
              "adapter: missing base model fields are a bad argument");
-    char p[200];
-    const char *files[4] = {"adapter.safetensors", "adapter_config.json", "base.gguf", "other.gguf"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        remove(p);
-    }
-    rmdir(dir);
+    th_check(th_remove_tree(dir) == 0, "adapter: the test's folder %s removed", dir);
 }
 
 int main(int argc, char **argv) {

@@ -667,13 +667,7 @@ out:
     wgml_trainer_free(tc);
     wgml_model_free(ma);
     wgml_model_free(mb);
-    const char *files[4] = {"state.safetensors", "adapter.safetensors", "adapter_config.json", "state.safetensors.tmp"};
-    char p[160];
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        remove(p);
-    }
-    rmdir(dir);
+    th_check(th_remove_tree(dir) == 0, "checkpoint: the test's folder %s removed", dir);
 }
 
 /* ------------------------------------------------------------------ straight-through */

@@ -13,7 +13,9 @@ the Gemma-3-270M projections (d 640: q, k, gate/up Q5_0; attn_output Q4_K; ffn_d
 and SmolLM-like ones (d 576, ff 1536). The products' tolerance scales with the magnitude of
 their terms, |x|·(|w| + |b|) summed (b: the per-group minimum), since raw blocks mix values
 from 1e-8 to 1e8."""
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -108,6 +110,7 @@ def main():
     print(f"test_gguf_kquant: seed {seed}")
     rng = np.random.default_rng(seed)
     out = tempfile.mkdtemp(prefix="wgml-kquant-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     cases = []
     # name, type, N, K, blocks, M (0: host only), with dx, embedding ids
     specs = [

@@ -4,7 +4,9 @@ the GPU (both must equal gguf's dequantize bit for bit in fp32) and runs the for
 gradient and the embedding lookup on the GPU from the imported blocks (checked here against
 float64 with gguf's dequantised weights; the plain types are widened to f32 at upload, K not a
 multiple of 32 included)."""
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -21,6 +23,7 @@ def main():
     print(f"test_gguf_quant: seed {seed}")
     rng = np.random.default_rng(seed)
     out = tempfile.mkdtemp(prefix="wgml-gguf-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     cases = []
     specs = [
         ("q4_0_small", QT.Q4_0, 37, 96, 1), ("q4_0", QT.Q4_0, 64, 512, 5),

@@ -17,6 +17,7 @@ and a message naming the table/field and the file offset), never a crash.
 
     test_pte_reader.py BUILD_DIR [--write-corpus DIR]   (DIR: also save small seeds and bad files)
 """
+import atexit
 import hashlib
 import json
 import os
@@ -583,6 +584,7 @@ def main():
         # corruptions
         n_bad = 0
         out_dir = tempfile.mkdtemp(prefix="pte_bad_")
+        atexit.register(shutil.rmtree, out_dir, ignore_errors=True)
         union_hits = {"EValue": 0, "VkValue": 0}
         for name, blob, status, want in bad_cases(data, dump):
             p = os.path.join(out_dir, name + ".pte")

@@ -2,7 +2,9 @@
 
 A case is a dict {name: numpy array}. Used by tests/py/test_torch_*.py, which recompute each
 case with PyTorch in float64 and compare with wgml's outputs."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,6 +19,7 @@ def run_dump(build_dir, test_name, extra_env=None):
     """Runs build_dir/tests/<test_name> --dump into a temporary folder; returns {case: {name: array}}."""
     exe = os.path.join(build_dir, "tests", test_name)
     out = tempfile.mkdtemp(prefix="wgml-dump-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)  # on every exit, failures' too
     env = dict(os.environ)
     env.update(extra_env or {})
     proc = subprocess.run([exe, "--dump", out], env=env, capture_output=True, text=True)

@@ -178,11 +178,14 @@ def open_page(page, params, timeout=600, echo=True, shots_dir=None):
     cmd = [chromium(), "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--no-first-run",
            "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--window-size=1100,900",
            "--remote-debugging-pipe" if devtools else "--remote-debugging-port=0", base + url_of(str(ROOT / page)) + "?" + q]
+    # Chromium keeps its singleton socket in $TMPDIR and leaves it there when it is killed: inside
+    # the profile, it goes with the profile
+    env = dict(os.environ, TMPDIR=profile)
     if devtools:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, pass_fds=(3, 4), preexec_fn=devtools.child_fds)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, pass_fds=(3, 4), preexec_fn=devtools.child_fds, env=env)
         devtools.started()
     else:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     code, results = None, []
     try:
         while code is None:
