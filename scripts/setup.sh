@@ -41,6 +41,17 @@ log() { printf '[setup] %s\n' "$*"; }
 # shellcheck source=scripts/debian_mirror.sh
 . "$ROOT/scripts/debian_mirror.sh"
 
+# need_space GIB DIR WHAT: stops with a clear message when DIR's file system has less than GIB GiB
+# free (the set-up would otherwise fail part-way with ENOSPC).
+need_space() {
+  local free_k; free_k=$(df -Pk "$2" | awk 'NR == 2 { print $4 }')
+  if [ -n "$free_k" ] && [ "$free_k" -lt $(($1 * 1024 * 1024)) ]; then
+    printf 'setup: %s has %s GiB free; %s need about %s GiB: free some space and run setup again\n' \
+      "$2" "$(awk -v k="$free_k" 'BEGIN { printf "%.1f", k / 1048576 }')" "$3" "$1" >&2
+    exit 1
+  fi
+}
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 install_apt() {
@@ -196,6 +207,9 @@ install_venv_pt() {
   if [ -x "$venv/bin/python" ] && cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
     log "PyTorch venv $venv present"; return
   fi
+  # the venv takes about 6.5 GiB, pip's cache as much again while it installs, and the three
+  # builds and their tests about 1 GiB: a full disk is named here, not in pip's traceback
+  need_space 14 "$DEPS" "the PyTorch venv, pip's download cache and the builds"
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   log "installing scripts/requirements-pt.txt into $venv (PyTorch, ExecuTorch, transformers)"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
