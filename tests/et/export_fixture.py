@@ -17,10 +17,12 @@ process exports its files' cases one by one. The archive is reproducible: entrie
 times and owners, no timings inside (the exporter prints them).
 """
 import argparse
+import atexit
 import io
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -173,6 +175,7 @@ def export_all(a):
     import suite_cases
     suite_cases.install_pytest_shim()
     stage = Path(tempfile.mkdtemp(prefix="et-fixture-"))
+    atexit.register(shutil.rmtree, stage, ignore_errors=True)  # the archive is what stays
     out = Path(a.out)
     partial = bool(a.files or a.programs or a.programs_only)
     old = None
