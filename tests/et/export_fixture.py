@@ -286,7 +286,8 @@ def check(a):
     for p in problems:
         print("STALE " + p)
     print("%d suite cases and %d programs compared with the fixture: %d differences%s" % (
-        n, len(programs.SPECS), len(problems), " (regenerate: tests/et/export_fixture.py)" if problems else ""))
+        n, len(programs.SPECS), len(problems),
+        " (regenerate: tests/et/export_fixture.py)" + programs.key_caveat() if problems else ""))
     return 1 if problems else 0
 
 

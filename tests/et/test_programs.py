@@ -48,9 +48,7 @@ def check(cond, what):
 
 def program(fx, name):
     """(the module, its example inputs, the program's bytes) of a named program of the fixture."""
-    spec = programs.SPECS[name]
-    model, example = spec.build()
-    return model, example, fx.program(name, programs.spec_key(spec, model, example))
+    return programs.build_checked(fx, name)
 
 
 def max_err(got, ref):

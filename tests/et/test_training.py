@@ -54,9 +54,8 @@ def check(cond, what):
 
 def program(fx, name):
     """(the module, the program's bytes) of a named training program of the fixture."""
-    spec = programs.SPECS[name]
-    model, example = spec.build()
-    return model, fx.program(name, programs.spec_key(spec, model, example))
+    model, _, pte = programs.build_checked(fx, name)
+    return model, pte
 
 
 def host_sgd(rt, pte, init, seed):

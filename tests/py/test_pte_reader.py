@@ -52,9 +52,7 @@ VK_SIZE = {0: 1, 1: 1, 2: 1, 3: 4, 4: 2, 5: 4, 6: 8, 7: 8}
 def program_path(fx, case):
     """The path of a case's program in the unpacked fixture (exported from this very module)."""
     name = "reader_" + case[0]
-    spec = programs.SPECS[name]
-    model, example = spec.build()
-    fx.program(name, programs.spec_key(spec, model, example))  # raises if it is not that module's
+    programs.build_checked(fx, name)  # raises if it is not that module's
     return os.path.join(fx.dir, fx.programs[name]["pte"])
 
 
