@@ -4,7 +4,7 @@
 // File) and read back after it (an adapter, a checkpoint). A sleep suspends the wasm stack
 // (JavaScript Promise Integration) instead of blocking the worker.
 
-const E = { SUCCESS: 0, BADF: 8, EXIST: 20, INVAL: 28, ISDIR: 31, NOENT: 44, NOSYS: 52, NOTDIR: 54, SPIPE: 70 };
+const E = { SUCCESS: 0, BADF: 8, EXIST: 20, INVAL: 28, ISDIR: 31, NOENT: 44, NOSYS: 52, NOTDIR: 54, NOTEMPTY: 55, SPIPE: 70 };
 const FILETYPE = { CHAR: 2, DIR: 3, FILE: 4 };
 const O_CREAT = 1, O_DIRECTORY = 2, O_EXCL = 4, O_TRUNC = 8;
 const FD_APPEND = 1;
@@ -32,6 +32,19 @@ export class MemFS {
     return this.dirs && this.dirs.has(p);
   }
   mkdir(path) { (this.dirs ||= new Set()).add(this.norm(path)); }
+  // The entries directly under a folder, [name, FILETYPE] sorted by name: the files' paths and
+  // the made folders imply them.
+  children(path) {
+    const p = this.norm(path), pre = p === "/" ? "/" : p + "/", out = new Map();
+    const add = (k, leaf) => {
+      if (!k.startsWith(pre) || k === p) return;
+      const rest = k.slice(pre.length), i = rest.indexOf("/");
+      out.set(i < 0 ? rest : rest.slice(0, i), i < 0 ? leaf : FILETYPE.DIR);
+    };
+    for (const k of this.files.keys()) add(k, FILETYPE.FILE);
+    for (const d of this.dirs || []) add(d, FILETYPE.DIR);
+    return [...out].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
 }
 
 export class WASI {
@@ -247,7 +260,29 @@ export class WASI {
         w.u8.set(new TextEncoder().encode(f.preopen).subarray(0, n), p);
         return E.SUCCESS;
       },
-      fd_readdir: () => E.NOSYS,
+      // WASI dirents: next cookie u64, inode u64, name length u32, type u8, padding to 24 bytes,
+      // then the name; the cookie is an index into children(). A record that does not fit is
+      // cut at the buffer's end (the caller then asks again with a larger buffer).
+      fd_readdir: (fd, buf, len, cookie, used) => {
+        const f = w.fds[fd];
+        if (!f) return E.BADF;
+        if (f.dir === undefined) return E.NOTDIR;
+        const list = w.fs.children(f.dir), enc = new TextEncoder();
+        let off = 0;
+        for (let i = Number(cookie); i < list.length && off < len; i++) {
+          const name = enc.encode(list[i][0]), rec = new Uint8Array(24 + name.length), dv = new DataView(rec.buffer);
+          dv.setBigUint64(0, BigInt(i + 1), true);
+          dv.setBigUint64(8, BigInt(i + 1), true);
+          dv.setUint32(16, name.length, true);
+          dv.setUint8(20, list[i][1]);
+          rec.set(name, 24);
+          const n = Math.min(rec.length, len - off);
+          w.u8.set(rec.subarray(0, n), buf + off);
+          off += n;
+        }
+        w.dv.setUint32(used, off, true);
+        return E.SUCCESS;
+      },
       path_open: (dirfd, dflags, p, n, oflags, rb, ri, fdflags, out) => {
         const path = w.resolve(dirfd, p, n);
         if (path === null) return E.BADF;
@@ -283,7 +318,15 @@ export class WASI {
         const path = w.resolve(dirfd, p, n);
         return path !== null && w.fs.files.delete(path) ? E.SUCCESS : E.NOENT;
       },
-      path_remove_directory: () => E.SUCCESS,
+      path_remove_directory: (dirfd, p, n) => {
+        const path = w.resolve(dirfd, p, n);
+        if (path === null) return E.BADF;
+        if (w.fs.files.has(path)) return E.NOTDIR;
+        if (!w.fs.isDir(path) || path === "/") return path === "/" ? E.INVAL : E.NOENT;
+        if (w.fs.children(path).length) return E.NOTEMPTY;
+        w.fs.dirs?.delete(path);
+        return E.SUCCESS;
+      },
       path_rename: (fd1, p1, n1, fd2, p2, n2) => {
         const a = w.resolve(fd1, p1, n1), b = w.resolve(fd2, p2, n2);
         const e = a !== null && w.fs.files.get(a);
