@@ -609,7 +609,10 @@ wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cach
  * (rowsum(dout ⊙ out) enters dS). *dq gets q's shape, *dk and *dv k's (summed over the Hq/Hkv
  * query heads that share a kv head, in a fixed order). The attention probabilities are
  * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
- * training lengths up to a few thousand). On error the outputs are set to NULL. */
+ * training lengths up to a few thousand); where those pass the device's storage binding limit
+ * the same steps run over slices of the B·Hkv kv heads, one slice's scratch at a time (an error
+ * of kind WGML_ERR_LIMIT only when one kv head's [Hq/Hkv·Sq, Skv] does not fit). On error the
+ * outputs are set to NULL. */
 wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
                                wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
                                wgml_tensor **dv);

@@ -1,7 +1,7 @@
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200809L
 /* Backward ops against plain double-precision loops: softmax / log_softmax backward (any dim),
  * rms_norm and layer_norm backward (dx, dw, db; more than 65,535 rows), the unary and clamp
- * derivatives, sdpa backward (GQA 9/3 heads, D = 64, causal and not, Sq < Skv), embedding
+ * derivatives, sdpa backward (GQA 9/3 heads, D = 64, causal and not, Sq < Skv, in slices of kv-head groups), embedding
  * backward (a 49,152-row table), gather backward and determinism (the same bits twice). The host references are
  * themselves checked against central finite differences of host double forwards. Also a built
  * graph run twice, and bad input. Run with --dump DIR, the cases are also checked by
@@ -735,6 +735,52 @@ static void case_sdpa_w(attn_dims a, bool causal, float scale, int dump, int64_t
 
 static void case_sdpa(attn_dims a, bool causal, float scale, int dump) { case_sdpa_w(a, causal, scale, dump, 0); }
 
+/* The number of dispatches of `shader` in a built graph with the backward of a = {2, 9, 3, 37,
+ * 37, 64} (6 kv-head groups of 111 query rows by 37 keys, 16,428 bytes of scratch each). */
+static size_t sliced_soft_dispatches(void) {
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    int64_t qs[4] = {2, 9, 37, 64}, ks[4] = {2, 3, 37, 64};
+    wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *k = wgml_tensor_new(g, WGML_F32, 4, ks);
+    wgml_tensor *v = wgml_tensor_new(g, WGML_F32, 4, ks), *dout = wgml_tensor_new(g, WGML_F32, 4, qs);
+    wgml_tensor *out = wgml_sdpa(g, q, k, v, 1, 0), *dq = NULL, *dk = NULL, *dv = NULL;
+    size_t n = 0;
+    if (out && !wgml_sdpa_backward(g, q, k, v, out, dout, 1, 0, &dq, &dk, &dv) && !wgml_graph_keep(g, dq) &&
+        !wgml_graph_keep(g, dk) && !wgml_graph_keep(g, dv) && !wgml_graph_compile(g)) {
+        const char *shader = NULL;
+        for (size_t i = 0; i < wgml_graph_dispatch_count(g); i++)
+            if (wgml_graph_dispatch_name(g, i, &shader) && shader && !strcmp(shader, "attn_bwd_soft")) n++;
+    }
+    wgml_graph_free(g);
+    return n;
+}
+
+/* A scratch over the device's binding limit ($WGML_SDPA_BWD_SCRATCH lowers the limit here): the
+ * backward runs over slices of kv-head groups, each slice's views aligned to the storage offset
+ * alignment; the gradients are the same (against the fp64 reference, dk and dv the same bits
+ * twice), and a limit below one group's scratch is a clear error. */
+static void test_sdpa_sliced(void) {
+    th_check(sliced_soft_dispatches() == 1, "sdpa_backward: one slice when the scratch fits");
+    setenv("WGML_SDPA_BWD_SCRATCH", "40000", 1); /* 2 of the 6 groups a slice */
+    th_check(sliced_soft_dispatches() == 3, "sdpa_backward: 3 slices of 2 groups under a 40,000-byte limit");
+    case_sdpa((attn_dims){2, 9, 3, 37, 37, 64}, true, 0, 2);
+    case_sdpa_w((attn_dims){3, 4, 2, 48, 48, 32}, true, 0, 0, 9); /* 18,432 bytes a group: 2 a slice */
+    /* D = 4: views start at multiples of 16 groups (60·4 and 3·4 floats a group, 256-byte
+     * alignment); 20 groups fit, so slices of 16, 16 and 8 */
+    setenv("WGML_SDPA_BWD_SCRATCH", "14400", 1);
+    case_sdpa((attn_dims){40, 2, 1, 30, 3, 4}, false, 0, 0);
+    setenv("WGML_SDPA_BWD_SCRATCH", "100", 1);
+    int64_t qs[4] = {1, 2, 8, 16}, ks[4] = {1, 1, 8, 16};
+    wgml_tensor *q = wgml_tensor_new(T.g, WGML_F32, 4, qs), *k = wgml_tensor_new(T.g, WGML_F32, 4, ks);
+    wgml_tensor *dq = NULL, *dk = NULL, *dv = NULL;
+    th_expect_error("sdpa_backward: scratch over the limit",
+                    wgml_sdpa_backward(T.g, q, k, k, q, q, 1, 0, &dq, &dk, &dv) != WGML_OK && !dq && !dk && !dv,
+                    WGML_ERR_LIMIT, "sdpa_backward", "16 query rows by 8 keys needs 512 bytes",
+                    "over the device's 100-byte limit", NULL);
+    unsetenv("WGML_SDPA_BWD_SCRATCH");
+    wgml_tensor_free(q);
+    wgml_tensor_free(k);
+}
+
 static void test_sdpa(void) {
     /* sliding windows: prefill blocks straddling the window, Sq < Skv, Gemma 3's shape */
     case_sdpa_w((attn_dims){1, 4, 2, 48, 48, 32}, true, 0, 0, 9);
@@ -752,6 +798,7 @@ static void test_sdpa(void) {
     case_sdpa((attn_dims){1, 4, 2, 32, 80, 16}, true, 0, 0);
     case_sdpa((attn_dims){1, 9, 3, 512, 512, 64}, true, 0, 0); /* a training length */
     case_sdpa((attn_dims){1100, 2, 1, 30, 3, 4}, false, 0, 0); /* 66,000 rows: more than 65,535 workgroups */
+    test_sdpa_sliced();
 }
 
 static void case_embedding(int64_t V, int rank, const int64_t *ishape, int64_t D, int hot, int dump) {

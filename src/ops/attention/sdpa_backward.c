@@ -6,7 +6,10 @@
  *                                                 mask, softmax, one row per workgroup)
  *   dq = dS·k, dk = dSᵀ·q, dv = Pᵀ·dout          (wgml_matmul with transpose flags)
  * dk and dv sum over the group's heads and rows inside the matmul's fixed-order K loop, so the
- * GQA reduction is deterministic. Scratch: two [B, Hq, Sq, Skv] tensors. The causal mask is
+ * GQA reduction is deterministic. Scratch: two [B, Hq, Sq, Skv] tensors, or where those pass the
+ * device's binding limit (128 MiB on lavapipe: 8 sequences of 1,024 tokens at 9 heads need 302
+ * MB), the same steps over slices of the G groups, one slice's scratch at a time (views of the
+ * operands; the slices' gradients concatenated). The causal mask is
  * applied to P and dS, and the matmuls skip its masked half by tiles (matmul_banded: the
  * scores' tiles past the band are never computed, dq's K stops at the band, dk's and dv's K
  * skips the queries before it); the skipped terms are the zeros of P and dS. */
@@ -16,6 +19,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool same_shape(const wgml_tensor *a, const wgml_tensor *b) {
@@ -24,7 +28,7 @@ static bool same_shape(const wgml_tensor *a, const wgml_tensor *b) {
 
 /* The operands' checks, in the order the errors are reported: five f32 rank-4 tensors of this
  * graph, k and v alike, out and dout shaped as q, q's heads a multiple of k's, Sq <= Skv when
- * causal, a finite scale, and a [B, Hq, Sq, Skv] scratch within 32-bit indexing. */
+ * causal, a finite scale, and q and k within 32-bit indexing. */
 static wgml_status sdpa_backward_check(wgml_ctx *ctx, wgml_graph *g, const char *op, wgml_tensor *q, wgml_tensor *k,
                                        wgml_tensor *v, wgml_tensor *out, wgml_tensor *dout, int causal, float scale) {
     wgml_status s;
@@ -50,11 +54,9 @@ static wgml_status sdpa_backward_check(wgml_ctx *ctx, wgml_graph *g, const char 
                               "%s: causal attention needs Sq <= Skv (the mask is aligned to the end): q %s, k %s", op,
                               tshape(q), tshape(k));
     if (!isfinite(scale)) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: scale must be finite, got %g", op, (double)scale);
-    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], Skv = k->shape[2];
-    if ((uint64_t)(B * Hq * Sq * Skv) >= 0xFFFFFFFFull || (uint64_t)q->numel >= 0xFFFFFFFFull ||
-        (uint64_t)k->numel >= 0xFFFFFFFFull)
-        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s, k %s: the [B, Hq, Sq, Skv] scratch is too large", op,
-                              tshape(q), tshape(k));
+    if ((uint64_t)q->numel >= 0xFFFFFFFFull || (uint64_t)k->numel >= 0xFFFFFFFFull)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: q %s, k %s: too large for 32-bit indexing", op, tshape(q),
+                              tshape(k));
     return WGML_OK;
 }
 
@@ -72,6 +74,98 @@ static wgml_status soft_rows(wgml_graph *g, const char *op, wgml_tensor *ov, wgm
         (uint32_t)(window < Skv ? window : 0)};
     wgml_tensor *ro[2] = {ov, dov}, *rw[2] = {pm, ds};
     return graph_dispatch(g, op, "attn_bwd_soft", prelude, ro, 2, rw, 2, &p, sizeof p, (uint64_t)n_rows);
+}
+
+/* One slice of kv-head groups: q, out, dout as [n, R, D] and k, v as [n, Skv, D] (views) into
+ * gq3 [n, R, D], gk3 and gv3 [n, Skv, D]; the [n, R, Skv] scratch is freed on return. */
+static wgml_status backward_slice(wgml_graph *g, const char *op, wgml_tensor *qv, wgml_tensor *kv, wgml_tensor *vv,
+                                  wgml_tensor *ov, wgml_tensor *dov, int64_t Sq, int causal, float sc, int64_t window,
+                                  wgml_tensor **gq3, wgml_tensor **gk3, wgml_tensor **gv3) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t n = qv->shape[0], R = qv->shape[1], D = qv->shape[2], Skv = kv->shape[1];
+    /* query r of a row block is r mod Sq; key j is visible when j <= i + Skv - Sq */
+    matmul_band scores = {causal ? 1 : 0, Sq, Skv - Sq}, dq_band = {causal ? 2 : 0, Sq, Skv - Sq};
+    matmul_band dkv_band = {causal ? 3 : 0, Sq, Skv - Sq};
+    wgml_tensor *pm = NULL, *ds = NULL;
+    wgml_status s = WGML_OK;
+    /* scores and dout·vᵀ, [n, R, Skv]; the row kernel turns them into P and dS in place */
+    if (!(pm = matmul_banded(g, op, qv, kv, 0, 1, &scores))) s = wgml_last_status(ctx);
+    if (!s && !(ds = matmul_banded(g, op, dov, vv, 0, 1, &scores))) s = wgml_last_status(ctx);
+    if (!s) s = soft_rows(g, op, ov, dov, pm, ds, n * R, Sq, Skv, D, causal, sc, window);
+    /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
+    if (!s && !(*gq3 = matmul_banded(g, op, ds, kv, 0, 0, &dq_band))) s = wgml_last_status(ctx);
+    if (!s && !(*gk3 = matmul_banded(g, op, ds, qv, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
+    if (!s && !(*gv3 = matmul_banded(g, op, pm, dov, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
+    wgml_tensor_free(pm);
+    wgml_tensor_free(ds);
+    return s;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* The kv-head groups one slice may take: each scratch tensor ([groups, R, Skv] f32) within the
+ * device's storage binding and buffer limits ($WGML_SDPA_BWD_SCRATCH=BYTES lowers the limit:
+ * tests and sweeps), rounded down so that every slice's views start at the storage offset
+ * alignment. 0 with the error set when not even one group's slice fits. */
+static int64_t slice_groups(wgml_ctx *ctx, const char *op, int64_t G, int64_t R, int64_t Skv, int64_t D) {
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    uint64_t limit = caps && caps->max_storage_binding ? caps->max_storage_binding : 0xFFFFFFFCull;
+    if (limit > 0xFFFFFFFCull) limit = 0xFFFFFFFCull; /* a slice's elements stay in 32-bit indexing */
+    if (caps && caps->max_buffer_size && caps->max_buffer_size < limit) limit = caps->max_buffer_size;
+    const char *e = getenv("WGML_SDPA_BWD_SCRATCH");
+    unsigned long long forced = e && *e ? strtoull(e, NULL, 10) : 0;
+    if (forced && forced < limit) limit = forced;
+    uint64_t per_group = (uint64_t)(R * Skv) * sizeof(float);
+    int64_t n = (int64_t)(limit / per_group);
+    if (n >= G) return G;
+    /* a slice's views start at multiples of R·D and Skv·D floats */
+    int64_t align = caps && caps->storage_align ? caps->storage_align : 256;
+    int64_t uq = align / gcd64(R * D * 4, align), uk = align / gcd64(Skv * D * 4, align);
+    int64_t unit = uq / gcd64(uq, uk) * uk;
+    n = n / unit * unit;
+    if (n < 1)
+        wgml_set_error(ctx, WGML_ERR_LIMIT,
+                       "%s: the backward's scratch for %lld kv-head group%s of %lld query rows by %lld keys needs "
+                       "%llu bytes, over the device's %llu-byte limit",
+                       op, (long long)unit, unit > 1 ? "s" : "", (long long)R, (long long)Skv,
+                       (unsigned long long)(per_group * (uint64_t)unit), (unsigned long long)limit);
+    return n;
+}
+
+/* The backward over G kv-head groups in slices of slice_groups() (one slice when the scratch
+ * fits): each slice's views of q, k, v, out and dout, its products into gq3, gk3, gv3, and with
+ * several slices their gradients concatenated in order. */
+static wgml_status backward_sliced(wgml_graph *g, const char *op, wgml_tensor *qv, wgml_tensor *kv, wgml_tensor *vv,
+                                   wgml_tensor *ov, wgml_tensor *dov, int64_t Sq, int causal, float sc,
+                                   int64_t window, wgml_tensor **gq3, wgml_tensor **gk3, wgml_tensor **gv3) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t G = qv->shape[0], R = qv->shape[1], D = qv->shape[2], Skv = kv->shape[1];
+    int64_t n = slice_groups(ctx, op, G, R, Skv, D);
+    if (n < 1) return WGML_ERR_LIMIT;
+    if (n >= G) return backward_slice(g, op, qv, kv, vv, ov, dov, Sq, causal, sc, window, gq3, gk3, gv3);
+    int n_sl = (int)((G + n - 1) / n);
+    wgml_tensor **parts = calloc((size_t)n_sl * 3, sizeof *parts);
+    if (!parts) return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n_sl && !s; i++) {
+        int64_t g0 = i * n, m = G - g0 < n ? G - g0 : n;
+        int64_t qs[3] = {m, R, D}, ks[3] = {m, Skv, D};
+        uint64_t qo = (uint64_t)(g0 * R * D) * sizeof(float), ko = (uint64_t)(g0 * Skv * D) * sizeof(float);
+        wgml_tensor *v[5] = {graph_view(g, qv, op, qo, 3, qs), graph_view(g, kv, op, ko, 3, ks),
+                             graph_view(g, vv, op, ko, 3, ks), graph_view(g, ov, op, qo, 3, qs),
+                             graph_view(g, dov, op, qo, 3, qs)};
+        if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4]) s = wgml_last_status(ctx);
+        if (!s)
+            s = backward_slice(g, op, v[0], v[1], v[2], v[3], v[4], Sq, causal, sc, window, &parts[i],
+                               &parts[n_sl + i], &parts[2 * n_sl + i]);
+        for (int j = 0; j < 5; j++) wgml_tensor_free(v[j]);
+    }
+    if (!s && !(*gq3 = wgml_cat(g, parts, n_sl, 0))) s = wgml_last_status(ctx);
+    if (!s && !(*gk3 = wgml_cat(g, parts + n_sl, n_sl, 0))) s = wgml_last_status(ctx);
+    if (!s && !(*gv3 = wgml_cat(g, parts + 2 * n_sl, n_sl, 0))) s = wgml_last_status(ctx);
+    for (int i = 0; i < n_sl * 3; i++) wgml_tensor_free(parts[i]);
+    free(parts);
+    return s;
 }
 
 /* wgml_sdpa_backward and wgml_sdpa_backward_window (window 0: none). */
@@ -96,24 +190,13 @@ static wgml_status sdpa_backward_impl(wgml_graph *g, const char *op, wgml_tensor
     wgml_tensor *qv = wgml_reshape(g, q, 3, qv_shape), *kv = wgml_reshape(g, k, 3, kv_shape);
     wgml_tensor *vv = wgml_reshape(g, v, 3, kv_shape), *ov = wgml_reshape(g, out, 3, qv_shape);
     wgml_tensor *dov = wgml_reshape(g, dout, 3, qv_shape);
-    wgml_tensor *pm = NULL, *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
+    wgml_tensor *gq = NULL, *gk = NULL, *gv = NULL, *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
     s = qv && kv && vv && ov && dov ? WGML_OK : wgml_last_status(ctx);
-    /* scores and dout·vᵀ, [G, R, Skv]; the row kernel turns them into P and dS in place */
-    /* query r of a row block is r mod Sq; key j is visible when j <= i + Skv - Sq */
-    matmul_band scores = {causal ? 1 : 0, Sq, Skv - Sq}, dq_band = {causal ? 2 : 0, Sq, Skv - Sq};
-    matmul_band dkv_band = {causal ? 3 : 0, Sq, Skv - Sq};
-    if (!s && !(pm = matmul_banded(g, op, qv, kv, 0, 1, &scores))) s = wgml_last_status(ctx);
-    if (!s && !(ds = matmul_banded(g, op, dov, vv, 0, 1, &scores))) s = wgml_last_status(ctx);
-    if (!s) s = soft_rows(g, op, ov, dov, pm, ds, G * R, Sq, Skv, D, causal, sc, window);
-    /* dq = dS·k, dk = dSᵀ·q (sums the heads of a group and their rows), dv = Pᵀ·dout */
-    wgml_tensor *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
-    if (!s && !(gq3 = matmul_banded(g, op, ds, kv, 0, 0, &dq_band))) s = wgml_last_status(ctx);
-    if (!s && !(gk3 = matmul_banded(g, op, ds, qv, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
-    if (!s && !(gv3 = matmul_banded(g, op, pm, dov, 1, 0, &dkv_band))) s = wgml_last_status(ctx);
+    if (!s) s = backward_sliced(g, op, qv, kv, vv, ov, dov, Sq, causal, sc, window, &gq3, &gk3, &gv3);
     if (!s && !(gq = wgml_reshape(g, gq3, 4, q->shape))) s = wgml_last_status(ctx);
     if (!s && !(gk = wgml_reshape(g, gk3, 4, k->shape))) s = wgml_last_status(ctx);
     if (!s && !(gv = wgml_reshape(g, gv3, 4, k->shape))) s = wgml_last_status(ctx);
-    wgml_tensor *tmp[] = {qv, kv, vv, ov, dov, pm, ds, gq3, gk3, gv3};
+    wgml_tensor *tmp[] = {qv, kv, vv, ov, dov, gq3, gk3, gv3};
     for (size_t t = 0; t < sizeof tmp / sizeof *tmp; t++) wgml_tensor_free(tmp[t]);
     if (s) {
         wgml_tensor_free(gq);
