@@ -610,9 +610,9 @@ wgml_tensor *wgml_sdpa_cached(wgml_graph *g, wgml_tensor *q, wgml_tensor *k_cach
  * query heads that share a kv head, in a fixed order). The attention probabilities are
  * recomputed from q and k with matmuls into two [B, Hq, Sq, Skv] scratch tensors (meant for
  * training lengths up to a few thousand); where those pass the device's storage binding limit
- * the same steps run over slices of the B·Hkv kv heads, one slice's scratch at a time (an error
- * of kind WGML_ERR_LIMIT only when one kv head's [Hq/Hkv·Sq, Skv] does not fit). On error the
- * outputs are set to NULL. */
+ * the same steps run over slices of the B·Hkv kv heads, or of one kv head's query heads, one
+ * slice's scratch at a time (WGML_ERR_LIMIT only when one query head's [Sq, Skv] does not fit).
+ * On error the outputs are set to NULL. */
 wgml_status wgml_sdpa_backward(wgml_graph *g, wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *out,
                                wgml_tensor *dout, int causal, float scale, wgml_tensor **dq, wgml_tensor **dk,
                                wgml_tensor **dv);

@@ -735,8 +735,8 @@ static void case_sdpa_w(attn_dims a, bool causal, float scale, int dump, int64_t
 
 static void case_sdpa(attn_dims a, bool causal, float scale, int dump) { case_sdpa_w(a, causal, scale, dump, 0); }
 
-/* The number of dispatches of `shader` in a built graph with the backward of a = {2, 9, 3, 37,
- * 37, 64} (6 kv-head groups of 111 query rows by 37 keys, 16,428 bytes of scratch each). */
+/* The number of attn_bwd_soft dispatches (one a slice) in a built graph with the backward of
+ * {2, 9, 3, 37, 37, 64}: 6 kv-head groups of 3 query heads, 5,476 bytes of scratch a head. */
 static size_t sliced_soft_dispatches(void) {
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t qs[4] = {2, 9, 37, 64}, ks[4] = {2, 3, 37, 64};
@@ -755,30 +755,41 @@ static size_t sliced_soft_dispatches(void) {
 }
 
 /* A scratch over the device's binding limit ($WGML_SDPA_BWD_SCRATCH lowers the limit here): the
- * backward runs over slices of kv-head groups, each slice's views aligned to the storage offset
- * alignment; the gradients are the same (against the fp64 reference, dk and dv the same bits
- * twice), and a limit below one group's scratch is a clear error. */
+ * backward runs over slices of kv-head groups, or of one group's query heads, each slice's views
+ * at the storage offset alignment; the gradients are the same (against the fp64 reference, dk
+ * and dv the same bits twice), and a limit below one query head's scratch, or head slices off
+ * the alignment, are clear errors. */
 static void test_sdpa_sliced(void) {
     th_check(sliced_soft_dispatches() == 1, "sdpa_backward: one slice when the scratch fits");
     setenv("WGML_SDPA_BWD_SCRATCH", "40000", 1); /* 2 of the 6 groups a slice */
     th_check(sliced_soft_dispatches() == 3, "sdpa_backward: 3 slices of 2 groups under a 40,000-byte limit");
     case_sdpa((attn_dims){2, 9, 3, 37, 37, 64}, true, 0, 2);
     case_sdpa_w((attn_dims){3, 4, 2, 48, 48, 32}, true, 0, 0, 9); /* 18,432 bytes a group: 2 a slice */
-    /* D = 4: views start at multiples of 16 groups (60·4 and 3·4 floats a group, 256-byte
-     * alignment); 20 groups fit, so slices of 16, 16 and 8 */
+    setenv("WGML_SDPA_BWD_SCRATCH", "12000", 1); /* under one group (16,428): 2 of its 3 heads, then 1 */
+    th_check(sliced_soft_dispatches() == 12, "sdpa_backward: 12 slices of query heads under a 12,000-byte limit");
+    case_sdpa((attn_dims){2, 9, 3, 37, 37, 64}, true, 0, 2);
+    case_sdpa_w((attn_dims){1, 4, 1, 40, 40, 64}, true, 0, 0, 16); /* 4 heads of 6,400 bytes: 1 a slice */
+    /* D = 4: whole groups rounded to the alignment's unit (2 groups at 32 bytes, 16 at 256) */
     setenv("WGML_SDPA_BWD_SCRATCH", "14400", 1);
     case_sdpa((attn_dims){40, 2, 1, 30, 3, 4}, false, 0, 0);
-    setenv("WGML_SDPA_BWD_SCRATCH", "100", 1);
-    int64_t qs[4] = {1, 2, 8, 16}, ks[4] = {1, 1, 8, 16};
+    int64_t qs[4] = {1, 2, 8, 16}, ks[4] = {1, 1, 8, 16}, q3[4] = {1, 2, 8, 3}, k3[4] = {1, 1, 1, 3};
     wgml_tensor *q = wgml_tensor_new(T.g, WGML_F32, 4, qs), *k = wgml_tensor_new(T.g, WGML_F32, 4, ks);
+    wgml_tensor *qa = wgml_tensor_new(T.g, WGML_F32, 4, q3), *ka = wgml_tensor_new(T.g, WGML_F32, 4, k3);
     wgml_tensor *dq = NULL, *dk = NULL, *dv = NULL;
-    th_expect_error("sdpa_backward: scratch over the limit",
+    setenv("WGML_SDPA_BWD_SCRATCH", "100", 1);
+    th_expect_error("sdpa_backward: one head's scratch over the limit",
                     wgml_sdpa_backward(T.g, q, k, k, q, q, 1, 0, &dq, &dk, &dv) != WGML_OK && !dq && !dk && !dv,
-                    WGML_ERR_LIMIT, "sdpa_backward", "16 query rows by 8 keys needs 512 bytes",
+                    WGML_ERR_LIMIT, "sdpa_backward", "one query head of 8 queries by 8 keys needs 256 bytes",
                     "over the device's 100-byte limit", NULL);
+    /* one key of D = 3: a group's k and v span 12 bytes, so head slices of one group cannot align */
+    setenv("WGML_SDPA_BWD_SCRATCH", "40", 1);
+    th_expect_error("sdpa_backward: head slices off the alignment",
+                    wgml_sdpa_backward(T.g, qa, ka, ka, qa, qa, 0, 0, &dq, &dk, &dv) != WGML_OK && !dq,
+                    WGML_ERR_LIMIT, "sdpa_backward", "one kv head (16 query rows by 1 key, 64 bytes)",
+                    "storage alignment", NULL);
     unsetenv("WGML_SDPA_BWD_SCRATCH");
-    wgml_tensor_free(q);
-    wgml_tensor_free(k);
+    wgml_tensor *t[4] = {q, k, qa, ka};
+    for (int i = 0; i < 4; i++) wgml_tensor_free(t[i]);
 }
 
 static void test_sdpa(void) {

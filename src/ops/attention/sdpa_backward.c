@@ -8,9 +8,11 @@
  * dk and dv sum over the group's heads and rows inside the matmul's fixed-order K loop, so the
  * GQA reduction is deterministic. Scratch: two [B, Hq, Sq, Skv] tensors, or where those pass the
  * device's binding limit (128 MiB on lavapipe: 8 sequences of 1,024 tokens at 9 heads need 302
- * MB), the same steps over slices of the G groups, one slice's scratch at a time (views of the
- * operands; the slices' gradients concatenated). The causal mask is
- * applied to P and dS, and the matmuls skip its masked half by tiles (matmul_banded: the
+ * MB), the same steps over slices (plan_slices: whole groups, else one group's query heads), one
+ * slice's scratch at a time: views of the operands, dq's rows and the groups' dk and dv
+ * concatenated, a group's dk and dv summed over its head slices in order (the one case where
+ * the GQA sum is split; still fixed-order). The causal mask is applied to P and dS, and the
+ * matmuls skip its masked half by tiles (matmul_banded: the
  * scores' tiles past the band are never computed, dq's K stops at the band, dk's and dv's K
  * skips the queries before it); the skipped terms are the zeros of P and dS. */
 #include "graph/graph.h"
@@ -103,11 +105,22 @@ static wgml_status backward_slice(wgml_graph *g, const char *op, wgml_tensor *qv
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
-/* The kv-head groups one slice may take: each scratch tensor ([groups, R, Skv] f32) within the
- * device's storage binding and buffer limits ($WGML_SDPA_BWD_SCRATCH=BYTES lowers the limit:
- * tests and sweeps), rounded down so that every slice's views start at the storage offset
- * alignment. 0 with the error set when not even one group's slice fits. */
-static int64_t slice_groups(wgml_ctx *ctx, const char *op, int64_t G, int64_t R, int64_t Skv, int64_t D) {
+/* The fewest consecutive items of `floats` f32 each whose span is a multiple of align bytes. */
+static int64_t align_unit(int64_t floats, int64_t align) { return align / gcd64(floats * 4 % align, align); }
+
+/* How the backward is cut: ng kv-head groups a slice, and nh of a group's rep query heads a
+ * slice (nh = rep: whole groups; nh < rep only with ng = 1). */
+typedef struct bwd_slicing {
+    int64_t ng, nh;
+} bwd_slicing;
+
+/* The slicing that keeps each scratch tensor ([ng, nh·Sq, Skv] f32) within the device's storage
+ * binding and buffer limits ($WGML_SDPA_BWD_SCRATCH=BYTES lowers the limit: tests and sweeps):
+ * all G groups when they fit; else as many whole groups as fit, rounded so that every slice's
+ * views start at the storage offset alignment; else one group at a time in slices of its query
+ * heads. False with the error set when not even that fits or aligns. */
+static bool plan_slices(wgml_ctx *ctx, const char *op, int64_t G, int64_t rep, int64_t Sq, int64_t Skv, int64_t D,
+                        bwd_slicing *sl) {
     const gpu_caps *caps = gpu_get_caps(ctx);
     uint64_t limit = caps && caps->max_storage_binding ? caps->max_storage_binding : 0xFFFFFFFCull;
     if (limit > 0xFFFFFFFCull) limit = 0xFFFFFFFCull; /* a slice's elements stay in 32-bit indexing */
@@ -115,55 +128,104 @@ static int64_t slice_groups(wgml_ctx *ctx, const char *op, int64_t G, int64_t R,
     const char *e = getenv("WGML_SDPA_BWD_SCRATCH");
     unsigned long long forced = e && *e ? strtoull(e, NULL, 10) : 0;
     if (forced && forced < limit) limit = forced;
-    uint64_t per_group = (uint64_t)(R * Skv) * sizeof(float);
-    int64_t n = (int64_t)(limit / per_group);
-    if (n >= G) return G;
-    /* a slice's views start at multiples of R·D and Skv·D floats */
     int64_t align = caps && caps->storage_align ? caps->storage_align : 256;
-    int64_t uq = align / gcd64(R * D * 4, align), uk = align / gcd64(Skv * D * 4, align);
-    int64_t unit = uq / gcd64(uq, uk) * uk;
-    n = n / unit * unit;
-    if (n < 1)
+    uint64_t per_head = (uint64_t)(Sq * Skv) * sizeof(float), per_group = per_head * (uint64_t)rep;
+    int64_t n = (int64_t)(limit / per_group), nh = (int64_t)(limit / per_head);
+    /* whole groups: views at multiples of R·D floats of q and Skv·D of k */
+    int64_t uq = align_unit(rep * Sq * D, align), uk = align_unit(Skv * D, align);
+    int64_t unit = uq / gcd64(uq, uk) * uk, uh = align_unit(Sq * D, align);
+    if (n >= G) *sl = (bwd_slicing){G, rep};
+    else if (n >= unit) *sl = (bwd_slicing){n / unit * unit, rep};
+    else if (uk == 1 && nh >= uh) *sl = (bwd_slicing){1, nh / uh * uh}; /* heads of one group */
+    else if (nh < 1) {
         wgml_set_error(ctx, WGML_ERR_LIMIT,
-                       "%s: the backward's scratch for %lld kv-head group%s of %lld query rows by %lld keys needs "
-                       "%llu bytes, over the device's %llu-byte limit",
-                       op, (long long)unit, unit > 1 ? "s" : "", (long long)R, (long long)Skv,
-                       (unsigned long long)(per_group * (uint64_t)unit), (unsigned long long)limit);
-    return n;
+                       "%s: the backward's scratch for one query head of %lld queries by %lld key%s needs %llu bytes, "
+                       "over the device's %llu-byte limit",
+                       op, (long long)Sq, (long long)Skv, Skv == 1 ? "" : "s", (unsigned long long)per_head,
+                       (unsigned long long)limit);
+        return false;
+    } else {
+        wgml_set_error(ctx, WGML_ERR_LIMIT,
+                       "%s: the backward's scratch for one kv head (%lld query rows by %lld key%s, %llu bytes) is over "
+                       "the device's %llu-byte limit, and slices of it would start off the %lld-byte storage alignment",
+                       op, (long long)(rep * Sq), (long long)Skv, Skv == 1 ? "" : "s", (unsigned long long)per_group,
+                       (unsigned long long)limit, (long long)align);
+        return false;
+    }
+    return true;
 }
 
-/* The backward over G kv-head groups in slices of slice_groups() (one slice when the scratch
- * fits): each slice's views of q, k, v, out and dout, its products into gq3, gk3, gv3, and with
- * several slices their gradients concatenated in order. */
-static wgml_status backward_sliced(wgml_graph *g, const char *op, wgml_tensor *qv, wgml_tensor *kv, wgml_tensor *vv,
-                                   wgml_tensor *ov, wgml_tensor *dov, int64_t Sq, int causal, float sc,
-                                   int64_t window, wgml_tensor **gq3, wgml_tensor **gk3, wgml_tensor **gv3) {
+/* One slice's views (m groups from g0, nh query heads from h0) and its products: dq's rows as
+ * [m·nh·Sq, D] into *gq2, dk and dv as [m, Skv, D]. */
+static wgml_status slice_at(wgml_graph *g, const char *op, wgml_tensor *const in[5], int64_t Sq, int64_t g0,
+                            int64_t m, int64_t h0, int64_t nh, int causal, float sc, int64_t window,
+                            wgml_tensor **gq2, wgml_tensor **gk, wgml_tensor **gv) {
     wgml_ctx *ctx = graph_ctx(g);
-    int64_t G = qv->shape[0], R = qv->shape[1], D = qv->shape[2], Skv = kv->shape[1];
-    int64_t n = slice_groups(ctx, op, G, R, Skv, D);
-    if (n < 1) return WGML_ERR_LIMIT;
-    if (n >= G) return backward_slice(g, op, qv, kv, vv, ov, dov, Sq, causal, sc, window, gq3, gk3, gv3);
-    int n_sl = (int)((G + n - 1) / n);
-    wgml_tensor **parts = calloc((size_t)n_sl * 3, sizeof *parts);
-    if (!parts) return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
-    wgml_status s = WGML_OK;
-    for (int i = 0; i < n_sl && !s; i++) {
-        int64_t g0 = i * n, m = G - g0 < n ? G - g0 : n;
-        int64_t qs[3] = {m, R, D}, ks[3] = {m, Skv, D};
-        uint64_t qo = (uint64_t)(g0 * R * D) * sizeof(float), ko = (uint64_t)(g0 * Skv * D) * sizeof(float);
-        wgml_tensor *v[5] = {graph_view(g, qv, op, qo, 3, qs), graph_view(g, kv, op, ko, 3, ks),
-                             graph_view(g, vv, op, ko, 3, ks), graph_view(g, ov, op, qo, 3, qs),
-                             graph_view(g, dov, op, qo, 3, qs)};
-        if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4]) s = wgml_last_status(ctx);
-        if (!s)
-            s = backward_slice(g, op, v[0], v[1], v[2], v[3], v[4], Sq, causal, sc, window, &parts[i],
-                               &parts[n_sl + i], &parts[2 * n_sl + i]);
-        for (int j = 0; j < 5; j++) wgml_tensor_free(v[j]);
+    int64_t R = in[0]->shape[1], D = in[0]->shape[2], Skv = in[1]->shape[1];
+    int64_t qs[3] = {m, nh * Sq, D}, ks[3] = {m, Skv, D}, rows[2] = {m * nh * Sq, D};
+    uint64_t qo = (uint64_t)((g0 * R + h0 * Sq) * D) * sizeof(float), ko = (uint64_t)(g0 * Skv * D) * sizeof(float);
+    wgml_tensor *v[5] = {graph_view(g, in[0], op, qo, 3, qs), graph_view(g, in[1], op, ko, 3, ks),
+                         graph_view(g, in[2], op, ko, 3, ks), graph_view(g, in[3], op, qo, 3, qs),
+                         graph_view(g, in[4], op, qo, 3, qs)};
+    wgml_tensor *gq = NULL;
+    wgml_status s = v[0] && v[1] && v[2] && v[3] && v[4] ? WGML_OK : wgml_last_status(ctx);
+    if (!s) s = backward_slice(g, op, v[0], v[1], v[2], v[3], v[4], Sq, causal, sc, window, &gq, gk, gv);
+    if (!s && !(*gq2 = wgml_reshape(g, gq, 2, rows))) s = wgml_last_status(ctx);
+    wgml_tensor_free(gq);
+    for (int j = 0; j < 5; j++) wgml_tensor_free(v[j]);
+    return s;
+}
+
+/* *acc += x in a fixed order (the first x becomes *acc); x is consumed. */
+static wgml_status add_into(wgml_graph *g, wgml_tensor **acc, wgml_tensor *x) {
+    if (!*acc) {
+        *acc = x;
+        return WGML_OK;
     }
-    if (!s && !(*gq3 = wgml_cat(g, parts, n_sl, 0))) s = wgml_last_status(ctx);
-    if (!s && !(*gk3 = wgml_cat(g, parts + n_sl, n_sl, 0))) s = wgml_last_status(ctx);
-    if (!s && !(*gv3 = wgml_cat(g, parts + 2 * n_sl, n_sl, 0))) s = wgml_last_status(ctx);
-    for (int i = 0; i < n_sl * 3; i++) wgml_tensor_free(parts[i]);
+    wgml_tensor *sum = wgml_add(g, *acc, x, 1.0f);
+    wgml_tensor_free(*acc);
+    wgml_tensor_free(x);
+    *acc = sum;
+    return sum ? WGML_OK : wgml_last_status(graph_ctx(g));
+}
+
+/* The backward over the G kv-head groups (in = q, k, v, out, dout as [G, R, D] and [G, Skv,
+ * D]) cut as plan_slices says: one slice when the scratch fits; else each slice's views and
+ * products, dq's rows and the groups' dk and dv concatenated in order, a group's dk and dv
+ * summed over its head slices. */
+static wgml_status backward_sliced(wgml_graph *g, const char *op, wgml_tensor *const in[5], int64_t Sq, int causal,
+                                   float sc, int64_t window, wgml_tensor **gq3, wgml_tensor **gk3,
+                                   wgml_tensor **gv3) {
+    wgml_ctx *ctx = graph_ctx(g);
+    int64_t G = in[0]->shape[0], R = in[0]->shape[1], D = in[0]->shape[2], rep = R / Sq;
+    bwd_slicing sl;
+    if (!plan_slices(ctx, op, G, rep, Sq, in[1]->shape[1], D, &sl)) return WGML_ERR_LIMIT;
+    if (sl.ng >= G && sl.nh == rep)
+        return backward_slice(g, op, in[0], in[1], in[2], in[3], in[4], Sq, causal, sc, window, gq3, gk3, gv3);
+    int n_g = (int)((G + sl.ng - 1) / sl.ng), n_h = (int)((rep + sl.nh - 1) / sl.nh);
+    wgml_tensor **parts = calloc((size_t)(n_g * n_h + 2 * n_g), sizeof *parts), *gq2 = NULL;
+    if (!parts) return wgml_set_error(ctx, WGML_ERR_OOM, "%s: out of host memory", op);
+    wgml_tensor **pk = parts + n_g * n_h, **pv = pk + n_g;
+    wgml_status s = WGML_OK;
+    for (int i = 0; i < n_g && !s; i++) {
+        int64_t g0 = i * sl.ng, m = G - g0 < sl.ng ? G - g0 : sl.ng;
+        for (int j = 0; j < n_h && !s; j++) {
+            int64_t h0 = j * sl.nh, nh = rep - h0 < sl.nh ? rep - h0 : sl.nh;
+            wgml_tensor *gk = NULL, *gv = NULL;
+            s = slice_at(g, op, in, Sq, g0, m, h0, nh, causal, sc, window, &parts[i * n_h + j], &gk, &gv);
+            if (!s) s = add_into(g, &pk[i], gk);
+            else wgml_tensor_free(gk);
+            if (!s) s = add_into(g, &pv[i], gv);
+            else wgml_tensor_free(gv);
+        }
+    }
+    int64_t qs[3] = {G, R, D};
+    if (!s && !(gq2 = wgml_cat(g, parts, n_g * n_h, 0))) s = wgml_last_status(ctx);
+    if (!s && !(*gq3 = wgml_reshape(g, gq2, 3, qs))) s = wgml_last_status(ctx);
+    if (!s && !(*gk3 = wgml_cat(g, pk, n_g, 0))) s = wgml_last_status(ctx);
+    if (!s && !(*gv3 = wgml_cat(g, pv, n_g, 0))) s = wgml_last_status(ctx);
+    wgml_tensor_free(gq2);
+    for (int i = 0; i < n_g * n_h + 2 * n_g; i++) wgml_tensor_free(parts[i]);
     free(parts);
     return s;
 }
@@ -192,7 +254,8 @@ static wgml_status sdpa_backward_impl(wgml_graph *g, const char *op, wgml_tensor
     wgml_tensor *dov = wgml_reshape(g, dout, 3, qv_shape);
     wgml_tensor *gq = NULL, *gk = NULL, *gv = NULL, *gq3 = NULL, *gk3 = NULL, *gv3 = NULL;
     s = qv && kv && vv && ov && dov ? WGML_OK : wgml_last_status(ctx);
-    if (!s) s = backward_sliced(g, op, qv, kv, vv, ov, dov, Sq, causal, sc, window, &gq3, &gk3, &gv3);
+    wgml_tensor *in[5] = {qv, kv, vv, ov, dov};
+    if (!s) s = backward_sliced(g, op, in, Sq, causal, sc, window, &gq3, &gk3, &gv3);
     if (!s && !(gq = wgml_reshape(g, gq3, 4, q->shape))) s = wgml_last_status(ctx);
     if (!s && !(gk = wgml_reshape(g, gk3, 4, k->shape))) s = wgml_last_status(ctx);
     if (!s && !(gv = wgml_reshape(g, gv3, 4, k->shape))) s = wgml_last_status(ctx);
