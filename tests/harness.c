@@ -332,3 +332,14 @@ int th_remove_tree(const char *dir) {
     closedir(d);
     return rmdir(dir) | rc;
 }
+
+bool th_tmp_path(char *buf, size_t n, const char *fmt, ...) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    int k = snprintf(buf, n, "%s/", dir);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = k >= 0 && (size_t)k < n ? vsnprintf(buf + k, n - (size_t)k, fmt, ap) : -1;
+    va_end(ap);
+    return th_check(m >= 0 && (size_t)(k + m) < n, "a temporary path under %s fits %zu bytes", dir, n);
+}

@@ -72,6 +72,9 @@ bool th_expect_error(const char *name, bool failed, wgml_status want, ...);
 /* Removes a folder a test wrote and everything under it (links are removed, never followed), so
  * a test leaves nothing in /tmp whatever the code under test put there. Returns 0 or -1. */
 int th_remove_tree(const char *dir);
+/* The path of a test's file or folder in the temporary folder ($TMPDIR, else /tmp):
+ * "TMPDIR/name", name formatted from fmt, into buf; a path that does not fit is a failure. */
+bool th_tmp_path(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A test in parts. On lavapipe a test's time is mostly its kernels' compilation, so a long test is
  * split into parts that CTest runs one per test (tests/CMakeLists.txt's WGML_TEST_PARTS: each

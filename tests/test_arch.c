@@ -326,7 +326,7 @@ static void run_family(int i) {
     synth s;
     make_family(&s, f);
     char path[128];
-    snprintf(path, sizeof path, "/tmp/wgml_test_arch_%s_%d.gguf", f->name, (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml_test_arch_%s_%d.gguf", f->name, (int)getpid());
     if (th_check(synth_write_ex(&s, path, f->name, NULL, NULL, f->gemma ? WINDOW : 0, f->gemma ? GLOBAL_BASE : ROPE_BASE),
                  "write %s", path)) {
         check_description(f, path);
@@ -345,7 +345,7 @@ static void part_qwen3(void) {
     synth s;
     synth_make(&s, 1);
     char path[128];
-    snprintf(path, sizeof path, "/tmp/wgml_test_arch_bad_%d.gguf", (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml_test_arch_bad_%d.gguf", (int)getpid());
     th_check(synth_write_ex(&s, path, "qwen3", "blk.0.attn_q_norm.weight", NULL, 0, ROPE_BASE), "write %s", path);
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
     th_expect_error("qwen3 without its q norm", m == NULL, WGML_ERR_FORMAT, "blk.0.attn_q_norm.weight", NULL);

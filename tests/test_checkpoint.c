@@ -295,7 +295,7 @@ static void test_python_file(const char *path) {
 int main(int argc, char **argv) {
     th_init_args("test_checkpoint", argc, argv);
     clock_t c0 = clock();
-    snprintf(TMP, sizeof TMP, "/tmp/wgml_test_ckpt_%d", (int)getpid());
+    th_tmp_path(TMP, sizeof TMP, "wgml_test_ckpt_%d", (int)getpid());
     mkdir(TMP, 0755);
     if (getenv("WGML_ST_READ")) {
         test_python_file(getenv("WGML_ST_READ"));

@@ -233,7 +233,7 @@ static void test_jsonl(void) {
 
 static void test_file(void) {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/wgml_test_data_%d.jsonl", (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml_test_data_%d.jsonl", (int)getpid());
     FILE *f = fopen(path, "w");
     th_check(f != NULL, "file: temp file %s", path);
     if (!f) return;

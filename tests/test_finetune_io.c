@@ -75,8 +75,8 @@ static void test_ste(void) {
     float d1[6], m1[6], d0[2];
     gb b = make_gguf(d1, m1, d0);
     char in[128], out[128], err[400];
-    snprintf(in, sizeof in, "/tmp/wgml_ste_in_%d.gguf", (int)getpid());
-    snprintf(out, sizeof out, "/tmp/wgml_ste_out_%d.gguf", (int)getpid());
+    th_tmp_path(in, sizeof in, "wgml_ste_in_%d.gguf", (int)getpid());
+    th_tmp_path(out, sizeof out, "wgml_ste_out_%d.gguf", (int)getpid());
     th_check(gb_write(&b, in), "ste: synthetic GGUF written");
     float lat1[3 * 64], lat0[2 * 32];
     for (int i = 0; i < 3 * 64; i++) lat1[i] = (float)th_uniform(-2.5, 3.5);
@@ -220,8 +220,8 @@ static void test_reports(void) {
     wgml_report_row rows[5] = {{0, NAN, 0, 0, 20.5}, {1, 3.2, 1e-3, 150.5, 0}, {2, 3.0, 9e-4, 160, 0}, {3, 2.9, 8e-4, 155, 0},
                                {4, 2.7, 1e-4, 158, 15.25}};
     char csv[128], svg[128], err[300];
-    snprintf(csv, sizeof csv, "/tmp/wgml_loss_%d.csv", (int)getpid());
-    snprintf(svg, sizeof svg, "/tmp/wgml_loss_%d.svg", (int)getpid());
+    th_tmp_path(csv, sizeof csv, "wgml_loss_%d.csv", (int)getpid());
+    th_tmp_path(svg, sizeof svg, "wgml_loss_%d.svg", (int)getpid());
     th_check(wgml_report_write_csv(csv, rows, 5, err, sizeof err) == WGML_OK, "csv: written");
     wgml_report_row *back;
     size_t n;
@@ -278,7 +278,7 @@ static void write_text(const char *path, const char *text) {
 
 static void test_adapter(void) {
     char dir[128], model[160], other[160], err[700];
-    snprintf(dir, sizeof dir, "/tmp/wgml_adapter_%d", (int)getpid());
+    th_tmp_path(dir, sizeof dir, "wgml_adapter_%d", (int)getpid());
     mkdir(dir, 0755);
     snprintf(model, sizeof model, "%s/base.gguf", dir);
     snprintf(other, sizeof other, "%s/other.gguf", dir);

@@ -503,7 +503,7 @@ int main(int argc, char **argv) {
     unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
     unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
     unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
-    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_generate_%d.gguf", (int)getpid());
+    th_tmp_path(g_path, sizeof g_path, "wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now_s();
     test_generate();
     test_fused();

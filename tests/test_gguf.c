@@ -178,7 +178,7 @@ static void test_model(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_gguf", argc, argv);
-    snprintf(path, sizeof path, "/tmp/wgml_test_gguf_%d.gguf", (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml_test_gguf_%d.gguf", (int)getpid());
     test_read(3);
     test_read(2);
     test_errors();

@@ -385,7 +385,7 @@ int main(int argc, char **argv) {
     /* the fused inference graphs, as a GPU runs them (a CPU adapter's default is the plain ops,
      * which test_generate and the Python and browser tests run) */
     setenv("WGML_LLAMA_UNFUSED", "0", 0);
-    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_llama_%d.gguf", (int)getpid());
+    th_tmp_path(g_path, sizeof g_path, "wgml_test_llama_%d.gguf", (int)getpid());
     test_sampler();
     test_utf8_holdback();
     test_share();

@@ -146,7 +146,7 @@ static void test_errors(void) {
 
     /* small files with bad tokenizer metadata */
     char path[128], err[512];
-    snprintf(path, sizeof path, "/tmp/wgml_test_tok_%d.gguf", (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml_test_tok_%d.gguf", (int)getpid());
     struct { const char *name, *model, *pre, *merge, *tmpl; wgml_status want; const char *msg; } cases[] = {
         {"unknown model", "bert", "default", "a b", NULL, WGML_ERR_UNSUPPORTED, "is not supported"},
         {"unknown pre", "gpt2", "qwen9", "a b", NULL, WGML_ERR_UNSUPPORTED, "pre-tokenizer 'qwen9'"},

@@ -394,7 +394,7 @@ static void test_gemma_file(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_tokenizer_spm", argc, argv);
-    snprintf(g_path, sizeof g_path, "/tmp/wgml_test_spm_%d.gguf", (int)getpid());
+    th_tmp_path(g_path, sizeof g_path, "wgml_test_spm_%d.gguf", (int)getpid());
     test_rules();
     test_errors();
     test_chat();

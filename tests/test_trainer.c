@@ -592,7 +592,7 @@ out:
  * back into a third trainer with the same parameters and attaches to the model. */
 static void test_checkpoint_adapter(const char *path) {
     char dir[96], err[700];
-    snprintf(dir, sizeof dir, "/tmp/wgml-trainer-ckpt-%d", (int)getpid());
+    th_tmp_path(dir, sizeof dir, "wgml-trainer-ckpt-%d", (int)getpid());
     wgml_model *ma = wgml_model_load(T.ctx, path, NULL), *mb = wgml_model_load(T.ctx, path, NULL);
     wgml_train_config cfg = tiny_config(5), c4 = tiny_config(5);
     c4.lora_rank = 2;
@@ -829,7 +829,7 @@ static void test_model(const char *path, const char *cs) {
 int main(int argc, char **argv) {
     th_init_args("test_trainer", argc, argv);
     char path[64];
-    snprintf(path, sizeof path, "/tmp/wgml-trainer-%d.gguf", (int)getpid());
+    th_tmp_path(path, sizeof path, "wgml-trainer-%d.gguf", (int)getpid());
     synth s;
     synth_make(&s, 1);
     if (th_check(synth_write(&s, path, "llama", NULL, NULL), "write %s", path)) {
