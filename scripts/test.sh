@@ -28,6 +28,11 @@ bash scripts/build.sh build
 .deps/venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation ./python
 jobs=${WGML_TEST_JOBS:-$(nproc)}
 cache=$PWD/build/shader-cache
+# the tests' temporary files go to a folder of this run, which must be empty at the end: a test
+# that leaves files behind fails the run (a full /tmp once stopped CI's set-up)
+# (PyTorch's compile cache, which the Python tests' imports create empty there, goes to build/)
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/wgml-tests.XXXXXX")
+export TMPDIR TORCHINDUCTOR_CACHE_DIR=$PWD/build/torchinductor
 t0=$SECONDS
 status=0
 echo "== tests: trusted kernels, Python and ExecuTorch (plain build) =="
@@ -59,4 +64,10 @@ if [ "${WGML_TEST_SANITIZE:-1}" = 1 ]; then
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^py_|_checked$' || status=1
   echo "== sanitizer build: $((SECONDS - t1)) s =="
 fi
+if [ -n "$(ls -A "$TMPDIR")" ]; then
+  echo "== the tests left files in their temporary folder (failed): =="
+  (cd "$TMPDIR" && find . -maxdepth 2 | sort | head -40)
+  status=1
+fi
+rm -rf "$TMPDIR"
 exit $status
