@@ -54,7 +54,9 @@ def main():
                             for i in range(60)))
         rec = os.path.join(tmp, "rec")
         os.mkdir(rec)
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), RAY_DEDUP_LOGS="0")
+        # Ray keeps its session folders (logs, sockets) in $RAY_TMPDIR/ray after it stops: here
+        # they go with the test's folder
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), RAY_DEDUP_LOGS="0", RAY_TMPDIR=tmp)
         args = ["--model", model, "--data", data, "--clients", "3", "--rounds", "3", "--local-steps", "2", "--rank", "4",
                 "--seq-len", "32", "--lr", "3e-3", "--record-dir", rec, "--kill-client", "1", "--kill-round", "2"]
         r = subprocess.run([sys.executable, "-m", "wgml.flower"] + args, capture_output=True, text=True, timeout=600,
