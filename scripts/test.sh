@@ -33,6 +33,7 @@ cache=$PWD/build/shader-cache
 # (PyTorch's compile cache, which the Python tests' imports create empty there, goes to build/)
 TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/wgml-tests.XXXXXX")
 export TMPDIR TORCHINDUCTOR_CACHE_DIR=$PWD/build/torchinductor
+trap 'rm -rf "$TMPDIR"' EXIT # also when a build step stops the run
 t0=$SECONDS
 status=0
 echo "== tests: trusted kernels, Python and ExecuTorch (plain build) =="
@@ -69,5 +70,4 @@ if [ -n "$(ls -A "$TMPDIR")" ]; then
   (cd "$TMPDIR" && find . -maxdepth 2 | sort | head -40)
   status=1
 fi
-rm -rf "$TMPDIR"
 exit $status
