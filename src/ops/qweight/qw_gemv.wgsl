@@ -114,27 +114,28 @@ fn x_merged(i: u32) -> vec4<f32> {
 
 //!include ew_act
 
-// 4-bit codes: x's element i of a word (i < 8) is pre-scaled by 16^-i (X4_LO, X4_HI, applied to
-// the block's x in main), so code i times 16^i, the word masked, needs no shift. Both scalings are
-// powers of two, so every product and sum is the one of the unscaled form. Masking instead of
-// shifting and masking made the large GEMVs 12-18% faster on the H200 (bench/NOTES.md,
-// 2026-12-04): the codes' unpacking, not the memory, is what holds them back.
-const X4_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
-const X4_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.7252902984619140625e-09);
+//!include qw_cvt
+
+// 4-bit codes: x's element i of a half word (i < 4) is pre-scaled by 16^-i (X4, applied to the
+// block's x in main), so code i times 16^i, the half word masked, needs no shift. Both scalings
+// are powers of two, so every product and sum is the one of the unscaled form. Masking instead
+// of shifting and masking made the large GEMVs 12-18% faster on the H200 (bench/NOTES.md,
+// 2026-12-04); the masked codes become floats through qw_cvt (exact below 2^23, so the high half
+// word is shifted down first), not a conversion instruction each.
+const X4 = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
-// (4-bit: scaled by X4_LO, X4_HI)
+// (4-bit: scaled by X4)
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
     if (CPW == 8u) {
-        let c0 = vec4<f32>(vec4<u32>(word) & vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u));
-        let c1 = vec4<f32>(vec4<u32>(word) & vec4<u32>(0xF0000u, 0xF00000u, 0xF000000u, 0xF0000000u));
+        let m = vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u);
+        let c0 = cvt_u2f(vec4<u32>(word) & m);
+        let c1 = cvt_u2f(vec4<u32>(word >> 16u) & m);
         return dot(xa, c0) + dot(xb, c1);
     } else if (KIND == 3u) { // unsigned 8-bit codes (Q8_MIN)
-        let c0 = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
-        return dot(xa, c0);
+        return dot(xa, cvt_u2f((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)));
     } else { // signed 8-bit codes (Q8)
-        let c0 = vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
-        return dot(xa, c0);
+        return dot(xa, cvt_i8x4(word));
     }
 }
 
@@ -246,25 +247,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let d1 = a1 / 127.0;
                     let q = quant_block(xs, select(0.0, 127.0 / a0, a0 > 0.0), select(0.0, 127.0 / a1, a1 > 0.0));
                     // x's sum as the product's offset term takes it: d·Σq (qw_quant_x's s), per half
-                    let s0 = d0 * f32(qsum(q, 0u));
-                    let s1 = d1 * f32(qsum(q, 4u));
+                    let s0 = d0 * cvt_acc1(CVT_I0 + qsum(q, 0u));
+                    let s1 = d1 * cvt_acc1(CVT_I0 + qsum(q, 4u));
                     for (var r = 0u; r < RPT; r++) {
                         let ab0 = ab[u][r][0];
                         if (CPW == 8u) {
-                            acc[r][mm] += ab0.x * d0 * f32(idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
+                            acc[r][mm] += ab0.x * d0 * cvt_acc1(CVT_I0 + idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
                         } else { // 8-bit codes: two loads; G = 16: one (a, b) and d per half block
                             let ab1 = ab[u][r][GPB - 1u];
-                            acc[r][mm] += ab0.x * d0 * f32(idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
-                                          ab1.x * d1 * f32(idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
+                            acc[r][mm] += ab0.x * d0 * cvt_acc1(CVT_I0 + idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
+                                          ab1.x * d1 * cvt_acc1(CVT_I0 + idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
                         }
                     }
                     continue;
                 }
                 if (CPW == 8u) {
-                    for (var i = 0u; i < 8u; i += 2u) {
-                        xs[i] *= X4_LO;
-                        xs[i + 1u] *= X4_HI;
-                    }
+                    for (var i = 0u; i < 8u; i++) { xs[i] *= X4; }
                 }
                 for (var r = 0u; r < RPT; r++) {
                     if (GPB == 1u) {

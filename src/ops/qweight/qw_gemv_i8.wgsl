@@ -7,8 +7,11 @@
 // second, whatever its bytes, bench/NOTES.md 2026-12-05).
 // (G = 16: each half block has its own d, inv_lo for x[0..15] and inv_hi for x[16..31], as
 // qw_quant_x's 16-k blocks; else inv_lo = inv_hi). q = round(x / d) clamped to -127..127, as
-// qw_quant_x, so a decode step's products equal the prefill GEMM's.
-fn qpack(v: vec4<f32>, inv: f32) -> u32 { return pack4xI8(vec4<i32>(clamp(round(v * inv), vec4<f32>(-127.0), vec4<f32>(127.0)))); }
+// qw_quant_x, so a decode step's products equal the prefill GEMM's; rounded and packed through
+// qw_cvt (no float-to-int conversion instruction: 32 a block for every thread were as many as
+// the f32 form's one per code over 8 rows would be).
+//!include qw_cvt
+fn qpack(v: vec4<f32>, inv: f32) -> u32 { return cvt_round_pack(clamp(v * inv, vec4<f32>(-127.0), vec4<f32>(127.0))); }
 
 fn quant_block(xs: array<vec4<f32>, 8>, inv_lo: f32, inv_hi: f32) -> array<u32, 8> {
     var q: array<u32, 8>;

@@ -12,8 +12,10 @@
 // strided by the thread grid (qw_mm_head's store_tile). Per block the threads stage X's BM rows
 // (QB/4 words each) with d and s, and W's BC rows unpacked to QB/4 int8 words with (a, b), all
 // as vec4 over 4 rows/columns; each thread then sums TM·TC·QB/4 dot products into i32 and folds
-// them into its f32 tile with d·a and s·b. Split-K slices (r_chunk a multiple of 32) as qw_mm.
+// them into its f32 tile with d·a and s·b (read as f32 through qw_cvt). Split-K slices (r_chunk
+// a multiple of 32) as qw_mm.
 //!include qw_mm_head
+//!include qw_cvt
 
 const QW: u32 = QB / 4u; // packed words of a block
 var<workgroup> Xs: array<vec4<u32>, QW * BM4>; // [j][m]
@@ -83,8 +85,13 @@ fn run_tile(t: Tile, lid: u32) {
         load_w(t.c0, r0, lid);
         workgroupBarrier();
         // initialised explicitly: naga hoists a loop body's `var` to the function's entry, so an
-        // implicit zero would be given once, not per block
-        var isum = array<array<vec4<i32>, TC4>, TM>();
+        // implicit zero would be given once, not per block. The sums start at qw_cvt's CVT_I0
+        // (|sum| <= 32·127·128 < 2^22), so cvt_acc reads them as f32 without a conversion
+        // instruction each.
+        var isum: array<array<vec4<i32>, TC4>, TM>;
+        for (var i = 0u; i < TM; i++) {
+            for (var h = 0u; h < TC4; h++) { isum[i][h] = vec4<i32>(CVT_I0); }
+        }
         for (var j = 0u; j < QW; j++) {
             var xv: array<vec4<u32>, TM4>;
             var wv: array<vec4<u32>, TC4>;
@@ -104,7 +111,7 @@ fn run_tile(t: Tile, lid: u32) {
             for (var h = 0u; h < TC4; h++) {
                 let a = Wa[h * WX + tx];
                 let b = Wb[h * WX + tx];
-                acc[i][h] = fma(vec4<f32>(isum[i][h]), d * a, fma(vec4<f32>(s), b, acc[i][h]));
+                acc[i][h] = fma(cvt_acc(isum[i][h]), d * a, fma(vec4<f32>(s), b, acc[i][h]));
             }
         }
         workgroupBarrier();
