@@ -480,6 +480,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "generate")) return bench_generate(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "matmul")) return bench_matmul_main(ctx, argc, argv);
     if (argc >= 1 && !strcmp(argv[0], "ops")) return bench_ops_main(ctx, argc - 1, argv + 1);
+    if (argc >= 1 && !strcmp(argv[0], "peak")) return bench_peak_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "train")) return bench_train_main(ctx, argc - 1, argv + 1);
     /* --type NAME (a GGUF block type, e.g. Q4_K) benchmarks that weight type: bench_qw reads
      * it from $WGML_QW_BENCH_TYPE */
@@ -497,6 +498,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
+                    "       wgml bench peak [--threads N] [--steps N]\n"
                     "       wgml bench qw [--gemv|--train|--prefill] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]  (q4: an alias)\n"
                     "                         (--train: WGML_QW_MM_VARIANT, WGML_QW_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] [--forward] [--reps N] [--profile]\n"

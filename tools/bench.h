@@ -5,6 +5,7 @@
 
 int bench_main(wgml_ctx *ctx, int argc, char **argv);       /* bench.c: dispatch, matmul, generate */
 int bench_ops_main(wgml_ctx *ctx, int argc, char **argv);   /* bench_ops.c */
+int bench_peak_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_peak.c */
 int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv); /* bench_lmhead.c */
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv); /* bench_train.c */
 int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */

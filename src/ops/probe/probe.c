@@ -1,0 +1,80 @@
+/* The throughput probes (probe.h, probe_peak.wgsl): their dispatch and their results computed
+ * on the host, step by step as the kernel does them (exact: integers in f32 under 2^24, i32
+ * wrapping). */
+#include "ops/probe/probe.h"
+#include "gpu/gpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* the uniform's a and b for each kind: (1.0, 1.0); the dot product's second operand, the bytes
+ * 3, -5, 7, -2; the conversions' mask 15 and shift 19 (the mantissa's top 4 bits) */
+static const uint32_t PROBE_A[PROBE_N] = {0x3F800000u, 0u, 15u, 15u};
+static const uint32_t PROBE_B[PROBE_N] = {0x3F800000u, 0xFE07FB03u, 19u, 19u};
+
+const char *probe_name(probe_kind k) {
+    static const char *names[PROBE_N] = {"f32 fma", "dot4I8Packed", "u32 -> f32 convert", "u32 -> f32 via 2^23"};
+    return k < PROBE_N ? names[k] : "?";
+}
+
+double probe_ops_per_step(probe_kind k) { return k == PROBE_FMA ? 2.0 : k == PROBE_DOT4I8 ? 8.0 : 1.0; }
+
+bool probe_supported(wgml_ctx *ctx, probe_kind k) {
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return k < PROBE_N && (k != PROBE_DOT4I8 || (caps && caps->dot4i8));
+}
+
+wgml_tensor *probe_record(wgml_graph *g, probe_kind k, uint32_t threads, uint32_t iters) {
+    wgml_ctx *ctx = graph_ctx(g);
+    if (!probe_supported(ctx, k) || threads == 0 || iters > PROBE_MAX_ITERS) {
+        wgml_set_error(ctx, WGML_ERR_ARG, "probe: kind %d, %u threads, %u steps (at most %u; kind supported: %s)",
+                       (int)k, threads, iters, PROBE_MAX_ITERS, probe_supported(ctx, k) ? "yes" : "no");
+        return NULL;
+    }
+    int64_t n = threads;
+    wgml_tensor *out = graph_output(g, "probe", WGML_U32, 1, &n);
+    if (!out) return NULL;
+    struct {
+        uint32_t n, iters, a, b;
+    } p = {.n = threads, .iters = iters, .a = PROBE_A[k], .b = PROBE_B[k]};
+    char pre[256];
+    snprintf(pre, sizeof pre, "const KIND: u32 = %du;\n%s", (int)k,
+             k == PROBE_DOT4I8 ? "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> {\n"
+                                 "  let u = bitcast<vec4<u32>>(x);\n"
+                                 "  return vec4<i32>(dot4I8Packed(u.x, b), dot4I8Packed(u.y, b), dot4I8Packed(u.z, b),"
+                                 " dot4I8Packed(u.w, b)) + x;\n}\n"
+                               : "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> { return x; }\n");
+    if (graph_dispatch(g, "probe", "probe_peak", pre, NULL, 0, &out, 1, &p, sizeof p, (threads + 255) / 256)) {
+        wgml_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static int32_t dot4i8(uint32_t a, uint32_t b) {
+    int32_t s = 0;
+    for (int i = 0; i < 4; i++) s += (int32_t)(int8_t)(uint8_t)(a >> (8 * i)) * (int32_t)(int8_t)(uint8_t)(b >> (8 * i));
+    return s;
+}
+
+uint32_t probe_expected(probe_kind k, uint32_t t, uint32_t iters) {
+    uint32_t a = PROBE_A[k], b = PROBE_B[k], sum_i = 0;
+    float sum_f = 0;
+    for (int c = 0; c < PROBE_CHAINS; c++) {
+        float x = (float)(t % 61u) + (float)c;
+        uint32_t xi = (uint32_t)(int32_t)x;
+        for (uint32_t i = 0; i < iters; i++) {
+            uint32_t bits;
+            memcpy(&bits, &x, 4);
+            if (k == PROBE_FMA) x += 1.0f;
+            else if (k == PROBE_DOT4I8) xi += (uint32_t)dot4i8(xi, b);
+            else x += (float)((bits >> b) & a);
+        }
+        sum_f += x;
+        sum_i += xi;
+    }
+    if (k == PROBE_DOT4I8) return sum_i;
+    uint32_t bits;
+    memcpy(&bits, &sum_f, 4);
+    return bits;
+}
