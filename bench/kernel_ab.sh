@@ -2,8 +2,9 @@
 # A/B of two wgml builds' kernels and models on the GPU machine, in one call: BASE=<source tree
 # of the other version> bash bench/kernel_ab.sh. Builds BASE into $BASE/build-gpu and this tree
 # into build-gpu side by side, then, ROUNDS times (2), alternating base and this tree:
-#  - each command of CMDS (';'-separated arguments of `wgml`, default the 4-bit GEMV by kind and
-#    the prefill GEMMs; ENV="VAR=VALUE ..." prefixes them);
+#  - each command of CMDS (';'-separated arguments of `wgml`, each with its own leading VAR=VALUE
+#    settings if any; default the 4-bit GEMV by kind and the prefill GEMMs; ENV="VAR=VALUE ..."
+#    applies to all);
 #  - for each MODELS entry ("name:TYPE", bench/real_shapes.py's random-weight files, written once
 #    per model), `wgml bench generate` at each (prompt, decode) pair of PD ("512 128"), once as
 #    the default and once per MENV setting (say WGML_QW_INT8=0).
@@ -29,12 +30,15 @@ stamp() { echo "-- $1 at $(($(date +%s) - t0)) s"; }
   stamp "built"
   ./build-gpu/wgml info
   side() { [ "$1" = "$BASE/build-gpu/wgml" ] && echo base || echo this; }
+  # a command's leading VAR=VALUE words (its own settings) and the rest (wgml's arguments)
+  cmd_env() { local w; for w in $1; do [[ $w =~ ^[A-Z_0-9]+= ]] || break; echo "$w"; done; }
+  cmd_args() { local w a=0; for w in $1; do [[ $a = 0 && $w =~ ^[A-Z_0-9]+= ]] && continue; a=1; echo "$w"; done; }
   IFS=';' read -ra cmds <<<"$CMDS"
   for r in $(seq 1 "$ROUNDS"); do
     for c in "${cmds[@]}"; do
       for w in "$BASE/build-gpu/wgml" ./build-gpu/wgml; do
         echo "== round $r, $(side "$w"): wgml $c ${ENV:-}"
-        env ${ENV:-} $w $c 2>&1 | sed "s/^/$(side "$w") | /"
+        env ${ENV:-} $(cmd_env "$c") $w $(cmd_args "$c") 2>&1 | sed "s/^/$(side "$w") | /"
       done
     done
     stamp "round $r of the commands"
