@@ -227,7 +227,7 @@ static void case_seg(int kind, int64_t m, int64_t k, int group) {
 
 /* 4-bit codes: the symmetric kind at three group sizes (a partial last group at G = 64), Q4_1,
  * Q4_K; the 64 x 64 tile (the default) with partial tiles, the 128 x 64 and 128 x 128 tiles
- * ($WGML_QW_I8_TILE), split-K, a bias, accumulation. */
+ * ($WGML_QW_I8_TILE), split-K, a bias, accumulation, 2 and 4 blocks a stage. */
 static void test_4bit(void) {
     case_i8(0, 70, 100, 96, 32, true, NULL, false);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
@@ -240,6 +240,14 @@ static void test_4bit(void) {
     case_i8(1, 200, 300, 96, 32, false, NULL, false);
     unsetenv("WGML_QW_I8_TILE");
     case_seg(1, 70, 96, 32);
+    /* 2 and 4 blocks a stage ($WGML_QW_I8_STAGE): stages that run past a split-K slice's end
+     * (K = 1024 in 3 slices of 352) and past K (200 at G = 64; 96 at G = 32) */
+    setenv("WGML_QW_I8_STAGE", "4", 1);
+    case_i8(0, 40, 72, 1024, 128, true, "3", false);
+    case_i8(0, 133, 70, 200, 64, false, NULL, false);
+    setenv("WGML_QW_I8_STAGE", "2", 1);
+    case_i8(1, 65, 64, 96, 32, false, "2", true);
+    unsetenv("WGML_QW_I8_STAGE");
 }
 
 /* 8-bit fields: Q8_0 (signed), Q5_0 (signed 5-bit), Q5_1 and Q5_K (unsigned 5-bit with a
