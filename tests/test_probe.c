@@ -3,7 +3,7 @@
  * partial) and compared word for word with the host's step-by-step result; the FMA kind also
  * with its closed form in double (every chain counts up by one a step: start + steps); the
  * kinds' results differ from one another and from the start (a probe whose steps were folded
- * away would not); bad arguments. */
+ * away would not); the public wgml_peak_measure; bad arguments. */
 #include "harness.h"
 #include "ops/probe/probe.h"
 
@@ -60,6 +60,15 @@ int main(int argc, char **argv) {
         case_probe((probe_kind)k, 1000, 37);
         case_probe((probe_kind)k, 3 * 256 + 5, 300);
     }
+    /* the public measurement: a rate, and its errors */
+    double sec = 0, rate = 0;
+    wgml_status s = wgml_peak_measure(T.ctx, 0, 512, 16, 0.0, 1, &sec, &rate);
+    th_check(s == WGML_OK && sec > 0 && rate > 0, "wgml_peak_measure f32 fma: status %d, %g s, %g ops/s (%s)", (int)s,
+             sec, rate, wgml_last_error(T.ctx));
+    th_expect_error("peak: unknown kind", wgml_peak_measure(T.ctx, WGML_PEAK_KINDS, 512, 16, 0.0, 1, &sec, &rate) != 0,
+                    WGML_ERR_ARG, "kind 4", NULL);
+    th_expect_error("peak: too few threads", wgml_peak_measure(T.ctx, 0, 63, 16, 0.0, 1, &sec, &rate) != 0,
+                    WGML_ERR_ARG, "63 threads", NULL);
     th_expect_error("probe: too many steps", probe_record(T.g, PROBE_FMA, 64, PROBE_MAX_ITERS + 1) == NULL,
                     WGML_ERR_ARG, "32769 steps", NULL);
     th_expect_error("probe: no threads", probe_record(T.g, PROBE_FMA, 0, 8) == NULL, WGML_ERR_ARG, "0 threads",

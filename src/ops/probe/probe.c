@@ -5,6 +5,7 @@
 #include "gpu/gpu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* the uniform's a and b for each kind: (1.0, 1.0); the dot product's second operand, the bytes
@@ -77,4 +78,41 @@ uint32_t probe_expected(probe_kind k, uint32_t t, uint32_t iters) {
     uint32_t bits;
     memcpy(&bits, &sum_f, 4);
     return bits;
+}
+
+const char *wgml_peak_name(int kind) { return kind >= 0 && kind < PROBE_N ? probe_name((probe_kind)kind) : "?"; }
+
+wgml_status wgml_peak_measure(wgml_ctx *ctx, int kind, uint32_t threads, uint32_t steps, double warmup_s, int runs,
+                              double *seconds, double *ops_per_s) {
+    if (!ctx) return wgml_set_error(NULL, WGML_ERR_ARG, "peak: ctx is NULL");
+    if (kind < 0 || kind >= PROBE_N || threads < 64 || steps < 1 || steps > PROBE_MAX_ITERS || runs < 1)
+        return wgml_set_error(ctx, WGML_ERR_ARG, "peak: kind %d, %u threads, %u steps, %d runs (kinds 0..%d, >= 64 "
+                                                 "threads, 1..%u steps, >= 1 run)",
+                              kind, threads, steps, runs, PROBE_N - 1, PROBE_MAX_ITERS);
+    if (!probe_supported(ctx, (probe_kind)kind))
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED, "peak: %s: not supported by this adapter", probe_name(kind));
+    wgml_graph *g = wgml_graph_new(ctx);
+    wgml_tensor *out = g ? probe_record(g, (probe_kind)kind, threads, steps) : NULL;
+    uint32_t *host = malloc(sizeof(uint32_t) * threads);
+    double best = 0;
+    wgml_status s = !g || !out ? wgml_last_status(ctx)
+                    : !host    ? wgml_set_error(ctx, WGML_ERR_OOM, "peak: out of host memory")
+                               : WGML_OK;
+    if (!s) s = wgml_graph_keep(g, out);
+    if (!s) s = wgml_graph_compile(g);
+    if (!s) s = wgml_graph_benchmark(g, warmup_s, runs, &best, NULL);
+    if (!s) s = wgml_tensor_read(out, host, sizeof(uint32_t) * threads);
+    for (uint32_t i = 0; !s && i < 64; i++) {
+        uint32_t t = (uint32_t)((uint64_t)i * (threads - 1) / 63), want = probe_expected((probe_kind)kind, t, steps);
+        if (host[t] != want)
+            s = wgml_set_error(ctx, WGML_ERR_GPU, "peak: %s: thread %u gave 0x%08x, the host 0x%08x",
+                               probe_name(kind), t, host[t], want);
+    }
+    free(host);
+    wgml_graph_free(g);
+    if (s) return s;
+    double steps_all = (double)threads * steps * PROBE_CHAINS;
+    if (seconds) *seconds = best;
+    if (ops_per_s) *ops_per_s = best > 0 ? steps_all * probe_ops_per_step((probe_kind)kind) / best : 0;
+    return WGML_OK;
 }
