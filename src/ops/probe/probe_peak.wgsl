@@ -7,13 +7,15 @@
 //   1 dot4i8:   x = dot4I8Packed(x, b) + x, i32 (the bytes of x against b's, wrapping; the
 //               prelude's dot_step, a stub where the adapter lacks the integer dot product);
 //   2 cvt:      x = x + f32((bits(x) >> b) & a), f32, a = 15: an int-to-float conversion a step;
-//   3 cvt_bits: the same through the mantissa of 2^23 (qw_cvt's cvt_u2f) instead of a conversion.
+//   3 cvt_bits: the same through the mantissa of 2^23 (qw_cvt's cvt_u2f, the qweight kernels'
+//               form) instead of a conversion.
 // Chain c of thread t starts at (t % 61) + c. The thread writes the sum of its chains (f32
 // kinds: exact, every value an integer under 2^24 for iters <= 32768) as bits to O[t].
 struct Params { n: u32, iters: u32, a: u32, b: u32 }
 
 //!bindings write(O: array<u32>) uniform(p: Params)
 
+//!include qw_cvt
 //!include flat_main
 const FLAT_WG: u32 = 256u;
 fn items() -> u32 { return p.n; }
@@ -39,8 +41,7 @@ fn item(t: u32) {
             } else if (KIND == 2u) {
                 xf[v] += vec4<f32>((bitcast<vec4<u32>>(xf[v]) >> sh) & m);
             } else {
-                xf[v] += bitcast<vec4<f32>>(((bitcast<vec4<u32>>(xf[v]) >> sh) & m) | vec4<u32>(0x4B000000u)) -
-                         vec4<f32>(8388608.0);
+                xf[v] += cvt_u2f((bitcast<vec4<u32>>(xf[v]) >> sh) & m);
             }
         }
     }

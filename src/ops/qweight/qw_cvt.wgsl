@@ -6,21 +6,24 @@
 // goes into the mantissa of a power of two whose last mantissa bit is worth 1, and that power is
 // subtracted exactly: one bitwise operation and one float add, no rounding anywhere.
 
-// f32(v) for v < 2^23: 2^23 + v as bits, less 2^23
+// f32(v) for v < 2^23: 2^23 + v as bits, less 2^23 (cvt_u2f1 one value)
 fn cvt_u2f(v: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388608.0); }
+fn cvt_u2f1(v: u32) -> f32 { return bitcast<f32>(v | 0x4B000000u) - 8388608.0; }
 
-// f32 of the signed bytes of word (byte i of word is element i): each byte b, as an int8 c,
-// is c + 128 = b ^ 0x80 in 0..255, then less 2^23 + 128
+// f32 of signed bytes: a byte b, as an int8 c, is c + 128 = b ^ 0x80 in 0..255, then less
+// 2^23 + 128. cvt_i8x4: the four bytes of word (byte i is element i); cvt_i8: the low byte of v.
 fn cvt_i8x4(word: u32) -> vec4<f32> {
     let b = (vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
     return bitcast<vec4<f32>>((b ^ vec4<u32>(0x80u)) | vec4<u32>(0x4B000000u)) - vec4<f32>(8388736.0);
 }
+fn cvt_i8(v: u32) -> f32 { return bitcast<f32>(((v & 255u) ^ 0x80u) | 0x4B000000u) - 8388736.0; }
 
 // An i32 accumulator that starts at CVT_I0 (the bits of 1.5·2^23) and to which integers of
-// |sum| < 2^22 are added holds the f32 1.5·2^23 + sum: cvt_acc gives the sum back exactly
+// |sum| < 2^22 are added holds the f32 1.5·2^23 + sum: cvt_acc gives the sum back exactly;
+// cvt_i2f(v) is f32(v) for |v| < 2^22 the same way
 const CVT_I0: i32 = 0x4B400000;
 fn cvt_acc(a: vec4<i32>) -> vec4<f32> { return bitcast<vec4<f32>>(a) - vec4<f32>(12582912.0); }
-fn cvt_acc1(a: i32) -> f32 { return bitcast<f32>(a) - 12582912.0; }
+fn cvt_i2f(v: i32) -> f32 { return bitcast<f32>(CVT_I0 + v) - 12582912.0; }
 
 // The int8 of round-half-even(v) for |v| <= 127 (after the caller's clamp), as the low byte of
 // the bits of v + 1.5·2^23 (its last mantissa bit is worth 1, so the add rounds to an integer,

@@ -247,16 +247,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let d1 = a1 / 127.0;
                     let q = quant_block(xs, select(0.0, 127.0 / a0, a0 > 0.0), select(0.0, 127.0 / a1, a1 > 0.0));
                     // x's sum as the product's offset term takes it: d·Σq (qw_quant_x's s), per half
-                    let s0 = d0 * cvt_acc1(CVT_I0 + qsum(q, 0u));
-                    let s1 = d1 * cvt_acc1(CVT_I0 + qsum(q, 4u));
+                    let s0 = d0 * cvt_i2f(qsum(q, 0u));
+                    let s1 = d1 * cvt_i2f(qsum(q, 4u));
                     for (var r = 0u; r < RPT; r++) {
                         let ab0 = ab[u][r][0];
                         if (CPW == 8u) {
-                            acc[r][mm] += ab0.x * d0 * cvt_acc1(CVT_I0 + idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
+                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
                         } else { // 8-bit codes: two loads; G = 16: one (a, b) and d per half block
                             let ab1 = ab[u][r][GPB - 1u];
-                            acc[r][mm] += ab0.x * d0 * cvt_acc1(CVT_I0 + idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
-                                          ab1.x * d1 * cvt_acc1(CVT_I0 + idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
+                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
+                                          ab1.x * d1 * cvt_i2f(idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
                         }
                     }
                     continue;

@@ -164,12 +164,11 @@ void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_re
     const char *gab = w->kind == WGML_Q4_SYM ? "return vec2<f32>(v, -8.0 * v);"
                       : w->has_min           ? "return v;"
                                              : "return vec2<f32>(v, 0.0);";
-    /* the code as f32 through the mantissa of 2^23 (exact; qw_cvt.wgsl says why not f32(u)) */
-    const char *code = f32 ? "return bitcast<f32>(word);"
-                       : w->kind == WGML_Q8
-                           ? "return bitcast<f32>((((word >> (8u * i)) & 255u) ^ 0x80u) | 0x4B000000u) - 8388736.0;"
-                       : w->kind == WGML_Q8_MIN ? "return bitcast<f32>(((word >> (8u * i)) & 255u) | 0x4B000000u) - 8388608.0;"
-                                                : "return bitcast<f32>(((word >> (4u * i)) & 15u) | 0x4B000000u) - 8388608.0;";
+    /* the code as f32 through qw_cvt.wgsl (exact; it says why not f32(u)) */
+    const char *code = f32                      ? "return bitcast<f32>(word);"
+                       : w->kind == WGML_Q8     ? "return cvt_i8(word >> (8u * i));"
+                       : w->kind == WGML_Q8_MIN ? "return cvt_u2f1((word >> (8u * i)) & 255u);"
+                                                : "return cvt_u2f1((word >> (4u * i)) & 15u);";
     const char *deq = f32                    ? "return c;"
                       : w->kind == WGML_Q4_SYM ? "return (c - 8.0) * ab.x;"
                       : w->has_min           ? "return c * ab.x + ab.y;"
@@ -193,6 +192,7 @@ void qw_kind_prelude_ex(char *buf, size_t cap, const wgml_qweight *w, bool ab_re
                        "const PADC: u32 = %du;\n"
                        "alias ABT = %s;\n"
                        "%s"
+                       "//!include qw_cvt\n"
                        "fn code_f(word: u32, i: u32) -> f32 { %s }\n"
                        "fn deq(c: f32, ab: vec2<f32>) -> f32 { %s }\n"
                        "fn quant(l: f32, ab: vec2<f32>) -> u32 {\n  %s\n}\n",
