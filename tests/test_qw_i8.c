@@ -227,7 +227,8 @@ static void case_seg(int kind, int64_t m, int64_t k, int group) {
 
 /* 4-bit codes: the symmetric kind at three group sizes (a partial last group at G = 64), Q4_1,
  * Q4_K; the 64 x 64 tile (the default) with partial tiles, the 128 x 64 and 128 x 128 tiles
- * ($WGML_QW_I8_TILE), split-K, a bias, accumulation, 2 and 4 blocks a stage. */
+ * ($WGML_QW_I8_TILE), split-K, a bias, accumulation, 2 and 4 blocks a stage, the next stage
+ * read ahead. */
 static void test_4bit(void) {
     case_i8(0, 70, 100, 96, 32, true, NULL, false);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
@@ -247,7 +248,12 @@ static void test_4bit(void) {
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
     setenv("WGML_QW_I8_STAGE", "2", 1);
     case_i8(1, 65, 64, 96, 32, false, "2", true);
+    /* the next stage read ahead ($WGML_QW_I8_PREFETCH) at 2 and 1 blocks a stage, split-K */
+    setenv("WGML_QW_I8_PREFETCH", "1", 1);
+    case_i8(0, 133, 70, 200, 64, false, NULL, false);
     unsetenv("WGML_QW_I8_STAGE");
+    case_i8(0, 40, 72, 1024, 128, true, "3", true);
+    unsetenv("WGML_QW_I8_PREFETCH");
 }
 
 /* 8-bit fields: Q8_0 (signed), Q5_0 (signed 5-bit), Q5_1 and Q5_K (unsigned 5-bit with a
@@ -258,6 +264,10 @@ static void test_8bit(void) {
     case_i8(4, 20, 64, 128, 32, false, NULL, true);
     case_i8(6, 17, 65, 256, 32, false, NULL, false);
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
+    setenv("WGML_QW_I8_PREFETCH", "1", 1); /* read ahead with 8-bit words and 16-k blocks */
+    case_i8(2, 70, 96, 96, 32, false, "2", false);
+    case_i8(7, 50, 70, 512, 16, false, NULL, false);
+    unsetenv("WGML_QW_I8_PREFETCH");
 }
 
 /* The GEMV's integer form (qw_gemv.wgsl's I8X: x quantised per block in registers, the codes

@@ -294,6 +294,10 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
     /* $WGML_QW_I8_STAGE=1|2|4: blocks staged per pair of barriers (measurements; default 1) */
     const char *se = getenv("WGML_QW_I8_STAGE");
     uint32_t sb = se && (!strcmp(se, "2") || !strcmp(se, "4")) ? (uint32_t)(se[0] - '0') : 1u;
+    /* $WGML_QW_I8_PREFETCH=1: the next stage's global reads issued before this stage's dot
+     * products (measurements; default off until timed) */
+    const char *pe = getenv("WGML_QW_I8_PREFETCH");
+    bool pf = pe && !strcmp(pe, "1");
     int64_t tiles_m = (m + bm - 1) / bm, tiles_c = (c + bc - 1) / bc, steps = (r + 31) / 32;
     int splits = qw_choose_splits(false, tiles_m * tiles_c, m, r, c);
     if (splits > steps) splits = (int)steps;
@@ -302,8 +306,9 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
     int len = snprintf(prelude, sizeof prelude,
                        "const TRANS: bool = false; const VA: u32 = 1u; const SEG: bool = %s; const QB: u32 = %uu;\n"
                        "const BM: u32 = %uu; const BC: u32 = %uu; const BR: u32 = 32u; const TM: u32 = %uu; "
-                       "const TC: u32 = %uu; const SB: u32 = %uu;\nalias AV = u32;\n%s",
-                       seg ? "true" : "false", qb, bm, bc, tm, tc, sb, qw_flag_consts(w->bias != NULL, d && d->acc));
+                       "const TC: u32 = %uu; const SB: u32 = %uu; const PF: bool = %s;\nalias AV = u32;\n%s",
+                       seg ? "true" : "false", qb, bm, bc, tm, tc, sb, pf ? "true" : "false",
+                       qw_flag_consts(w->bias != NULL, d && d->acc));
     qw_kind_prelude(prelude + len, sizeof prelude - (size_t)len, w);
     qw_mm_params p = {.m = (uint32_t)m, .r = (uint32_t)r, .c = (uint32_t)c, .wpr = (uint32_t)qw_words_per_row(w),
                       .ng = (uint32_t)(w->kp / w->group), .tiles_c = (uint32_t)tiles_c, .tiles_m = (uint32_t)tiles_m,

@@ -11,7 +11,8 @@
 // (BM/TM)·(BC/TC) threads, each a TM x TC register tile of rows and columns in groups of 4
 // strided by the thread grid (qw_mm_head's store_tile). Per stage of SB blocks (prelude), one
 // pair of barriers, the threads stage each block's X rows (QB/4 words each) with d and s, and
-// W's BC rows unpacked to QB/4 int8 words with (a, b), all as vec4 over 4 rows/columns; then per
+// W's BC rows unpacked to QB/4 int8 words with (a, b), all as vec4 over 4 rows/columns (read
+// from memory one stage ahead with PF: fetch, commit); then per
 // block each thread sums TM·TC·QB/4 dot products into i32 and folds them into its f32 tile with
 // d·a and s·b (read as f32 through qw_cvt). Split-K slices (r_chunk a multiple of 32) as qw_mm;
 // a stage's blocks at or past the slice's end count as zero.
@@ -27,57 +28,106 @@ var<workgroup> Ws: array<vec4<u32>, SB * QW * BC4>; // [b][j][c]
 var<workgroup> Wa: array<vec4<f32>, SB * BC4>;
 var<workgroup> Wb: array<vec4<f32>, SB * BC4>;
 
-// X's SB blocks from k = r0 for rows m0..m0+BM: words, then d and s (rows past M and blocks at
-// or past re give 0)
-fn load_x(m0: u32, r0: u32, re: u32, lid: u32) {
-    let rs = p.Kp / 4u + 2u * (p.Kp / QB);
-    for (var e = lid; e < SB * BM * QW; e += THREADS) {
-        let b = e / (BM * QW);
-        let m = (e / QW) % BM;
-        let j = e % QW;
-        var v = 0u;
-        if (m0 + m < p.M && r0 + b * QB < re) { v = A[(m0 + m) * rs + (r0 + b * QB) / 4u + j]; }
-        Xs[(b * QW + j) * BM4 + m / 4u][m % 4u] = v;
-    }
-    for (var e = lid; e < SB * BM; e += THREADS) {
-        let b = e / BM;
-        let m = e % BM;
-        var d = 0.0;
-        var s = 0.0;
-        if (m0 + m < p.M && r0 + b * QB < re) {
-            let o = (m0 + m) * rs + p.Kp / 4u + (r0 + b * QB) / QB;
-            d = bitcast<f32>(A[o]);
-            s = bitcast<f32>(A[o + p.Kp / QB]);
-        }
-        Xd[b * BM4 + m / 4u][m % 4u] = d;
-        Xsum[b * BM4 + m / 4u][m % 4u] = s;
-    }
+// One stage's loads as a thread holds them between the global reads (fetch) and the
+// workgroup-memory stores (commit): the e = lid + i·THREADS elements of X's words, X's (d, s),
+// W's code words and W's (a, b) over SB blocks from k = r0 (rows past M or C and blocks at or
+// past re give 0). With PF (prelude) the next stage is fetched right after the barrier that
+// publishes this one, so its global reads are in flight while this stage's dot products run;
+// without it, after the stage's second barrier, as a plain load-then-compute loop.
+const NXW: u32 = (SB * BM * QW + THREADS - 1u) / THREADS;
+const NXD: u32 = (SB * BM + THREADS - 1u) / THREADS;
+const NWW: u32 = (SB * BC * (QB / CPW) + THREADS - 1u) / THREADS;
+const NWA: u32 = (SB * BC + THREADS - 1u) / THREADS;
+struct Stage {
+    xw: array<u32, NXW>,
+    xd: array<vec2<f32>, NXD>,
+    ww: array<u32, NWW>,
+    wab: array<vec2<f32>, NWA>,
 }
 
-// W's SB blocks from k = r0 for rows (output columns) c0..c0+BC: a 4-bit code word (8 codes)
-// gives its even and odd nibbles as two int8 words, an 8-bit one itself; (a, b) of each block's
-// group (rows past C and blocks at or past re give 0)
-fn load_w(c0: u32, r0: u32, re: u32, lid: u32) {
-    for (var e = lid; e < SB * BC * (QB / CPW); e += THREADS) {
+fn fetch(st: ptr<function, Stage>, m0: u32, c0: u32, r0: u32, re: u32, lid: u32) {
+    let rs = p.Kp / 4u + 2u * (p.Kp / QB);
+    for (var i = 0u; i < NXW; i++) {
+        let e = lid + i * THREADS;
+        let b = e / (BM * QW);
+        let m = (e / QW) % BM;
+        var v = 0u;
+        if (e < SB * BM * QW && m0 + m < p.M && r0 + b * QB < re) {
+            v = A[(m0 + m) * rs + (r0 + b * QB) / 4u + e % QW];
+        }
+        (*st).xw[i] = v;
+    }
+    for (var i = 0u; i < NXD; i++) {
+        let e = lid + i * THREADS;
+        let b = e / BM;
+        let m = e % BM;
+        var ds = vec2<f32>(0.0);
+        if (e < SB * BM && m0 + m < p.M && r0 + b * QB < re) {
+            let o = (m0 + m) * rs + p.Kp / 4u + (r0 + b * QB) / QB;
+            ds = vec2<f32>(bitcast<f32>(A[o]), bitcast<f32>(A[o + p.Kp / QB]));
+        }
+        (*st).xd[i] = ds;
+    }
+    for (var i = 0u; i < NWW; i++) {
+        let e = lid + i * THREADS;
         let b = e / (BC * (QB / CPW));
         let c = (e / (QB / CPW)) % BC;
-        let wi = e % (QB / CPW);
         var w = 0u;
-        if (c0 + c < p.C && r0 + b * QB < re) { w = CODES[(c0 + c) * p.wpr + (r0 + b * QB) / CPW + wi]; }
-        if (CPW == 8u) {
-            Ws[(b * QW + 2u * wi) * BC4 + c / 4u][c % 4u] = w & 0x0F0F0F0Fu;
-            Ws[(b * QW + 2u * wi + 1u) * BC4 + c / 4u][c % 4u] = (w >> 4u) & 0x0F0F0F0Fu;
-        } else {
-            Ws[(b * QW + wi) * BC4 + c / 4u][c % 4u] = w;
+        if (e < SB * BC * (QB / CPW) && c0 + c < p.C && r0 + b * QB < re) {
+            w = CODES[(c0 + c) * p.wpr + (r0 + b * QB) / CPW + e % (QB / CPW)];
         }
+        (*st).ww[i] = w;
     }
-    for (var e = lid; e < SB * BC; e += THREADS) {
+    for (var i = 0u; i < NWA; i++) {
+        let e = lid + i * THREADS;
         let b = e / BC;
         let c = e % BC;
         var ab = vec2<f32>(0.0);
-        if (c0 + c < p.C && r0 + b * QB < re) { ab = group_ab((c0 + c) * p.ng + (r0 + b * QB) / G); }
-        Wa[b * BC4 + c / 4u][c % 4u] = ab.x;
-        Wb[b * BC4 + c / 4u][c % 4u] = ab.y;
+        if (e < SB * BC && c0 + c < p.C && r0 + b * QB < re) { ab = group_ab((c0 + c) * p.ng + (r0 + b * QB) / G); }
+        (*st).wab[i] = ab;
+    }
+}
+
+// The stage into workgroup memory: X's words [b][j][m], a 4-bit code word (8 codes) as its even
+// and odd nibbles' two int8 words, an 8-bit one as itself [b][j][c]; d, s, a, b per block.
+fn commit(st: ptr<function, Stage>, lid: u32) {
+    for (var i = 0u; i < NXW; i++) {
+        let e = lid + i * THREADS;
+        if (e < SB * BM * QW) {
+            let m = (e / QW) % BM;
+            Xs[((e / (BM * QW)) * QW + e % QW) * BM4 + m / 4u][m % 4u] = (*st).xw[i];
+        }
+    }
+    for (var i = 0u; i < NXD; i++) {
+        let e = lid + i * THREADS;
+        if (e < SB * BM) {
+            let m = e % BM;
+            Xd[(e / BM) * BM4 + m / 4u][m % 4u] = (*st).xd[i].x;
+            Xsum[(e / BM) * BM4 + m / 4u][m % 4u] = (*st).xd[i].y;
+        }
+    }
+    for (var i = 0u; i < NWW; i++) {
+        let e = lid + i * THREADS;
+        if (e < SB * BC * (QB / CPW)) {
+            let b = e / (BC * (QB / CPW));
+            let c = (e / (QB / CPW)) % BC;
+            let wi = e % (QB / CPW);
+            let w = (*st).ww[i];
+            if (CPW == 8u) {
+                Ws[(b * QW + 2u * wi) * BC4 + c / 4u][c % 4u] = w & 0x0F0F0F0Fu;
+                Ws[(b * QW + 2u * wi + 1u) * BC4 + c / 4u][c % 4u] = (w >> 4u) & 0x0F0F0F0Fu;
+            } else {
+                Ws[(b * QW + wi) * BC4 + c / 4u][c % 4u] = w;
+            }
+        }
+    }
+    for (var i = 0u; i < NWA; i++) {
+        let e = lid + i * THREADS;
+        if (e < SB * BC) {
+            let c = e % BC;
+            Wa[(e / BC) * BC4 + c / 4u][c % 4u] = (*st).wab[i].x;
+            Wb[(e / BC) * BC4 + c / 4u][c % 4u] = (*st).wab[i].y;
+        }
     }
 }
 
@@ -89,10 +139,13 @@ fn run_tile(t: Tile, lid: u32) {
     let ty = lid / WX;
 
     var acc: array<array<vec4<f32>, TC4>, TM>;
+    var st: Stage;
+    fetch(&st, t.m0, t.c0, rb, re, lid);
     for (var r0 = rb; r0 < re; r0 += SB * QB) {
-        load_x(t.m0, r0, re, lid);
-        load_w(t.c0, r0, re, lid);
+        commit(&st, lid);
         workgroupBarrier();
+        let more = r0 + SB * QB < re; // uniform
+        if (PF && more) { fetch(&st, t.m0, t.c0, r0 + SB * QB, re, lid); }
         for (var b = 0u; b < SB; b++) {
             // initialised explicitly: naga hoists a loop body's `var` to the function's entry, so
             // an implicit zero would be given once, not per block. The sums start at qw_cvt's
@@ -126,6 +179,7 @@ fn run_tile(t: Tile, lid: u32) {
             }
         }
         workgroupBarrier();
+        if (!PF && more) { fetch(&st, t.m0, t.c0, r0 + SB * QB, re, lid); }
     }
 
     store_tile(t, lid, &acc);
