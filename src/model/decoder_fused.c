@@ -246,6 +246,12 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         int64_t chunks = 0;
         wgml_tensor *a = attention(m, g, o, l, qkv, tab[arch_layer_windowed(ar, l)], merge_o ? &chunks : NULL);
         if (!a) return NULL;
+        if (o->row && l + 1 == c->n_layer) {
+            /* a prefill's last layer: only the wanted row goes on past attention (whose cache
+             * writes every row needed), so its o projection and FFN run at one row */
+            a = wgml_index_select(g, a, 0, o->row);
+            if (!a || !(x = wgml_index_select(g, x, 0, o->row))) return NULL;
+        }
         if (pre_only) {
             wgml_tensor *act = NULL;
             if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, QW_EPI_RESIDUAL, x, chunks, &x) ||
@@ -268,17 +274,9 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
             if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
             act = glu(m, g, gu[0], gu[1]);
         }
-        wgml_tensor *fpost = ar->post_norms ? decoder_share(g, L->post_ffn_norm) : NULL, *f = NULL;
-        if (l + 1 < c->n_layer || !o->row) {
-            wgml_tensor *next = decoder_share(g, l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : m->output_norm);
-            h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, &x);
-        } else if (!(f = act ? decoder_target_linear(m, g, o, l, T_DOWN, act) : NULL)) {
-            return NULL;
-        } else { /* prefill: only the wanted row goes through the final norm */
-            if (fpost) f = f ? wgml_rms_norm(g, f, fpost, eps) : NULL;
-            x = f ? wgml_add(g, x, f, 1.0f) : NULL;
-            h = x ? wgml_rms_norm(g, wgml_index_select(g, x, 0, o->row), decoder_share(g, m->output_norm), eps) : NULL;
-        }
+        wgml_tensor *fpost = ar->post_norms ? decoder_share(g, L->post_ffn_norm) : NULL;
+        wgml_tensor *next = decoder_share(g, l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : m->output_norm);
+        h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, &x);
         if (!x || !h) return NULL;
     }
     if (pre_only) h = wgml_rms_norm(g, x, decoder_share(g, m->output_norm), eps);
