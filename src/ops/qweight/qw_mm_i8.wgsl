@@ -88,6 +88,10 @@ fn fetch(st: ptr<function, Stage>, m0: u32, c0: u32, r0: u32, re: u32, lid: u32)
     }
 }
 
+// Where element e (block e / rows, row e % rows) of a per-block table of vec4 over 4 rows goes:
+// (vec4 index, lane)
+fn slot(e: u32, rows: u32, rows4: u32) -> vec2<u32> { return vec2<u32>((e / rows) * rows4 + (e % rows) / 4u, e % 4u); }
+
 // The stage into workgroup memory: X's words [b][j][m], a 4-bit code word (8 codes) as its even
 // and odd nibbles' two int8 words, an 8-bit one as itself [b][j][c]; d, s, a, b per block.
 fn commit(st: ptr<function, Stage>, lid: u32) {
@@ -100,10 +104,10 @@ fn commit(st: ptr<function, Stage>, lid: u32) {
     }
     for (var i = 0u; i < NXD; i++) {
         let e = lid + i * THREADS;
+        let q = slot(e, BM, BM4);
         if (e < SB * BM) {
-            let m = e % BM;
-            Xd[(e / BM) * BM4 + m / 4u][m % 4u] = (*st).xd[i].x;
-            Xsum[(e / BM) * BM4 + m / 4u][m % 4u] = (*st).xd[i].y;
+            Xd[q.x][q.y] = (*st).xd[i].x;
+            Xsum[q.x][q.y] = (*st).xd[i].y;
         }
     }
     for (var i = 0u; i < NWW; i++) {
@@ -123,10 +127,10 @@ fn commit(st: ptr<function, Stage>, lid: u32) {
     }
     for (var i = 0u; i < NWA; i++) {
         let e = lid + i * THREADS;
+        let q = slot(e, BC, BC4);
         if (e < SB * BC) {
-            let c = e % BC;
-            Wa[(e / BC) * BC4 + c / 4u][c % 4u] = (*st).wab[i].x;
-            Wb[(e / BC) * BC4 + c / 4u][c % 4u] = (*st).wab[i].y;
+            Wa[q.x][q.y] = (*st).wab[i].x;
+            Wb[q.x][q.y] = (*st).wab[i].y;
         }
     }
 }
