@@ -1,8 +1,8 @@
 """Backward ops of wgml against PyTorch float64 autograd.
 
-Runs test_backward in dump mode. Each case holds the forward inputs, the upstream gradient and
-wgml's gradients; the forward is recomputed with torch in float64 with requires_grad, and
-backward(dy) gives the reference gradients:
+Runs test_backward and test_backward_attn (sdpa, embedding, gather) in dump mode. Each case holds
+the forward inputs, the upstream gradient and wgml's gradients; the forward is recomputed with
+torch in float64 with requires_grad, and backward(dy) gives the reference gradients:
   softmax*/logsoftmax*: x, dy, params [dim] -> dx of softmax / log_softmax(x)
   rms*: x, w?, dy, params [eps, has_w, has_dw] (torch 1.13 has no rms_norm: written out)
   layer*: x, w?, b, dy, params [eps, has_w, has_dw, has_db] -> F.layer_norm
@@ -45,6 +45,7 @@ def t64(a, grad=False):
 
 def main():
     cases = wgml_dump.run_dump(sys.argv[1], "test_backward")
+    cases.update(wgml_dump.run_dump(sys.argv[1], "test_backward_attn"))  # other names: sdpa*, embedding*, gather*
     checker = wgml_dump.Checker()
     for name, c in sorted(cases.items()):
         prm = [float(v) for v in c["params"]]
