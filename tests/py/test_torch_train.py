@@ -1,6 +1,6 @@
 """Fused cross-entropy and AdamW of wgml against PyTorch in float64.
 
-Runs test_train_ops in dump mode.
+Runs test_train_ops (the cross-entropy cases) and test_optimizer (AdamW) in dump mode.
 cross-entropy cases (ce*): logits, labels (negative: ignored), params = [grad_scale, has_dlogits]
 and wgml's loss and dlogits; torch: F.cross_entropy(logits, labels, ignore_index) with the
 gradient by autograd, times grad_scale. Labels -1 and -100 are both ignored by wgml, so every
@@ -105,6 +105,7 @@ def check_adamw(checker, name, c):
 
 def main():
     cases = wgml_dump.run_dump(sys.argv[1], "test_train_ops")
+    cases.update(wgml_dump.run_dump(sys.argv[1], "test_optimizer"))  # other names: adamw*
     checker = wgml_dump.Checker()
     for name, c in sorted(cases.items()):
         if name.startswith("ce"):
