@@ -1,7 +1,7 @@
 /* A tiny synthetic Llama for the tests (2 layers, width 64, random weights in Q8_0 / Q4_0 / Q4_1
  * / F32 with their dequantised values kept in double, tied or separate output head), written as a
- * GGUF file with gguf_build.h. Shared by test_llama.c and test_trainer.c; include after
- * harness.h (the weights come from the seeded harness RNG). */
+ * GGUF file with gguf_build.h. Shared by test_llama.c, test_trainer.c and test_trainer_compare.c;
+ * include after harness.h (the weights come from the seeded harness RNG). */
 #ifndef WGML_TEST_TINY_LLAMA_H
 #define WGML_TEST_TINY_LLAMA_H
 #include "gguf_build.h"
