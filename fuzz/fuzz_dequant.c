@@ -1,11 +1,11 @@
 /* Fuzz target: the GGUF block import (wgml_gguf_dequantize), host side. The input's first
  * 12 bytes choose the type (one byte, taken modulo 40: every known type, the 32-element
- * blocks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the 256-element super-blocks Q4_K/Q5_K/Q6_K among them,
- * and unknown types too), and n
+ * blocks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL and the 256-element super-blocks Q2_K/Q3_K/Q4_K/Q5_K/
+ * Q6_K/IQ4_XS among them, and unknown types too), and n
  * and k (signed 40-bit little-endian values, so negative, zero and huge sizes appear); the
  * rest is the data, with a byte count that may or may not match n rows of k elements. The
- * output buffer holds at most the elements the data can describe (at most 2 per byte in every
- * known type; the densest, Q4_0, has 32 in 18 bytes), so a
+ * output buffer holds at most the elements the data can describe (at most 4 per byte in every
+ * known type; the densest, Q2_K, has 256 in 84 bytes), so a
  * size check that lets a wrong count through writes past it and the sanitizer stops. Accepted
  * inputs of a type the GPU runs are also packed into the GPU layout (qw_pack_gguf) in buffers
  * of exactly the layout's size. */
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *blk = data + 12;
     size_t bytes = size - 12;
     if (data[1] & 128) bytes = bytes ? bytes - 1 : 0; /* an off-by-one byte count */
-    size_t cap = bytes * 2 + 1;
+    size_t cap = bytes * 4 + 1;
     float *out = malloc(cap * sizeof(float));
     if (!out) return 0;
     /* copy the data so that reading past `bytes` is caught too */

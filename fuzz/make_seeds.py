@@ -177,7 +177,8 @@ def dequant_seeds():
     def hdr(typ, mode, n, k):
         return bytes([typ, mode]) + (n & (2**40 - 1)).to_bytes(5, "little") + (k & (2**40 - 1)).to_bytes(5, "little")
     rng = np.random.default_rng(2)
-    for typ, bb, be in ((0, 4, 1), (1, 2, 1), (30, 2, 1), (2, 18, 32), (3, 20, 32), (8, 34, 32)):
+    for typ, bb, be in ((0, 4, 1), (1, 2, 1), (30, 2, 1), (2, 18, 32), (3, 20, 32), (8, 34, 32), (10, 84, 256),
+                        (11, 110, 256), (20, 18, 32), (23, 136, 256)):
         for n, nb in ((1, 1), (3, 2)):
             k = be * nb
             data = rng.integers(0, 256, n * nb * bb, dtype=np.uint8).tobytes()

@@ -1,5 +1,6 @@
 /* wgml-quant.h: frozen quantised weights (src/ops/qweight): 4-bit (q4gsw, GGUF Q4_0, Q4_1,
- * Q4_K), 5- and 6-bit (GGUF Q5_0, Q5_1, Q5_K, Q6_K, held as 8-bit codes), 8-bit (Q8_0) and f32
+ * Q4_K), 2- to 6-bit and table codes (GGUF Q2_K, Q3_K, Q5_0, Q5_1, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
+ * held as 8-bit codes), 8-bit (Q8_0) and f32
  * (GGUF F32, F16, BF16) weights: the GGUF block formats, host (de)quantisation, upload, and the
  * ops that read them (wgml_qlinear, wgml_qlinear_multi, wgml_qlinear_dx, wgml_qembedding,
  * wgml_qweight_requant, wgml_qweight_dequantize). Builds on wgml.h, which includes it at its end
@@ -26,18 +27,23 @@ extern "C" {
  *   WGML_Q4_MIN  w = c·a + b, c in 0..15    (GGUF Q4_1: a = d, b = m; Q4_K: a = d·scale,
  *                                            b = -(dmin·min))
  *   WGML_Q8      w = c·a, c a signed int8   (GGUF Q8_0: a = d; Q5_0: c = q - 16, a = d;
- *                                            Q6_K: c = q - 32, a = d·scale, G = 16)
+ *                                            Q6_K: c = q - 32, a = d·scale, G = 16; Q3_K:
+ *                                            c in -4..3, a = d·(scale - 32), G = 16;
+ *                                            IQ4_NL: c = the table's value, a = d; IQ4_XS:
+ *                                            the same with a = d·(scale - 32))
  *   WGML_Q8_MIN  w = c·a + b, c an unsigned 8-bit code (GGUF Q5_1: a = d, b = m; Q5_K: a =
- *                                            d·scale, b = -(dmin·min))
+ *                                            d·scale, b = -(dmin·min); Q2_K: c in 0..3, the
+ *                                            same pair from 4-bit scale and min, G = 16)
  *   WGML_QF32    w = c, c an f32 value     (GGUF F32, F16, BF16 widened at upload, which is
  *                                            exact; a = 1, b = 0, G = 32; no requant)
- * The 5- and 6-bit GGUF codes are held widened to 8 bits (8 bits per weight on the GPU
- * against 5.5 to 6.6 in the file: a packed layout is a later speed-up). `bits` is the
- * format's code width (4, 5, 6, 8; 32 for QF32): requant clamps to its range.
+ * The 2-, 3-, 5- and 6-bit GGUF codes and IQ4's table values are held widened to 8 bits (8
+ * bits per weight on the GPU against 2.6 to 6.6 in the file: a packed layout is a later
+ * speed-up). `bits` is the format's code width (2 to 6, 8; 8 for IQ4's table values; 32 for
+ * QF32): requant clamps to its range.
  *
  * GPU layout (the one layout every qweight operator reads and requant writes):
  *   Kp = K rounded up to G and a multiple of 32; G is a positive multiple of 32, or 16 for
- *   the 8-bit kinds (Q6_K); a group never straddles a u32 word.
+ *   the 8-bit kinds (Q2_K, Q3_K, Q6_K); a group never straddles a u32 word.
  *   codes: u32 [N, Kp/8] for 4 bits: word j of row n holds k = 8j+i in bits 4i..4i+3
  *          (i = 0..7); codes of the padding k >= K are 8 (SYM) or 0 (MIN).
  *          u32 [N, Kp/4] for the 8-bit kinds: word j holds k = 4j+i in bits 8i..8i+7 (Q8:
@@ -51,8 +57,9 @@ extern "C" {
  *            and dmin, word 2 + j/2 bits 16(j%2).. group j's 6-bit scale (bits 0..5 of the half
  *            word) and min (bits 8..13), unpacked from the file's 12 bytes; group j (0..7)
  *            has a = d·scale_j, b = -(dmin·min_j). 0.75 bits a weight (the file: 0.5).
- *          WGML_AB_K6 (Q6_K): u32 [N, Kp/256, 6]: word 0 the f32 value of d, words 1..4 the 16
- *            int8 scales (little-endian), word 5 zero; group j (0..15) has a = d·scale_j.
+ *          WGML_AB_K6 (Q6_K, Q3_K): u32 [N, Kp/256, 6]: word 0 the f32 value of d, words 1..4
+ *            the 16 int8 scales (little-endian; Q3_K's 6-bit ones minus 32), word 5 zero;
+ *            group j (0..15) has a = d·scale_j.
  *          (Both K forms take 6 words, 24 bytes a row of 256 codes, so that rows split at
  *          multiples of 32 start at aligned offsets.)
  *          $WGML_QW_KSCALES=0 makes wgml_qweight_upload_gguf write the f32 form for them too.
@@ -75,8 +82,9 @@ struct wgml_qweight { /* typedef in wgml.h */
  * the file format); wgml_qweight_upload_gguf and wgml_gguf_dequantize take their blocks. */
 typedef enum wgml_ggml_type {
     WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3,
-    WGML_GGML_Q5_0 = 6, WGML_GGML_Q5_1 = 7, WGML_GGML_Q8_0 = 8, WGML_GGML_Q4_K = 12,
-    WGML_GGML_Q5_K = 13, WGML_GGML_Q6_K = 14, WGML_GGML_BF16 = 30
+    WGML_GGML_Q5_0 = 6, WGML_GGML_Q5_1 = 7, WGML_GGML_Q8_0 = 8, WGML_GGML_Q2_K = 10, WGML_GGML_Q3_K = 11,
+    WGML_GGML_Q4_K = 12, WGML_GGML_Q5_K = 13, WGML_GGML_Q6_K = 14, WGML_GGML_IQ4_NL = 20, WGML_GGML_IQ4_XS = 23,
+    WGML_GGML_BF16 = 30
 } wgml_ggml_type;
 /* "F32", "Q4_1", ... or "type N"; block size in elements and bytes per block (0 if unknown). */
 const char *wgml_ggml_type_name(uint32_t type);
@@ -87,7 +95,8 @@ size_t wgml_ggml_row_bytes(uint32_t type, int64_t k);
 
 /* Host side (no GPU; errors are read with wgml_last_error(NULL)). */
 /* Dequantises a GGUF tensor of n rows of k elements (ne = [k, n]) into out[n*k] exactly as the
- * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K);
+ * gguf Python package does (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS);
  * bytes must be n rows' worth and k a whole number of the type's blocks (32 or 256). */
 wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64_t n, int64_t k, float *out);
 /* Dequantises ExecuTorch flat q4gsw tensors: codes uint8 [n, ceil(k/2)] (k = 2j low nibble,
@@ -105,7 +114,8 @@ wgml_status wgml_q4gsw_quantize(const float *w, int64_t n, int64_t k, int group,
 wgml_qweight *wgml_qweight_upload_q4gsw(wgml_graph *g, const uint8_t *codes, const float *scales, const float *bias,
                                         int64_t n, int64_t k, int group);
 /* From GGUF blocks of a weight W[n, k] (ne = [k, n]): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (k a
- * multiple of 32), Q4_K, Q5_K or Q6_K (k a multiple of 256), or a plain F32, F16 or BF16
+ * multiple of 32), IQ4_NL (k a multiple of 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS (k a
+ * multiple of 256), or a plain F32, F16 or BF16
  * tensor (any k; held as f32, QF32); bytes must equal n * wgml_ggml_row_bytes(type, k). The
  * kind, G and (a, b) are as listed above; wgml_qweight_dequantize of the result equals
  * wgml_gguf_dequantize bit for bit. */

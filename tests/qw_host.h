@@ -46,7 +46,7 @@ static inline uint16_t rand_half(int emin, int emax) {
 
 static inline int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
 
-/* The GGUF block types of make_weight's kinds 3..7: block elements and bytes, the offsets of
+/* The GGUF block types of make_weight's kinds 3..7 and 9..12: block elements and bytes, the offsets of
  * the fp16 fields and the exponent range of their random values (scales that keep the weights
  * near 1; tests/py/test_gguf_kquant.py covers extreme and subnormal scales against gguf). */
 static const struct {
@@ -54,19 +54,28 @@ static const struct {
 } GG_RANDOM[] = {
     {WGML_GGML_Q5_0, 32, 22, 1, {0, 0}, 9, 11},     {WGML_GGML_Q5_1, 32, 24, 2, {0, 2}, 9, 11},
     {WGML_GGML_Q4_K, 256, 144, 2, {0, 2}, 5, 7},    {WGML_GGML_Q5_K, 256, 176, 2, {0, 2}, 5, 7},
-    {WGML_GGML_Q6_K, 256, 210, 1, {208, 0}, 4, 6},
+    {WGML_GGML_Q6_K, 256, 210, 1, {208, 0}, 4, 6},  {WGML_GGML_Q2_K, 256, 84, 2, {80, 82}, 5, 7},
+    {WGML_GGML_Q3_K, 256, 110, 1, {108, 0}, 4, 6},  {WGML_GGML_IQ4_NL, 32, 18, 1, {0, 0}, 6, 8},
+    {WGML_GGML_IQ4_XS, 256, 136, 1, {0, 0}, 2, 4},
 };
 
-/* The GGUF type of make_weight's kinds 1..8. */
+/* GG_RANDOM's entry of a block kind (3..7, 9..12), else -1. */
+static inline int gg_index(int kind) {
+    int i = kind >= 9 ? kind - 4 : kind >= 3 && kind <= 7 ? kind - 3 : -1;
+    return i < (int)(sizeof GG_RANDOM / sizeof GG_RANDOM[0]) ? i : -1;
+}
+
+/* The GGUF type of make_weight's kinds 1..12. */
 static inline int kind_type(int kind) {
-    if (kind >= 3 && kind < 3 + (int)(sizeof GG_RANDOM / sizeof GG_RANDOM[0])) return GG_RANDOM[kind - 3].type;
+    if (gg_index(kind) >= 0) return GG_RANDOM[gg_index(kind)].type;
     return kind == 1 ? WGML_GGML_Q4_1 : kind == 8 ? WGML_GGML_F16 : WGML_GGML_Q8_0;
 }
 
 /* kind 0: symmetric q4gsw quantised from random fp32 (group G, optional bias);
  * kind 1: random Q4_1 blocks; kind 2: random Q8_0 blocks (G = 32); kinds 3..7: random Q5_0,
- * Q5_1, Q4_K, Q5_K, Q6_K blocks (random bytes, fp16 fields from GG_RANDOM's ranges; k a
- * whole number of blocks); kind 8: a random F16 tensor (held as f32 on the GPU, any k). */
+ * Q5_1, Q4_K, Q5_K, Q6_K blocks and kinds 9..12 random Q2_K, Q3_K, IQ4_NL, IQ4_XS blocks (random
+ * bytes, fp16 fields from GG_RANDOM's ranges; k a whole number of blocks); kind 8: a random
+ * F16 tensor (held as f32 on the GPU, any k). */
 static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int group, bool bias) {
     hw h;
     memset(&h, 0, sizeof h);
@@ -92,16 +101,16 @@ static inline hw make_weight(wgml_graph *g, int kind, int64_t n, int64_t k, int 
         th_check(wgml_gguf_dequantize(WGML_GGML_F16, h.blocks, h.nblocks_bytes, n, k, h.deq) == WGML_OK,
                  "gguf dequantize %s", wgml_last_error(NULL));
         h.w = wgml_qweight_upload_gguf(g, WGML_GGML_F16, h.blocks, h.nblocks_bytes, n, k);
-    } else if (kind >= 3) {
-        int type = kind_type(kind), be = GG_RANDOM[kind - 3].be, bb = GG_RANDOM[kind - 3].bb;
+    } else if (gg_index(kind) >= 0) {
+        int gi = gg_index(kind), type = kind_type(kind), be = GG_RANDOM[gi].be, bb = GG_RANDOM[gi].bb;
         int64_t nb = n * k / be;
         h.nblocks_bytes = (size_t)(nb * bb);
         h.blocks = malloc(h.nblocks_bytes);
         for (size_t j = 0; j < h.nblocks_bytes; j++) h.blocks[j] = (uint8_t)th_uniform(0, 256);
         for (int64_t b = 0; b < nb; b++)
-            for (int f = 0; f < GG_RANDOM[kind - 3].nh; f++) {
-                uint8_t *p = h.blocks + b * bb + GG_RANDOM[kind - 3].off[f];
-                uint16_t d = rand_half(GG_RANDOM[kind - 3].emin, GG_RANDOM[kind - 3].emax);
+            for (int f = 0; f < GG_RANDOM[gi].nh; f++) {
+                uint8_t *p = h.blocks + b * bb + GG_RANDOM[gi].off[f];
+                uint16_t d = rand_half(GG_RANDOM[gi].emin, GG_RANDOM[gi].emax);
                 if (f == 0) d &= 0x7FFF; /* a positive d (a min of either sign) */
                 p[0] = (uint8_t)d;
                 p[1] = (uint8_t)(d >> 8);
@@ -189,6 +198,7 @@ static inline double *ref_rows(const float *x, const hw *h, int64_t r0, int64_t 
     return ref;
 }
 
-static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "f16"};
+static const char *KIND_NAMES[] = {"q4sym", "q4min", "q8",   "q5_0",   "q5_1",  "q4_k",  "q5_k",
+                                    "q6_k",  "f16",   "q2_k", "q3_k", "iq4_nl", "iq4_xs"};
 
 #endif

@@ -224,7 +224,8 @@ static void test_host_formats(void) {
 /* ------------------------------------------------------------------ the GGUF 5-bit and K kinds */
 
 /* test_qw --part kquant-linear (CTest's test_qw_kquant_linear): the kinds of GGUF Q5_0, Q5_1,
- * Q4_K, Q5_K and Q6_K (make_weight kinds 3..7), and F16, through the forward and the input
+ * Q4_K, Q5_K and Q6_K (make_weight kinds 3..7), Q2_K, Q3_K, IQ4_NL and IQ4_XS (9..12), and F16,
+ * through the forward and the input
  * gradient (their requant, dequantisation and embedding: test_qw_requant --part kquant).
  * (Their host dequantisation is checked against PyPI gguf by tests/py/test_gguf_kquant.py,
  * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_qw_mm.) */
@@ -237,6 +238,11 @@ static void test_kquant_linear(void) {
         int gk = kind == 7 ? 16 : 32;
         case_linear(kind, 1, 37, 512, gk, false, false);
         case_linear(kind, 3, 50, 768, gk, false, false);
+        case_linear(kind, 37, 45, 512, gk, false, true);
+    }
+    for (int kind = 9; kind <= 12; kind++) { /* Q2_K, Q3_K (G = 16), IQ4_NL, IQ4_XS */
+        int gk = kind <= 10 ? 16 : 32;
+        case_linear(kind, 1, 37, 512, gk, false, false);
         case_linear(kind, 37, 45, 512, gk, false, true);
     }
     case_linear(3, 5, 29, 96, 32, false, true); /* Q5_0: K = 3 blocks of 32 */
@@ -273,15 +279,16 @@ static void test_errors(void) {
     th_expect_error("GGUF size mismatch", q == NULL, WGML_ERR_SHAPE, "60 bytes", "68", NULL);
     q = wgml_qweight_upload_gguf(T.g, 12, blocks, sizeof blocks, 1, 256);
     th_expect_error("GGUF K-type size mismatch", q == NULL, WGML_ERR_SHAPE, "Q4_K", "68 bytes", "144", NULL);
-    static const int on_gpu[] = {WGML_GGML_F32, WGML_GGML_F16,  WGML_GGML_Q4_0, WGML_GGML_Q4_1, WGML_GGML_Q5_0,
-                                 WGML_GGML_Q5_1, WGML_GGML_Q8_0, WGML_GGML_Q4_K, WGML_GGML_Q5_K, WGML_GGML_Q6_K,
-                                 WGML_GGML_BF16};
+    static const int on_gpu[] = {WGML_GGML_F32,  WGML_GGML_F16,  WGML_GGML_Q4_0,   WGML_GGML_Q4_1,
+                                 WGML_GGML_Q5_0, WGML_GGML_Q5_1, WGML_GGML_Q8_0,   WGML_GGML_Q2_K,
+                                 WGML_GGML_Q3_K, WGML_GGML_Q4_K, WGML_GGML_Q5_K,   WGML_GGML_Q6_K,
+                                 WGML_GGML_BF16, WGML_GGML_IQ4_NL, WGML_GGML_IQ4_XS};
     int listed = 0;
     for (int t = -1; t < 64; t++) listed += wgml_qweight_gguf_on_gpu(t);
     for (size_t i = 0; i < sizeof on_gpu / sizeof on_gpu[0]; i++) listed -= wgml_qweight_gguf_on_gpu(on_gpu[i]) ? 1 : 100;
-    th_check(listed == 0, "wgml_qweight_gguf_on_gpu: exactly the 11 GPU types");
-    q = wgml_qweight_upload_gguf(T.g, 11, blocks, sizeof blocks, 1, 256);
-    th_expect_error("GGUF unknown type", q == NULL, WGML_ERR_UNSUPPORTED, "Q3_K", "(11)", NULL);
+    th_check(listed == 0, "wgml_qweight_gguf_on_gpu: exactly the 15 GPU types");
+    q = wgml_qweight_upload_gguf(T.g, 16, blocks, sizeof blocks, 1, 256);
+    th_expect_error("GGUF unknown type", q == NULL, WGML_ERR_UNSUPPORTED, "IQ2_XXS", "(16)", NULL);
     q = wgml_qweight_upload_gguf(T.g, WGML_GGML_F16, blocks, 60, 1, 30);
     th_check(q && q->kind == WGML_QF32 && q->bits == 32 && q->group == 32 && q->kp == 32 && q->k == 30,
              "GGUF F16 uploads as f32 values, K padded to 32 (%s)", wgml_last_error(T.ctx));
@@ -295,16 +302,18 @@ static void test_errors(void) {
     wgml_qweight_free(q);
     q = wgml_qweight_upload_gguf(T.g, WGML_GGML_BF16, blocks, 61, 1, 30);
     th_expect_error("GGUF BF16 size mismatch", q == NULL, WGML_ERR_SHAPE, "BF16", "61 bytes", NULL);
-    wgml_status s = wgml_gguf_dequantize(10, blocks, sizeof blocks, 1, 256, w);
-    th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "Q2_K (10)"),
+    wgml_status s = wgml_gguf_dequantize(19, blocks, sizeof blocks, 1, 256, w);
+    th_check(s == WGML_ERR_UNSUPPORTED && strstr(wgml_last_error(NULL), "IQ1_S (19)"),
              "host dequantize of an unsupported type names it: %s", wgml_last_error(NULL));
-    /* the 5-bit and K block types: a byte count that is not exactly the blocks, and a row that
+    /* the 5-bit, K and IQ4 block types: a byte count that is not exactly the blocks, and a row that
      * is not whole blocks, are refused naming the type, n and k; whole blocks upload as the
      * kind, G and code width of the GPU layout */
     static const struct { int type; const char *name; int be, bb; wgml_qkind kind; int group, bits; } host_only[] = {
         {WGML_GGML_Q5_0, "Q5_0", 32, 22, WGML_Q8, 32, 5},       {WGML_GGML_Q5_1, "Q5_1", 32, 24, WGML_Q8_MIN, 32, 5},
         {WGML_GGML_Q4_K, "Q4_K", 256, 144, WGML_Q4_MIN, 32, 4}, {WGML_GGML_Q5_K, "Q5_K", 256, 176, WGML_Q8_MIN, 32, 5},
-        {WGML_GGML_Q6_K, "Q6_K", 256, 210, WGML_Q8, 16, 6},
+        {WGML_GGML_Q6_K, "Q6_K", 256, 210, WGML_Q8, 16, 6},     {WGML_GGML_Q2_K, "Q2_K", 256, 84, WGML_Q8_MIN, 16, 2},
+        {WGML_GGML_Q3_K, "Q3_K", 256, 110, WGML_Q8, 16, 3},     {WGML_GGML_IQ4_NL, "IQ4_NL", 32, 18, WGML_Q8, 32, 8},
+        {WGML_GGML_IQ4_XS, "IQ4_XS", 256, 136, WGML_Q8, 32, 8},
     };
     static uint8_t hb[2 * 210 + 1];
     static float hout[2 * 256];

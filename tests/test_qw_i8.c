@@ -257,13 +257,18 @@ static void test_4bit(void) {
 }
 
 /* 8-bit fields: Q8_0 (signed), Q5_0 (signed 5-bit), Q5_1 and Q5_K (unsigned 5-bit with a
- * minimum), Q6_K (G = 16: 16-k blocks). */
+ * minimum), Q6_K (G = 16: 16-k blocks), Q2_K (G = 16 with a minimum), Q3_K (signed 3-bit, G =
+ * 16), IQ4_NL and IQ4_XS (table values). */
 static void test_8bit(void) {
     case_i8(2, 70, 96, 96, 32, false, NULL, false);
     case_i8(3, 33, 40, 64, 32, false, "2", false);
     case_i8(4, 20, 64, 128, 32, false, NULL, true);
     case_i8(6, 17, 65, 256, 32, false, NULL, false);
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
+    case_i8(9, 21, 48, 512, 16, false, "2", false);
+    case_i8(10, 33, 40, 256, 16, false, NULL, true);
+    case_i8(11, 19, 64, 96, 32, false, NULL, false);
+    case_i8(12, 40, 33, 512, 32, false, "2", false);
     setenv("WGML_QW_I8_PREFETCH", "1", 1); /* read ahead with 8-bit words and 16-k blocks */
     case_i8(2, 70, 96, 96, 32, false, "2", false);
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
@@ -293,6 +298,10 @@ static void test_gemv(void) {
     case_i8(4, 3, 64, 128, 32, true, NULL, false);
     case_i8(6, 2, 65, 256, 32, false, NULL, false);
     case_i8(7, 1, 70, 512, 16, false, NULL, false);
+    case_i8(9, 2, 48, 512, 16, false, NULL, false);
+    case_i8(10, 1, 40, 256, 16, false, NULL, false);
+    case_i8(11, 3, 64, 96, 32, false, NULL, false);
+    case_i8(12, 4, 33, 512, 32, false, NULL, false);
     unsetenv("WGML_QW_GEMV_MAX_M");
     unsetenv("WGML_QW_GEMV_I8");
 }

@@ -68,7 +68,7 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
  * each variant keeps one kind per orientation (rotating over the variants) to bound the
  * compile time on lavapipe; M and C leave partial tiles for every tile size. */
 /* Variants [v0, v1): every orientation x split x accumulation on the q4 kinds, then the GGUF
- * 8-bit layouts (Q6_K, Q5_1) and F16 held as f32. */
+ * 8-bit layouts (Q6_K, Q5_1, Q2_K) and F16 held as f32. */
 static void test_variants(int v0, int v1) {
     static const int groups[] = {32, 64, 128};
     for (int v = v0; v < v1 && v < qw_mm_variant_count(); v++) {
@@ -104,7 +104,9 @@ static void test_variants(int v0, int v1) {
         case_mm(v, 1, v % 3 == 1 ? 3 : 1, v % 2 == 1, v % 4 == 2, 7, 133, 45, 256, 16, false);
         case_mm(v, v % 2, v % 3 == 2 ? 3 : 1, v % 4 == 1, v % 4 == 0, 4, 70, v % 2 ? 45 : 96, v % 2 ? 96 : 45, 32, false);
         case_mm(v, 1 - v % 2, 1, false, true, 8, 70, v % 2 ? 77 : 45, v % 2 ? 45 : 77, 32, false); /* F16 as f32 */
-        printf("  variant %-22s (Q6_K, Q5_1, F16) %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
+        /* Q2_K: G = 16 with a minimum (Q3_K and the IQ4 types share Q6_K's and Q8_0's forms) */
+        case_mm(v, v % 2, 1, v % 4 == 3, v % 4 == 0, 9, 70, v % 2 ? 45 : 512, v % 2 ? 256 : 45, 16, false);
+        printf("  variant %-22s (Q6_K, Q5_1, F16, Q2_K) %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
     }
     unsetenv("WGML_QW_MM_VARIANT");
     unsetenv("WGML_QW_MM_SPLITK");

@@ -152,7 +152,7 @@ static void case_requant_min(int64_t n, int64_t k) {
     free_weight(&h);
 }
 
-/* Requant of a GGUF kind (1..7: Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) at its frozen
+/* Requant of a GGUF kind (1..7, 9..12: Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4) at its frozen
  * (a, b), against the fp32 host rule (wgml.h): signed kinds code = clamp(round_half_even(l / a),
  * -2^(bits-1), 2^(bits-1) - 1), kinds with a minimum clamp(round_half_even((l - b) / a), 0,
  * 2^bits - 1), a = 0 gives 0. First the round trip: requant(dequant(W)) gives W's codes back
@@ -490,7 +490,8 @@ static void test_closed_loop(void) {
 /* ------------------------------------------------------------------ the GGUF 5-bit and K kinds */
 
 /* test_qw_requant --part kquant (CTest's test_qw_requant_kquant): requant of every GGUF kind, and
- * the kinds of GGUF Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (make_weight kinds 3..7) and F16 dequantised
+ * the kinds of GGUF Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (make_weight kinds 3..7), Q2_K, Q3_K, IQ4_NL
+ * and IQ4_XS (9..12) and F16 dequantised
  * and looked up (their forward: test_qw --part kquant-linear). */
 static void test_kquant_requant(void) {
     double t0 = now_s();
@@ -503,11 +504,21 @@ static void test_kquant_requant(void) {
     case_requant_gguf(5, 9, 512);
     case_requant_gguf(6, 7, 512);
     case_requant_gguf(7, 11, 512);
+    /* Q2_K (2-bit with a minimum, G = 16), Q3_K (signed 3-bit, G = 16), IQ4_NL and IQ4_XS (the
+     * table's values as codes: requant keeps them, clamping to int8) */
+    case_requant_gguf(9, 9, 512);
+    case_requant_gguf(10, 11, 256);
+    case_requant_gguf(11, 13, 96);
+    case_requant_gguf(12, 7, 512);
     printf("requant: %.2f s\n", now_s() - t0);
     t0 = now_s();
     for (int kind = 3; kind <= 8; kind++) { /* the GGUF 5-bit and K kinds, F16 as f32 */
         case_dequantize(kind, 9, kind >= 5 && kind <= 7 ? 512 : 96, kind == 7 ? 16 : 32);
         case_embedding(kind, 21, kind >= 5 && kind <= 7 ? 256 : kind == 8 ? 45 : 64, kind == 7 ? 16 : 32, 6);
+    }
+    for (int kind = 9; kind <= 12; kind++) { /* Q2_K, Q3_K, IQ4_NL, IQ4_XS */
+        case_dequantize(kind, 9, kind == 11 ? 96 : 512, kind <= 10 ? 16 : 32);
+        case_embedding(kind, 21, kind == 11 ? 64 : 256, kind <= 10 ? 16 : 32, 6);
     }
     printf("dequantize / embedding: %.2f s\n", now_s() - t0);
 }

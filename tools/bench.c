@@ -499,7 +499,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
                     "       wgml bench ops [--rows N] [--reps N] [--profile]\n"
                     "       wgml bench peak [--threads N] [--steps N]\n"
-                    "       wgml bench qw [--gemv|--train|--prefill] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]  (q4: an alias)\n"
+                    "       wgml bench qw [--gemv|--train|--prefill] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS]  (q4: an alias)\n"
                     "                         (--train: WGML_QW_MM_VARIANT, WGML_QW_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] [--forward] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"

@@ -60,8 +60,9 @@ static bool bench_weights(wgml_graph *g, int type, int64_t n, int64_t k, float *
     size_t bytes = wgml_ggml_row_bytes((uint32_t)type, k) * (size_t)n;
     uint8_t *blocks = malloc(bytes ? bytes : 1);
     if (!blocks) return false;
-    /* the fp16 fields: d (and m / dmin) first, Q6_K's d last */
-    size_t off = type == WGML_GGML_Q6_K ? 208 : 0, nh = qw_gguf_has_min(type) ? 2 : 1;
+    /* the fp16 fields: d (and m / dmin) first; Q6_K's and Q3_K's d, Q2_K's d and dmin last */
+    size_t off = type == WGML_GGML_Q6_K ? 208 : type == WGML_GGML_Q3_K ? 108 : type == WGML_GGML_Q2_K ? 80 : 0;
+    size_t nh = qw_gguf_has_min(type) ? 2 : 1;
     for (size_t i = 0; i < bytes; i++) blocks[i] = (uint8_t)((bench_rand() * 0.5f + 0.5f) * 255.99f);
     for (size_t b = 0; b < bytes / bb; b++)
         for (size_t h = 0; h < nh; h++) {

@@ -93,7 +93,8 @@ static wgml_status load_vector(wgml_model *m, const char *path, const char *name
 }
 
 /* Whether a GGUF tensor of `type` with rows of k elements stays quantised on the GPU: every block
- * format the qweight family runs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K) whose rows are whole blocks;
+ * format the qweight family runs (wgml_qweight_gguf_on_gpu: Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL,
+ * IQ4_XS) whose rows are whole blocks;
  * the float types take the plain f32 path. */
 static int keep_quantised(uint32_t type, int64_t k) {
     uint64_t be = 0;

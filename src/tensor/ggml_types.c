@@ -19,6 +19,14 @@ int wgml_ggml_type_size(uint32_t type, uint64_t *block_elems, uint64_t *block_by
     case WGML_GGML_Q5_K: be = 256; bb = 2 + 2 + 12 + 32 + 128; break;
     /* 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales, f16 d */
     case WGML_GGML_Q6_K: be = 256; bb = 128 + 64 + 16 + 2; break;
+    /* 16 bytes of 4-bit scale / min pairs, 64 bytes of 2-bit codes, f16 d and dmin */
+    case WGML_GGML_Q2_K: be = 256; bb = 16 + 64 + 2 + 2; break;
+    /* 32 bytes of high bits, 64 bytes of 2-bit low parts, 12 bytes of packed 6-bit scales, f16 d */
+    case WGML_GGML_Q3_K: be = 256; bb = 32 + 64 + 12 + 2; break;
+    /* f16 d, 16 bytes of 4-bit indices into the non-linear table */
+    case WGML_GGML_IQ4_NL: be = 32; bb = 2 + 16; break;
+    /* f16 d, the 6-bit sub-block scales' high bits (a u16) and low nibbles (4 bytes), 128 bytes of indices */
+    case WGML_GGML_IQ4_XS: be = 256; bb = 2 + 2 + 4 + 128; break;
     default: break;
     }
     if (block_elems) *block_elems = be;

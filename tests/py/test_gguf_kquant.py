@@ -1,4 +1,5 @@
-"""GGUF block formats Q5_0, Q5_1, Q4_K, Q5_K, Q6_K on the host and the GPU, against PyPI gguf's
+"""GGUF block formats Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS on the host and the
+GPU, against PyPI gguf's
 numpy dequantize (an implementation we did not write):
 - wgml_gguf_dequantize (host) and wgml_qweight_dequantize (GPU, after wgml_qweight_upload_gguf) must
   equal gguf's dequantisation bit for bit in fp32;
@@ -6,11 +7,12 @@ numpy dequantize (an implementation we did not write):
   larger M), the input gradient and the embedding lookup, run on the GPU from the imported
   blocks, against float64 products of gguf's dequantised weights.
 Q5_0 / Q5_1 blocks come from gguf's own quantiser (random weights with an all-zero, a constant
-and a tiny block) and, like the K types (which gguf cannot quantise), from random raw bytes
+and a tiny block) and, like the K and IQ4 types (which gguf cannot quantise), from random raw bytes
 whose fp16 fields are finite: extreme scales (±65504), subnormal and zero scales, and blocks
 whose codes are all zero or all saturated. Shapes: odd N and M, several super-blocks of 256,
 the Gemma-3-270M projections (d 640: q, k, gate/up Q5_0; attn_output Q4_K; ffn_down Q6_K)
-and SmolLM-like ones (d 576, ff 1536). The products' tolerance scales with the magnitude of
+and SmolLM-like ones (d 576, ff 1536; Q2_K, Q3_K and IQ4_XS as in the Q2_K, Q3_K_M and IQ4_XS
+files people download). The products' tolerance scales with the magnitude of
 their terms, |x|·(|w| + |b|) summed (b: the per-group minimum), since raw blocks mix values
 from 1e-8 to 1e8."""
 import atexit
@@ -32,7 +34,13 @@ LAYOUT = {
     QT.Q4_K: (256, 144, [0, 2]),
     QT.Q5_K: (256, 176, [0, 2]),
     QT.Q6_K: (256, 210, [208]),
+    QT.Q2_K: (256, 84, [80, 82]),
+    QT.Q3_K: (256, 110, [108]),
+    QT.IQ4_NL: (32, 18, [0]),
+    QT.IQ4_XS: (256, 136, [0]),
 }
+# the super-block types (their d multiplies a per-group scale, so it is kept smaller)
+SUPER = (QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS)
 # zero, ±smallest and largest subnormal, smallest normal, one, ±largest finite
 SPECIAL_HALVES = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF],
                           dtype=np.uint16)
@@ -71,8 +79,7 @@ def moderate_blocks(rng, qt, n, k):
     b = raw_blocks(rng, qt, n, k).reshape(n, k // be, bb)
     # exponent 4..10 (2^-11 .. 2^-5) and mantissa bits random, either sign for a minimum
     for i, off in enumerate(halves):
-        e = rng.integers(4 if qt in (QT.Q4_K, QT.Q5_K, QT.Q6_K) else 8, 7 if qt in (QT.Q4_K, QT.Q5_K, QT.Q6_K) else 11,
-                         size=b.shape[:2])
+        e = rng.integers(4 if qt in SUPER else 8, 7 if qt in SUPER else 11, size=b.shape[:2])
         h = (e << 10) | rng.integers(0, 1024, size=b.shape[:2])
         if i == 1:
             h |= (rng.random(b.shape[:2]) < 0.5).astype(np.int64) << 15
@@ -84,14 +91,14 @@ def moderate_blocks(rng, qt, n, k):
 
 def minimum_part(blocks, qt):
     """|b| per element: the types with a minimum dequantised with every code byte zero give b
-    (Q5_1: m; Q4_K / Q5_K: -dmin·min); the symmetric types have none."""
-    start = {QT.Q5_1: 4, QT.Q4_K: 16, QT.Q5_K: 16}.get(qt)
+    (Q5_1: m; Q4_K / Q5_K / Q2_K: -dmin·min); the symmetric types have none."""
+    codes = {QT.Q5_1: (4, 24), QT.Q4_K: (16, 144), QT.Q5_K: (16, 176), QT.Q2_K: (16, 80)}.get(qt)
     n = blocks.shape[0]
-    if start is None:
+    if codes is None:
         return 0.0
     be, bb, _ = LAYOUT[qt]
     z = blocks.reshape(n, -1, bb).copy()
-    z[:, :, start:] = 0
+    z[:, :, codes[0]:codes[1]] = 0
     return np.abs(quants.dequantize(z.reshape(n, -1), qt).astype(np.float64).reshape(n, -1))
 
 
@@ -123,6 +130,13 @@ def main():
         ("q5_k_raw", QT.Q5_K, 48, 512, raw_blocks, 37, True, 6), ("q5_k_one", QT.Q5_K, 1, 256, raw_blocks, 1, True, 0),
         ("q6_k_raw", QT.Q6_K, 48, 512, raw_blocks, 2, True, 8), ("q6_k_one", QT.Q6_K, 1, 256, raw_blocks, 0, False, 0),
         ("q6_k_mm", QT.Q6_K, 33, 768, raw_blocks, 21, True, 0),
+        ("q2_k_raw", QT.Q2_K, 48, 512, raw_blocks, 3, True, 5), ("q2_k_one", QT.Q2_K, 1, 256, raw_blocks, 0, False, 0),
+        ("q2_k_mm", QT.Q2_K, 33, 768, raw_blocks, 21, True, 0),
+        ("q3_k_raw", QT.Q3_K, 48, 512, raw_blocks, 1, True, 6), ("q3_k_one", QT.Q3_K, 1, 256, raw_blocks, 0, False, 0),
+        ("q3_k_mm", QT.Q3_K, 33, 768, raw_blocks, 21, True, 0),
+        ("iq4_nl_raw", QT.IQ4_NL, 37, 96, raw_blocks, 2, True, 7), ("iq4_nl_mm", QT.IQ4_NL, 64, 256, raw_blocks, 37, True, 0),
+        ("iq4_xs_raw", QT.IQ4_XS, 48, 512, raw_blocks, 4, True, 5), ("iq4_xs_one", QT.IQ4_XS, 1, 256, raw_blocks, 0, False, 0),
+        ("iq4_xs_mm", QT.IQ4_XS, 33, 768, raw_blocks, 21, True, 0),
         # Gemma-3-270M (d 640, 4 query heads of 256, 1 kv head, ff 2048) and SmolLM-like shapes
         ("gemma_q", QT.Q5_0, 1024, 640, quantised_blocks, 1, False, 0),
         ("gemma_k", QT.Q5_0, 256, 640, quantised_blocks, 7, True, 0),
@@ -134,6 +148,11 @@ def main():
         ("gemma_down_mm", QT.Q6_K, 640, 2048, moderate_blocks, 13, True, 0),
         ("smol_down", QT.Q6_K, 576, 1536, moderate_blocks, 1, True, 0),
         ("smol_up", QT.Q5_K, 1536, 512, moderate_blocks, 9, False, 0),
+        ("smol_q2_gate", QT.Q2_K, 1536, 512, moderate_blocks, 1, False, 0),
+        ("smol_q3_down", QT.Q3_K, 576, 1536, moderate_blocks, 1, True, 0),
+        ("smol_q3_down_mm", QT.Q3_K, 576, 1536, moderate_blocks, 13, True, 0),
+        ("smol_iq4_up", QT.IQ4_XS, 1536, 512, moderate_blocks, 9, False, 0),
+        ("smol_iq4nl_o", QT.IQ4_NL, 576, 576, moderate_blocks, 1, True, 0),
     ]
     # real tensors of the Gemma-3-270M Q4_K_M file when it is installed: the first block of each
     # (tensor name, type) pair among the types under test

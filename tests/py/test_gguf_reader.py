@@ -407,7 +407,7 @@ def main():
         expect_error(tool, tmp, "offset misaligned", p64(good, ti[1]["offset"], 64 + 8), "alignment")
         expect_error(tool, tmp, "offset past the end", p64(good, ti[1]["offset"], 2**62), "past the end")
         expect_error(tool, tmp, "offset 2^64-64", p64(good, ti[1]["offset"], 2**64 - 64), "past the end")
-        expect_error(tool, tmp, "unsupported tensor type 10 (Q2_K)", p32(good, ti[0]["type"], 10), "unsupported tensor type 10", "w.f32")
+        expect_error(tool, tmp, "unsupported tensor type 16 (IQ2_XXS)", p32(good, ti[0]["type"], 16), "unsupported tensor type 16", "w.f32")
         expect_error(tool, tmp, "unsupported tensor type 1234", p32(good, ti[0]["type"], 1234), "unsupported tensor type 1234")
         dup = bytearray(good)
         k2 = kvat("t.i8")

@@ -1,5 +1,6 @@
 /* Host side of the 4-bit weights (plain C, no GPU): the import formats (ExecuTorch flat q4gsw,
- * GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16), the exact
+ * GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_NL / IQ4_XS /
+ * F32 / F16 / BF16), the exact
  * dequantisation used as a reference,
  * symmetric quantisation of fp32 weights, and the packing into the GPU layout described in
  * include/wgml.h and qw_internal.h. */
@@ -46,19 +47,23 @@ static bool gguf_supported(int type) { return type >= 0 && wgml_ggml_type_size((
 int wgml_qweight_gguf_on_gpu(int type) { return qw_gguf_gpu(type, NULL, NULL, NULL) ? 1 : 0; }
 
 bool qw_gguf_has_min(int type) {
-    return type == WGML_GGML_Q4_1 || type == WGML_GGML_Q5_1 || type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K;
+    return type == WGML_GGML_Q4_1 || type == WGML_GGML_Q5_1 || type == WGML_GGML_Q2_K || type == WGML_GGML_Q4_K ||
+           type == WGML_GGML_Q5_K;
 }
 
 /* How the GPU holds each block type: 4-bit codes (Q4_0 symmetric; Q4_1 and Q4_K with a
- * minimum), or codes widened to 8 bits (signed for the symmetric Q5_0, Q8_0 and Q6_K; unsigned
- * with a minimum for Q5_1 and Q5_K), G = 32 (Q6_K: 16, its scale groups); the plain F32, F16
- * and BF16 tensors as f32 values (QF32). */
+ * minimum), or codes widened to 8 bits (signed for the symmetric Q5_0, Q8_0, Q3_K and Q6_K and
+ * for IQ4_NL / IQ4_XS, whose codes are their table's values; unsigned with a minimum for Q5_1,
+ * Q5_K and Q2_K), G = 32 (Q2_K, Q3_K and Q6_K: 16, their scale groups); the plain F32, F16 and
+ * BF16 tensors as f32 values (QF32). `bits` is the code range requant keeps (IQ4's table spans
+ * the int8 range, so a requantised IQ4 weight holds Q8_0's codes, not the table's). */
 bool qw_gguf_gpu(int type, wgml_qkind *kind, int *group, int *bits) {
     static const struct { int type; wgml_qkind kind; int group, bits; } map[] = {
         {WGML_GGML_Q4_0, WGML_Q4_SYM, 32, 4}, {WGML_GGML_Q4_1, WGML_Q4_MIN, 32, 4}, {WGML_GGML_Q5_0, WGML_Q8, 32, 5},
         {WGML_GGML_Q5_1, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q8_0, WGML_Q8, 32, 8},     {WGML_GGML_Q4_K, WGML_Q4_MIN, 32, 4},
-        {WGML_GGML_Q5_K, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q6_K, WGML_Q8, 16, 6},     {WGML_GGML_F32, WGML_QF32, 32, 32},
-        {WGML_GGML_F16, WGML_QF32, 32, 32},   {WGML_GGML_BF16, WGML_QF32, 32, 32},
+        {WGML_GGML_Q5_K, WGML_Q8_MIN, 32, 5}, {WGML_GGML_Q6_K, WGML_Q8, 16, 6},     {WGML_GGML_Q2_K, WGML_Q8_MIN, 16, 2},
+        {WGML_GGML_Q3_K, WGML_Q8, 16, 3},     {WGML_GGML_IQ4_NL, WGML_Q8, 32, 8},   {WGML_GGML_IQ4_XS, WGML_Q8, 32, 8},
+        {WGML_GGML_F32, WGML_QF32, 32, 32},   {WGML_GGML_F16, WGML_QF32, 32, 32},   {WGML_GGML_BF16, WGML_QF32, 32, 32},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (map[i].type == type) {
@@ -84,7 +89,8 @@ wgml_status qw_check_gguf(wgml_ctx *ctx, const char *op, int type, const void *d
     if (gpu_only && !qw_gguf_gpu(type, NULL, NULL, NULL))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                               "%s: GGUF type %s (%d) is not a type the GPU runs (F32, F16, BF16, Q4_0, Q4_1, "
-                              "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; wgml_gguf_dequantize reads it on the host)",
+                              "Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; wgml_gguf_dequantize "
+                              "reads it on the host)",
                               op, name, type);
     uint64_t be = 1;
     wgml_ggml_type_size((uint32_t)type, &be, NULL);
@@ -212,6 +218,72 @@ static void unpack_q6_k(const uint8_t *q, qw_unpacked *u) {
     }
 }
 
+/* Q2_K: 16 bytes of group scales (the scale in the low nibble, the min in the high), 64 bytes
+ * qs, f16 d, f16 dmin. Value e = 128h + 32s + l (h = 0..1, s = 0..3, l = 0..31) is bits 2s,
+ * 2s + 1 of qs[32h + l]; its group is e / 16: a = d·scale, b = −(dmin·min). */
+static void unpack_q2_k(const uint8_t *q, qw_unpacked *u) {
+    float d = qw_half_to_float(rd16(q + 80)), dmin = qw_half_to_float(rd16(q + 82));
+    for (int g = 0; g < 16; g++) {
+        u->a[g] = d * (float)(q[g] & 0xF);
+        u->b[g] = -(dmin * (float)(q[g] >> 4));
+    }
+    for (int e = 0; e < 256; e++) u->code[e] = (q[16 + 32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4))) & 3;
+}
+
+/* Q3_K's 6-bit scale of group i (0..15) from its 12 bytes s, centred: the low four bits are
+ * nibble i / 8 of s[i % 8], the top two bits pair i / 4 of s[8 + i % 4]. */
+static int q3_k_scale(const uint8_t *s, int i) {
+    return (((s[i % 8] >> (4 * (i / 8))) & 0xF) | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+}
+
+/* Q3_K: 32 bytes hmask, 64 bytes qs, 12 bytes of scales, f16 d. Value e = 128h + 32s + l takes
+ * bits 2s, 2s + 1 of qs[32h + l] as its low part and bit e / 32 of hmask[l] as its third,
+ * which is set for the codes 0..3 and clear for −4..−1 (code = low − 4 when clear); group e /
+ * 16: a = d·scale. */
+static void unpack_q3_k(const uint8_t *q, qw_unpacked *u) {
+    float d = qw_half_to_float(rd16(q + 108));
+    for (int g = 0; g < 16; g++) {
+        u->a[g] = d * (float)q3_k_scale(q + 96, g);
+        u->b[g] = 0.0f;
+    }
+    for (int e = 0; e < 256; e++) {
+        int low = (q[32 + 32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4))) & 3;
+        u->code[e] = ((q[e % 32] >> (e / 32)) & 1) ? low : low - 4;
+    }
+}
+
+/* IQ4_NL and IQ4_XS index this table of the format (its codes on the GPU, signed 8-bit). */
+static const int8_t IQ4_TABLE[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* 16 bytes of indices: the low nibbles are values 0..15, the high nibbles 16..31. */
+static void iq4_codes(const uint8_t *qs, int *code) {
+    for (int j = 0; j < 16; j++) {
+        code[j] = IQ4_TABLE[qs[j] & 0xF];
+        code[j + 16] = IQ4_TABLE[qs[j] >> 4];
+    }
+}
+
+/* IQ4_NL: f16 d, 16 bytes of indices; a = d. */
+static void unpack_iq4_nl(const uint8_t *q, qw_unpacked *u) {
+    u->a[0] = qw_half_to_float(rd16(q));
+    u->b[0] = 0.0f;
+    iq4_codes(q + 2, u->code);
+}
+
+/* IQ4_XS: f16 d, a u16 of the 8 sub-blocks' scale high bits (bits 2i, 2i + 1), 4 bytes of their
+ * low nibbles (sub-block i: nibble i % 2 of byte i / 2), then 16 bytes of indices a sub-block
+ * of 32; a = d·(scale − 32). */
+static void unpack_iq4_xs(const uint8_t *q, qw_unpacked *u) {
+    float d = qw_half_to_float(rd16(q));
+    uint16_t hi = rd16(q + 2);
+    for (int i = 0; i < 8; i++) {
+        int ls = ((q[4 + i / 2] >> (4 * (i % 2))) & 0xF) | ((hi >> (2 * i)) & 3) << 4;
+        u->a[i] = d * (float)(ls - 32);
+        u->b[i] = 0.0f;
+        iq4_codes(q + 8 + 16 * i, u->code + 32 * i);
+    }
+}
+
 static void unpack_block(int type, const uint8_t *q, qw_unpacked *u) {
     switch (type) {
     case WGML_GGML_Q4_0: unpack_q4(q, u, false); break;
@@ -222,6 +294,10 @@ static void unpack_block(int type, const uint8_t *q, qw_unpacked *u) {
     case WGML_GGML_Q4_K: unpack_q45_k(q, u, false); break;
     case WGML_GGML_Q5_K: unpack_q45_k(q, u, true); break;
     case WGML_GGML_Q6_K: unpack_q6_k(q, u); break;
+    case WGML_GGML_Q2_K: unpack_q2_k(q, u); break;
+    case WGML_GGML_Q3_K: unpack_q3_k(q, u); break;
+    case WGML_GGML_IQ4_NL: unpack_iq4_nl(q, u); break;
+    case WGML_GGML_IQ4_XS: unpack_iq4_xs(q, u); break;
     default: break; /* not reached: qw_check_gguf admits only the types above */
     }
 }
@@ -246,7 +322,7 @@ wgml_status wgml_gguf_dequantize(int type, const void *data, size_t bytes, int64
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
     int64_t blocks = total / (int64_t)be;
     int group = 32;
-    qw_gguf_gpu(type, NULL, &group, NULL); /* the scale groups: 16 for Q6_K */
+    qw_gguf_gpu(type, NULL, &group, NULL); /* the scale groups: 16 for Q2_K, Q3_K and Q6_K */
     bool has_b = qw_gguf_has_min(type);
     qw_unpacked u;
     for (int64_t b = 0; b < blocks; b++) {
@@ -396,9 +472,9 @@ void qw_pack_gguf(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *wo
 wgml_abform qw_gguf_ab_form(int type) {
     const char *e = getenv("WGML_QW_KSCALES");
     if (e && !strcmp(e, "0")) return WGML_AB_F32;
-    return type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K ? WGML_AB_K_MIN
-           : type == WGML_GGML_Q6_K                         ? WGML_AB_K6
-                                                            : WGML_AB_F32;
+    return type == WGML_GGML_Q4_K || type == WGML_GGML_Q5_K   ? WGML_AB_K_MIN
+           : type == WGML_GGML_Q6_K || type == WGML_GGML_Q3_K ? WGML_AB_K6
+                                                              : WGML_AB_F32;
 }
 
 /* 6 words a super-block in both K forms: 24 bytes a row of 256, so that a row split at a multiple
@@ -411,7 +487,8 @@ int64_t qw_ab_row_words(wgml_abform form, int64_t kp, int group, bool has_min) {
 
 /* The K types' super-block scales as include/wgml-quant.h lays them out: Q4_K / Q5_K the f32
  * values of d and dmin (exact) and each group's 6-bit scale and min unpacked into a half word;
- * Q6_K the f32 value of d and its 16 int8 scales. */
+ * Q6_K the f32 value of d and its 16 int8 scales; Q3_K the same with its 6-bit scales
+ * unpacked and centred (−32..31, as int8). */
 void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab) {
     uint64_t be, bb;
     wgml_ggml_type_size((uint32_t)type, &be, &bb);
@@ -422,6 +499,15 @@ void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab
             float d = qw_half_to_float(rd16(q + 208));
             memcpy(&kab[6 * b], &d, 4);
             for (int i = 0; i < 4; i++) kab[6 * b + 1 + i] = rd32(q + 192 + 4 * i);
+            kab[6 * b + 5] = 0;
+        } else if (type == WGML_GGML_Q3_K) {
+            float d = qw_half_to_float(rd16(q + 108));
+            memcpy(&kab[6 * b], &d, 4);
+            for (int i = 0; i < 4; i++) {
+                uint32_t w = 0;
+                for (int j = 0; j < 4; j++) w |= (uint32_t)(uint8_t)(int8_t)q3_k_scale(q + 96, 4 * i + j) << (8 * j);
+                kab[6 * b + 1 + i] = w;
+            }
             kab[6 * b + 5] = 0;
         } else {
             uint32_t *e = kab + 6 * b;
