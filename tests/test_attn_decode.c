@@ -154,7 +154,7 @@ static void run_case(const dcase *c, bool f16) {
     for (int64_t i = 0; f16 && i < Hk * smax * D; i++) /* the values the f16 caches hold */
         hkc[i] = (float)th_half(th_to_half(hkc[i])), hvc[i] = (float)th_half(th_to_half(hvc[i]));
     wgml_tensor *tp = th_tensor_i32(1, one, &pos), *tl = th_tensor_i32(1, one, &len);
-    wgml_tensor *tab = rope_freq_table(T.g, "test", D, c->theta);
+    wgml_tensor *tab = rope_freq_table(T.g, "test", D, c->theta, NULL);
     float scale = 1.0f / sqrtf((float)D) * 1.25f, eps = 1e-6f;
     float *hqn = th_random((size_t)D, 0.5, 1.5), *hkn = th_random((size_t)D, 0.5, 1.5);
     int64_t ds[1] = {D};

@@ -231,7 +231,7 @@ static void case_rope_kv_f16(int64_t S, int64_t H, int64_t Hk, int64_t hd, int64
     for (int64_t i = 0; f16 && i < nc; i++) /* the values the f16 caches hold */
         hkc[i] = (float)th_half(th_to_half(hkc[i])), hvc[i] = (float)th_half(th_to_half(hvc[i]));
     free(wk), free(wv);
-    wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta);
+    wgml_tensor *tab = rope_freq_table(g, "test_fused", hd, theta, NULL);
     wgml_tensor *out = rope_kv_step(g, q, k, v, p, tab, kc, vc, style);
     /* the plain rope of q at the same positions: the fused step must match it bit for bit */
     wgml_tensor *plain = wgml_rope_ex(g, q, p, theta, style, WGML_ROPE_BSHD, 0);
@@ -339,7 +339,7 @@ static void test_bad_input(void) {
     th_expect_error("swiglu: i32 up", !ew_glu(g, x, wgml_tensor_new(g, WGML_I32, 2, s), EW_GLU_SILU), WGML_ERR_DTYPE, "swiglu",
                     NULL);
     wgml_tensor *q = wgml_tensor_new(g, WGML_F32, 4, qs), *c = wgml_tensor_new(g, WGML_F32, 4, cs);
-    wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f);
+    wgml_tensor *p = wgml_tensor_new(g, WGML_I32, 1, &one), *tab = rope_freq_table(g, "test_fused", 8, 10000.0f, NULL);
     th_expect_error("rope_kv_step: rank-3 q", !rope_kv_step(g, wgml_tensor_new(g, WGML_F32, 3, q3), q, q, p, tab, c, c, WGML_ROPE_INTERLEAVED),
                     WGML_ERR_SHAPE, "rope_kv_step", "rank 4", NULL);
     int64_t two = 2, cs4[4] = {1, 4, 4, 8};

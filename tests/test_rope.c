@@ -1,8 +1,10 @@
 /* Rotary position embedding (rope, rope_backward) against a double-precision reference: both
  * styles, positions [S] and [B, S], long positions, a built graph replayed with new positions,
- * a grid of more than 65,535 workgroups, and bad input. */
+ * a grid of more than 65,535 workgroups, per-pair frequency factors (a GGUF file's rope_freqs,
+ * through the model's own table, its backward rule included), and bad input. */
 #define _POSIX_C_SOURCE 199309L
 #include "harness.h"
+#include "ops/rope/rope_fused.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,9 +20,9 @@
 #define ROPE_ATOL 2e-6
 #define ROPE_RTOL 1e-5
 
-/* out = x rotated by sign·pos·theta^(-2i/D), computed in double. */
-static void ref_rope(const float *x, const int32_t *pos, int per_batch, int64_t B, int64_t S, int64_t H, int64_t D,
-                     double theta, wgml_rope_style style, double sign, double *out) {
+/* out = x rotated by sign·pos·theta^(-2i/D) / f_i (f = factors, or 1 without), in double. */
+static void ref_rope_f(const float *x, const int32_t *pos, int per_batch, int64_t B, int64_t S, int64_t H, int64_t D,
+                       double theta, const float *factors, wgml_rope_style style, double sign, double *out) {
     int64_t half = D / 2;
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < S; s++) {
@@ -28,7 +30,7 @@ static void ref_rope(const float *x, const int32_t *pos, int per_batch, int64_t 
             for (int64_t h = 0; h < H; h++) {
                 int64_t base = ((b * S + s) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = sign * p * pow(theta, -2.0 * (double)i / (double)D);
+                    double ang = sign * p * pow(theta, -2.0 * (double)i / (double)D) / (factors ? factors[i] : 1.0);
                     double c = cos(ang), sn = sin(ang);
                     int64_t ia = style == WGML_ROPE_INTERLEAVED ? base + 2 * i : base + i;
                     int64_t ib = style == WGML_ROPE_INTERLEAVED ? ia + 1 : ia + half;
@@ -37,6 +39,11 @@ static void ref_rope(const float *x, const int32_t *pos, int per_batch, int64_t 
                 }
             }
         }
+}
+
+static void ref_rope(const float *x, const int32_t *pos, int per_batch, int64_t B, int64_t S, int64_t H, int64_t D,
+                     double theta, wgml_rope_style style, double sign, double *out) {
+    ref_rope_f(x, pos, per_batch, B, S, H, D, theta, NULL, style, sign, out);
 }
 
 static const char *style_name(wgml_rope_style s) { return s == WGML_ROPE_HALF ? "half" : "interleaved"; }
@@ -179,6 +186,74 @@ static void test_graph(void) {
     wgml_graph_free(g);
 }
 
+/* Llama 3's frequency factors for head dim D (rope_scaling "llama3", written from its definition:
+ * wavelengths 2pi / freq over the original context / low_freq_factor scale by `factor`, those
+ * under the original context / high_freq_factor keep theirs, and between them the inverse
+ * frequency blends the two linearly in original context / wavelength); f_i = freq_i / new
+ * freq_i, as a GGUF file's rope_freqs holds them. */
+static void llama3_factors(int64_t D, double theta, float *f) {
+    const double factor = 32, low = 1, high = 4, ctx = 8192;
+    for (int64_t i = 0; i < D / 2; i++) {
+        double freq = pow(theta, -2.0 * (double)i / (double)D), wavelen = 6.283185307179586 / freq;
+        double smooth = (ctx / wavelen - low) / (high - low);
+        f[i] = wavelen < ctx / high ? 1.0f : wavelen > ctx / low ? (float)factor : (float)(1.0 / ((1 - smooth) / factor + smooth));
+    }
+}
+
+/* The rope with a frequency table of per-pair factors (rope_tab over rope_freq_table, as the
+ * decoder uses it): forward and backward eagerly, then the backward rule in a built graph
+ * (loss = sum(rope(x) * w), so dx = w rotated back, which needs the same table), and a table of
+ * the wrong shape refused. */
+static void test_factors(void) {
+    int64_t B = 2, S = 5, H = 3, D = 64, n = B * S * H * D, xs[4] = {B, S, H, D}, ps[1] = {S}, hd2 = D / 2;
+    float f[32];
+    llama3_factors(D, 500000, f);
+    th_check(f[0] == 1.0f && f[hd2 - 1] == 32.0f && f[16] > 1.0f && f[16] < 32.0f, "llama3 factors span 1 .. 32 (%g %g %g)",
+             (double)f[0], (double)f[16], (double)f[hd2 - 1]);
+    int32_t hp[5] = {0, 1, 777, 8191, 100000};
+    float *hx = th_random((size_t)n, -1, 1);
+    double *ref = malloc(sizeof(double) * (size_t)n), *plain = malloc(sizeof(double) * (size_t)n);
+    wgml_tensor *x = th_tensor_f32(4, xs, hx), *p = th_tensor_i32(1, ps, hp);
+    wgml_tensor *tab = rope_freq_table(T.g, "test_rope", D, 500000.0f, f);
+    for (int dir = 0; dir < 2; dir++) {
+        wgml_rope_style st = dir ? WGML_ROPE_HALF : WGML_ROPE_INTERLEAVED;
+        float *got = th_read_f32(rope_tab(T.g, x, p, tab, st, WGML_ROPE_BSHD, dir));
+        ref_rope_f(hx, hp, 0, B, S, H, D, 500000, f, st, dir ? -1.0 : 1.0, ref);
+        th_close(dir ? "rope_backward with llama3 factors (half)" : "rope with llama3 factors (interleaved)", got, ref,
+                 (size_t)n, ROPE_ATOL, ROPE_RTOL);
+        ref_rope(hx, hp, 0, B, S, H, D, 500000, st, dir ? -1.0 : 1.0, plain);
+        double moved = 0;
+        for (int64_t i = 0; i < n; i++) moved = fmax(moved, fabs(ref[i] - plain[i]));
+        th_check(moved > 0.1, "the factors move the rotation (%.3g at most)", moved);
+        free(got);
+    }
+    /* the backward rule keeps the table: a built graph */
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    wgml_tensor *gx = wgml_tensor_new(g, WGML_F32, 4, xs), *gw = wgml_tensor_new(g, WGML_F32, 4, xs);
+    wgml_tensor *gp = wgml_tensor_new(g, WGML_I32, 1, ps), *gt = rope_freq_table(g, "test_rope", D, 500000.0f, f);
+    wgml_tensor_set_trainable(gx, 1);
+    wgml_tensor *y = rope_tab(g, gx, gp, gt, WGML_ROPE_HALF, WGML_ROPE_BSHD, 0);
+    wgml_tensor *loss = wgml_sum(g, wgml_mul(g, y, gw), NULL, 0, 0);
+    th_check(!wgml_backward(g, loss, 1.0f) && !wgml_graph_compile(g), "factors graph builds: %s", wgml_last_error(T.ctx));
+    float *hw = th_random((size_t)n, -1, 1), *dx = malloc(sizeof(float) * (size_t)n);
+    wgml_tensor_write(gx, hx, sizeof(float) * (size_t)n);
+    wgml_tensor_write(gw, hw, sizeof(float) * (size_t)n);
+    wgml_tensor_write(gp, hp, sizeof hp);
+    th_check(!wgml_graph_run(g), "factors graph runs: %s", wgml_last_error(T.ctx));
+    wgml_tensor_read(wgml_tensor_grad(gx), dx, sizeof(float) * (size_t)n);
+    ref_rope_f(hw, hp, 0, B, S, H, D, 500000, f, WGML_ROPE_HALF, -1.0, ref);
+    th_close("d x of sum(rope(x) * w) with llama3 factors: w rotated back", dx, ref, (size_t)n, ROPE_ATOL, ROPE_RTOL);
+    wgml_graph_free(g);
+    int64_t bs[2] = {hd2 + 1, 4};
+    wgml_tensor *bad = wgml_tensor_new(T.g, WGML_F32, 2, bs);
+    th_expect_error("rope table of the wrong shape", rope_tab(T.g, x, p, bad, WGML_ROPE_HALF, WGML_ROPE_BSHD, 0) == NULL,
+                    WGML_ERR_SHAPE, "frequency table", "[33, 4]", "[2, 5, 3, 64]", NULL);
+    th_expect_error("rope table NULL", rope_tab(T.g, x, p, NULL, WGML_ROPE_HALF, WGML_ROPE_BSHD, 0) == NULL, WGML_ERR_ARG,
+                    "frequency table", NULL);
+    free(hx); free(hw); free(dx); free(ref); free(plain);
+    wgml_tensor_free(x); wgml_tensor_free(p); wgml_tensor_free(tab); wgml_tensor_free(bad);
+}
+
 /* More than 65,535 workgroups: [1, 4, 262145, 8] has 4,194,320 pairs = 65,537 workgroups of
  * 64 threads. Positions [S] take 4 values, so the reference uses a small cos/sin table. */
 static void test_huge_grid(void) {
@@ -275,10 +350,11 @@ int main(int argc, char **argv) {
     test_heads_first();
     double t1 = now();
     test_graph();
+    test_factors();
     double t2 = now();
     if (!th_dumping()) test_huge_grid();
     double t3 = now();
     test_bad_input();
-    printf("times: cases %.2fs, graph %.2fs, huge grid %.2fs, bad input %.2fs\n", t1 - t0, t2 - t1, t3 - t2, now() - t3);
+    printf("times: cases %.2fs, graph and factors %.2fs, huge grid %.2fs, bad input %.2fs\n", t1 - t0, t2 - t1, t3 - t2, now() - t3);
     return th_done();
 }

@@ -113,6 +113,7 @@ static wgml_status read_attention(const wgml_gguf *f, model_arch *a, wgml_llama_
     a->swa_pattern = a->window ? a->swa_pattern_default : 0;
     float local = a->rope_base_local_default > 0 ? a->rope_base_local_default : c->rope_base;
     if ((s = get_float(f, a, "rope.freq_base_swa", &a->rope_base_local, local, 0, 0, err, errlen))) return s;
+    a->rope_freqs = wgml_gguf_find_tensor(f, "rope_freqs.weight") >= 0;
     /* the query scale: <arch>.attention.scale when the file has it, else 1/sqrt(head_dim) (Gemma 3:
      * 1/sqrt(query_pre_attn_scalar), which equals head_dim for every size but 27B) */
     if ((s = get_float(f, a, "attention.scale", &a->attn_scale, (float)(1.0 / sqrt((double)c->head_dim)), 0, 0, err,
@@ -164,6 +165,7 @@ void arch_print(FILE *o, const model_arch *a, const wgml_llama_config *c) {
     fprintf(o, "  rope:          %s pairs, base %g", a->rope_style == WGML_ROPE_HALF ? "half (NeoX)" : "interleaved",
             (double)a->rope_base);
     if (a->window) fprintf(o, " (window layers %g)", (double)a->rope_base_local);
+    if (a->rope_freqs) fprintf(o, ", each pair's frequency divided by its factor in rope_freqs.weight");
     fprintf(o, "\n");
     if (a->window) {
         fprintf(o, "  attention:     sliding window %lld on layers l with (l+1) %% %d != 0; global:", (long long)a->window,

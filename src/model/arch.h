@@ -27,6 +27,7 @@ typedef struct model_arch {
     /* resolved from the metadata (arch_from_gguf) */
     float rope_base;            /* global layers (all layers without a window) */
     float rope_base_local;      /* the sliding-window layers */
+    bool rope_freqs;            /* the file holds rope_freqs.weight: per-pair frequency factors (Llama 3) */
     int64_t window;             /* sliding window in keys; 0: every layer attends to all earlier keys */
     int swa_pattern;            /* 0: no window layers */
     float embed_mult;           /* the embedding multiplier: sqrt(n_embd) in f32, or 1 */

@@ -14,6 +14,7 @@
 #include "ops/lora/lora.h"
 #include "ops/qweight/qw_share.h"
 #include "ops/qweight/qw_ste.h"
+#include "ops/rope/rope_fused.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -193,7 +194,8 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
     int64_t s4q[4] = {B, S, H, hd}, s4k[4] = {B, S, Hk, hd}, s2[2] = {B * S, H * hd};
     static const int perm[4] = {0, 2, 1, 3}; /* [B, S, H, hd] <-> [B, H, S, hd] */
     int windowed = arch_layer_windowed(ar, l);
-    float base = windowed ? ar->rope_base_local : ar->rope_base, scale = ar->attn_scale;
+    float scale = ar->attn_scale;
+    wgml_tensor *tab = decoder_share(g, m->rope_tab[windowed ? 1 : 0]);
     wgml_tensor *q = wgml_reshape(g, qkv[0], 4, s4q);
     wgml_tensor *k = wgml_reshape(g, qkv[1], 4, s4k);
     wgml_tensor *v = wgml_reshape(g, qkv[2], 4, s4k), *a;
@@ -201,8 +203,8 @@ static wgml_tensor *attention(const wgml_model *m, wgml_graph *g, const fwd_opts
         q = decoder_head_norm(g, q, decoder_share(g, L->q_norm), c->rms_eps);
         k = decoder_head_norm(g, k, decoder_share(g, L->k_norm), c->rms_eps);
     }
-    q = wgml_rope_ex(g, q, o->positions, base, ar->rope_style, WGML_ROPE_BSHD, 0);
-    k = wgml_rope_ex(g, k, o->positions, base, ar->rope_style, WGML_ROPE_BSHD, 0);
+    q = rope_tab(g, q, o->positions, tab, ar->rope_style, WGML_ROPE_BSHD, 0);
+    k = rope_tab(g, k, o->positions, tab, ar->rope_style, WGML_ROPE_BSHD, 0);
     if (!o->len) {
         q = wgml_permute(g, q, perm);
         k = wgml_permute(g, k, perm);

@@ -217,9 +217,8 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
     float eps = c->rms_eps;
     if (!o->len || o->B != 1 || o->latent) return decoder_forward_plain(m, g, o); /* not an inference graph */
     /* the RoPE tables (one per base) of the fused attention inputs through the KV cache */
-    wgml_tensor *tab[2] = {NULL, NULL};
-    if (!(tab[0] = rope_freq_table(g, "model", c->head_dim, ar->rope_base))) return NULL;
-    if (ar->window && !(tab[1] = rope_freq_table(g, "model", c->head_dim, ar->rope_base_local))) return NULL;
+    wgml_tensor *tab[2] = {decoder_share(g, m->rope_tab[0]), decoder_share(g, m->rope_tab[1])};
+    if (!tab[0] || (ar->window && !tab[1])) return NULL;
     /* decode with GEMV fusion: without post-norms, where the norms fit the GEMVs' prologue
      * (pre_only), every norm and residual add is inside a GEMV (x is the only stream; per block:
      * q/k/v with the norm, attention, o with the residual, gate/up with the norm and the

@@ -68,6 +68,9 @@ struct wgml_model {
     wgml_graph *wg; /* owns the persistent tensors */
     vweight tok_embd, output;
     wgml_tensor *output_norm;
+    /* RoPE frequency tables (ops/rope/rope_fused.h) of the global layers [0] and the windowed
+     * ones [1] (NULL without a window), rope_freqs.weight's factors applied */
+    wgml_tensor *rope_tab[2];
     layer *layers;
     step_graph decode;
     step_graph prefill[MAX_PREFILL_GRAPHS];

@@ -8,6 +8,7 @@
 #include "model/decoder_internal.h"
 
 #include "ops/qweight/qw_share.h"
+#include "ops/rope/rope_fused.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -258,6 +259,32 @@ static wgml_status load_bias(wgml_model *m, const char *path, const char *name, 
     return s;
 }
 
+/* The RoPE frequency tables of the global and the windowed layers, persistent and shared by
+ * every graph: theta^(-2i/hd) per pair, divided by the file's rope_freqs.weight [hd/2] where it
+ * has one. Llama 3.1 / 3.2 / 3.3 files do: their long-context frequency scaling (rope_scaling
+ * "llama3" in the Hugging Face config) written as a factor per pair, which llama.cpp divides
+ * by as here; without it every such model's attention would be off at any length. */
+static wgml_status load_rope_tables(wgml_model *m, const char *path) {
+    int64_t hd = m->cfg.head_dim, half = hd / 2;
+    float *f = NULL;
+    int64_t i = find_tensor(m, path, "rope_freqs.weight", 0, half, 1);
+    if (i == -1) return wgml_last_status(m->ctx);
+    if (i >= 0 && !(f = host_f32(m, path, i, 1, half))) return wgml_last_status(m->ctx);
+    for (int64_t j = 0; f && j < half; j++)
+        if (!(f[j] > 0) || !isfinite(f[j])) {
+            wgml_status s = wgml_set_error(m->ctx, WGML_ERR_FORMAT,
+                                           "model_load: %s: tensor 'rope_freqs.weight' [%lld]: factor %lld is %g; "
+                                           "frequency factors must be positive and finite",
+                                           path, (long long)half, (long long)j, (double)f[j]);
+            free(f);
+            return s;
+        }
+    m->rope_tab[0] = rope_freq_table(m->wg, "model_load", hd, m->arch.rope_base, f);
+    if (m->rope_tab[0] && m->arch.window) m->rope_tab[1] = rope_freq_table(m->wg, "model_load", hd, m->arch.rope_base_local, f);
+    free(f);
+    return m->rope_tab[0] && (!m->arch.window || m->rope_tab[1]) ? WGML_OK : wgml_last_status(m->ctx);
+}
+
 wgml_status decoder_load_weights(wgml_model *m, const char *path) {
     const wgml_llama_config *c = &m->cfg;
     const model_arch *a = &m->arch;
@@ -265,7 +292,7 @@ wgml_status decoder_load_weights(wgml_model *m, const char *path) {
     wgml_status s;
     if ((s = load_vocab(m, path, "token_embd.weight", &m->tok_embd, 0)) ||
         (s = load_vector(m, path, "output_norm.weight", D, &m->output_norm)) ||
-        (s = load_vocab(m, path, "output.weight", &m->output, 1)))
+        (s = load_vocab(m, path, "output.weight", &m->output, 1)) || (s = load_rope_tables(m, path)))
         return s;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) return wgml_set_error(m->ctx, WGML_ERR_OOM, "model_load: out of host memory");

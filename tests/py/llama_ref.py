@@ -59,6 +59,8 @@ class Llama:
             shape = [int(x) for x in reversed(t.shape.tolist())]
             self.t[t.name] = torch.from_numpy(np.asarray(w, dtype=np.float64).reshape(shape))
         self.out = self.t.get("output.weight", self.t["token_embd.weight"])
+        # rope_freqs.weight (Llama 3 files): each pair's frequency is divided by its factor
+        self.freq_factors = self.t.get("rope_freqs.weight")
 
     def _rms(self, x, w):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * w
@@ -67,7 +69,10 @@ class Llama:
         # x [S, H, d]; adjacent pairs (2i, 2i+1) rotate by pos * base^(-2i/d)
         d = x.shape[-1]
         i = torch.arange(d // 2, dtype=torch.float64)
-        ang = pos[:, None].to(torch.float64) * self.base ** (-2.0 * i / d)  # [S, d/2]
+        freq = self.base ** (-2.0 * i / d)
+        if self.freq_factors is not None:
+            freq = freq / self.freq_factors
+        ang = pos[:, None].to(torch.float64) * freq  # [S, d/2]
         c, s = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
         a, b = x[..., 0::2], x[..., 1::2]
         out = torch.empty_like(x)

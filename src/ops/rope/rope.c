@@ -26,15 +26,16 @@ static double trunc_bits(double v, int bits) {
     return ldexp(floor(ldexp(m, bits)), e - bits);
 }
 
-wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta) {
+wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta, const float *factors) {
     int64_t half = D / 2, ts[2] = {half, 4};
     float *tab = malloc(sizeof(float) * (size_t)(half * 4));
     if (!tab) {
         wgml_set_error(graph_ctx(g), WGML_ERR_OOM, "%s: out of host memory", op);
         return NULL;
     }
-    for (int64_t i = 0; i < half; i++) { /* g = theta^(-2i/D) / 2pi = g1 + g2 + g3 */
+    for (int64_t i = 0; i < half; i++) { /* g = theta^(-2i/D) / f_i / 2pi = g1 + g2 + g3 */
         double gi = exp(-(double)(2 * i) / (double)D * log((double)theta)) / ROPE_TWO_PI;
+        if (factors) gi /= (double)factors[i];
         double g1 = trunc_bits(gi, 12), g2 = trunc_bits(gi - g1, 12);
         tab[4 * i] = (float)g1;
         tab[4 * i + 1] = (float)g2;
@@ -90,8 +91,10 @@ static bool rope_check(wgml_ctx *ctx, wgml_graph *g, const char *op, const char 
     return true;
 }
 
+/* The rope of x at positions with frequency table tab (a rope_freq_table of the head dimension,
+ * kept by the caller), or, tab NULL, a table of theta made here for this dispatch. */
 static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, wgml_tensor *positions, float theta,
-                                wgml_rope_style style, wgml_rope_layout layout, float sign) {
+                                wgml_tensor *tab, wgml_rope_style style, wgml_rope_layout layout, float sign) {
     if (!g) return NULL;
     wgml_ctx *ctx = graph_ctx(g);
     if (layout != WGML_ROPE_BSHD && layout != WGML_ROPE_BHSD) {
@@ -104,11 +107,19 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
     int64_t S = hf ? x->shape[2] : x->shape[1], H = hf ? x->shape[1] : x->shape[2], D = x->shape[3];
     bool per_batch = positions->rank == 2;
     int64_t half = D / 2, n_pairs = x->numel / 2;
-    wgml_tensor *table = rope_freq_table(g, op, D, theta);
+    if (tab && (check_tensor(ctx, op, "table", tab) || check_dtype(ctx, op, "table", tab, WGML_F32) ||
+                check_same_graph(ctx, op, x, tab)))
+        return NULL;
+    if (tab && (tab->rank != 2 || tab->shape[0] != half || tab->shape[1] != 4)) {
+        wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: frequency table %s must be [%lld, 4] for %s %s", op, tshape(tab),
+                       (long long)half, xn, tshape(x));
+        return NULL;
+    }
+    wgml_tensor *table = tab ? tab : rope_freq_table(g, op, D, theta, NULL);
     if (!table) return NULL;
     wgml_tensor *out = graph_output(g, op, WGML_F32, 4, x->shape);
     if (!out) {
-        wgml_tensor_free(table);
+        if (!tab) wgml_tensor_free(table);
         return NULL;
     }
     struct {
@@ -124,25 +135,35 @@ static wgml_tensor *rope_record(wgml_graph *g, const char *op, wgml_tensor *x, w
                                    ((uint64_t)n_pairs + 63) / 64);
     /* eager: the recorded dispatch holds the table's buffer range; later work cannot reuse it
      * before this runs. Built graph: the table lives as long as the graph. */
-    wgml_tensor_free(table);
+    if (!tab) wgml_tensor_free(table);
     if (s) {
         wgml_tensor_free(out);
         return NULL;
     }
-    return rope_grad_record(g, out, x, positions, theta, style, layout, sign < 0);
+    return rope_grad_record(g, out, x, positions, theta, tab, style, layout, sign < 0);
 }
 
 wgml_tensor *wgml_rope(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style) {
-    return rope_record(g, "rope", x, positions, theta, style, WGML_ROPE_BSHD, 1.0f);
+    return rope_record(g, "rope", x, positions, theta, NULL, style, WGML_ROPE_BSHD, 1.0f);
 }
 
 wgml_tensor *wgml_rope_backward(wgml_graph *g, wgml_tensor *dy, wgml_tensor *positions, float theta,
                                 wgml_rope_style style) {
-    return rope_record(g, "rope_backward", dy, positions, theta, style, WGML_ROPE_BSHD, -1.0f);
+    return rope_record(g, "rope_backward", dy, positions, theta, NULL, style, WGML_ROPE_BSHD, -1.0f);
 }
 
 wgml_tensor *wgml_rope_ex(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, float theta, wgml_rope_style style,
                           wgml_rope_layout layout, int backward) {
-    return rope_record(g, backward ? "rope_backward" : "rope", x, positions, theta, style, layout,
+    return rope_record(g, backward ? "rope_backward" : "rope", x, positions, theta, NULL, style, layout,
+                       backward ? -1.0f : 1.0f);
+}
+
+wgml_tensor *rope_tab(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, wgml_tensor *tab, wgml_rope_style style,
+                      wgml_rope_layout layout, int backward) {
+    if (!tab) {
+        wgml_set_error(g ? graph_ctx(g) : NULL, WGML_ERR_ARG, "rope: the frequency table is NULL");
+        return NULL;
+    }
+    return rope_record(g, backward ? "rope_backward" : "rope", x, positions, 1.0f, tab, style, layout,
                        backward ? -1.0f : 1.0f);
 }

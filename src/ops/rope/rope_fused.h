@@ -5,8 +5,15 @@
 #include "graph/graph.h"
 
 /* The per-pair frequency table f32 [D/2, 4] of rope_angle.wgsl for head dim D and base theta,
- * a new tensor of g (op names the caller in errors). */
-wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta);
+ * each pair i's frequency theta^(-2i/D) divided by factors[i] when factors is not NULL (a
+ * GGUF file's rope_freqs: Llama 3's long-context scaling), a new tensor of g (op names the
+ * caller in errors). */
+wgml_tensor *rope_freq_table(wgml_graph *g, const char *op, int64_t D, float theta, const float *factors);
+
+/* wgml_rope_ex with the frequencies of tab (a rope_freq_table of x's head dimension, which the
+ * caller keeps as long as the graph, its backward included). */
+wgml_tensor *rope_tab(wgml_graph *g, wgml_tensor *x, wgml_tensor *positions, wgml_tensor *tab, wgml_rope_style style,
+                      wgml_rope_layout layout, int backward);
 
 /* The attention inputs of S rows in one dispatch (no autograd rule; inference graphs): q f32
  * [1, S, H, hd] and k [1, S, Hk, hd] rotated (the pairs of style, as wgml_rope) at the positions
