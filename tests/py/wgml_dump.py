@@ -159,6 +159,51 @@ def check_logits(check, got, want, gpu_next, npre, n_dec, name, atol, rtol):
         check(gpu_next[row] == int(np.argmax(got[row])), "GPU argmax equals argmax of read-back logits")
 
 
+class Tally:
+    """The model parity tests' count: tally(ok, what) prints and counts one check; done() prints
+    the totals and gives the exit code."""
+
+    def __init__(self):
+        self.passes = self.failures = 0
+
+    def __call__(self, ok, what):
+        if ok:
+            self.passes += 1
+        else:
+            self.failures += 1
+        print(("ok   " if ok else "FAIL ") + what)
+
+    def done(self):
+        print("%d passed, %d failed" % (self.passes, self.failures))
+        return 1 if self.failures else 0
+
+
+def parity_logits(check, tool, model, prompts, reference, atol, rtol, label=""):
+    """The model parity tests' loop: each prompt (text, decode steps[, special tokens]) encoded by
+    wgml's tokenizer (`tool_model encode`, with --special when the third item is true), wgml's
+    logits for all of them from one `tool_model logits` process
+    (a prefill of all but the last `decode steps` tokens, then those steps through the KV cache)
+    against reference(ids) [len(ids), V] from the prefill's last position on (check_logits)."""
+    seqs = []
+    for text, n_dec, *special in prompts:
+        args = [tool, "encode", model] + (["--special"] if special and special[0] else [])
+        out = subprocess.run(args, input=text.encode(), capture_output=True, check=True).stdout
+        ids = [int(x) for x in out.split()]
+        seqs.append((text, ids, len(ids) - n_dec, n_dec))
+    got_all = run_tool_logits(tool, model, [(ids, npre, n_dec) for _, ids, npre, n_dec in seqs])
+    if got_all is None:
+        check(False, label + "tool_model logits failed")
+        return
+    rows, gpu_all = got_all
+    at = 0
+    for text, ids, npre, n_dec in seqs:
+        got, gpu_next = rows[at:at + n_dec + 1], gpu_all[at:at + n_dec + 1]
+        at += n_dec + 1
+        want = np.asarray(reference(ids))[npre - 1:]
+        name = "%s%r (%d tokens: prefill %d + %d decode steps)" % (label, text[:32], len(ids), npre, n_dec)
+        check_logits(check, got, want, gpu_next, npre, n_dec, name, atol, rtol)
+
+
 def run_tool_logits(tool, model, seqs):
     """The model parity tests' wgml side: one `tool_model logits` process for every sequence
     (ids, npre, n_dec), which prefills ids[:npre] and decodes the rest step by step. Returns the
@@ -176,3 +221,33 @@ def run_tool_logits(tool, model, seqs):
         rows = np.fromfile(out, dtype=np.float32).astype(np.float64)
         gpu_all = [int(x) for x in r.stdout.split()]
     return rows.reshape(len(gpu_all), rows.size // len(gpu_all)), gpu_all
+
+
+def gguf_copy(src, dst, convert=None, extra=()):
+    """Writes GGUF file dst with src's metadata and tensors (the model parity tests' variants of a
+    real file). convert(name, reader_tensor) may give (blocks or array, GGML type) to store
+    instead, or None to copy the tensor as it is; extra: (name, float32 array) tensors added
+    after src's. Returns the names convert replaced."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    r = GGUFReader(src)
+    w = GGUFWriter(dst, r.fields["general.architecture"].contents())
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        sub = f.types[-1] if f.types[0] == GGUFValueType.ARRAY else None
+        w.add_key_value(f.name, f.contents(), f.types[0], sub_type=sub)
+    replaced = []
+    for t in r.tensors:
+        new = convert(t.name, t) if convert else None
+        if new is None:
+            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+        else:
+            w.add_tensor(t.name, new[0], raw_dtype=new[1])
+            replaced.append(t.name)
+    for name, a in extra:
+        w.add_tensor(name, np.ascontiguousarray(a, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return replaced
