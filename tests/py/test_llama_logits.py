@@ -20,11 +20,9 @@ import os
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import Llama  # noqa: E402
-from wgml_dump import Tally, parity_logits  # noqa: E402
+from wgml_dump import parity_logits, parity_start  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -38,17 +36,14 @@ PROMPTS = [
     ("def fibonacci(n):\n    if n < 2:\n        return n", 2, False),
 ]
 
+
 def main():
-    build = sys.argv[1]
-    tool = os.path.join(build, "tests", "tool_model")
-    check = Tally()
-    if not os.path.exists(MODEL):
-        check(False, "model file missing (run scripts/setup.sh): " + MODEL)
+    tool, check, there = parity_start(sys.argv[1], MODEL)
+    if not there:
         return check.done()
     t0 = time.time()
     ref = Llama(MODEL)
     print("reference loaded in %.1f s" % (time.time() - t0))
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     parity_logits(check, tool, MODEL, PROMPTS, lambda ids: ref.logits(ids).numpy(), ATOL, RTOL)
     return check.done()
 

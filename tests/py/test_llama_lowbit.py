@@ -16,14 +16,13 @@ import tempfile
 import time
 
 import numpy as np
-import torch
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, quants
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import Llama  # noqa: E402
 from lowbit_quant import quantize  # noqa: E402
-from wgml_dump import Tally, gguf_copy, parity_logits  # noqa: E402
+from wgml_dump import gguf_copy, parity_logits, parity_start  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, ".deps", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -59,13 +58,9 @@ def write_lowbit(src, dst):
 
 
 def main():
-    build = sys.argv[1]
-    tool = os.path.join(build, "tests", "tool_model")
-    check = Tally()
-    if not os.path.exists(MODEL):
-        check(False, "model file missing (run scripts/setup.sh): " + MODEL)
+    tool, check, there = parity_start(sys.argv[1], MODEL)
+    if not there:
         return check.done()
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "smollm2-lowbit.gguf")
         t0 = time.time()

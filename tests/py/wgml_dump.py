@@ -178,6 +178,18 @@ class Tally:
         return 1 if self.failures else 0
 
 
+def parity_start(build_dir, model):
+    """The model parity tests' start: (tool_model's path, a Tally, whether model is there). A
+    missing model file is a failed check, not a skip (scripts/setup.sh installs it)."""
+    check = Tally()
+    there = os.path.exists(model)
+    if not there:
+        check(False, "model file missing (run scripts/setup.sh): " + model)
+    import torch
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    return os.path.join(build_dir, "tests", "tool_model"), check, there
+
+
 def parity_logits(check, tool, model, prompts, reference, atol, rtol, label=""):
     """The model parity tests' loop: each prompt (text, decode steps[, special tokens]) encoded by
     wgml's tokenizer (`tool_model encode`, with --special when the third item is true), wgml's
