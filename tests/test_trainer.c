@@ -96,14 +96,14 @@ static void test_tiny(const char *path) {
     float *base_logits = malloc(sizeof(float) * V), *l2 = malloc(sizeof(float) * V);
     th_check(!wgml_model_prefill(m, tok[0], TS, base_logits, NULL), "base prefill: %s", wgml_last_error(T.ctx));
 
-    double t0 = now_s();
+    double t0 = now();
     wgml_trainer *tr = wgml_trainer_new(m, &cfg);
     if (!th_check(tr != NULL, "trainer_new: %s", wgml_last_error(T.ctx))) {
         wgml_model_free(m);
         free(base_logits), free(l2);
         return;
     }
-    printf("  tiny: trainer built and compiled in %.2f s; %d trainable tensors\n", now_s() - t0,
+    printf("  tiny: trainer built and compiled in %.2f s; %d trainable tensors\n", now() - t0,
            wgml_trainer_tensor_count(tr));
     th_check(wgml_trainer_tensor_count(tr) == NL * 7 * 2, "tensor count %d", wgml_trainer_tensor_count(tr));
     th_check(!strcmp(wgml_trainer_tensor_name(tr, 0), "blk.0.attn_q.lora_a") &&
@@ -143,11 +143,11 @@ static void test_tiny(const char *path) {
         }
         if (th_dumping()) dump_step_state(cs, tr, s);
         uint64_t r0 = wgml_read_bytes(T.ctx);
-        double ts = now_s();
+        double ts = now();
         if (!th_check(!wgml_trainer_step(tr, tok[k], lab[k], cfg.lr, &losses[s]), "step %d: %s", s,
                       wgml_last_error(T.ctx)))
             break;
-        step_s += now_s() - ts;
+        step_s += now() - ts;
         bad_reads += wgml_read_bytes(T.ctx) - r0 != 4;
         bad_submits += wgml_trainer_submits_per_step(tr) > 3;
         if (s % 5 == 0) {
@@ -404,25 +404,25 @@ static void test_model(const char *path, const char *cs) {
     cfg.lr = (float)env_num("WGML_TRAINER_LR", 2e-3);
     cfg.clip_norm = 1.0f;
     cfg.seed = 7;
-    double t0 = now_s();
+    double t0 = now();
     wgml_trainer *tr = wgml_trainer_new(m, &cfg);
     if (!th_check(tr != NULL, "%s trainer_new: %s", cs, wgml_last_error(T.ctx))) {
         wgml_model_free(m);
         free(tok), free(lab), free(losses);
         return;
     }
-    printf("  %s: trainer built in %.2f s\n", cs, now_s() - t0);
+    printf("  %s: trainer built in %.2f s\n", cs, now() - t0);
     dump_config(cs, &cfg, SSTEPS, 2);
     dump_params(cs, tr, ".init");
     int64_t sh[3] = {2, SB, SS};
     th_dump(cs, "tokens", WGML_I32, 3, sh, tok);
     th_dump(cs, "labels", WGML_I32, 3, sh, lab);
     for (int s = 0; s < SSTEPS; s++) {
-        double ts = now_s();
+        double ts = now();
         if (!th_check(!wgml_trainer_step(tr, tok + s % 2 * SS, lab + s % 2 * SS, cfg.lr, &losses[s]), "%s step %d: %s", cs, s,
                       wgml_last_error(T.ctx)))
             break;
-        printf("  %s: step %d loss %.5f, %.2f s, %llu submits\n", cs, s, losses[s], now_s() - ts,
+        printf("  %s: step %d loss %.5f, %.2f s, %llu submits\n", cs, s, losses[s], now() - ts,
                (unsigned long long)wgml_trainer_submits_per_step(tr));
     }
     int64_t ns = SSTEPS;
@@ -439,12 +439,12 @@ int main(int argc, char **argv) {
     char path[64];
     synth s;
     if (tiny_model_write(&s, path, sizeof path)) {
-        double t0 = now_s();
+        double t0 = now();
         test_tiny(path);
-        printf("  tiny model: %.2f s\n", now_s() - t0);
-        t0 = now_s();
+        printf("  tiny model: %.2f s\n", now() - t0);
+        t0 = now();
         test_ste(path, &s);
-        printf("  straight-through: %.2f s\n", now_s() - t0);
+        printf("  straight-through: %.2f s\n", now() - t0);
     }
     remove(path);
     synth_free(&s);

@@ -383,15 +383,15 @@ int main(int argc, char **argv) {
     char path[64];
     synth s;
     if (tiny_model_write(&s, path, sizeof path)) {
-        double t0 = now_s();
+        double t0 = now();
         test_lora_forms(path);
-        printf("  LoRA's forms: %.2f s\n", now_s() - t0);
-        t0 = now_s();
+        printf("  LoRA's forms: %.2f s\n", now() - t0);
+        t0 = now();
         test_accum(path);
-        printf("  gradient accumulation: %.2f s\n", now_s() - t0);
-        t0 = now_s();
+        printf("  gradient accumulation: %.2f s\n", now() - t0);
+        t0 = now();
         test_checkpoint_adapter(path);
-        printf("  checkpoint and adapter: %.2f s\n", now_s() - t0);
+        printf("  checkpoint and adapter: %.2f s\n", now() - t0);
     }
     remove(path);
     synth_free(&s);

@@ -1,5 +1,6 @@
-/* Shared by the trainer tests, test_trainer.c and test_trainer_compare.c: the clock, the file of
- * tiny_llama.h's synthetic model, the fixed batches, and the tiny model's LoRA configuration. */
+/* Shared by the trainer tests, test_trainer.c and test_trainer_compare.c: the clock (now(), from
+ * wall_clock.h), the file of tiny_llama.h's synthetic model, the fixed batches, and the tiny
+ * model's LoRA configuration. */
 #ifndef WGML_TEST_TRAINER_UTIL_H
 #define WGML_TEST_TRAINER_UTIL_H
 #ifndef _POSIX_C_SOURCE
@@ -8,19 +9,13 @@
 
 #include "harness.h"
 #include "tiny_llama.h"
+#include "wall_clock.h"
 #include "wgml-train.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The synthetic model (tied embedding) made into s and written as a GGUF file of the temporary
  * folder, its path into path[n]; false (a failure counted) when it could not be written. The
