@@ -33,10 +33,10 @@ typedef struct ref_adamw {
     double norm;
 } ref_adamw;
 
-/* One torch.optim.AdamW step (after clip_grad_norm_ when max_norm > 0) in double; a step with a
- * non-finite gradient is skipped. lr and wd are the f32 values the GPU holds. */
-static void ref_step(ref_adamw *r, const float *g, double lr, double wd, double b1, double b2, double eps,
-                     double max_norm) {
+/* Both optimizers' start of a step in double: the gradient's norm into r->norm and, when every
+ * element is finite, the step counted and clip_grad_norm_'s factor in *coef (1 when max_norm is
+ * 0); false (the step skipped and counted as such) otherwise. */
+static bool ref_clip(ref_adamw *r, const float *g, double max_norm, double *coef) {
     double ss = 0;
     bool finite = true;
     for (int64_t i = 0; i < r->n; i++) {
@@ -46,10 +46,19 @@ static void ref_step(ref_adamw *r, const float *g, double lr, double wd, double 
     r->norm = sqrt(ss);
     if (!finite) {
         r->skipped++;
-        return;
+        return false;
     }
     r->t++;
-    double coef = max_norm > 0 ? fmin(1.0, max_norm / (r->norm + 1e-6)) : 1.0;
+    *coef = max_norm > 0 ? fmin(1.0, max_norm / (r->norm + 1e-6)) : 1.0;
+    return true;
+}
+
+/* One torch.optim.AdamW step (after clip_grad_norm_ when max_norm > 0) in double; a step with a
+ * non-finite gradient is skipped. lr and wd are the f32 values the GPU holds. */
+static void ref_step(ref_adamw *r, const float *g, double lr, double wd, double b1, double b2, double eps,
+                     double max_norm) {
+    double coef;
+    if (!ref_clip(r, g, max_norm, &coef)) return;
     double bc1 = 1 - pow(b1, (double)r->t), bc2 = 1 - pow(b2, (double)r->t);
     for (int64_t i = 0; i < r->n; i++) {
         double gi = g[i] * coef;
@@ -420,19 +429,8 @@ static void test_adamw_errors(void) {
  * in double, buf kept in r->m; a step with a non-finite gradient is skipped (the optimizer's
  * shared rule). */
 static void ref_sgd(ref_adamw *r, const float *g, double lr, double wd, double momentum, double max_norm) {
-    double ss = 0;
-    bool finite = true;
-    for (int64_t i = 0; i < r->n; i++) {
-        finite = finite && isfinite(g[i]);
-        ss += (double)g[i] * g[i];
-    }
-    r->norm = sqrt(ss);
-    if (!finite) {
-        r->skipped++;
-        return;
-    }
-    r->t++;
-    double coef = max_norm > 0 ? fmin(1.0, max_norm / (r->norm + 1e-6)) : 1.0;
+    double coef;
+    if (!ref_clip(r, g, max_norm, &coef)) return;
     for (int64_t i = 0; i < r->n; i++) {
         double d = g[i] * coef + wd * r->p[i];
         r->m[i] = r->t == 1 ? d : momentum * r->m[i] + d;
