@@ -218,16 +218,20 @@ static void unpack_q6_k(const uint8_t *q, qw_unpacked *u) {
     }
 }
 
+/* The 2-bit field of value e (0..255) in Q2_K's and Q3_K's 64 bytes qs: e = 128h + 32s + l
+ * (h = 0..1, s = 0..3, l = 0..31) is bits 2s, 2s + 1 of qs[32h + l]. */
+static int k_two_bits(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4))) & 3; }
+
 /* Q2_K: 16 bytes of group scales (the scale in the low nibble, the min in the high), 64 bytes
- * qs, f16 d, f16 dmin. Value e = 128h + 32s + l (h = 0..1, s = 0..3, l = 0..31) is bits 2s,
- * 2s + 1 of qs[32h + l]; its group is e / 16: a = d·scale, b = −(dmin·min). */
+ * qs, f16 d, f16 dmin. Value e is its 2-bit field (k_two_bits); its group is e / 16: a =
+ * d·scale, b = −(dmin·min). */
 static void unpack_q2_k(const uint8_t *q, qw_unpacked *u) {
     float d = qw_half_to_float(rd16(q + 80)), dmin = qw_half_to_float(rd16(q + 82));
     for (int g = 0; g < 16; g++) {
         u->a[g] = d * (float)(q[g] & 0xF);
         u->b[g] = -(dmin * (float)(q[g] >> 4));
     }
-    for (int e = 0; e < 256; e++) u->code[e] = (q[16 + 32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4))) & 3;
+    for (int e = 0; e < 256; e++) u->code[e] = k_two_bits(q + 16, e);
 }
 
 /* Q3_K's 6-bit scale of group i (0..15) from its 12 bytes s, centred: the low four bits are
@@ -236,10 +240,10 @@ static int q3_k_scale(const uint8_t *s, int i) {
     return (((s[i % 8] >> (4 * (i / 8))) & 0xF) | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
 }
 
-/* Q3_K: 32 bytes hmask, 64 bytes qs, 12 bytes of scales, f16 d. Value e = 128h + 32s + l takes
- * bits 2s, 2s + 1 of qs[32h + l] as its low part and bit e / 32 of hmask[l] as its third,
- * which is set for the codes 0..3 and clear for −4..−1 (code = low − 4 when clear); group e /
- * 16: a = d·scale. */
+/* Q3_K: 32 bytes hmask, 64 bytes qs, 12 bytes of scales, f16 d. Value e takes its 2-bit field
+ * of qs (k_two_bits) as its low part and bit e / 32 of hmask[e % 32] as its third, which is
+ * set for the codes 0..3 and clear for −4..−1 (code = low − 4 when clear); group e / 16: a =
+ * d·scale. */
 static void unpack_q3_k(const uint8_t *q, qw_unpacked *u) {
     float d = qw_half_to_float(rd16(q + 108));
     for (int g = 0; g < 16; g++) {
@@ -247,7 +251,7 @@ static void unpack_q3_k(const uint8_t *q, qw_unpacked *u) {
         u->b[g] = 0.0f;
     }
     for (int e = 0; e < 256; e++) {
-        int low = (q[32 + 32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4))) & 3;
+        int low = k_two_bits(q + 32, e);
         u->code[e] = ((q[e % 32] >> (e / 32)) & 1) ? low : low - 4;
     }
 }
@@ -495,18 +499,14 @@ void qw_pack_kab(int type, const uint8_t *p, int64_t n, int64_t k, uint32_t *kab
     int64_t blocks = n * k / (int64_t)be;
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *q = p + (size_t)b * bb;
-        if (type == WGML_GGML_Q6_K) {
-            float d = qw_half_to_float(rd16(q + 208));
+        if (type == WGML_GGML_Q6_K || type == WGML_GGML_Q3_K) { /* d, then the 16 int8 scales */
+            bool six = type == WGML_GGML_Q6_K;
+            float d = qw_half_to_float(rd16(q + (six ? 208 : 108)));
             memcpy(&kab[6 * b], &d, 4);
-            for (int i = 0; i < 4; i++) kab[6 * b + 1 + i] = rd32(q + 192 + 4 * i);
-            kab[6 * b + 5] = 0;
-        } else if (type == WGML_GGML_Q3_K) {
-            float d = qw_half_to_float(rd16(q + 108));
-            memcpy(&kab[6 * b], &d, 4);
-            for (int i = 0; i < 4; i++) {
-                uint32_t w = 0;
-                for (int j = 0; j < 4; j++) w |= (uint32_t)(uint8_t)(int8_t)q3_k_scale(q + 96, 4 * i + j) << (8 * j);
-                kab[6 * b + 1 + i] = w;
+            for (int i = 0; i < 4; i++) kab[6 * b + 1 + i] = 0;
+            for (int j = 0; j < 16; j++) {
+                int sc = six ? (int8_t)q[192 + j] : q3_k_scale(q + 96, j);
+                kab[6 * b + 1 + j / 4] |= (uint32_t)(uint8_t)sc << (8 * (j % 4));
             }
             kab[6 * b + 5] = 0;
         } else {
