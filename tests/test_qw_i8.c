@@ -227,8 +227,8 @@ static void case_seg(int kind, int64_t m, int64_t k, int group) {
 
 /* 4-bit codes: the symmetric kind at three group sizes (a partial last group at G = 64), Q4_1,
  * Q4_K; the 64 x 64 tile (the default) with partial tiles, the 128 x 64 and 128 x 128 tiles
- * ($WGML_QW_I8_TILE), split-K, a bias, accumulation, 2 and 4 blocks a stage, the next stage
- * read ahead. */
+ * ($WGML_QW_I8_TILE), split-K, a bias, accumulation, 2 and 4 blocks a stage, with the next
+ * stage read ahead (the default) and without. */
 static void test_4bit(void) {
     case_i8(0, 70, 100, 96, 32, true, NULL, false);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
@@ -248,8 +248,9 @@ static void test_4bit(void) {
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
     setenv("WGML_QW_I8_STAGE", "2", 1);
     case_i8(1, 65, 64, 96, 32, false, "2", true);
-    /* the next stage read ahead ($WGML_QW_I8_PREFETCH) at 2 and 1 blocks a stage, split-K */
-    setenv("WGML_QW_I8_PREFETCH", "1", 1);
+    /* the default reads the next stage ahead; without it ($WGML_QW_I8_PREFETCH=0, load then
+     * compute) at 2 and 1 blocks a stage, split-K */
+    setenv("WGML_QW_I8_PREFETCH", "0", 1);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
     unsetenv("WGML_QW_I8_STAGE");
     case_i8(0, 40, 72, 1024, 128, true, "3", true);
@@ -269,7 +270,7 @@ static void test_8bit(void) {
     case_i8(10, 33, 40, 256, 16, false, NULL, true);
     case_i8(11, 19, 64, 96, 32, false, NULL, false);
     case_i8(12, 40, 33, 512, 32, false, "2", false);
-    setenv("WGML_QW_I8_PREFETCH", "1", 1); /* read ahead with 8-bit words and 16-k blocks */
+    setenv("WGML_QW_I8_PREFETCH", "0", 1); /* without the read-ahead: 8-bit words, 16-k blocks */
     case_i8(2, 70, 96, 96, 32, false, "2", false);
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
     unsetenv("WGML_QW_I8_PREFETCH");

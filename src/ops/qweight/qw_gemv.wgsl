@@ -116,26 +116,28 @@ fn x_merged(i: u32) -> vec4<f32> {
 
 //!include qw_cvt
 
-// 4-bit codes: x's element i of a half word (i < 4) is pre-scaled by 16^-i (X4, applied to the
-// block's x in main), so code i times 16^i, the half word masked, needs no shift. Both scalings
-// are powers of two, so every product and sum is the one of the unscaled form. Masking instead
-// of shifting and masking made the large GEMVs 12-18% faster on the H200 (bench/NOTES.md,
-// 2026-12-04); the masked codes become floats through qw_cvt (exact below 2^23, so the high half
-// word is shifted down first), not a conversion instruction each.
-const X4 = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
+// 4-bit codes: x's element i of a word (i < 8) is pre-scaled by 16^-i (X4_LO, X4_HI, applied to
+// the block's x in main), so code i times 16^i, the word masked, needs no shift. Both scalings are
+// powers of two, so every product and sum is the one of the unscaled form. Masking instead of
+// shifting and masking made the large GEMVs 12-18% faster on the H200 (bench/NOTES.md,
+// 2026-12-04). The masked codes become floats by a conversion instruction each: the exact 2^23
+// form of qw_cvt made this GEMV slower, 1-6% on the H100 at every large shape (2026-12-07; 8-25%
+// in 949c609's run, 2026-12-03), and `wgml bench peak` finds the conversion no slower there than
+// the integer operations around it.
+const X4_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
+const X4_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.7252902984619140625e-09);
 
 // dot(x, codes) over the 8 (4-bit) or 4 (8-bit) codes of one word; xa, xb hold its x values
-// (4-bit: scaled by X4)
+// (4-bit: scaled by X4_LO, X4_HI)
 fn word_dot(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
     if (CPW == 8u) {
-        let m = vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u);
-        let c0 = cvt_u2f(vec4<u32>(word) & m);
-        let c1 = cvt_u2f(vec4<u32>(word >> 16u) & m);
+        let c0 = vec4<f32>(vec4<u32>(word) & vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u));
+        let c1 = vec4<f32>(vec4<u32>(word) & vec4<u32>(0xF0000u, 0xF00000u, 0xF000000u, 0xF0000000u));
         return dot(xa, c0) + dot(xb, c1);
     } else if (KIND == 3u) { // unsigned 8-bit codes (Q8_MIN)
-        return dot(xa, cvt_u2f((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)));
+        return dot(xa, vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)));
     } else { // signed 8-bit codes (Q8)
-        return dot(xa, cvt_i8x4(word));
+        return dot(xa, vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u)));
     }
 }
 
@@ -262,7 +264,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     continue;
                 }
                 if (CPW == 8u) {
-                    for (var i = 0u; i < 8u; i++) { xs[i] *= X4; }
+                    for (var i = 0u; i < 8u; i += 2u) {
+                        xs[i] *= X4_LO;
+                        xs[i + 1u] *= X4_HI;
+                    }
                 }
                 for (var r = 0u; r < RPT; r++) {
                     if (GPB == 1u) {

@@ -294,10 +294,12 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
     /* $WGML_QW_I8_STAGE=1|2|4: blocks staged per pair of barriers (measurements; default 1) */
     const char *se = getenv("WGML_QW_I8_STAGE");
     uint32_t sb = se && (!strcmp(se, "2") || !strcmp(se, "4")) ? (uint32_t)(se[0] - '0') : 1u;
-    /* $WGML_QW_I8_PREFETCH=1: the next stage's global reads issued before this stage's dot
-     * products (measurements; default off until timed) */
+    /* The next stage's global reads issued before this stage's dot products: 1.03-1.06x the
+     * GEMMs of 1B and 8B at M = 512 on the H100, prefill +3-4% (bench/NOTES.md, 2026-12-07,
+     * twenty-first session). $WGML_QW_I8_PREFETCH=0 gives the old load-then-compute order
+     * (measurements, tests). */
     const char *pe = getenv("WGML_QW_I8_PREFETCH");
-    bool pf = pe && !strcmp(pe, "1");
+    bool pf = !(pe && !strcmp(pe, "0"));
     int64_t tiles_m = (m + bm - 1) / bm, tiles_c = (c + bc - 1) / bc, steps = (r + 31) / 32;
     int splits = qw_choose_splits(false, tiles_m * tiles_c, m, r, c);
     if (splits > steps) splits = (int)steps;
