@@ -122,13 +122,14 @@ typedef struct wgml_memory_stats {
 void wgml_memory_get(const wgml_ctx *ctx, wgml_memory_stats *out);
 /* The device's peak rate for one kind of instruction (`wgml bench peak`; kernels that do nothing
  * else, src/ops/probe): kind 0 f32 FMA, 1 the integer dot product (dot4I8Packed), 2 the
- * int-to-float conversion, 3 the same through the mantissa of 2^23; WGML_PEAK_KINDS kinds.
+ * int-to-float conversion, 3 the same through the mantissa of 2^23, 4 f16 FMA (shader-f16);
+ * WGML_PEAK_KINDS kinds.
  * `threads` threads of `steps` steps (at most 32768) of 16 independent chains each, timed as the
  * best of `runs` runs after warm-up (warmup_s seconds); *seconds the best run's time and
  * *ops_per_s its rate (an FMA counts 2, a dot4I8Packed 8, a conversion 1). Every run's result is
  * checked against the host's for 64 threads spread over the grid (WGML_ERR_GPU when one
- * differs). WGML_ERR_UNSUPPORTED for a kind the adapter lacks (the integer dot product). */
-#define WGML_PEAK_KINDS 4
+ * differs). WGML_ERR_UNSUPPORTED for a kind the adapter lacks (the integer dot product, f16). */
+#define WGML_PEAK_KINDS 5
 const char *wgml_peak_name(int kind);
 wgml_status wgml_peak_measure(wgml_ctx *ctx, int kind, uint32_t threads, uint32_t steps, double warmup_s, int runs,
                               double *seconds, double *ops_per_s);

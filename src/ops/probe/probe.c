@@ -4,25 +4,28 @@
 #include "ops/probe/probe.h"
 #include "gpu/gpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* the uniform's a and b for each kind: (1.0, 1.0); the dot product's second operand, the bytes
- * 3, -5, 7, -2; the conversions' mask 15 and shift 19 (the mantissa's top 4 bits) */
-static const uint32_t PROBE_A[PROBE_N] = {0x3F800000u, 0u, 15u, 15u};
-static const uint32_t PROBE_B[PROBE_N] = {0x3F800000u, 0xFE07FB03u, 19u, 19u};
+/* the uniform's a and b for each kind: (1.0, 1.0) for both FMAs; the dot product's second
+ * operand, the bytes 3, -5, 7, -2; the conversions' mask 15 and shift 19 (the mantissa's top 4
+ * bits) */
+static const uint32_t PROBE_A[PROBE_N] = {0x3F800000u, 0u, 15u, 15u, 0x3F800000u};
+static const uint32_t PROBE_B[PROBE_N] = {0x3F800000u, 0xFE07FB03u, 19u, 19u, 0x3F800000u};
 
 const char *probe_name(probe_kind k) {
-    static const char *names[PROBE_N] = {"f32 fma", "dot4I8Packed", "u32 -> f32 convert", "u32 -> f32 via 2^23"};
+    static const char *names[PROBE_N] = {"f32 fma", "dot4I8Packed", "u32 -> f32 convert", "u32 -> f32 via 2^23",
+                                            "f16 fma"};
     return k < PROBE_N ? names[k] : "?";
 }
 
-double probe_ops_per_step(probe_kind k) { return k == PROBE_FMA ? 2.0 : k == PROBE_DOT4I8 ? 8.0 : 1.0; }
+double probe_ops_per_step(probe_kind k) { return k == PROBE_FMA || k == PROBE_FMA_F16 ? 2.0 : k == PROBE_DOT4I8 ? 8.0 : 1.0; }
 
 bool probe_supported(wgml_ctx *ctx, probe_kind k) {
     const gpu_caps *caps = gpu_get_caps(ctx);
-    return k < PROBE_N && (k != PROBE_DOT4I8 || (caps && caps->dot4i8));
+    return k < PROBE_N && (k != PROBE_DOT4I8 || (caps && caps->dot4i8)) && (k != PROBE_FMA_F16 || (caps && caps->f16));
 }
 
 wgml_tensor *probe_record(wgml_graph *g, probe_kind k, uint32_t threads, uint32_t iters) {
@@ -38,13 +41,24 @@ wgml_tensor *probe_record(wgml_graph *g, probe_kind k, uint32_t threads, uint32_
     struct {
         uint32_t n, iters, a, b;
     } p = {.n = threads, .iters = iters, .a = PROBE_A[k], .b = PROBE_B[k]};
-    char pre[256];
-    snprintf(pre, sizeof pre, "const KIND: u32 = %du;\n%s", (int)k,
+    char pre[1024];
+    snprintf(pre, sizeof pre, "%sconst KIND: u32 = %du;\n%s%s", k == PROBE_FMA_F16 ? "enable f16;\n" : "", (int)k,
              k == PROBE_DOT4I8 ? "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> {\n"
                                  "  let u = bitcast<vec4<u32>>(x);\n"
                                  "  return vec4<i32>(dot4I8Packed(u.x, b), dot4I8Packed(u.y, b), dot4I8Packed(u.z, b),"
                                  " dot4I8Packed(u.w, b)) + x;\n}\n"
-                               : "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> { return x; }\n");
+                               : "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> { return x; }\n",
+             /* the f16 chains are the prelude's: f16 may be named only where it is enabled */
+             k == PROBE_FMA_F16 ? "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 {\n"
+                                  "  var x = array<vec2<f16>, 8>();\n"
+                                  "  for (var v = 0u; v < 8u; v++) { x[v] = vec2<f16>(vec2<f32>(s0) + vec2<f32>(f32(2u * v),"
+                                  " f32(2u * v + 1u))); }\n"
+                                  "  let a = vec2<f16>(f16(af)); let b = vec2<f16>(f16(bf));\n"
+                                  "  for (var i = 0u; i < iters; i++) { for (var v = 0u; v < 8u; v++) { x[v] = fma(x[v], a, b); } }\n"
+                                  "  var s = vec2<f32>(0.0);\n"
+                                  "  for (var v = 0u; v < 8u; v++) { s += vec2<f32>(x[v]); }\n"
+                                  "  return s.x + s.y;\n}\n"
+                                : "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 { return 0.0; }\n");
     if (graph_dispatch(g, "probe", "probe_peak", pre, NULL, 0, &out, 1, &p, sizeof p, (threads + 255) / 256)) {
         wgml_tensor_free(out);
         return NULL;
@@ -58,6 +72,12 @@ static int32_t dot4i8(uint32_t a, uint32_t b) {
     return s;
 }
 
+/* v rounded to the nearest f16 (ties to even), for the integers of the f16 chains (1 <= v < 65504) */
+static float round_f16(double v) {
+    double ulp = ldexp(1.0, ilogb(v) - 10);
+    return (float)(nearbyint(v / ulp) * ulp);
+}
+
 uint32_t probe_expected(probe_kind k, uint32_t t, uint32_t iters) {
     uint32_t a = PROBE_A[k], b = PROBE_B[k], sum_i = 0;
     float sum_f = 0;
@@ -68,6 +88,7 @@ uint32_t probe_expected(probe_kind k, uint32_t t, uint32_t iters) {
             uint32_t bits;
             memcpy(&bits, &x, 4);
             if (k == PROBE_FMA) x += 1.0f;
+            else if (k == PROBE_FMA_F16) x = round_f16((double)x + 1.0); /* sticks at 2048: 2049 is a tie */
             else if (k == PROBE_DOT4I8) xi += (uint32_t)dot4i8(xi, b);
             else x += (float)((bits >> b) & a);
         }

@@ -6,7 +6,7 @@
 
 #include "graph/graph.h"
 
-typedef enum probe_kind { PROBE_FMA, PROBE_DOT4I8, PROBE_CVT, PROBE_CVT_BITS, PROBE_N } probe_kind;
+typedef enum probe_kind { PROBE_FMA, PROBE_DOT4I8, PROBE_CVT, PROBE_CVT_BITS, PROBE_FMA_F16, PROBE_N } probe_kind;
 
 #define PROBE_CHAINS 16
 #define PROBE_MAX_ITERS 32768u
@@ -15,7 +15,8 @@ typedef enum probe_kind { PROBE_FMA, PROBE_DOT4I8, PROBE_CVT, PROBE_CVT_BITS, PR
  * operations (4 multiply-adds), 1 conversion. */
 const char *probe_name(probe_kind k);
 double probe_ops_per_step(probe_kind k);
-/* Whether the adapter runs kind k (the integer dot product needs WGSL's packed 4x8 feature). */
+/* Whether the adapter runs kind k (the integer dot product needs WGSL's packed 4x8 feature, the
+ * f16 FMA shader-f16). */
 bool probe_supported(wgml_ctx *ctx, probe_kind k);
 /* Records the probe over `threads` threads of `iters` steps (iters <= PROBE_MAX_ITERS): a U32
  * tensor [threads], each the bits of the thread's result (probe_expected). NULL with the

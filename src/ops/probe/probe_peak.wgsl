@@ -7,8 +7,10 @@
 //   1 dot4i8:   x = dot4I8Packed(x, b) + x, i32 (the bytes of x against b's, wrapping; the
 //               prelude's dot_step, a stub where the adapter lacks the integer dot product);
 //   2 cvt:      x = x + f32((bits(x) >> b) & a), f32, a = 15: an int-to-float conversion a step;
-//   3 cvt_bits: the same through the mantissa of 2^23 (qw_cvt's cvt_u2f, the qweight kernels'
-//               form) instead of a conversion.
+//   3 cvt_bits: the same through the mantissa of 2^23 (qw_cvt's cvt_u2f) instead of a
+//               conversion;
+//   4 fma_f16:  x = fma(x, a, b) in f16 (the prelude's h_run, where shader-f16 is enabled), a = 1,
+//               b = 1: x counts up exactly to 2048, where it stays (2049 rounds to it, a tie).
 // Chain c of thread t starts at (t % 61) + c. The thread writes the sum of its chains (f32
 // kinds: exact, every value an integer under 2^24 for iters <= 32768) as bits to O[t].
 struct Params { n: u32, iters: u32, a: u32, b: u32 }
@@ -30,6 +32,10 @@ fn item(t: u32) {
     }
     let af = bitcast<f32>(p.a);
     let bf = bitcast<f32>(p.b);
+    if (KIND == 4u) {
+        O[t] = bitcast<u32>(h_run(s0, p.iters, af, bf));
+        return;
+    }
     let m = vec4<u32>(p.a);
     let sh = vec4<u32>(p.b);
     for (var i = 0u; i < p.iters; i++) {
