@@ -11,13 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static inline double cu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* n random elements of dt: f32 in [-10, 10), i32 in [-1e6, 1e6), u32 any, bool 0/1. */
 static inline void *cu_random(wgml_dtype dt, int64_t n) {

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wall_clock.h"
+
 th T;
 
 static const char *dump_dir, *part_arg;
@@ -27,12 +29,6 @@ void th_init_args(const char *suite, int argc, char **argv) {
     th_init(suite);
 }
 
-static double wall_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int th_run_parts(const th_part *parts, int n) {
     if (list_parts) {
         for (int i = 0; i < n; i++) printf("%s\n", parts[i].name);
@@ -44,12 +40,12 @@ int th_run_parts(const th_part *parts, int n) {
         if (part_arg && strcmp(part_arg, parts[i].name)) continue;
         found = true;
         int before = T.passed + T.failed;
-        double t0 = wall_s();
+        double t0 = now();
         parts[i].run();
         bool any = T.passed + T.failed > before;
         ran++;
         checked += any;
-        printf("part %s: %.2f s%s\n", parts[i].name, wall_s() - t0, any ? "" : " (no check ran: skipped)");
+        printf("part %s: %.2f s%s\n", parts[i].name, now() - t0, any ? "" : " (no check ran: skipped)");
     }
     th_check(found, "--part %s: no such part", part_arg ? part_arg : "");
     int rc = th_done();

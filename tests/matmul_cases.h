@@ -14,18 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 static inline double *to_double(const float *x, size_t n) {
     double *d = malloc(sizeof(double) * n);
     for (size_t i = 0; i < n; i++) d[i] = x[i];
     return d;
-}
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static inline double tol_abs(int64_t k) { return 1e-4 * fmax(1.0, sqrt((double)k) / 8.0); }

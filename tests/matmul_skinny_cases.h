@@ -26,7 +26,7 @@ static inline void test_skinny_variants(int first, int last, int passes) {
         {150, 260, 16},  /* short K (u·Bᵀ) */
         {97, 131, 7},    /* short odd K */
     };
-    double t0 = now_s();
+    double t0 = now();
     for (int i = first; i <= last; i++) {
         /* the automatic choices (the first skinny and the first outer variant) on every shape,
          * the others (the same kernels with other R / KT / TM) on two */
@@ -55,7 +55,7 @@ static inline void test_skinny_variants(int first, int last, int passes) {
     }
     wgml_matmul_force_variant(T.ctx, -1);
     printf("  %s .. %s x orientations%s: %.1f s\n", SKINNY_VARIANTS[first], SKINNY_VARIANTS[last],
-           passes == SKINNY_BOTH ? " x split" : passes == SKINNY_SPLIT ? ", split 3" : ", unsplit", now_s() - t0);
+           passes == SKINNY_BOTH ? " x split" : passes == SKINNY_SPLIT ? ", split 3" : ", unsplit", now() - t0);
 }
 
 /* The epilogues through the skinny kernels, unswapped and swapped, unsplit and split 3:

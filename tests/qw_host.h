@@ -9,13 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* q4.md: tolerance grows with K; K = 8192 allows abs 1e-3 / rel 1e-2 */
 static inline double tol_abs(int64_t k) { return fmax(1e-4, 1e-3 * sqrt((double)k / 8192.0)); }

@@ -18,16 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tiny_llama.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "wall_clock.h"
 
 enum { WINDOW = 4 };
 #define GLOBAL_BASE 1000000.0
@@ -282,7 +276,7 @@ static int gemma_finetune(const char *path) {
         printf("model file missing: %s\n", path);
         return 1;
     }
-    double t0 = now_s();
+    double t0 = now();
     wgml_model *m = wgml_model_load(T.ctx, path, NULL);
     if (!th_check(m != NULL, "load %s: %s", path, wgml_last_error(T.ctx))) return th_done();
     wgml_train_config cfg = wgml_train_defaults();
@@ -299,7 +293,7 @@ static int gemma_finetune(const char *path) {
         wgml_model_free(m);
         return th_done();
     }
-    printf("  gemma: loaded and trainer built in %.1f s\n", now_s() - t0);
+    printf("  gemma: loaded and trainer built in %.1f s\n", now() - t0);
     const int32_t *held = KJV_IDS + TRAIN_ROWS * SS;
     double before = 0, after = 0;
     int64_t nv = 0;
@@ -307,12 +301,12 @@ static int gemma_finetune(const char *path) {
     for (int s = 0; s < STEPS && ok; s++) {
         const int32_t *row = KJV_IDS + (s % TRAIN_ROWS) * SS;
         float loss;
-        double ts = now_s();
+        double ts = now();
         ok = th_check(!wgml_trainer_step(tr, row, row + 1, cfg.lr, &loss), "gemma step %d: %s", s, wgml_last_error(T.ctx));
-        if (ok) printf("  gemma: step %d train loss %.4f (%.1f s)\n", s, (double)loss, now_s() - ts);
+        if (ok) printf("  gemma: step %d train loss %.4f (%.1f s)\n", s, (double)loss, now() - ts);
     }
     ok = ok && th_check(!wgml_trainer_eval(tr, held, held + 1, &after, &nv), "eval: %s", wgml_last_error(T.ctx));
-    printf("  gemma: held-out loss %.4f -> %.4f (%.1f s in all)\n", before / SS, after / SS, now_s() - t0);
+    printf("  gemma: held-out loss %.4f -> %.4f (%.1f s in all)\n", before / SS, after / SS, now() - t0);
     if (ok)
         th_check(nv == SS && after < before, "Gemma-3-270M LoRA: held-out loss %.4f -> %.4f", before / SS, after / SS);
     wgml_trainer_free(tr);

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 /* fp32 dot products of length D and a softmax-weighted average of v in [-1, 1]: errors are a
  * few 1e-7; 2e-5 leaves room for long key ranges and large logits. */
@@ -105,7 +106,6 @@ static void test_window(void) {
 }
 
 /* One sdpa case with random q, k, v in [-amp, amp]. */
-static double now(void);
 static void case_sdpa(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Skv, int64_t D, int causal, float scale,
                       double amp, const char *dump_case) {
     int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
@@ -529,12 +529,6 @@ static void test_bad_input(void) {
     free(got);
     wgml_tensor *all[] = {q, k, v, kh, kdd, kb, kl, ql, q3, qi, li, l2, lf};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_free(all[i]);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void part_sdpa(void) {

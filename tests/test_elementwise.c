@@ -8,13 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "wall_clock.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -206,7 +201,7 @@ static void case_binary(int op, const shp *sa, const shp *sb, float alpha, bool 
 #define S(...) ((shp){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
 static void test_binary(void) {
-    double t0 = now_s();
+    double t0 = now();
     const shp pairs[][2] = {
         {S(7), S(7)},                   /* same shape, not a multiple of 4 */
         {S(37), S(37)},
@@ -240,11 +235,11 @@ static void test_binary(void) {
     shp a1 = S(4, 1, 6, 5), b1 = S(3, 1, 5), a2 = S(2, 7, 1), b2 = S(1, 1, 9);
     case_binary(B_ADD, &a1, &b1, -1.75f, false, "add_bcast");
     case_binary(B_POW, &a2, &b2, 1.0f, false, "pow_bcast");
-    printf("  binary: %.2f s\n", now_s() - t0);
+    printf("  binary: %.2f s\n", now() - t0);
 }
 
 static void test_binary_scalar(void) {
-    double t0 = now_s();
+    double t0 = now();
     const shp shapes[] = {S(7), S(129), S(8, 16)};
     const float scal[] = {0.75f, -1.5f, 2.0f};
     for (int op = 0; op < N_B; op++)
@@ -284,7 +279,7 @@ static void test_binary_scalar(void) {
         free(ha); free(got);
         wgml_tensor_free(a);
     }
-    printf("  binary scalar: %.2f s\n", now_s() - t0);
+    printf("  binary scalar: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ unary */
@@ -369,7 +364,7 @@ static void case_unary(int op, int64_t n, const float *given, float clo, float c
 }
 
 static void test_unary(void) {
-    double t0 = now_s();
+    double t0 = now();
     const int64_t sizes[] = {7, 37, 129, 1024};
     for (int op = 0; op < N_U; op++)
         for (int i = 0; i < 4; i++) case_unary(op, sizes[i], NULL, -0.5f, 0.75f, NULL, NULL);
@@ -437,7 +432,7 @@ static void test_unary(void) {
         free(hx); free(got); free(ref);
         wgml_tensor_free(x);
     }
-    printf("  unary: %.2f s\n", now_s() - t0);
+    printf("  unary: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ bool */
@@ -487,7 +482,7 @@ static const shp BOOL_PAIRS[][2] = {
 #define N_BOOL_PAIRS (int)(sizeof BOOL_PAIRS / sizeof BOOL_PAIRS[0])
 
 static void test_compare(void) {
-    double t0 = now_s();
+    double t0 = now();
     for (int op = 0; op < N_C; op++) {
         for (int i = 0; i < N_BOOL_PAIRS; i++) {
             const shp *sa = &BOOL_PAIRS[i][0], *sb = &BOOL_PAIRS[i][1];
@@ -522,11 +517,11 @@ static void test_compare(void) {
             wgml_tensor_free(a); wgml_tensor_free(o);
         }
     }
-    printf("  compare: %.2f s\n", now_s() - t0);
+    printf("  compare: %.2f s\n", now() - t0);
 }
 
 static void test_logical(void) {
-    double t0 = now_s();
+    double t0 = now();
     for (int op = 0; op < 2; op++)
         for (int i = 0; i < N_BOOL_PAIRS; i++) {
             const shp *sa = &BOOL_PAIRS[i][0], *sb = &BOOL_PAIRS[i][1];
@@ -566,7 +561,7 @@ static void test_logical(void) {
         free(ha); free(ref);
         wgml_tensor_free(a); wgml_tensor_free(o); wgml_tensor_free(o2);
     }
-    printf("  logical: %.2f s\n", now_s() - t0);
+    printf("  logical: %.2f s\n", now() - t0);
 }
 
 static void case_where(const shp *sc, const shp *sa, const shp *sb, const char *dump) {
@@ -601,7 +596,7 @@ static void case_where(const shp *sc, const shp *sa, const shp *sb, const char *
 }
 
 static void test_where(void) {
-    double t0 = now_s();
+    double t0 = now();
     const shp cases[][3] = {
         {S(7), S(7), S(7)},
         {S(37), S(37), S(37)},
@@ -619,7 +614,7 @@ static void test_where(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) case_where(&cases[i][0], &cases[i][1], &cases[i][2], NULL);
     shp c = S(3, 1, 5), a = S(4, 1), b = S(2, 1, 1, 1);
     case_where(&c, &a, &b, "where_bcast");
-    printf("  where: %.2f s\n", now_s() - t0);
+    printf("  where: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ NaN */
@@ -664,7 +659,7 @@ static void test_nan(void) {
 /* 18,000,002 outputs on the broadcast path; the innermost dim (2) is short, so one element per
  * thread, 256 per workgroup: 70,313 workgroups, more than one grid dimension holds. */
 static void test_huge_grid(void) {
-    double t0 = now_s();
+    double t0 = now();
     int64_t m = 9000001, sa[2] = {m, 2}, sb[1] = {2};
     size_t n = (size_t)(m * 2);
     float *ha = th_random(n, -1, 1), hb[2] = {0.25f, -3.0f};
@@ -683,7 +678,7 @@ static void test_huge_grid(void) {
     free(got);
     free(ha);
     wgml_tensor_free(a); wgml_tensor_free(b);
-    printf("  huge grid: %.2f s\n", now_s() - t0);
+    printf("  huge grid: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ built graph */
@@ -692,7 +687,7 @@ static void test_huge_grid(void) {
  * in a built graph, compiled, run twice with new inputs. The scalar and one-operand forms read
  * arena intermediates (their inputs and outputs share the arena: the all-writable bindings). */
 static void test_graph(void) {
-    double t0 = now_s();
+    double t0 = now();
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t xs[2] = {6, 37}, ws[1] = {37};
     int64_t n = xs[0] * xs[1];
@@ -725,7 +720,7 @@ static void test_graph(void) {
     }
     free(hw);
     wgml_graph_free(g);
-    printf("  graph: %.2f s\n", now_s() - t0);
+    printf("  graph: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ bad input */
@@ -780,7 +775,7 @@ static void test_bad_input(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_elementwise", argc, argv);
-    double t0 = now_s();
+    double t0 = now();
     test_binary();
     test_binary_scalar();
     test_unary();
@@ -791,6 +786,6 @@ int main(int argc, char **argv) {
     test_graph();
     test_bad_input();
     if (!th_dumping()) test_huge_grid();
-    printf("  total: %.2f s\n", now_s() - t0);
+    printf("  total: %.2f s\n", now() - t0);
     return th_done();
 }

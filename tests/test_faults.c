@@ -24,20 +24,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 #include "gpu/gpu.h"
 
 void gpu_debug_destroy_device(wgml_ctx *ctx); /* internal test hook (src/gpu/device.c) */
 
 static uint64_t gpu_max_binding_floats(wgml_ctx *ctx) { return (gpu_get_caps(ctx)->max_storage_binding & ~255ull) / 4; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 
 /* A small op still works on ctx (the library is usable after a failure). */
 static bool still_usable(wgml_ctx *ctx, const char *what) {
@@ -108,7 +102,7 @@ static void test_limits(void) {
     int nh = 0;
     uint64_t total = 0;
     wgml_status last = WGML_OK;
-    double t0 = now_s();
+    double t0 = now();
     while (total + each <= (2ull << 30) && nh < 64) {
         wgml_tensor *x = wgml_tensor_new(wgml_eager(ctx), WGML_F32, 1, es);
         if (!x) {
@@ -123,7 +117,7 @@ static void test_limits(void) {
                wgml_status_name(last), wgml_last_error(ctx));
     else
         printf("  allocations: %d x %llu MiB (%.1f GiB) all succeeded (no OOM below the 2 GiB cap), %.2f s\n", nh,
-               (unsigned long long)(each >> 20), total / 1073741824.0, now_s() - t0);
+               (unsigned long long)(each >> 20), total / 1073741824.0, now() - t0);
     th_check(last == WGML_OK || last == WGML_ERR_OOM || last == WGML_ERR_LIMIT,
              "allocations end in success or a clean OOM/limit error (%s)", wgml_status_name(last));
     for (int i = 0; i < nh; i++) wgml_tensor_free(held[i]);
@@ -269,7 +263,7 @@ static void test_device_lost(void) {
     wgml_tensor *c = wgml_mm(e, a, b);
     wgml_sync(ctx);
     wgml_tensor *d = wgml_mm(e, c, b); /* recorded, not yet run */
-    double t0 = now_s();
+    double t0 = now();
     gpu_debug_destroy_device(ctx);
     float buf[64 * 64];
     lost(ctx, "read of a finished tensor", wgml_tensor_read(c, buf, sizeof buf) != WGML_OK);
@@ -294,7 +288,7 @@ static void test_device_lost(void) {
     wgml_tensor_free(c);
     wgml_tensor_free(d);
     wgml_ctx_destroy(ctx);
-    double dt = now_s() - t0;
+    double dt = now() - t0;
     th_check(dt < 10.0, "device lost: everything after the loss, destroy included, took %.3f s (no hang)", dt);
 }
 
@@ -325,9 +319,9 @@ static void test_timeout(void) {
         if (wgml_tensor_read(head, part, sizeof part) == WGML_OK) break;
         if (wgml_last_status(ctx) != WGML_ERR_TIMEOUT) s = wgml_last_status(ctx);
     }
-    double t0 = now_s();
+    double t0 = now();
     if (!s) s = wgml_tensor_read(big, out, (size_t)n * sizeof *out);
-    double dt = now_s() - t0;
+    double dt = now() - t0;
     bool to = s == WGML_ERR_TIMEOUT && strstr(wgml_last_error(ctx), "did not finish");
     th_check(to && dt < 30.0, "timeout: read of %lld MiB with a 1 ms timeout gives %s after %.3f s: %s",
              (long long)(n >> 18), wgml_status_name(s), dt, wgml_last_error(ctx));
@@ -338,7 +332,7 @@ static void test_timeout(void) {
     wgml_clear_error(ctx);
     int tries = 0;
     memset(part, 0, sizeof part);
-    t0 = now_s();
+    t0 = now();
     do {
         wgml_clear_error(ctx);
         s = head ? wgml_tensor_read(head, part, sizeof part) : wgml_last_status(ctx);
@@ -346,7 +340,7 @@ static void test_timeout(void) {
     } while (s == WGML_ERR_TIMEOUT && tries < 50);
     bool right = s == WGML_OK && part[0] == 3.0f && part[3] == 3.0f;
     th_check(right, "timeout: the context recovers: a small read ok after %d tries (%.3f s), values right (%s)",
-             tries, now_s() - t0, wgml_last_error(ctx));
+             tries, now() - t0, wgml_last_error(ctx));
     printf("  recovery: small read ok after %d tries\n", tries);
     wgml_tensor_free(head);
     wgml_tensor_free(big);
@@ -590,8 +584,8 @@ static void test_api_args(void) {
         snprintf(before, sizeof before, "%s", wgml_last_error(NULL)); /* the context-less message slot */
         int ok = CASES_NOCTX[i].call();
         th_check(ok, "%s: did not fail cleanly", CASES_NOCTX[i].name);
-        const char *now = wgml_last_error(NULL);
-        if (ok) printf("  ok %-22s %s\n", CASES_NOCTX[i].name, strcmp(before, now) ? now : "(no message)");
+        const char *after = wgml_last_error(NULL);
+        if (ok) printf("  ok %-22s %s\n", CASES_NOCTX[i].name, strcmp(before, after) ? after : "(no message)");
     }
     printf("API with a valid graph and NULL or invalid arguments (%d cases):\n", n1);
     for (int i = 0; i < n1; i++) {
@@ -609,23 +603,23 @@ static void test_api_args(void) {
 
 int main(int argc, char **argv) {
     th_init_args("test_faults", argc, argv);
-    double t0 = now_s();
+    double t0 = now();
     test_api_args();
-    printf("api: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("api: %.2f s\n", now() - t0);
+    t0 = now();
     test_limits();
-    printf("limits: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("limits: %.2f s\n", now() - t0);
+    t0 = now();
     test_memory_limit();
-    printf("memory limit: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("memory limit: %.2f s\n", now() - t0);
+    t0 = now();
     test_upload_flush();
-    printf("upload flush: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("upload flush: %.2f s\n", now() - t0);
+    t0 = now();
     test_device_lost();
-    printf("device lost: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("device lost: %.2f s\n", now() - t0);
+    t0 = now();
     test_timeout();
-    printf("timeout: %.2f s\n", now_s() - t0);
+    printf("timeout: %.2f s\n", now() - t0);
     return th_done();
 }

@@ -12,16 +12,11 @@
 #include "tiny_llama.h"
 #include "wgml-model.h"
 
-#include <time.h>
 #include <unistd.h>
 
-static char g_path[256];
+#include "wall_clock.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static char g_path[256];
 
 /* Writes the model with tokenizer.ggml.eos_token_id = eos (the file's stop token). */
 static int write_with_eos(const synth *s, const char *path, uint32_t eos) {
@@ -96,9 +91,9 @@ static run compare_batches(wgml_model *m, const int32_t *prompt, int max, const 
     th_check(a.st == WGML_OK, "%s: step-by-step generation: %s", what, wgml_last_error(T.ctx));
     const int batches[] = {1, 4, 7, 0, 64};
     for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
-        double t0 = now_s();
+        double t0 = now();
         run b = gen(m, prompt, NP, max, batches[i], 0);
-        double t = now_s() - t0;
+        double t = now() - t0;
         char name[128];
         snprintf(name, sizeof name, "%s, batch %d (%.2f s)", what, batches[i], t);
         same_run(name, &a, &b);
@@ -487,9 +482,9 @@ static void test_device_lost(void) {
     int32_t ids[NP] = {3, 4, 5, 6, 7}, next = 0;
     wgml_status st = m ? wgml_model_prefill(m, ids, NP, NULL, &next) : WGML_ERR_ARG;
     if (th_check(st == WGML_OK, "device lost: load and prefill: %s", wgml_last_error(ctx))) {
-        double t0 = now_s();
+        double t0 = now();
         st = wgml_model_decode_greedy(m, next, 20, 2, lose_device, ctx, NULL);
-        th_check(st == WGML_ERR_DEVICE_LOST && now_s() - t0 < 60, "device lost while decoding: %s (%s)",
+        th_check(st == WGML_ERR_DEVICE_LOST && now() - t0 < 60, "device lost while decoding: %s (%s)",
                  wgml_status_name(st), wgml_last_error(ctx));
     }
     wgml_model_free(m);
@@ -504,12 +499,12 @@ int main(int argc, char **argv) {
     unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
     unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
     th_tmp_path(g_path, sizeof g_path, "wgml_test_generate_%d.gguf", (int)getpid());
-    double t0 = now_s();
+    double t0 = now();
     test_generate();
     test_fused();
     test_int8_prefill();
     test_kv_f16();
     test_device_lost();
-    printf("  total %.2f s\n", now_s() - t0);
+    printf("  total %.2f s\n", now() - t0);
     return th_done();
 }

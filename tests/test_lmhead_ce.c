@@ -12,13 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* loss and d_h = d(loss)/dh · scale in double from h [R, D], W [V, D]; labels outside [0, V)
  * are ignored rows. Returns n_valid. */

@@ -24,7 +24,7 @@ static void expect_plan(int64_t m, int64_t n, int64_t k, int ta, int tb, const c
  * automatic choice: h = x·Aᵀ (32 x 32 tile), y = h·Bᵀ (outer), dB += dyᵀ·h (skinny, long K,
  * split), dA += dhᵀ·x (skinny, short side M: swapped, split); run twice with new inputs. */
 static void test_skinny_graph(void) {
-    double t0 = now_s();
+    double t0 = now();
     const int64_t M = 2048, K = 128, R = 16, N = 256;
     expect_plan(M, R, K, 0, 1, "tile32x32_k16_r4x4", 1, 2); /* x·Aᵀ, K < 2048: the tiled kernel */
     expect_plan(M, R, K, 0, 0, "skinny_r2_kt16", 1, 1);     /* dy·B: skinny, 2 steps, unsplit */
@@ -86,7 +86,7 @@ static void test_skinny_graph(void) {
     }
     free(hA); free(hB); free(zero); free(rdA); free(rdB);
     wgml_graph_free(g);
-    printf("  skinny graph: %.1f s\n", now_s() - t0);
+    printf("  skinny graph: %.1f s\n", now() - t0);
 }
 
 static void part_variants(void) { test_skinny_variants(0, 0, SKINNY_UNSPLIT); }

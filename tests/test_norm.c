@@ -9,13 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* fp32 rows of up to a few thousand elements: the sums of squares carry a few ulps of relative
  * error, so outputs of magnitude ~1-3 are good to ~1e-6; atol 1e-5 / rtol 1e-4 leaves a

@@ -303,7 +303,7 @@ static void test_adamw_accum(void) {
     wgml_tensor *pv[NP], *gv[NP];
     int64_t offs[NP], used = c.capacity;
     float *p0 = malloc(sizeof(float) * (size_t)used), *hg = malloc(sizeof(float) * (size_t)used);
-    float *snap = malloc(sizeof(float) * (size_t)used * 4), *now = malloc(sizeof(float) * (size_t)used * 4);
+    float *snap = malloc(sizeof(float) * (size_t)used * 4), *cur = malloc(sizeof(float) * (size_t)used * 4);
     ref_adamw r = {used, calloc((size_t)used, sizeof(double)), calloc((size_t)used, sizeof(double)),
                    calloc((size_t)used, sizeof(double)), 0, 0, 0};
     wgml_tensor *flat[4] = {wgml_adamw_buffer(o, WGML_ADAMW_PARAMS), wgml_adamw_buffer(o, WGML_ADAMW_M),
@@ -323,8 +323,8 @@ static void test_adamw_accum(void) {
         memcpy(sum, hg, sizeof(float) * (size_t)used);
         read_used(flat, 4, used, snap);
         th_check(!wgml_adamw_set_apply(o, 0) && !wgml_graph_run(g), "held run %d: %s", k, wgml_last_error(T.ctx));
-        read_used(flat, 4, used, now);
-        th_check(memcmp(snap, now, sizeof(float) * (size_t)used * 4) == 0,
+        read_used(flat, 4, used, cur);
+        th_check(memcmp(snap, cur, sizeof(float) * (size_t)used * 4) == 0,
                  "adamw accum %d: a held run changes neither params, m, v nor the grads", k);
         /* micro-batch 2 adds to the grads (as the backward does), then the applied run */
         adamw_grads(gv, offs, hg, used, 1.0, k == 1 ? offs[1] + 3 : -1);
@@ -333,15 +333,15 @@ static void test_adamw_accum(void) {
             wgml_tensor_write(gv[i], sum + offs[i], sizeof(float) * (size_t)wgml_tensor_numel(gv[i]));
         th_check(!wgml_adamw_set_apply(o, 1) && !wgml_graph_run(g), "applied run %d: %s", k, wgml_last_error(T.ctx));
         ref_step(&r, sum, (float)c.lr, (float)c.weight_decay, c.beta1, c.beta2, c.eps, c.max_grad_norm);
-        read_used(flat, 4, used, now);
+        read_used(flat, 4, used, cur);
         th_exact_u32(k == 1 ? "adamw accum: the grads are zero after a skipped (NaN) step"
                             : "adamw accum: the grads are zero after the applied step",
-                     (const uint32_t *)(now + 3 * used), zero, (size_t)used);
+                     (const uint32_t *)(cur + 3 * used), zero, (size_t)used);
     }
     adamw_compare("adamw accum: 3 steps of 2 micro-batches, the second skipped (NaN)", o, &r);
     free(sum); free(zero);
 out:
-    free(p0); free(hg); free(snap); free(now); free(r.p); free(r.m); free(r.v);
+    free(p0); free(hg); free(snap); free(cur); free(r.p); free(r.m); free(r.v);
     wgml_adamw_free(o);
     wgml_graph_free(g);
 }

@@ -30,7 +30,7 @@
 
 /* Forward and (optionally) input gradient of one weight against fp64. */
 static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, bool dx) {
-    double t0 = now_s();
+    double t0 = now();
     hw h = make_weight(T.g, kind, n, k, group, bias);
     if (!h.w) {
         free_weight(&h);
@@ -42,11 +42,11 @@ static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bo
     bool r3 = m > 4 && m % 2 == 0;
     int64_t xs[3] = {2, m / 2, k}, xs2[2] = {m, k};
     wgml_tensor *x = r3 ? th_tensor_f32(3, xs, hx) : th_tensor_f32(2, xs2, hx);
-    double t1 = now_s();
+    double t1 = now();
     wgml_tensor *o = wgml_qlinear(T.g, x, h.w);
     th_check(o && wgml_tensor_rank(o) == (r3 ? 3 : 2) && wgml_tensor_dim(o, -1) == n, "linear output shape");
     float *got = th_read_f32(o);
-    double t_gpu = now_s() - t1;
+    double t_gpu = now() - t1;
     double *ref = ref_forward(hx, &h, m, n, k);
     snprintf(name, sizeof name, "%s linear M=%lld%s N=%lld K=%lld G=%d%s", KIND_NAMES[kind], (long long)m,
              r3 ? " (rank 3)" : "", (long long)n, (long long)k, group, bias ? " bias" : "");
@@ -70,7 +70,7 @@ static void case_linear(int kind, int64_t m, int64_t n, int64_t k, int group, bo
         wgml_tensor_free(d);
         wgml_tensor_free(gx);
     }
-    printf("  %-60s %.2f s (forward on the GPU %.2f s)\n", name, now_s() - t0, t_gpu);
+    printf("  %-60s %.2f s (forward on the GPU %.2f s)\n", name, now() - t0, t_gpu);
     free(hx);
     wgml_tensor_free(x);
     wgml_tensor_free(o);
@@ -230,7 +230,7 @@ static void test_host_formats(void) {
  * (Their host dequantisation is checked against PyPI gguf by tests/py/test_gguf_kquant.py,
  * which also runs them from gguf-made blocks; every GEMM tile variant on them: test_qw_mm.) */
 static void test_kquant_linear(void) {
-    double t0 = now_s();
+    double t0 = now();
     /* the GGUF 5-bit and K kinds (codes widened to 8 bits; Q4_K on the 4-bit MIN kind): GEMV
      * (M = 1, 3), the tiled GEMM (odd M, the automatic tile and split-K plan) and dx, several
      * blocks and super-blocks of 256 along K */
@@ -255,7 +255,7 @@ static void test_kquant_linear(void) {
     case_linear(7, 41, 37, 512, 16, false, true);
     case_linear(5, 41, 37, 512, 32, false, true);
     unsetenv("WGML_QW_MM_SPLITK");
-    printf("linear / linear_dx: %.2f s\n", now_s() - t0);
+    printf("linear / linear_dx: %.2f s\n", now() - t0);
 }
 
 /* ------------------------------------------------------------------ bad input */

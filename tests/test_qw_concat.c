@@ -27,7 +27,7 @@ static uint64_t dispatches_so_far(void) {
  * through the environment (NULL / 0: automatic); with splits 1 the call must be one GEMM. */
 static void case_concat(int kind, const int64_t *ns, int n, int64_t m, int64_t k, bool bias, const char *variant,
                         int splits) {
-    double t0 = now_s();
+    double t0 = now();
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += ns[i];
     if (variant) setenv("WGML_QW_MM_VARIANT", variant, 1);
@@ -86,7 +86,7 @@ static void case_concat(int kind, const int64_t *ns, int n, int64_t m, int64_t k
         free(ref);
         wgml_tensor_free(outs[i]);
     }
-    printf("  %-110s %.2f s\n", name, now_s() - t0);
+    printf("  %-110s %.2f s\n", name, now() - t0);
     wgml_tensor_free(x);
     free(hx);
     free_weight(&h);
@@ -111,7 +111,7 @@ static void test_products(void) {
 /* A built graph: the parts consumed by another op (their product, as a gated activation does
  * with gate and up), run twice with new x. */
 static void test_built_graph(void) {
-    double t0 = now_s();
+    double t0 = now();
     wgml_graph *g = wgml_graph_new(T.ctx);
     const int64_t k = 128, m = 40, ns[2] = {64, 64};
     hw h = make_weight(g, 1, 128, k, 32, false);
@@ -137,7 +137,7 @@ static void test_built_graph(void) {
     }
     free_weight(&h);
     wgml_graph_free(g);
-    printf("  built graph: %.2f s\n", now_s() - t0);
+    printf("  built graph: %.2f s\n", now() - t0);
 }
 
 /* qw_linear_parts with the split-K count forced (0: automatic): S slices [S, m, n] whose sum is
@@ -234,17 +234,17 @@ int main(int argc, char **argv) {
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     unsetenv("WGML_QW_CONCAT"); /* the A/B switches */
     unsetenv("WGML_QW_PARTS");
-    double t0 = now_s();
+    double t0 = now();
     test_refused();
-    printf("refused: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("refused: %.2f s\n", now() - t0);
+    t0 = now();
     test_products();
-    printf("products: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("products: %.2f s\n", now() - t0);
+    t0 = now();
     test_parts();
-    printf("parts: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("parts: %.2f s\n", now() - t0);
+    t0 = now();
     test_built_graph();
-    printf("built graph: %.2f s\n", now_s() - t0);
+    printf("built graph: %.2f s\n", now() - t0);
     return th_done();
 }

@@ -57,7 +57,7 @@ static double *ref_prod(const double *h, const hw *w, int64_t m, int64_t n, int6
  * many the call must record beyond the harness's NaN fills of its outputs (-1: not checked). */
 static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, bool norm, qw_epilogue epi,
                        int want_dispatches) {
-    double t0 = now_s();
+    double t0 = now();
     hw h[WGML_QLINEAR_MULTI_MAX];
     const wgml_qweight *wp[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) {
@@ -119,7 +119,7 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
         free(ref);
     }
     for (int i = 0; i < WGML_QLINEAR_MULTI_MAX; i++) wgml_tensor_free(outs[i]);
-    printf("  %-110s %.2f s\n", name, now_s() - t0);
+    printf("  %-110s %.2f s\n", name, now() - t0);
     for (int i = 0; i < nw; i++) {
         free(y[i]);
         free_weight(&h[i]);
@@ -260,7 +260,7 @@ static void test_errors(void) {
  * a window or a short fill leaves them), merged in double as attn_combine.wgsl defines it,
  * then the product (+ residual) against fp64; one dispatch. */
 static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int c_lo, int c_hi, qw_epilogue epi) {
-    double t0 = now_s();
+    double t0 = now();
     int64_t k = H * D, ps[3] = {H, C, D + 2}, rs[2] = {1, n};
     hw h = make_weight(T.g, kind, n, k, 32, false);
     float *hp = th_random((size_t)(H * C * (D + 2)), -2, 2);
@@ -316,7 +316,7 @@ static void case_merge(int kind, int64_t H, int64_t C, int64_t D, int64_t n, int
         free(got);
         free(ref);
     }
-    printf("  %-100s %.2f s\n", name, now_s() - t0);
+    printf("  %-100s %.2f s\n", name, now() - t0);
     wgml_tensor_free(out);
     wgml_tensor_free(x);
     wgml_tensor_free(f.residual);

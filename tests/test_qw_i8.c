@@ -96,7 +96,7 @@ static void check_quant(const char *name, const float *x, const uint32_t *xq, co
 /* One product: the forward of x [m, k] with kind's weight [n, k] through wgml_qlinear (or
  * qw_mm_into, accumulating) in a graph with int8 activations, checked three ways (above). */
 static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, const char *splitk, bool acc) {
-    double t0 = now_s();
+    double t0 = now();
     setenv("WGML_QW_MM_SPLITK", splitk ? splitk : "", 1);
     hw h = make_weight(T.g, kind, n, k, group, bias);
     char name[160];
@@ -176,7 +176,7 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
         free(exact);
         free(bound);
     }
-    printf("  %-86s %.2f s\n", name, now_s() - t0);
+    printf("  %-86s %.2f s\n", name, now() - t0);
     free(gq);
     free(got);
     free(hx);

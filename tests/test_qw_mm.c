@@ -13,7 +13,7 @@
  * else qw_mm_into on an output holding random values, accumulating or overwriting. */
 static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, int kind, int64_t m, int64_t r,
                     int64_t c, int group, bool bias) {
-    double t0 = now_s();
+    double t0 = now();
     const char *vname = qw_mm_variant_name(vi);
     char sbuf[16];
     snprintf(sbuf, sizeof sbuf, "%d", splits);
@@ -52,7 +52,7 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
     if (accumulate)
         for (int64_t i = 0; i < m * c; i++) ref[i] += h0[i];
     if (got) th_close(name, got, ref, (size_t)(m * c), tol_abs(r), RTOL);
-    printf("  %-86s %.2f s\n", name, now_s() - t0);
+    printf("  %-86s %.2f s\n", name, now() - t0);
     free(got);
     free(ref);
     free(ha);
@@ -72,7 +72,7 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
 static void test_variants(int v0, int v1) {
     static const int groups[] = {32, 64, 128};
     for (int v = v0; v < v1 && v < qw_mm_variant_count(); v++) {
-        double t0 = now_s();
+        double t0 = now();
         for (int trans = 0; trans < 2; trans++)
             for (int si = 0; si < 2; si++)
                 for (int acc = 0; acc < 2; acc++) {
@@ -94,11 +94,11 @@ static void test_variants(int v0, int v1) {
                     bool api = !acc && (v + trans + si) % 2 == 0;
                     case_mm(v, trans, splits, acc != 0, api, kind, m, r, c, group, !trans && (si + acc) != 1);
                 }
-        printf("  variant %-22s %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
+        printf("  variant %-22s %.2f s\n", qw_mm_variant_name(v), now() - t0);
         /* the GGUF 8-bit layouts, forward and dx (fresh, qw_mm_into, split and ACC rotating):
          * Q6_K (signed codes, G = 16: a step of 16 or 32 covers two groups) and Q5_1 (unsigned
          * codes with a minimum); and F16 held as f32 (one value per word, K = 77 padded to 96) */
-        t0 = now_s();
+        t0 = now();
         /* (the public API writes a fresh output: only qw_mm_into accumulates) */
         case_mm(v, 0, v % 3 == 0 ? 3 : 1, v % 2 == 0, v % 4 == 1, 7, 70, 512, 37, 16, false);
         case_mm(v, 1, v % 3 == 1 ? 3 : 1, v % 2 == 1, v % 4 == 2, 7, 133, 45, 256, 16, false);
@@ -106,7 +106,7 @@ static void test_variants(int v0, int v1) {
         case_mm(v, 1 - v % 2, 1, false, true, 8, 70, v % 2 ? 77 : 45, v % 2 ? 45 : 77, 32, false); /* F16 as f32 */
         /* Q2_K: G = 16 with a minimum (Q3_K and the IQ4 types share Q6_K's and Q8_0's forms) */
         case_mm(v, v % 2, 1, v % 4 == 3, v % 4 == 0, 9, 70, v % 2 ? 45 : 512, v % 2 ? 256 : 45, 16, false);
-        printf("  variant %-22s (Q6_K, Q5_1, F16, Q2_K) %.2f s\n", qw_mm_variant_name(v), now_s() - t0);
+        printf("  variant %-22s (Q6_K, Q5_1, F16, Q2_K) %.2f s\n", qw_mm_variant_name(v), now() - t0);
     }
     unsetenv("WGML_QW_MM_VARIANT");
     unsetenv("WGML_QW_MM_SPLITK");

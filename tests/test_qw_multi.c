@@ -39,7 +39,7 @@ static const wspec THREE[3] = {{0, 37, true}, {0, 13, false}, {0, 70, false}};
  * [2, m/2, k] when m is 4): every output against fp64 and, at M <= 4, bit for bit against
  * wgml_qlinear; want_dispatches: how many the call must record (-1: not checked). */
 static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int64_t k, int group, int want_dispatches) {
-    double t0 = now_s();
+    double t0 = now();
     hweight h[WGML_QLINEAR_MULTI_MAX];
     const wgml_qweight *wp[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) {
@@ -87,7 +87,7 @@ static void case_multi(const char *what, const wspec *ws, int nw, int64_t m, int
         free(ref);
         wgml_tensor_free(outs[i]);
     }
-    printf("  %-100s %.2f s\n", name, now_s() - t0);
+    printf("  %-100s %.2f s\n", name, now() - t0);
     wgml_tensor_free(x);
     free(hx);
     for (int i = 0; i < nw; i++) free_weight(&h[i]);
@@ -182,7 +182,7 @@ static void test_many_workgroups(void) {
 
 /* Recorded into a built graph (weights and x its persistent tensors), run twice with new x. */
 static void test_built_graph(void) {
-    double t0 = now_s();
+    double t0 = now();
     wgml_graph *g = wgml_graph_new(T.ctx);
     const int64_t k = 160, m = 2, ns[3] = {40, 13, 27};
     hweight h[3];
@@ -216,7 +216,7 @@ static void test_built_graph(void) {
     }
     for (int i = 0; i < 3; i++) free_weight(&h[i]);
     wgml_graph_free(g);
-    printf("  built graph: %.2f s\n", now_s() - t0);
+    printf("  built graph: %.2f s\n", now() - t0);
 }
 
 static void test_errors(void) {

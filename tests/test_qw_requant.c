@@ -327,7 +327,7 @@ static void test_requant(void) {
 /* ------------------------------------------------------------------ embedding */
 
 static void case_embedding(int kind, int64_t v, int64_t d, int group, int64_t t) {
-    double t0 = now_s();
+    double t0 = now();
     hw h = make_weight(T.g, kind, v, d, group, false);
     if (!h.w) {
         free_weight(&h);
@@ -351,7 +351,7 @@ static void case_embedding(int kind, int64_t v, int64_t d, int group, int64_t t)
     snprintf(name, sizeof name, "%s embedding V=%lld D=%lld T=%lld", KIND_NAMES[kind], (long long)v, (long long)d,
              (long long)t);
     if (got) th_exact_u32(name, (const uint32_t *)got, ref, (size_t)(t * d));
-    printf("  %-60s %.2f s\n", name, now_s() - t0);
+    printf("  %-60s %.2f s\n", name, now() - t0);
     free(got);
     free(ref);
     free(ids);
@@ -494,7 +494,7 @@ static void test_closed_loop(void) {
  * and IQ4_XS (9..12) and F16 dequantised
  * and looked up (their forward: test_qw --part kquant-linear). */
 static void test_kquant_requant(void) {
-    double t0 = now_s();
+    double t0 = now();
     /* every GGUF kind: Q4_1 and Q4_K (4 bits with a minimum), Q8_0, Q5_0 and Q6_K (signed 8-bit
      * fields, Q6_K with G = 16), Q5_1 and Q5_K (unsigned 8-bit with a minimum) */
     case_requant_gguf(1, 13, 96);
@@ -510,8 +510,8 @@ static void test_kquant_requant(void) {
     case_requant_gguf(10, 11, 256);
     case_requant_gguf(11, 13, 96);
     case_requant_gguf(12, 7, 512);
-    printf("requant: %.2f s\n", now_s() - t0);
-    t0 = now_s();
+    printf("requant: %.2f s\n", now() - t0);
+    t0 = now();
     for (int kind = 3; kind <= 8; kind++) { /* the GGUF 5-bit and K kinds, F16 as f32 */
         case_dequantize(kind, 9, kind >= 5 && kind <= 7 ? 512 : 96, kind == 7 ? 16 : 32);
         case_embedding(kind, 21, kind >= 5 && kind <= 7 ? 256 : kind == 8 ? 45 : 64, kind == 7 ? 16 : 32, 6);
@@ -520,7 +520,7 @@ static void test_kquant_requant(void) {
         case_dequantize(kind, 9, kind == 11 ? 96 : 512, kind <= 10 ? 16 : 32);
         case_embedding(kind, 21, kind == 11 ? 64 : 256, kind <= 10 ? 16 : 32, 6);
     }
-    printf("dequantize / embedding: %.2f s\n", now_s() - t0);
+    printf("dequantize / embedding: %.2f s\n", now() - t0);
 }
 
 /* requant, the embedding, the closed loop in a built graph */

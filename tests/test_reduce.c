@@ -8,16 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 enum { K_SUM, K_MEAN, K_MAX, K_ARGMAX };
 static const char *KNAME[] = {"sum", "mean", "amax", "argmax"};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* Reference: out[k] over the kept coordinates (row-major in kept order); for argmax the index
  * is the linear index over the reduced dims (one dim for argmax), first maximum wins. */

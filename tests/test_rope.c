@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 /* Tolerance. The kernel reduces the angle modulo 2pi exactly (see rope_apply.wgsl), so the
  * angle error is ~1e-7 rad at any position and the output error is set by f32 sin/cos and the
@@ -335,12 +336,6 @@ static void test_bad_input(void) {
     free(got);
     wgml_tensor_free(x); wgml_tensor_free(p); wgml_tensor_free(xo); wgml_tensor_free(xi); wgml_tensor_free(pf);
     wgml_tensor_free(pb); wgml_tensor_free(pbs2); wgml_tensor_free(x3t);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv) {

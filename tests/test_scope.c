@@ -17,7 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "wall_clock.h"
 
 #include "gpu/gpu.h"
 #include "graph/graph.h"
@@ -26,12 +27,6 @@
 
 static const char *BROKEN = "fn broken( {\n";
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* graph_copy with a prelude that does not compile: NULL and the context's error. */
 static wgml_status compile_broken(wgml_ctx *ctx) {
     gpu_pipeline *p = gpu_pipeline_get(ctx, "graph_copy", BROKEN, 1, 1, true, false, false);
@@ -39,9 +34,9 @@ static wgml_status compile_broken(wgml_ctx *ctx) {
 }
 
 static void test_late_error(double delay_s) {
-    double t0 = now_s();
+    double t0 = now();
     wgml_status s = compile_broken(T.ctx);
-    double took = now_s() - t0;
+    double took = now() - t0;
     th_expect_error("a kernel that does not compile", s != WGML_OK, WGML_ERR_GPU, "compiling kernel 'graph_copy'", NULL);
     if (delay_s > 0)
         th_check(took >= 0.9 * delay_s, "the error waited for the late answer: %.2f s for a delay of %.2f s", took,

@@ -385,10 +385,10 @@ static void test_huge(void) {
     int64_t xs[2] = {1, 64}, os[2] = {1048577, 64};
     unsigned char *h = cu_random(WGML_BOOL, 64);
     wgml_tensor *x = cu_upload(T.g, WGML_BOOL, 2, xs, h);
-    double t0 = cu_now();
+    double t0 = now();
     wgml_tensor *o = wgml_expand_copy(T.g, x, 2, os);
     unsigned char *got = cu_read(o);
-    double t1 = cu_now();
+    double t1 = now();
     int64_t bad = 0;
     for (int64_t i = 0; got && i < os[0] * os[1]; i++) bad += got[i] != h[i % 64];
     th_check(got && bad == 0, "expand_copy bool [1, 64] -> [1048577, 64] (65,537 workgroups): %lld wrong",
@@ -470,9 +470,9 @@ int main(int argc, char **argv) {
                  {"permute", test_permute}, {"expand", test_expand}, {"creation", test_creation},
                  {"huge grid", test_huge}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        double t0 = cu_now();
+        double t0 = now();
         parts[i].fn();
-        printf("[%s: %.2f s]\n", parts[i].name, cu_now() - t0);
+        printf("[%s: %.2f s]\n", parts[i].name, now() - t0);
     }
     return th_done();
 }

@@ -227,10 +227,10 @@ static void test_accum(const char *path) {
                      wgml_last_error(T.ctx));
             bad_pending += wgml_trainer_pending(tb) != (j + 1) % TB;
             if (j == 0) { /* held: the params must not have moved since the last step */
-                float *now = all_params(tb, &n1);
+                float *cur = all_params(tb, &n1);
                 float *prev = s == 0 ? p0 : pb;
-                held_changed += !now || !prev || memcmp(now, prev, sizeof(float) * (size_t)n) != 0;
-                free(now);
+                held_changed += !cur || !prev || memcmp(cur, prev, sizeof(float) * (size_t)n) != 0;
+                free(cur);
             }
         }
         /* the blob: magic, version, then the optimizer's state words [t, skipped, norm, ...];

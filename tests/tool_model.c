@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "wall_clock.h"
+
 static void put_bytes(const char *s, size_t n) {
     putchar('"');
     for (size_t i = 0; i < n; i++) {
@@ -210,8 +212,7 @@ static int cmd_logits(const char *path, const char *out_path, const char *lora) 
                 break;
             }
             int32_t next = -1;
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+            double t0 = now();
             wgml_model_reset(m);
             wgml_status s = wgml_model_prefill(m, ids, (size_t)npre, logits, &next);
             for (int i = npre; !s; i++) {
@@ -220,9 +221,8 @@ static int cmd_logits(const char *path, const char *out_path, const char *lora) 
                 if (i == n) break;
                 s = wgml_model_decode(m, ids[i], logits, &next);
             }
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            fprintf(stderr, "%d tokens (prefill %d): %.3f s\n", n, npre,
-                    (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+            double t1 = now();
+            fprintf(stderr, "%d tokens (prefill %d): %.3f s\n", n, npre, t1 - t0);
             if (s) {
                 fprintf(stderr, "tool_model logits: %s\n", wgml_last_error(ctx));
                 rc = 3;
