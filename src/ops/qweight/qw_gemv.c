@@ -286,15 +286,18 @@ static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *w, int64_t m, const q
  * it measured faster on the H200 (bench/NOTES.md, 2026-12-05), 4-bit codes (Q4_K 1.39-1.49x at
  * every shape of 64 or more blocks; Q4_0 1.08-1.16x at the 4,096-wide ones, 0.92x at 8,192 ->
  * 28,672; 8B Q4_0 decode 1.04x) in threads of 4 or more rows (one quantisation of x serves
- * them all; a one-row thread was up to 1.4x slower). Not the 8-bit codes (Q6_K: faster at
- * 8,192 -> 28,672, slower at the shapes up to 4,096 wide; the others not timed). $WGML_QW_GEMV_I8=1 takes it wherever
- * qw_x8_applies (tests, sweeps), =0 never. */
+ * them all; a one-row thread was up to 1.4x slower); and codes with a scale per 16 (Q6_K, Q3_K,
+ * Q2_K), whose f32 form loads two scales a 32-k block: with Q4_K_M's Q6_K tensors (head, v, down)
+ * in this form decode ran +2.3% at 8B and +1% at 1B on the H100 (bench/NOTES.md, 2026-12-07,
+ * twenty-first session). Not the 8-bit codes of a scale per 32: a SmolLM2-shaped Q8_0 file
+ * decoded 1.6% slower in this form. $WGML_QW_GEMV_I8=1 takes it wherever qw_x8_applies (tests,
+ * sweeps), =0 never. */
 static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
     for (int i = 0; i < nw; i++)
         if (!qw_x8_applies(g, ws[i], 0)) return false;
     const char *e = getenv("WGML_QW_GEMV_I8");
     if (e && *e) return strcmp(e, "0") != 0;
-    return qw_kind_cpw(ws[0]->kind) == 8 && c->rpt >= 4;
+    return (qw_kind_cpw(ws[0]->kind) == 8 && c->rpt >= 4) || ws[0]->group == 16;
 }
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
