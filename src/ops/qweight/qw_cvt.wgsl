@@ -1,21 +1,20 @@
-// Exact conversions between small integers and f32 without a conversion instruction
-// ("//!include qw_cvt"; not a kernel). NVIDIA GPUs convert int <-> float at a quarter of their
-// integer rate (16 a clock per SM against 64 for the integer and 128 for the float operations),
-// so a kernel with one conversion per weight code, the f32 GEMV, ran every kind at the same codes
-// per second whatever its bytes (bench/NOTES.md, 2026-12-05 and 2026-12-07). Here an integer v
-// goes into the mantissa of a power of two whose last mantissa bit is worth 1, and that power is
-// subtracted exactly: one bitwise operation and one float add, no rounding anywhere.
+// Exact conversions between small integers and f32 through the mantissa of 2^23 ("//!include
+// qw_cvt"; not a kernel): an integer v goes into the mantissa of a power of two whose last
+// mantissa bit is worth 1, and that power is subtracted exactly, one bitwise operation (or an
+// integer add) and one float add, no rounding anywhere. Where they serve today: the int8 kernels'
+// sums (cvt_acc, cvt_i2f: a dot-product sum accumulated onto the bits of 1.5·2^23 is read with
+// one subtraction), x rounded to int8 (cvt_round_pack), the kind prelude's code_f (the tiled
+// GEMMs' and the embedding's codes) and the peak probe's 2^23 kind. Not the f32 GEMV's codes:
+// there a conversion instruction measured faster. These came in on the guess that NVIDIA converts
+// at a quarter of its integer rate; `wgml bench peak` on the H100 found a conversion step at about
+// the rate of the integer operations around it (bench/NOTES.md, 2026-12-07).
 
 // f32(v) for v < 2^23: 2^23 + v as bits, less 2^23 (cvt_u2f1 one value)
 fn cvt_u2f(v: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388608.0); }
 fn cvt_u2f1(v: u32) -> f32 { return bitcast<f32>(v | 0x4B000000u) - 8388608.0; }
 
-// f32 of signed bytes: a byte b, as an int8 c, is c + 128 = b ^ 0x80 in 0..255, then less
-// 2^23 + 128. cvt_i8x4: the four bytes of word (byte i is element i); cvt_i8: the low byte of v.
-fn cvt_i8x4(word: u32) -> vec4<f32> {
-    let b = (vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
-    return bitcast<vec4<f32>>((b ^ vec4<u32>(0x80u)) | vec4<u32>(0x4B000000u)) - vec4<f32>(8388736.0);
-}
+// f32 of a signed byte: the low byte b of v, as an int8 c, is c + 128 = b ^ 0x80 in 0..255,
+// then less 2^23 + 128
 fn cvt_i8(v: u32) -> f32 { return bitcast<f32>(((v & 255u) ^ 0x80u) | 0x4B000000u) - 8388736.0; }
 
 // An i32 accumulator that starts at CVT_I0 (the bits of 1.5·2^23) and to which integers of
