@@ -21,12 +21,35 @@ const char *probe_name(probe_kind k) {
     return k < PROBE_N ? names[k] : "?";
 }
 
-double probe_ops_per_step(probe_kind k) { return k == PROBE_FMA || k == PROBE_FMA_F16 ? 2.0 : k == PROBE_DOT4I8 ? 8.0 : 1.0; }
+double probe_ops_per_step(probe_kind k) {
+    return k == PROBE_FMA || k == PROBE_FMA_F16 ? 2.0 : k == PROBE_DOT4I8 ? 8.0 : 1.0;
+}
 
 bool probe_supported(wgml_ctx *ctx, probe_kind k) {
     const gpu_caps *caps = gpu_get_caps(ctx);
     return k < PROBE_N && (k != PROBE_DOT4I8 || (caps && caps->dot4i8)) && (k != PROBE_FMA_F16 || (caps && caps->f16));
 }
+
+/* The prelude's kind-specific functions: what needs a feature (the packed dot product, f16) may
+ * be named only where the adapter has it, so other kinds get stubs that are never called. The
+ * f16 chains live wholly in h_run: 16 of them as 8 vec2<f16> (the pairs packed f16 arithmetic
+ * holds), summed in f32 (exact). */
+static const char DOT_STEP[] = "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> {\n"
+                               "  let u = bitcast<vec4<u32>>(x);\n"
+                               "  return vec4<i32>(dot4I8Packed(u.x, b), dot4I8Packed(u.y, b), dot4I8Packed(u.z, b),"
+                               " dot4I8Packed(u.w, b)) + x;\n}\n";
+static const char DOT_STUB[] = "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> { return x; }\n";
+static const char H_RUN[] =
+    "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 {\n"
+    "  var x = array<vec2<f16>, 8>();\n"
+    "  for (var v = 0u; v < 8u; v++) { x[v] = vec2<f16>(vec2<f32>(s0) + vec2<f32>(f32(2u * v), f32(2u * v + 1u))); }\n"
+    "  let a = vec2<f16>(f16(af));\n"
+    "  let b = vec2<f16>(f16(bf));\n"
+    "  for (var i = 0u; i < iters; i++) { for (var v = 0u; v < 8u; v++) { x[v] = fma(x[v], a, b); } }\n"
+    "  var s = vec2<f32>(0.0);\n"
+    "  for (var v = 0u; v < 8u; v++) { s += vec2<f32>(x[v]); }\n"
+    "  return s.x + s.y;\n}\n";
+static const char H_STUB[] = "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 { return 0.0; }\n";
 
 wgml_tensor *probe_record(wgml_graph *g, probe_kind k, uint32_t threads, uint32_t iters) {
     wgml_ctx *ctx = graph_ctx(g);
@@ -43,22 +66,7 @@ wgml_tensor *probe_record(wgml_graph *g, probe_kind k, uint32_t threads, uint32_
     } p = {.n = threads, .iters = iters, .a = PROBE_A[k], .b = PROBE_B[k]};
     char pre[1024];
     snprintf(pre, sizeof pre, "%sconst KIND: u32 = %du;\n%s%s", k == PROBE_FMA_F16 ? "enable f16;\n" : "", (int)k,
-             k == PROBE_DOT4I8 ? "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> {\n"
-                                 "  let u = bitcast<vec4<u32>>(x);\n"
-                                 "  return vec4<i32>(dot4I8Packed(u.x, b), dot4I8Packed(u.y, b), dot4I8Packed(u.z, b),"
-                                 " dot4I8Packed(u.w, b)) + x;\n}\n"
-                               : "fn dot_step(x: vec4<i32>, b: u32) -> vec4<i32> { return x; }\n",
-             /* the f16 chains are the prelude's: f16 may be named only where it is enabled */
-             k == PROBE_FMA_F16 ? "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 {\n"
-                                  "  var x = array<vec2<f16>, 8>();\n"
-                                  "  for (var v = 0u; v < 8u; v++) { x[v] = vec2<f16>(vec2<f32>(s0) + vec2<f32>(f32(2u * v),"
-                                  " f32(2u * v + 1u))); }\n"
-                                  "  let a = vec2<f16>(f16(af)); let b = vec2<f16>(f16(bf));\n"
-                                  "  for (var i = 0u; i < iters; i++) { for (var v = 0u; v < 8u; v++) { x[v] = fma(x[v], a, b); } }\n"
-                                  "  var s = vec2<f32>(0.0);\n"
-                                  "  for (var v = 0u; v < 8u; v++) { s += vec2<f32>(x[v]); }\n"
-                                  "  return s.x + s.y;\n}\n"
-                                : "fn h_run(s0: f32, iters: u32, af: f32, bf: f32) -> f32 { return 0.0; }\n");
+             k == PROBE_DOT4I8 ? DOT_STEP : DOT_STUB, k == PROBE_FMA_F16 ? H_RUN : H_STUB);
     if (graph_dispatch(g, "probe", "probe_peak", pre, NULL, 0, &out, 1, &p, sizeof p, (threads + 255) / 256)) {
         wgml_tensor_free(out);
         return NULL;
