@@ -11,6 +11,8 @@
 #
 # TYPE=Q4_K (or Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q5_K, Q6_K) times that GGUF weight type instead
 # of q4gsw (`wgml bench qw --type`; shapes whose K is not whole blocks are skipped).
+# WGML_BENCH_QW_SHAPES="KxN,..." times those shapes instead of the fixed list, for example one
+# model's decode GEMVs (Llama-3.1-8B's q/k/v, o, down: 4096x6144,4096x4096,14336x4096).
 set -uo pipefail
 B=${B:-./build-gpu/wgml}
 T=()

@@ -255,6 +255,23 @@ static int bench_prefill(wgml_ctx *ctx, FILE *out) {
     return failed;
 }
 
+/* "KxN,KxN,..." into shapes (at most max pairs, each from 1 to 2^20); the count, or -1 */
+static int parse_shapes(const char *s, int64_t (*shapes)[2], int max) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long long k = strtoll(s, &end, 10);
+        if (end == s || *end != 'x') return -1;
+        s = end + 1;
+        long long c = strtoll(s, &end, 10);
+        if (end == s || (*end && *end != ',') || n == max || k < 1 || c < 1 || k > (1 << 20) || c > (1 << 20))
+            return -1;
+        shapes[n][0] = k, shapes[n][1] = c, n++;
+        s = *end ? end + 1 : end;
+    }
+    return n > 0 ? n : -1;
+}
+
 int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
     FILE *out = out_file ? (FILE *)out_file : stdout;
     if (!ctx) return 1;
@@ -265,9 +282,18 @@ int bench_qw(wgml_ctx *ctx, void *out_file, int mode) {
     /* K -> N: 256 -> 256 moves 40 KB, so its time is the fixed cost of one GEMV dispatch in a
      * chain of them; SmolLM2's own; two mid-size; two large decode shapes (Llama-3-8B's
      * gate/up, a 70B-class one), whose time is mostly bytes (not on a CPU adapter) */
-    static const int64_t decode[][2] = {{256, 256},   {576, 1536},   {1536, 576}, {2048, 8192},
-                                        {4096, 11008}, {4096, 14336}, {8192, 28672}};
-    int n_decode = cpu ? 5 : (int)(sizeof decode / sizeof decode[0]);
+    static const int64_t fixed[][2] = {{256, 256},   {576, 1536},   {1536, 576}, {2048, 8192},
+                                       {4096, 11008}, {4096, 14336}, {8192, 28672}};
+    int64_t decode[16][2];
+    int n_decode = cpu ? 5 : (int)(sizeof fixed / sizeof fixed[0]);
+    memcpy(decode, fixed, sizeof fixed);
+    /* $WGML_BENCH_QW_SHAPES="KxN,..." (up to 16) replaces the list, for the shapes of one model */
+    const char *se = getenv("WGML_BENCH_QW_SHAPES");
+    if (se && *se && (n_decode = parse_shapes(se, decode, 16)) < 0) {
+        fprintf(stderr, "bench qw: WGML_BENCH_QW_SHAPES=\"%s\": want up to 16 KxN pairs (K and N from 1 to 2^20), "
+                        "comma-separated\n", se);
+        return 1;
+    }
     int type = bench_type();
     char head[64];
     snprintf(head, sizeof head, "qweight forward (%s)", type < 0 ? "q4gsw G = 32" : wgml_ggml_type_name((uint32_t)type));
