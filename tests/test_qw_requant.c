@@ -45,6 +45,15 @@ static uint32_t *read_codes(const wgml_qweight *w) {
     return h;
 }
 
+/* requant(lt) into w, then w's code words against want's nw words, word for word (no compare
+ * when either read failed: read_codes has reported it) */
+static void requant_expect(const char *name, wgml_tensor *lt, const wgml_qweight *w, const uint32_t *want, size_t nw) {
+    th_check(wgml_qweight_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
+    uint32_t *got = read_codes(w);
+    if (got && want) th_exact_u32(name, got, want, nw);
+    free(got);
+}
+
 /* Symmetric requant: latents at scale × FRACS (both clamps), zero scales; then the round trip. */
 static void case_requant_sym(int64_t n, int64_t k, int group) {
     hw h = make_weight(T.g, 0, n, k, group, false);
@@ -71,14 +80,11 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
         }
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, lat);
-    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
-    uint32_t *got = read_codes(h.w);
     uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * kp / 8));
     pack_words(want, n, k, kp, 8, ref);
     char name[128];
     snprintf(name, sizeof name, "q4sym requant N=%lld K=%lld G=%d", (long long)n, (long long)k, group);
-    if (got) th_exact_u32(name, got, ref, (size_t)(n * kp / 8));
-    free(got);
+    requant_expect(name, lt, h.w, ref, (size_t)(n * kp / 8));
     /* the forward now reads the requantised codes: compare with the host dequant of `want` */
     for (int64_t r = 0; r < n; r++)
         for (int64_t c = 0; c < k; c++) h.deq[r * k + c] = (float)(want[r * k + c] - 8) * h.scales[(c / group) * pn + r];
@@ -94,11 +100,8 @@ static void case_requant_sym(int64_t n, int64_t k, int group) {
     free(fr);
     /* round trip: requant(dequant(W)) gives W's codes back */
     wgml_tensor_write(lt, h.deq, sizeof(float) * (size_t)(n * k));
-    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
-    got = read_codes(h.w);
     snprintf(name, sizeof name, "q4sym requant(dequant(W)) N=%lld K=%lld", (long long)n, (long long)k);
-    if (got) th_exact_u32(name, got, ref, (size_t)(n * kp / 8));
-    free(got);
+    requant_expect(name, lt, h.w, ref, (size_t)(n * kp / 8));
     free(ref);
     free(lat);
     free(want);
@@ -136,14 +139,11 @@ static void case_requant_min(int64_t n, int64_t k) {
         }
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, lat);
-    th_check(wgml_qweight_requant(T.g, lt, h.w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
-    uint32_t *got = read_codes(h.w);
     uint32_t *ref = malloc(sizeof(uint32_t) * (size_t)(n * k / 8));
     pack_words(want, n, k, k, 0, ref);
     char name[128];
     snprintf(name, sizeof name, "q4min requant N=%lld K=%lld", (long long)n, (long long)k);
-    if (got) th_exact_u32(name, got, ref, (size_t)(n * k / 8));
-    free(got);
+    requant_expect(name, lt, h.w, ref, (size_t)(n * k / 8));
     free(ref);
     free(ab);
     free(lat);
@@ -247,11 +247,8 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
     int64_t ls[2] = {n, k};
     wgml_tensor *lt = th_tensor_f32(2, ls, h.deq);
     wgml_fill(T.g, w->codes, 0); /* forget the codes first */
-    th_check(wgml_qweight_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
-    uint32_t *got = read_codes(w);
     snprintf(name, sizeof name, "%s requant(dequant(W)) N=%lld K=%lld", KIND_NAMES[kind], (long long)n, (long long)k);
-    if (got && before) th_exact_u32(name, got, before, nw);
-    free(got);
+    requant_expect(name, lt, w, before, nw);
     /* latents around every code, clamps both ways, zero a */
     for (int64_t r = 0; r < n; r += 5) ab_zero_a(w, &ab, r * ng + ((r * 37) % k) / grp);
     th_check(wgml_tensor_write(w->ab, ab.raw, 4 * ab.nraw) == WGML_OK, "write ab");
@@ -270,12 +267,9 @@ static void case_requant_gguf(int kind, int64_t n, int64_t k) {
             h.deq[r * k + c] = pair ? v + b : v;
         }
     th_check(wgml_tensor_write(lt, lat, sizeof(float) * (size_t)(n * k)) == WGML_OK, "write latent");
-    th_check(wgml_qweight_requant(T.g, lt, w) == WGML_OK, "requant: %s", wgml_last_error(T.ctx));
-    got = read_codes(w);
     snprintf(name, sizeof name, "%s requant N=%lld K=%lld (codes %d..%d)", KIND_NAMES[kind], (long long)n, (long long)k,
              lo, hi);
-    if (got) th_exact_u32(name, got, ref, nw);
-    free(got);
+    requant_expect(name, lt, w, ref, nw);
     /* the forward reads the requantised codes */
     float *hx = th_random((size_t)(3 * k), -1, 1);
     int64_t xs[2] = {3, k};
