@@ -126,10 +126,12 @@ static void test_linear_tiles_forced(void) { linear_tiles_forced(1, 2); }
 /* GEMV shapes (threads per row, rows per thread, workgroup, blocks in flight) forced through
  * $WGML_QW_GEMV, the benchmark sweep's knob: each must give the same results. Shapes
  * first..last of the list (each shape is its own set of pipeline compiles, long on llvmpipe,
- * so CTest runs them as test_qw_gemv (0..3), test_qw_gemv_wide (4), test_qw_gemv_rows8 (5, 6)).
- * "auto" is the adapter's own choice (on lavapipe, the CPU shape); 6 is the GPUs' shape for K < 2048. */
+ * so CTest runs them as test_qw_gemv (0..3), test_qw_gemv_wide (4), test_qw_gemv_rows8 (5..7)).
+ * "auto" is the adapter's own choice (on lavapipe, the CPU shape); 6 is the GPUs' shape for K < 2048,
+ * 7 one of their shapes for few rows at large K (a row's sums over several subgroups). */
 static void test_gemv_shapes(int first, int last) {
-    static const char *gemv[] = {"auto", "8,1,64,1", "16,2,256,2", "64,1,128,3", "32,4,256,4", "32,8,64,1", "64,1,256,2"};
+    static const char *gemv[] = {"auto",       "8,1,64,1",  "16,2,256,2", "64,1,128,3",
+                                 "32,4,256,4", "32,8,64,1", "64,1,256,2", "128,8,128,1"};
     setenv("WGML_QW_GEMV_MAX_M", "4", 1); /* a GPU's rows (a CPU adapter's GEMV takes one) */
     for (int f = first; f <= last; f++) {
         if (f) setenv("WGML_QW_GEMV", gemv[f], 1);
@@ -517,7 +519,7 @@ static int gguf_check(const char *dir) {
 
 static void gemv_auto_to_3(void) { test_gemv_shapes(0, 3); }
 static void gemv_4(void) { test_gemv_shapes(4, 4); }
-static void gemv_5(void) { test_gemv_shapes(5, 6); }
+static void gemv_5(void) { test_gemv_shapes(5, 7); }
 /* the host formats, bad input */
 static void test_host_errors(void) {
     test_host_formats();

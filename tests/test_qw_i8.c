@@ -289,6 +289,11 @@ static void test_gemv(void) {
     setenv("WGML_QW_GEMV", "32,8,64,1", 1); /* the GPUs' large-K launch shape, forced */
     case_i8(0, 4, 33, 2048, 128, false, NULL, false);
     case_i8(7, 4, 24, 2048, 16, false, NULL, false);
+    setenv("WGML_QW_GEMV", "128,8,128,1", 1); /* a GPU shape for few rows: 4 subgroups a row */
+    case_i8(0, 4, 17, 4096, 128, false, NULL, false);
+    case_i8(7, 2, 16, 4096, 16, false, NULL, false);
+    setenv("WGML_QW_GEMV", "256,4,256,1", 1);
+    case_i8(0, 1, 9, 8192, 64, true, NULL, false);
     setenv("WGML_QW_GEMV", "64,1,256,2", 1); /* the GPUs' small-K shape: two blocks in flight */
     case_i8(5, 2, 20, 512, 32, true, NULL, false);
     unsetenv("WGML_QW_GEMV");

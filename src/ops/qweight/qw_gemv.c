@@ -23,24 +23,51 @@ int qw_gemv_max_m(wgml_ctx *ctx) {
     return gpu_get_caps(ctx)->is_cpu ? 1 : 4;
 }
 
-/* The GEMV shape on a GPU. K >= 2048 (64 blocks): 32 threads per row, 8 rows per thread (each x
- * load serves 8 rows) in 64-thread workgroups, the fastest on the large projections; shorter K:
- * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. One block
- * in flight otherwise (more was slower). H200 sweeps in bench/NOTES.md. With few rows (N),
- * fewer rows per thread, until there are at least $WGML_QW_GEMV_MIN_WG (264: two per SM of a
- * 132-SM GPU) workgroups or one row per thread: Gemma-3-270M's down projection (2048 -> 640)
- * got 40 workgroups at 8 rows per thread. */
-static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
-    *wg = 256;
+/* Threads a GEMV dispatch on a GPU aims for (the launch rule below): $WGML_QW_GEMV_THREADS
+ * overrides it for sweeps. */
+static long gemv_thread_target(void) {
+    const char *e = getenv("WGML_QW_GEMV_THREADS");
+    long v = e && *e ? strtol(e, NULL, 10) : 0;
+    return v >= 1024 && v <= (1L << 24) ? v : 65536;
+}
+
+/* The GEMV shape on a GPU for K of nblk 32-code blocks, a first weight of n0 rows and `rows`
+ * output rows in all (the weights of one dispatch, a gated pair's gate and up rows both).
+ * K >= 4,096 (128 blocks): RPT rows a thread (each x load serves RPT rows), 8 for the codes of
+ * the integer form (4-bit codes and a scale per 16: one quantisation of x serves 8 rows) and 4
+ * for the others; then threads per row along K (TPR) for about gemv_thread_target() (65,536)
+ * threads in the dispatch: the power of two nearest 65,536 * RPT / rows, from 16 (32 for a
+ * scale per 16) to 256 and at most nblk, in workgroups of max(64, TPR). The fixed 32 x 8 in 64 before it left a
+ * 4,096-row GEMV 32,768 threads (250 an SM of the H100) and ran Llama-3.1-8B's decode shapes
+ * at 0.3-0.5 of the copy. On the H100 (bench/NOTES.md, 2026-12-07, twenty-second session)
+ * Q4_K's integer form 14,336 -> 4,096 took 21.5 us at 128 x 8 against 32.2, 4,096 -> 6,144
+ * 12.3 against 15.1, 8,192 -> 2,048 10.4 at 256 x 8 against 19.2, 4,096 -> 28,672 35.3 at
+ * 16 x 8 against 40.5 (Q6_K's there: 57.1 at 16 x 8 against 53.7 at 32); Q8_0's f32 form at
+ * 64 x 4 14,336 -> 4,096 31.9 against 40.0; Llama-3.1-8B decoded 225.4-225.9 tokens/s against
+ * 219.4-219.5. K of 2,048 .. 4,095 keeps 32 x 8 in 64, with fewer rows a thread while the
+ * first weight has fewer than $WGML_QW_GEMV_MIN_WG (264: two per SM of a 132-SM GPU)
+ * workgroups: the new rule there gained under 12% a shape and Llama-3.2-1B (K = 2,048 but
+ * for its down projection) decoded 4% slower with it (708 tokens/s against 738-740). Shorter K:
+ * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. */
+static void gemv_shape_gpu(int64_t nblk, int64_t n0, int64_t rows, int group, bool rpt8, int *tpr, int *rpt,
+                           int *wg, int *bpi) {
+    const char *mw = getenv("WGML_QW_GEMV_MIN_WG");
+    long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
     *bpi = 1;
-    if (nblk >= 64) {
-        *tpr = 32, *rpt = 8, *wg = 64;
-        const char *mw = getenv("WGML_QW_GEMV_MIN_WG");
-        long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
-        int64_t rg = *wg / *tpr; /* row groups per workgroup */
-        while (*rpt > 1 && (n + rg * *rpt - 1) / (rg * *rpt) < min_wg) *rpt /= 2;
+    if (nblk < 64) {
+        *tpr = 64, *rpt = 1, *wg = 256, *bpi = 2;
+    } else if (nblk < 128) {
+        *tpr = 32, *rpt = 8, *wg = 64; /* two row groups a workgroup */
+        while (*rpt > 1 && (n0 + 2 * *rpt - 1) / (2 * *rpt) < min_wg) *rpt /= 2;
     } else {
-        *tpr = 64, *rpt = 1, *bpi = 2;
+        *rpt = rpt8 ? 8 : 4;
+        /* the power of two nearest want in log2: above want / sqrt(2), at most want * sqrt(2) */
+        double want = (double)gemv_thread_target() * *rpt / (double)(rows > 0 ? rows : 1);
+        *tpr = group == 16 ? 32 : 16;
+        while (*tpr < 256 && *tpr * 2 <= nblk && (double)*tpr * 1.41421356 < want) *tpr *= 2;
+        *wg = *tpr > 64 ? *tpr : 64;
+        int64_t rg = *wg / *tpr; /* row groups per workgroup; at least min_wg x 64 threads */
+        while (*rpt > 1 && (rows + rg * *rpt - 1) / (rg * *rpt) * *wg < min_wg * 64) *rpt /= 2;
     }
 }
 
@@ -53,10 +80,11 @@ static void gemv_shape_gpu(int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg,
  * against 226 (of 5) for 4 threads x 4 rows in 64, whose 4-lane sums went through workgroup
  * memory (lavapipe reports no subgroup size); that shape was 3.7-7.6x faster than the GPU shapes
  * on lavapipe and 10-16x on SwiftShader (bench/NOTES.md, 2026-12-03 and 2026-12-05).
- * $WGML_QW_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps). */
-static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, int *wg, int *bpi) {
+ * $WGML_QW_GEMV="TPR,RPT,WG[,BPI]" overrides it (benchmark sweeps): then true. */
+static bool gemv_shape(bool cpu, int64_t nblk, int64_t n0, int64_t rows, int group, bool rpt8, int *tpr, int *rpt,
+                       int *wg, int *bpi) {
     if (cpu) *tpr = 1, *rpt = 8, *wg = 16, *bpi = 1;
-    else gemv_shape_gpu(nblk, n, tpr, rpt, wg, bpi);
+    else gemv_shape_gpu(nblk, n0, rows, group, rpt8, tpr, rpt, wg, bpi);
     const char *env = getenv("WGML_QW_GEMV");
     int a, b, c, d = 1;
     int got = env ? sscanf(env, "%d,%d,%d,%d", &a, &b, &c, &d) : 0;
@@ -66,7 +94,9 @@ static void gemv_shape(bool cpu, int64_t nblk, int64_t n, int *tpr, int *rpt, in
         *rpt = b;
         *wg = c;
         *bpi = d;
+        return true;
     }
+    return false;
 }
 
 /* Whether the GEMV's final reduction uses subgroup operations, and the subgroup size known to
@@ -269,16 +299,29 @@ static size_t gemv_prelude(char *prelude, size_t cap, const gemv_cfg *c, wgml_te
     return len + gemv_bindings(prelude + at, cap - at, c, x, ws, nw, ro, n_ro_out);
 }
 
-/* The GEMV's launch shape and reduction for nw weights with K = ws[0]->k and fusion f; false
- * when the fused kernel's workgroup memory would not fit the device. */
-static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *w, int64_t m, const qw_gemv_fuse *f, gemv_cfg *c) {
+/* The GEMV's launch shape and reduction for one dispatch over the nw weights ws (one K, kind and
+ * group size; the rule counts their rows together) and fusion f; false when the kernel's
+ * workgroup memory would not fit the device. The automatic shape halves its threads per row
+ * (down to 32 in 64) while the reduction's array would not fit. */
+static bool gemv_config(wgml_ctx *ctx, const wgml_qweight *const *ws, int nw, int64_t m, const qw_gemv_fuse *f,
+                        gemv_cfg *c) {
+    const wgml_qweight *w = ws[0];
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    int64_t rows = 0;
+    for (int i = 0; i < nw; i++) rows += ws[i]->n;
     memset(c, 0, sizeof *c);
-    gemv_shape(gpu_get_caps(ctx)->is_cpu, w->kp / 32, w->n, &c->tpr, &c->rpt, &c->wg, &c->bpi);
+    bool rpt8 = qw_kind_cpw(w->kind) == 8 || w->group == 16;
+    bool forced = gemv_shape(caps->is_cpu, w->kp / 32, w->n, rows, w->group, rpt8, &c->tpr, &c->rpt, &c->wg, &c->bpi);
     if (fuse_pair(f) && c->rpt % 2) c->rpt *= 2; /* a thread holds a gate row and its up row */
-    c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
-    c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
     c->f = f;
-    return gemv_wg_bytes(c, m, w->kp) <= gpu_get_caps(ctx)->max_workgroup_storage;
+    for (;;) {
+        c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
+        c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
+        bool fits = gemv_wg_bytes(c, m, w->kp) <= caps->max_workgroup_storage;
+        if (fits || forced || caps->is_cpu || c->tpr <= 32) return fits;
+        c->tpr /= 2;
+        c->wg = c->tpr > 64 ? c->tpr : 64;
+    }
 }
 
 /* Whether the GEMV takes its integer form (I8X: x quantised to int8 per block, the codes
@@ -365,7 +408,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
 wgml_status qw_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
                            int64_t m, wgml_tensor **outs) {
     gemv_cfg c;
-    gemv_config(graph_ctx(g), ws[0], m, NULL, &c); /* without a prologue it always fits */
+    gemv_config(graph_ctx(g), ws, nw, m, NULL, &c); /* without a prologue it fits at 32 x 8 in 64 */
     return record_gemv_cfg(g, op, x, ws, nw, m, &c, outs);
 }
 
@@ -403,7 +446,7 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
                                   gpu_get_caps(ctx)->max_storage_per_stage);
         wgml_tensor *o[WGML_QLINEAR_MULTI_MAX];
         gemv_cfg c;
-        if (!gemv_config(ctx, grp[0], m, f, &c))
+        if (!gemv_config(ctx, grp, ng, m, f, &c))
             return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op,
                                   tshape(x));
         s = record_gemv_cfg(g, op, x, grp, ng, m, &c, o);
@@ -508,7 +551,7 @@ bool qw_gemv_merge_fits(wgml_ctx *ctx, const wgml_qweight *w, const qw_gemv_fuse
     const char *e = getenv("WGML_QW_GEMV_MERGE"); /* 0: off, for A/B runs */
     if (e && !strcmp(e, "0")) return false;
     if (!(ctx && w && fuse_merge(f) && !f->norm_w && !fuse_pair(f) && f->merge_dim % 4 == 0 &&
-          w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, w, 1, f, &c)))
+          w->k == f->merge_heads * f->merge_dim && gemv_config(ctx, &w, 1, 1, f, &c)))
         return false;
     int64_t rows = gemv_wg_rows(&c), wgs = (w->n + rows - 1) / rows;
     return (uint64_t)wgs * (uint64_t)merge_table_len(f) * (uint64_t)(f->merge_dim + 2) * 4u <= MERGE_READ_BUDGET;
@@ -531,9 +574,10 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
     if (!(ctx && ws && n >= 1 && f && f->norm_w)) return false;
     const char *e = getenv("WGML_QW_GEMV_NORM_BUDGET");
     uint64_t budget = e && *e ? strtoull(e, NULL, 10) : NORM_READ_BUDGET, bytes = 0;
-    /* a gated pair's workgroups hold a gate row and its up row: count the gate's */
+    /* one dispatch over all n (as gemv_groups makes for one layout); a gated pair's workgroups
+     * hold a gate row and its up row: count the gate's */
+    if (!gemv_config(ctx, ws, n, 1, f, &c)) return false;
     for (int i = 0; i < (fuse_pair(f) ? 1 : n); i++) {
-        if (!gemv_config(ctx, ws[i], 1, f, &c)) return false;
         int64_t rows = gemv_wg_rows(&c), wgs = (ws[i]->n + rows - 1) / rows;
         bytes += (uint64_t)wgs * (uint64_t)ws[i]->kp * 8u;
     }
@@ -602,7 +646,7 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     bool fused = m <= qw_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
     for (int i = 0; i < n && fused; i++) {
         gemv_cfg c;
-        fused = gemv_config(ctx, ws[i], m, f, &c);
+        fused = gemv_config(ctx, ws + i, 1, m, f, &c);
     }
     if (merge && !fused)
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
@@ -613,7 +657,7 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
         if (qw_same_layout(ws[0], ws[1]) &&
             gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {
             gemv_cfg c;
-            gemv_config(ctx, ws[0], m, f, &c);
+            gemv_config(ctx, ws, 2, m, f, &c);
             return record_gemv_cfg(g, op, x, ws, 2, m, &c, outs);
         }
         fused = false;
