@@ -7,7 +7,7 @@
 #    applies to all);
 #  - for each MODELS entry ("name:TYPE", bench/real_shapes.py's random-weight files, written once
 #    per model), `wgml bench generate` at each (prompt, decode) pair of PD ("512 128"), once as
-#    the default and once per MENV setting (say WGML_QW_INT8=0).
+#    the default and once per MENV setting (say WGML_QW_INT8=0; "A=1+B=2" sets both in one run).
 # Run from the repository root with .deps/wgpu, .gl and .whl carried (bench/gpu_env.sh); the log
 # is $OUT/kernel_ab.log, each line of a run tagged with its side ("base" or "this").
 set -uo pipefail
@@ -55,7 +55,7 @@ stamp() { echo "-- $1 at $(($(date +%s) - t0)) s"; }
         for e in "" ${MENV:-}; do
           for w in "$BASE/build-gpu/wgml" ./build-gpu/wgml; do
             echo "== round $r, $(side "$w"): $m $t prompt $1 decode $2 ${e:-default}"
-            env $e $w bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+            env ${e//+/ } $w bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
               grep -E "^prefill |^decode |dispatches|check" | sed "s/^/$(side "$w") | /"
           done
         done

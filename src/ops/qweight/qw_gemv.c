@@ -31,6 +31,14 @@ static long gemv_thread_target(void) {
     return v >= 1024 && v <= (1L << 24) ? v : 65536;
 }
 
+/* The least K, in 32-code blocks, where that rule applies: 128 (K = 4,096);
+ * $WGML_QW_GEMV_THREADS_K (64 up) moves it for A/B runs. */
+static int64_t gemv_thread_min_blocks(void) {
+    const char *e = getenv("WGML_QW_GEMV_THREADS_K");
+    long v = e && *e ? strtol(e, NULL, 10) : 0;
+    return v >= 64 && v <= (1L << 20) ? v : 128;
+}
+
 /* The GEMV shape on a GPU for K of nblk 32-code blocks, a first weight of n0 rows and `rows`
  * output rows in all (the weights of one dispatch, a gated pair's gate and up rows both).
  * K >= 4,096 (128 blocks): RPT rows a thread (each x load serves RPT rows), 8 for the codes of
@@ -47,7 +55,9 @@ static long gemv_thread_target(void) {
  * 219.4-219.5. K of 2,048 .. 4,095 keeps 32 x 8 in 64, with fewer rows a thread while the
  * first weight has fewer than $WGML_QW_GEMV_MIN_WG (264: two per SM of a 132-SM GPU)
  * workgroups: the new rule there gained under 12% a shape and Llama-3.2-1B (K = 2,048 but
- * for its down projection) decoded 4% slower with it (708 tokens/s against 738-740). Shorter K:
+ * for its down projection) decoded 4% slower with it (708 tokens/s against 738-740), likely
+ * because its q/k/v, at 8 rows a workgroup, then fell under qw_gemv_norm_fits's budget and took
+ * the norm prologue (not timed apart). Shorter K:
  * 64 threads per row with two blocks in flight, for the small, launch-bound shapes. */
 static void gemv_shape_gpu(int64_t nblk, int64_t n0, int64_t rows, int group, bool rpt8, int *tpr, int *rpt,
                            int *wg, int *bpi) {
@@ -56,7 +66,7 @@ static void gemv_shape_gpu(int64_t nblk, int64_t n0, int64_t rows, int group, bo
     *bpi = 1;
     if (nblk < 64) {
         *tpr = 64, *rpt = 1, *wg = 256, *bpi = 2;
-    } else if (nblk < 128) {
+    } else if (nblk < gemv_thread_min_blocks()) {
         *tpr = 32, *rpt = 8, *wg = 64; /* two row groups a workgroup */
         while (*rpt > 1 && (n0 + 2 * *rpt - 1) / (2 * *rpt) < min_wg) *rpt /= 2;
     } else {
