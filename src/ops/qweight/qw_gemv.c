@@ -5,10 +5,21 @@
 #include "ops/qweight/qw_internal.h"
 #include "ops/qweight/qw_gemv_fused.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+
+/* The launch settings' override from the environment: $name as a decimal number in [lo, hi],
+ * else dflt (unset, empty, not a whole number or out of range). */
+static long env_long(const char *name, long lo, long hi, long dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end;
+    long v = strtol(e, &end, 10);
+    return *end == '\0' && v >= lo && v <= hi ? v : dflt;
+}
 
 /* The most rows of x the GEMV takes (more go to the tiled GEMM): 4 on a GPU; 1 on a CPU adapter,
  * where the GEMM has its own kernel (qw_mm_cpu, 4-row tiles, no barriers) that runs a short
@@ -17,26 +28,19 @@
  * compiles a kernel per weight shape and row count (bench/NOTES.md, 2026-12-04).
  * $WGML_QW_GEMV_MAX_M (1-8) sets it, as the tests of the GEMV's rows do on a CPU adapter. */
 int qw_gemv_max_m(wgml_ctx *ctx) {
-    const char *e = getenv("WGML_QW_GEMV_MAX_M");
-    int v = e && *e ? atoi(e) : 0;
-    if (v >= 1 && v <= 8) return v;
-    return gpu_get_caps(ctx)->is_cpu ? 1 : 4;
+    return (int)env_long("WGML_QW_GEMV_MAX_M", 1, 8, gpu_get_caps(ctx)->is_cpu ? 1 : 4);
 }
 
 /* Threads a GEMV dispatch on a GPU aims for (the launch rule below): $WGML_QW_GEMV_THREADS
  * overrides it for sweeps. */
 static long gemv_thread_target(void) {
-    const char *e = getenv("WGML_QW_GEMV_THREADS");
-    long v = e && *e ? strtol(e, NULL, 10) : 0;
-    return v >= 1024 && v <= (1L << 24) ? v : 65536;
+    return env_long("WGML_QW_GEMV_THREADS", 1024, 1L << 24, 65536);
 }
 
 /* The least K, in 32-code blocks, where that rule applies: 128 (K = 4,096);
  * $WGML_QW_GEMV_THREADS_K (64 up) moves it for A/B runs. */
 static int64_t gemv_thread_min_blocks(void) {
-    const char *e = getenv("WGML_QW_GEMV_THREADS_K");
-    long v = e && *e ? strtol(e, NULL, 10) : 0;
-    return v >= 64 && v <= (1L << 20) ? v : 128;
+    return env_long("WGML_QW_GEMV_THREADS_K", 64, 1L << 20, 128);
 }
 
 /* The GEMV shape on a GPU for K of nblk 32-code blocks, a first weight of n0 rows and `rows`
@@ -63,8 +67,7 @@ static int64_t gemv_thread_min_blocks(void) {
  * shapes. */
 static void gemv_shape_gpu(int64_t nblk, int64_t n0, int64_t rows, int group, bool rpt8, int *tpr, int *rpt,
                            int *wg, int *bpi) {
-    const char *mw = getenv("WGML_QW_GEMV_MIN_WG");
-    long min_wg = mw && *mw ? strtol(mw, NULL, 10) : 264;
+    long min_wg = env_long("WGML_QW_GEMV_MIN_WG", 0, 1L << 20, 264);
     *bpi = 1;
     if (nblk < 64) {
         *tpr = 64, *rpt = 1, *wg = 256, *bpi = 2;
@@ -584,8 +587,7 @@ bool qw_gemv_merge_fits(wgml_ctx *ctx, const wgml_qweight *w, const qw_gemv_fuse
 bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
     gemv_cfg c;
     if (!(ctx && ws && n >= 1 && f && f->norm_w)) return false;
-    const char *e = getenv("WGML_QW_GEMV_NORM_BUDGET");
-    uint64_t budget = e && *e ? strtoull(e, NULL, 10) : NORM_READ_BUDGET, bytes = 0;
+    uint64_t budget = (uint64_t)env_long("WGML_QW_GEMV_NORM_BUDGET", 0, LONG_MAX, NORM_READ_BUDGET), bytes = 0;
     /* one dispatch over all n (as gemv_groups makes for one layout); a gated pair's workgroups
      * hold a gate row and its up row: count the gate's */
     if (!gemv_config(ctx, ws, n, 1, f, &c)) return false;
