@@ -5,6 +5,7 @@
 #include "bench.h"
 #include "wgml-model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -508,6 +509,20 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     return 2;
 }
 
+int bench_parse_dims(const char **p, int nd, long long lo, long long hi, int64_t *dims) {
+    for (int i = 0; i < nd; i++) {
+        if (i && *(*p)++ != 'x') return 0;
+        if (**p < '0' || **p > '9') return 0; /* digits only: no sign, no space */
+        char *end;
+        errno = 0;
+        long long v = strtoll(*p, &end, 10);
+        if (errno || v < lo || v > hi) return 0;
+        dims[i] = v;
+        *p = end;
+    }
+    return 1;
+}
+
 /* --shapes LIST into shapes[*n..] (up to 64 in all; "lora": LORA_SHAPES in place of what is
  * there): 0, or 2 after a message. */
 static int parse_shapes(const char *arg, shape3 *shapes, int *n) {
@@ -518,14 +533,13 @@ static int parse_shapes(const char *arg, shape3 *shapes, int *n) {
         return 0;
     }
     while (*p && *n < 64) {
-        long long m, nn, k;
-        int used = 0;
-        if (sscanf(p, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || m <= 0 || nn <= 0 || k <= 0) {
+        int64_t d[3];
+        if (!bench_parse_dims(&p, 3, 1, 1LL << 40, d)) {
             fprintf(stderr, "bench: bad shape list '%s' (want MxNxK[,MxNxK...])\n", arg);
             return 2;
         }
+        int64_t m = d[0], nn = d[1], k = d[2];
         int tr = 0;
-        p += used;
         if (*p == ':') { /* MxNxK:XY, X and Y in N/T: this shape's own orientation */
             if (!strchr("NT", p[1]) || !p[1] || !strchr("NT", p[2]) || !p[2]) {
                 fprintf(stderr, "bench: bad orientation in '%s' (want MxNxK:NN, :TN, :NT or :TT)\n", arg);

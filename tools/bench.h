@@ -16,6 +16,9 @@ int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */
  * the tile variant and split-K count used ($WGML_QW_MM_VARIANT, $WGML_QW_MM_SPLITK). Returns 0
  * when all ran and passed. */
 int bench_qw(wgml_ctx *ctx, void *out, int mode);
+/* nd whole numbers in [lo, hi] joined by 'x' ("512x2048x64") at *p into dims, *p moved past
+ * them: 1, or 0 (*p then undefined) when the text is not that. */
+int bench_parse_dims(const char **p, int nd, long long lo, long long hi, int64_t *dims);
 double bench_wall_now(void);                                /* monotonic seconds */
 int bench_cpu_adapter(wgml_ctx *ctx);                       /* the adapter is a CPU (lavapipe, SwiftShader) */
 float bench_frand(uint64_t *s);                             /* xorshift64 step: uniform in [-1, 1) */

@@ -259,15 +259,9 @@ static int bench_prefill(wgml_ctx *ctx, FILE *out) {
 static int parse_shapes(const char *s, int64_t (*shapes)[2], int max) {
     int n = 0;
     while (*s) {
-        char *end;
-        long long k = strtoll(s, &end, 10);
-        if (end == s || *end != 'x') return -1;
-        s = end + 1;
-        long long c = strtoll(s, &end, 10);
-        if (end == s || (*end && *end != ',') || n == max || k < 1 || c < 1 || k > (1 << 20) || c > (1 << 20))
-            return -1;
-        shapes[n][0] = k, shapes[n][1] = c, n++;
-        s = *end ? end + 1 : end;
+        if (n == max || !bench_parse_dims(&s, 2, 1, 1 << 20, shapes[n]) || (*s && *s != ',')) return -1;
+        n++;
+        if (*s == ',') s++;
     }
     return n > 0 ? n : -1;
 }
