@@ -55,15 +55,13 @@ static int64_t gemv_thread_min_blocks(void) {
  * 2026-12-07, twenty-second session) Q4_K's integer form 14,336 -> 4,096 took 21.5 us at
  * 128 x 8 against 32.2, 4,096 -> 6,144 12.3 against 15.1, 8,192 -> 2,048 10.4 at 256 x 8
  * against 19.2, 4,096 -> 28,672 35.3 at 16 x 8 against 40.5 (Q6_K's there: 57.1 at 16 x 8
- * against 53.7 at 32); Q8_0's f32 form at 64 x 4 14,336 -> 4,096 31.9 against 40.0. The
- * rule's first form (from K = 2,048, 16 threads a row for every kind) decoded Llama-3.1-8B at
- * 225.4-225.9 tokens/s against 219.4-219.5; this form is not timed as a whole yet. K of 2,048
+ * against 53.7 at 32); Q8_0's f32 form at 64 x 4 14,336 -> 4,096 31.9 against 40.0. This
+ * form against the fixed shape (H100, twenty-third session): Llama-3.1-8B Q4_K_M decoded
+ * 229.0-229.7 tokens/s against 221.4, Llama-3.2-1B 769.3-772.1 against 740.8-743.5. K of 2,048
  * .. 4,095 keeps 32 x 8 in 64, with fewer rows a thread while the first weight has fewer than
- * $WGML_QW_GEMV_MIN_WG (264: two per SM of a 132-SM GPU) workgroups: the first form there
- * gained under 12% a shape and Llama-3.2-1B (K = 2,048 but for its down projection) decoded 4%
- * slower with it (708 tokens/s against 738-740), likely because its q/k/v, at 8 rows a
- * workgroup, then fell under qw_gemv_norm_fits's budget and took the norm prologue (not timed
- * apart). Shorter K: 64 threads per row with two blocks in flight, for the small, launch-bound
+ * $WGML_QW_GEMV_MIN_WG (264: two per SM of a 132-SM GPU) workgroups: the rule there
+ * ($WGML_QW_GEMV_THREADS_K=64) decoded the 1B at 732.5-734.6, with or without the norm
+ * prologue. Shorter K: 64 threads per row with two blocks in flight, for the small, launch-bound
  * shapes. */
 static void gemv_shape_gpu(int64_t nblk, int64_t n0, int64_t rows, int group, bool rpt8, int *tpr, int *rpt,
                            int *wg, int *bpi) {
