@@ -434,19 +434,29 @@ static int gemv_binding_limit(wgml_ctx *ctx) {
     return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
 }
 
-/* outs[i] = the GEMV of x with ws[i] (fusion f: NULL, a norm prologue, or QW_EPI_RESIDUAL with
- * n = 1; not the pairs), the weights grouped into as few dispatches as one kind, one group size
- * and the binding limit allow. */
-static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int n,
-                               int64_t m, const qw_gemv_fuse *f, wgml_tensor **outs) {
-    wgml_ctx *ctx = graph_ctx(g);
+/* The dispatches of the GEMVs of x with ws[0..n) (fusion f: NULL, a norm prologue, or
+ * QW_EPI_RESIDUAL with n = 1; not the pairs): the weights grouped into as few dispatches as one
+ * kind, one group size and the binding limit allow, each group with its launch config. */
+typedef struct gemv_plan {
+    int n_grp;
+    int ng[WGML_QLINEAR_MULTI_MAX];                          /* weights in each group */
+    int idx[WGML_QLINEAR_MULTI_MAX][WGML_QLINEAR_MULTI_MAX]; /* their indices in ws */
+    gemv_cfg c[WGML_QLINEAR_MULTI_MAX];
+} gemv_plan;
+
+typedef enum { PLAN_OK, PLAN_BINDINGS, PLAN_MEMORY } plan_result;
+
+/* The plan for ws; PLAN_BINDINGS when one weight alone passes the binding limit, PLAN_MEMORY when
+ * a group's kernel does not fit the workgroup memory. */
+static plan_result gemv_plan_make(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, int64_t m,
+                                  const qw_gemv_fuse *f, gemv_plan *p) {
     int limit = gemv_binding_limit(ctx);
     bool done[WGML_QLINEAR_MULTI_MAX] = {false};
-    wgml_status s = WGML_OK;
-    for (int i = 0; i < n && !s; i++) {
+    p->n_grp = 0;
+    for (int i = 0; i < n; i++) {
         if (done[i]) continue;
         const wgml_qweight *grp[WGML_QLINEAR_MULTI_MAX];
-        int idx[WGML_QLINEAR_MULTI_MAX], ng = 0;
+        int *idx = p->idx[p->n_grp], ng = 0;
         grp[ng] = ws[i], idx[ng++] = i;
         for (int j = i + 1; j < n; j++) {
             if (done[j] || !qw_same_layout(ws[j], ws[i])) continue;
@@ -454,21 +464,41 @@ static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, co
             if (gemv_storage_bindings(grp, ng + 1, f) > limit) continue;
             idx[ng++] = j;
         }
-        if (gemv_storage_bindings(grp, ng, f) > limit) /* even one weight alone does not fit */
-            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
-                                  gpu_get_caps(ctx)->max_storage_per_stage);
+        if (gemv_storage_bindings(grp, ng, f) > limit) return PLAN_BINDINGS;
+        if (!gemv_config(ctx, grp, ng, m, f, &p->c[p->n_grp])) return PLAN_MEMORY;
+        for (int j = 0; j < ng; j++) done[idx[j]] = true;
+        p->ng[p->n_grp++] = ng;
+    }
+    return PLAN_OK;
+}
+
+/* Records plan p (made by gemv_plan_make with result r) of the GEMVs of x with ws into outs, or
+ * sets r's error. */
+static wgml_status gemv_plan_record(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws,
+                                    int64_t m, const gemv_plan *p, plan_result r, wgml_tensor **outs) {
+    wgml_ctx *ctx = graph_ctx(g);
+    if (r == PLAN_BINDINGS)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the device allows %u storage buffers per kernel", op,
+                              gpu_get_caps(ctx)->max_storage_per_stage);
+    if (r == PLAN_MEMORY)
+        return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op, tshape(x));
+    wgml_status s = WGML_OK;
+    for (int k = 0; k < p->n_grp && !s; k++) {
+        const wgml_qweight *grp[WGML_QLINEAR_MULTI_MAX];
         wgml_tensor *o[WGML_QLINEAR_MULTI_MAX];
-        gemv_cfg c;
-        if (!gemv_config(ctx, grp, ng, m, f, &c))
-            return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: x %s does not fit the GEMV's workgroup memory", op,
-                                  tshape(x));
-        s = record_gemv_cfg(g, op, x, grp, ng, m, &c, o);
-        for (int j = 0; j < ng && !s; j++) {
-            done[idx[j]] = true;
-            outs[idx[j]] = o[j];
-        }
+        for (int j = 0; j < p->ng[k]; j++) grp[j] = ws[p->idx[k][j]];
+        s = record_gemv_cfg(g, op, x, grp, p->ng[k], m, &p->c[k], o);
+        for (int j = 0; j < p->ng[k] && !s; j++) outs[p->idx[k][j]] = o[j];
     }
     return s;
+}
+
+/* outs[i] = the GEMV of x with ws[i], as gemv_plan_make groups them. */
+static wgml_status gemv_groups(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int n,
+                               int64_t m, const qw_gemv_fuse *f, wgml_tensor **outs) {
+    gemv_plan p;
+    plan_result r = gemv_plan_make(graph_ctx(g), ws, n, m, f, &p);
+    return gemv_plan_record(g, op, x, ws, m, &p, r, outs);
 }
 
 /* The checks shared by qlinear_multi and qw_gemv_fused: n weights (1..WGML_QLINEAR_MULTI_MAX),
@@ -655,26 +685,25 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                                   tshape(f->residual), tshape(x), (long long)ws[0]->n);
     }
     wgml_tensor *in[3] = {x, f->norm_w, f->residual};
+    /* fused where the kernel fits the workgroup memory in the dispatches it records: the pair's
+     * one, else gemv_plan_make's groups */
     bool fused = m <= qw_gemv_max_m(ctx) && !graph_grad_enabled(g, in, 3);
-    for (int i = 0; i < n && fused; i++) {
-        gemv_cfg c;
-        fused = gemv_config(ctx, ws + i, 1, m, f, &c);
-    }
+    gemv_cfg pc;
+    gemv_plan plan;
+    plan_result r = PLAN_OK;
+    if (fused && pair) fused = gemv_config(ctx, ws, 2, m, f, &pc);
+    else if (fused) fused = (r = gemv_plan_make(ctx, ws, n, m, f, &plan)) != PLAN_MEMORY;
     if (merge && !fused)
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                               "%s: the chunks' merge (x %s) needs the fused GEMV: no gradient, workgroup memory for "
                               "K = %lld and the %lld x %lld weight table",
                               op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
     if (pair && fused) {
-        if (qw_same_layout(ws[0], ws[1]) &&
-            gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)) {
-            gemv_cfg c;
-            gemv_config(ctx, ws, 2, m, f, &c);
-            return record_gemv_cfg(g, op, x, ws, 2, m, &c, outs);
-        }
+        if (qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx))
+            return record_gemv_cfg(g, op, x, ws, 2, m, &pc, outs);
         fused = false;
     }
-    wgml_status s = fused ? gemv_groups(g, op, x, ws, n, m, f, outs) : gemv_fused_plain(g, x, ws, n, f, outs);
+    wgml_status s = fused ? gemv_plan_record(g, op, x, ws, m, &plan, r, outs) : gemv_fused_plain(g, x, ws, n, f, outs);
     if (s)
         for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);
