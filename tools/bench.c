@@ -495,6 +495,8 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
     if (qw && argc == 2 && !strcmp(argv[1], "--train")) return bench_qw(ctx, stdout, 2);
     if (qw && argc == 2 && !strcmp(argv[1], "--prefill")) return bench_qw(ctx, stdout, 3);
     if (argc >= 1 && !strcmp(argv[0], "lmhead")) return bench_lmhead_main(ctx, argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[0], "attention") && !strcmp(argv[1], "--decode"))
+        return bench_attn_decode_main(ctx, argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "attention")) return bench_attn_main(ctx, argc - 1, argv + 1);
     fprintf(stderr, "usage: wgml bench matmul [--shapes MxNxK[:XY],...|lora] [--reps N] [--variant NAME,...|all|auto]\n"
                     "                         [--splitk S,...] [--trans NN,TN,NT,TT] [--check]\n"
@@ -503,6 +505,7 @@ int bench_main(wgml_ctx *ctx, int argc, char **argv) {
                     "       wgml bench qw [--gemv|--train|--prefill] [--type Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS]  (q4: an alias)\n"
                     "                         (--train: WGML_QW_MM_VARIANT, WGML_QW_MM_SPLITK)\n"
                     "       wgml bench attention [--batch B] [--seq S] [--heads H] [--kv-heads H] [--dim D] [--forward] [--reps N] [--profile]\n"
+                    "       wgml bench attention --decode [--heads H] [--kv-heads H] [--dim D] [--cache ROWS] [--len N] [--kv f16|f32] [--reps N] [--profile]\n"
                     "       wgml bench lmhead [--rows N] [--dim D] [--vocab V] [--chunk C] [--weight q8|f32]\n"
                     "       wgml bench train --model FILE [--batch N] [--seq-len N] [--rank R] [--steps N] [--profile]\n"
                     "       wgml bench generate --model FILE [--prompt-tokens N] [--decode-tokens N] [--decode-batch B] [--profile]\n");

@@ -9,6 +9,7 @@ int bench_peak_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_peak.c */
 int bench_lmhead_main(wgml_ctx *ctx, int argc, char **argv); /* bench_lmhead.c */
 int bench_train_main(wgml_ctx *ctx, int argc, char **argv); /* bench_train.c */
 int bench_attn_main(wgml_ctx *ctx, int argc, char **argv);  /* bench_attn.c */
+int bench_attn_decode_main(wgml_ctx *ctx, int argc, char **argv); /* bench_attn_decode.c: attention --decode */
 /* bench_qw.c: times the M = 1 decode shapes (effective GB/s) and the M = 512 GEMM (GFLOP/s)
  * with built graphs of repeated dispatches, each checked against a double-precision product on
  * sampled outputs; writes a table to out (a FILE*). mode 0: both; 1: the M = 1 shapes only; 2:
