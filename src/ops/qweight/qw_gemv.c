@@ -612,16 +612,26 @@ bool qw_gemv_merge_fits(wgml_ctx *ctx, const wgml_qweight *w, const qw_gemv_fuse
  * $WGML_QW_GEMV_NORM_BUDGET (bytes) overrides it for A/B runs. */
 #define NORM_READ_BUDGET (8u << 20)
 
+/* x's reads of weight w's workgroups under config c */
+static uint64_t norm_reads(const wgml_qweight *w, const gemv_cfg *c) {
+    int64_t rows = gemv_wg_rows(c), wgs = (w->n + rows - 1) / rows;
+    return (uint64_t)wgs * (uint64_t)w->kp * 8u;
+}
+
 bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
-    gemv_cfg c;
     if (!(ctx && ws && n >= 1 && f && f->norm_w)) return false;
     uint64_t budget = (uint64_t)env_long("WGML_QW_GEMV_NORM_BUDGET", 0, LONG_MAX, NORM_READ_BUDGET), bytes = 0;
-    /* one dispatch over all n (as gemv_groups makes for one layout); a gated pair's workgroups
-     * hold a gate row and its up row: count the gate's */
-    if (!gemv_config(ctx, ws, n, 1, f, &c)) return false;
-    for (int i = 0; i < (fuse_pair(f) ? 1 : n); i++) {
-        int64_t rows = gemv_wg_rows(&c), wgs = (ws[i]->n + rows - 1) / rows;
-        bytes += (uint64_t)wgs * (uint64_t)ws[i]->kp * 8u;
+    /* the dispatches qw_gemv_fused records: a gated pair's one, whose workgroups hold a gate row
+     * and its up row (count the gate's), else gemv_plan_make's groups, each with its config */
+    if (fuse_pair(f)) {
+        gemv_cfg c;
+        if (n != 2 || !gemv_config(ctx, ws, 2, 1, f, &c)) return false;
+        bytes = norm_reads(ws[0], &c);
+    } else {
+        gemv_plan p;
+        if (gemv_plan_make(ctx, ws, n, 1, f, &p) != PLAN_OK) return false;
+        for (int k = 0; k < p.n_grp; k++)
+            for (int j = 0; j < p.ng[k]; j++) bytes += norm_reads(ws[p.idx[k][j]], &p.c[k]);
     }
     return bytes <= budget;
 }
