@@ -22,9 +22,9 @@
 
 static int64_t decode_chunks(int64_t smax, int64_t kpt) { return (smax + 64 * kpt - 1) / (64 * kpt); }
 
-/* attn_decode.wgsl's workgroup memory: qs, ss, red, ov, sml, len_wg and pos_wg */
+/* attn_decode.wgsl's workgroup memory: qs, ss, red, ov, sml, csw, len_wg and pos_wg */
 static uint64_t decode_wg_bytes(int64_t G, int64_t D, int64_t ch) {
-    return 4ull * (uint64_t)(G * D + G * ch + (G + 1) * DECODE_WG) + 16ull * (uint64_t)(G * DECODE_WG) +
+    return 4ull * (uint64_t)(G * D + G * ch + (G + 1) * DECODE_WG + D) + 16ull * (uint64_t)(G * DECODE_WG) +
            8ull * (uint64_t)(G * (DECODE_WG / (D / 4))) + 8;
 }
 

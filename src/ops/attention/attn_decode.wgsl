@@ -11,8 +11,12 @@
 // max score m and its sum of 2^(s - m): attn_combine.wgsl's layout, which merges the chunks (an
 // empty chunk gives m = -3e38, 0, 0). With FINAL (one chunk) the kernel writes the normalised
 // output [Hq, D] itself and there is nothing to merge.
-// Workgroup: WG = 256 threads for one kv head (its G query heads) and one chunk, in three
-// layouts. Scores: 64 keys at a time, LPK = 4 lanes per key, each lane the vec4s i4 = lane,
+// Workgroup: WG = 256 threads for one kv head (its G query heads) and one chunk, in four
+// layouts. Rotation: the HALF pairs' cos and sin once (csw), then one element of the G query
+// heads a thread; it took each head's 4 elements a thread and their pairs' sin and cos each
+// (2 G times per pair), 64 busy threads of 256 at G D = 256 (H100, 2026-12-07: Llama-3.2-1B
+// decode at 577 positions 771.5 / 773.7 -> 783.7 / 783.6 tok/s, the step's attention alone
+// 10.46 -> 9.89 us, `wgml bench attention --decode`). Scores: 64 keys at a time, LPK = 4 lanes per key, each lane the vec4s i4 = lane,
 // lane + 4, ... of the key's row against the G rotated query rows (in workgroup memory), the
 // lanes' partial dot products added through workgroup memory; KPT such passes, the scores kept
 // in workgroup memory. Values: thread (slice sl, vec4 d4) of NS = WG / D4 slices takes the keys
@@ -46,11 +50,14 @@ var<workgroup> sml: array<vec2<f32>, G * NS>; // the slices' max score and sum o
 var<workgroup> len_wg: i32;
 var<workgroup> pos_wg: i32;
 
-// element e of a head rotated at position (rope_angle.wgsl's rope_rotated, the pair style p.style)
+var<workgroup> csw: array<vec2<f32>, HALF>; // each pair's cos and sin at the step's position
+
+// element e of a head rotated at position (rope_angle.wgsl's rope_rotated_cs, the pair style
+// p.style, the pair's cos and sin from csw)
 fn partner(e: u32) -> u32 { return rope_partner(e, HALF, p.style == 1u); }
-fn rotated(x_e: f32, x_o: f32, e: u32, position: i32) -> f32 {
+fn rotated(x_e: f32, x_o: f32, e: u32) -> f32 {
     let il = p.style == 1u;
-    return rope_rotated(x_e, x_o, e, HALF, il, position, tab[rope_pair_index(e, HALF, il)]);
+    return rope_rotated_cs(x_e, x_o, e, HALF, il, csw[rope_pair_index(e, HALF, il)]);
 }
 
 // the sum over red[g * WG ..] for each head g < ng by a tree, result in red[g * WG]
@@ -100,17 +107,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var g = 0u; g <= G; g++) { rn[g] = inverseSqrt(red[g * WG] / f32(D) + p.eps); }
         workgroupBarrier(); // read by all before red is reused
     }
-    // the G query heads, (normed and) rotated
-    for (var i4 = lid; i4 < G * D4; i4 += WG) {
-        let g = i4 / D4;
-        let base = (kh * G + g) * D;
-        var r: vec4<f32>;
-        for (var cc = 0u; cc < 4u; cc++) {
-            let e = (i4 % D4) * 4u + cc;
-            let o = partner(e);
-            r[cc] = rotated(q[base + e] * rn[g] * qn_at(e), q[base + o] * rn[g] * qn_at(o), e, position);
-        }
-        qs[i4] = r;
+    // each pair's cos and sin once (rope_angle.wgsl's angle), then the G query heads, (normed
+    // and) rotated, one element a thread
+    for (var i = lid; i < HALF; i += WG) {
+        let ang = rope_angle(position, tab[i]);
+        csw[i] = vec2<f32>(sc_cos(ang), sc_sin(ang));
+    }
+    workgroupBarrier();
+    for (var i = lid; i < G * D; i += WG) {
+        let base = (kh * G + i / D) * D;
+        let e = i % D;
+        let o = partner(e);
+        let rg = rn[i / D];
+        qs[i / 4u][i % 4u] = rotated(q[base + e] * rg * qn_at(e), q[base + o] * rg * qn_at(o), e);
     }
     // the new row, by the workgroup whose chunk holds it (the last chunk's when pos lies past
     // the chunks, as it may when pos >= len)
@@ -121,7 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var cc = 0u; cc < 4u; cc++) {
                 let e = i4 * 4u + cc;
                 let o = partner(e);
-                r[cc] = rotated(k[kh * D + e] * rn[G] * kn_at(e), k[kh * D + o] * rn[G] * kn_at(o), e, position);
+                r[cc] = rotated(k[kh * D + e] * rn[G] * kn_at(e), k[kh * D + o] * rn[G] * kn_at(o), e);
             }
             k_cache_put(row4 + i4, r);
             let vb = kh * D + i4 * 4u;

@@ -29,10 +29,12 @@ fn rope_partner(e: u32, half: u32, interleaved: bool) -> u32 {
 fn rope_pair_index(e: u32, half: u32, interleaved: bool) -> u32 { return select(e % half, e / 2u, interleaved); }
 fn rope_rotated(x_e: f32, x_o: f32, e: u32, half: u32, interleaved: bool, position: i32, g: vec4<f32>) -> f32 {
     let ang = rope_angle(position, g);
-    let c = sc_cos(ang);
-    let s = sc_sin(ang);
+    return rope_rotated_cs(x_e, x_o, e, half, interleaved, vec2<f32>(sc_cos(ang), sc_sin(ang)));
+}
+// the same from the pair's cos and sin (cs), for a caller that shares them between elements
+fn rope_rotated_cs(x_e: f32, x_o: f32, e: u32, half: u32, interleaved: bool, cs: vec2<f32>) -> f32 {
     let first = select(e < half, e % 2u == 0u, interleaved);
-    return select(x_o * s + x_e * c, x_e * c - x_o * s, first);
+    return select(x_o * cs.y + x_e * cs.x, x_e * cs.x - x_o * cs.y, first);
 }
 
 // sin and cos of such an angle: sincos.wgsl's (WGSL's builtins may be off by 2^-11)
