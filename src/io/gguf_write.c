@@ -6,32 +6,13 @@
 #include "gpu/bytebuf.h"
 #include "io/errbuf.h"
 #include "io/safetensors.h"
+#include "ops/qweight/qw_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, f = h & 1023, bits;
-    if (e == 0) {
-        if (f == 0) bits = sign;
-        else { /* subnormal: normalise */
-            int sh = 0;
-            while (!(f & 1024)) f <<= 1, sh++;
-            f &= 1023;
-            bits = sign | (uint32_t)(127 - 15 - sh + 1) << 23 | f << 13;
-        }
-    } else if (e == 31) {
-        bits = sign | 0x7F800000u | f << 13;
-    } else {
-        bits = sign | (e + 127 - 15) << 23 | f << 13;
-    }
-    float x;
-    memcpy(&x, &bits, 4);
-    return x;
-}
 
 wgml_status gguf_requant_blocks(uint32_t type, const float *latent, int64_t n, int64_t k, uint8_t *blocks, size_t bytes,
                                 char *err, size_t errlen) {
@@ -47,8 +28,8 @@ wgml_status gguf_requant_blocks(uint32_t type, const float *latent, int64_t n, i
     for (size_t b = 0; b < nb; b++) {
         uint8_t *blk = blocks + b * bb;
         const float *x = latent + b * 32;
-        float d = half_to_float((uint16_t)(blk[0] | blk[1] << 8)), m = 0;
-        if (type == WGML_GGML_Q4_1) m = half_to_float((uint16_t)(blk[2] | blk[3] << 8));
+        float d = qw_half_to_float((uint16_t)(blk[0] | blk[1] << 8)), m = 0;
+        if (type == WGML_GGML_Q4_1) m = qw_half_to_float((uint16_t)(blk[2] | blk[3] << 8));
         uint8_t *qs = blk + (type == WGML_GGML_Q4_0 ? 2 : 4);
         uint8_t code[32];
         for (int j = 0; j < 32; j++) {

@@ -16,8 +16,8 @@
 // heads a thread; it took each head's 4 elements a thread and their pairs' sin and cos each
 // (2 G times per pair), 64 busy threads of 256 at G D = 256 (H100, 2026-12-07: Llama-3.2-1B
 // decode at 577 positions 771.5 / 773.7 -> 783.7 / 783.6 tok/s, the step's attention alone
-// 10.46 -> 9.89 us, `wgml bench attention --decode`). Scores: 64 keys at a time, LPK = 4 lanes per key, each lane the vec4s i4 = lane,
-// lane + 4, ... of the key's row against the G rotated query rows (in workgroup memory), the
+// 10.46 -> 9.89 us, `wgml bench attention --decode`). Scores: 64 keys at a time, LPK = 4
+// lanes per key, each lane the vec4s i4 = lane, lane + 4, ... of the key's row against the G rotated query rows (in workgroup memory), the
 // lanes' partial dot products added through workgroup memory; KPT such passes, the scores kept
 // in workgroup memory. Values: thread (slice sl, vec4 d4) of NS = WG / D4 slices takes the keys
 // sl, sl + NS, ... of its vec4 column for the G heads with the slice's own softmax (its max
