@@ -494,10 +494,12 @@ static void test_device_lost(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_generate", argc, argv);
+    /* before the device: its driver's threads read the environment as they start, and
+     * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
     unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
     unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
+    th_init_args("test_generate", argc, argv);
     th_tmp_path(g_path, sizeof g_path, "wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now();
     test_generate();

@@ -380,10 +380,12 @@ static void test_share(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_llama", argc, argv);
+    /* before the device: its driver's threads read the environment as they start, and
+     * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     /* the fused inference graphs, as a GPU runs them (a CPU adapter's default is the plain ops,
      * which test_generate and the Python and browser tests run) */
     setenv("WGML_LLAMA_UNFUSED", "0", 0);
+    th_init_args("test_llama", argc, argv);
     th_tmp_path(g_path, sizeof g_path, "wgml_test_llama_%d.gguf", (int)getpid());
     test_sampler();
     test_utf8_holdback();

@@ -230,10 +230,12 @@ static void test_refused(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_qw_concat", argc, argv);
+    /* before the device: its driver's threads read the environment as they start, and
+     * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     unsetenv("WGML_QW_CONCAT"); /* the A/B switches */
     unsetenv("WGML_QW_PARTS");
+    th_init_args("test_qw_concat", argc, argv);
     double t0 = now();
     test_refused();
     printf("refused: %.2f s\n", now() - t0);

@@ -388,8 +388,10 @@ static void part_rest(void) {
 /* Parts of under a minute each at 256-bit vectors with checked kernels (every case is a
  * pipeline of its own). */
 int main(int argc, char **argv) {
-    th_init_args("test_qw_gemv_fused", argc, argv);
+    /* before the device: its driver's threads read the environment as they start, and
+     * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
+    th_init_args("test_qw_gemv_fused", argc, argv);
     static const th_part parts[] = {{"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

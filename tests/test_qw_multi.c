@@ -295,10 +295,12 @@ static void test_rest(void) {
 }
 
 int main(int argc, char **argv) {
-    th_init_args("test_qw_multi", argc, argv);
+    /* before the device: its driver's threads read the environment as they start, and
+     * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     /* the tree reduction unless $WGML_QW_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
     setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
+    th_init_args("test_qw_multi", argc, argv);
     static const th_part parts[] = {
         {"errors", test_errors}, {"fused", test_fused}, {"fused-m34", test_fused_m34}, {"fused-kinds", test_fused_kinds},
         {"mixed", test_mixed},   {"rest", test_rest},   {"subgroup", test_subgroup}};
