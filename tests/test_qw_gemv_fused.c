@@ -356,6 +356,200 @@ static void test_merge(void) {
     free_weight(&h);
 }
 
+/* ------------------------------------------------------------------ the norm handed over */
+
+/* y[i, j] = Σ_c h[i, c] W[j, c] + bias[j] over a double h whose rows are s's, rms-normed with nw */
+static double *ref_normed(const double *s, const float *nw, float eps, int64_t m, int64_t k) {
+    double *h = malloc(sizeof(double) * (size_t)(m * k));
+    for (int64_t i = 0; i < m; i++) {
+        double ss = 0;
+        for (int64_t c = 0; c < k; c++) ss += s[i * k + c] * s[i * k + c];
+        double r = 1.0 / sqrt(ss / (double)k + (double)eps);
+        for (int64_t c = 0; c < k; c++) h[i * k + c] = s[i * k + c] * r * nw[c];
+    }
+    return h;
+}
+
+/* The handoff of a layer: the producer (one weight of kind okind, [d, k0], residual epilogue
+ * with next_norm) gives s = r + x·Wᵀ, s * nw and the partial sums of s^2 in one dispatch; the
+ * consumer (ws, K = d) takes those two for rms_norm(s) * nw through ssq, with epilogue epi. Every
+ * output against fp64 (the partials by their sum per row), the dispatches counted. */
+static void case_handoff(const char *what, int okind, const wspec *ws, int nw, int64_t m, int64_t k0, int64_t d,
+                         qw_epilogue epi, int want_dispatches) {
+    double t0 = now();
+    hw wo = make_weight(T.g, okind, d, k0, 32, false), h[WGML_QLINEAR_MULTI_MAX];
+    const wgml_qweight *wp[WGML_QLINEAR_MULTI_MAX], *op1[1] = {wo.w};
+    for (int i = 0; i < nw; i++) {
+        h[i] = make_weight(T.g, ws[i].kind, ws[i].n, d, 32, ws[i].bias);
+        wp[i] = h[i].w;
+    }
+    int64_t xs[2] = {m, k0}, rs[2] = {m, d}, ds[1] = {d};
+    float *hx = th_random((size_t)(m * k0), -2, 2), *hr = th_random((size_t)(m * d), -3, 3);
+    float *hn = th_random((size_t)d, 0.5, 1.5);
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *r = th_tensor_f32(2, rs, hr), *nwt = th_tensor_f32(1, ds, hn);
+    qw_gemv_fuse fp = {.epi = QW_EPI_RESIDUAL, .residual = r, .next_norm = nwt, .eps = 1e-5f};
+    wgml_tensor *po[3] = {NULL, NULL, NULL}, *co[WGML_QLINEAR_MULTI_MAX] = {NULL};
+    char name[200];
+    int len = snprintf(name, sizeof name, "%s M=%lld: %s [%lld, %lld] ->", what, (long long)m, KIND_NAMES[okind],
+                       (long long)d, (long long)k0);
+    for (int i = 0; i < nw; i++)
+        len += snprintf(name + len, sizeof name - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind],
+                        (long long)ws[i].n, ws[i].bias ? "+b" : "");
+    wgml_sync(T.ctx);
+    uint64_t d0 = dispatches_so_far();
+    wgml_status s = qw_gemv_fused(T.g, "test", x, op1, 1, &fp, po);
+    wgml_sync(T.ctx);
+    uint64_t used = dispatches_so_far() - d0 - 3; /* the harness fills each output with NaN first */
+    th_check(s == WGML_OK && po[0] && po[1] && po[2], "%s: producer: %s", name, wgml_last_error(T.ctx));
+    th_check(s != WGML_OK || used == 1, "%s: producer: %llu dispatches, want 1", name, (unsigned long long)used);
+    double *sref = malloc(sizeof(double) * (size_t)(m * d));
+    double *hx_d = malloc(sizeof(double) * (size_t)(m * k0));
+    for (int64_t i = 0; i < m * k0; i++) hx_d[i] = hx[i];
+    double *prod = ref_prod(hx_d, &wo, m, d, k0), *sg = malloc(sizeof(double) * (size_t)(m * d));
+    for (int64_t i = 0; i < m * d; i++) {
+        sref[i] = prod[i] + hr[i];
+        sg[i] = sref[i] * hn[i % d];
+    }
+    if (s == WGML_OK) {
+        char on[240];
+        float *got = th_read_f32(po[0]);
+        snprintf(on, sizeof on, "%s: the sum", name);
+        if (got) th_close(on, got, sref, (size_t)(m * d), tol_abs(k0), RTOL);
+        free(got);
+        got = th_read_f32(po[1]);
+        snprintf(on, sizeof on, "%s: the sum * next_norm", name);
+        if (got) th_close(on, got, sg, (size_t)(m * d), tol_abs(k0), RTOL);
+        free(got);
+        int64_t P = wgml_tensor_dim(po[2], -1);
+        th_check(wgml_tensor_rank(po[2]) == 2 && wgml_tensor_dim(po[2], 0) == m && P >= 1, "%s: partials shape", name);
+        got = th_read_f32(po[2]);
+        for (int64_t i = 0; got && i < m; i++) {
+            double want = 0, sum = 0;
+            for (int64_t c = 0; c < d; c++) want += sref[i * d + c] * sref[i * d + c];
+            for (int64_t j = 0; j < P; j++) sum += got[i * P + j];
+            th_check(fabs(sum - want) <= 1e-4 * want + 1e-3, "%s: row %lld's sum of squares %.6g, want %.6g", name,
+                     (long long)i, sum, want);
+        }
+        free(got);
+    }
+    /* the consumer */
+    qw_gemv_fuse fc = {.ssq = po[2], .eps = fp.eps, .epi = epi};
+    bool pair = epi == QW_EPI_SWIGLU || epi == QW_EPI_GEGLU;
+    int n_out = pair ? 1 : nw;
+    if (s == WGML_OK) {
+        d0 = dispatches_so_far();
+        s = qw_gemv_fused(T.g, "test", po[1], wp, nw, &fc, co);
+        wgml_sync(T.ctx);
+        used = dispatches_so_far() - d0 - (uint64_t)n_out;
+        th_check(s == WGML_OK, "%s: consumer: %s", name, wgml_last_error(T.ctx));
+        th_check(s != WGML_OK || used == (uint64_t)want_dispatches, "%s: consumer: %llu dispatches, want %d", name,
+                 (unsigned long long)used, want_dispatches);
+    }
+    double *hn_ref = ref_normed(sref, hn, fp.eps, m, d), *y[WGML_QLINEAR_MULTI_MAX];
+    for (int i = 0; i < nw; i++) y[i] = ref_prod(hn_ref, &h[i], m, ws[i].n, d);
+    for (int o = 0; o < n_out && s == WGML_OK; o++) {
+        int64_t n = ws[o].n;
+        double *ref = malloc(sizeof(double) * (size_t)(m * n));
+        for (int64_t i = 0; i < m * n; i++)
+            ref[i] = pair ? (epi == QW_EPI_SWIGLU ? silu_d(y[0][i]) : gelu_tanh_d(y[0][i])) * y[1][i] : y[o][i];
+        char on[240];
+        snprintf(on, sizeof on, "%s: out %d", name, o);
+        float *got = co[o] && wgml_tensor_numel(co[o]) == m * n ? th_read_f32(co[o]) : NULL;
+        th_check(got != NULL, "%s shape", on);
+        if (got) th_close(on, got, ref, (size_t)(m * n), tol_abs(d), RTOL);
+        free(got);
+        free(ref);
+    }
+    printf("  %-110s %.2f s\n", name, now() - t0);
+    for (int i = 0; i < 3; i++) wgml_tensor_free(po[i]);
+    for (int i = 0; i < WGML_QLINEAR_MULTI_MAX; i++) wgml_tensor_free(co[i]);
+    for (int i = 0; i < nw; i++) {
+        free(y[i]);
+        free_weight(&h[i]);
+    }
+    free_weight(&wo);
+    free(hn_ref), free(prod), free(sg), free(sref), free(hx_d);
+    wgml_tensor_free(x), wgml_tensor_free(r), wgml_tensor_free(nwt);
+    free(hx), free(hr), free(hn);
+}
+
+/* The handoff's cases at the decode block's shapes (o into gate/up, down into the next q/k/v)
+ * in the adapter's launch shape, then in the GPU shapes forced: row groups of one workgroup
+ * summed through workgroup memory (32 x 2 in 64) or alone (64 x 4 in 64); each with the
+ * subgroup sums where the device has them and without. */
+static void handoff_cases(bool few) {
+    static const wspec qkv[3] = {{1, 48, true}, {1, 16, true}, {2, 16, false}}; /* two groups, Q4_1 with biases */
+    static const wspec gu41[2] = {{1, 70, false}, {1, 70, false}};
+    static const wspec gu_k[2] = {{5, 40, false}, {5, 40, false}};
+    static const wspec qkv_sym[3] = {{0, 48, true}, {0, 16, false}, {0, 16, true}}; /* one kind, two dispatches by the bindings */
+    case_handoff("o -> gate/up silu", 1, gu41, 2, 1, 256, 576, QW_EPI_SWIGLU, 1);
+    case_handoff("down -> q/k/v", 5, qkv, 3, 1, 1536, 512, QW_EPI_STORE, 2);
+    if (few) return;
+    case_handoff("o -> gate/up gelu, M 3", 2, gu_k, 2, 3, 320, 512, QW_EPI_GEGLU, 1);
+    case_handoff("down -> q/k/v, M 2, odd K", 0, qkv_sym, 3, 2, 100, 77, QW_EPI_STORE, 2);
+}
+
+/* Bad handoffs: the op and argument named, nothing recorded. */
+static void handoff_errors(void) {
+    hw a = make_weight(T.g, 1, 16, 64, 32, false);
+    const wgml_qweight *wp[2] = {a.w, a.w};
+    int64_t xs[2] = {1, 64}, x9[2] = {9, 64}, n15[1] = {15}, n16[1] = {16}, sq_bad[2] = {2, 4}, sq1[1] = {4};
+    float *hx = th_random(9 * 64, -1, 1);
+    wgml_tensor *x = th_tensor_f32(2, xs, hx), *xm = th_tensor_f32(2, x9, hx), *nn_bad = th_tensor_f32(1, n15, hx);
+    wgml_tensor *nn = th_tensor_f32(1, n16, hx), *r = th_tensor_f32(2, (int64_t[2]){1, 16}, hx);
+    wgml_tensor *sqb = th_tensor_f32(2, sq_bad, hx), *sqr1 = th_tensor_f32(1, sq1, hx), *nk = th_tensor_f32(1, (int64_t[1]){64}, hx);
+    wgml_tensor *sq = th_tensor_f32(2, (int64_t[2]){1, 4}, hx), *rm = th_tensor_f32(2, (int64_t[2]){9, 16}, hx);
+    wgml_tensor *o[3] = {NULL, NULL, NULL};
+    struct {
+        const char *what, *want;
+        wgml_tensor *x;
+        int n;
+        qw_gemv_fuse f;
+    } cases[] = {
+        {"next_norm without a residual", "next_norm", x, 1, {.next_norm = nn}},
+        {"next_norm of the wrong length", "next_norm", x, 1, {.epi = QW_EPI_RESIDUAL, .residual = r, .next_norm = nn_bad}},
+        {"ssq with a norm", "ssq", x, 1, {.ssq = sq, .norm_w = nk}},
+        {"ssq of the wrong rows", "ssq", x, 1, {.ssq = sqb}},
+        {"ssq of rank 1", "ssq", x, 1, {.ssq = sqr1}},
+        {"ssq past the GEMV's rows", "handed over", xm, 1, {.ssq = (wgml_tensor *)NULL}},
+        {"next_norm past the GEMV's rows", "handed over", xm, 1, {.epi = QW_EPI_RESIDUAL, .residual = rm, .next_norm = nn}},
+        {"ssq with a pair of different N", "one N", x, 2, {.ssq = sq, .epi = QW_EPI_SWIGLU}},
+    };
+    wgml_tensor *sq9 = th_tensor_f32(2, (int64_t[2]){9, 4}, hx);
+    cases[5].f.ssq = sq9;
+    hw b = make_weight(T.g, 1, 24, 64, 32, false);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (i + 1 == sizeof cases / sizeof cases[0]) wp[1] = b.w;
+        wgml_status s = qw_gemv_fused(T.g, "handop", cases[i].x, wp, cases[i].n, &cases[i].f, o);
+        const char *e = wgml_last_error(T.ctx);
+        th_check(s != WGML_OK && strstr(e, "handop") && strstr(e, cases[i].want) && !o[0] && !o[1] && !o[2],
+                 "%s: status %d, error '%s'", cases[i].what, (int)s, e);
+    }
+    wgml_tensor *ts[] = {x, xm, nn_bad, nn, r, sqb, sqr1, nk, sq, rm, sq9};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) wgml_tensor_free(ts[i]);
+    free(hx);
+    free_weight(&a);
+    free_weight(&b);
+}
+
+/* The handoff: bad arguments, then its cases in each launch shape and reduction. */
+static void part_handoff(void) {
+    handoff_errors();
+    wgml_device_info info;
+    wgml_device_get_info(T.ctx, &info);
+    static const char *shapes[] = {NULL, "32,2,64", "64,4,64"};
+    for (int sh = 0; sh < 3; sh++) {
+        if (shapes[sh]) setenv("WGML_QW_GEMV", shapes[sh], 1);
+        for (int sg = 0; sg < (info.has_subgroups ? 2 : 1); sg++) {
+            printf("  launch shape %s, %s\n", shapes[sh] ? shapes[sh] : "the adapter's", sg ? "subgroup sums" : "no subgroups");
+            setenv("WGML_QW_GEMV_SUBGROUP", sg ? "1" : "0", 1);
+            handoff_cases(sh > 0);
+        }
+    }
+    unsetenv("WGML_QW_GEMV");
+    unsetenv("WGML_QW_GEMV_SUBGROUP");
+}
+
 /* The fused cases with the tree reduction, after the bad arguments. */
 static void part_tree(void) {
     test_errors();
@@ -392,6 +586,7 @@ int main(int argc, char **argv) {
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     th_init_args("test_qw_gemv_fused", argc, argv);
-    static const th_part parts[] = {{"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}};
+    static const th_part parts[] = {
+        {"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}, {"handoff", part_handoff}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

@@ -140,6 +140,8 @@ static int gemv_storage_bindings(const wgml_qweight *const *ws, int nw, const qw
     for (int i = 0; i < nw; i++) n += ws[i]->bias ? 3 : 2;
     if (f && f->norm_w) n++;
     if (f && f->residual) n++;
+    if (f && f->ssq) n++;
+    if (f && f->next_norm) n += 3; /* its weight, x * it and the sums of squares */
     if (f && (f->epi == QW_EPI_SWIGLU || f->epi == QW_EPI_GEGLU)) n--; /* one output */
     return n;
 }
@@ -160,6 +162,11 @@ static bool fuse_merge(const qw_gemv_fuse *f) { return f && f->merge_chunks > 0;
 /* x staged in workgroup memory: normed, or merged from attention's chunks */
 static bool fuse_stage(const qw_gemv_fuse *f) { return f && (f->norm_w || fuse_merge(f)); }
 static int64_t merge_table_len(const qw_gemv_fuse *f) { return fuse_merge(f) ? f->merge_heads * f->merge_chunks : 1; }
+/* the norm handed over: stored for the next projection (SSQ_OUT), or taken from the last (SSQ_IN) */
+static bool fuse_ssq_out(const qw_gemv_fuse *f) { return f && f->next_norm; }
+static bool fuse_ssq_in(const qw_gemv_fuse *f) { return f && f->ssq; }
+/* the outputs of a dispatch over nw weights: one for a gated pair, three for SSQ_OUT (one weight) */
+static int fuse_outputs(const qw_gemv_fuse *f, int nw) { return fuse_pair(f) ? 1 : fuse_ssq_out(f) ? 3 : nw; }
 
 /* Output rows of one weight a workgroup stores: its row groups times the rows a thread stores
  * (RPT, or RPT / 2 when a thread's accumulators pair gate and up rows). */
@@ -167,12 +174,15 @@ static int64_t gemv_wg_rows(const gemv_cfg *c) {
     return (int64_t)(c->wg / c->tpr) * (fuse_pair(c->f) ? c->rpt / 2 : c->rpt);
 }
 
-/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt). */
+/* SSW_LEN: SSQ_OUT's row-group sums (RG * MR), else 1 */
+static int64_t ssw_len(const gemv_cfg *c, int64_t m) { return fuse_ssq_out(c->f) ? (int64_t)(c->wg / c->tpr) * m : 1; }
+
+/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt, mrange, ssw). */
 static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
     uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
     uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(kp / 4) * 4 : 4;
     uint64_t nred = c->f && c->f->norm_w ? (uint64_t)c->wg : 1;
-    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2);
+    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2 + (uint64_t)ssw_len(c, m));
 }
 
 /* The prelude's constants, x's reader, the kind's dequantisation and the subgroup helpers. */
@@ -195,13 +205,14 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
          "const DIRECT: bool = %s; const RED_LEN: u32 = %du;\n"
          "const XSTAGE: bool = %s; const NORM: bool = %s; const KP4: u32 = %lldu; const XSH_LEN: u32 = %lldu;\n"
          "const NRED_LEN: u32 = %du; const EPI: u32 = %du; const PAIR: bool = %s; const RP: u32 = %du;\n"
+         "const SSQ_IN: bool = %s; const SSQ_OUT: bool = %s; const SSW_LEN: u32 = %lldu;\n"
          "alias V = f32;\n"
          "fn x4(mm: u32, k: u32) -> vec4<f32> { %s }\n",
          xv == 4 ? "vec4<f32>" : "f32", c->wg, c->tpr, c->rpt, (int)m, c->bpi, nw, c->sg ? "true" : "false",
          c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
          stage ? "true" : "false", norm ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
          norm ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
-         stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
+         fuse_ssq_in(f) ? "true" : "false", fuse_ssq_out(f) ? "true" : "false", (long long)ssw_len(c, m), stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
     /* x_load: x's vec4 i (zero past K); merged from the chunks' partials X [MH, MC, MD + 2] with
      * MERGE (x_merged in the kernel); xf: X's element i as f32 */
     EMIT("const MERGE: bool = %s; const MH: u32 = %lldu; const MC: u32 = %lldu; const MD: u32 = %lldu;\n"
@@ -225,8 +236,12 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
     if (len < cap) qw_kind_prelude_ex(prelude + len, cap - len, w, false);
     len += strlen(prelude + len);
     if (c->sg)
+        /* the lane apart from the size: Tint takes a struct with a non-uniform member as
+         * non-uniform, and the size must stay uniform for the subgroup operations after it */
         EMIT("struct SgIn { @builtin(subgroup_size) size: u32 }\n"
+             "struct SgLane { @builtin(subgroup_invocation_id) lane: u32 }\n"
              "fn sg_size(s: SgIn) -> u32 { return s.size; }\n"
+             "fn sg_lane(s: SgLane) -> u32 { return s.lane; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 {\n"
              "  if (seg == sgs) { return subgroupAdd(v); }\n"
              "  var s = v;\n"
@@ -235,6 +250,8 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
     else
         EMIT("struct SgIn { @builtin(local_invocation_id) unused: vec3<u32> }\n"
              "fn sg_size(s: SgIn) -> u32 { return 1u; }\n"
+             "struct SgLane { @builtin(global_invocation_id) unused: vec3<u32> }\n"
+             "fn sg_lane(s: SgLane) -> u32 { return 0u; }\n"
              "fn sg_sum(v: f32, seg: u32, sgs: u32) -> f32 { return v; }\n");
 #undef EMIT
     return len;
@@ -248,7 +265,7 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
 #define EMIT(...) (len += (size_t)snprintf(prelude + len, len < cap ? cap - len : 0, __VA_ARGS__))
     const qw_gemv_fuse *f = c->f;
     bool resid = f && f->epi == QW_EPI_RESIDUAL, norm = f && f->norm_w;
-    int n_out = fuse_pair(f) ? 1 : nw;
+    int n_out = fuse_outputs(f, nw);
     int n_ro = 0;
     ro[n_ro++] = x;
     EMIT("//!bindings read(X: array<XT>)\n");
@@ -260,6 +277,12 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
              "  return v;\n}\n");
     } else {
         EMIT("fn nw4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }\n");
+    }
+    if (fuse_ssq_in(f)) {
+        ro[n_ro++] = f->ssq;
+        EMIT("//!bindings read(SQ: array<f32>)\nfn ssq_in(i: u32) -> f32 { return SQ[i]; }\n");
+    } else {
+        EMIT("fn ssq_in(i: u32) -> f32 { return 0.0; }\n");
     }
     for (int i = 0; i < nw; i++) {
         EMIT("//!bindings read(C%d: array<vec4<u32>>, AB%d: array<ABT>)\n", i, i);
@@ -276,7 +299,16 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
     } else {
         EMIT("fn resid(i: u32) -> f32 { return 0.0; }\n");
     }
+    if (fuse_ssq_out(f)) {
+        ro[n_ro++] = f->next_norm;
+        EMIT("//!bindings read(NN: array<f32>)\n");
+    }
     for (int i = 0; i < n_out; i++) EMIT("//!bindings write(O%d: array<f32>)\n", i);
+    if (fuse_ssq_out(f))
+        EMIT("fn ssq_store(i: u32, n: u32, v: f32) { O1[i] = v * NN[n]; }\n"
+             "fn ssq_part(i: u32, v: f32) { O2[i] = v; }\n");
+    else
+        EMIT("fn ssq_store(i: u32, n: u32, v: f32) { }\nfn ssq_part(i: u32, v: f32) { }\n");
     EMIT("//!bindings uniform(p: Params)\n");
     /* readers: w is uniform across a workgroup, so these branches are too */
     EMIT("fn c_at(w: u32, i: u32) -> vec4<u32> { ");
@@ -294,7 +326,7 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
     for (int i = 0; i < nw; i++)
         if (ws[i]->bias) EMIT("if (w == %du) { return BIAS%d[n]; } ", i, i);
     EMIT("return 0.0; }\nfn store(w: u32, i: u32, v: f32) { ");
-    for (int i = n_out - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
+    for (int i = (fuse_pair(f) ? 1 : nw) - 1; i > 0; i--) EMIT("if (w == %du) { O%d[i] = v; return; } ", i, i);
     EMIT("O0[i] = v; }\n");
 #undef EMIT
     *n_ro_out = n_ro;
@@ -358,14 +390,15 @@ static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
  * one dispatch of the qw_gemv kernel (M <= qw_gemv_max_m rows of x) configured by c (its fusion:
- * c->f, whose gated epilogue gives one output); out_shape is x's shape whose last dim is
- * replaced by each weight's N. */
+ * c->f, whose gated epilogue gives one output and whose next_norm three, fuse_outputs); each
+ * output is x's shape whose last dim is replaced by the weight's N, but the sums of squares'
+ * [M, workgroups]. */
 static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws,
                                    int nw, int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
     const wgml_qweight *w = ws[0];
     bool pair = fuse_pair(c->f);
-    int n_out = pair ? 1 : nw;
+    int n_rng = pair ? 1 : nw, n_out = fuse_outputs(c->f, nw);
     int64_t nblk = w->kp / 32;
     int64_t rows = gemv_wg_rows(c);
     char prelude[8192];
@@ -380,11 +413,11 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
         uint32_t nrow[4], rg_end[4];
         uint32_t m, k, vpr, ng, nblk, row_groups;
         float eps;
-        uint32_t pad1;
+        uint32_t ssq_n;
     } params;
     memset(&params, 0, sizeof params);
     int64_t total = 0;
-    for (int i = 0; i < n_out; i++) { /* a pair is one range of workgroups over the common N */
+    for (int i = 0; i < n_rng; i++) { /* a pair is one range of workgroups over the common N */
         total += (ws[i]->n + rows - 1) / rows;
         params.nrow[i] = (uint32_t)ws[i]->n;
         params.rg_end[i] = (uint32_t)total;
@@ -396,13 +429,16 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     params.nblk = (uint32_t)nblk;
     params.row_groups = (uint32_t)total;
     params.eps = c->f ? c->f->eps : 0.0f;
+    params.ssq_n = fuse_ssq_in(c->f) ? (uint32_t)c->f->ssq->shape[c->f->ssq->rank - 1] : 0;
     /* the outputs: x's shape with N last; [1, N] when x is attention's chunks to merge */
     int64_t shape[WGML_MAX_RANK] = {1};
     int rank = fuse_merge(c->f) ? 2 : x->rank;
     if (!fuse_merge(c->f)) memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     for (int i = 0; i < n_out; i++) {
-        shape[rank - 1] = ws[i]->n;
-        outs[i] = graph_output(g, op, WGML_F32, rank, shape);
+        int64_t sq[2] = {m, total}; /* next_norm's third output: the sums of squares */
+        shape[rank - 1] = ws[i < nw ? i : 0]->n;
+        outs[i] = i == 2 && fuse_ssq_out(c->f) ? graph_output(g, op, WGML_F32, 2, sq)
+                                               : graph_output(g, op, WGML_F32, rank, shape);
     }
     wgml_status s = WGML_OK;
     for (int i = 0; i < n_out && !s; i++)
@@ -581,6 +617,30 @@ static wgml_status merge_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml
     return WGML_OK;
 }
 
+/* The checks of qw_gemv_fused's handoff: next_norm with a residual epilogue, f32 [N]; ssq
+ * instead of a norm prologue (and of the merge), f32 [m, P]. */
+static wgml_status handoff_args(wgml_graph *g, wgml_ctx *ctx, const char *op, wgml_tensor *x,
+                                const wgml_qweight *const *ws, int n, int64_t m, const qw_gemv_fuse *f) {
+    if (f->next_norm) {
+        int64_t want[1] = {ws[0]->n};
+        if (f->epi != QW_EPI_RESIDUAL || n != 1)
+            return wgml_set_error(ctx, WGML_ERR_ARG, "%s: next_norm goes with a residual epilogue over one weight", op);
+        if (check_operand(ctx, g, op, "next_norm", f->next_norm, WGML_F32, 1, 1)) return wgml_last_status(ctx);
+        if (!shape_is(f->next_norm, 1, want))
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: next_norm %s must be [N = %lld]", op, tshape(f->next_norm),
+                                  (long long)ws[0]->n);
+    }
+    if (f->ssq) {
+        if (f->norm_w || fuse_merge(f))
+            return wgml_set_error(ctx, WGML_ERR_ARG, "%s: ssq is a prologue of its own: no norm_w, no merge", op);
+        if (check_operand(ctx, g, op, "ssq", f->ssq, WGML_F32, 2, 2)) return wgml_last_status(ctx);
+        if (f->ssq->shape[0] != m || f->ssq->shape[1] < 1 || f->ssq->shape[1] > UINT32_MAX / 8)
+            return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: ssq %s must be [rows of x %lld, P] (x %s)", op,
+                                  tshape(f->ssq), (long long)m, tshape(x));
+    }
+    return WGML_OK;
+}
+
 /* The merge prologue's reads: every workgroup merges all of attention's chunk partials for
  * itself, so they grow with the workgroups times the chunks (the context). The budget lies
  * between the measured cases on the H200 (bench/NOTES.md, 2026-12-03): Gemma-3-270M's o
@@ -636,6 +696,20 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
     return bytes <= budget;
 }
 
+bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
+    const char *e = getenv("WGML_QW_GEMV_HANDOFF"); /* 0: off, for A/B runs */
+    if ((e && !strcmp(e, "0")) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) || f->norm_w)
+        return false;
+    if (qw_gemv_max_m(ctx) < 1) return false;
+    if (fuse_pair(f)) {
+        gemv_cfg c;
+        return n == 2 && qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx) &&
+               gemv_config(ctx, ws, 2, 1, f, &c);
+    }
+    gemv_plan p;
+    return (!f->next_norm || (n == 1 && f->epi == QW_EPI_RESIDUAL)) && gemv_plan_make(ctx, ws, n, 1, f, &p) == PLAN_OK;
+}
+
 /* The same result from the public ops, where the fused kernel does not apply. */
 static wgml_status gemv_fused_plain(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *ws, int n,
                                     const qw_gemv_fuse *f, wgml_tensor **outs) {
@@ -660,8 +734,8 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     if (!g) return wgml_set_error(NULL, WGML_ERR_ARG, "%s: graph is NULL", op);
     wgml_ctx *ctx = graph_ctx(g);
     if (!outs || !f) return wgml_set_error(ctx, WGML_ERR_ARG, "%s: %s is NULL", op, outs ? "the fusion" : "outs");
-    bool pair = fuse_pair(f), merge = fuse_merge(f);
-    int n_out = pair || f->epi == QW_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
+    bool pair = fuse_pair(f), merge = fuse_merge(f), hand = fuse_ssq_out(f) || fuse_ssq_in(f);
+    int n_out = fuse_ssq_out(f) ? 3 : pair || f->epi == QW_EPI_RESIDUAL ? 1 : n; /* the entries of outs */
     for (int i = 0; i < n_out && i < WGML_QLINEAR_MULTI_MAX; i++) outs[i] = NULL;
     if (merge ? merge_args(g, ctx, op, x, ws, n, f) : multi_args(g, ctx, op, x, ws, n)) return wgml_last_status(ctx);
     /* x's logical shape: [1, K] when it is attention's chunks to merge */
@@ -681,6 +755,7 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
             return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: norm_w %s must be [%lld] for x %s", op, tshape(f->norm_w),
                                   (long long)k, tshape(x));
     }
+    if (hand && handoff_args(g, ctx, op, x, ws, n, m, f)) return wgml_last_status(ctx);
     if (pair && (n != 2 || ws[0]->n != ws[1]->n))
         return wgml_set_error(ctx, WGML_ERR_SHAPE, "%s: a gated epilogue takes two weights of one N (gate, up); got %d%s",
                               op, n, n == 2 ? " of different N" : "");
@@ -708,11 +783,16 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
                               "%s: the chunks' merge (x %s) needs the fused GEMV: no gradient, workgroup memory for "
                               "K = %lld and the %lld x %lld weight table",
                               op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
-    if (pair && fused) {
-        if (qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx))
-            return record_gemv_cfg(g, op, x, ws, 2, m, &pc, outs);
+    if (pair && fused && !(qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)))
         fused = false;
-    }
+    if (hand && !(fused && r == PLAN_OK))
+        return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
+                              "%s: the norm handed over (x %s) needs the fused GEMV: at most %d rows, no gradient, "
+                              "one layout for a gated pair, the device's bindings and workgroup memory",
+                              op, tshape(x), qw_gemv_max_m(ctx));
+    if (pair && fused) return record_gemv_cfg(g, op, x, ws, 2, m, &pc, outs);
+    if (fuse_ssq_out(f)) /* one weight, whose dispatch has three outputs */
+        return record_gemv_cfg(g, op, x, ws, 1, m, &plan.c[0], outs);
     wgml_status s = fused ? gemv_plan_record(g, op, x, ws, m, &plan, r, outs) : gemv_fused_plain(g, x, ws, n, f, outs);
     if (s)
         for (int i = 0; i < n_out; i++) {

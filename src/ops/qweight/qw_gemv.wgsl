@@ -35,25 +35,38 @@
 //   up projection, one N): the RPT accumulators of a thread alternate gate and up rows, so a
 //   thread holds both halves of its RP = RPT / 2 outputs and stores act(gate) * up, act = silu
 //   (2) or tanh-GELU (3); there is one output, O0.
+//   The norm handed over (the next projection's RMSNorm without a dispatch or a staged x, where
+//   staging costs more than the norm's dispatch: qw_gemv_fused.h):
+//   SSQ_OUT (EPI 1, one weight): besides the sum o = r + x·Wᵀ, the epilogue stores o * NN[n] (the
+//   next norm's weight) and, per workgroup and row mm, the sum of o^2 over the workgroup's rows
+//   (ssq_part at mm * row_groups + workgroup; its row groups' sums through ssw, fixed order).
+//   SSQ_IN: x is such an o * nw, and every output is scaled by rsqrt(Σ SQ[mm, :] / K + eps)
+//   before its bias (the norm's scale is one number per row, so it commutes with the products):
+//   with subgroups each subgroup sums the SSQ_N partials for itself at the start (no barrier),
+//   without them each storing thread sums them before it stores.
 // The prelude gives KIND CPW G BPG GPB ABT code_f deq (qweight.c), and (qw_gemv.c) XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
 // I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row; 0 without
-// XSTAGE), XSH_LEN, NRED_LEN, EPI, PAIR, RP, WG, TPR, RPT, MR, BPI (blocks
+// XSTAGE), XSH_LEN, NRED_LEN, EPI, PAIR, RP, SSQ_IN with ssq_in(i) (SQ's element i), SSQ_OUT
+// with ssq_store(i, n, o) (O1[i] = o * NN[n]) and ssq_part(i, v) (O2[i] = v), SSW_LEN, WG, TPR,
+// RPT, MR, BPI (blocks
 // whose loads are issued together), NW, SUBGROUP, SG (a known lower bound of the subgroup
 // size, 0 if unknown), DIRECT (SUBGROUP and SG >= TPR), RED_LEN (the workgroup array's
-// length), SgIn (the entry point's subgroup builtins) with sg_size(SgIn) and sg_sum(v, seg,
+// length), SgIn and SgLane (the entry point's subgroup builtins: the size, the lane) with
+// sg_size(SgIn), sg_lane(SgLane) and sg_sum(v, seg,
 // sgs) (the sum of v over the run of seg lanes, seg a power of two, that holds this lane:
 // subgroupAdd when seg is the subgroup size sgs, else a subgroupShuffleXor butterfly), the
-// bindings (X, NRM with NORM, per weight C_w, AB_w and BIAS_w when it has one, R with EPI 1, then
-// the outputs O_w, then the uniform p)
+// bindings (X, NRM with NORM, SQ with SSQ_IN, per weight C_w, AB_w and BIAS_w when it has one,
+// R with EPI 1, NN with SSQ_OUT, then the outputs O_w (SSQ_OUT: O0, O1, O2), then the uniform p)
 // and their readers c_at(w, i), ab_at(w, i) (the (a, b) pair), bias_at(w, n) (0 without a
 // bias) and store(w, i, v).
 struct Params {
     nrow: vec4<u32>,   // N of each weight
     rg_end: vec4<u32>, // end of each weight's workgroups (cumulative)
-    M: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32, eps: f32, pad1: u32,
+    M: u32, K: u32, vpr: u32, ng: u32, nblk: u32, row_groups: u32, eps: f32,
+    ssq_n: u32, // SSQ_IN: the partial sums of squares per row of x (the producer's workgroups)
 }
 
 const VPB: u32 = 32u / (CPW * 4u); // vec4<u32> loads per 32-code block: 1 (4-bit), 2 (8-bit), 8 (f32)
@@ -64,6 +77,25 @@ var<workgroup> xsh: array<vec4<f32>, XSH_LEN>; // MR * KP4 with XSTAGE, else 1 (
 var<workgroup> nred: array<f32, NRED_LEN>;    // WG with NORM, else 1 (unused)
 var<workgroup> mwt: array<f32, MH * MC>;      // MERGE: each (head, chunk)'s weight
 var<workgroup> mrange: array<u32, 2>;         // MERGE: the chunks that saw keys, [first, end)
+var<workgroup> ssw: array<f32, SSW_LEN>;      // SSQ_OUT: each row group's sums of squares (RG * MR)
+
+// SSQ_IN: the norm's scale of x's row mm from the sum of the producer's partial sums of squares
+fn ssq_scale(s: f32) -> f32 { return inverseSqrt(s / f32(p.K) + p.eps); }
+
+// SSQ_IN with subgroups: lane l of a subgroup adds partials l, l + size, ... of row mm and the
+// subgroup's sum is the row's, in every lane of every subgroup (uniform control flow only)
+fn ssq_sum_sg(mm: u32, sgi: SgIn, sgl: SgLane) -> f32 {
+    var s = 0.0;
+    for (var i = sg_lane(sgl); i < p.ssq_n; i += sg_size(sgi)) { s += ssq_in(mm * p.ssq_n + i); }
+    return sg_sum(s, sg_size(sgi), sg_size(sgi));
+}
+
+// SSQ_IN without subgroups: the storing thread adds row mm's partials itself
+fn ssq_sum(mm: u32) -> f32 {
+    var s = 0.0;
+    for (var i = 0u; i < p.ssq_n; i++) { s += ssq_in(mm * p.ssq_n + i); }
+    return s;
+}
 
 // MERGE: the weight of each chunk c of head h in the merged row, 2^(m_c - M) / sum_c' l_c'
 // 2^(m_c' - M) with M the head's largest m (attn_combine.wgsl's merge; 0 for a chunk that saw
@@ -163,7 +195,7 @@ fn block_dot(cw: array<vec4<u32>, VPB>, xs: array<vec4<f32>, 8>) -> f32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32, sgi: SgIn) {
+        @builtin(local_invocation_index) lid: u32, sgi: SgIn, sgl: SgLane) {
     let wg_all = wid.x + wid.y * nwg.x;
     if (wg_all >= p.row_groups) { return; } // uniform across the workgroup
     // which weight this workgroup works on (uniform)
@@ -201,6 +233,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
         workgroupBarrier();
+    }
+    var scl: array<f32, MR>; // SSQ_IN: each row's norm scale (with subgroups, here)
+    for (var mm = 0u; mm < MR; mm++) {
+        scl[mm] = 1.0;
+        if (SSQ_IN && SUBGROUP) { scl[mm] = ssq_scale(ssq_sum_sg(mm, sgi, sgl)); }
     }
     var acc: array<array<f32, MR>, RPT>;
     // BPI blocks (b0, b0 + TPR, ...) per iteration: all their codes and (a, b) are loaded before
@@ -317,11 +354,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             workgroupBarrier();
         }
     }
+    var ss: array<f32, MR>; // SSQ_OUT: the sums of squares of this thread's stored rows
     if (t == 0u) {
         if (!DIRECT) {
             for (var r = 0u; r < RPT; r++) {
                 for (var mm = 0u; mm < MR; mm++) { acc[r][mm] = red[(r * MR + mm) * WG + lid]; }
             }
+        }
+        if (SSQ_IN && !SUBGROUP) {
+            for (var mm = 0u; mm < MR; mm++) { scl[mm] = ssq_scale(ssq_sum(mm)); }
         }
         for (var j = 0u; j < RP; j++) {
             let n = n0 + j;
@@ -329,15 +370,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var mm = 0u; mm < MR; mm++) {
                 let i = mm * N + n;
                 if (PAIR) {
-                    let gt = acc[2u * j][mm] + bias_at(0u, n);
-                    let up = acc[2u * j + 1u][mm] + bias_at(1u, n);
+                    let gt = acc[2u * j][mm] * scl[mm] + bias_at(0u, n);
+                    let up = acc[2u * j + 1u][mm] * scl[mm] + bias_at(1u, n);
                     var a: f32;
                     if (EPI == 2u) { a = gt * ew_sigmoid(gt); } else { a = ew_gelu_tanh(gt); }
                     store(0u, i, a * up);
                 } else {
-                    var o = acc[j][mm] + bias_at(w, n);
+                    var o = acc[j][mm] * scl[mm] + bias_at(w, n);
                     if (EPI == 1u) { o += resid(i); }
                     store(w, i, o);
+                    if (SSQ_OUT) {
+                        ssq_store(i, n, o);
+                        ss[mm] += o * o;
+                    }
+                }
+            }
+        }
+    }
+    if (SSQ_OUT) { // the workgroup's sums of squares, its row groups' in order
+        if (RG == 1u) {
+            if (lid == 0u) {
+                for (var mm = 0u; mm < MR; mm++) { ssq_part(mm * p.row_groups + wg_all, ss[mm]); }
+            }
+        } else {
+            if (t == 0u) {
+                for (var mm = 0u; mm < MR; mm++) { ssw[rg * MR + mm] = ss[mm]; }
+            }
+            workgroupBarrier();
+            if (lid == 0u) {
+                for (var mm = 0u; mm < MR; mm++) {
+                    var s = 0.0;
+                    for (var r = 0u; r < RG; r++) { s += ssw[r * MR + mm]; }
+                    ssq_part(mm * p.row_groups + wg_all, s);
                 }
             }
         }

@@ -26,6 +26,16 @@ typedef struct qw_gemv_fuse {
      * merges them: the merge's dispatch goes. Only where the fused kernel applies (else
      * WGML_ERR_UNSUPPORTED: qw_gemv_merge_fits says beforehand); the outputs are [1, N]. */
     int64_t merge_heads, merge_chunks, merge_dim;
+    /* The norm handed over, for the models whose projections are too large for the norm prologue
+     * (qw_gemv_norm_fits) without the norm's own dispatch. Only where the fused kernel applies
+     * (else WGML_ERR_UNSUPPORTED: qw_gemv_handoff_fits says beforehand).
+     * next_norm (QW_EPI_RESIDUAL, f32 [N]): besides outs[0] = the sum s, outs[1] = s * next_norm
+     * (row by row) and outs[2] = partial sums of s^2, f32 [rows of s, P] (P: one per workgroup;
+     * their sum over P is the row's sum of squares).
+     * ssq (instead of norm_w): x is such an outs[1] and ssq its outs[2]; each output is the
+     * product with rms_norm(s) * next_norm, the norm's scale rsqrt(Σ ssq / K + eps) applied to
+     * the sums (before the bias and the epilogue). */
+    wgml_tensor *next_norm, *ssq;
 } qw_gemv_fuse;
 
 /* The products of x (f32 [..., K]) with the n (1..WGML_QLINEAR_MULTI_MAX) weights ws as f says, into
@@ -47,5 +57,10 @@ bool qw_gemv_merge_fits(wgml_ctx *ctx, const wgml_qweight *w, const qw_gemv_fuse
  * projections of a billion-parameter model pay more for than the dispatch saved.
  * $WGML_QW_GEMV_NORM_BUDGET (bytes of staged reads) sets the limit for A/B measurements. */
 bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f);
+
+/* Whether qw_gemv_fused takes f's handoff (next_norm or ssq set; ssq's shape is not read) for
+ * the n weights ws at one row of x: the fused kernel's bindings and workgroup memory fit the
+ * device. $WGML_QW_GEMV_HANDOFF=0 makes it say no (the norm's own dispatch, for A/B runs). */
+bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f);
 
 #endif
