@@ -339,10 +339,23 @@ static void test_fused(void) {
     th_check(one && combine == one + NL, "decode dispatches per step: %zu with 4 key chunks and attn_combine, %zu with one",
              combine, one);
     /* norms past the GEMV prologue's read budget ($WGML_QW_GEMV_NORM_BUDGET=0 here; a 1B model's
-     * projections by default): each residual add and the norm after it in one dispatch (two per
-     * layer), the gated activation still in the gate/up GEMV; the same logits as the plain ops */
+     * projections by default): o and down hand the next norm over (the sum times its weight and
+     * the partial sums of squares), q/k/v and gate/up take it; the first layer's norm is a
+     * dispatch of its own; also with attn_combine (the 1B's merge does not fit o's prologue) */
     setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
+    size_t hand = case_fused(1, 200);
+    th_check(four && hand == four + 1, "decode dispatches per step: %zu with the norms handed over, %zu in the GEMVs",
+             hand, four);
+    setenv("WGML_QW_GEMV_MERGE", "0", 1);
+    size_t hand_c = case_fused(1, 200);
+    unsetenv("WGML_QW_GEMV_MERGE");
+    th_check(combine && hand_c == combine + 1, "decode dispatches per step: %zu with the norms handed over and "
+             "attn_combine, %zu in the GEMVs", hand_c, combine);
+    /* $WGML_QW_GEMV_HANDOFF=0: each residual add and the norm after it in one dispatch (two per
+     * layer), the gated activation still in the gate/up GEMV */
+    setenv("WGML_QW_GEMV_HANDOFF", "0", 1);
     size_t apart = case_fused(1, 200);
+    unsetenv("WGML_QW_GEMV_HANDOFF");
     unsetenv("WGML_QW_GEMV_NORM_BUDGET");
     th_check(four && apart == four + 2 * NL, "decode dispatches per step: %zu with the norms apart, %zu in the GEMVs",
              apart, four);
@@ -498,6 +511,7 @@ int main(int argc, char **argv) {
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
     unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
+    unsetenv("WGML_QW_GEMV_HANDOFF");     /* and the norms handed over */
     unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
     th_init_args("test_generate", argc, argv);
     th_tmp_path(g_path, sizeof g_path, "wgml_test_generate_%d.gguf", (int)getpid());

@@ -187,23 +187,60 @@ static bool norms_fit(const wgml_model *m) {
     return true;
 }
 
-/* out = the targets of layer l on x through one qw_gemv_fused call: norm_w (or NULL) is the
- * RMSNorm folded in before the products, epi what is done with them (residual: the residual
- * stream the product is added to); chunks > 1: x is attention's chunk partials, merged in the
- * prologue. NULL with the error on the context. */
+/* Whether every layer's GEMVs can hand the norms over (qw_gemv_handoff_fits): o and down store
+ * the sum times the next norm's weight and its partial sums of squares, q/k/v and gate/up take
+ * them (f's tensors stand in for their presence; merge_o: o merges attention's chunks). */
+static bool handoffs_fit(const wgml_model *m, bool merge_o) {
+    static const int qkv_t[3] = {T_Q, T_K, T_V};
+    const wgml_llama_config *c = &m->cfg;
+    wgml_tensor *nw = m->layers[0].attn_norm; /* only its presence is read */
+    int64_t chunks = merge_o ? attn_decode_chunks(m->ctx, c->n_head, c->n_head_kv, c->head_dim, c->n_ctx) : 0;
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        const wgml_qweight *qkv[3], *gu[2] = {decoder_target_weight(m, l, T_GATE)->q, decoder_target_weight(m, l, T_UP)->q};
+        const wgml_qweight *o = decoder_target_weight(m, l, T_O)->q, *d = decoder_target_weight(m, l, T_DOWN)->q;
+        for (int i = 0; i < 3; i++) qkv[i] = decoder_target_weight(m, l, qkv_t[i])->q;
+        qw_gemv_fuse fo = {.epi = QW_EPI_RESIDUAL, .next_norm = nw}, fd = fo, fq = {.ssq = nw}, fg = {.ssq = nw, .epi = QW_EPI_SWIGLU};
+        if (chunks > 1) fo.merge_heads = c->n_head, fo.merge_chunks = chunks, fo.merge_dim = c->head_dim;
+        if (!qw_gemv_handoff_fits(m->ctx, &o, 1, &fo) || !qw_gemv_handoff_fits(m->ctx, gu, 2, &fg) ||
+            !qw_gemv_handoff_fits(m->ctx, &d, 1, &fd) || !qw_gemv_handoff_fits(m->ctx, qkv, 3, &fq))
+            return false;
+    }
+    return true;
+}
+
+/* out = the targets of layer l on x through one qw_gemv_fused call with fusion f (its eps and
+ * merge set here: chunks > 1: x is attention's chunk partials, merged in the prologue); out
+ * holds three entries where f hands a norm over. NULL with the error on the context. */
 static bool gemv_fused_targets(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, wgml_tensor *x,
-                               wgml_tensor *norm_w, qw_epilogue epi, wgml_tensor *residual, int64_t chunks,
-                               wgml_tensor **out) {
+                               qw_gemv_fuse f, int64_t chunks, wgml_tensor **out) {
     wgml_qweight q[WGML_QLINEAR_MULTI_MAX];
     const wgml_qweight *qp[WGML_QLINEAR_MULTI_MAX];
-    if (!x || (epi == QW_EPI_RESIDUAL && !residual)) return false;
+    if (!x || (f.epi == QW_EPI_RESIDUAL && !f.residual)) return false;
     for (int i = 0; i < n; i++) {
         if (qw_weight_share(g, decoder_target_weight(m, l, targets[i])->q, &q[i])) return false;
         qp[i] = &q[i];
     }
-    qw_gemv_fuse f = {.norm_w = norm_w, .eps = m->cfg.rms_eps, .epi = epi, .residual = residual};
+    f.eps = m->cfg.rms_eps;
     if (chunks > 1) f.merge_heads = m->cfg.n_head, f.merge_chunks = chunks, f.merge_dim = m->cfg.head_dim;
     return qw_gemv_fused(g, "model", x, qp, n, &f, out) == WGML_OK;
+}
+
+/* Layer l's o, gate/up and down GEMVs with the norms handed over (handoffs_fit): the residual
+ * stream *x goes on, and *xg, *sq become the next q/k/v's input (x times the next norm's
+ * weight, x's partial sums of squares); after the last layer only *x. False on an error. */
+static bool ffn_handoff(const wgml_model *m, wgml_graph *g, int64_t l, wgml_tensor *a, int64_t chunks,
+                        qw_epilogue glu_epi, wgml_tensor **x, wgml_tensor **xg, wgml_tensor **sq) {
+    static const int gu_t[2] = {T_GATE, T_UP}, o_t[1] = {T_O}, down_t[1] = {T_DOWN};
+    const layer *L = &m->layers[l];
+    wgml_tensor *out[3] = {NULL, NULL, NULL}, *act = NULL;
+    qw_gemv_fuse fo = {.epi = QW_EPI_RESIDUAL, .residual = *x, .next_norm = decoder_share(g, L->ffn_norm)};
+    if (!fo.next_norm || !gemv_fused_targets(m, g, l, o_t, 1, a, fo, chunks, out)) return false;
+    qw_gemv_fuse fg = {.ssq = out[2], .epi = glu_epi}, fd = {.epi = QW_EPI_RESIDUAL, .residual = out[0]};
+    if (!gemv_fused_targets(m, g, l, gu_t, 2, out[1], fg, 0, &act)) return false;
+    if (l + 1 < m->cfg.n_layer && !(fd.next_norm = decoder_share(g, m->layers[l + 1].attn_norm))) return false;
+    if (!gemv_fused_targets(m, g, l, down_t, 1, act, fd, 0, out)) return false;
+    *x = out[0], *xg = out[1], *sq = out[2];
+    return true;
 }
 
 /* decoder_forward_plain's forward with the fused kernels: each residual add computes the next
@@ -227,6 +264,9 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
     bool gf = gemv_fusion(m, o), pre_only = gf && !ar->post_norms && norms_fit(m);
     /* decode: the o projections' GEMVs merge attention's key chunks in their prologue */
     bool merge_o = gf && merge_fits(m);
+    /* decode where the norms do not fit the prologue: the GEMVs hand them over (ffn_handoff) */
+    bool hand = gf && !ar->post_norms && !pre_only && handoffs_fit(m, merge_o);
+    wgml_tensor *xg = NULL, *sq = NULL; /* the handoff to the next q/k/v (none before layer 0) */
     qw_epilogue glu_epi = ar->act == ARCH_GELU_TANH_GLU ? QW_EPI_GEGLU : QW_EPI_SWIGLU;
     wgml_tensor *x = decoder_embed(m, g, o->ids); /* the residual stream [B*S, D] */
     /* the next sub-block's input (pre_only: never formed) */
@@ -236,8 +276,10 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         const layer *L = &m->layers[l];
         wgml_tensor *qkv[3], *gu[2];
         if (pre_only) {
-            if (!gemv_fused_targets(m, g, l, qkv_t, 3, x, decoder_share(g, L->attn_norm), QW_EPI_STORE, NULL, 0, qkv))
-                return NULL;
+            qw_gemv_fuse f = {.norm_w = decoder_share(g, L->attn_norm)};
+            if (!f.norm_w || !gemv_fused_targets(m, g, l, qkv_t, 3, x, f, 0, qkv)) return NULL;
+        } else if (sq) {
+            if (!gemv_fused_targets(m, g, l, qkv_t, 3, xg, (qw_gemv_fuse){.ssq = sq}, 0, qkv)) return NULL;
         } else if (!h || !linear_group(m, g, o, l, qkv_t, 3, h, qkv)) {
             return NULL; /* q, k, v from one h */
         }
@@ -253,22 +295,28 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         }
         if (pre_only) {
             wgml_tensor *act = NULL;
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, QW_EPI_RESIDUAL, x, chunks, &x) ||
-                !gemv_fused_targets(m, g, l, gu_t, 2, x, decoder_share(g, L->ffn_norm), glu_epi, NULL, 0, &act) ||
-                !gemv_fused_targets(m, g, l, down_t, 1, act, NULL, QW_EPI_RESIDUAL, x, 0, &x))
+            qw_gemv_fuse fo = {.epi = QW_EPI_RESIDUAL, .residual = x}, fg = {.norm_w = decoder_share(g, L->ffn_norm), .epi = glu_epi};
+            if (!fg.norm_w || !gemv_fused_targets(m, g, l, o_t, 1, a, fo, chunks, &x) ||
+                !gemv_fused_targets(m, g, l, gu_t, 2, x, fg, 0, &act))
                 return NULL;
+            qw_gemv_fuse fd = {.epi = QW_EPI_RESIDUAL, .residual = x};
+            if (!gemv_fused_targets(m, g, l, down_t, 1, act, fd, 0, &x)) return NULL;
+            continue;
+        }
+        if (hand) {
+            if (!ffn_handoff(m, g, l, a, chunks, glu_epi, &x, &xg, &sq)) return NULL;
             continue;
         }
         wgml_tensor *wy = ar->post_norms ? decoder_share(g, L->post_attn_norm) : NULL, *y = NULL;
         if (chunks > 1) {
-            if (!gemv_fused_targets(m, g, l, o_t, 1, a, NULL, QW_EPI_STORE, NULL, chunks, &y)) return NULL;
+            if (!gemv_fused_targets(m, g, l, o_t, 1, a, (qw_gemv_fuse){.epi = QW_EPI_STORE}, chunks, &y)) return NULL;
             h = add_norm(g, x, y, wy, decoder_share(g, L->ffn_norm), eps, &x);
         } else {
             h = proj_add_norm(m, g, o, l, T_O, a, x, wy, decoder_share(g, L->ffn_norm), eps, &x);
         }
         wgml_tensor *act = NULL;
         if (gf) {
-            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, NULL, glu_epi, NULL, 0, &act)) return NULL;
+            if (!gemv_fused_targets(m, g, l, gu_t, 2, h, (qw_gemv_fuse){.epi = glu_epi}, 0, &act)) return NULL;
         } else {
             if (!h || !linear_group(m, g, o, l, gu_t, 2, h, gu)) return NULL; /* gate and up from one h */
             act = glu(m, g, gu[0], gu[1]);
@@ -278,6 +326,6 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, &x);
         if (!x || !h) return NULL;
     }
-    if (pre_only) h = wgml_rms_norm(g, x, decoder_share(g, m->output_norm), eps);
+    if (pre_only || hand) h = wgml_rms_norm(g, x, decoder_share(g, m->output_norm), eps);
     return h;
 }
