@@ -172,8 +172,9 @@ static bool merge_fits(const wgml_model *m) {
 
 /* Whether every layer's q/k/v and gate/up GEMVs can take their RMSNorm in the prologue for less
  * than the norm's own dispatch costs (qw_gemv_norm_fits). Where not (the large projections of a
- * billion-parameter model), the step forms each norm in one dispatch with the residual add
- * before it, as with post-norms. */
+ * billion-parameter model), the GEMVs hand the norms over (handoffs_fit), or, where that does
+ * not fit either, the step forms each norm in one dispatch with the residual add before it, as
+ * with post-norms. */
 static bool norms_fit(const wgml_model *m) {
     static const int qkv_t[3] = {T_Q, T_K, T_V}, gu_t[2] = {T_GATE, T_UP};
     wgml_tensor *nw = m->layers[0].attn_norm; /* only its presence is read */
@@ -246,8 +247,8 @@ static bool ffn_handoff(const wgml_model *m, wgml_graph *g, int64_t l, wgml_tens
 /* decoder_forward_plain's forward with the fused kernels: each residual add computes the next
  * norm with it in one dispatch; the projections that read one input are grouped (one GEMV per
  * weight kind at decode, one GEMM over the concatenated weight at prefill); at decode the GEMVs
- * take the norms, residual adds and gated activation in their prologue and epilogue, and
- * attention is one kernel whose key chunks the o projection merges. */
+ * take the norms (in their prologue, or handed over by the GEMV before), residual adds and gated
+ * activation, and attention is one kernel whose key chunks the o projection merges. */
 wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd_opts *o) {
     const wgml_llama_config *c = &m->cfg;
     const model_arch *ar = &m->arch;

@@ -700,7 +700,6 @@ bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, c
     const char *e = getenv("WGML_QW_GEMV_HANDOFF"); /* 0: off, for A/B runs */
     if ((e && !strcmp(e, "0")) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) || f->norm_w)
         return false;
-    if (qw_gemv_max_m(ctx) < 1) return false;
     if (fuse_pair(f)) {
         gemv_cfg c;
         return n == 2 && qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx) &&
