@@ -343,6 +343,7 @@ static void test_fused(void) {
      * the partial sums of squares), q/k/v and gate/up take it; the first layer's norm is a
      * dispatch of its own; also with attn_combine (the 1B's merge does not fit o's prologue) */
     setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
+    setenv("WGML_QW_GEMV_HANDOFF", "1", 1);
     size_t hand = case_fused(1, 200);
     th_check(four && hand == four + 1, "decode dispatches per step: %zu with the norms handed over, %zu in the GEMVs",
              hand, four);

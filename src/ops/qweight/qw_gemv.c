@@ -696,9 +696,12 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
     return bytes <= budget;
 }
 
+/* Whether the decode graphs hand the norms over where they can (qw_gemv_handoff_fits). */
+#define HANDOFF_DEFAULT true
+
 bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
-    const char *e = getenv("WGML_QW_GEMV_HANDOFF"); /* 0: off, for A/B runs */
-    if ((e && !strcmp(e, "0")) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) || f->norm_w)
+    if (!env_long("WGML_QW_GEMV_HANDOFF", 0, 1, HANDOFF_DEFAULT) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) ||
+        f->norm_w)
         return false;
     if (fuse_pair(f)) {
         gemv_cfg c;

@@ -60,7 +60,8 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
 
 /* Whether qw_gemv_fused takes f's handoff (next_norm or ssq set; ssq's shape is not read) for
  * the n weights ws at one row of x: the fused kernel's bindings and workgroup memory fit the
- * device. $WGML_QW_GEMV_HANDOFF=0 makes it say no (the norm's own dispatch, for A/B runs). */
+ * device. $WGML_QW_GEMV_HANDOFF=0 makes it say no (the norm's own dispatch), =1 yes where it
+ * fits (A/B runs, tests). */
 bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f);
 
 #endif
