@@ -339,9 +339,10 @@ static void test_fused(void) {
     th_check(one && combine == one + NL, "decode dispatches per step: %zu with 4 key chunks and attn_combine, %zu with one",
              combine, one);
     /* norms past the GEMV prologue's read budget ($WGML_QW_GEMV_NORM_BUDGET=0 here; a 1B model's
-     * projections by default): o and down hand the next norm over (the sum times its weight and
-     * the partial sums of squares), q/k/v and gate/up take it; the first layer's norm is a
-     * dispatch of its own; also with attn_combine (the 1B's merge does not fit o's prologue) */
+     * projections by default) with the handoff on ($WGML_QW_GEMV_HANDOFF=1): o and down hand the
+     * next norm over (the sum times its weight and the partial sums of squares), q/k/v and
+     * gate/up take it; the first layer's norm is a dispatch of its own; also with attn_combine
+     * (the 1B's merge does not fit o's prologue) */
     setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
     setenv("WGML_QW_GEMV_HANDOFF", "1", 1);
     size_t hand = case_fused(1, 200);

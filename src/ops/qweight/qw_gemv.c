@@ -696,8 +696,13 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
     return bytes <= budget;
 }
 
-/* Whether the decode graphs hand the norms over where they can (qw_gemv_handoff_fits). */
-#define HANDOFF_DEFAULT true
+/* Whether the decode graphs hand the norms over where they can (qw_gemv_handoff_fits): not yet.
+ * It takes two dispatches a layer out of a 1B's or 8B's decode step (the add + RMSNorms, 2.2 us
+ * each in the 1B's pipelined step on the H100: bench/NOTES.md, 2026-12-07) for a longer
+ * epilogue in o and down and the partial sums' loads in q/k/v and gate/up; it is checked on
+ * lavapipe and in Chromium but not timed on a GPU yet, so it stays behind
+ * $WGML_QW_GEMV_HANDOFF=1 until an A/B run decides. */
+#define HANDOFF_DEFAULT false
 
 bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
     if (!env_long("WGML_QW_GEMV_HANDOFF", 0, 1, HANDOFF_DEFAULT) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) ||
