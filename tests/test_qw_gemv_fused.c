@@ -28,16 +28,33 @@ static uint64_t dispatches_so_far(void) {
 static double silu_d(double v) { return v / (1.0 + exp(-v)); }
 static double gelu_tanh_d(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
 
-/* h = x normed (when nw) in double: x * (mean(x^2) + eps)^-1/2 * nw, row by row */
-static double *ref_h(const float *x, const float *nw, float eps, int64_t m, int64_t k) {
+/* h = s normed (when nw) in double: s * (mean(s^2) + eps)^-1/2 * nw, row by row (else a copy) */
+static double *ref_norm(const double *s, const float *nw, float eps, int64_t m, int64_t k) {
     double *h = malloc(sizeof(double) * (size_t)(m * k));
     for (int64_t i = 0; i < m; i++) {
         double ss = 0;
-        for (int64_t c = 0; c < k; c++) ss += (double)x[i * k + c] * x[i * k + c];
+        for (int64_t c = 0; c < k; c++) ss += s[i * k + c] * s[i * k + c];
         double r = nw ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
-        for (int64_t c = 0; c < k; c++) h[i * k + c] = (double)x[i * k + c] * r * (nw ? (double)nw[c] : 1.0);
+        for (int64_t c = 0; c < k; c++) h[i * k + c] = s[i * k + c] * r * (nw ? (double)nw[c] : 1.0);
     }
     return h;
+}
+
+/* ref_norm of the float rows x */
+static double *ref_h(const float *x, const float *nw, float eps, int64_t m, int64_t k) {
+    double *xd = malloc(sizeof(double) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) xd[i] = x[i];
+    double *h = ref_norm(xd, nw, eps, m, k);
+    free(xd);
+    return h;
+}
+
+/* name[len..] += " KIND N=n[+b]" for each of the nw weights; returns the new length */
+static int name_weights(char *name, size_t cap, int len, const wspec *ws, int nw) {
+    for (int i = 0; i < nw && len >= 0 && (size_t)len < cap; i++)
+        len += snprintf(name + len, cap - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind], (long long)ws[i].n,
+                        ws[i].bias ? "+b" : "");
+    return len;
 }
 
 /* y[i, j] = Σ_c h[i, c] W[j, c] + bias[j] */
@@ -91,9 +108,7 @@ static void case_fused(const char *what, const wspec *ws, int nw, int64_t m, int
     char name[200];
     int len = snprintf(name, sizeof name, "%s M=%lld K=%lld%s epi %d:", what, (long long)m, (long long)k,
                        norm ? " norm" : "", (int)epi);
-    for (int i = 0; i < nw; i++)
-        len += snprintf(name + len, sizeof name - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind],
-                        (long long)ws[i].n, ws[i].bias ? "+b" : "");
+    name_weights(name, sizeof name, len, ws, nw);
     th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
     if (s == WGML_OK && want_dispatches >= 0)
         th_check(used == (uint64_t)want_dispatches, "%s: %llu dispatches, want %d", name, (unsigned long long)used,
@@ -358,18 +373,6 @@ static void test_merge(void) {
 
 /* ------------------------------------------------------------------ the norm handed over */
 
-/* y[i, j] = Σ_c h[i, c] W[j, c] + bias[j] over a double h whose rows are s's, rms-normed with nw */
-static double *ref_normed(const double *s, const float *nw, float eps, int64_t m, int64_t k) {
-    double *h = malloc(sizeof(double) * (size_t)(m * k));
-    for (int64_t i = 0; i < m; i++) {
-        double ss = 0;
-        for (int64_t c = 0; c < k; c++) ss += s[i * k + c] * s[i * k + c];
-        double r = 1.0 / sqrt(ss / (double)k + (double)eps);
-        for (int64_t c = 0; c < k; c++) h[i * k + c] = s[i * k + c] * r * nw[c];
-    }
-    return h;
-}
-
 /* The handoff of a layer: the producer (one weight of kind okind, [d, k0], residual epilogue
  * with next_norm) gives s = r + x·Wᵀ, s * nw and the partial sums of s^2 in one dispatch; the
  * consumer (ws, K = d) takes those two for rms_norm(s) * nw through ssq, with epilogue epi. Every
@@ -392,9 +395,7 @@ static void case_handoff(const char *what, int okind, const wspec *ws, int nw, i
     char name[200];
     int len = snprintf(name, sizeof name, "%s M=%lld: %s [%lld, %lld] ->", what, (long long)m, KIND_NAMES[okind],
                        (long long)d, (long long)k0);
-    for (int i = 0; i < nw; i++)
-        len += snprintf(name + len, sizeof name - (size_t)len, " %s N=%lld%s", KIND_NAMES[ws[i].kind],
-                        (long long)ws[i].n, ws[i].bias ? "+b" : "");
+    name_weights(name, sizeof name, len, ws, nw);
     wgml_sync(T.ctx);
     uint64_t d0 = dispatches_so_far();
     wgml_status s = qw_gemv_fused(T.g, "test", x, op1, 1, &fp, po);
@@ -403,8 +404,7 @@ static void case_handoff(const char *what, int okind, const wspec *ws, int nw, i
     th_check(s == WGML_OK && po[0] && po[1] && po[2], "%s: producer: %s", name, wgml_last_error(T.ctx));
     th_check(s != WGML_OK || used == 1, "%s: producer: %llu dispatches, want 1", name, (unsigned long long)used);
     double *sref = malloc(sizeof(double) * (size_t)(m * d));
-    double *hx_d = malloc(sizeof(double) * (size_t)(m * k0));
-    for (int64_t i = 0; i < m * k0; i++) hx_d[i] = hx[i];
+    double *hx_d = ref_h(hx, NULL, 0.0f, m, k0); /* x in double */
     double *prod = ref_prod(hx_d, &wo, m, d, k0), *sg = malloc(sizeof(double) * (size_t)(m * d));
     for (int64_t i = 0; i < m * d; i++) {
         sref[i] = prod[i] + hr[i];
@@ -445,7 +445,7 @@ static void case_handoff(const char *what, int okind, const wspec *ws, int nw, i
         th_check(s != WGML_OK || used == (uint64_t)want_dispatches, "%s: consumer: %llu dispatches, want %d", name,
                  (unsigned long long)used, want_dispatches);
     }
-    double *hn_ref = ref_normed(sref, hn, fp.eps, m, d), *y[WGML_QLINEAR_MULTI_MAX];
+    double *hn_ref = ref_norm(sref, hn, fp.eps, m, d), *y[WGML_QLINEAR_MULTI_MAX];
     for (int i = 0; i < nw; i++) y[i] = ref_prod(hn_ref, &h[i], m, ws[i].n, d);
     for (int o = 0; o < n_out && s == WGML_OK; o++) {
         int64_t n = ws[o].n;

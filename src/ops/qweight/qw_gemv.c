@@ -212,7 +212,8 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
          c->sg ? c->sg_known : 0u, c->direct ? "true" : "false", c->direct ? 1 : c->wg * c->rpt * (int)m,
          stage ? "true" : "false", norm ? "true" : "false", (long long)kp4, stage ? (long long)(m * kp4) : 1LL,
          norm ? c->wg : 1, f ? (int)f->epi : 0, pair ? "true" : "false", pair ? c->rpt / 2 : c->rpt,
-         fuse_ssq_in(f) ? "true" : "false", fuse_ssq_out(f) ? "true" : "false", (long long)ssw_len(c, m), stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
+         fuse_ssq_in(f) ? "true" : "false", fuse_ssq_out(f) ? "true" : "false", (long long)ssw_len(c, m),
+         stage ? "return xsh[mm * KP4 + k / 4u];" : "return x_load(mm, k / 4u);");
     /* x_load: x's vec4 i (zero past K); merged from the chunks' partials X [MH, MC, MD + 2] with
      * MERGE (x_merged in the kernel); xf: X's element i as f32 */
     EMIT("const MERGE: bool = %s; const MH: u32 = %lldu; const MC: u32 = %lldu; const MD: u32 = %lldu;\n"
@@ -470,6 +471,13 @@ static int gemv_binding_limit(wgml_ctx *ctx) {
     return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
 }
 
+/* Whether a gated pair (gate ws[0], up ws[1]) goes in one fused dispatch: one layout, the
+ * binding limit, the workgroup memory of its config (*c, at m rows of x). */
+static bool pair_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int64_t m, const qw_gemv_fuse *f, gemv_cfg *c) {
+    return qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx) &&
+           gemv_config(ctx, ws, 2, m, f, c);
+}
+
 /* The dispatches of the GEMVs of x with ws[0..n) (fusion f: NULL, a norm prologue, or
  * QW_EPI_RESIDUAL with n = 1; not the pairs): the weights grouped into as few dispatches as one
  * kind, one group size and the binding limit allow, each group with its launch config. */
@@ -705,13 +713,12 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
 #define HANDOFF_DEFAULT false
 
 bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {
-    if (!env_long("WGML_QW_GEMV_HANDOFF", 0, 1, HANDOFF_DEFAULT) || !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) ||
-        f->norm_w)
+    if (!env_long("WGML_QW_GEMV_HANDOFF", 0, 1, HANDOFF_DEFAULT) ||
+        !(ctx && ws && n >= 1 && f && (f->next_norm || f->ssq)) || f->norm_w)
         return false;
     if (fuse_pair(f)) {
         gemv_cfg c;
-        return n == 2 && qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx) &&
-               gemv_config(ctx, ws, 2, 1, f, &c);
+        return n == 2 && pair_fits(ctx, ws, 1, f, &c);
     }
     gemv_plan p;
     return (!f->next_norm || (n == 1 && f->epi == QW_EPI_RESIDUAL)) && gemv_plan_make(ctx, ws, n, 1, f, &p) == PLAN_OK;
@@ -783,15 +790,13 @@ wgml_status qw_gemv_fused(wgml_graph *g, const char *op, wgml_tensor *x, const w
     gemv_cfg pc;
     gemv_plan plan;
     plan_result r = PLAN_OK;
-    if (fused && pair) fused = gemv_config(ctx, ws, 2, m, f, &pc);
+    if (fused && pair) fused = pair_fits(ctx, ws, m, f, &pc);
     else if (fused) fused = (r = gemv_plan_make(ctx, ws, n, m, f, &plan)) != PLAN_MEMORY;
     if (merge && !fused)
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                               "%s: the chunks' merge (x %s) needs the fused GEMV: no gradient, workgroup memory for "
                               "K = %lld and the %lld x %lld weight table",
                               op, tshape(x), (long long)k, (long long)f->merge_heads, (long long)f->merge_chunks);
-    if (pair && fused && !(qw_same_layout(ws[0], ws[1]) && gemv_storage_bindings(ws, 2, f) <= gemv_binding_limit(ctx)))
-        fused = false;
     if (hand && !(fused && r == PLAN_OK))
         return wgml_set_error(ctx, WGML_ERR_UNSUPPORTED,
                               "%s: the norm handed over (x %s) needs the fused GEMV: at most %d rows, no gradient, "
