@@ -96,7 +96,37 @@ void th_dump_tensor(const char *case_name, const char *name, wgml_tensor *t) {
     free(h);
 }
 
+static const char *const th_env_names[] = {
+    "WGML_ARENA_BYTES",        "WGML_CE_COUNT",         "WGML_CHECK_ALIASING",      "WGML_COMPILE_AHEAD",
+    "WGML_DEVICE_MEMORY_LIMIT", "WGML_KV",              "WGML_LLAMA_UNFUSED",       "WGML_LORA_FOLD",
+    "WGML_LORA_SHARED",        "WGML_MATMUL_SPLITK",    "WGML_MATMUL_VARIANT",      "WGML_QW_CONCAT",
+    "WGML_QW_GEMV",            "WGML_QW_GEMV_HANDOFF",  "WGML_QW_GEMV_I8",          "WGML_QW_GEMV_MAX_M",
+    "WGML_QW_GEMV_MERGE",      "WGML_QW_GEMV_NORM_BUDGET", "WGML_QW_GEMV_SUBGROUP", "WGML_QW_GEMV_XQ",
+    "WGML_QW_I8_PREFETCH",     "WGML_QW_I8_STAGE",      "WGML_QW_I8_TILE",          "WGML_QW_INT8",
+    "WGML_QW_MM_SPLITK",       "WGML_QW_MM_VARIANT",    "WGML_QW_PARTS",            "WGML_SDPA_BWD_SCRATCH",
+    "WGML_SDPA_SPLIT",         "WGML_SDPA_TILE",        "WGML_UPLOAD_FLUSH",
+};
+
+static bool th_env_listed(const char *name) {
+    for (size_t i = 0; i < sizeof th_env_names / sizeof th_env_names[0]; i++)
+        if (!strcmp(th_env_names[i], name)) return true;
+    return false;
+}
+
+void th_setenv(const char *name, const char *value, int overwrite) {
+    if (!th_env_listed(name)) th_check(false, "harness: %s is not in th_env_names (setting it races the driver's threads)", name);
+    const char *was = getenv(name);
+    if (overwrite || !was || !*was) setenv(name, value, 1);
+}
+
+void th_unsetenv(const char *name) {
+    if (!th_env_listed(name)) th_check(false, "harness: %s is not in th_env_names (unsetting it races the driver's threads)", name);
+    setenv(name, "", 1);
+}
+
 void th_init(const char *suite) {
+    for (size_t i = 0; i < sizeof th_env_names / sizeof th_env_names[0]; i++) /* before the device's threads */
+        if (!getenv(th_env_names[i])) setenv(th_env_names[i], "", 1);
     const char *env = getenv("WGML_SEED");
     T.seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
     T.rng = T.seed;

@@ -24,6 +24,16 @@ void th_init(const char *suite);
 /* Prints "N passed, M failed", destroys the context; returns the exit code. */
 int th_done(void);
 
+/* The settings tests change between cases. A driver's threads (lavapipe's) read the environment
+ * as they start, and setenv of a name not yet there, or unsetenv, moves the environment's array
+ * under them (a crash in getenv, seen under ASan and plain). So th_init creates each name the
+ * tests set (th_env_names in harness.c) before the device, empty, and tests change them only
+ * through these two: th_setenv replaces an existing entry's value (as setenv(name, value, 1);
+ * overwrite 0 keeps a value already set), th_unsetenv sets it empty, which every setting reads
+ * as its default. A name missing from the list fails the test (add it there). */
+void th_setenv(const char *name, const char *value, int overwrite);
+void th_unsetenv(const char *name);
+
 double th_uniform(double lo, double hi);
 void th_fill_uniform(float *x, size_t n, double lo, double hi);
 float *th_random(size_t n, double lo, double hi); /* malloc'ed */

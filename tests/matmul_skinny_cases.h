@@ -34,7 +34,7 @@ static inline void test_skinny_variants(int first, int last, int passes) {
         wgml_matmul_force_variant(T.ctx, variant_index(SKINNY_VARIANTS[i]));
         for (int sp = 0; sp < 2; sp++) {
             if (!(passes & (1 << sp))) continue;
-            if (sp) setenv("WGML_MATMUL_SPLITK", "3", 1);
+            if (sp) th_setenv("WGML_MATMUL_SPLITK", "3", 1);
             char label[64];
             snprintf(label, sizeof label, "%s%s", sp ? "split3 " : "", SKINNY_VARIANTS[i]);
             for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
@@ -49,9 +49,9 @@ static inline void test_skinny_variants(int first, int last, int passes) {
             if (!main_v) continue;
             case_matmul(label, 4, 0, 60, 12, 17, 1, 1); /* b broadcast */
             case_matmul(label, 2, 2, 36, 44, 8, 0, 0);
-            unsetenv("WGML_MATMUL_SPLITK");
+            th_unsetenv("WGML_MATMUL_SPLITK");
         }
-        unsetenv("WGML_MATMUL_SPLITK");
+        th_unsetenv("WGML_MATMUL_SPLITK");
     }
     wgml_matmul_force_variant(T.ctx, -1);
     printf("  %s .. %s x orientations%s: %.1f s\n", SKINNY_VARIANTS[first], SKINNY_VARIANTS[last],
@@ -111,11 +111,11 @@ static inline void case_epilogues(const char *label) {
 static inline void test_skinny_epilogues(int i) {
     wgml_matmul_force_variant(T.ctx, variant_index(SKINNY_VARIANTS[i]));
     for (int sp = 0; sp < 2; sp++) {
-        if (sp) setenv("WGML_MATMUL_SPLITK", "3", 1);
+        if (sp) th_setenv("WGML_MATMUL_SPLITK", "3", 1);
         char label[64];
         snprintf(label, sizeof label, "%s%s", sp ? "split3 " : "", SKINNY_VARIANTS[i]);
         case_epilogues(label);
-        unsetenv("WGML_MATMUL_SPLITK");
+        th_unsetenv("WGML_MATMUL_SPLITK");
     }
     wgml_matmul_force_variant(T.ctx, -1);
 }
@@ -130,10 +130,10 @@ static inline void test_skinny_huge_grid(int i) {
     snprintf(label, sizeof label, "%s grid > 65535 workgroups", names[i]);
     case_matmul(label, 70000, 70000, 2, 3, 5, i, 1 - i);
     if (i == 0) {
-        setenv("WGML_MATMUL_SPLITK", "2", 1);
+        th_setenv("WGML_MATMUL_SPLITK", "2", 1);
         snprintf(label, sizeof label, "split2 %s grid > 65535 workgroups", names[i]);
         case_matmul(label, 40000, 40000, 3, 2, 9, 1, i);
-        unsetenv("WGML_MATMUL_SPLITK");
+        th_unsetenv("WGML_MATMUL_SPLITK");
     }
     wgml_matmul_force_variant(T.ctx, -1);
 }

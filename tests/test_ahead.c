@@ -106,17 +106,17 @@ static void test_destroy_busy(void) {
 }
 
 static void test_off(void) {
-    setenv("WGML_COMPILE_AHEAD", "0", 1);
+    th_setenv("WGML_COMPILE_AHEAD", "0", 1);
     wgml_ctx *ctx = NULL;
     wgml_ctx_options o = {.poison_outputs = 1};
     if (th_check(wgml_ctx_create(&o, &ctx) == WGML_OK, "a third context: %s", wgml_create_error()))
         th_check(!gpu_ahead_stats(ctx, 0, NULL, NULL), "WGML_COMPILE_AHEAD=0 turns the thread off");
     wgml_ctx_destroy(ctx);
-    setenv("WGML_COMPILE_AHEAD", "1", 1);
+    th_setenv("WGML_COMPILE_AHEAD", "1", 1);
 }
 
 int main(void) {
-    setenv("WGML_COMPILE_AHEAD", "1", 1);
+    th_setenv("WGML_COMPILE_AHEAD", "1", 1);
     th_init("ahead");
     test_built_graph();
     test_destroy_busy();

@@ -254,7 +254,7 @@ static void test_accumulate_grad(void) {
 }
 
 int main(int argc, char **argv) {
-    setenv("WGML_CHECK_ALIASING", "1", 1); /* read when the context's eager graph is made */
+    th_setenv("WGML_CHECK_ALIASING", "1", 1); /* read when the context's eager graph is made */
     th_init_args("test_aliasing", argc, argv);
     test_declared_bindings();
     test_check_eager();

@@ -353,7 +353,7 @@ static void part_gemma3(void) { run_family(2); }
 int main(int argc, char **argv) {
     /* the fused inference graphs, as a GPU runs them (a CPU adapter's default is the plain ops,
      * which test_generate and the Python and browser tests run) */
-    setenv("WGML_LLAMA_UNFUSED", "0", 0);
+    th_setenv("WGML_LLAMA_UNFUSED", "0", 0);
     if (argc == 3 && !strcmp(argv[1], "--gemma")) {
         setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they come */
         th_init_args("test_arch", 1, argv);

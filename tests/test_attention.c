@@ -159,9 +159,9 @@ static void test_sdpa(void) {
     for (int causal = 0; causal < 2; causal++)                 /* D = 32: the 4x32-thread tile fits 32 KiB */
         case_sdpa(2, 6, 2, 70, 70, 32, causal, 0, 1, NULL);
     /* a GPU's few-rows tile (16x4 threads, 1 x 4 each), which a CPU adapter does not choose */
-    setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
+    th_setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
     case_sdpa(2, 9, 3, 1, 129, 64, 1, 0, 1, NULL);
-    unsetenv("WGML_SDPA_TILE");
+    th_unsetenv("WGML_SDPA_TILE");
 }
 
 /* More than 65,535 workgroups: 70,000 batch entries of one query row each. */
@@ -350,14 +350,14 @@ static void test_cached(void) {
     case_cached_rows(4, 1, 5, 40, 33, 0);
     /* forced: 3 even chunks of the 70 filled keys of an 80-row cache, merged into rows; then the
      * keys whole, the kernel writing the rows */
-    setenv("WGML_SDPA_SPLIT", "3", 1);
+    th_setenv("WGML_SDPA_SPLIT", "3", 1);
     case_cached_rows(9, 3, 64, 80, 70, 0);
     case_cached_rows(9, 3, 64, 80, 70, 16);
     case_sdpa(1, 4, 1, 37, 45, 256, 1, 0, 1, NULL); /* and without a cache: chunks of all the keys */
-    setenv("WGML_SDPA_SPLIT", "1", 1);
+    th_setenv("WGML_SDPA_SPLIT", "1", 1);
     case_cached_rows(9, 3, 64, 80, 70, 0);
     case_cached_rows(9, 3, 64, 80, 70, 16);
-    unsetenv("WGML_SDPA_SPLIT");
+    th_unsetenv("WGML_SDPA_SPLIT");
     case_cached(9, 3, 1, 17, 1);
     case_cached(9, 3, 6, 29, 1);
     case_cached(4, 4, 3, 37, 0);
@@ -365,9 +365,9 @@ static void test_cached(void) {
     case_cached(9, 3, 2, 0, 1);     /* nothing to see: zeros */
     case_cached(3, 1, 5, 3, 1);     /* first two queries see nothing */
     /* a GPU's few-rows tile (16x4 threads, 1 x 4 each), which a CPU adapter does not choose */
-    setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
+    th_setenv("WGML_SDPA_TILE", "16,4,1,4", 1);
     case_cached(9, 3, 1, 17, 1);
-    unsetenv("WGML_SDPA_TILE");
+    th_unsetenv("WGML_SDPA_TILE");
 }
 
 /* rows of [.., D] rotated (interleaved pairs) by pos·theta^(-2i/D), in double */

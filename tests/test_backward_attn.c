@@ -113,33 +113,33 @@ static size_t sliced_soft_dispatches(void) {
  * the alignment, are clear errors. */
 static void test_sdpa_sliced(void) {
     th_check(sliced_soft_dispatches() == 1, "sdpa_backward: one slice when the scratch fits");
-    setenv("WGML_SDPA_BWD_SCRATCH", "40000", 1); /* 2 of the 6 groups a slice */
+    th_setenv("WGML_SDPA_BWD_SCRATCH", "40000", 1); /* 2 of the 6 groups a slice */
     th_check(sliced_soft_dispatches() == 3, "sdpa_backward: 3 slices of 2 groups under a 40,000-byte limit");
     case_sdpa((attn_dims){2, 9, 3, 37, 37, 64}, true, 0, 2);
     case_sdpa_w((attn_dims){3, 4, 2, 48, 48, 32}, true, 0, 0, 9); /* 18,432 bytes a group: 2 a slice */
-    setenv("WGML_SDPA_BWD_SCRATCH", "12000", 1); /* under one group (16,428): 2 of its 3 heads, then 1 */
+    th_setenv("WGML_SDPA_BWD_SCRATCH", "12000", 1); /* under one group (16,428): 2 of its 3 heads, then 1 */
     th_check(sliced_soft_dispatches() == 12, "sdpa_backward: 12 slices of query heads under a 12,000-byte limit");
     case_sdpa((attn_dims){2, 9, 3, 37, 37, 64}, true, 0, 2);
     case_sdpa_w((attn_dims){1, 4, 1, 40, 40, 64}, true, 0, 0, 16); /* 4 heads of 6,400 bytes: 1 a slice */
     /* D = 4: whole groups rounded to the alignment's unit (2 groups at 32 bytes, 16 at 256) */
-    setenv("WGML_SDPA_BWD_SCRATCH", "14400", 1);
+    th_setenv("WGML_SDPA_BWD_SCRATCH", "14400", 1);
     case_sdpa((attn_dims){40, 2, 1, 30, 3, 4}, false, 0, 0);
     int64_t qs[4] = {1, 2, 8, 16}, ks[4] = {1, 1, 8, 16}, q3[4] = {1, 2, 8, 3}, k3[4] = {1, 1, 1, 3};
     wgml_tensor *q = wgml_tensor_new(T.g, WGML_F32, 4, qs), *k = wgml_tensor_new(T.g, WGML_F32, 4, ks);
     wgml_tensor *qa = wgml_tensor_new(T.g, WGML_F32, 4, q3), *ka = wgml_tensor_new(T.g, WGML_F32, 4, k3);
     wgml_tensor *dq = NULL, *dk = NULL, *dv = NULL;
-    setenv("WGML_SDPA_BWD_SCRATCH", "100", 1);
+    th_setenv("WGML_SDPA_BWD_SCRATCH", "100", 1);
     th_expect_error("sdpa_backward: one head's scratch over the limit",
                     wgml_sdpa_backward(T.g, q, k, k, q, q, 1, 0, &dq, &dk, &dv) != WGML_OK && !dq && !dk && !dv,
                     WGML_ERR_LIMIT, "sdpa_backward", "one query head of 8 queries by 8 keys needs 256 bytes",
                     "over the device's 100-byte limit", NULL);
     /* one key of D = 3: a group's k and v span 12 bytes, so head slices of one group cannot align */
-    setenv("WGML_SDPA_BWD_SCRATCH", "40", 1);
+    th_setenv("WGML_SDPA_BWD_SCRATCH", "40", 1);
     th_expect_error("sdpa_backward: head slices off the alignment",
                     wgml_sdpa_backward(T.g, qa, ka, ka, qa, qa, 0, 0, &dq, &dk, &dv) != WGML_OK && !dq,
                     WGML_ERR_LIMIT, "sdpa_backward", "one kv head (16 query rows by 1 key, 64 bytes)",
                     "storage alignment", NULL);
-    unsetenv("WGML_SDPA_BWD_SCRATCH");
+    th_unsetenv("WGML_SDPA_BWD_SCRATCH");
     wgml_tensor *t[4] = {q, k, qa, ka};
     for (int i = 0; i < 4; i++) wgml_tensor_free(t[i]);
 }

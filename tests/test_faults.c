@@ -68,7 +68,7 @@ static void test_limits(void) {
      * arenas are capped at the device's buffer size, lowered here to 64 KiB with
      * $WGML_ARENA_BYTES so that 70 kept tensors of 64 KiB need 70 arenas (the limit is 64);
      * nothing is allocated until compile, which must refuse */
-    setenv("WGML_ARENA_BYTES", "65536", 1);
+    th_setenv("WGML_ARENA_BYTES", "65536", 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
     int n = 70;
     int64_t shape[1] = {16384};
@@ -79,7 +79,7 @@ static void test_limits(void) {
     }
     th_check(recorded, "arena: %d tensors of 64 KiB recorded (%s)", n, recorded ? "" : wgml_last_error(T.ctx));
     wgml_status s = wgml_graph_compile(g);
-    unsetenv("WGML_ARENA_BYTES");
+    th_unsetenv("WGML_ARENA_BYTES");
     th_expect_error("graph needing more arenas than allowed", s != WGML_OK, WGML_ERR_LIMIT, "arenas", NULL);
     s = wgml_graph_run(g);
     th_expect_error("running the graph that failed to compile", s != WGML_OK, WGML_ERR_STATE, NULL);
@@ -141,11 +141,11 @@ static bool expect_oom(wgml_ctx *ctx, const char *name, bool failed, const char 
 }
 
 static void test_memory_limit(void) {
-    setenv("WGML_DEVICE_MEMORY_LIMIT", "1M", 1);
+    th_setenv("WGML_DEVICE_MEMORY_LIMIT", "1M", 1);
     wgml_ctx *ctx = NULL;
     wgml_ctx_options opt = {0};
     wgml_status cs = wgml_ctx_create(&opt, &ctx);
-    unsetenv("WGML_DEVICE_MEMORY_LIMIT");
+    th_unsetenv("WGML_DEVICE_MEMORY_LIMIT");
     if (cs != WGML_OK) {
         th_check(false, "context: %s", wgml_create_error());
         return;
@@ -199,7 +199,7 @@ static void test_memory_limit(void) {
 static void test_upload_flush(void) {
     wgml_ctx *ctx = NULL;
     wgml_ctx_options opt = {0};
-    unsetenv("WGML_UPLOAD_FLUSH"); /* the default, 64 MiB */
+    th_unsetenv("WGML_UPLOAD_FLUSH"); /* the default, 64 MiB */
     if (wgml_ctx_create(&opt, &ctx) != WGML_OK) {
         th_check(false, "context: %s", wgml_create_error());
         return;

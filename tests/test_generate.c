@@ -269,15 +269,15 @@ static size_t case_fused(int all_q, int64_t ctx) {
     /* the plain ops' attention over one chunk of keys, whatever the adapter's tile (a CPU
      * adapter's few-rows tile takes 32 keys a block and would split CTX's 40 in two: one
      * attn_combine more per layer) */
-    setenv("WGML_SDPA_SPLIT", "1", 1);
-    setenv("WGML_LLAMA_UNFUSED", "1", 1);
+    th_setenv("WGML_SDPA_SPLIT", "1", 1);
+    th_setenv("WGML_LLAMA_UNFUSED", "1", 1);
     wgml_model *u = wgml_model_load(T.ctx, g_path, &mo);
-    setenv("WGML_LLAMA_UNFUSED", "0", 1); /* fused even on a CPU adapter, whose default is plain */
+    th_setenv("WGML_LLAMA_UNFUSED", "0", 1); /* fused even on a CPU adapter, whose default is plain */
     wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
-    unsetenv("WGML_LLAMA_UNFUSED");
+    th_unsetenv("WGML_LLAMA_UNFUSED");
     if (!th_check(u && f, "load fused and unfused: %s", wgml_last_error(T.ctx))) {
         wgml_model_free(u), wgml_model_free(f);
-        unsetenv("WGML_SDPA_SPLIT");
+        th_unsetenv("WGML_SDPA_SPLIT");
         synth_free(&s);
         return 0;
     }
@@ -319,7 +319,7 @@ static size_t case_fused(int all_q, int64_t ctx) {
     printf("  all_q %d, context %lld: decode step: %zu dispatches (plain ops: %zu)\n", all_q, (long long)ctx,
            df.dispatches_per_step, du.dispatches_per_step);
     wgml_model_free(u), wgml_model_free(f);
-    unsetenv("WGML_SDPA_SPLIT");
+    th_unsetenv("WGML_SDPA_SPLIT");
     remove(g_path);
     synth_free(&s);
     return st ? 0 : df.dispatches_per_step;
@@ -333,9 +333,9 @@ static void test_fused(void) {
      * $WGML_QW_GEMV_MERGE=0 attn_combine merges them, one dispatch more per layer */
     size_t four = case_fused(1, 200);
     th_check(one && four == one, "decode dispatches per step: %zu with 4 key chunks, %zu with one", four, one);
-    setenv("WGML_QW_GEMV_MERGE", "0", 1);
+    th_setenv("WGML_QW_GEMV_MERGE", "0", 1);
     size_t combine = case_fused(1, 200);
-    unsetenv("WGML_QW_GEMV_MERGE");
+    th_unsetenv("WGML_QW_GEMV_MERGE");
     th_check(one && combine == one + NL, "decode dispatches per step: %zu with 4 key chunks and attn_combine, %zu with one",
              combine, one);
     /* norms past the GEMV prologue's read budget ($WGML_QW_GEMV_NORM_BUDGET=0 here; a 1B model's
@@ -343,22 +343,22 @@ static void test_fused(void) {
      * next norm over (the sum times its weight and the partial sums of squares), q/k/v and
      * gate/up take it; the first layer's norm is a dispatch of its own; also with attn_combine
      * (the 1B's merge does not fit o's prologue) */
-    setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
-    setenv("WGML_QW_GEMV_HANDOFF", "1", 1);
+    th_setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
+    th_setenv("WGML_QW_GEMV_HANDOFF", "1", 1);
     size_t hand = case_fused(1, 200);
     th_check(four && hand == four + 1, "decode dispatches per step: %zu with the norms handed over, %zu in the GEMVs",
              hand, four);
-    setenv("WGML_QW_GEMV_MERGE", "0", 1);
+    th_setenv("WGML_QW_GEMV_MERGE", "0", 1);
     size_t hand_c = case_fused(1, 200);
-    unsetenv("WGML_QW_GEMV_MERGE");
+    th_unsetenv("WGML_QW_GEMV_MERGE");
     th_check(combine && hand_c == combine + 1, "decode dispatches per step: %zu with the norms handed over and "
              "attn_combine, %zu in the GEMVs", hand_c, combine);
     /* $WGML_QW_GEMV_HANDOFF=0: each residual add and the norm after it in one dispatch (two per
      * layer), the gated activation still in the gate/up GEMV */
-    setenv("WGML_QW_GEMV_HANDOFF", "0", 1);
+    th_setenv("WGML_QW_GEMV_HANDOFF", "0", 1);
     size_t apart = case_fused(1, 200);
-    unsetenv("WGML_QW_GEMV_HANDOFF");
-    unsetenv("WGML_QW_GEMV_NORM_BUDGET");
+    th_unsetenv("WGML_QW_GEMV_HANDOFF");
+    th_unsetenv("WGML_QW_GEMV_NORM_BUDGET");
     th_check(four && apart == four + 2 * NL, "decode dispatches per step: %zu with the norms apart, %zu in the GEMVs",
              apart, four);
 }
@@ -376,13 +376,13 @@ static void case_int8_prefill(const char *unfused) {
     synth_make_q(&s, 0, 0);
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = CTX};
-    setenv("WGML_LLAMA_UNFUSED", unfused, 1);
-    setenv("WGML_QW_INT8", "0", 1);
+    th_setenv("WGML_LLAMA_UNFUSED", unfused, 1);
+    th_setenv("WGML_QW_INT8", "0", 1);
     wgml_model *f = wgml_model_load(T.ctx, g_path, &mo);
-    setenv("WGML_QW_INT8", "1", 1);
+    th_setenv("WGML_QW_INT8", "1", 1);
     wgml_model *q = wgml_model_load(T.ctx, g_path, &mo);
-    unsetenv("WGML_QW_INT8");
-    unsetenv("WGML_LLAMA_UNFUSED");
+    th_unsetenv("WGML_QW_INT8");
+    th_unsetenv("WGML_LLAMA_UNFUSED");
     int32_t ids[12], af = -1, aq = -2;
     for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
     float lf[V], lq[V];
@@ -434,9 +434,9 @@ static void case_kv_f16(const char *unfused) {
     synth_make_q(&s, 0, 1);
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = 200, .kv_type = WGML_KV_F32}, mh = {.n_ctx = 200, .kv_type = WGML_KV_F16};
-    setenv("WGML_LLAMA_UNFUSED", unfused, 1);
+    th_setenv("WGML_LLAMA_UNFUSED", unfused, 1);
     wgml_model *f = wgml_model_load(T.ctx, g_path, &mo), *h = wgml_model_load(T.ctx, g_path, &mh);
-    unsetenv("WGML_LLAMA_UNFUSED");
+    th_unsetenv("WGML_LLAMA_UNFUSED");
     th_check(f && h && !wgml_model_config(f)->kv_f16 && wgml_model_config(h)->kv_f16, "load f32 and f16 caches: %s",
              wgml_last_error(T.ctx));
     int32_t ids[14];
@@ -458,13 +458,13 @@ static void case_kv_f16(const char *unfused) {
     if (unfused[0] == '0') {
         wgml_model_options bad = {.kv_type = (wgml_kv_type)7};
         th_expect_error("kv_type 7", !wgml_model_load(T.ctx, g_path, &bad), WGML_ERR_ARG, "kv_type 7", NULL);
-        setenv("WGML_KV", "bf16", 1);
+        th_setenv("WGML_KV", "bf16", 1);
         th_expect_error("$WGML_KV=bf16", !wgml_model_load(T.ctx, g_path, NULL), WGML_ERR_ARG, "WGML_KV", "bf16", NULL);
-        setenv("WGML_KV", "f16", 1);
+        th_setenv("WGML_KV", "f16", 1);
         wgml_model *e = wgml_model_load(T.ctx, g_path, NULL);
         th_check(e && wgml_model_config(e)->kv_f16, "$WGML_KV=f16: an f16 cache: %s", wgml_last_error(T.ctx));
         wgml_model_free(e);
-        unsetenv("WGML_KV");
+        th_unsetenv("WGML_KV");
     }
     remove(g_path);
     synth_free(&s);
@@ -511,10 +511,10 @@ static void test_device_lost(void) {
 int main(int argc, char **argv) {
     /* before the device: its driver's threads read the environment as they start, and
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
-    unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
-    unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
-    unsetenv("WGML_QW_GEMV_HANDOFF");     /* and the norms handed over */
-    unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
+    th_unsetenv("WGML_QW_GEMV_MERGE"); /* its A/B switch: the merge in the o projection is on by default */
+    th_unsetenv("WGML_QW_GEMV_NORM_BUDGET"); /* likewise the norm prologue's budget */
+    th_unsetenv("WGML_QW_GEMV_HANDOFF");     /* and the norms handed over */
+    th_unsetenv("WGML_KV");                  /* the KV cache f32 unless a case asks */
     th_init_args("test_generate", argc, argv);
     th_tmp_path(g_path, sizeof g_path, "wgml_test_generate_%d.gguf", (int)getpid());
     double t0 = now();

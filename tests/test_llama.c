@@ -384,7 +384,7 @@ int main(int argc, char **argv) {
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
     /* the fused inference graphs, as a GPU runs them (a CPU adapter's default is the plain ops,
      * which test_generate and the Python and browser tests run) */
-    setenv("WGML_LLAMA_UNFUSED", "0", 0);
+    th_setenv("WGML_LLAMA_UNFUSED", "0", 0);
     th_init_args("test_llama", argc, argv);
     th_tmp_path(g_path, sizeof g_path, "wgml_test_llama_%d.gguf", (int)getpid());
     test_sampler();

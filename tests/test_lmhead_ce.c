@@ -308,7 +308,7 @@ static void test_graph(int kind) {
 static void test_memory(void) {
     int64_t rows = 64, d = 32, v = 4096, hs[2] = {rows, d}, ws[2] = {v, d};
     /* the dispatch count below assumes one dispatch per chunk GEMM: no split-K reduction */
-    setenv("WGML_MATMUL_SPLITK", "1", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "1", 1);
     for (int with_d = 0; with_d < 2; with_d++) {
         wgml_graph *g = wgml_graph_new(T.ctx);
         wgml_tensor *h = wgml_tensor_new(g, WGML_F32, 2, hs), *w = wgml_tensor_new(g, WGML_F32, 2, ws);
@@ -333,7 +333,7 @@ static void test_memory(void) {
                (unsigned long long)arena, (unsigned long long)logits, nd);
         wgml_graph_free(g);
     }
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_SPLITK");
 }
 
 static void test_errors(void) {

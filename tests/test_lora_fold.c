@@ -30,7 +30,7 @@ typedef struct built {
 } built;
 
 static bool build(const fcase *c, bool fold, built *b) {
-    setenv("WGML_LORA_FOLD", fold ? "1" : "0", 1);
+    th_setenv("WGML_LORA_FOLD", fold ? "1" : "0", 1);
     wgml_graph *g = b->g = wgml_graph_new(T.ctx);
     b->w = make_weight(g, c->kind, c->n, c->k, c->group, c->bias);
     int64_t xs3[3] = {2, c->m / 2, c->k}, xs[2] = {c->m, c->k}, ys3[3] = {2, c->m / 2, c->n}, ys[2] = {c->m, c->n};
@@ -107,8 +107,8 @@ static void run_once(const fcase *c, built *b, int run) {
 }
 
 static void run_case(const fcase *c) {
-    if (c->variant) setenv("WGML_QW_MM_VARIANT", c->variant, 1);
-    if (c->splitk) setenv("WGML_QW_MM_SPLITK", c->splitk, 1);
+    if (c->variant) th_setenv("WGML_QW_MM_VARIANT", c->variant, 1);
+    if (c->splitk) th_setenv("WGML_QW_MM_SPLITK", c->splitk, 1);
     built b = {0};
     if (build(c, true, &b))
         for (int run = 0; run < 2; run++) run_once(c, &b, run);
@@ -121,8 +121,8 @@ static void run_case(const fcase *c) {
         free_built(&u);
     }
     free_built(&b);
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The eager graph: y right (folded and not, and wgml_lora_linear's composition) and no memory
@@ -151,7 +151,7 @@ static void test_eager(void) {
     for (int64_t i = 0; i < m * n; i++) yq[i] += lo[i], yf[i] += lo[i];
     static const fcase eq = {.name = "eager", .kind = 1};
     for (int form = 0; form < 3; form++) {
-        setenv("WGML_LORA_FOLD", form == 1 ? "1" : "0", 1);
+        th_setenv("WGML_LORA_FOLD", form == 1 ? "1" : "0", 1);
         wgml_memory_stats s0 = {0}, s1 = {0};
         for (int it = 0; it < 12; it++) {
             if (it == 2 && !wgml_sync(T.ctx)) wgml_memory_get(T.ctx, &s0);
@@ -180,7 +180,7 @@ done:
  * add): y_i = x·W_iᵀ + s_i·H_i·B_iᵀ, H_i = x·A_iᵀ; dB_i = s_i·R_iᵀ·H_i, dA_i = dH_iᵀ·x with
  * dH_i = s_i·R_i·B_i, dx = Σ_i (R_i·W_i + dH_i·A_i) + Rx. */
 static void test_shared(bool x_use_first) {
-    setenv("WGML_LORA_FOLD", "1", 1);
+    th_setenv("WGML_LORA_FOLD", "1", 1);
     enum { NG = 3 };
     const int64_t m = 48, k = 64, r = 8, ns[NG] = {40, 24, 24};
     const char *name = x_use_first ? "shared group, x's other use first" : "shared group, x's other use last";
@@ -272,7 +272,7 @@ done:
 }
 
 static void test_errors(void) {
-    setenv("WGML_LORA_FOLD", "1", 1);
+    th_setenv("WGML_LORA_FOLD", "1", 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
     hw w = make_weight(g, 0, 8, 32, 32, false);
     int64_t xs[2] = {16, 32}, as[2] = {4, 32}, bs[2] = {8, 4};
@@ -308,6 +308,6 @@ int main(int argc, char **argv) {
     test_shared(false);
     test_shared(true);
     test_errors();
-    unsetenv("WGML_LORA_FOLD");
+    th_unsetenv("WGML_LORA_FOLD");
     return th_done();
 }

@@ -97,7 +97,7 @@ static void test_linear_dw(void) {
 /* arena_cap > 0: intermediates limited to arenas of that many bytes ($WGML_ARENA_BYTES), so
  * the plan spreads them over several arenas. */
 static void test_graph(const char *arena_cap) {
-    if (arena_cap) setenv("WGML_ARENA_BYTES", arena_cap, 1);
+    if (arena_cap) th_setenv("WGML_ARENA_BYTES", arena_cap, 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t m = 40, k = 24, h = 36, n = 20;
     int64_t xs[2] = {m, k}, w1s[2] = {h, k}, w2s[2] = {h, h}, w3s[2] = {n, h};
@@ -110,7 +110,7 @@ static void test_graph(const char *arena_cap) {
     th_check(out && !wgml_graph_keep(g, out) && !wgml_graph_compile(g), "graph builds and compiles: %s",
              wgml_last_error(T.ctx));
     if (arena_cap) {
-        unsetenv("WGML_ARENA_BYTES");
+        th_unsetenv("WGML_ARENA_BYTES");
         /* one [40, 36] tensor (5,888 bytes aligned) per arena: h1 and h2 are live together */
         th_check(wgml_graph_arena_count(g) == 2, "arenas of %s bytes: %d arenas (want 2)", arena_cap,
                  wgml_graph_arena_count(g));
@@ -290,17 +290,17 @@ static void test_auto_shapes(void) {
 
 /* The epilogues (bias, addmm's C, linear_dw's accumulation) through the split-K reduction. */
 static void test_splitk_epilogues(void) {
-    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "3", 1);
     test_linear();
     test_addmm();
     test_linear_dw();
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_SPLITK");
 }
 
 /* Split-K in a built graph: linear (bias) -> mm, and linear_dw accumulating into a persistent
  * gradient, run twice with new inputs (the gradient holds the sum of both runs). */
 static void test_splitk_graph(void) {
-    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "3", 1);
     wgml_graph *g = wgml_graph_new(T.ctx);
     int64_t m = 24, k = 70, h = 20, n = 12;
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, (int64_t[]){m, k});
@@ -312,7 +312,7 @@ static void test_splitk_graph(void) {
     wgml_tensor *out = wgml_mm(g, wgml_linear(g, x, w1, bias), w2);
     th_check(out && !wgml_linear_dw(g, dy, x, dw, 1) && !wgml_graph_keep(g, out) && !wgml_graph_compile(g),
              "split-K graph builds: %s", wgml_last_error(T.ctx));
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_SPLITK");
     float *hw1 = th_random((size_t)(h * k), -1, 1), *hb = th_random((size_t)h, -1, 1);
     float *hw2 = th_random((size_t)(h * n), -1, 1);
     wgml_tensor_write(w1, hw1, wgml_tensor_nbytes(w1));
@@ -351,9 +351,9 @@ static void test_huge_grid(void) {
     /* 70,000 batch entries of 2x2x3: one workgroup each, more than 65,535 in one dimension */
     wgml_matmul_force_variant(T.ctx, 2);
     case_matmul("grid > 65535 workgroups", 70000, 70000, 2, 2, 3, 0, 0);
-    setenv("WGML_MATMUL_SPLITK", "2", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "2", 1);
     case_matmul("split2, grid > 65535 workgroups", 40000, 40000, 2, 2, 9, 0, 1);
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_SPLITK");
     wgml_matmul_force_variant(T.ctx, -1);
 }
 

@@ -9,7 +9,7 @@
  * partials). */
 static void split3(int first, int last) {
     static const int64_t shapes[][3] = {{129, 37, 65}, {33, 17, 1}, {132, 136, 36}};
-    setenv("WGML_MATMUL_SPLITK", "3", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "3", 1);
     int seen = 0;
     for (int v = 0; v < wgml_matmul_variant_count(); v++) {
         if (!is_tiled(v) || seen++ < first || seen - 1 > last) continue;
@@ -20,7 +20,7 @@ static void split3(int first, int last) {
             for (int t = 0; t < 4; t++) case_matmul(label, 0, 0, shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t >> 1);
     }
     wgml_matmul_force_variant(T.ctx, -1);
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_SPLITK");
     th_check(seen > last, "tiled variants %d..%d: only %d exist", first, last, seen);
 }
 
@@ -29,7 +29,7 @@ static void split3(int first, int last) {
 static void split_counts(void) {
     static const char *const counts[] = {"2", "7"};
     for (int c = 0; c < 2; c++) {
-        setenv("WGML_MATMUL_SPLITK", counts[c], 1);
+        th_setenv("WGML_MATMUL_SPLITK", counts[c], 1);
         char label[64];
         snprintf(label, sizeof label, "split%s", counts[c]);
         case_matmul(label, 0, 0, 70, 50, 333, 1, 0);
@@ -38,11 +38,11 @@ static void split_counts(void) {
         case_matmul(label, 1, 5, 9, 11, 13, 0, 1);
         case_matmul(label, 5, 0, 9, 11, 13, 0, 0);
     }
-    setenv("WGML_MATMUL_SPLITK", "4", 1);
-    setenv("WGML_MATMUL_VARIANT", "db128x64_k16_r8x4", 1);
+    th_setenv("WGML_MATMUL_SPLITK", "4", 1);
+    th_setenv("WGML_MATMUL_VARIANT", "db128x64_k16_r8x4", 1);
     case_matmul("split4 by $WGML_MATMUL_VARIANT", 0, 0, 40, 30, 50, 0, 1);
-    unsetenv("WGML_MATMUL_VARIANT");
-    unsetenv("WGML_MATMUL_SPLITK");
+    th_unsetenv("WGML_MATMUL_VARIANT");
+    th_unsetenv("WGML_MATMUL_SPLITK");
 }
 
 static void part_tile_a(void) { split3(0, 2); }

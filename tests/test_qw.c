@@ -132,9 +132,9 @@ static void test_linear_tiles_forced(void) { linear_tiles_forced(1, 2); }
 static void test_gemv_shapes(int first, int last) {
     static const char *gemv[] = {"auto",       "8,1,64,1",  "16,2,256,2", "64,1,128,3",
                                  "32,4,256,4", "32,8,64,1", "64,1,256,2", "128,8,128,1"};
-    setenv("WGML_QW_GEMV_MAX_M", "4", 1); /* a GPU's rows (a CPU adapter's GEMV takes one) */
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 1); /* a GPU's rows (a CPU adapter's GEMV takes one) */
     for (int f = first; f <= last; f++) {
-        if (f) setenv("WGML_QW_GEMV", gemv[f], 1);
+        if (f) th_setenv("WGML_QW_GEMV", gemv[f], 1);
         printf("  GEMV shape forced: %s\n", gemv[f]);
         case_linear(0, 1, 37, 96, 32, true, false);
         case_linear(0, 4, 129, 200, 64, false, false);
@@ -142,8 +142,8 @@ static void test_gemv_shapes(int first, int last) {
         case_linear(2, 2, 66, 96, 32, false, false);
         case_linear(7, 3, 21, 512, 16, false, false); /* Q6_K: G = 16 halves of a block */
     }
-    unsetenv("WGML_QW_GEMV");
-    unsetenv("WGML_QW_GEMV_MAX_M");
+    th_unsetenv("WGML_QW_GEMV");
+    th_unsetenv("WGML_QW_GEMV_MAX_M");
 }
 
 /* The Llama-3.2-1B projections at M = 1 (GEMV) and M = 112 (GEMM): shapes first..last of the
@@ -253,10 +253,10 @@ static void test_kquant_linear(void) {
     case_linear(8, 19, 37, 77, 32, false, true);
     case_linear(7, 70, 66, 4096, 16, false, true); /* Q6_K: few tiles, long K: the automatic split-K */
     /* a forced split-K on G = 16 (every tile variant on these kinds: test_qw_mm) */
-    setenv("WGML_QW_MM_SPLITK", "3", 1);
+    th_setenv("WGML_QW_MM_SPLITK", "3", 1);
     case_linear(7, 41, 37, 512, 16, false, true);
     case_linear(5, 41, 37, 512, 32, false, true);
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_SPLITK");
     printf("linear / linear_dx: %.2f s\n", now() - t0);
 }
 

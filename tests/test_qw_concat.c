@@ -30,10 +30,10 @@ static void case_concat(int kind, const int64_t *ns, int n, int64_t m, int64_t k
     double t0 = now();
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += ns[i];
-    if (variant) setenv("WGML_QW_MM_VARIANT", variant, 1);
+    if (variant) th_setenv("WGML_QW_MM_VARIANT", variant, 1);
     char sb[16];
     snprintf(sb, sizeof sb, "%d", splits);
-    if (splits) setenv("WGML_QW_MM_SPLITK", sb, 1);
+    if (splits) th_setenv("WGML_QW_MM_SPLITK", sb, 1);
     char name[200];
     int len = snprintf(name, sizeof name, "%s%s M=%lld K=%lld %s S=%s parts", KIND_NAMES[kind], bias ? "+b" : "",
                        (long long)m, (long long)k, variant ? variant : "auto", splits ? sb : "auto");
@@ -50,8 +50,8 @@ static void case_concat(int kind, const int64_t *ns, int n, int64_t m, int64_t k
     th_check(s == WGML_OK, "%s: %s", name, wgml_last_error(T.ctx));
     /* the output's NaN fill (the harness's context) and the one GEMM */
     if (splits == 1) th_check(dispatches_so_far() - d0 == 2, "%s: one GEMM", name);
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
     for (int64_t i = 0, r0 = 0; i < n && s == WGML_OK; r0 += ns[i++]) {
         char pn[260];
         snprintf(pn, sizeof pn, "%s: part %lld", name, (long long)i);
@@ -145,7 +145,7 @@ static void test_built_graph(void) {
 static void case_parts(int kind, int64_t m, int64_t n, int64_t k, bool bias, int splits) {
     char sb[16], name[128];
     snprintf(sb, sizeof sb, "%d", splits);
-    if (splits) setenv("WGML_QW_MM_SPLITK", sb, 1);
+    if (splits) th_setenv("WGML_QW_MM_SPLITK", sb, 1);
     snprintf(name, sizeof name, "parts %s%s M=%lld N=%lld K=%lld S=%s", KIND_NAMES[kind], bias ? "+b" : "", (long long)m,
              (long long)n, (long long)k, splits ? sb : "auto");
     hw h = make_weight(T.g, kind, n, k, 32, bias);
@@ -155,7 +155,7 @@ static void case_parts(int kind, int64_t m, int64_t n, int64_t k, bool bias, int
     int ny = 0;
     th_check(qw_parts_applies(T.g, x, h.w), "%s: applies", name);
     wgml_tensor *p = qw_linear_parts(T.g, "test", x, h.w, &ny);
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_SPLITK");
     th_check(p && ny >= 1 && (!splits || ny == splits), "%s: %d slices: %s", name, ny, wgml_last_error(T.ctx));
     if (p) {
         bool shape_ok = ny > 1 ? wgml_tensor_rank(p) == 3 && wgml_tensor_dim(p, 0) == ny && wgml_tensor_dim(p, 1) == m &&
@@ -232,9 +232,9 @@ static void test_refused(void) {
 int main(int argc, char **argv) {
     /* before the device: its driver's threads read the environment as they start, and
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
-    setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
-    unsetenv("WGML_QW_CONCAT"); /* the A/B switches */
-    unsetenv("WGML_QW_PARTS");
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
+    th_unsetenv("WGML_QW_CONCAT"); /* the A/B switches */
+    th_unsetenv("WGML_QW_PARTS");
     th_init_args("test_qw_concat", argc, argv);
     double t0 = now();
     test_refused();

@@ -539,23 +539,23 @@ static void part_handoff(void) {
     wgml_device_get_info(T.ctx, &info);
     static const char *shapes[] = {NULL, "32,2,64", "64,4,64"};
     for (int sh = 0; sh < 3; sh++) {
-        if (shapes[sh]) setenv("WGML_QW_GEMV", shapes[sh], 1);
+        if (shapes[sh]) th_setenv("WGML_QW_GEMV", shapes[sh], 1);
         for (int sg = 0; sg < (info.has_subgroups ? 2 : 1); sg++) {
             printf("  launch shape %s, %s\n", shapes[sh] ? shapes[sh] : "the adapter's", sg ? "subgroup sums" : "no subgroups");
-            setenv("WGML_QW_GEMV_SUBGROUP", sg ? "1" : "0", 1);
+            th_setenv("WGML_QW_GEMV_SUBGROUP", sg ? "1" : "0", 1);
             handoff_cases(sh > 0);
         }
     }
-    unsetenv("WGML_QW_GEMV");
-    unsetenv("WGML_QW_GEMV_SUBGROUP");
+    th_unsetenv("WGML_QW_GEMV");
+    th_unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
 
 /* The fused cases with the tree reduction, after the bad arguments. */
 static void part_tree(void) {
     test_errors();
-    setenv("WGML_QW_GEMV_SUBGROUP", "0", 1);
+    th_setenv("WGML_QW_GEMV_SUBGROUP", "0", 1);
     test_fused_cases(false);
-    unsetenv("WGML_QW_GEMV_SUBGROUP");
+    th_unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
 
 /* The decode forms with subgroup operations, where the device has them. */
@@ -566,16 +566,16 @@ static void part_subgroup(void) {
         printf("  the device has no subgroups: the tree reduction only (part tree)\n");
         return;
     }
-    setenv("WGML_QW_GEMV_SUBGROUP", "1", 1);
+    th_setenv("WGML_QW_GEMV_SUBGROUP", "1", 1);
     test_fused_cases(true);
-    unsetenv("WGML_QW_GEMV_SUBGROUP");
+    th_unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
 
 /* The public ops' paths, a built graph, the chunks' merge. */
 static void part_rest(void) {
     test_plain_paths();
     test_built_graph();
-    unsetenv("WGML_QW_GEMV_MERGE");
+    th_unsetenv("WGML_QW_GEMV_MERGE");
     test_merge();
 }
 
@@ -584,7 +584,7 @@ static void part_rest(void) {
 int main(int argc, char **argv) {
     /* before the device: its driver's threads read the environment as they start, and
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
-    setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     th_init_args("test_qw_gemv_fused", argc, argv);
     static const th_part parts[] = {
         {"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}, {"handoff", part_handoff}};

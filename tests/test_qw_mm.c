@@ -17,8 +17,8 @@ static void case_mm(int vi, int trans, int splits, bool accumulate, bool api, in
     const char *vname = qw_mm_variant_name(vi);
     char sbuf[16];
     snprintf(sbuf, sizeof sbuf, "%d", splits);
-    setenv("WGML_QW_MM_VARIANT", vname, 1);
-    setenv("WGML_QW_MM_SPLITK", sbuf, 1);
+    th_setenv("WGML_QW_MM_VARIANT", vname, 1);
+    th_setenv("WGML_QW_MM_SPLITK", sbuf, 1);
     int64_t n = trans ? r : c, k = trans ? c : r;
     hw h = make_weight(T.g, kind, n, k, group, bias);
     char name[200];
@@ -108,8 +108,8 @@ static void test_variants(int v0, int v1) {
         case_mm(v, v % 2, 1, v % 4 == 3, v % 4 == 0, 9, 70, v % 2 ? 45 : 512, v % 2 ? 256 : 45, 16, false);
         printf("  variant %-22s (Q6_K, Q5_1, F16, Q2_K) %.2f s\n", qw_mm_variant_name(v), now() - t0);
     }
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The forward with the GGUF kinds (4-bit with minimum, 8-bit) on double-buffered tiles; more
@@ -122,8 +122,8 @@ static void test_extra(void) {
     case_mm(3, 0, 64, true, false, 0, 70, 96, 37, 32, true);
     case_mm(5, 1, 7, true, false, 2, 133, 300, 96, 32, false);
     case_mm(0, 0, 5, false, true, 0, 65, 1000, 66, 128, true);
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The automatic choice (no knobs set): 128 x 64 where it gives >= 256 tiles and the output is
@@ -182,20 +182,20 @@ static void test_auto(void) {
         }
     /* an unknown name falls back to the automatic choice; an index selects by position */
     int v, s;
-    setenv("WGML_QW_MM_VARIANT", "no_such_tile", 1);
+    th_setenv("WGML_QW_MM_VARIANT", "no_such_tile", 1);
     qw_mm_plan_for(T.ctx, false, 4096, 576, 1536, false, &v, &s);
     th_check(!strcmp(qw_mm_variant_name(v), "tile128x64_k16_r8x4"), "unknown variant name: auto (%s)",
              qw_mm_variant_name(v));
-    setenv("WGML_QW_MM_VARIANT", "0", 1);
-    setenv("WGML_QW_MM_SPLITK", "1", 1);
+    th_setenv("WGML_QW_MM_VARIANT", "0", 1);
+    th_setenv("WGML_QW_MM_SPLITK", "1", 1);
     qw_mm_plan(T.ctx, 512, 1536, 576, false, &v, &s);
     th_check(v == 0 && s == 1, "variant by index 0, split 1: %s S=%d", qw_mm_variant_name(v), s);
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
     /* the automatic split on a real product: M = 512, R = 1536, C = 576 at S = 6 */
     case_mm(5, 1, 6, false, true, 0, 512, 1536, 576, 64, false);
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* A built graph with split double-buffered products (forward with bias; input gradient
@@ -204,17 +204,17 @@ static void test_graph(void) {
     const int64_t m = 70, n = 150, k = 200;
     wgml_graph *g = wgml_graph_new(T.ctx);
     hw h = make_weight(g, 0, n, k, 64, true);
-    setenv("WGML_QW_MM_VARIANT", "db128x64_k16_r8x4", 1);
-    setenv("WGML_QW_MM_SPLITK", "3", 1);
+    th_setenv("WGML_QW_MM_VARIANT", "db128x64_k16_r8x4", 1);
+    th_setenv("WGML_QW_MM_SPLITK", "3", 1);
     int64_t xs[2] = {m, k}, ds[2] = {m, n};
     wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *d = wgml_tensor_new(g, WGML_F32, 2, ds);
     wgml_tensor *gx = wgml_tensor_new(g, WGML_F32, 2, xs);
     wgml_tensor *o = h.w && x ? wgml_qlinear(g, x, h.w) : NULL;
-    setenv("WGML_QW_MM_VARIANT", "db128x128_k8_r8x8", 1);
-    setenv("WGML_QW_MM_SPLITK", "4", 1);
+    th_setenv("WGML_QW_MM_VARIANT", "db128x128_k8_r8x8", 1);
+    th_setenv("WGML_QW_MM_SPLITK", "4", 1);
     wgml_status s = h.w && d && gx ? qw_mm_into(g, "qw_mm_test", d, h.w, 1, m, gx, true) : WGML_ERR_ARG;
-    unsetenv("WGML_QW_MM_VARIANT");
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_VARIANT");
+    th_unsetenv("WGML_QW_MM_SPLITK");
     bool ok = o && s == WGML_OK && !wgml_graph_keep(g, o) && !wgml_graph_keep(g, gx) && !wgml_graph_compile(g);
     th_check(ok, "graph built: %s", wgml_last_error(T.ctx));
     for (int run = 0; ok && run < 2; run++) {

@@ -276,15 +276,15 @@ static void test_subgroup(void) {
         const char *sg, *shape;
     } runs[] = {{"1", NULL}, {"1", "4,2,64,1"}, {"1", "16,2,256,2"}, {"4", "4,2,64,1"}, {"1", "32,4,256,1"}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        setenv("WGML_QW_GEMV_SUBGROUP", runs[r].sg, 1);
-        if (runs[r].shape) setenv("WGML_QW_GEMV", runs[r].shape, 1);
+        th_setenv("WGML_QW_GEMV_SUBGROUP", runs[r].sg, 1);
+        if (runs[r].shape) th_setenv("WGML_QW_GEMV", runs[r].shape, 1);
         char what[96];
         snprintf(what, sizeof what, "subgroup=%s shape %s", runs[r].sg, runs[r].shape ? runs[r].shape : "auto");
         case_multi(what, THREE, 3, 3, 200, 64, 1);
         case_multi(what, two, 2, 1, 2080, 32, 1);
-        unsetenv("WGML_QW_GEMV");
+        th_unsetenv("WGML_QW_GEMV");
     }
-    unsetenv("WGML_QW_GEMV_SUBGROUP");
+    th_unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
 
 /* M past the GEMV's rows, more than 65,535 workgroups, a built graph */
@@ -297,9 +297,9 @@ static void test_rest(void) {
 int main(int argc, char **argv) {
     /* before the device: its driver's threads read the environment as they start, and
      * setenv beside them is a race (lavapipe crashed in getenv under ASan) */
-    setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     /* the tree reduction unless $WGML_QW_GEMV_SUBGROUP says otherwise (auto may pick subgroups) */
-    setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
+    th_setenv("WGML_QW_GEMV_SUBGROUP", "0", 0);
     th_init_args("test_qw_multi", argc, argv);
     static const th_part parts[] = {
         {"errors", test_errors}, {"fused", test_fused}, {"fused-m34", test_fused_m34}, {"fused-kinds", test_fused_kinds},

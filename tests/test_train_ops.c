@@ -323,7 +323,7 @@ static void test_ce_repeat(void) {
     int nl = 0;
     double t0 = now();
     for (int mode = 0; mode < 3; mode++) {
-        if (env[mode]) setenv("WGML_CE_COUNT", env[mode], 1);
+        if (env[mode]) th_setenv("WGML_CE_COUNT", env[mode], 1);
         wgml_graph *g = wgml_graph_new(T.ctx);
         wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, shape), *l = wgml_tensor_new(g, WGML_I32, 1, &rows);
         wgml_tensor *dl = NULL, *loss = wgml_cross_entropy(g, x, l, &dl);
@@ -343,7 +343,7 @@ static void test_ce_repeat(void) {
         th_check(ok, "cross_entropy [1200, 4800] graph (%s): %s", env[mode] ? env[mode] : "default",
                  wgml_last_error(T.ctx));
         wgml_graph_free(g);
-        if (env[mode]) unsetenv("WGML_CE_COUNT");
+        if (env[mode]) th_unsetenv("WGML_CE_COUNT");
     }
     double dt = now() - t0;
     bool same_l = nl == 5;
@@ -367,11 +367,11 @@ static void test_ce_repeat(void) {
  * dispatch): 5,001 rows of 8 (scalar labels) in workgroups of 64 rows, eager, against the
  * reference; and a scaled single-valid-label case in workgroups of 3 rows. */
 static void test_ce_multirow(void) {
-    setenv("WGML_CE_COUNT", "inline:64", 1);
+    th_setenv("WGML_CE_COUNT", "inline:64", 1);
     case_ce(5001, 8, 0.25, -4, 4, -1, true);
-    setenv("WGML_CE_COUNT", "inline:3", 1);
+    th_setenv("WGML_CE_COUNT", "inline:3", 1);
     case_ce(40, 20, 2.0, -3, 3, 0.5, true);
-    unsetenv("WGML_CE_COUNT");
+    th_unsetenv("WGML_CE_COUNT");
 }
 
 static void test_ce_errors(void) {

@@ -103,8 +103,8 @@ static bool copy_state(wgml_trainer *from, wgml_trainer *to) {
 static const char *env_swap(const char *name, const char *val, char *keep, size_t cap) {
     const char *was = getenv(name);
     if (was) snprintf(keep, cap, "%s", was);
-    if (val) setenv(name, val, 1);
-    else unsetenv(name);
+    if (val) th_setenv(name, val, 1);
+    else th_unsetenv(name);
     return was ? keep : NULL;
 }
 
