@@ -97,7 +97,7 @@ static void check_quant(const char *name, const float *x, const uint32_t *xq, co
  * qw_mm_into, accumulating) in a graph with int8 activations, checked three ways (above). */
 static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, const char *splitk, bool acc) {
     double t0 = now();
-    setenv("WGML_QW_MM_SPLITK", splitk ? splitk : "", 1);
+    th_setenv("WGML_QW_MM_SPLITK", splitk ? splitk : "", 1);
     hw h = make_weight(T.g, kind, n, k, group, bias);
     char name[160];
     snprintf(name, sizeof name, "i8 %s M=%lld N=%lld K=%lld G=%d%s%s%s%s", KIND_NAMES[kind], (long long)m, (long long)n,
@@ -115,6 +115,7 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
     wgml_tensor *x = th_tensor_f32(2, xs, hx), *o = NULL;
     graph_set_x8(T.g, true);
     wgml_tensor *xq = qw_quant_x(T.g, "test_i8", x, w, m);
+    size_t nd0 = wgml_graph_dispatch_count(T.g); /* the product's dispatches from here */
     if (acc) {
         o = th_tensor_f32(2, os, h0);
         th_check(qw_mm_into(T.g, "test_i8", x, w, 0, m, o, true) == WGML_OK, "%s: recorded (%s)", name,
@@ -128,6 +129,16 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
         size_t nd = wgml_graph_dispatch_count(T.g);
         if (nd) wgml_graph_dispatch_name(T.g, nd - 1, &shader);
         th_check(shader && !strcmp(shader, "qw_gemv"), "%s: the GEMV ran (last kernel %s)", name, shader ? shader : "none");
+        const char *e = getenv("WGML_QW_GEMV_XQ");
+        if (e && !strcmp(e, "1") && rs % 4 == 0) { /* x quantised once: a qw_quant_x of the product's own */
+            int nq = 0;
+            for (size_t i = nd0; i < nd; i++) {
+                const char *k = NULL;
+                wgml_graph_dispatch_name(T.g, i, &k);
+                nq += k && !strcmp(k, "qw_quant_x");
+            }
+            th_check(nq == 1, "%s: x quantised once for the GEMV (%d qw_quant_x dispatches)", name, nq);
+        }
     }
     th_check(xq && o, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
     uint32_t *gq = malloc(sizeof(uint32_t) * (size_t)(m * rs));
@@ -185,7 +196,7 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
     wgml_tensor_free(xq);
     wgml_tensor_free(o);
     free_weight(&h);
-    unsetenv("WGML_QW_MM_SPLITK");
+    th_unsetenv("WGML_QW_MM_SPLITK");
 }
 
 /* The segmented output (qw_linear_concat: a weight's rows as parts, each part's product a
@@ -235,26 +246,26 @@ static void test_4bit(void) {
     case_i8(0, 40, 72, 1024, 128, true, "3", false);
     case_i8(1, 65, 64, 64, 32, false, NULL, true);
     case_i8(5, 70, 64, 256, 32, false, NULL, false);
-    setenv("WGML_QW_I8_TILE", "128x64", 1);
+    th_setenv("WGML_QW_I8_TILE", "128x64", 1);
     case_i8(0, 300, 200, 64, 32, false, NULL, false);
-    setenv("WGML_QW_I8_TILE", "128x128", 1);
+    th_setenv("WGML_QW_I8_TILE", "128x128", 1);
     case_i8(1, 200, 300, 96, 32, false, NULL, false);
-    unsetenv("WGML_QW_I8_TILE");
+    th_unsetenv("WGML_QW_I8_TILE");
     case_seg(1, 70, 96, 32);
     /* 2 and 4 blocks a stage ($WGML_QW_I8_STAGE): stages that run past a split-K slice's end
      * (K = 1024 in 3 slices of 352) and past K (200 at G = 64; 96 at G = 32) */
-    setenv("WGML_QW_I8_STAGE", "4", 1);
+    th_setenv("WGML_QW_I8_STAGE", "4", 1);
     case_i8(0, 40, 72, 1024, 128, true, "3", false);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
-    setenv("WGML_QW_I8_STAGE", "2", 1);
+    th_setenv("WGML_QW_I8_STAGE", "2", 1);
     case_i8(1, 65, 64, 96, 32, false, "2", true);
     /* the default reads the next stage ahead; without it ($WGML_QW_I8_PREFETCH=0, load then
      * compute) at 2 and 1 blocks a stage, split-K */
-    setenv("WGML_QW_I8_PREFETCH", "0", 1);
+    th_setenv("WGML_QW_I8_PREFETCH", "0", 1);
     case_i8(0, 133, 70, 200, 64, false, NULL, false);
-    unsetenv("WGML_QW_I8_STAGE");
+    th_unsetenv("WGML_QW_I8_STAGE");
     case_i8(0, 40, 72, 1024, 128, true, "3", true);
-    unsetenv("WGML_QW_I8_PREFETCH");
+    th_unsetenv("WGML_QW_I8_PREFETCH");
 }
 
 /* 8-bit fields: Q8_0 (signed), Q5_0 (signed 5-bit), Q5_1 and Q5_K (unsigned 5-bit with a
@@ -270,10 +281,10 @@ static void test_8bit(void) {
     case_i8(10, 33, 40, 256, 16, false, NULL, true);
     case_i8(11, 19, 64, 96, 32, false, NULL, false);
     case_i8(12, 40, 33, 512, 32, false, "2", false);
-    setenv("WGML_QW_I8_PREFETCH", "0", 1); /* without the read-ahead: 8-bit words, 16-k blocks */
+    th_setenv("WGML_QW_I8_PREFETCH", "0", 1); /* without the read-ahead: 8-bit words, 16-k blocks */
     case_i8(2, 70, 96, 96, 32, false, "2", false);
     case_i8(7, 50, 70, 512, 16, false, NULL, false);
-    unsetenv("WGML_QW_I8_PREFETCH");
+    th_unsetenv("WGML_QW_I8_PREFETCH");
 }
 
 /* The GEMV's integer form (qw_gemv.wgsl's I8X: x quantised per block in registers, the codes
@@ -282,21 +293,21 @@ static void test_8bit(void) {
  * (forced: a CPU adapter has its own): the same three checks, the quantiser's against the GEMM's
  * (qw_quant_x), whose formula the GEMV follows, and a check that the GEMV ran. */
 static void test_gemv(void) {
-    setenv("WGML_QW_GEMV_MAX_M", "4", 1);
-    setenv("WGML_QW_GEMV_I8", "1", 1); /* every kind, every shape (the rule takes fewer) */
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 1);
+    th_setenv("WGML_QW_GEMV_I8", "1", 1); /* every kind, every shape (the rule takes fewer) */
     case_i8(0, 1, 70, 96, 32, true, NULL, false);
     case_i8(0, 3, 40, 200, 64, false, NULL, false);
-    setenv("WGML_QW_GEMV", "32,8,64,1", 1); /* the GPUs' large-K launch shape, forced */
+    th_setenv("WGML_QW_GEMV", "32,8,64,1", 1); /* the GPUs' large-K launch shape, forced */
     case_i8(0, 4, 33, 2048, 128, false, NULL, false);
     case_i8(7, 4, 24, 2048, 16, false, NULL, false);
-    setenv("WGML_QW_GEMV", "128,8,128,1", 1); /* a GPU shape for few rows: 4 subgroups a row */
+    th_setenv("WGML_QW_GEMV", "128,8,128,1", 1); /* a GPU shape for few rows: 4 subgroups a row */
     case_i8(0, 4, 17, 4096, 128, false, NULL, false);
     case_i8(7, 2, 16, 4096, 16, false, NULL, false);
-    setenv("WGML_QW_GEMV", "256,4,256,1", 1);
+    th_setenv("WGML_QW_GEMV", "256,4,256,1", 1);
     case_i8(0, 1, 9, 8192, 64, true, NULL, false);
-    setenv("WGML_QW_GEMV", "64,1,256,2", 1); /* the GPUs' small-K shape: two blocks in flight */
+    th_setenv("WGML_QW_GEMV", "64,1,256,2", 1); /* the GPUs' small-K shape: two blocks in flight */
     case_i8(5, 2, 20, 512, 32, true, NULL, false);
-    unsetenv("WGML_QW_GEMV");
+    th_unsetenv("WGML_QW_GEMV");
     case_i8(1, 2, 64, 64, 32, true, NULL, false);
     case_i8(5, 1, 64, 2048, 32, false, NULL, false);
     case_i8(2, 4, 96, 96, 32, false, NULL, false);
@@ -308,8 +319,19 @@ static void test_gemv(void) {
     case_i8(10, 1, 40, 256, 16, false, NULL, false);
     case_i8(11, 3, 64, 96, 32, false, NULL, false);
     case_i8(12, 4, 33, 512, 32, false, NULL, false);
-    unsetenv("WGML_QW_GEMV_MAX_M");
-    unsetenv("WGML_QW_GEMV_I8");
+    /* x quantised once by qw_quant_x and read by the GEMV ($WGML_QW_GEMV_XQ=1): 4-bit, 8-bit
+     * and G = 16 codes, 1 to 4 rows, the large-K shape */
+    th_setenv("WGML_QW_GEMV_XQ", "1", 1);
+    case_i8(0, 1, 70, 128, 32, true, NULL, false);
+    case_i8(6, 3, 65, 256, 32, false, NULL, false);
+    case_i8(7, 4, 24, 2048, 16, false, NULL, false);
+    th_setenv("WGML_QW_GEMV", "128,8,128,1", 1);
+    case_i8(0, 2, 17, 4096, 128, true, NULL, false);
+    case_i8(9, 1, 48, 4096, 16, false, NULL, false);
+    th_unsetenv("WGML_QW_GEMV");
+    th_unsetenv("WGML_QW_GEMV_XQ");
+    th_unsetenv("WGML_QW_GEMV_MAX_M");
+    th_unsetenv("WGML_QW_GEMV_I8");
 }
 
 int main(int argc, char **argv) {

@@ -153,6 +153,7 @@ typedef struct gemv_cfg {
     uint32_t sg_known; /* the subgroup size known to hold at least (0: unknown) */
     bool direct;       /* the sums are final in the subgroup: no workgroup memory */
     bool i8x;          /* x quantised to int8 per block, codes through dot4I8Packed (qw_x8_applies) */
+    wgml_tensor *xq;   /* with i8x: x quantised once by qw_quant_x, read instead of quantising (NULL: no) */
     const qw_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
 } gemv_cfg;
 
@@ -227,6 +228,7 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
                      "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
                      "  return v;\n");
     /* the integer forms (qw_gemv_i8.wgsl) only where the adapter has them; else stubs never called */
+    EMIT("const XQIN: bool = %s;\n", c->xq ? "true" : "false");
     if (c->i8x)
         EMIT("const I8X: bool = true;\n//!include qw_gemv_i8\n");
     else
@@ -270,6 +272,13 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
     int n_ro = 0;
     ro[n_ro++] = x;
     EMIT("//!bindings read(X: array<XT>)\n");
+    if (c->xq) {
+        ro[n_ro++] = c->xq;
+        EMIT("//!bindings read(XQ: array<vec4<u32>>)\n"
+             "fn xq4(i: u32) -> vec4<u32> { return XQ[i]; }\nfn xqw(i: u32) -> u32 { return XQ[i / 4u][i %% 4u]; }\n");
+    } else {
+        EMIT("fn xq4(i: u32) -> vec4<u32> { return vec4<u32>(); }\nfn xqw(i: u32) -> u32 { return 0u; }\n");
+    }
     if (norm) {
         ro[n_ro++] = f->norm_w;
         EMIT("//!bindings read(NRM: array<f32>)\n"
@@ -389,6 +398,26 @@ static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const
     return (qw_kind_cpw(ws[0]->kind) == 8 && c->rpt >= 4) || ws[0]->group == 16;
 }
 
+/* Storage buffers one GEMV dispatch may bind: the graph's limit (one binding is the uniform)
+ * or the device's, the smaller. */
+static int gemv_binding_limit(wgml_ctx *ctx) {
+    int limit = GRAPH_MAX_BINDINGS - 1;
+    const gpu_caps *caps = gpu_get_caps(ctx);
+    return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
+}
+
+/* Whether the integer form reads x quantised once by qw_quant_x (one dispatch before it) instead
+ * of every row group quantising the blocks it reads: $WGML_QW_GEMV_XQ=1, not the default until
+ * timed in a model (bench/gemv_variants.py's xq bounds the gain: docs/PERFORMANCE.md,
+ * 2026-12-07). Not with a staged x (a norm prologue, attention's merge), and only where the
+ * quantised row's words come in whole vec4s and one more binding fits. */
+static bool gemv_xq(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
+    const wgml_qweight *w = ws[0];
+    int64_t rs = w->kp / 4 + 2 * (w->kp / qw_x8_block(w));
+    return c->i8x && env_long("WGML_QW_GEMV_XQ", 0, 1, 0) && !fuse_stage(c->f) && rs % 4 == 0 &&
+           gemv_storage_bindings(ws, nw, c->f) + 1 <= gemv_binding_limit(graph_ctx(g));
+}
+
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
  * one dispatch of the qw_gemv kernel (M <= qw_gemv_max_m rows of x) configured by c (its fusion:
  * c->f, whose gated epilogue gives one output and whose next_norm three, fuse_outputs); each
@@ -407,9 +436,13 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     int n_ro = 0;
     gemv_cfg cx = *c;
     cx.i8x = gemv_i8x(g, ws, nw, c);
+    if (gemv_xq(g, ws, nw, &cx) && !(cx.xq = qw_quant_x(g, op, x, w, m)))
+        return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     c = &cx;
-    if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude)
+    if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude) {
+        wgml_tensor_free(cx.xq);
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
+    }
     struct {
         uint32_t nrow[4], rg_end[4];
         uint32_t m, k, vpr, ng, nblk, row_groups;
@@ -446,6 +479,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
         if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     if (!s)
         s = graph_dispatch(g, op, "qw_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
+    wgml_tensor_free(cx.xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s)
         for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);
@@ -463,13 +497,6 @@ wgml_status qw_record_gemv(wgml_graph *g, const char *op, wgml_tensor *x, const 
 }
 
 
-/* Storage buffers one GEMV dispatch may bind: the graph's limit (one binding is the uniform)
- * or the device's, the smaller. */
-static int gemv_binding_limit(wgml_ctx *ctx) {
-    int limit = GRAPH_MAX_BINDINGS - 1;
-    const gpu_caps *caps = gpu_get_caps(ctx);
-    return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
-}
 
 /* Whether a gated pair (gate ws[0], up ws[1]) goes in one fused dispatch: one layout, the
  * binding limit, the workgroup memory of its config (*c, at m rows of x). */
@@ -704,12 +731,12 @@ bool qw_gemv_norm_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, cons
     return bytes <= budget;
 }
 
-/* Whether the decode graphs hand the norms over where they can (qw_gemv_handoff_fits): not yet.
- * It takes two dispatches a layer out of a 1B's or 8B's decode step (the add + RMSNorms, 2.2 us
- * each in the 1B's pipelined step on the H100: bench/NOTES.md, 2026-12-07) for a longer
- * epilogue in o and down and the partial sums' loads in q/k/v and gate/up; it is checked on
- * lavapipe and in Chromium but not timed on a GPU yet, so it stays behind
- * $WGML_QW_GEMV_HANDOFF=1 until an A/B run decides. */
+/* Whether the decode graphs hand the norms over where they can (qw_gemv_handoff_fits): no. It
+ * takes two dispatches a layer out of a 1B's or 8B's decode step (the add + RMSNorms, 2.2 us
+ * each in the 1B's pipelined step) for a longer epilogue in o and down and the partial sums'
+ * loads in q/k/v and gate/up, and it decoded the 1B 20% slower on the H100 (623 against 785
+ * tokens/s, docs/PERFORMANCE.md, 2026-12-07), when those loads were one an iteration; so it
+ * stays behind $WGML_QW_GEMV_HANDOFF=1 until a run with the loads issued together decides. */
 #define HANDOFF_DEFAULT false
 
 bool qw_gemv_handoff_fits(wgml_ctx *ctx, const wgml_qweight *const *ws, int n, const qw_gemv_fuse *f) {

@@ -47,7 +47,8 @@
 // The prelude gives KIND CPW G BPG GPB ABT code_f deq (qweight.c), and (qw_gemv.c) XT (vec4<f32> when K % 4 == 0,
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
-// I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X),
+// I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X), XQIN (I8X reads x
+// quantised once, qw_quant_x's rows, through xq4(i) and xqw(i): binding XQ's vec4 i and word i),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row; 0 without
 // XSTAGE), XSH_LEN, NRED_LEN, EPI, PAIR, RP, SSQ_IN with ssq_in(i) (SQ's element i), SSQ_OUT
 // with ssq_store(i, n, o) (O1[i] = o * NN[n]) and ssq_part(i, v) (O2[i] = v), SSW_LEN, WG, TPR,
@@ -82,20 +83,31 @@ var<workgroup> ssw: array<f32, SSW_LEN>;      // SSQ_OUT: each row group's sums 
 // SSQ_IN: the norm's scale of x's row mm from the sum of the producer's partial sums of squares
 fn ssq_scale(s: f32) -> f32 { return inverseSqrt(s / f32(p.K) + p.eps); }
 
-// SSQ_IN with subgroups: lane l of a subgroup adds partials l, l + size, ... of row mm and the
-// subgroup's sum is the row's, in every lane of every subgroup (uniform control flow only)
-fn ssq_sum_sg(mm: u32, sgi: SgIn, sgl: SgLane) -> f32 {
+// SSQ_IN: the partials of row mm that lane l of n lanes adds, l, l + n, ..., SSQ_U loads issued
+// together (a loop of one load an iteration waited out each load's latency in turn: 16 a lane
+// for the 1B's o projection's 512 partials)
+const SSQ_U: u32 = 8u;
+fn ssq_lanes(mm: u32, l: u32, n: u32) -> f32 {
     var s = 0.0;
-    for (var i = sg_lane(sgl); i < p.ssq_n; i += sg_size(sgi)) { s += ssq_in(mm * p.ssq_n + i); }
-    return sg_sum(s, sg_size(sgi), sg_size(sgi));
+    for (var i = l; i < p.ssq_n; i += SSQ_U * n) {
+        var v: array<f32, SSQ_U>;
+        for (var u = 0u; u < SSQ_U; u++) {
+            let j = i + u * n;
+            v[u] = select(0.0, ssq_in(mm * p.ssq_n + min(j, p.ssq_n - 1u)), j < p.ssq_n);
+        }
+        for (var u = 0u; u < SSQ_U; u++) { s += v[u]; }
+    }
+    return s;
+}
+
+// SSQ_IN with subgroups: the subgroup's lanes share row mm's partials and the subgroup's sum is
+// the row's, in every lane of every subgroup (uniform control flow only)
+fn ssq_sum_sg(mm: u32, sgi: SgIn, sgl: SgLane) -> f32 {
+    return sg_sum(ssq_lanes(mm, sg_lane(sgl), sg_size(sgi)), sg_size(sgi), sg_size(sgi));
 }
 
 // SSQ_IN without subgroups: the storing thread adds row mm's partials itself
-fn ssq_sum(mm: u32) -> f32 {
-    var s = 0.0;
-    for (var i = 0u; i < p.ssq_n; i++) { s += ssq_in(mm * p.ssq_n + i); }
-    return s;
-}
+fn ssq_sum(mm: u32) -> f32 { return ssq_lanes(mm, 0u, 1u); }
 
 // MERGE: the weight of each chunk c of head h in the merged row, 2^(m_c - M) / sum_c' l_c'
 // 2^(m_c' - M) with M the head's largest m (attn_combine.wgsl's merge; 0 for a chunk that saw
@@ -193,6 +205,18 @@ fn block_dot(cw: array<vec4<u32>, VPB>, xs: array<vec4<f32>, 8>) -> f32 {
     return s;
 }
 
+// I8X: one row's block: a·d·Σ(q·c) + b·s with the block's words q, scales d0, d1 and sums s0, s1
+// of x's two halves (G >= 32: d0 = d1 and s0 + s1 the block's sum); 8-bit codes in two loads
+// and, with G = 16, one (a, b) per half block
+fn i8_row(cw: array<vec4<u32>, VPB>, ab: array<vec2<f32>, GPB>, q: array<u32, 8>, d0: f32, d1: f32, s0: f32,
+          s1: f32) -> f32 {
+    let ab0 = ab[0];
+    if (CPW == 8u) { return ab0.x * d0 * cvt_i2f(idot(cw[0], q, 0u)) + ab0.y * (s0 + s1); }
+    let ab1 = ab[GPB - 1u];
+    return ab0.x * d0 * cvt_i2f(idot(cw[0], q, 0u)) + ab0.y * s0 + ab1.x * d1 * cvt_i2f(idot(cw[VPB / 2u], q, 4u)) +
+           ab1.y * s1;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32, sgi: SgIn, sgl: SgLane) {
@@ -260,6 +284,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let b = b0 + u * TPR;
             if (b >= p.nblk) { break; }
             for (var mm = 0u; mm < MR; mm++) {
+                if (XQIN) { // x quantised once (qw_quant_x's rows): the block's words, d and s
+                    let rs = p.nblk * 8u + 2u * p.nblk * GPB; // the row's words: Kp / 4 + 2 Kp / QB
+                    let o4 = (mm * rs + b * 8u) / 4u;
+                    let qa = xq4(o4);
+                    let qb = xq4(o4 + 1u);
+                    let q = array<u32, 8>(qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w);
+                    let di = mm * rs + p.nblk * 8u + b * GPB; // d of the block's first QB
+                    let si = di + p.nblk * GPB;
+                    let d0 = bitcast<f32>(xqw(di));
+                    let d1 = bitcast<f32>(xqw(di + GPB - 1u));
+                    let s0 = bitcast<f32>(xqw(si));
+                    let s1 = select(0.0, bitcast<f32>(xqw(si + 1u)), GPB == 2u); // G >= 32: s0 is the block's
+                    for (var r = 0u; r < RPT; r++) { acc[r][mm] += i8_row(cw[u][r], ab[u][r], q, d0, d1, s0, s1); }
+                    continue;
+                }
                 var xs: array<vec4<f32>, 8>;
                 var sx = vec4<f32>(0.0);
                 var sx_lo = vec4<f32>(0.0); // the first half's sum (G = 16)
@@ -288,16 +327,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     // x's sum as the product's offset term takes it: d·Σq (qw_quant_x's s), per half
                     let s0 = d0 * cvt_i2f(qsum(q, 0u));
                     let s1 = d1 * cvt_i2f(qsum(q, 4u));
-                    for (var r = 0u; r < RPT; r++) {
-                        let ab0 = ab[u][r][0];
-                        if (CPW == 8u) {
-                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
-                        } else { // 8-bit codes: two loads; G = 16: one (a, b) and d per half block
-                            let ab1 = ab[u][r][GPB - 1u];
-                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
-                                          ab1.x * d1 * cvt_i2f(idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
-                        }
-                    }
+                    for (var r = 0u; r < RPT; r++) { acc[r][mm] += i8_row(cw[u][r], ab[u][r], q, d0, d1, s0, s1); }
                     continue;
                 }
                 if (CPW == 8u) {
