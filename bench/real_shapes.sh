@@ -24,7 +24,8 @@
 # pairs timed. AB_FLUSH=1 also runs each pair with WGML_UPLOAD_FLUSH=0 (memory A/B).
 # AB_ENV="VAR=VALUE ..." also times each pair once per setting, with that variable set (any switch:
 # WGML_QW_GEMV_I8=1, every GEMV in the integer form, say; WGML_QW_KSCALES=0, the K types' scales
-# as f32 pairs), with wgml's memory line.
+# as f32 pairs), with wgml's memory line; a setting of several variables joins them with commas
+# (WGML_QW_GEMV_XQ=1,WGML_QW_GEMV_I8=1).
 # WGML_MEMORY_TRACE=64M (say) in the environment lists wgml's large buffers in the logs.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -113,7 +114,8 @@ for mt in $MODELS; do
     [ "${AB_INT8:-0}" = 1 ] && ab_env="WGML_QW_INT8=0 $ab_env" # f32 activations
     for e in $ab_env; do
       echo "-- $m $t prompt $1 decode $2, $e" | tee -a "$R"
-      env "$e" $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
+      IFS=, read -r -a vars <<<"$e"
+      env "${vars[@]}" $W bench generate --model "$F" --prompt-tokens "$1" --decode-tokens "$2" 2>&1 |
         grep -E "^prefill |^decode |^device memory" | tee -a "$R"
     done
     if [ "${AB_NORM:-0}" = 1 ] && [ "$1" = 512 ]; then # the prologue does not depend on the context
