@@ -295,7 +295,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let d0 = bitcast<f32>(xqw(di));
                     let d1 = bitcast<f32>(xqw(di + GPB - 1u));
                     let s0 = bitcast<f32>(xqw(si));
-                    let s1 = select(0.0, bitcast<f32>(xqw(si + 1u)), GPB == 2u); // G >= 32: s0 is the block's
+                    let s1 = select(0.0, bitcast<f32>(xqw(si + GPB - 1u)), GPB == 2u); // G >= 32: s0 is the block's
                     for (var r = 0u; r < RPT; r++) { acc[r][mm] += i8_row(cw[u][r], ab[u][r], q, d0, d1, s0, s1); }
                     continue;
                 }
