@@ -423,6 +423,51 @@ static void case_int8_prefill(const char *unfused) {
  * test_qw_i8 covers (the checked build's compiles bound this test's time) */
 static void test_int8_prefill(void) { case_int8_prefill("0"); }
 
+/* x quantised once for the GEMVs' integer form ($WGML_QW_GEMV_XQ=1: a qw_quant_x dispatch before
+ * each such GEMV group; test_qw_i8 checks the kernel against its formula), in the fused decode
+ * graphs with every GEMV int8 ($WGML_QW_GEMV_I8=1): the same quantisation of x as each row group
+ * makes for itself without it, so a decode step's logits agree to rounding, and the step has
+ * more dispatches with it (the quantisers). Both forms settle when a graph is built, so each
+ * model's decode graphs are built with its own setting. */
+static void test_xq_decode(void) {
+    synth s;
+    synth_make_q(&s, 0, 1);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    th_setenv("WGML_LLAMA_UNFUSED", "0", 1);
+    th_setenv("WGML_QW_INT8", "1", 1);
+    th_setenv("WGML_QW_GEMV_I8", "1", 1);
+    wgml_model *a = wgml_model_load(T.ctx, g_path, &mo), *b = wgml_model_load(T.ctx, g_path, &mo);
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    float la[V], lb[V];
+    wgml_decode_stats da = {0}, db = {0};
+    wgml_status st = a && b ? wgml_model_prefill(a, ids, 11, la, NULL) : WGML_ERR_ARG;
+    if (!st) st = wgml_model_prefill(b, ids, 11, lb, NULL);
+    if (!st) st = wgml_model_decode(a, ids[11], la, NULL);
+    if (!st) st = wgml_model_decode_greedy(a, 3, 2, 0, NULL, NULL, &da);
+    th_setenv("WGML_QW_GEMV_XQ", "1", 1);
+    if (!st) st = wgml_model_decode(b, ids[11], lb, NULL);
+    if (!st) st = wgml_model_decode_greedy(b, 3, 2, 0, NULL, NULL, &db);
+    th_unsetenv("WGML_QW_GEMV_XQ");
+    th_unsetenv("WGML_QW_GEMV_I8");
+    th_unsetenv("WGML_QW_INT8");
+    th_unsetenv("WGML_LLAMA_UNFUSED");
+    if (th_check(!st, "x quantised once: %s", wgml_last_error(T.ctx))) {
+        double ref[V];
+        for (int j = 0; j < V; j++) ref[j] = la[j];
+        th_close("decode step, x quantised once against each row group's own", lb, ref, V, 1e-5, 1e-5);
+        th_check(db.dispatches_per_step > da.dispatches_per_step,
+                 "x quantised once: decode dispatches per step %zu, %zu without (want more: the quantisers)",
+                 db.dispatches_per_step, da.dispatches_per_step);
+        printf("  x quantised once: decode step %zu dispatches (%zu without)\n", db.dispatches_per_step,
+               da.dispatches_per_step);
+    }
+    wgml_model_free(a), wgml_model_free(b);
+    remove(g_path);
+    synth_free(&s);
+}
+
 /* The KV cache's f16 form (wgml_model_options.kv_type; the kernels are checked against fp64 in
  * test_attention, test_attn_decode and test_fused): the same model with an f32 and an f16 cache,
  * a prefill of 11 then decode steps over 200 positions (the decode attention in key chunks),
@@ -521,6 +566,7 @@ int main(int argc, char **argv) {
     test_generate();
     test_fused();
     test_int8_prefill();
+    test_xq_decode();
     test_kv_f16();
     test_device_lost();
     printf("  total %.2f s\n", now() - t0);
