@@ -412,9 +412,7 @@ static int gemv_binding_limit(wgml_ctx *ctx) {
  * 2026-12-07). Not with a staged x (a norm prologue, attention's merge), and only where the
  * quantised row's words come in whole vec4s and one more binding fits. */
 static bool gemv_xq(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
-    const wgml_qweight *w = ws[0];
-    int64_t rs = w->kp / 4 + 2 * (w->kp / qw_x8_block(w));
-    return c->i8x && env_long("WGML_QW_GEMV_XQ", 0, 1, 0) && !fuse_stage(c->f) && rs % 4 == 0 &&
+    return c->i8x && env_long("WGML_QW_GEMV_XQ", 0, 1, 0) && !fuse_stage(c->f) && qw_quant_x_row(ws[0]) % 4 == 0 &&
            gemv_storage_bindings(ws, nw, c->f) + 1 <= gemv_binding_limit(graph_ctx(g));
 }
 

@@ -113,6 +113,8 @@ wgml_tensor *qw_record_mm(wgml_graph *g, const char *op, wgml_tensor *a, const w
  * for w by qw_quant_x.wgsl into an i32 tensor [m, Kp/4 + 2·Kp/QB] (codes, scales, sums; the
  * layout is in the kernel's comment), QB = qw_x8_block(w) (32, or 16 for G = 16). */
 uint32_t qw_x8_block(const wgml_qweight *w);
+/* Words of one row of qw_quant_x's output for w: Kp/4 + 2·Kp/QB. */
+int64_t qw_quant_x_row(const wgml_qweight *w);
 /* Whether w's product in g takes int8 activations: the graph asks (graph_set_x8), the adapter
  * has dot4I8Packed, the codes fit an int8, trans = 0; the GEMM (qw_mm_i8) and the GEMV (its
  * I8X form) both follow it. $WGML_QW_INT8=0 turns it off. */

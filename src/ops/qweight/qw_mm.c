@@ -253,9 +253,11 @@ bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans) {
 
 uint32_t qw_x8_block(const wgml_qweight *w) { return w->group == 16 ? 16u : 32u; }
 
+int64_t qw_quant_x_row(const wgml_qweight *w) { return w->kp / 4 + 2 * (w->kp / qw_x8_block(w)); }
+
 wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m) {
     uint32_t qb = qw_x8_block(w);
-    int64_t nb = w->kp / qb, rs = w->kp / 4 + 2 * nb, n = m * rs;
+    int64_t nb = w->kp / qb, rs = qw_quant_x_row(w), n = m * rs;
     wgml_tensor *xq = graph_output(g, op, WGML_I32, 1, &n);
     if (!xq) return NULL;
     struct {
