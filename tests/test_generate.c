@@ -123,6 +123,14 @@ static int mid_batch_token(const run *a, int *at, int last) {
     return -1;
 }
 
+/* The logits got against want (another run's, as the reference) within tol, absolute and
+ * relative. */
+static bool logits_close(const char *name, const float *got, const float *want, double tol) {
+    double ref[V];
+    for (int j = 0; j < V; j++) ref[j] = want[j];
+    return th_close(name, got, ref, V, tol, tol);
+}
+
 static void test_generate(void) {
     synth s;
     synth_make(&s, 0);
@@ -217,12 +225,10 @@ static void test_generate(void) {
         /* (the cache holds the prompt and the kept tokens: the stop token was never fed) */
         for (int i = 0; i < NX; i++) seq[L++] = extra[i];
         float lf[V];
-        double ref[V];
         wgml_model_reset(m);
         if (th_check(wgml_model_prefill(m, seq, L, lf, NULL) == WGML_OK, "whole-sequence prefill: %s",
                      wgml_last_error(T.ctx))) {
-            for (int j = 0; j < V; j++) ref[j] = lf[j];
-            th_close("prefill after a pipelined stop vs the whole sequence at once", lb, ref, V, 1e-4, 1e-4);
+            logits_close("prefill after a pipelined stop vs the whole sequence at once", lb, lf, 1e-4);
         }
     }
     free_run(&sa), free_run(&sb);
@@ -284,19 +290,16 @@ static size_t case_fused(int all_q, int64_t ctx) {
     int32_t ids[14];
     for (int i = 0; i < 14; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
     float lu[V], lf[V];
-    double ref[V];
     char name[96];
     wgml_status st = wgml_model_prefill(u, ids, 11, lu, NULL);
     if (!st) st = wgml_model_prefill(f, ids, 11, lf, NULL);
-    for (int j = 0; j < V; j++) ref[j] = lu[j];
     snprintf(name, sizeof name, "all_q %d: fused vs plain ops: prefill 11", all_q);
-    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) th_close(name, lf, ref, V, 1e-5, 1e-5);
+    if (th_check(!st, "prefill: %s", wgml_last_error(T.ctx))) logits_close(name, lf, lu, 1e-5);
     for (int p = 11; p < 14; p++) {
         st = wgml_model_decode(u, ids[p], lu, NULL);
         if (!st) st = wgml_model_decode(f, ids[p], lf, NULL);
-        for (int j = 0; j < V; j++) ref[j] = lu[j];
         snprintf(name, sizeof name, "all_q %d: fused vs plain ops: decode at %d", all_q, p);
-        if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) th_close(name, lf, ref, V, 1e-5, 1e-5);
+        if (th_check(!st, "decode: %s", wgml_last_error(T.ctx))) logits_close(name, lf, lu, 1e-5);
     }
     wgml_decode_stats du, df;
     st = wgml_model_decode_greedy(u, 3, 2, 0, NULL, NULL, &du);
@@ -454,9 +457,7 @@ static void test_xq_decode(void) {
     th_unsetenv("WGML_QW_INT8");
     th_unsetenv("WGML_LLAMA_UNFUSED");
     if (th_check(!st, "x quantised once: %s", wgml_last_error(T.ctx))) {
-        double ref[V];
-        for (int j = 0; j < V; j++) ref[j] = la[j];
-        th_close("decode step, x quantised once against each row group's own", lb, ref, V, 1e-5, 1e-5);
+        logits_close("decode step, x quantised once against each row group's own", lb, la, 1e-5);
         th_check(db.dispatches_per_step > da.dispatches_per_step,
                  "x quantised once: decode dispatches per step %zu, %zu without (want more: the quantisers)",
                  db.dispatches_per_step, da.dispatches_per_step);
