@@ -21,16 +21,7 @@ XQ = """                if (I8X) {
                     let d1 = dd.y;
                     let s0 = dd.z;
                     let s1 = dd.w;
-                    for (var r = 0u; r < RPT; r++) {
-                        let ab0 = ab[u][r][0];
-                        if (CPW == 8u) {
-                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * (s0 + s1);
-                        } else {
-                            let ab1 = ab[u][r][GPB - 1u];
-                            acc[r][mm] += ab0.x * d0 * cvt_i2f(idot(cw[u][r][0], q, 0u)) + ab0.y * s0 +
-                                          ab1.x * d1 * cvt_i2f(idot(cw[u][r][VPB / 2u], q, 4u)) + ab1.y * s1;
-                        }
-                    }
+                    for (var r = 0u; r < RPT; r++) { acc[r][mm] += i8_row(cw[u][r], ab[u][r], q, d0, d1, s0, s1); }
                     continue;
                 }
 """
