@@ -15,6 +15,24 @@ bool graph_is_eager(const wgml_graph *g) { return g->eager; }
 void graph_set_x8(wgml_graph *g, bool on) { g->x8 = on; }
 bool graph_x8(const wgml_graph *g) { return g->x8; }
 
+bool graph_derived_set(wgml_graph *g, const wgml_tensor *src, uint64_t key, wgml_tensor *t) {
+    if (g->eager) return true;
+    if (g->n_derived == g->cap_derived) {
+        size_t cap = g->cap_derived ? 2 * g->cap_derived : 16;
+        graph_derive *d = realloc(g->derived, cap * sizeof *d);
+        if (!d) return false;
+        g->derived = d, g->cap_derived = cap;
+    }
+    g->derived[g->n_derived++] = (graph_derive){.src = src, .key = key, .t = t};
+    return true;
+}
+
+wgml_tensor *graph_derived(const wgml_graph *g, const wgml_tensor *src, uint64_t key) {
+    for (size_t i = 0; i < g->n_derived && !g->eager; i++)
+        if (g->derived[i].src == src && g->derived[i].key == key) return g->derived[i].t;
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ lifetime */
 
 static wgml_graph *graph_alloc(wgml_ctx *ctx, bool eager) {
@@ -75,6 +93,7 @@ void wgml_graph_free(wgml_graph *g) {
     free(g->nodes);
     graph_tape_release(g);
     free_tensors(g);
+    free(g->derived);
     free(g);
 }
 

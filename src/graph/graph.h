@@ -20,6 +20,15 @@ bool graph_is_eager(const wgml_graph *g);
 void graph_set_x8(wgml_graph *g, bool on);
 bool graph_x8(const wgml_graph *g);
 
+/* A tensor derived from src under a key (another form of src that an op made along with it, e.g.
+ * x quantised for the integer-dot GEMVs: ops/qweight/qw_xq.h), so that a later op takes it instead
+ * of deriving it again. Built graphs only (an eager graph's tensors come and go, and their
+ * addresses with them): graph_derived_set does nothing there and graph_derived finds nothing.
+ * graph_derived_set returns false when out of host memory (then nothing is recorded: the later
+ * op derives its own). */
+bool graph_derived_set(wgml_graph *g, const wgml_tensor *src, uint64_t key, wgml_tensor *t);
+wgml_tensor *graph_derived(const wgml_graph *g, const wgml_tensor *src, uint64_t key);
+
 /* ---- the context's graph-layer state (context.c): wgml_ctx_create makes the device, then
  * this state; the gpu layer only stores the pointer. */
 /* The context's eager graph (made by wgml_ctx_create, freed by wgml_ctx_destroy). */

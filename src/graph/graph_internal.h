@@ -6,6 +6,12 @@
 
 #include "graph/graph.h"
 
+typedef struct graph_derive {
+    const wgml_tensor *src;
+    uint64_t key;
+    wgml_tensor *t;
+} graph_derive;
+
 typedef struct graph_node {
     const char *op;
     const char *shader;
@@ -37,6 +43,8 @@ struct wgml_graph {
     bool check_aliasing; /* $WGML_CHECK_ALIASING, read once per context (by its eager graph) */
     gpu_buffer *unused;  /* eager graph: the context's buffer for GRAPH_UNUSED slots */
     bool x8;             /* graph_set_x8 */
+    graph_derive *derived; /* graph_derived_set's records */
+    size_t n_derived, cap_derived;
 };
 
 /* graph_record.c: frees the recorded nodes' preludes and empties the node list (its room stays). */
