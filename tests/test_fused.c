@@ -47,7 +47,7 @@ static void case_add_rms_ex(int rank, const int64_t *shape, bool train, bool pos
     float *hwy = th_random((size_t)d, 0.5, 1.5);
     wgml_tensor *w = upload(g, WGML_F32, 1, &d, hw), *wy = upload(g, WGML_F32, 1, &d, hwy), *sum = NULL;
     if (train) wgml_tensor_set_trainable(x, 1);
-    wgml_tensor *h = ny > 1 ? norm_add_rms_parts(g, x, y, ny, post ? wy : NULL, w, eps, &sum)
+    wgml_tensor *h = ny > 1 ? norm_add_rms_parts(g, x, y, ny, post ? wy : NULL, w, eps, NULL, 0, &sum)
                      : post ? norm_add_rms_post(g, x, y, wy, w, eps, &sum)
                             : norm_add_rms(g, x, y, w, eps, &sum);
     double *yd = malloc(sizeof(double) * (size_t)n); /* y: its slices summed in double */

@@ -426,12 +426,15 @@ static void case_int8_prefill(const char *unfused) {
  * test_qw_i8 covers (the checked build's compiles bound this test's time) */
 static void test_int8_prefill(void) { case_int8_prefill("0"); }
 
-/* x quantised once for the GEMVs' integer form ($WGML_QW_GEMV_XQ=1: a qw_quant_x dispatch before
- * each such GEMV group; test_qw_i8 checks the kernel against its formula), in the fused decode
- * graphs with every GEMV int8 ($WGML_QW_GEMV_I8=1): the same quantisation of x as each row group
- * makes for itself without it, so a decode step's logits agree to rounding, and the step has
- * more dispatches with it (the quantisers). Both forms settle when a graph is built, so each
- * model's decode graphs are built with its own setting. */
+/* x quantised once for the GEMVs' integer form (test_qw_i8 checks the kernels against their
+ * formulas), in the fused decode graphs with every GEMV int8 ($WGML_QW_GEMV_I8=1) and the norms
+ * in dispatches of their own ($WGML_QW_GEMV_NORM_BUDGET=0, as a 1B model's): $WGML_QW_GEMV_XQ=1,
+ * a qw_quant_x dispatch before each such GEMV group; =2, the norms write x quantised for the
+ * GEMVs after them (q/k/v, gate/up, the head), and the others keep their dispatch. The same
+ * quantisation of x as each row group makes for itself without it, so a decode step's logits
+ * agree to rounding; the step has more dispatches with =1 (the quantisers), and fewer with =2
+ * than with =1 (the norms' outputs replace theirs). Each form settles when a graph is built, so
+ * each model's decode graphs are built with its own setting. */
 static void test_xq_decode(void) {
     synth s;
     synth_make_q(&s, 0, 1);
@@ -440,31 +443,37 @@ static void test_xq_decode(void) {
     th_setenv("WGML_LLAMA_UNFUSED", "0", 1);
     th_setenv("WGML_QW_INT8", "1", 1);
     th_setenv("WGML_QW_GEMV_I8", "1", 1);
-    wgml_model *a = wgml_model_load(T.ctx, g_path, &mo), *b = wgml_model_load(T.ctx, g_path, &mo);
+    th_setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
+    static const char *const modes[3] = {"", "1", "2"};
+    wgml_model *md[3];
+    float lg[3][V];
+    wgml_decode_stats ds[3] = {{0}};
     int32_t ids[12];
     for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
-    float la[V], lb[V];
-    wgml_decode_stats da = {0}, db = {0};
-    wgml_status st = a && b ? wgml_model_prefill(a, ids, 11, la, NULL) : WGML_ERR_ARG;
-    if (!st) st = wgml_model_prefill(b, ids, 11, lb, NULL);
-    if (!st) st = wgml_model_decode(a, ids[11], la, NULL);
-    if (!st) st = wgml_model_decode_greedy(a, 3, 2, 0, NULL, NULL, &da);
-    th_setenv("WGML_QW_GEMV_XQ", "1", 1);
-    if (!st) st = wgml_model_decode(b, ids[11], lb, NULL);
-    if (!st) st = wgml_model_decode_greedy(b, 3, 2, 0, NULL, NULL, &db);
-    th_unsetenv("WGML_QW_GEMV_XQ");
+    wgml_status st = WGML_OK;
+    for (int i = 0; i < 3; i++) {
+        md[i] = wgml_model_load(T.ctx, g_path, &mo);
+        if (!st) st = md[i] ? wgml_model_prefill(md[i], ids, 11, lg[i], NULL) : WGML_ERR_ARG;
+        th_setenv("WGML_QW_GEMV_XQ", modes[i], 1);
+        if (!st) st = wgml_model_decode(md[i], ids[11], lg[i], NULL);
+        if (!st) st = wgml_model_decode_greedy(md[i], 3, 2, 0, NULL, NULL, &ds[i]);
+        th_unsetenv("WGML_QW_GEMV_XQ");
+    }
+    th_unsetenv("WGML_QW_GEMV_NORM_BUDGET");
     th_unsetenv("WGML_QW_GEMV_I8");
     th_unsetenv("WGML_QW_INT8");
     th_unsetenv("WGML_LLAMA_UNFUSED");
     if (th_check(!st, "x quantised once: %s", wgml_last_error(T.ctx))) {
-        logits_close("decode step, x quantised once against each row group's own", lb, la, 1e-5);
-        th_check(db.dispatches_per_step > da.dispatches_per_step,
-                 "x quantised once: decode dispatches per step %zu, %zu without (want more: the quantisers)",
-                 db.dispatches_per_step, da.dispatches_per_step);
-        printf("  x quantised once: decode step %zu dispatches (%zu without)\n", db.dispatches_per_step,
-               da.dispatches_per_step);
+        logits_close("decode step, x quantised once by a dispatch against each row group's own", lg[1], lg[0], 1e-5);
+        logits_close("decode step, x quantised once by the norms against each row group's own", lg[2], lg[0], 1e-5);
+        size_t n0 = ds[0].dispatches_per_step, n1 = ds[1].dispatches_per_step, n2 = ds[2].dispatches_per_step;
+        th_check(n1 > n0 && n2 < n1 && n2 >= n0,
+                 "x quantised once: decode dispatches per step %zu without, %zu with the quantisers' dispatches, %zu "
+                 "with the norms' (want more, then fewer but no fewer than without)",
+                 n0, n1, n2);
+        printf("  x quantised once: decode step %zu dispatches (%zu without, %zu by the norms)\n", n1, n0, n2);
     }
-    wgml_model_free(a), wgml_model_free(b);
+    for (int i = 0; i < 3; i++) wgml_model_free(md[i]);
     remove(g_path);
     synth_free(&s);
 }

@@ -12,6 +12,9 @@
 #include "harness.h"
 #include "ops/qweight/qw_internal.h"
 #include "ops/qweight/qw_concat.h"
+#include "ops/qweight/qw_share.h"
+#include "ops/qweight/qw_xq.h"
+#include "ops/norm/norm_fused.h"
 #include "qw_host.h"
 
 /* the k (in its block) of byte c of packed word j: qw_quant_x.wgsl's order (pair: 4-bit codes,
@@ -93,6 +96,59 @@ static void check_quant(const char *name, const float *x, const uint32_t *xq, co
              worst_d, worst_s);
 }
 
+/* The product got [m, n] of x (hx [m, k]) with h's weight through the integer dot product from x's
+ * quantised rows gq (qw_quant_x's format for the weight), checked three ways: the quantiser's
+ * rule, the kernel's formula, the exact product within the quantisation bound (h0: the output
+ * accumulated into, or NULL). */
+static void check_i8(const char *name, const float *hx, const uint32_t *gq, const hw *h, int kind, int64_t m, int64_t n,
+                     int64_t k, const float *got, const float *h0) {
+    const wgml_qweight *w = h->w;
+    int qb = (int)qw_x8_block(w);
+    int64_t kp = w->kp, nb = kp / qb;
+    int8_t *q = calloc((size_t)(m * kp), 1);
+    double *d = malloc(sizeof(double) * (size_t)(m * nb)), *s = malloc(sizeof(double) * (size_t)(m * nb));
+    check_quant(name, hx, gq, h, m, k, qb, q, d, s);
+    img im = make_img(h, kind);
+    double *own = malloc(sizeof(double) * (size_t)(m * n)), *tol_own = malloc(sizeof(double) * (size_t)(m * n));
+    double *exact = ref_forward(hx, h, m, n, k), *bound = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double base = (h->bias ? h->bias[j] : 0.0) + (h0 ? h0[i * n + j] : 0.0), sum = base, mag = fabs(base),
+                   qerr = 0, wabs = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                double a, bb, db = d[i * nb + b], blk_w = 0;
+                ab_of(&im, w, j, b * qb / w->group, &a, &bb);
+                int64_t isum = 0;
+                for (int64_t kk = b * qb; kk < (b + 1) * qb; kk++) {
+                    isum += (int64_t)q[i * kp + kk] * code_of(&im, w, j, kk);
+                    if (kk < k) blk_w += fabs(h->deq[j * k + kk]);
+                }
+                sum += a * db * (double)isum + bb * s[i * nb + b];
+                mag += fabs(a * db * (double)isum) + fabs(bb * s[i * nb + b]);
+                qerr += 0.5 * db * blk_w;
+                wabs += blk_w;
+            }
+            own[i * n + j] = sum;
+            tol_own[i * n + j] = 1e-5 * mag + 1e-6;
+            exact[i * n + j] += h0 ? h0[i * n + j] : 0.0;
+            bound[i * n + j] = qerr * 1.001 + 1e-5 * (mag + wabs) + 1e-6;
+        }
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s: against its formula", name);
+    th_close_each(nm, got, own, (size_t)(m * n), tol_own, 0.0);
+    snprintf(nm, sizeof nm, "%s: against the exact product, within the quantisation bound", name);
+    th_close_each(nm, got, exact, (size_t)(m * n), bound, 0.0);
+    free(q);
+    free(d);
+    free(s);
+    free(im.words);
+    free(im.ab);
+    free(own);
+    free(tol_own);
+    free(exact);
+    free(bound);
+}
+
 /* One product: the forward of x [m, k] with kind's weight [n, k] through wgml_qlinear (or
  * qw_mm_into, accumulating) in a graph with int8 activations, checked three ways (above). */
 static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool bias, const char *splitk, bool acc) {
@@ -143,50 +199,8 @@ static void case_i8(int kind, int64_t m, int64_t n, int64_t k, int group, bool b
     th_check(xq && o, "%s: recorded (%s)", name, wgml_last_error(T.ctx));
     uint32_t *gq = malloc(sizeof(uint32_t) * (size_t)(m * rs));
     float *got = o ? th_read_f32(o) : NULL;
-    if (xq && got && wgml_tensor_read(xq, gq, sizeof(uint32_t) * (size_t)(m * rs)) == WGML_OK) {
-        int8_t *q = calloc((size_t)(m * kp), 1);
-        double *d = malloc(sizeof(double) * (size_t)(m * nb)), *s = malloc(sizeof(double) * (size_t)(m * nb));
-        check_quant(name, hx, gq, &h, m, k, qb, q, d, s);
-        img im = make_img(&h, kind);
-        double *own = malloc(sizeof(double) * (size_t)(m * n)), *tol_own = malloc(sizeof(double) * (size_t)(m * n));
-        double *exact = ref_forward(hx, &h, m, n, k), *bound = malloc(sizeof(double) * (size_t)(m * n));
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) {
-                double base = (h.bias ? h.bias[j] : 0.0) + (acc ? h0[i * n + j] : 0.0), sum = base, mag = fabs(base),
-                       qerr = 0, wabs = 0;
-                for (int64_t b = 0; b < nb; b++) {
-                    double a, bb, db = d[i * nb + b], blk_w = 0;
-                    ab_of(&im, w, j, b * qb / w->group, &a, &bb);
-                    int64_t isum = 0;
-                    for (int64_t kk = b * qb; kk < (b + 1) * qb; kk++) {
-                        isum += (int64_t)q[i * kp + kk] * code_of(&im, w, j, kk);
-                        if (kk < k) blk_w += fabs(h.deq[j * k + kk]);
-                    }
-                    sum += a * db * (double)isum + bb * s[i * nb + b];
-                    mag += fabs(a * db * (double)isum) + fabs(bb * s[i * nb + b]);
-                    qerr += 0.5 * db * blk_w;
-                    wabs += blk_w;
-                }
-                own[i * n + j] = sum;
-                tol_own[i * n + j] = 1e-5 * mag + 1e-6;
-                exact[i * n + j] += acc ? h0[i * n + j] : 0.0;
-                bound[i * n + j] = qerr * 1.001 + 1e-5 * (mag + wabs) + 1e-6;
-            }
-        char nm[256];
-        snprintf(nm, sizeof nm, "%s: against its formula", name);
-        th_close_each(nm, got, own, (size_t)(m * n), tol_own, 0.0);
-        snprintf(nm, sizeof nm, "%s: against the exact product, within the quantisation bound", name);
-        th_close_each(nm, got, exact, (size_t)(m * n), bound, 0.0);
-        free(q);
-        free(d);
-        free(s);
-        free(im.words);
-        free(im.ab);
-        free(own);
-        free(tol_own);
-        free(exact);
-        free(bound);
-    }
+    if (xq && got && wgml_tensor_read(xq, gq, sizeof(uint32_t) * (size_t)(m * rs)) == WGML_OK)
+        check_i8(name, hx, gq, &h, kind, m, n, k, got, acc ? h0 : NULL);
     printf("  %-86s %.2f s\n", name, now() - t0);
     free(gq);
     free(got);
@@ -334,8 +348,112 @@ static void test_gemv(void) {
     th_unsetenv("WGML_QW_GEMV_I8");
 }
 
+/* x quantised once by its producer (qw_xq.h) in a built graph: norm_add_rms_parts (post: after a
+ * post-norm of y, as Gemma's blocks) writes its normed row h in the formats of the two weights of
+ * kinds ka, kb that read it (qw_xq_formats: two when they differ, as a Q4_K_M q/k/v group's Q4_K
+ * and Q6_K), and the GEMVs of h with them (wgml_qlinear_multi, one dispatch per kind) read those
+ * rows: the graph holds no qw_quant_x, and each product passes case_i8's three checks against h as
+ * read back (so it took the integer form with the producer's quantisation, which the GEMV's rule
+ * alone would not choose at these shapes); h itself against fp64. */
+static void case_norm_xq(int ka, int ga, int kb, int gb, int64_t m, int64_t k, bool post, int want_nf) {
+    double t0 = now();
+    int kinds[2] = {ka, kb};
+    int64_t ns[2] = {48, 40}, xs[2] = {m, k}, ws1[1] = {k};
+    hw hs[2] = {make_weight(T.g, ka, ns[0], k, ga, false), make_weight(T.g, kb, ns[1], k, gb, false)};
+    char name[160];
+    snprintf(name, sizeof name, "norm xq %s G=%d + %s G=%d M=%lld K=%lld%s", KIND_NAMES[ka], ga, KIND_NAMES[kb], gb,
+             (long long)m, (long long)k, post ? " post" : "");
+    float *hx = th_random((size_t)(m * k), -1, 1), *hy = th_random((size_t)(m * k), -1, 1);
+    float *hn = th_random((size_t)k, 0.5, 1.5), *hwy = th_random((size_t)k, 0.5, 1.5);
+    for (int64_t i = 0; i < m * k; i += 7) hy[i] *= 8.0f; /* outliers: blocks of unequal scales */
+    wgml_graph *g = wgml_graph_new(T.ctx);
+    wgml_tensor *x = wgml_tensor_new(g, WGML_F32, 2, xs), *y = wgml_tensor_new(g, WGML_F32, 2, xs);
+    wgml_tensor *nw = wgml_tensor_new(g, WGML_F32, 1, ws1), *wy = wgml_tensor_new(g, WGML_F32, 1, ws1);
+    bool ok = x && y && nw && wy && !wgml_tensor_write(x, hx, sizeof(float) * (size_t)(m * k)) &&
+              !wgml_tensor_write(y, hy, sizeof(float) * (size_t)(m * k)) && !wgml_tensor_write(nw, hn, sizeof(float) * (size_t)k) &&
+              !wgml_tensor_write(wy, hwy, sizeof(float) * (size_t)k);
+    wgml_qweight q[2];
+    const wgml_qweight *qp[2] = {&q[0], &q[1]};
+    ok = ok && hs[0].w && hs[1].w && !qw_weight_share(g, hs[0].w, &q[0]) && !qw_weight_share(g, hs[1].w, &q[1]);
+    graph_set_x8(g, true);
+    qw_xq_fmt f[QW_XQ_MAX];
+    int nf = ok ? qw_xq_formats(g, qp, 2, m, f) : -1;
+    th_check(nf == want_nf, "%s: %d formats (want %d)", name, nf, want_nf);
+    wgml_tensor *sum = NULL, *h = ok ? norm_add_rms_parts(g, x, y, 1, post ? wy : NULL, nw, 1e-5f, f, nf, &sum) : NULL;
+    wgml_tensor *xq[2] = {h ? qw_xq_given(g, h, &q[0]) : NULL, h ? qw_xq_given(g, h, &q[1]) : NULL}, *o[2] = {0};
+    ok = h && xq[0] && xq[1] && !wgml_qlinear_multi(g, h, qp, 2, o);
+    graph_set_x8(g, false);
+    for (int i = 0; ok && i < 2; i++) ok = !wgml_graph_keep(g, xq[i]) && !wgml_graph_keep(g, o[i]);
+    ok = ok && !wgml_graph_keep(g, h) && !wgml_graph_compile(g) && !wgml_graph_run(g);
+    if (th_check(ok, "%s: recorded and run (%s)", name, wgml_last_error(T.ctx))) {
+        int nq = 0, ngemv = 0;
+        for (size_t i = 0; i < wgml_graph_dispatch_count(g); i++) {
+            const char *kn = NULL;
+            wgml_graph_dispatch_name(g, i, &kn);
+            nq += kn && !strcmp(kn, "qw_quant_x");
+            ngemv += kn && !strcmp(kn, "qw_gemv");
+        }
+        th_check(nq == 0 && ngemv == 2, "%s: %d qw_quant_x and %d GEMV dispatches (want 0 and 2)", name, nq, ngemv);
+        float *hh = th_read_f32(h);
+        double *ref = malloc(sizeof(double) * (size_t)(m * k));
+        for (int64_t i = 0; i < m; i++) { /* h = rms_norm(x + y'), y' = y or rms_norm(y) * wy */
+            double sy = 0, ss = 0;
+            for (int64_t j = 0; j < k; j++) sy += (double)hy[i * k + j] * hy[i * k + j];
+            double ry = post ? 1.0 / sqrt(sy / (double)k + 1e-5) : 1.0;
+            for (int64_t j = 0; j < k; j++) {
+                double v = hx[i * k + j] + hy[i * k + j] * (post ? ry * hwy[j] : 1.0);
+                ref[i * k + j] = v;
+                ss += v * v;
+            }
+            double r = 1.0 / sqrt(ss / (double)k + 1e-5);
+            for (int64_t j = 0; j < k; j++) ref[i * k + j] *= r * hn[j];
+        }
+        char nm[200];
+        snprintf(nm, sizeof nm, "%s: the normed row", name);
+        th_close(nm, hh, ref, (size_t)(m * k), 1e-5, 1e-5);
+        for (int i = 0; i < 2; i++) {
+            int64_t rs = qw_quant_x_row(hs[i].w);
+            uint32_t *gq = malloc(sizeof(uint32_t) * (size_t)(m * rs));
+            float *got = th_read_f32(o[i]);
+            snprintf(nm, sizeof nm, "%s: %s", name, KIND_NAMES[kinds[i]]);
+            if (got && !wgml_tensor_read(xq[i], gq, sizeof(uint32_t) * (size_t)(m * rs)))
+                check_i8(nm, hh, gq, &hs[i], kinds[i], m, ns[i], k, got, NULL);
+            free(gq);
+            free(got);
+        }
+        free(hh);
+        free(ref);
+    }
+    printf("  %-86s %.2f s\n", name, now() - t0);
+    wgml_graph_free(g);
+    free(hx), free(hy), free(hn), free(hwy);
+    free_weight(&hs[0]), free_weight(&hs[1]);
+}
+
+/* The producer's quantisation (case_norm_xq, $WGML_QW_GEMV_XQ=3: the producers' only): a Q4_K_M
+ * q/k/v group's two formats (Q4_K's 32-k pairs, Q6_K's 16-k blocks), one format shared by two
+ * group sizes (4-bit at G = 32 and 64), 8-bit codes with a post-norm, 1 to 4 rows; and a row
+ * that does not come in whole vec4s (K = 96: none, the GEMVs quantise for themselves). */
+static void test_producer(void) {
+    th_setenv("WGML_QW_GEMV_MAX_M", "4", 1);
+    th_setenv("WGML_QW_GEMV_XQ", "3", 1);
+    case_norm_xq(5, 32, 7, 16, 1, 512, false, 2);
+    case_norm_xq(0, 32, 0, 64, 3, 192, false, 1);
+    case_norm_xq(2, 32, 7, 16, 4, 256, true, 2);
+    hw h = make_weight(T.g, 0, 8, 96, 32, false);
+    const wgml_qweight *w1[1] = {h.w};
+    qw_xq_fmt f[QW_XQ_MAX];
+    graph_set_x8(T.g, true);
+    int nf = h.w ? qw_xq_formats(T.g, w1, 1, 1, f) : -1;
+    graph_set_x8(T.g, false);
+    th_check(nf == 0, "norm xq: K = 96 (rows of 30 words): %d formats (want 0)", nf);
+    free_weight(&h);
+    th_unsetenv("WGML_QW_GEMV_XQ");
+    th_unsetenv("WGML_QW_GEMV_MAX_M");
+}
+
 int main(int argc, char **argv) {
     th_init_args("test_qw_i8", argc, argv);
-    static const th_part parts[] = {{"4bit", test_4bit}, {"8bit", test_8bit}, {"gemv", test_gemv}};
+    static const th_part parts[] = {{"4bit", test_4bit}, {"8bit", test_8bit}, {"gemv", test_gemv}, {"producer", test_producer}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }

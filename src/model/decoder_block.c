@@ -26,8 +26,7 @@ wgml_tensor *decoder_share(wgml_graph *g, wgml_tensor *t) { return t ? wgml_tens
 
 wgml_status decoder_fail_status(wgml_ctx *ctx) { return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_ARG; }
 
-/* The LM head: output.weight, or the tied token embedding when the file has none. */
-static const vweight *head_weight(const wgml_model *m) { return m->output.n ? &m->output : &m->tok_embd; }
+const vweight *decoder_head(const wgml_model *m) { return m->output.n ? &m->output : &m->tok_embd; }
 
 /* out[..., n] = x[..., k] · Wᵀ */
 static wgml_tensor *linear(wgml_graph *g, wgml_tensor *x, const lweight *w) {
@@ -68,7 +67,7 @@ wgml_tensor *decoder_embed(const wgml_model *m, wgml_graph *g, wgml_tensor *ids)
 
 /* The logits x · Wᵀ of the head (the parts' products side by side). */
 wgml_tensor *decoder_head_logits(const wgml_model *m, wgml_graph *g, wgml_tensor *x) {
-    const vweight *v = head_weight(m);
+    const vweight *v = decoder_head(m);
     if (v->n == 1) return linear(g, x, &v->part[0]);
     wgml_tensor *y[VPARTS_MAX];
     for (int p = 0; p < v->n; p++)
@@ -268,7 +267,7 @@ wgml_tensor *decoder_forward_train_hidden(wgml_model *m, wgml_graph *g, wgml_ten
 wgml_tensor *decoder_lmhead_ce(wgml_model *m, wgml_graph *g, wgml_tensor *h, wgml_tensor *labels,
                              const wgml_ce_options *opt) {
     if (!h) return NULL;
-    const vweight *v = head_weight(m);
+    const vweight *v = decoder_head(m);
     /* a head in row parts (over the binding limit): the plain logits [R, V] and cross-entropy,
      * whose [R, V] must then fit one binding (small R; the fused op reads W in one binding) */
     if (v->n > 1) return wgml_cross_entropy_ex(g, decoder_head_logits(m, g, h), labels, opt, NULL);

@@ -116,6 +116,8 @@ wgml_tensor *decoder_share(wgml_graph *g, wgml_tensor *t); /* t shared into g (N
 wgml_status decoder_fail_status(wgml_ctx *ctx); /* a failed build step's status (never OK) */
 wgml_tensor *decoder_embed(const wgml_model *m, wgml_graph *g, wgml_tensor *ids);
 wgml_tensor *decoder_head_logits(const wgml_model *m, wgml_graph *g, wgml_tensor *x);
+/* The LM head: output.weight, or the tied token embedding when the file has none. */
+const vweight *decoder_head(const wgml_model *m);
 /* y + the adapter of entry e of o (lora_shared: its tensors shared into g) applied to x; y
  * itself without one; NULL when y is or on failure */
 wgml_tensor *decoder_add_lora(wgml_graph *g, const fwd_opts *o, int64_t e, wgml_tensor *x, wgml_tensor *y);

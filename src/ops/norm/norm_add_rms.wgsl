@@ -10,12 +10,30 @@
 // scales its own elements again (read back from sum, which only it wrote).
 // With NY > 1 (norm_add_rms_parts) y is the NY split-K slices of a product, [NY, n_rows, d],
 // summed in order as they are read (y_at), where a reduction dispatch would sum them first.
-// The prelude gives WG, PRE, NY and the bindings x, y, wy (with PRE), w, sum, out, p.
+// With outputs XQ0 (XQ1) the normed row is also written quantised to int8 in one (two) of
+// qw_quant_x's row formats (qw_xq_block: block b by thread b % WG, read back from out once every
+// thread's elements are in it), the input of the integer-dot GEMVs after it (qw_xq.h): their
+// quantisers' dispatch, or each of their row groups quantising for itself, goes.
+// The prelude gives WG, PRE, NY, the bindings x, y, wy (with PRE), w, sum, out, XQ0, XQ1 (with
+// the quantised rows), p, and xq_row(row, lid) (nothing, or a storageBarrier and xq_fmt for each
+// format) and xq_put(f, i, v) (word i of XQf).
 struct Params { n_rows: u32, d: u32, eps: f32 }
 
 alias WR = f32;
 fn wr_op(a: f32, b: f32) -> f32 { return a + b; }
 //!include wg_reduce
+
+fn xq_src(i: u32) -> f32 { return out[i / 4u][i % 4u]; }
+//!include qw_xq_block
+
+// the row's blocks in format f (qb k a block, pair, padded K kp), block b by thread b % WG
+fn xq_fmt(f: u32, qb: u32, pair: bool, kp: u32, row: u32, lid: u32) {
+    let nb = kp / qb;
+    for (var b = lid; b < nb; b += WG) {
+        let k0 = b * qb;
+        xq_block(f, qb, pair, row * p.d + k0, min(qb, max(p.d, k0) - k0), row * (kp / 4u + 2u * nb), b, kp);
+    }
+}
 
 // y's vec4 i: the sum of its NY slices, slice 0 first
 fn y_at(i: u32) -> vec4<f32> {
@@ -53,4 +71,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < cnt; j += WG) {
         out[base + j] = sum[base + j] * r * w[j];
     }
+    xq_row(row, lid);
 }

@@ -3,6 +3,7 @@
  * grouping of more weights into dispatches (wgml_qlinear_multi), and the fused forms with a
  * norm or merge prologue and a residual or gated epilogue (qw_gemv_fused). */
 #include "ops/qweight/qw_internal.h"
+#include "ops/qweight/qw_xq.h"
 #include "ops/qweight/qw_gemv_fused.h"
 
 #include <limits.h>
@@ -406,14 +407,31 @@ static int gemv_binding_limit(wgml_ctx *ctx) {
     return (uint32_t)limit > caps->max_storage_per_stage ? (int)caps->max_storage_per_stage : limit;
 }
 
-/* Whether the integer form reads x quantised once by qw_quant_x (one dispatch before it) instead
- * of every row group quantising the blocks it reads: $WGML_QW_GEMV_XQ=1, not the default until
- * timed in a model (bench/gemv_variants.py's xq bounds the gain: docs/PERFORMANCE.md,
- * 2026-12-07). Not with a staged x (a norm prologue, attention's merge), and only where the
+/* Whether the GEMV can read x quantised once (XQIN) instead of every row group quantising the
+ * blocks it reads: not with a staged x (a norm prologue, attention's merge), and only where the
  * quantised row's words come in whole vec4s and one more binding fits. */
-static bool gemv_xq(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
-    return c->i8x && env_long("WGML_QW_GEMV_XQ", 0, 1, 0) && !fuse_stage(c->f) && qw_quant_x_row(ws[0]) % 4 == 0 &&
+static bool gemv_xq_fits(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
+    return !fuse_stage(c->f) && qw_quant_x_row(ws[0]) % 4 == 0 &&
            gemv_storage_bindings(ws, nw, c->f) + 1 <= gemv_binding_limit(graph_ctx(g));
+}
+
+/* x quantised by its producer in the group's format (qw_xq.h), where the GEMV can read it: then
+ * the GEMV takes the integer form whatever gemv_i8x's rule says, as the rule weighs the
+ * quantisation in every row group that x quantised once does not cost (every weight of a group
+ * has one layout, so one format). NULL: none. */
+static wgml_tensor *gemv_xq_given(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
+                                  const gemv_cfg *c) {
+    for (int i = 0; i < nw; i++)
+        if (!qw_x8_applies(g, ws[i], 0)) return NULL;
+    return gemv_xq_fits(g, ws, nw, c) ? qw_xq_given(g, x, ws[0]) : NULL;
+}
+
+/* Whether the integer form quantises x once in a qw_quant_x dispatch of its own before it, where
+ * no producer did: $WGML_QW_GEMV_XQ=1 or 2 (qw_xq.h), not the default until timed in a model
+ * (bench/gemv_variants.py's xq bounds the gain: docs/PERFORMANCE.md, 2026-12-07). */
+static bool gemv_xq(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
+    int mode = qw_xq_mode();
+    return c->i8x && (mode == 1 || mode == 2) && gemv_xq_fits(g, ws, nw, c);
 }
 
 /* outs[i] = x · W_iᵀ (+ bias_i) for the nw (1..3) weights ws of one kind, group size and K, in
@@ -433,12 +451,14 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
     wgml_tensor *ro[GRAPH_MAX_BINDINGS];
     int n_ro = 0;
     gemv_cfg cx = *c;
-    cx.i8x = gemv_i8x(g, ws, nw, c);
-    if (gemv_xq(g, ws, nw, &cx) && !(cx.xq = qw_quant_x(g, op, x, w, m)))
+    wgml_tensor *given = gemv_xq_given(g, x, ws, nw, c), *own = NULL; /* x quantised by its producer, by us */
+    cx.i8x = given || gemv_i8x(g, ws, nw, c);
+    if (!given && gemv_xq(g, ws, nw, &cx) && !(own = qw_quant_x(g, op, x, w, m)))
         return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
+    cx.xq = given ? given : own;
     c = &cx;
     if (gemv_prelude(prelude, sizeof prelude, c, x, ws, nw, m, ro, &n_ro) >= sizeof prelude) {
-        wgml_tensor_free(cx.xq);
+        wgml_tensor_free(own);
         return wgml_set_error(ctx, WGML_ERR_LIMIT, "%s: the GEMV kernel's prelude is too long", op);
     }
     struct {
@@ -477,7 +497,7 @@ static wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x
         if (!outs[i]) s = wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     if (!s)
         s = graph_dispatch(g, op, "qw_gemv", prelude, ro, n_ro, outs, n_out, &params, sizeof params, (uint64_t)total);
-    wgml_tensor_free(cx.xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    wgml_tensor_free(own); /* eager: the recorded dispatches hold its range; built graph: no-op */
     if (s)
         for (int i = 0; i < n_out; i++) {
             wgml_tensor_free(outs[i]);

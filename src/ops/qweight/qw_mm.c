@@ -2,6 +2,7 @@
  * variants, the plan (variant and split-K) for a product, and the recording of one product,
  * forward or input gradient, fresh, accumulated, segmented or left in slices. */
 #include "ops/qweight/qw_internal.h"
+#include "ops/qweight/qw_xq.h"
 #include "ops/matmul/matmul_into.h"
 #include "gpu/gpu.h"
 
@@ -253,19 +254,21 @@ bool qw_x8_applies(wgml_graph *g, const wgml_qweight *w, int trans) {
 
 uint32_t qw_x8_block(const wgml_qweight *w) { return w->group == 16 ? 16u : 32u; }
 
-int64_t qw_quant_x_row(const wgml_qweight *w) { return w->kp / 4 + 2 * (w->kp / qw_x8_block(w)); }
+int64_t qw_quant_x_row(const wgml_qweight *w) {
+    qw_xq_fmt f = qw_xq_format(w);
+    return qw_xq_row(&f);
+}
 
 wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m) {
-    uint32_t qb = qw_x8_block(w);
-    int64_t nb = w->kp / qb, rs = qw_quant_x_row(w), n = m * rs;
+    qw_xq_fmt f = qw_xq_format(w);
+    int64_t nb = w->kp / f.qb, rs = qw_xq_row(&f), n = m * rs;
     wgml_tensor *xq = graph_output(g, op, WGML_I32, 1, &n);
     if (!xq) return NULL;
     struct {
         uint32_t m, k, kp, nb, rs, pad[3];
     } p = {.m = (uint32_t)m, .k = (uint32_t)w->k, .kp = (uint32_t)w->kp, .nb = (uint32_t)nb, .rs = (uint32_t)rs};
     char pre[80];
-    snprintf(pre, sizeof pre, "const QB: u32 = %uu; const PAIR: bool = %s;\n", qb,
-             qw_kind_cpw(w->kind) == 8 ? "true" : "false");
+    snprintf(pre, sizeof pre, "const QB: u32 = %uu; const PAIR: bool = %s;\n", f.qb, f.pair ? "true" : "false");
     if (graph_dispatch(g, op, "qw_quant_x", pre, &a, 1, &xq, 1, &p, sizeof p, (uint64_t)((m * nb + 63) / 64))) {
         wgml_tensor_free(xq);
         return NULL;

@@ -5,7 +5,7 @@
 // so that the product is exactly that of x̂ = d·q with the weight: an error of at most
 // d/2·Σ|w| per block; the exact Σx there would leave a·Σ(x̂ - x)·c, larger for the codes with
 // an offset, e.g. c - 8). Past K (the weight's padding to whole groups) x counts as 0. One
-// thread per (row, block).
+// thread per (row, block); a block's work is qw_xq_block's, which norm_add_rms shares.
 // XQ row m (RS = Kp/4 + 2·Kp/QB words): the Kp/4 words of packed codes (4 int8 per u32, byte c
 // = bits 8c..8c+7), then the Kp/QB scales d, then the Kp/QB sums s (f32 bits). The bytes are
 // ordered as qw_mm_i8 unpacks the weight's code words: with 4-bit codes (PAIR) a word of 8
@@ -16,11 +16,9 @@ struct Params { M: u32, K: u32, Kp: u32, NB: u32, RS: u32, pad0: u32, pad1: u32,
 
 //!bindings read(X: array<f32>) write(XQ: array<u32>) uniform(p: Params)
 
-// the k (within the block) of byte c of packed word w
-fn elem(w: u32, c: u32) -> u32 {
-    if (PAIR) { return (w / 2u) * 8u + 2u * c + w % 2u; }
-    return w * 4u + c;
-}
+fn xq_src(i: u32) -> f32 { return X[i]; }
+fn xq_put(f: u32, i: u32, v: u32) { XQ[i] = v; }
+//!include qw_xq_block
 
 //!include flat_main
 const FLAT_WG: u32 = 64u;
@@ -31,24 +29,5 @@ fn item(i: u32) {
     let b = i % p.NB;
     let k0 = b * QB;
     let kn = min(QB, max(p.K, k0) - k0); // the block's k inside K
-    let xb = m * p.K + k0;
-    var amax = 0.0;
-    for (var j = 0u; j < kn; j++) { amax = max(amax, abs(X[xb + j])); }
-    var qsum = 0;
-    let inv = select(0.0, 127.0 / amax, amax > 0.0);
-    let o = m * p.RS;
-    for (var w = 0u; w < QB / 4u; w++) {
-        var word = 0u;
-        for (var c = 0u; c < 4u; c++) {
-            let j = elem(w, c);
-            var q = 0;
-            if (j < kn) { q = i32(clamp(round(X[xb + j] * inv), -127.0, 127.0)); }
-            qsum += q;
-            word |= (bitcast<u32>(q) & 255u) << (8u * c);
-        }
-        XQ[o + (k0 / 4u) + w] = word;
-    }
-    let d = amax / 127.0;
-    XQ[o + p.Kp / 4u + b] = bitcast<u32>(d);
-    XQ[o + p.Kp / 4u + p.NB + b] = bitcast<u32>(d * f32(qsum));
+    xq_block(0u, QB, PAIR, m * p.K + k0, kn, m * p.RS, b, p.Kp);
 }
