@@ -532,13 +532,13 @@ static void handoff_errors(void) {
     free_weight(&b);
 }
 
-/* The handoff: bad arguments, then its cases in each launch shape and reduction. */
-static void part_handoff(void) {
-    handoff_errors();
+/* The handoff's cases in launch shapes sh0 .. sh1 - 1 of {the adapter's, 32 x 2 in 64, 64 x 4 in
+ * 64}, each with the subgroup sums where the device has them and without. */
+static void handoff_shapes(int sh0, int sh1) {
     wgml_device_info info;
     wgml_device_get_info(T.ctx, &info);
     static const char *shapes[] = {NULL, "32,2,64", "64,4,64"};
-    for (int sh = 0; sh < 3; sh++) {
+    for (int sh = sh0; sh < sh1; sh++) {
         if (shapes[sh]) th_setenv("WGML_QW_GEMV", shapes[sh], 1);
         for (int sg = 0; sg < (info.has_subgroups ? 2 : 1); sg++) {
             printf("  launch shape %s, %s\n", shapes[sh] ? shapes[sh] : "the adapter's", sg ? "subgroup sums" : "no subgroups");
@@ -549,6 +549,14 @@ static void part_handoff(void) {
     th_unsetenv("WGML_QW_GEMV");
     th_unsetenv("WGML_QW_GEMV_SUBGROUP");
 }
+
+/* The handoff: bad arguments, then its cases in the adapter's launch shape; and in the GPU shapes
+ * forced (a part of its own: each shape and reduction is kernels to compile). */
+static void part_handoff(void) {
+    handoff_errors();
+    handoff_shapes(0, 1);
+}
+static void part_handoff_forced(void) { handoff_shapes(1, 3); }
 
 /* The fused cases with the tree reduction, after the bad arguments. */
 static void part_tree(void) {
@@ -587,6 +595,8 @@ int main(int argc, char **argv) {
     th_setenv("WGML_QW_GEMV_MAX_M", "4", 0); /* the GEMV's rows on a GPU (a CPU adapter's takes one) */
     th_init_args("test_qw_gemv_fused", argc, argv);
     static const th_part parts[] = {
-        {"tree", part_tree}, {"subgroup", part_subgroup}, {"rest", part_rest}, {"handoff", part_handoff}};
+        {"tree", part_tree},          {"subgroup", part_subgroup},
+        {"rest", part_rest},          {"handoff", part_handoff},
+        {"handoff-forced", part_handoff_forced}};
     return th_run_parts(parts, sizeof parts / sizeof parts[0]);
 }
