@@ -71,35 +71,43 @@ static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, 
     return true;
 }
 
-/* The formats (into f; returns how many) in which the decode step's GEMVs that read a norm's
- * output take it quantised to int8 by the norm (qw_xq.h): the GEMVs of layer l's targets[0..n),
- * or with l = n_layer the head's. */
-static int xq_formats(const wgml_model *m, wgml_graph *g, int64_t l, const int *targets, int n, qw_xq_fmt *f) {
+/* The formats in which a norm's output is written quantised to int8 for the GEMVs that read it
+ * (qw_xq.h). */
+typedef struct xq_req {
+    qw_xq_fmt f[QW_XQ_MAX];
+    int n;
+} xq_req;
+
+/* Those of the decode step's GEMVs (on: gf) of layer l's targets[0..n), or with l = n_layer of
+ * the head. */
+static xq_req xq_for(const wgml_model *m, wgml_graph *g, bool on, int64_t l, const int *targets, int n) {
     const wgml_qweight *ws[WGML_QLINEAR_MULTI_MAX + VPARTS_MAX];
+    xq_req r = {.n = 0};
     int nw = 0;
     if (l < m->cfg.n_layer)
         for (int i = 0; i < n && i < WGML_QLINEAR_MULTI_MAX; i++) ws[nw++] = decoder_target_weight(m, l, targets[i])->q;
     else
         for (int p = 0; p < decoder_head(m)->n; p++) ws[nw++] = decoder_head(m)->part[p].q;
-    return qw_xq_formats(g, ws, nw, 1, f);
+    if (on) r.n = qw_xq_formats(g, ws, nw, 1, r.f);
+    return r;
 }
 
 /* h = rms_norm(x + y') * w with *sum = x + y', y' = y, or with a post-norm weight wy,
  * rms_norm(y) * wy: one dispatch (norm_add_rms, norm_add_rms_post), which also writes h
- * quantised in the nxf formats xf for the GEMVs that read it. */
+ * quantised in xr's formats for the GEMVs that read it. */
 static wgml_tensor *add_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
-                             const qw_xq_fmt *xf, int nxf, wgml_tensor **sum) {
+                             const xq_req *xr, wgml_tensor **sum) {
     *sum = NULL;
     if (!x || !y || !w) return NULL;
-    return norm_add_rms_parts(g, x, y, 1, wy, w, eps, xf, nxf, sum);
+    return norm_add_rms_parts(g, x, y, 1, wy, w, eps, xr->f, xr->n, sum);
 }
 
-/* h = add_norm(x, decoder_target_linear(.., t, a), wy, w, xf, nxf), *sum the new stream. A 4-bit product
+/* h = add_norm(x, decoder_target_linear(.., t, a), wy, w, xr), *sum the new stream. A 4-bit product
  * without adapter or latent at a prefill's rows is left in its split-K slices (qw_parts.h) and
  * the add and norm sum them as they read them: the reduction's dispatch goes. */
 static wgml_tensor *proj_add_norm(const wgml_model *m, wgml_graph *g, const fwd_opts *o, int64_t l, int t,
                                   wgml_tensor *a, wgml_tensor *x, wgml_tensor *wy, wgml_tensor *w, float eps,
-                                  const qw_xq_fmt *xf, int nxf, wgml_tensor **sum) {
+                                  const xq_req *xr, wgml_tensor **sum) {
     const lweight *lw = decoder_target_weight(m, l, t);
     int64_t e = l * DECODER_N_TARGETS + t;
     *sum = NULL;
@@ -108,9 +116,9 @@ static wgml_tensor *proj_add_norm(const wgml_model *m, wgml_graph *g, const fwd_
         wgml_qweight q;
         int ny = 0;
         wgml_tensor *p = qw_weight_share(g, lw->q, &q) ? NULL : qw_linear_parts(g, "model", a, &q, &ny);
-        return p ? norm_add_rms_parts(g, x, p, ny, wy, w, eps, xf, nxf, sum) : NULL;
+        return p ? norm_add_rms_parts(g, x, p, ny, wy, w, eps, xr->f, xr->n, sum) : NULL;
     }
-    return add_norm(g, x, a ? decoder_target_linear(m, g, o, l, t, a) : NULL, wy, w, eps, xf, nxf, sum);
+    return add_norm(g, x, a ? decoder_target_linear(m, g, o, l, t, a) : NULL, wy, w, eps, xr, sum);
 }
 
 /* act(gate) * up in one dispatch (ew_glu), act as the architecture says (silu or tanh-GELU). */
@@ -324,13 +332,12 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         }
         wgml_tensor *wy = ar->post_norms ? decoder_share(g, L->post_attn_norm) : NULL, *y = NULL;
         /* decode: the norms also write their output quantised for the GEMVs after them (qw_xq.h) */
-        qw_xq_fmt xg[QW_XQ_MAX], xd[QW_XQ_MAX];
-        int nxg = gf ? xq_formats(m, g, l, gu_t, 2, xg) : 0, nxd = gf ? xq_formats(m, g, l + 1, qkv_t, 3, xd) : 0;
+        xq_req xq_gu = xq_for(m, g, gf, l, gu_t, 2), xq_qkv = xq_for(m, g, gf, l + 1, qkv_t, 3);
         if (chunks > 1) {
             if (!gemv_fused_targets(m, g, l, o_t, 1, a, (qw_gemv_fuse){.epi = QW_EPI_STORE}, chunks, &y)) return NULL;
-            h = add_norm(g, x, y, wy, decoder_share(g, L->ffn_norm), eps, xg, nxg, &x);
+            h = add_norm(g, x, y, wy, decoder_share(g, L->ffn_norm), eps, &xq_gu, &x);
         } else {
-            h = proj_add_norm(m, g, o, l, T_O, a, x, wy, decoder_share(g, L->ffn_norm), eps, xg, nxg, &x);
+            h = proj_add_norm(m, g, o, l, T_O, a, x, wy, decoder_share(g, L->ffn_norm), eps, &xq_gu, &x);
         }
         wgml_tensor *act = NULL;
         if (gf) {
@@ -341,7 +348,7 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
         }
         wgml_tensor *fpost = ar->post_norms ? decoder_share(g, L->post_ffn_norm) : NULL;
         wgml_tensor *next = decoder_share(g, l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : m->output_norm);
-        h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, xd, nxd, &x);
+        h = proj_add_norm(m, g, o, l, T_DOWN, act, x, fpost, next, eps, &xq_qkv, &x);
         if (!x || !h) return NULL;
     }
     if (pre_only || hand) h = wgml_rms_norm(g, x, decoder_share(g, m->output_norm), eps);
