@@ -14,12 +14,8 @@
 # The rounds' prefill/decode lines go to $OUT/decode_ab.txt.
 set -uo pipefail
 OUT=${OUT:-out}
-mkdir -p "$OUT"
 . bench/gpu_env.sh
-gpu_env
-t0=$(date +%s)
-gpu_wgml "$OUT/cmake.log" || exit 1
-W=./build-gpu/wgml
+gpu_start
 $W info >"$OUT/info.txt" 2>&1
 R=$OUT/decode_ab.txt
 F=/tmp/decode_ab.gguf

@@ -5,6 +5,9 @@
 # peer and bench/real_shapes.py read GGUF files with it); gpu_build SRC DIR LOG configures and
 # builds wgml (no tests) from SRC into DIR; gpu_wgml LOG builds ./build-gpu when it is absent,
 # brings it up to date and unpacks the carried llama.cpp tools (.llcpp) into /tmp;
+# gpu_start is the common start of the scripts that time wgml (decode_ab.sh, real_shapes.sh,
+# train_shapes.sh): $OUT made, gpu_env, build-gpu brought up to date (a failed build ends the
+# script), t0 (the start, for time stamps) and W (the wgml binary) set;
 # real_shape_file MODEL TYPE OUT LOG writes bench/real_shapes.py's random-weight file (Q4_0, Q4_1,
 # Q8_0, F16 and the Q4_K_M mix directly, other types through llama-quantize from an F16 file).
 gpu_env() {
@@ -33,6 +36,14 @@ gpu_wgml() {
     [ -f ".llcpp/$t.xz" ] && xz -dc ".llcpp/$t.xz" >"/tmp/$t" && chmod +x "/tmp/$t"
   done
   return 0
+}
+
+gpu_start() {
+  mkdir -p "$OUT"
+  gpu_env
+  t0=$(date +%s)
+  gpu_wgml "$OUT/cmake.log" || exit 1
+  W=./build-gpu/wgml
 }
 
 real_shape_file() {

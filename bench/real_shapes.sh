@@ -29,12 +29,8 @@
 # WGML_MEMORY_TRACE=64M (say) in the environment lists wgml's large buffers in the logs.
 set -uo pipefail
 OUT=${OUT:-out}
-mkdir -p "$OUT"
 . bench/gpu_env.sh
-gpu_env
-t0=$(date +%s)
-gpu_wgml "$OUT/cmake.log" || exit 1
-W=./build-gpu/wgml
+gpu_start
 R=$OUT/real_shapes.txt
 $W info | tee "$OUT/info.txt"
 $W bench ops 2>&1 | tee "$OUT/ops.txt"

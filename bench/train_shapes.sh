@@ -13,12 +13,8 @@
 # LOAD=1 also prints each file's load time and memory (`bench generate`, 16 + 8 tokens).
 set -uo pipefail
 OUT=${OUT:-out}
-mkdir -p "$OUT"
 . bench/gpu_env.sh
-gpu_env
-t0=$(date +%s)
-gpu_wgml "$OUT/cmake.log" || exit 1
-W=./build-gpu/wgml
+gpu_start
 R=$OUT/train_shapes.txt
 for mt in ${MODELS:-smollm2-135m:Q4_1 llama-3.2-1b:Q4_K_M}; do
   m=${mt%%:*} t=${mt#*:} F=/tmp/train_shape.gguf
