@@ -430,7 +430,8 @@ static void test_int8_prefill(void) { case_int8_prefill("0"); }
  * formulas), in the fused decode graphs with every GEMV int8 ($WGML_QW_GEMV_I8=1) and the norms
  * in dispatches of their own ($WGML_QW_GEMV_NORM_BUDGET=0, as a 1B model's): $WGML_QW_GEMV_XQ=1,
  * a qw_quant_x dispatch before each such GEMV group; =2, the norms write x quantised for the
- * GEMVs after them (q/k/v, gate/up, the head), and the others keep their dispatch. The same
+ * products after them (q/k/v, gate/up, the head; the prefill's GEMMs too, whose logits are then
+ * those of the GEMMs quantising for themselves), and the others keep their dispatch. The same
  * quantisation of x as each row group makes for itself without it, so a decode step's logits
  * agree to rounding; the step has more dispatches with =1 (the quantisers), and fewer with =2
  * than with =1 (the norms' outputs replace theirs). Each form settles when a graph is built, so
@@ -446,15 +447,15 @@ static void test_xq_decode(void) {
     th_setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
     static const char *const modes[3] = {"", "1", "2"};
     wgml_model *md[3];
-    float lg[3][V];
+    float lp[3][V], lg[3][V];
     wgml_decode_stats ds[3] = {{0}};
     int32_t ids[12];
     for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
     wgml_status st = WGML_OK;
     for (int i = 0; i < 3; i++) {
         md[i] = wgml_model_load(T.ctx, g_path, &mo);
-        if (!st) st = md[i] ? wgml_model_prefill(md[i], ids, 11, lg[i], NULL) : WGML_ERR_ARG;
         th_setenv("WGML_QW_GEMV_XQ", modes[i], 1);
+        if (!st) st = md[i] ? wgml_model_prefill(md[i], ids, 11, lp[i], NULL) : WGML_ERR_ARG;
         if (!st) st = wgml_model_decode(md[i], ids[11], lg[i], NULL);
         if (!st) st = wgml_model_decode_greedy(md[i], 3, 2, 0, NULL, NULL, &ds[i]);
         th_unsetenv("WGML_QW_GEMV_XQ");
@@ -464,6 +465,7 @@ static void test_xq_decode(void) {
     th_unsetenv("WGML_QW_INT8");
     th_unsetenv("WGML_LLAMA_UNFUSED");
     if (th_check(!st, "x quantised once: %s", wgml_last_error(T.ctx))) {
+        logits_close("prefill, x quantised by the norms against by the GEMMs", lp[2], lp[0], 1e-5);
         logits_close("decode step, x quantised once by a dispatch against each row group's own", lg[1], lg[0], 1e-5);
         logits_close("decode step, x quantised once by the norms against each row group's own", lg[2], lg[0], 1e-5);
         size_t n0 = ds[0].dispatches_per_step, n1 = ds[1].dispatches_per_step, n2 = ds[2].dispatches_per_step;

@@ -349,12 +349,13 @@ static void test_gemv(void) {
 }
 
 /* x quantised once by its producer (qw_xq.h) in a built graph: norm_add_rms_parts (post: after a
- * post-norm of y, as Gemma's blocks) writes its normed row h in the formats of the two weights of
- * kinds ka, kb that read it (qw_xq_formats: two when they differ, as a Q4_K_M q/k/v group's Q4_K
- * and Q6_K), and the GEMVs of h with them (wgml_qlinear_multi, one dispatch per kind) read those
- * rows: the graph holds no qw_quant_x, and each product passes case_i8's three checks against h as
- * read back (so it took the integer form with the producer's quantisation, which the GEMV's rule
- * alone would not choose at these shapes); h itself against fp64. */
+ * post-norm of y, as Gemma's blocks) writes its normed rows h in the formats of the two weights
+ * of kinds ka, kb that read it (qw_xq_formats: two when they differ, as a Q4_K_M q/k/v group's
+ * Q4_K and Q6_K), and the products of h with them (wgml_qlinear_multi: one GEMV per kind for the
+ * GEMV's rows, else one integer GEMM each) read those rows: the graph holds no qw_quant_x, and
+ * each product passes case_i8's three checks against h as read back (so it took the integer form
+ * with the producer's quantisation, which the GEMV's rule alone would not choose at these
+ * shapes); h itself against fp64. */
 static void case_norm_xq(int ka, int ga, int kb, int gb, int64_t m, int64_t k, bool post, int want_nf) {
     double t0 = now();
     int kinds[2] = {ka, kb};
@@ -386,14 +387,15 @@ static void case_norm_xq(int ka, int ga, int kb, int gb, int64_t m, int64_t k, b
     for (int i = 0; ok && i < 2; i++) ok = !wgml_graph_keep(g, xq[i]) && !wgml_graph_keep(g, o[i]);
     ok = ok && !wgml_graph_keep(g, h) && !wgml_graph_compile(g) && !wgml_graph_run(g);
     if (th_check(ok, "%s: recorded and run (%s)", name, wgml_last_error(T.ctx))) {
-        int nq = 0, ngemv = 0;
+        const char *prod = m <= qw_gemv_max_m(T.ctx) ? "qw_gemv" : "qw_mm_i8"; /* the GEMV, or the GEMM */
+        int nq = 0, nprod = 0;
         for (size_t i = 0; i < wgml_graph_dispatch_count(g); i++) {
             const char *kn = NULL;
             wgml_graph_dispatch_name(g, i, &kn);
             nq += kn && !strcmp(kn, "qw_quant_x");
-            ngemv += kn && !strcmp(kn, "qw_gemv");
+            nprod += kn && !strcmp(kn, prod);
         }
-        th_check(nq == 0 && ngemv == 2, "%s: %d qw_quant_x and %d GEMV dispatches (want 0 and 2)", name, nq, ngemv);
+        th_check(nq == 0 && nprod == 2, "%s: %d qw_quant_x and %d %s dispatches (want 0 and 2)", name, nq, nprod, prod);
         float *hh = th_read_f32(h);
         double *ref = malloc(sizeof(double) * (size_t)(m * k));
         for (int64_t i = 0; i < m; i++) { /* h = rms_norm(x + y'), y' = y or rms_norm(y) * wy */
@@ -432,14 +434,16 @@ static void case_norm_xq(int ka, int ga, int kb, int gb, int64_t m, int64_t k, b
 
 /* The producer's quantisation (case_norm_xq, $WGML_QW_GEMV_XQ=3: the producers' only): a Q4_K_M
  * q/k/v group's two formats (Q4_K's 32-k pairs, Q6_K's 16-k blocks), one format shared by two
- * group sizes (4-bit at G = 32 and 64), 8-bit codes with a post-norm, 1 to 4 rows; and a row
- * that does not come in whole vec4s (K = 96: none, the GEMVs quantise for themselves). */
+ * group sizes (4-bit at G = 32 and 64), 8-bit codes with a post-norm, 1 to 4 rows and a
+ * prefill's 20 (the GEMMs); and a GEMV row that does not come in whole vec4s (K = 96: none, the
+ * GEMVs quantise for themselves). */
 static void test_producer(void) {
     th_setenv("WGML_QW_GEMV_MAX_M", "4", 1);
     th_setenv("WGML_QW_GEMV_XQ", "3", 1);
     case_norm_xq(5, 32, 7, 16, 1, 512, false, 2);
     case_norm_xq(0, 32, 0, 64, 3, 192, false, 1);
     case_norm_xq(2, 32, 7, 16, 4, 256, true, 2);
+    case_norm_xq(5, 32, 7, 16, 20, 256, false, 2); /* a prefill's rows: the integer GEMMs */
     hw h = make_weight(T.g, 0, 8, 96, 32, false);
     const wgml_qweight *w1[1] = {h.w};
     qw_xq_fmt f[QW_XQ_MAX];

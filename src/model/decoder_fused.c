@@ -78,9 +78,11 @@ typedef struct xq_req {
     int n;
 } xq_req;
 
-/* Those of the decode step's GEMVs (on: gf) of layer l's targets[0..n), or with l = n_layer of
- * the head. */
-static xq_req xq_for(const wgml_model *m, wgml_graph *g, bool on, int64_t l, const int *targets, int n) {
+/* Those of the products of layer l's targets[0..n) (or with l = n_layer of the head) with the
+ * norm of x's rows: the decode step's GEMVs, the prefill's GEMMs; none with adapters or latents
+ * in o (their products read the normed input itself). */
+static xq_req xq_for(const wgml_model *m, wgml_graph *g, const fwd_opts *o, const wgml_tensor *x, int64_t l,
+                     const int *targets, int n) {
     const wgml_qweight *ws[WGML_QLINEAR_MULTI_MAX + VPARTS_MAX];
     xq_req r = {.n = 0};
     int nw = 0;
@@ -88,7 +90,7 @@ static xq_req xq_for(const wgml_model *m, wgml_graph *g, bool on, int64_t l, con
         for (int i = 0; i < n && i < WGML_QLINEAR_MULTI_MAX; i++) ws[nw++] = decoder_target_weight(m, l, targets[i])->q;
     else
         for (int p = 0; p < decoder_head(m)->n; p++) ws[nw++] = decoder_head(m)->part[p].q;
-    if (on) r.n = qw_xq_formats(g, ws, nw, 1, r.f);
+    if (x && !o->lora && !o->latent) r.n = qw_xq_formats(g, ws, nw, wgml_tensor_numel(x) / m->cfg.n_embd, r.f);
     return r;
 }
 
@@ -331,8 +333,8 @@ wgml_tensor *decoder_forward_fused(const wgml_model *m, wgml_graph *g, const fwd
             continue;
         }
         wgml_tensor *wy = ar->post_norms ? decoder_share(g, L->post_attn_norm) : NULL, *y = NULL;
-        /* decode: the norms also write their output quantised for the GEMVs after them (qw_xq.h) */
-        xq_req xq_gu = xq_for(m, g, gf, l, gu_t, 2), xq_qkv = xq_for(m, g, gf, l + 1, qkv_t, 3);
+        /* the norms also write their output quantised for the products after them (qw_xq.h) */
+        xq_req xq_gu = xq_for(m, g, o, x, l, gu_t, 2), xq_qkv = xq_for(m, g, o, x, l + 1, qkv_t, 3);
         if (chunks > 1) {
             if (!gemv_fused_targets(m, g, l, o_t, 1, a, (qw_gemv_fuse){.epi = QW_EPI_STORE}, chunks, &y)) return NULL;
             h = add_norm(g, x, y, wy, decoder_share(g, L->ffn_norm), eps, &xq_gu, &x);

@@ -283,7 +283,8 @@ wgml_tensor *qw_quant_x(wgml_graph *g, const char *op, wgml_tensor *a, const wgm
 static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *a, const wgml_qweight *w, int64_t m,
                                     int rank, const int64_t *shape, const qw_mm_dest *d) {
     uint32_t qb = qw_x8_block(w);
-    wgml_tensor *xq = qw_quant_x(g, op, a, w, m);
+    /* x quantised by its producer (qw_xq.h: the add + RMSNorm before it), else here */
+    wgml_tensor *given = qw_xq_given(g, a, w), *xq = given ? given : qw_quant_x(g, op, a, w, m);
     if (!xq) return NULL;
     const int64_t *seg = d ? d->seg : NULL;
     int64_t r = w->k, c = w->n;
@@ -323,7 +324,7 @@ static wgml_tensor *qw_record_mm_i8(wgml_graph *g, const char *op, wgml_tensor *
                       .flags = (w->bias ? 1u : 0u) | (d && d->acc ? 2u : 0u), .seg1 = (uint32_t)(seg ? seg[0] : c),
                       .seg2 = (uint32_t)(seg ? seg[1] : c)};
     wgml_tensor *out = mm_dispatch(g, op, "qw_mm_i8", prelude, xq, w, &p, rank, shape, d, NULL);
-    wgml_tensor_free(xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
+    if (!given) wgml_tensor_free(xq); /* eager: the recorded dispatches hold its range; built graph: no-op */
     return out;
 }
 

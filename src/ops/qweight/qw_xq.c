@@ -24,9 +24,10 @@ static uint64_t xq_key(const qw_xq_fmt *f) {
 
 int qw_xq_formats(wgml_graph *g, const wgml_qweight *const *ws, int n, int64_t m, qw_xq_fmt *fmts) {
     int nf = 0;
-    if (!g || qw_xq_mode() < 2 || m < 1 || m > qw_gemv_max_m(graph_ctx(g))) return 0;
+    if (!g || qw_xq_mode() < 2 || m < 1) return 0;
+    bool gemv = m <= qw_gemv_max_m(graph_ctx(g)); /* the GEMV reads the rows as vec4s; the GEMM as words */
     for (int i = 0; i < n && nf < QW_XQ_MAX; i++) {
-        if (!ws[i] || !qw_x8_applies(g, ws[i], 0) || qw_quant_x_row(ws[i]) % 4) continue;
+        if (!ws[i] || !qw_x8_applies(g, ws[i], 0) || (gemv && qw_quant_x_row(ws[i]) % 4)) continue;
         qw_xq_fmt f = qw_xq_format(ws[i]);
         bool seen = false;
         for (int j = 0; j < nf; j++) seen |= xq_key(&fmts[j]) == xq_key(&f);

@@ -2,9 +2,10 @@
  * (inference graphs). The integer form of the GEMV (qw_gemv.wgsl's I8X) otherwise quantises in
  * every row group the blocks of x it reads, which at a 1B model's launch shapes cost up to
  * 0.22 ms of a 1.27 ms decode step (bench/gemv_variants.py's xq bound: docs/PERFORMANCE.md,
- * 2026-12-07). The producer (norm_add_rms) writes x in qw_quant_x's row format for each format its
- * consumers read, records it with qw_xq_attach, and the GEMVs recorded after it take it
- * (qw_xq_given) instead of quantising: no dispatch of its own. */
+ * 2026-12-07); the prefill's integer GEMM (qw_mm_i8) quantises x in a qw_quant_x dispatch of its
+ * own. The producer (norm_add_rms) writes x in qw_quant_x's row format for each format its
+ * consumers read, records it with qw_xq_attach, and the GEMVs and GEMMs recorded after it take
+ * it (qw_xq_given) instead of quantising: no dispatch of its own. */
 #ifndef WGML_QW_XQ_H
 #define WGML_QW_XQ_H
 
@@ -31,10 +32,10 @@ qw_xq_fmt qw_xq_format(const wgml_qweight *w);
 /* The words of a row in format f: kp/4 + 2·kp/qb. */
 int64_t qw_xq_row(const qw_xq_fmt *f);
 
-/* The distinct formats (at most QW_XQ_MAX, into fmts; returns how many) in which the GEMVs of
- * an m-row x with the n weights ws would read x quantised by its producer: qw_xq_mode() >= 2,
- * the GEMV takes m rows, the weight takes int8 activations in g (qw_x8_applies) and its row
- * comes in whole vec4s. 0: the producer writes none. */
+/* The distinct formats (at most QW_XQ_MAX, into fmts; returns how many) in which the products
+ * of an m-row x with the n weights ws would read x quantised by its producer: qw_xq_mode() >= 2
+ * and the weight takes int8 activations in g (qw_x8_applies); for the GEMV's m rows also a row
+ * in whole vec4s (the GEMM, qw_mm_i8, reads words). 0: the producer writes none. */
 int qw_xq_formats(wgml_graph *g, const wgml_qweight *const *ws, int n, int64_t m, qw_xq_fmt *fmts);
 
 /* Records xq (i32 [rows of x · qw_xq_row(f)], qw_quant_x's rows) as x quantised in format f,
