@@ -12,8 +12,8 @@
 // summed in order as they are read (y_at), where a reduction dispatch would sum them first.
 // With outputs XQ0 (XQ1) the normed row is also written quantised to int8 in one (two) of
 // qw_quant_x's row formats (qw_xq_block: block b by thread b % WG, read back from out once every
-// thread's elements are in it), the input of the integer-dot GEMVs after it (qw_xq.h): their
-// quantisers' dispatch, or each of their row groups quantising for itself, goes.
+// thread's elements are in it), the input of the integer-dot products after it (qw_xq.h): their
+// quantisers' dispatch, or each GEMV row group quantising for itself, goes.
 // The prelude gives WG, PRE, NY, the bindings x, y, wy (with PRE), w, sum, out, XQ0, XQ1 (with
 // the quantised rows), p, and xq_row(row, lid) (nothing, or a storageBarrier and xq_fmt for each
 // format) and xq_put(f, i, v) (word i of XQf).

@@ -20,10 +20,10 @@ wgml_tensor *norm_add_rms_post(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wg
  * ny split-K slices of a product, f32 [ny, x's shape] (qw_linear_parts, ops/qweight/qw_parts.h; ny =
  * 1: y itself, x's shape), summed in order as the kernel reads them: the reduction's dispatch
  * goes. The plain ops (the slices summed by wgml_sum first) where the fused kernel does not
- * apply. With nf (0..QW_XQ_MAX) formats fmts (qw_xq_formats of the GEMVs that read the result)
- * the kernel also writes the result quantised to int8 in each, and records them for those
- * GEMVs (qw_xq_attach); not where the plain ops go, nor for a format that is not whole blocks
- * over a padded K of d or more (then the GEMVs quantise for themselves). */
+ * apply. With nf (0..QW_XQ_MAX) formats fmts (qw_xq_formats of the products that read the
+ * result) the kernel also writes the result quantised to int8 in each, and records them for
+ * those products (qw_xq_attach); not where the plain ops go, nor for a format that is not whole
+ * blocks over a padded K of d or more (then the products quantise for themselves). */
 wgml_tensor *norm_add_rms_parts(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, int ny, wgml_tensor *wy, wgml_tensor *w,
                                 float eps, const qw_xq_fmt *fmts, int nf, wgml_tensor **sum);
 
