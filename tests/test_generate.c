@@ -480,6 +480,55 @@ static void test_xq_decode(void) {
     synth_free(&s);
 }
 
+/* x quantised once per workgroup where the GEMV stages it (XQSTAGE: the norm prologue of q/k/v
+ * and gate/up, this small model's default; qw_gemv.c's gemv_xq_stage) in the fused decode graphs:
+ * with every GEMV int8, $WGML_QW_GEMV_XQ=3 against none gives logits equal to the bit (the same
+ * quantisation as each row group's own) and no dispatch more; with the integer form off
+ * ($WGML_QW_GEMV_I8=0) the staged GEMVs still take it with =3, so the logits differ from the f32
+ * ones without it, within the int8 bound of case_int8_prefill (15% of their RMS). */
+static void test_xq_staged(void) {
+    synth s;
+    synth_make_q(&s, 0, 1);
+    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
+    wgml_model_options mo = {.n_ctx = CTX};
+    th_setenv("WGML_LLAMA_UNFUSED", "0", 1);
+    th_setenv("WGML_QW_INT8", "1", 1);
+    static const char *const xq[4] = {"", "3", "3", ""}, *const i8[4] = {"1", "1", "0", "0"};
+    float lg[4][V];
+    wgml_decode_stats ds[4] = {{0}};
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
+    wgml_status st = WGML_OK;
+    for (int i = 0; i < 4 && !st; i++) {
+        wgml_model *md = wgml_model_load(T.ctx, g_path, &mo);
+        th_setenv("WGML_QW_GEMV_XQ", xq[i], 1);
+        th_setenv("WGML_QW_GEMV_I8", i8[i], 1);
+        st = md ? wgml_model_prefill(md, ids, 11, lg[i], NULL) : WGML_ERR_ARG;
+        if (!st) st = wgml_model_decode(md, ids[11], lg[i], NULL);
+        if (!st) st = wgml_model_decode_greedy(md, 3, 2, 0, NULL, NULL, &ds[i]);
+        wgml_model_free(md);
+    }
+    th_unsetenv("WGML_QW_GEMV_XQ");
+    th_unsetenv("WGML_QW_GEMV_I8");
+    th_unsetenv("WGML_QW_INT8");
+    th_unsetenv("WGML_LLAMA_UNFUSED");
+    if (th_check(!st, "x quantised where staged: %s", wgml_last_error(T.ctx))) {
+        logits_close("decode step, x quantised once where staged against each row group's own", lg[1], lg[0], 1e-5);
+        th_check(ds[1].dispatches_per_step == ds[0].dispatches_per_step,
+                 "x quantised where staged: %zu dispatches per step, %zu without (want as many)",
+                 ds[1].dispatches_per_step, ds[0].dispatches_per_step);
+        double d2 = 0, r2 = 0;
+        for (int j = 0; j < V; j++) d2 += (lg[2][j] - lg[3][j]) * (double)(lg[2][j] - lg[3][j]), r2 += (double)lg[3][j] * lg[3][j];
+        double rel = sqrt(d2 / fmax(r2, 1e-30));
+        th_check(rel > 1e-6 && rel <= 0.15,
+                 "x quantised where staged, the integer form otherwise off: logits' error %.3g of their RMS against f32 "
+                 "(want more than rounding: the staged GEMVs took the integer form)",
+                 rel);
+    }
+    remove(g_path);
+    synth_free(&s);
+}
+
 /* The KV cache's f16 form (wgml_model_options.kv_type; the kernels are checked against fp64 in
  * test_attention, test_attn_decode and test_fused): the same model with an f32 and an f16 cache,
  * a prefill of 11 then decode steps over 200 positions (the decode attention in key chunks),
@@ -579,6 +628,7 @@ int main(int argc, char **argv) {
     test_fused();
     test_int8_prefill();
     test_xq_decode();
+    test_xq_staged();
     test_kv_f16();
     test_device_lost();
     printf("  total %.2f s\n", now() - t0);

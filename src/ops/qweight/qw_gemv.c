@@ -148,12 +148,19 @@ static int gemv_storage_bindings(const wgml_qweight *const *ws, int nw, const qw
 /* SSW_LEN: SSQ_OUT's row-group sums (RG * MR), else 1 */
 static int64_t ssw_len(const gemv_cfg *c, int64_t m) { return fuse_ssq_out(c->f) ? (int64_t)(c->wg / c->tpr) * m : 1; }
 
-/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt, mrange, ssw). */
-static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, int64_t kp) {
+/* XQS_LEN: the vec4<u32>s of x quantised in workgroup memory (XQSTAGE: m rows of w's qw_quant_x
+ * format), else 1 */
+static int64_t xqs_len(const gemv_cfg *c, const wgml_qweight *w, int64_t m) {
+    return c->xq_stage ? m * qw_quant_x_row(w) / 4 : 1;
+}
+
+/* Bytes of workgroup memory the GEMV kernel declares (red, xsh, nred, mwt, mrange, ssw, xqsh). */
+static uint64_t gemv_wg_bytes(const gemv_cfg *c, int64_t m, const wgml_qweight *w) {
     uint64_t red = c->direct ? 1 : (uint64_t)c->wg * (uint64_t)c->rpt * (uint64_t)m;
-    uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(kp / 4) * 4 : 4;
+    uint64_t xsh = fuse_stage(c->f) ? (uint64_t)m * (uint64_t)(w->kp / 4) * 4 : 4;
     uint64_t nred = c->f && c->f->norm_w ? (uint64_t)c->wg : 1;
-    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2 + (uint64_t)ssw_len(c, m));
+    return 4 * (red + xsh + nred + (uint64_t)merge_table_len(c->f) + 2 + (uint64_t)ssw_len(c, m) +
+                4 * (uint64_t)xqs_len(c, w, m));
 }
 
 /* The prelude's constants, x's reader, the kind's dequantisation and the subgroup helpers. */
@@ -197,8 +204,15 @@ static size_t gemv_consts(char *prelude, size_t cap, const gemv_cfg *c, const wg
                    : "  var v = vec4<f32>(0.0);\n"
                      "  for (var j = 0u; j < 4u; j++) { if (i * 4u + j < p.K) { v[j] = X[mm * p.K + i * 4u + j]; } }\n"
                      "  return v;\n");
-    /* the integer forms (qw_gemv_i8.wgsl) only where the adapter has them; else stubs never called */
-    EMIT("const XQIN: bool = %s;\n", c->xq ? "true" : "false");
+    /* the integer forms (qw_gemv_i8.wgsl) only where the adapter has them; else stubs never called;
+     * x quantised once: read from XQ, or from xqsh after the workgroup quantised its staged x */
+    EMIT("const XQIN: bool = %s; const XQSTAGE: bool = %s; const XQS_LEN: u32 = %lldu;\n",
+         c->xq || c->xq_stage ? "true" : "false", c->xq_stage ? "true" : "false", (long long)xqs_len(c, w, m));
+    if (c->xq_stage)
+        EMIT("fn xq_src(i: u32) -> f32 { return xsh[i / 4u][i %% 4u]; }\n"
+             "fn xq_put(f: u32, i: u32, v: u32) { xqsh[i / 4u][i %% 4u] = v; }\n");
+    else
+        EMIT("fn xq_src(i: u32) -> f32 { return 0.0; }\nfn xq_put(f: u32, i: u32, v: u32) { }\n");
     if (c->i8x)
         EMIT("const I8X: bool = true;\n//!include qw_gemv_i8\n");
     else
@@ -246,6 +260,8 @@ static size_t gemv_bindings(char *prelude, size_t cap, const gemv_cfg *c, wgml_t
         ro[n_ro++] = c->xq;
         EMIT("//!bindings read(XQ: array<vec4<u32>>)\n"
              "fn xq4(i: u32) -> vec4<u32> { return XQ[i]; }\nfn xqw(i: u32) -> u32 { return XQ[i / 4u][i %% 4u]; }\n");
+    } else if (c->xq_stage) {
+        EMIT("fn xq4(i: u32) -> vec4<u32> { return xqsh[i]; }\nfn xqw(i: u32) -> u32 { return xqsh[i / 4u][i %% 4u]; }\n");
     } else {
         EMIT("fn xq4(i: u32) -> vec4<u32> { return vec4<u32>(); }\nfn xqw(i: u32) -> u32 { return 0u; }\n");
     }
@@ -342,7 +358,7 @@ bool gemv_config(wgml_ctx *ctx, const wgml_qweight *const *ws, int nw, int64_t m
     for (;;) {
         c->sg = gemv_subgroup(ctx, c->tpr, &c->sg_known);
         c->direct = c->sg && c->sg_known >= (uint32_t)c->tpr;
-        bool fits = gemv_wg_bytes(c, m, w->kp) <= caps->max_workgroup_storage;
+        bool fits = gemv_wg_bytes(c, m, w) <= caps->max_workgroup_storage;
         if (fits || forced || caps->is_cpu || c->tpr <= 32) return fits;
         c->tpr /= 2;
         c->wg = c->tpr > 64 ? c->tpr : 64;
@@ -395,6 +411,20 @@ static wgml_tensor *gemv_xq_given(wgml_graph *g, wgml_tensor *x, const wgml_qwei
     return gemv_xq_fits(g, ws, nw, c) ? qw_xq_given(g, x, ws[0]) : NULL;
 }
 
+/* Whether the GEMV quantises its staged x (a norm prologue, attention's merge) once per workgroup
+ * into workgroup memory and reads it there as it reads a producer's rows (XQSTAGE), instead of
+ * every row group quantising the blocks it reads: $WGML_QW_GEMV_XQ=2 or 3 (qw_xq.h), where the
+ * weights take int8 activations, the row comes in whole vec4s and the workgroup memory fits.
+ * Then the GEMV takes the integer form whatever gemv_i8x's rule says. */
+static bool gemv_xq_stage(wgml_graph *g, const wgml_qweight *const *ws, int nw, int64_t m, const gemv_cfg *c) {
+    if (!fuse_stage(c->f) || qw_xq_mode() < 2 || qw_quant_x_row(ws[0]) % 4) return false;
+    for (int i = 0; i < nw; i++)
+        if (!qw_x8_applies(g, ws[i], 0)) return false;
+    gemv_cfg s = *c;
+    s.xq_stage = true;
+    return gemv_wg_bytes(&s, m, ws[0]) <= gpu_get_caps(graph_ctx(g))->max_workgroup_storage;
+}
+
 /* Whether the integer form quantises x once in a qw_quant_x dispatch of its own before it, where
  * no producer did: $WGML_QW_GEMV_XQ=1 or 2 (qw_xq.h), not the default until timed in a model
  * (bench/gemv_variants.py's xq bounds the gain: docs/PERFORMANCE.md, 2026-12-07). */
@@ -421,7 +451,8 @@ wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const
     int n_ro = 0;
     gemv_cfg cx = *c;
     wgml_tensor *given = gemv_xq_given(g, x, ws, nw, c), *own = NULL; /* x quantised by its producer, by us */
-    cx.i8x = given || gemv_i8x(g, ws, nw, c);
+    cx.xq_stage = !given && gemv_xq_stage(g, ws, nw, m, c);
+    cx.i8x = given || cx.xq_stage || gemv_i8x(g, ws, nw, c);
     if (!given && gemv_xq(g, ws, nw, &cx) && !(own = qw_quant_x(g, op, x, w, m)))
         return wgml_last_status(ctx) ? wgml_last_status(ctx) : WGML_ERR_OOM;
     cx.xq = given ? given : own;

@@ -48,7 +48,9 @@
 // else f32), x_load(mm, i) (x[mm, 4i..4i+3] from X, zero past K), x4(mm, k) (x[mm, k..k+3]: from
 // xsh when XSTAGE, else x_load), nw4(i) (the norm weight's 4i..4i+3, zero past K), resid(i),
 // I8X with quant_block, idot and qsum (qw_gemv_i8.wgsl; stubs without I8X), XQIN (I8X reads x
-// quantised once, qw_quant_x's rows, through xq4(i) and xqw(i): binding XQ's vec4 i and word i),
+// quantised once, qw_quant_x's rows, through xq4(i) and xqw(i): binding XQ's vec4 i and word i,
+// or with XQSTAGE xqsh's, which the workgroup fills from its staged x after the prologue, with
+// xq_src and xq_put for qw_xq_block; XQS_LEN its length),
 // XSTAGE, NORM, MERGE, MH, MC, MD, xf(i) (X's element i), KP4 (vec4s per staged row; 0 without
 // XSTAGE), XSH_LEN, NRED_LEN, EPI, PAIR, RP, SSQ_IN with ssq_in(i) (SQ's element i), SSQ_OUT
 // with ssq_store(i, n, o) (O1[i] = o * NN[n]) and ssq_part(i, v) (O2[i] = v), SSW_LEN, WG, TPR,
@@ -79,6 +81,7 @@ var<workgroup> nred: array<f32, NRED_LEN>;    // WG with NORM, else 1 (unused)
 var<workgroup> mwt: array<f32, MH * MC>;      // MERGE: each (head, chunk)'s weight
 var<workgroup> mrange: array<u32, 2>;         // MERGE: the chunks that saw keys, [first, end)
 var<workgroup> ssw: array<f32, SSW_LEN>;      // SSQ_OUT: each row group's sums of squares (RG * MR)
+var<workgroup> xqsh: array<vec4<u32>, XQS_LEN>; // XQSTAGE: the staged rows quantised (qw_quant_x's rows)
 
 // SSQ_IN: the norm's scale of x's row mm from the sum of the producer's partial sums of squares
 fn ssq_scale(s: f32) -> f32 { return inverseSqrt(s / f32(p.K) + p.eps); }
@@ -157,6 +160,9 @@ fn x_merged(i: u32) -> vec4<f32> {
 }
 
 //!include ew_act
+
+// XQSTAGE: the block quantiser, xq_src reading xsh and xq_put writing xqsh (the prelude's)
+//!include qw_xq_block
 
 //!include qw_cvt
 
@@ -257,6 +263,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
         workgroupBarrier();
+        if (XQSTAGE) { // the staged rows quantised once for the workgroup, block b by thread b % WG
+            let qb = 32u / GPB;
+            let nq = p.nblk * GPB;
+            for (var mm = 0u; mm < MR; mm++) {
+                for (var b = lid; b < nq; b += WG) {
+                    let k0 = b * qb;
+                    xq_block(0u, qb, CPW == 8u, mm * KP4 * 4u + k0, min(qb, max(p.K, k0) - k0),
+                             mm * (p.nblk * 8u + 2u * nq), b, KP4 * 4u);
+                }
+            }
+            workgroupBarrier();
+        }
     }
     var scl: array<f32, MR>; // SSQ_IN: each row's norm scale (with subgroups, here)
     for (var mm = 0u; mm < MR; mm++) {

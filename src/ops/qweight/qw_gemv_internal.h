@@ -19,6 +19,7 @@ typedef struct gemv_cfg {
     bool direct;       /* the sums are final in the subgroup: no workgroup memory */
     bool i8x;          /* x quantised to int8 per block, codes through dot4I8Packed (qw_x8_applies) */
     wgml_tensor *xq;   /* with i8x: x quantised once (by its producer or qw_quant_x), read instead of quantising (NULL: no) */
+    bool xq_stage;     /* with i8x and a staged x: quantised once per workgroup into workgroup memory (XQSTAGE) */
     const qw_gemv_fuse *f; /* the prologue and epilogue (NULL: none) */
 } gemv_cfg;
 

@@ -23,7 +23,8 @@ typedef struct qw_xq_fmt {
 
 /* $WGML_QW_GEMV_XQ: 0 (the default until timed in a model) never; 1 one qw_quant_x dispatch
  * before each integer-form GEMV group; 2 the producers', and that dispatch where x has none; 3
- * the producers' only. */
+ * the producers' only. With 2 and 3 a GEMV that stages x in workgroup memory also quantises it
+ * there once per workgroup (qw_gemv.c's gemv_xq_stage). */
 int qw_xq_mode(void);
 
 /* w's format. */
