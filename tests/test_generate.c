@@ -436,34 +436,45 @@ static void test_int8_prefill(void) { case_int8_prefill("0"); }
  * agree to rounding; the step has more dispatches with =1 (the quantisers), and fewer with =2
  * than with =1 (the norms' outputs replace theirs). Each form settles when a graph is built, so
  * each model's decode graphs are built with its own setting. */
-static void test_xq_decode(void) {
+/* The tiny model (synth_make_q, every projection 4-bit) through the fused graphs with int8
+ * activations, once per setting i < n: its own model, built and run with $WGML_QW_GEMV_XQ =
+ * xq[i], $WGML_QW_GEMV_I8 = i8[i] and $WGML_QW_GEMV_NORM_BUDGET = budget ("" its default): a
+ * prefill of 11 random ids, the same for each (logits into lp[i]), a decode step of a 12th (into
+ * lg[i]) and three greedy steps (stats into ds[i]). */
+static wgml_status xq_models(int n, const char *const *xq, const char *const *i8, const char *budget, float (*lp)[V],
+                             float (*lg)[V], wgml_decode_stats *ds) {
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
     synth s;
     synth_make_q(&s, 0, 1);
     th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
     wgml_model_options mo = {.n_ctx = CTX};
     th_setenv("WGML_LLAMA_UNFUSED", "0", 1);
     th_setenv("WGML_QW_INT8", "1", 1);
-    th_setenv("WGML_QW_GEMV_I8", "1", 1);
-    th_setenv("WGML_QW_GEMV_NORM_BUDGET", "0", 1);
-    static const char *const modes[3] = {"", "1", "2"};
-    wgml_model *md[3];
+    th_setenv("WGML_QW_GEMV_NORM_BUDGET", budget, 1);
+    wgml_status st = WGML_OK;
+    for (int i = 0; i < n && !st; i++) {
+        wgml_model *md = wgml_model_load(T.ctx, g_path, &mo);
+        th_setenv("WGML_QW_GEMV_XQ", xq[i], 1);
+        th_setenv("WGML_QW_GEMV_I8", i8[i], 1);
+        st = md ? wgml_model_prefill(md, ids, 11, lp[i], NULL) : WGML_ERR_ARG;
+        if (!st) st = wgml_model_decode(md, ids[11], lg[i], NULL);
+        if (!st) st = wgml_model_decode_greedy(md, 3, 2, 0, NULL, NULL, &ds[i]);
+        wgml_model_free(md);
+    }
+    const char *names[] = {"WGML_QW_GEMV_XQ", "WGML_QW_GEMV_I8", "WGML_QW_GEMV_NORM_BUDGET", "WGML_QW_INT8",
+                           "WGML_LLAMA_UNFUSED"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) th_unsetenv(names[i]);
+    remove(g_path);
+    synth_free(&s);
+    return st;
+}
+
+static void test_xq_decode(void) {
+    static const char *const modes[3] = {"", "1", "2"}, *const i8[3] = {"1", "1", "1"};
     float lp[3][V], lg[3][V];
     wgml_decode_stats ds[3] = {{0}};
-    int32_t ids[12];
-    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
-    wgml_status st = WGML_OK;
-    for (int i = 0; i < 3; i++) {
-        md[i] = wgml_model_load(T.ctx, g_path, &mo);
-        th_setenv("WGML_QW_GEMV_XQ", modes[i], 1);
-        if (!st) st = md[i] ? wgml_model_prefill(md[i], ids, 11, lp[i], NULL) : WGML_ERR_ARG;
-        if (!st) st = wgml_model_decode(md[i], ids[11], lg[i], NULL);
-        if (!st) st = wgml_model_decode_greedy(md[i], 3, 2, 0, NULL, NULL, &ds[i]);
-        th_unsetenv("WGML_QW_GEMV_XQ");
-    }
-    th_unsetenv("WGML_QW_GEMV_NORM_BUDGET");
-    th_unsetenv("WGML_QW_GEMV_I8");
-    th_unsetenv("WGML_QW_INT8");
-    th_unsetenv("WGML_LLAMA_UNFUSED");
+    wgml_status st = xq_models(3, modes, i8, "0", lp, lg, ds);
     if (th_check(!st, "x quantised once: %s", wgml_last_error(T.ctx))) {
         logits_close("prefill, x quantised by the norms against by the GEMMs", lp[2], lp[0], 1e-5);
         logits_close("decode step, x quantised once by a dispatch against each row group's own", lg[1], lg[0], 1e-5);
@@ -475,9 +486,6 @@ static void test_xq_decode(void) {
                  n0, n1, n2);
         printf("  x quantised once: decode step %zu dispatches (%zu without, %zu by the norms)\n", n1, n0, n2);
     }
-    for (int i = 0; i < 3; i++) wgml_model_free(md[i]);
-    remove(g_path);
-    synth_free(&s);
 }
 
 /* x quantised once per workgroup where the GEMV stages it (XQSTAGE: the norm prologue of q/k/v
@@ -487,31 +495,10 @@ static void test_xq_decode(void) {
  * ($WGML_QW_GEMV_I8=0) the staged GEMVs still take it with =3, so the logits differ from the f32
  * ones without it, within the int8 bound of case_int8_prefill (15% of their RMS). */
 static void test_xq_staged(void) {
-    synth s;
-    synth_make_q(&s, 0, 1);
-    th_check(synth_write(&s, g_path, "llama", NULL, NULL), "write gguf");
-    wgml_model_options mo = {.n_ctx = CTX};
-    th_setenv("WGML_LLAMA_UNFUSED", "0", 1);
-    th_setenv("WGML_QW_INT8", "1", 1);
     static const char *const xq[4] = {"", "3", "3", ""}, *const i8[4] = {"1", "1", "0", "0"};
-    float lg[4][V];
+    float lp[4][V], lg[4][V];
     wgml_decode_stats ds[4] = {{0}};
-    int32_t ids[12];
-    for (int i = 0; i < 12; i++) ids[i] = (int32_t)floor(th_uniform(0, V));
-    wgml_status st = WGML_OK;
-    for (int i = 0; i < 4 && !st; i++) {
-        wgml_model *md = wgml_model_load(T.ctx, g_path, &mo);
-        th_setenv("WGML_QW_GEMV_XQ", xq[i], 1);
-        th_setenv("WGML_QW_GEMV_I8", i8[i], 1);
-        st = md ? wgml_model_prefill(md, ids, 11, lg[i], NULL) : WGML_ERR_ARG;
-        if (!st) st = wgml_model_decode(md, ids[11], lg[i], NULL);
-        if (!st) st = wgml_model_decode_greedy(md, 3, 2, 0, NULL, NULL, &ds[i]);
-        wgml_model_free(md);
-    }
-    th_unsetenv("WGML_QW_GEMV_XQ");
-    th_unsetenv("WGML_QW_GEMV_I8");
-    th_unsetenv("WGML_QW_INT8");
-    th_unsetenv("WGML_LLAMA_UNFUSED");
+    wgml_status st = xq_models(4, xq, i8, "", lp, lg, ds);
     if (th_check(!st, "x quantised where staged: %s", wgml_last_error(T.ctx))) {
         logits_close("decode step, x quantised once where staged against each row group's own", lg[1], lg[0], 1e-5);
         th_check(ds[1].dispatches_per_step == ds[0].dispatches_per_step,
@@ -525,8 +512,6 @@ static void test_xq_staged(void) {
                  "(want more than rounding: the staged GEMVs took the integer form)",
                  rel);
     }
-    remove(g_path);
-    synth_free(&s);
 }
 
 /* The KV cache's f16 form (wgml_model_options.kv_type; the kernels are checked against fp64 in
