@@ -71,8 +71,8 @@ static bool linear_group(const wgml_model *m, wgml_graph *g, const fwd_opts *o, 
     return true;
 }
 
-/* The formats in which a norm's output is written quantised to int8 for the GEMVs that read it
- * (qw_xq.h). */
+/* The formats in which a norm's output is written quantised to int8 for the products that read
+ * it (qw_xq.h). */
 typedef struct xq_req {
     qw_xq_fmt f[QW_XQ_MAX];
     int n;
@@ -96,7 +96,7 @@ static xq_req xq_for(const wgml_model *m, wgml_graph *g, const fwd_opts *o, cons
 
 /* h = rms_norm(x + y') * w with *sum = x + y', y' = y, or with a post-norm weight wy,
  * rms_norm(y) * wy: one dispatch (norm_add_rms, norm_add_rms_post), which also writes h
- * quantised in xr's formats for the GEMVs that read it. */
+ * quantised in xr's formats for the products that read it. */
 static wgml_tensor *add_norm(wgml_graph *g, wgml_tensor *x, wgml_tensor *y, wgml_tensor *wy, wgml_tensor *w, float eps,
                              const xq_req *xr, wgml_tensor **sum) {
     *sum = NULL;

@@ -365,6 +365,14 @@ bool gemv_config(wgml_ctx *ctx, const wgml_qweight *const *ws, int nw, int64_t m
     }
 }
 
+/* Whether every weight of a GEMV group takes int8 activations in g (qw_x8_applies): the integer
+ * form's condition, whichever way x is quantised. */
+static bool group_x8(wgml_graph *g, const wgml_qweight *const *ws, int nw) {
+    for (int i = 0; i < nw; i++)
+        if (!qw_x8_applies(g, ws[i], 0)) return false;
+    return true;
+}
+
 /* Whether the GEMV takes its integer form (I8X: x quantised to int8 per block, the codes
  * through dot4I8Packed), in a graph whose products take int8 activations (qw_x8_applies): where
  * it measured faster on the H200 (bench/NOTES.md, 2026-12-05), 4-bit codes (Q4_K 1.39-1.49x at
@@ -377,8 +385,7 @@ bool gemv_config(wgml_ctx *ctx, const wgml_qweight *const *ws, int nw, int64_t m
  * decoded 1.6% slower in this form. $WGML_QW_GEMV_I8=1 takes it wherever qw_x8_applies (tests,
  * sweeps), =0 never. */
 static bool gemv_i8x(wgml_graph *g, const wgml_qweight *const *ws, int nw, const gemv_cfg *c) {
-    for (int i = 0; i < nw; i++)
-        if (!qw_x8_applies(g, ws[i], 0)) return false;
+    if (!group_x8(g, ws, nw)) return false;
     const char *e = getenv("WGML_QW_GEMV_I8");
     if (e && *e) return strcmp(e, "0") != 0;
     return (qw_kind_cpw(ws[0]->kind) == 8 && c->rpt >= 4) || ws[0]->group == 16;
@@ -406,9 +413,7 @@ static bool gemv_xq_fits(wgml_graph *g, const wgml_qweight *const *ws, int nw, c
  * has one layout, so one format). NULL: none. */
 static wgml_tensor *gemv_xq_given(wgml_graph *g, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
                                   const gemv_cfg *c) {
-    for (int i = 0; i < nw; i++)
-        if (!qw_x8_applies(g, ws[i], 0)) return NULL;
-    return gemv_xq_fits(g, ws, nw, c) ? qw_xq_given(g, x, ws[0]) : NULL;
+    return group_x8(g, ws, nw) && gemv_xq_fits(g, ws, nw, c) ? qw_xq_given(g, x, ws[0]) : NULL;
 }
 
 /* Whether the GEMV quantises its staged x (a norm prologue, attention's merge) once per workgroup
@@ -417,9 +422,7 @@ static wgml_tensor *gemv_xq_given(wgml_graph *g, wgml_tensor *x, const wgml_qwei
  * weights take int8 activations, the row comes in whole vec4s and the workgroup memory fits.
  * Then the GEMV takes the integer form whatever gemv_i8x's rule says. */
 static bool gemv_xq_stage(wgml_graph *g, const wgml_qweight *const *ws, int nw, int64_t m, const gemv_cfg *c) {
-    if (!fuse_stage(c->f) || qw_xq_mode() < 2 || qw_quant_x_row(ws[0]) % 4) return false;
-    for (int i = 0; i < nw; i++)
-        if (!qw_x8_applies(g, ws[i], 0)) return false;
+    if (!fuse_stage(c->f) || qw_xq_mode() < 2 || qw_quant_x_row(ws[0]) % 4 || !group_x8(g, ws, nw)) return false;
     gemv_cfg s = *c;
     s.xq_stage = true;
     return gemv_wg_bytes(&s, m, ws[0]) <= gpu_get_caps(graph_ctx(g))->max_workgroup_storage;
@@ -438,8 +441,8 @@ static bool gemv_xq(wgml_graph *g, const wgml_qweight *const *ws, int nw, const 
  * c->f, whose gated epilogue gives one output and whose next_norm three, fuse_outputs); each
  * output is x's shape whose last dim is replaced by the weight's N, but the sums of squares'
  * [M, workgroups]. */
-wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws,
-                                   int nw, int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
+wgml_status record_gemv_cfg(wgml_graph *g, const char *op, wgml_tensor *x, const wgml_qweight *const *ws, int nw,
+                            int64_t m, const gemv_cfg *c, wgml_tensor **outs) {
     wgml_ctx *ctx = graph_ctx(g);
     const wgml_qweight *w = ws[0];
     bool pair = fuse_pair(c->f);

@@ -83,6 +83,9 @@ var<workgroup> mrange: array<u32, 2>;         // MERGE: the chunks that saw keys
 var<workgroup> ssw: array<f32, SSW_LEN>;      // SSQ_OUT: each row group's sums of squares (RG * MR)
 var<workgroup> xqsh: array<vec4<u32>, XQS_LEN>; // XQSTAGE: the staged rows quantised (qw_quant_x's rows)
 
+// XQIN: the words of one row of x quantised once (qw_quant_x's rows): Kp / 4 + 2 Kp / QB
+fn xq_row_words() -> u32 { return p.nblk * 8u + 2u * p.nblk * GPB; }
+
 // SSQ_IN: the norm's scale of x's row mm from the sum of the producer's partial sums of squares
 fn ssq_scale(s: f32) -> f32 { return inverseSqrt(s / f32(p.K) + p.eps); }
 
@@ -270,7 +273,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 for (var b = lid; b < nq; b += WG) {
                     let k0 = b * qb;
                     xq_block(0u, qb, CPW == 8u, mm * KP4 * 4u + k0, min(qb, max(p.K, k0) - k0),
-                             mm * (p.nblk * 8u + 2u * nq), b, KP4 * 4u);
+                             mm * xq_row_words(), b, KP4 * 4u);
                 }
             }
             workgroupBarrier();
@@ -303,7 +306,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (b >= p.nblk) { break; }
             for (var mm = 0u; mm < MR; mm++) {
                 if (XQIN) { // x quantised once (qw_quant_x's rows): the block's words, d and s
-                    let rs = p.nblk * 8u + 2u * p.nblk * GPB; // the row's words: Kp / 4 + 2 Kp / QB
+                    let rs = xq_row_words();
                     let o4 = (mm * rs + b * 8u) / 4u;
                     let qa = xq4(o4);
                     let qb = xq4(o4 + 1u);

@@ -1,8 +1,9 @@
 // qw_xq_block: one block of x quantised to int8 in qw_quant_x's row format (qw_quant_x.wgsl says
 // the format: d = max|x| / 127, q = round_half_even(x / d) in -127..127, s = d·Σq, the bytes in
-// the order the weight's code words unpack). Not a kernel: qw_quant_x (a dispatch of its own)
-// and norm_add_rms (the normed row quantised for the integer-dot GEMVs that read it, where it is
-// made) include it ("//!include qw_xq_block") and define
+// the order the weight's code words unpack). Not a kernel: qw_quant_x (a dispatch of its own),
+// norm_add_rms (the normed row quantised for the integer-dot products that read it, where it is
+// made) and qw_gemv (XQSTAGE: its staged x quantised once per workgroup) include it
+// ("//!include qw_xq_block") and define
 //   fn xq_src(i: u32) -> f32           x's element i (a flat index into the includer's x)
 //   fn xq_put(f: u32, i: u32, v: u32)  word i of output f (the includer's outputs, 0 ..)
 // xq_block(f, qb, pair, xb, kn, o, b, kp): block b (k = b·qb ..) of a row into output f: x's
